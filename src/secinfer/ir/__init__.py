@@ -1,0 +1,1 @@
+"""secinfer.ir layer."""

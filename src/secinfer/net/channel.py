@@ -1,0 +1,233 @@
+"""The byte channel every protocol talks through: ``Endpoint``.
+
+Protocol code sees only this interface:
+
+    ep.send(peer, tag, *arrays)
+    a, b = ep.recv(peer, tag, ArraySpec(np.uint64, (n,)), ArraySpec(np.uint8, (n,)))
+    with ep.phase("offline"): ...
+    ep.abort(check, suspect)        # tell every peer, then raise ProtocolAbort
+
+Messages between two parties are strictly ordered; ``recv`` expects the *next* frame from
+that peer to carry exactly ``tag`` and arrays matching the specs, otherwise FrameError.
+A received ``__abort__`` frame raises ``PeerAbortedError``.
+
+Transports subclass ``Endpoint`` and implement ``_transmit`` / ``_receive`` / ``close``:
+``LocalHub`` (threads in one process, for unit tests) lives here; the socket transport
+(pyzmq CURVE, one OS process per party) is in ``secinfer.net.zmq_transport``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
+from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, payload_nbytes
+from secinfer.net.meter import Meter
+
+ABORT_TAG = "__abort__"
+DEFAULT_RECV_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """What a protocol step expects: dtype and exact shape (``None`` = any length)."""
+
+    dtype: np.dtype | type | str
+    shape: tuple
+    max_elems: int = 1 << 28
+
+    def check(self, a: np.ndarray, where: str) -> np.ndarray:
+        if a.dtype != np.dtype(self.dtype):
+            raise FrameError(f"{where}: expected dtype {np.dtype(self.dtype)}, got {a.dtype}")
+        if len(a.shape) != len(self.shape) or any(
+                s is not None and s != d for s, d in zip(self.shape, a.shape)):
+            raise FrameError(f"{where}: expected shape {self.shape}, got {a.shape}")
+        if a.size > self.max_elems:
+            raise FrameError(f"{where}: {a.size} elements exceed the limit {self.max_elems}")
+        return a
+
+
+class Endpoint(abc.ABC):
+    """One party's view of the network."""
+
+    def __init__(self, me: str, peers, session_id: bytes, *, max_frame: int = DEFAULT_MAX_FRAME,
+                 recv_timeout: float = DEFAULT_RECV_TIMEOUT) -> None:
+        self.me = me
+        self.peers = tuple(p for p in peers if p != me)
+        self.session_id = session_id
+        self.max_frame = max_frame
+        self.recv_timeout = recv_timeout
+        self.meter = Meter(me)
+        self._phase = "setup"
+        self._seq_out: dict[str, int] = {p: 0 for p in self.peers}
+        self._seq_in: dict[str, int] = {p: 0 for p in self.peers}
+        self._aborted: ProtocolAbort | None = None
+
+    # ---- phases ------------------------------------------------------------------------
+    @property
+    def current_phase(self) -> str:
+        return self._phase
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r}")
+        prev, self._phase = self._phase, name
+        t0 = time.perf_counter()
+        try:
+            yield self
+        finally:
+            self.meter.seconds[name] += time.perf_counter() - t0
+            self._phase = prev
+
+    # ---- messaging ---------------------------------------------------------------------
+    def _check_peer(self, peer: str) -> None:
+        if peer not in self._seq_out:
+            raise FrameError(f"{self.me}: {peer!r} is not a peer of this session")
+
+    def send(self, peer: str, tag: str, *arrays: np.ndarray) -> None:
+        self._check_peer(peer)
+        if self._aborted is not None:
+            raise self._aborted
+        hdr = Header(self.session_id, self.me, tag, self._seq_out[peer], self._phase,
+                     self.meter.depth[self._phase])
+        frame = encode_frame(hdr, arrays, self.max_frame)
+        self._seq_out[peer] += 1
+        self.meter.record(self._phase, "sent", peer, tag, payload_nbytes(arrays), len(frame))
+        self._transmit(peer, frame)
+
+    def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
+        for p in self.peers:
+            self.send(p, tag, *arrays)
+
+    def recv(self, peer: str, tag: str, *specs: ArraySpec, timeout: float | None = None) -> list[np.ndarray]:
+        self._check_peer(peer)
+        if self._aborted is not None:
+            raise self._aborted
+        deadline = time.monotonic() + (self.recv_timeout if timeout is None else timeout)
+        frame = self._receive(peer, deadline)
+        hdr, arrays = decode_frame(frame, self.max_frame)
+        where = f"{self.me} <- {peer} [{tag}]"
+        if hdr.session_id != self.session_id:
+            raise FrameError(f"{where}: frame from another session")
+        if hdr.sender != peer:
+            raise FrameError(f"{where}: frame claims sender {hdr.sender!r}")
+        if hdr.tag == ABORT_TAG:
+            detail = bytes(arrays[0]).decode(errors="replace") if arrays else ""
+            self._aborted = PeerAbortedError("peer-abort", peer, detail)
+            raise self._aborted
+        if hdr.seq != self._seq_in[peer]:
+            raise FrameError(f"{where}: out-of-order frame (seq {hdr.seq}, expected {self._seq_in[peer]})")
+        self._seq_in[peer] += 1
+        if hdr.tag != tag:
+            raise FrameError(f"{where}: protocol out of step, received tag {hdr.tag!r}")
+        if len(arrays) != len(specs):
+            raise FrameError(f"{where}: expected {len(specs)} arrays, got {len(arrays)}")
+        for i, (a, s) in enumerate(zip(arrays, specs)):
+            s.check(a, f"{where} array {i}")
+        ph = self._phase
+        self.meter.depth[ph] = max(self.meter.depth[ph], hdr.depth + 1 if hdr.phase == ph else 1)
+        self.meter.record(ph, "recv", peer, tag, payload_nbytes(arrays), len(frame))
+        return arrays
+
+    def recv_one(self, peer: str, tag: str, spec: ArraySpec, timeout: float | None = None) -> np.ndarray:
+        return self.recv(peer, tag, spec, timeout=timeout)[0]
+
+    def abort(self, check: str, suspect: str | None = None, detail: str = "") -> ProtocolAbort:
+        """Announce an abort to every peer (best effort) and return the exception to raise."""
+        err = ProtocolAbort(check, suspect, detail)
+        msg = np.frombuffer(str(err).encode()[:4000], dtype=np.uint8)
+        for p in self.peers:
+            with contextlib.suppress(Exception):
+                hdr = Header(self.session_id, self.me, ABORT_TAG, self._seq_out[p], self._phase, 0)
+                self._transmit(p, encode_frame(hdr, [msg], self.max_frame))
+        self._aborted = err
+        return err
+
+    # ---- transport hooks ---------------------------------------------------------------
+    @abc.abstractmethod
+    def _transmit(self, peer: str, frame: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def _receive(self, peer: str, deadline: float) -> bytes: ...
+
+    def close(self) -> None:  # noqa: B027 - optional for transports
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class LocalHub:
+    """In-process network of queues: one ``LocalEndpoint`` per party (tests, simulation)."""
+
+    def __init__(self, parties, session_id: bytes = b"\x00" * 16, **kw) -> None:
+        self.parties = tuple(parties)
+        self._queues = {(a, b): queue.Queue() for a in self.parties for b in self.parties if a != b}
+        self._dead: set[str] = set()
+        self._lock = threading.Lock()
+        self.endpoints = {p: LocalEndpoint(self, p, session_id, **kw) for p in self.parties}
+
+    def __getitem__(self, party: str) -> "LocalEndpoint":
+        return self.endpoints[party]
+
+    def kill(self, party: str) -> None:
+        with self._lock:
+            self._dead.add(party)
+
+
+class LocalEndpoint(Endpoint):
+    def __init__(self, hub: LocalHub, me: str, session_id: bytes, **kw) -> None:
+        super().__init__(me, hub.parties, session_id, **kw)
+        self._hub = hub
+
+    def _transmit(self, peer: str, frame: bytes) -> None:
+        self._hub._queues[(self.me, peer)].put(frame)
+
+    def _receive(self, peer: str, deadline: float) -> bytes:
+        q = self._hub._queues[(peer, self.me)]
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+            try:
+                return q.get(timeout=min(remaining, 0.05))
+            except queue.Empty:
+                if peer in self._hub._dead:
+                    raise PeerDeadError(f"{self.me}: peer {peer} is dead") from None
+
+
+def run_local(parties: dict, *, session_id: bytes = b"\x00" * 16, timeout: float = 600.0, **kw) -> dict:
+    """Run ``{party: fn(endpoint) -> result}`` on a LocalHub, one thread per party.
+
+    Returns ``{party: result or exception}``. For tests and in-process simulation only;
+    real runs put every party in its own process (``secinfer.runtime.launcher``).
+    """
+    hub = LocalHub(parties.keys(), session_id, **kw)
+    results: dict = {}
+
+    def runner(name, fn):
+        try:
+            results[name] = fn(hub[name])
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
+            results[name] = e
+            hub.kill(name)
+
+    threads = [threading.Thread(target=runner, args=(n, f), daemon=True) for n, f in parties.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    for n in parties:
+        results.setdefault(n, TimeoutError_(f"party {n} did not finish within {timeout}s"))
+    return results

@@ -1,0 +1,67 @@
+"""What a protocol is, for the runtime: roles, securities, and one function per party.
+
+A protocol is a ``ProtocolSpec`` registered in ``secinfer.protocols.registry``. The runtime
+(one OS process per party, or a LocalHub in tests) calls ``spec.run_party(role, ep, job)``
+in every party with that party's ``Endpoint`` and ``PartyJob`` and collects the
+``PartyResult``s. Protocol code never reads global state: everything it may use is in
+the endpoint and the job.
+
+Conventions every protocol follows (DESIGN.md):
+* the model owner's weights reach only the model-owner role; the architecture is public
+  and is sent in the ``setup`` phase with ``secinfer.ir`` public bytes when needed;
+* only ``input_role`` gets ``output`` (a ring or float array); every other role returns
+  ``output=None``;
+* work is wrapped in ``with ep.phase("offline")`` / ``ep.phase("online")`` so metering
+  and latency split by phase;
+* every reveal is preceded by the protocol's check; a failed check calls
+  ``raise ep.abort(check, suspect)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from secinfer.arith.fixed import FixedPointConfig
+from secinfer.crypto.prg import PRG
+
+SECURITIES = ("semi-honest", "malicious", "fair")
+
+
+@dataclass
+class PartyJob:
+    """Everything one party needs for one inference session."""
+
+    role: str
+    security: str
+    fixed: FixedPointConfig
+    prg: PRG
+    model: Any = None              # secinfer.ir Graph, only for the model-owner role
+    input: np.ndarray | None = None  # float input batch, only for the input role
+    options: dict = field(default_factory=dict)  # protocol-specific, JSON-serialisable
+
+
+@dataclass
+class PartyResult:
+    output: np.ndarray | None = None      # decoded float output (input role only)
+    output_ring: np.ndarray | None = None  # the same in the ring (input role only)
+    info: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    name: str
+    description: str
+    roles: tuple[str, ...]
+    model_role: str
+    input_role: str
+    securities: tuple[str, ...]
+    default_security: str
+    run_party: Callable[[str, Any, PartyJob], PartyResult]
+    # check_model(graph, security) raises ProtocolError/UnsupportedOpError when it cannot run it
+    check_model: Callable[[Any, str], None]
+    default_fixed: str = "fx64f13"
+    insecure: bool = False
+    paper: str = ""

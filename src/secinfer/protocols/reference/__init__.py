@@ -1,0 +1,1 @@
+"""secinfer.protocols.reference layer."""

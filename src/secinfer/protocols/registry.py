@@ -1,0 +1,29 @@
+"""Name -> ProtocolSpec. Protocol subpackages register themselves here on import."""
+
+from __future__ import annotations
+
+import importlib
+
+from secinfer.errors import ConfigError
+from secinfer.protocols.base import ProtocolSpec
+
+# name -> module that defines SPEC; imported lazily so one protocol's heavy dependencies
+# (the HE library, say) do not load for another.
+_MODULES = {
+    "reference": "secinfer.protocols.reference.protocol",
+}
+
+
+def register_module(name: str, module: str) -> None:
+    _MODULES[name] = module
+
+
+def names() -> list[str]:
+    return sorted(_MODULES)
+
+
+def get(name: str) -> ProtocolSpec:
+    mod = _MODULES.get(name)
+    if mod is None:
+        raise ConfigError(f"unknown protocol {name!r}; available: {', '.join(names())}")
+    return importlib.import_module(mod).SPEC

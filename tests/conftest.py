@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("SECINFER_TESTING", "1")
