@@ -65,3 +65,4 @@ class ProtocolSpec:
     default_fixed: str = "fx64f13"
     insecure: bool = False
     paper: str = ""
+    demo_rows: int = 0  # held-out rows `secinfer demo` runs (0 = all)

@@ -1,0 +1,141 @@
+"""Implementations of the sub-commands (argparse namespaces in, exit codes out)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from secinfer.cli.resolve import model_path
+from secinfer.errors import ConfigError, ShapeError
+
+
+def _warn_insecure(spec) -> None:
+    if spec.insecure:
+        print(f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server "
+              "in plaintext. Use it only as a reference.", file=sys.stderr)
+
+
+def _load_input(path: str) -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"input file {path!r} does not exist") from None
+    except ValueError as e:
+        raise ConfigError(f"input file {path!r} is not a numeric .npy array: {e}") from None
+    if x.dtype.kind not in "iuf":
+        raise ShapeError(f"input file {path!r} holds {x.dtype} values; a numeric array is needed")
+    return x.astype(np.float64)
+
+
+def cmd_run(args) -> int:
+    from secinfer.cli.main import _parse_options
+    from secinfer.protocols import registry
+    from secinfer.runtime.launcher import run_local
+
+    spec = registry.get(args.protocol)
+    _warn_insecure(spec)
+    security = args.security or spec.default_security
+    if security not in spec.securities:
+        raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
+    options = _parse_options(args.option, args.params)
+    x = _load_input(args.input)
+    mpath = model_path(args.model)
+    res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
+                    network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
+                    progress=not args.json)
+    if args.output:
+        np.save(args.output, res.output)
+    if args.json:
+        print(json.dumps(res.to_json(), default=_json_default))
+    else:
+        print(res.describe())
+    return 0
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    return str(o)
+
+
+def cmd_party(args) -> int:
+    from secinfer.cli.main import _parse_options
+    from secinfer.protocols import registry
+    from secinfer.runtime.party import party_from_cli
+
+    spec = registry.get(args.protocol)
+    _warn_insecure(spec)
+    options = _parse_options(args.option, args.params)
+    mpath = model_path(args.model) if args.model else None
+    return party_from_cli(args, model_path=mpath, options=options)
+
+
+def cmd_keygen(args) -> int:
+    from secinfer.crypto.identity import keygen
+
+    written = keygen(args.out, args.names)
+    for w in written:
+        print(w)
+    return 0
+
+
+def cmd_models(args) -> int:
+    from secinfer.ir import zoo
+    from secinfer.protocols import registry
+
+    print("Protocols:")
+    for name in registry.names():
+        try:
+            s = registry.get(name)
+            flag = "  [INSECURE]" if s.insecure else ""
+            print(f"  {name:<11} {', '.join(s.securities):<32} {s.description}{flag}")
+        except Exception as e:  # noqa: BLE001 - a protocol whose dependencies are missing
+            print(f"  {name:<11} (unavailable: {e})")
+    print("\nZoo networks (seeded random weights, for timing):  secinfer run --model zoo:NAME")
+    for m in zoo.list_models():
+        print(f"  {m['name']:<18} input {str(tuple(m['input_shape'])):<18} {m['params']:>11,} params  {m['description']}")
+    print("\nBundled trained models (scikit-learn data):  secinfer run --model bundled:NAME")
+    for name in zoo.bundled_names():
+        info = zoo.bundled_info(name)
+        print(f"  {name:<18} {info.get('task', ''):<14} {info.get('summary', '')}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols import registry
+
+    graph = load_model(model_path(args.model))
+    print(graph.summary())
+    print("\nProtocols that can run it:")
+    for name in registry.names():
+        try:
+            spec = registry.get(name)
+        except Exception as e:  # noqa: BLE001
+            print(f"  {name:<11} unavailable ({e})")
+            continue
+        for sec in spec.securities:
+            try:
+                spec.check_model(graph, sec)
+                print(f"  {name:<11} {sec:<12} yes")
+            except Exception as e:  # noqa: BLE001 - report why not
+                print(f"  {name:<11} {sec:<12} no: {e}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from secinfer.cli.demo import run_demo
+
+    return run_demo(protocols=args.protocol, rows=args.rows, network=args.network, as_json=args.json)
+
+
+def cmd_bench(args) -> int:
+    from secinfer.bench.suites import run_suite
+
+    return run_suite(args.suite, out=args.out, quick=args.quick, network=args.network)

@@ -1,0 +1,128 @@
+"""``secinfer``: the command line.
+
+Errors are printed as one line (``error: ...``) with a non-zero exit; ``--debug`` shows
+the traceback. Sub-commands: demo, run, party, keygen, models, inspect, bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from secinfer.errors import InsecureParametersError, SecinferError
+
+EXIT_ERROR = 2
+EXIT_ABORT = 3
+
+
+def _add_common_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--protocol", "-p", required=True, help="protocol name (see `secinfer models`)")
+    p.add_argument("--security", "-s", default=None, help="semi-honest | malicious | fair")
+    p.add_argument("--network", default="none", help="none | lan | wan | bw=<MB/s>,lat=<ms>")
+    p.add_argument("--fixed", default=None, help="fixed-point config (default: the protocol's)")
+    p.add_argument("--params", default=None, help="named parameter set for HE-based protocols")
+    p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                   help="protocol-specific option (repeatable)")
+
+
+def _parse_options(items: list[str], params: str | None) -> dict:
+    from secinfer.errors import ConfigError
+
+    opts: dict = {}
+    for it in items:
+        if "=" not in it:
+            raise ConfigError(f"--option expects KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        try:
+            opts[k] = json.loads(v)
+        except json.JSONDecodeError:
+            opts[k] = v
+    if params is not None:
+        if "insecure" in params:
+            raise InsecureParametersError(
+                f"parameter set {params!r} is marked insecure and is for tests only; the CLI refuses it")
+        opts["params"] = params
+    return opts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="secinfer", description="Private machine-learning inference.")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    d = sub.add_parser("demo", help="run the bundled models through every implemented protocol")
+    d.add_argument("--protocol", "-p", action="append", default=None, help="only this protocol (repeatable)")
+    d.add_argument("--rows", type=int, default=None, help="held-out rows per model (default: protocol's)")
+    d.add_argument("--network", default="none")
+    d.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("run", help="run one inference with every party as its own local process")
+    _add_common_run_args(r)
+    r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME")
+    r.add_argument("--input", "-i", required=True, help=".npy file with one sample or a batch")
+    r.add_argument("--output", default=None, help="write the output here (.npy)")
+    r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--timeout", type=float, default=1800.0)
+
+    pa = sub.add_parser("party", help="run one party of a multi-host session")
+    pa.add_argument("--cluster", required=True, help="cluster TOML file")
+    pa.add_argument("--id", required=True, dest="party_id", help="this party's id in the cluster file")
+    pa.add_argument("--keys", default=None, help="folder with this party's secret key (default: next to the cluster file)")
+    _add_common_run_args(pa)
+    pa.add_argument("--model", "-m", default=None)
+    pa.add_argument("--input", "-i", default=None)
+    pa.add_argument("--output", default=None)
+    pa.add_argument("--session", default=None, help="session nonce shared by all parties (hex)")
+    pa.add_argument("--result", default=None, help="write this party's result JSON here")
+
+    k = sub.add_parser("keygen", help="write identity key pairs for parties")
+    k.add_argument("--out", required=True, help="output folder")
+    k.add_argument("names", nargs="+", help="party ids")
+
+    sub.add_parser("models", help="list protocols, zoo networks and bundled models")
+
+    i = sub.add_parser("inspect", help="ops, shapes and which protocols can run a model")
+    i.add_argument("model", help="ONNX file, bundled:NAME or zoo:NAME")
+
+    b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
+    b.add_argument("suite", help="suite name, or 'list'")
+    b.add_argument("--out", default="results", help="results folder")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
+    b.add_argument("--network", default=None, help="network profile(s), comma separated")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        from secinfer.cli import commands
+
+        return int(getattr(commands, "cmd_" + args.cmd)(args) or 0)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except SecinferError as e:
+        if args.debug:
+            traceback.print_exc()
+        from secinfer.errors import ProtocolAbort
+
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ABORT if isinstance(e, ProtocolAbort) else EXIT_ERROR
+    except (OSError, ValueError) as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - last resort: still one line unless --debug
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: internal error {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

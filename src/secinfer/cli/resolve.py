@@ -1,0 +1,34 @@
+"""Turn a model argument (path, ``bundled:NAME``, ``zoo:NAME``) into an ONNX file path."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from secinfer.errors import ModelError
+
+
+def model_path(spec: str, workdir: str | None = None) -> str:
+    if spec.startswith("bundled:"):
+        from secinfer.ir import zoo
+
+        name = spec.split(":", 1)[1]
+        if name not in zoo.bundled_names():
+            raise ModelError(f"no bundled model {name!r}; bundled: {', '.join(zoo.bundled_names())}")
+        return str(zoo.bundled_path(name))
+    if spec.startswith("zoo:"):
+        import onnx
+
+        from secinfer.ir import zoo
+
+        name = spec.split(":", 1)[1]
+        model = zoo.build(name, seed=0)
+        d = workdir or tempfile.mkdtemp(prefix="secinfer-zoo-")
+        out = os.path.join(d, f"{name}.onnx")
+        onnx.save(model, out)
+        return out
+    p = Path(spec)
+    if not p.is_file():
+        raise ModelError(f"model file {spec!r} does not exist (use a path, bundled:NAME or zoo:NAME)")
+    return str(p)
