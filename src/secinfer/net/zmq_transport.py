@@ -1,0 +1,506 @@
+"""The socket transport: one OS process per party, pyzmq with CURVE (authenticated + encrypted).
+
+Topology. Every party binds one PULL socket on its own port (CURVE server) and connects
+one PUSH socket to every peer (CURVE client, pinned to that peer's public key). Only
+keys listed in the cluster file get in: a ZAP handler (ZeroMQ's authentication hook,
+implemented here) accepts a CURVE client key iff it is a peer's and tags the connection
+with that peer's role as ZMQ "User-Id"; every received message is attributed to the
+peer its *authenticated key* belongs to, never to a name the message claims. Unknown
+keys are refused and recorded, so a peer that cannot get in is reported by name.
+
+Threads. One background I/O thread owns every socket. The protocol thread hands frames
+to it through an in-process PAIR socket (no copy for large frames). The I/O thread:
+
+* answers ZAP requests;
+* receives frames, stamps arrival time and appends them to per-peer inboxes (a frame
+  over the cap becomes a ``MessageTooLargeError`` in order; libzmq's ``maxmsgsize`` is
+  set to cap + slack, a frame above that drops the connection and the reconnection is
+  reported as a ``FrameError``, since frames may have been lost);
+* paces outgoing frames per link with a token bucket and the receiver releases a frame
+  at arrival + one-way latency (``secinfer.net.shaping``);
+* sends a heartbeat to every peer every ``heartbeat_interval`` seconds; a peer silent
+  for ``peer_timeout`` seconds is dead and pending and future receives from it raise
+  ``PeerDeadError``.
+
+Hello/heartbeat. Each heartbeat carries the session id, the sender's role and the roles
+it has heard from. ``connect()`` returns once every peer has been heard *and* has heard
+us (a full mesh), or raises ``PeerUnreachableError`` / ``AuthenticationError`` naming
+the missing peers after the connect timeout. A peer with another session id (different
+cluster file or session nonce) is refused with ``AuthenticationError``.
+
+Close. ``close()`` sends "bye" on every link behind the data already queued and waits
+(bounded) until each live peer acknowledges it, so a last message is never lost to
+linger 0; then it stops the thread and closes every socket with linger 0. A received
+"bye" makes further receives from that peer raise ``PeerDeadError`` (once its queued
+frames are consumed), so a failing party's peers stop at once instead of waiting for
+the heartbeat timeout.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import zmq
+from zmq.utils import z85
+from zmq.utils.monitor import recv_monitor_message
+
+from secinfer.crypto.identity import Identity
+from secinfer.errors import (AuthenticationError, FrameError, MessageTooLargeError, NetworkError, PeerDeadError,
+                             PeerUnreachableError, TimeoutError_)
+from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
+from secinfer.net.codec import DEFAULT_MAX_FRAME
+from secinfer.net.shaping import NONE, LinkProfile, TokenBucket
+
+ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+ZAP_DOMAIN = b"secinfer"
+HARD_CAP_SLACK = 1 << 20
+
+K_HELLO, K_DATA, K_BYE, K_ACK = b"H", b"D", b"B", b"A"
+C_DATA, C_CLOSE, C_QUIT = b"D", b"C", b"Q"
+_CLOSED = object()
+_ids = itertools.count()
+
+_HANDSHAKE_EVENTS = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "the peer refused our key",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "CURVE handshake protocol error (wrong server key?)",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "CURVE handshake failed (wrong server key?)",
+}
+
+
+@dataclass(frozen=True)
+class PeerInfo:
+    role: str
+    url: str                           # tcp://host:port it listens on
+    public_key: bytes                  # z85
+    out_profile: LinkProfile = NONE    # me -> peer
+    in_profile: LinkProfile = NONE     # peer -> me
+
+
+class ZmqEndpoint(Endpoint):
+    """An ``Endpoint`` over CURVE-secured ZeroMQ sockets (see the module docstring)."""
+
+    def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
+                 max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
+                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
+                 connect: bool = True) -> None:
+        super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
+        if len(session_id) != 16:
+            raise NetworkError("session id must be 16 bytes")
+        self.identity = identity
+        self.bind_url = bind_url
+        self.info = {p.role: p for p in peers}
+        self.connect_timeout = connect_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.peer_timeout = peer_timeout
+        self.hard_cap = max_frame + max(HARD_CAP_SLACK, max_frame // 8)
+        self._by_key = {p.public_key: p.role for p in peers}
+        self._cv = threading.Condition()
+        self._inbox: dict[str, collections.deque] = {p: collections.deque() for p in self.peers}
+        self._last_seen: dict[str, float] = {}
+        self._heard_us: set[str] = set()
+        self._dead: dict[str, str] = {}
+        self._fatal: dict[str, Exception] = {}
+        self._bye_from: set[str] = set()
+        self._acked: set[str] = set()
+        self._auth_count: dict[str, int] = collections.Counter()
+        self._refused: list[str] = []
+        self._handshake_errors: dict[str, str] = {}
+        self._io_error: BaseException | None = None
+        self._hello_now = False
+        self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
+        self._closed = False
+        self._send_lock = threading.Lock()
+        self._ctx = zmq.Context()
+        self._cmd_url = f"inproc://secinfer-cmd-{next(_ids)}"
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._io_main, name=f"secinfer-io-{me}", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._io_error is not None:
+            err = self._io_error
+            self._ctx.term()
+            raise err
+        self._cmd = self._ctx.socket(zmq.PAIR)
+        self._cmd.linger = 0
+        self._cmd.sndhwm = 0
+        self._cmd.connect(self._cmd_url)
+        if connect:
+            try:
+                self.connect()
+            except BaseException:
+                self.close(flush=False)
+                raise
+
+    @classmethod
+    def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
+                     network: LinkProfile | None = None, **kw) -> "ZmqEndpoint":
+        """Build the endpoint of ``party_id`` from a ``secinfer.runtime.cluster.Cluster``."""
+        me = cluster.party(party_id)
+        if identity.public != me.public_key:
+            raise AuthenticationError(f"{party_id}: our secret key does not match the cluster file's public key")
+        peers = [PeerInfo(p.role, p.connect_url(), p.public_key,
+                          cluster.profile(party_id, p.id, network), cluster.profile(p.id, party_id, network))
+                 for p in cluster.parties.values() if p.id != party_id]
+        kw.setdefault("connect_timeout", cluster.connect_timeout)
+        kw.setdefault("heartbeat_interval", cluster.heartbeat_interval)
+        kw.setdefault("peer_timeout", cluster.peer_timeout)
+        if cluster.max_frame is not None:
+            kw.setdefault("max_frame", cluster.max_frame)
+        return cls(me.role, identity, me.bind_url(), peers, session_id, **kw)
+
+    # ---- connection set-up ------------------------------------------------------------
+    def connect(self, timeout: float | None = None) -> None:
+        """Wait until every peer has been heard and has heard us (full mesh)."""
+        t = self.connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        with self._cv:
+            while True:
+                self._raise_io_error()
+                for p in self.peers:
+                    if p in self._fatal:
+                        raise self._fatal[p]
+                    if p in self._dead:
+                        raise PeerDeadError(f"{self.me}: peer {p} died during connection set-up: {self._dead[p]}")
+                missing = [p for p in self.peers if p not in self._last_seen or p not in self._heard_us]
+                if not missing:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(min(left, 0.2))
+            raise self._unreachable_error(missing, t)
+
+    def _unreachable_error(self, missing: list[str], t: float) -> Exception:
+        unheard = [p for p in missing if p not in self._last_seen]
+        deaf = [p for p in missing if p in self._last_seen and p not in self._heard_us]
+        parts = []
+        if unheard:
+            parts.append("no message from " + ", ".join(f"{p} ({self.info[p].url})" for p in unheard))
+        if deaf:
+            parts.append("our messages do not reach " + ", ".join(deaf)
+                         + " (does its cluster file list our public key?)")
+        hs = [f"{p}: {self._handshake_errors[p]}" for p in missing if p in self._handshake_errors]
+        if hs:
+            parts.append("handshake failures: " + "; ".join(hs))
+        if self._refused:
+            parts.append("refused connection(s) from unknown key(s): " + "; ".join(self._refused[:5]))
+        msg = f"{self.me}: could not connect to {', '.join(missing)} within {t:.1f}s: " + "; ".join(parts)
+        if self._refused or hs or deaf:
+            return AuthenticationError(msg)
+        return PeerUnreachableError(msg)
+
+    def _raise_io_error(self) -> None:
+        if self._io_error is not None:
+            raise NetworkError(f"{self.me}: transport thread failed: {self._io_error!r}") from self._io_error
+
+    # ---- Endpoint hooks -----------------------------------------------------------------
+    def _transmit(self, peer: str, frame: bytes) -> None:
+        if self._closed:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        with self._cv:
+            self._raise_io_error()
+            if peer in self._fatal:
+                raise self._fatal[peer]
+            if peer in self._dead:
+                raise PeerDeadError(f"{self.me}: cannot send to {peer}: peer is dead ({self._dead[peer]})")
+            if peer in self._bye_from:
+                raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+        with self._send_lock:
+            self._cmd.send_multipart([C_DATA, peer.encode(), frame], copy=len(frame) < 65536)
+
+    def _receive(self, peer: str, deadline: float) -> bytes:
+        if self._closed:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        with self._cv:
+            while True:
+                self._raise_io_error()
+                now = time.monotonic()
+                q = self._inbox[peer]
+                wake = deadline
+                if q:
+                    release, item = q[0]
+                    if item is _CLOSED:
+                        raise PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+                    if release <= now:
+                        q.popleft()
+                        if isinstance(item, Exception):
+                            raise item
+                        return item
+                    wake = min(release, deadline)
+                else:
+                    if peer in self._fatal:
+                        raise self._fatal[peer]
+                    if peer in self._dead:
+                        raise PeerDeadError(f"{self.me}: peer {peer} is dead: {self._dead[peer]}")
+                if now >= deadline:
+                    raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+                self._cv.wait(max(0.0, min(wake - now, 0.5)))
+
+    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+        """Say bye (bounded wait for acknowledgements if ``flush``), stop the thread, linger 0."""
+        if self._closed:
+            return
+        self._closed = True
+        alive = self._thread.is_alive()
+        if flush and alive:
+            wait = min(5.0, self.peer_timeout + 1.0) if timeout is None else timeout
+            with self._send_lock:
+                self._cmd.send_multipart([C_CLOSE])
+            deadline = time.monotonic() + wait
+            with self._cv:
+                while self._io_error is None:
+                    pending = [p for p in self.peers if p in self._last_seen and p not in self._acked
+                               and p not in self._bye_from and p not in self._dead and p not in self._fatal]
+                    left = deadline - time.monotonic()
+                    if not pending or left <= 0:
+                        break
+                    self._cv.wait(min(left, 0.2))
+        if alive:
+            with self._send_lock:
+                try:
+                    self._cmd.send_multipart([C_QUIT])
+                except zmq.ZMQError:
+                    pass
+            self._thread.join(5.0)
+        self._cmd.close(linger=0)
+        if not self._thread.is_alive():
+            self._ctx.term()
+
+    # ---- the I/O thread -------------------------------------------------------------------
+    def _io_main(self) -> None:
+        socks: list = []
+        try:
+            zap = self._ctx.socket(zmq.REP)
+            socks.append(zap)
+            zap.linger = 0
+            zap.bind(ZAP_ENDPOINT)
+            cmd = self._ctx.socket(zmq.PAIR)
+            socks.append(cmd)
+            cmd.linger = 0
+            cmd.rcvhwm = 0
+            cmd.bind(self._cmd_url)
+            pull = self._ctx.socket(zmq.PULL)
+            socks.append(pull)
+            pull.linger = 0
+            pull.rcvhwm = 0
+            pull.curve_server = True
+            pull.curve_publickey = self.identity.public
+            pull.curve_secretkey = self.identity.secret
+            pull.zap_domain = ZAP_DOMAIN
+            pull.maxmsgsize = self.hard_cap
+            if self.bind_url.startswith("tcp://[") or self.bind_url.count(":") > 2:
+                pull.ipv6 = True
+            try:
+                pull.bind(self.bind_url)
+            except zmq.ZMQError as e:
+                raise NetworkError(f"{self.me}: cannot listen on {self.bind_url}: {e}") from None
+            push: dict[str, zmq.Socket] = {}
+            monitors: dict[zmq.Socket, str] = {}
+            for p, info in self.info.items():
+                s = self._ctx.socket(zmq.PUSH)
+                socks.append(s)
+                s.linger = 0
+                s.sndhwm = 0
+                s.reconnect_ivl = 100
+                s.reconnect_ivl_max = 1000
+                s.curve_serverkey = info.public_key
+                s.curve_publickey = self.identity.public
+                s.curve_secretkey = self.identity.secret
+                if info.url.startswith("tcp://["):
+                    s.ipv6 = True
+                mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                socks.append(mon)
+                monitors[mon] = p
+                s.connect(info.url)
+                push[p] = s
+        except BaseException as e:  # noqa: BLE001 - reported to the constructor
+            self._io_error = e if isinstance(e, NetworkError) else NetworkError(f"{self.me}: {e}")
+            for s in socks:
+                s.close(linger=0)
+            self._started.set()
+            return
+        self._started.set()
+        try:
+            self._io_loop(zap, cmd, pull, push, monitors)
+        except BaseException as e:  # noqa: BLE001 - surfaced to the protocol thread
+            with self._cv:
+                self._io_error = e
+                self._cv.notify_all()
+        finally:
+            for s in push.values():
+                try:
+                    s.disable_monitor()
+                except zmq.ZMQError:
+                    pass
+            for s in socks:
+                s.close(linger=0)
+
+    def _hello(self) -> bytes:
+        heard = ",".join(sorted(self._last_seen))
+        return self.session_id + f"{self.me}|{heard}".encode()
+
+    def _io_loop(self, zap, cmd, pull, push, monitors) -> None:
+        poller = zmq.Poller()
+        for s in (zap, cmd, pull, *monitors):
+            poller.register(s, zmq.POLLIN)
+        buckets = {p: TokenBucket(i.out_profile.bandwidth) for p, i in self.info.items()}
+        paced = {p: i.out_profile.bandwidth is not None for p, i in self.info.items()}
+        outq: dict[str, collections.deque] = {p: collections.deque() for p in self.info}
+        next_hb = 0.0
+        closing = False
+        while True:
+            now = time.monotonic()
+            if now >= next_hb or self._hello_now:
+                self._hello_now = False
+                hello = self._hello()
+                for s in push.values():
+                    s.send_multipart([K_HELLO, hello])
+                self._check_liveness(now)
+                next_hb = now + self.heartbeat_interval
+            wake = next_hb
+            for p, q in outq.items():  # paced frames whose time has come
+                while q and q[0][0] <= now:
+                    _, parts = q.popleft()
+                    push[p].send_multipart(parts, copy=False)
+                if q:
+                    wake = min(wake, q[0][0])
+            timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
+            for sock, _ev in poller.poll(timeout_ms):
+                if sock is pull:
+                    self._on_message(pull, push)
+                elif sock is zap:
+                    self._on_zap(zap)
+                elif sock is cmd:
+                    msg = cmd.recv_multipart(copy=False)
+                    kind = msg[0].bytes
+                    if kind == C_QUIT:
+                        return
+                    if kind == C_DATA:
+                        peer = msg[1].bytes.decode()
+                        frame = msg[2]
+                        self.stats["frames_sent"] += 1
+                        self.stats["bytes_sent"] += len(frame)
+                        parts = [K_DATA, frame]
+                    elif kind == C_CLOSE and not closing:
+                        closing = True
+                        for p in push:
+                            outq[p].append((0.0, [K_BYE]))  # behind the data already queued
+                        continue
+                    else:
+                        continue
+                    t_now = time.monotonic()
+                    if not paced[peer] and not outq[peer]:
+                        push[peer].send_multipart(parts, copy=False)
+                    else:
+                        ready = buckets[peer].reserve(len(frame), t_now) if paced[peer] else t_now
+                        if outq[peer]:
+                            ready = max(ready, outq[peer][-1][0])
+                        outq[peer].append((ready, parts))
+                else:
+                    self._on_monitor(sock, monitors[sock])
+
+    def _check_liveness(self, now: float) -> None:
+        changed = False
+        with self._cv:
+            for p, seen in self._last_seen.items():
+                if p in self._dead or p in self._bye_from:
+                    continue
+                if now - seen > self.peer_timeout:
+                    self._dead[p] = f"no message or heartbeat for {now - seen:.1f}s (peer timeout {self.peer_timeout:g}s)"
+                    changed = True
+            if changed:
+                self._cv.notify_all()
+
+    def _on_zap(self, zap) -> None:
+        req = zap.recv_multipart()
+        # [ZAP RFC 27] version, request id, domain, address, identity, mechanism, credentials...
+        if len(req) < 6:
+            return
+        version, request_id, _domain, address, _ident, mechanism = req[:6]
+        creds = req[6:]
+        role = None
+        if mechanism == b"CURVE" and creds and len(creds[0]) == 32:
+            key = z85.encode(creds[0])
+            role = self._by_key.get(key)
+            if role is None:
+                with self._cv:
+                    self._refused.append(f"{address.decode(errors='replace')} key {key.decode()[:10]}...")
+                    self._cv.notify_all()
+        if role is None:
+            zap.send_multipart([version, request_id, b"400", b"unknown key", b"", b""])
+            return
+        with self._cv:
+            self._auth_count[role] += 1
+            if self._auth_count[role] > 1 and role in self._last_seen and role not in self._bye_from:
+                err = FrameError(
+                    f"{self.me}: the connection from {role} was reset and re-established mid-session, so frames "
+                    f"may have been lost (a frame above the transport's hard cap of {self.hard_cap} bytes, "
+                    f"or a network failure)")
+                self._inbox[role].append((0.0, err))
+                self._fatal.setdefault(role, err)
+                self._cv.notify_all()
+        zap.send_multipart([version, request_id, b"200", b"OK", role.encode(), b""])
+
+    def _on_monitor(self, mon, peer: str) -> None:
+        try:
+            ev = recv_monitor_message(mon)
+        except zmq.ZMQError:
+            return
+        why = _HANDSHAKE_EVENTS.get(ev.get("event"))
+        if why:
+            with self._cv:
+                self._handshake_errors[peer] = why
+                self._cv.notify_all()
+
+    def _on_message(self, pull, push) -> None:
+        parts = pull.recv_multipart(copy=False)
+        now = time.monotonic()
+        peer = parts[0].get("User-Id")
+        if peer not in self._inbox:
+            return  # cannot happen: ZAP admits peers only
+        kind = parts[0].bytes
+        with self._cv:
+            if peer not in self._last_seen:
+                self._hello_now = True  # tell everyone at once that we hear this peer
+            self._last_seen[peer] = now
+            if kind == K_DATA and len(parts) == 2:
+                n = len(parts[1])
+                self.stats["frames_recv"] += 1
+                self.stats["bytes_recv"] += n
+                if n > self.max_frame:
+                    item: object = MessageTooLargeError(
+                        f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
+                else:
+                    item = parts[1].bytes
+                self._inbox[peer].append((now + self.info[peer].in_profile.latency, item))
+            elif kind == K_HELLO and len(parts) == 2:
+                self._on_hello(peer, parts[1].bytes)
+            elif kind == K_BYE:
+                if peer not in self._bye_from:
+                    self._bye_from.add(peer)
+                    self._inbox[peer].append((0.0, _CLOSED))
+                push[peer].send_multipart([K_ACK])
+            elif kind == K_ACK:
+                self._acked.add(peer)
+            else:
+                self._inbox[peer].append((0.0, FrameError(f"{self.me} <- {peer}: malformed transport message")))
+            self._cv.notify_all()
+
+    def _on_hello(self, peer: str, body: bytes) -> None:
+        sid, rest = body[:16], body[16:]
+        claimed, _, heard = rest.decode(errors="replace").partition("|")
+        if sid != self.session_id:
+            self._fatal.setdefault(peer, AuthenticationError(
+                f"{self.me}: peer {peer} is in another session (session id {sid.hex()} vs ours "
+                f"{self.session_id.hex()}); every party must use the same cluster file and session nonce"))
+        elif claimed != peer:
+            self._fatal.setdefault(peer, AuthenticationError(
+                f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
+        elif self.me in heard.split(","):
+            self._heard_us.add(peer)
