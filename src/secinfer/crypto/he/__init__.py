@@ -1,0 +1,1 @@
+"""Homomorphic encryption for secinfer: a typed Python API over Lattigo v6 (Go, c-shared)."""

@@ -1,0 +1,100 @@
+"""ctypes binding to the Lattigo c-shared library (built by ``build.py``).
+
+Every export returns a status code and writes an error message into a buffer that
+this module supplies; :func:`call` turns codes into typed errors. Loading builds the
+library first when it is missing or older than the Go sources.
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import threading
+
+from secinfer.crypto.he import build as _build
+from secinfer.crypto.he.errors import (
+    HEArgumentError, HEError, HEInternalError, HESerializationError, ParameterMismatchError,
+)
+
+_ERRLEN = 2048
+_lock = threading.Lock()
+_lib: C.CDLL | None = None
+
+u64, i64, f64, cint, csize = C.c_uint64, C.c_int64, C.c_double, C.c_int, C.c_size_t
+P_u64, P_i64, P_f64 = C.POINTER(u64), C.POINTER(i64), C.POINTER(f64)
+P_bytes = C.POINTER(C.c_ubyte)
+
+_CODES = {
+    1: HEError,
+    2: HESerializationError,
+    3: ParameterMismatchError,
+    4: HEArgumentError,
+    5: HEInternalError,
+}
+
+# name -> argument types (without the trailing errbuf, errlen pair); all return int.
+_SIGNATURES: dict[str, list] = {
+    "he_version": [],
+}
+
+
+def _declare(lib: C.CDLL) -> None:
+    for name, args in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes = [*args, C.c_char_p, cint]
+        fn.restype = cint
+    lib.he_free_handle.argtypes = [u64]
+    lib.he_free_handle.restype = None
+    lib.he_free.argtypes = [C.c_void_p]
+    lib.he_free.restype = None
+    lib.he_live_handles.argtypes = []
+    lib.he_live_handles.restype = i64
+
+
+def load() -> C.CDLL:
+    """Return the loaded library, building it first if needed."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            path = _build.build(quiet=False) if _build.needs_build() else _build.LIB_PATH
+            lib = C.CDLL(str(path))
+            _declare(lib)
+            _lib = lib
+    return _lib
+
+
+def call(name: str, *args) -> None:
+    """Call export ``name``; raise the typed error matching a non-zero status."""
+    lib = load()
+    err = C.create_string_buffer(_ERRLEN)
+    rc = getattr(lib, name)(*args, err, _ERRLEN)
+    if rc != 0:
+        cls = _CODES.get(rc, HEError)
+        raise cls(err.value.decode("utf-8", "replace") or f"{name} failed (code {rc})")
+
+
+def free_handle(h: int) -> None:
+    if _lib is not None and h:
+        _lib.he_free_handle(h)
+
+
+def live_handles() -> int:
+    return int(load().he_live_handles())
+
+
+def take_bytes(ptr: P_bytes, n: int) -> bytes:
+    """Copy C-allocated bytes into Python and free them."""
+    try:
+        return C.string_at(ptr, n) if n else b""
+    finally:
+        load().he_free(C.cast(ptr, C.c_void_p))
+
+
+def version() -> str:
+    """Version string of the Go layer (the library writes it into the message buffer)."""
+    lib = load()
+    buf = C.create_string_buffer(256)
+    if lib.he_version(buf, 256) != 0:
+        raise HEError("he_version failed")
+    return buf.value.decode()

@@ -1,0 +1,104 @@
+"""Build the Lattigo c-shared library (``python -m secinfer.crypto.he.build``).
+
+The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
+dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against
+the committed ``go.sum``. The library is written to ``_lib/libsecinferhe.so``; the cgo
+header that ``go build`` emits is discarded (it is build output, never committed).
+
+The library is rebuilt when it is missing or older than any Go source, both here and
+lazily on first import (see ``_native.load``). A missing Go toolchain raises
+:class:`HENativeBuildError` with instructions.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from secinfer.crypto.he.errors import HENativeBuildError
+
+HERE = Path(__file__).resolve().parent
+GO_DIR = HERE / "go"
+LIB_DIR = HERE / "_lib"
+LIB_PATH = LIB_DIR / "libsecinferhe.so"
+_GO_INPUTS = ("*.go", "go.mod", "go.sum")
+
+
+def _go_sources() -> list[Path]:
+    files: list[Path] = []
+    for pattern in _GO_INPUTS:
+        files.extend(GO_DIR.glob(pattern))
+    return files
+
+
+def needs_build() -> bool:
+    """True when the library is missing or older than one of the Go sources."""
+    if not LIB_PATH.exists():
+        return True
+    lib_mtime = LIB_PATH.stat().st_mtime
+    return any(src.stat().st_mtime > lib_mtime for src in _go_sources())
+
+
+def find_go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        for cand in ("/usr/local/go/bin/go", str(Path.home() / "go" / "bin" / "go")):
+            if os.access(cand, os.X_OK):
+                go = cand
+                break
+    if go is None:
+        raise HENativeBuildError(
+            "the Go toolchain (>= 1.23) is needed to build secinfer's HE library "
+            "(Lattigo v6) but `go` was not found on PATH; install Go from https://go.dev/dl/ "
+            "and run `python -m secinfer.crypto.he.build`")
+    return go
+
+
+def build(force: bool = False, quiet: bool = False) -> Path:
+    """Build the shared library if needed; return its path."""
+    if not force and not needs_build():
+        return LIB_PATH
+    go = find_go()
+    LIB_DIR.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-mod=mod")
+    env["CGO_ENABLED"] = "1"
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="secinfer-he-build-") as tmp:
+        tmp_lib = Path(tmp) / "libsecinferhe.so"
+        cmd = [go, "build", "-trimpath", "-buildmode=c-shared", "-o", str(tmp_lib), "."]
+        if not quiet:
+            print(f"[secinfer.he] building Lattigo library: {' '.join(cmd)} (in {GO_DIR})",
+                  file=sys.stderr)
+        proc = subprocess.run(cmd, cwd=GO_DIR, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise HENativeBuildError(
+                f"building the HE library failed (exit {proc.returncode}):\n"
+                f"{proc.stderr.strip()[-4000:]}")
+        # Atomic replace: a concurrently running process never sees a half-written file.
+        staged = LIB_DIR / f".libsecinferhe.{os.getpid()}.so"
+        shutil.copyfile(tmp_lib, staged)
+        os.replace(staged, LIB_PATH)
+    if not quiet:
+        print(f"[secinfer.he] built {LIB_PATH} in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+    return LIB_PATH
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        build(force="--force" in args)
+    except HENativeBuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

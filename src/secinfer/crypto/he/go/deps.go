@@ -1,0 +1,4 @@
+package main
+
+// Pins the Lattigo import so `go mod tidy` keeps it while the layer grows.
+import _ "github.com/tuneinsight/lattigo/v6/schemes/ckks"

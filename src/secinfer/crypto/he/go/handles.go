@@ -1,0 +1,187 @@
+// Package main is the thin cgo layer between secinfer's Python HE API and Lattigo v6.
+//
+// Every Lattigo object lives in a handle table; Python holds opaque uint64 handles and
+// exchanges bytes and flat numeric arrays. Every exported function returns a status code
+// (0 = ok) and writes a message into a caller-provided buffer on failure; panics are
+// recovered at the export boundary so bad input never crashes the Python process.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Status codes mirrored in secinfer/crypto/he/_native.py.
+const (
+	codeOK        = 0
+	codeHE        = 1 // generic HE failure (Lattigo returned an error)
+	codeSerial    = 2 // bytes that do not decode to the expected object
+	codeMismatch  = 3 // objects bound to different parameter sets
+	codeArgument  = 4 // bad argument (unknown handle, wrong object kind, bad sizes)
+	codeInternal  = 5 // recovered panic inside Lattigo
+)
+
+type heFailure struct {
+	code int
+	msg  string
+}
+
+func fail(code int, format string, a ...any) {
+	panic(heFailure{code, fmt.Sprintf(format, a...)})
+}
+
+func check(err error, code int, what string) {
+	if err != nil {
+		fail(code, "%s: %v", what, err)
+	}
+}
+
+// recoverTo converts a panic into a status code and an error message; it must be
+// deferred directly by every export.
+func recoverTo(rc *C.int, errbuf *C.char, errlen C.int) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	code, msg := codeInternal, ""
+	switch v := r.(type) {
+	case heFailure:
+		code, msg = v.code, v.msg
+	case error:
+		msg = "internal error: " + v.Error()
+	default:
+		msg = fmt.Sprintf("internal error: %v", v)
+	}
+	*rc = C.int(code)
+	writeErr(errbuf, errlen, msg)
+}
+
+func writeErr(errbuf *C.char, errlen C.int, msg string) {
+	if errbuf == nil || errlen <= 0 {
+		return
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(errbuf)), int(errlen))
+	n := copy(buf[:len(buf)-1], msg)
+	buf[n] = 0
+}
+
+// ---------------------------------------------------------------- handle table
+
+var (
+	tableMu sync.Mutex
+	table   = map[uint64]any{}
+	nextH   uint64
+)
+
+func put(o any) uint64 {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	nextH++
+	table[nextH] = o
+	return nextH
+}
+
+func getAny(h uint64) any {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	o, ok := table[h]
+	if !ok {
+		fail(codeArgument, "unknown or freed handle %d", h)
+	}
+	return o
+}
+
+func get[T any](h uint64, kind string) T {
+	o := getAny(h)
+	v, ok := o.(T)
+	if !ok {
+		fail(codeArgument, "handle %d is a %T, expected %s", h, o, kind)
+	}
+	return v
+}
+
+//export he_free_handle
+func he_free_handle(h C.uint64_t) {
+	tableMu.Lock()
+	delete(table, uint64(h))
+	tableMu.Unlock()
+}
+
+//export he_live_handles
+func he_live_handles() C.int64_t {
+	tableMu.Lock()
+	defer tableMu.Unlock()
+	return C.int64_t(len(table))
+}
+
+//export he_free
+func he_free(p unsafe.Pointer) {
+	C.free(p)
+}
+
+//export he_version
+func he_version(out *C.char, outlen C.int) (rc C.int) {
+	defer recoverTo(&rc, out, outlen)
+	writeErr(out, outlen, "secinfer-he/1 lattigo/v6.1.1")
+	return codeOK
+}
+
+// outBytes copies b into C memory owned by the caller (freed with he_free).
+func outBytes(b []byte, out **C.uchar, outlen *C.size_t) {
+	p := C.malloc(C.size_t(len(b) + 1))
+	if p == nil {
+		fail(codeInternal, "out of memory")
+	}
+	copy(unsafe.Slice((*byte)(p), len(b)), b)
+	*out = (*C.uchar)(p)
+	*outlen = C.size_t(len(b))
+}
+
+func inBytes(p *C.uchar, n C.size_t) []byte {
+	if n == 0 {
+		return []byte{}
+	}
+	if p == nil {
+		fail(codeArgument, "null byte buffer")
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+}
+
+func f64s(p *C.double, n int) []float64 {
+	if n == 0 {
+		return nil
+	}
+	if p == nil {
+		fail(codeArgument, "null float64 buffer")
+	}
+	return unsafe.Slice((*float64)(unsafe.Pointer(p)), n)
+}
+
+func u64s(p *C.uint64_t, n int) []uint64 {
+	if n == 0 {
+		return nil
+	}
+	if p == nil {
+		fail(codeArgument, "null uint64 buffer")
+	}
+	return unsafe.Slice((*uint64)(unsafe.Pointer(p)), n)
+}
+
+func i64s(p *C.int64_t, n int) []int64 {
+	if n == 0 {
+		return nil
+	}
+	if p == nil {
+		fail(codeArgument, "null int64 buffer")
+	}
+	return unsafe.Slice((*int64)(unsafe.Pointer(p)), n)
+}
+
+func main() {}
