@@ -1,0 +1,411 @@
+"""The ASTRA 3PC core over Z_2^l: Pi_sh, Pi_add, Pi_mul, Pi_rec, Pi_dp (semi-honest and malicious).
+
+Every server (p0, p1, p2) builds one ``AstraEngine`` and calls the same methods in the same
+order; each method does that party's part. Methods come in offline/online pairs: the offline
+half works on masks only (P0 is the distributor), the online half on masked values (P1, P2
+are the evaluators) [ASTRA 4.1]. Malicious security [ASTRA 4.2] adds
+
+* Pi_sh^m: P1, P2 cross-check H(m_x) of every value an outside owner shared (deferred);
+* Pi_rec^m [Fig. 6]: every missing share comes as a value from one holder and a hash from
+  the other;
+* Pi_mul^m [Fig. 8]: chi reaches P0 offline, the triple (a, b, c) built from it is checked
+  with Pi_prc against a triple from Pi_trip (``triples.py``) when ``finish_offline`` runs;
+  online P1 sends m*_x, m*_y, P2 their hash, P0 answers with H(m*_z) which the evaluators
+  check in ``verify`` before anything is revealed;
+* Pi_dp^m [Lemma 5.1]: the same with per-wire pads, so the online cost is 2d + 2 elements.
+
+Deferred incoming hashes are checked in ``verify()``; callers run it before every reveal.
+``attack`` (honoured only under the test-suite) makes this party deviate at one named step;
+the adversarial tests use it to prove every check fires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+from secinfer.arith.ring import Ring
+from secinfer.errors import ConfigError
+from secinfer.net.channel import ArraySpec
+from secinfer.sharing.astra import AShare
+
+H_SPEC = ArraySpec(np.uint8, (32,))
+EVALUATORS = ("p1", "p2")
+
+
+def digest(tag: str, *arrays) -> np.ndarray:
+    h = hashlib.sha256(tag.encode() + b"\x00")
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+def attacks_allowed() -> bool:
+    return os.environ.get("SECINFER_TESTING") == "1"
+
+
+class AstraEngine:
+    def __init__(self, ep, role: str, keys, security: str, bits: int = 64, attack: dict | None = None,
+                 bucket: int | None = None, opened: int | None = None, prg=None) -> None:
+        if role not in ("p0", "p1", "p2"):
+            raise ConfigError(f"AstraEngine runs on servers only, not {role!r}")
+        self.ep, self.role, self.keys, self.security = ep, role, keys, security
+        self.malicious = security in ("malicious", "fair")
+        self.bits = bits
+        self.R = Ring(bits)
+        self.attack = (attack or {}) if attacks_allowed() else {}
+        self.out_h: dict = {}              # (peer, check) -> running hash to send at verify()
+        self.in_h: dict = {}               # (peer, check) -> running hash expected at verify()
+        self.triple_checks: list = []      # (a, b, c) shares awaiting Pi_prc
+        self.bucket, self.opened = bucket, opened
+        self.prg = prg
+        self._n = 0                        # op counter: fresh labels for every call
+
+    # ---- helpers --------------------------------------------------------------------
+    def _label(self, name: str) -> str:
+        self._n += 1
+        return f"{name}#{self._n}/{self.bits}"
+
+    def draw(self, key: str, label: str, shape) -> np.ndarray:
+        return self.keys.stream(key, label).ring(tuple(shape), self.bits)
+
+    def spec(self, shape) -> ArraySpec:
+        return ArraySpec(np.uint64, tuple(shape))
+
+    def cheat(self, name: str) -> bool:
+        return self.attack.get("party") == self.role and self.attack.get("step") == name
+
+    def send_hash(self, peer: str, check: str, *arrays) -> None:
+        """Fold arrays into the running hash this party sends ``peer`` at ``verify``."""
+        _fold(self.out_h, (peer, check), arrays)
+
+    def expect_hash(self, peer: str, check: str, *arrays) -> None:
+        """Fold arrays into the running hash this party expects from ``peer`` at ``verify``."""
+        _fold(self.in_h, (peer, check), arrays)
+
+    def verify(self) -> None:
+        """One round: every server sends every other server its running hashes (one message,
+        sorted by check name), then compares what it expected; abort on the first mismatch.
+        Amortises all hash checks of [ASTRA 4.2] into a single message per pair."""
+        ep = self.ep
+        servers = [p for p in ("p0", "p1", "p2") if p != self.role]
+        for p in servers:
+            names = sorted(c for (q, c) in self.out_h if q == p)
+            arr = np.stack([np.frombuffer(self.out_h[(p, c)].digest(), np.uint8) for c in names]) \
+                if names else np.zeros((0, 32), np.uint8)
+            ep.send(p, "astra/verify", arr)
+        for p in servers:
+            names = sorted(c for (q, c) in self.in_h if q == p)
+            got = ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(names), 32)))
+            for i, c in enumerate(names):
+                if not np.array_equal(got[i], np.frombuffer(self.in_h[(p, c)].digest(), np.uint8)):
+                    raise ep.abort(c, p, "hash check failed")
+        self.out_h, self.in_h = {}, {}
+
+    # ---- input sharing: Pi_sh [Fig. 1], Pi_sh^m [4.2] -------------------------------
+    @staticmethod
+    def mask_keys(owner: str) -> tuple[str, str]:
+        return {"p0": ("01", "02"), "p1": ("01", "P"), "p2": ("P", "02"),
+                "model_owner": ("M1", "M2"), "client": ("C1", "C2")}[owner]
+
+    def share_offline(self, owner: str, shape, label: str) -> tuple[AShare, np.ndarray | None]:
+        """Masks for a value ``owner`` will input. Returns (share, full lambda if I own it)."""
+        k1, k2 = self.mask_keys(owner)
+        r = self.role
+        l1 = self.draw(k1, label, shape) if (r in ("p0", "p1") or r == owner) else None
+        l2 = self.draw(k2, label, shape) if (r in ("p0", "p2") or r == owner) else None
+        lam = self.R.add(l1, l2) if r == owner else None
+        keep1 = l1 if r in ("p0", "p1") else None
+        keep2 = l2 if r in ("p0", "p2") else None
+        return AShare(self.bits, None, keep1, keep2), lam
+
+    def share_online(self, owner: str, sh: AShare, label: str, x: np.ndarray | None = None,
+                     lam: np.ndarray | None = None) -> AShare:
+        tag = f"astra/sh/{label}"
+        shape = sh.shape
+        if self.role == owner:
+            m = self.R.add(self.R.reduce(x), lam)
+            for p in EVALUATORS:
+                if p != self.role:
+                    mm = self.R.add(m, 1) if (self.cheat("inconsistent_mx") and p == "p2") else m
+                    self.ep.send(p, tag, mm)
+            return sh.with_m(m) if self.role in EVALUATORS else sh
+        if self.role in EVALUATORS:
+            m = self.ep.recv_one(owner, tag, self.spec(shape))
+            if self.malicious and owner not in EVALUATORS:
+                self.cross_check_m(m, label, owner)
+            return sh.with_m(m)
+        return sh
+
+    def cross_check_m(self, m: np.ndarray, label: str, owner: str) -> None:
+        """P1, P2 exchange H(m) of a value an outsider sent to both [ASTRA 4.2, Pi_sh^m]."""
+        other = "p2" if self.role == "p1" else "p1"
+        self.send_hash(other, "sh-consistency", m)
+        self.expect_hash(other, "sh-consistency", m)
+
+    # ---- reconstruction: Pi_rec^s [4.1], Pi_rec^m [Fig. 6] ------------------------------
+    def open_all(self, sh: AShare, label: str) -> np.ndarray:
+        """Reveal v to all three servers."""
+        ep, R, shape = self.ep, self.R, sh.shape
+        t = f"astra/rec/{label}"
+        role = self.role
+        if not self.malicious:
+            if role == "p1":
+                ep.send("p2", t + "/l1", sh.l1)
+                ep.send("p0", t + "/m", sh.m)
+                l2 = ep.recv_one("p2", t + "/l2", self.spec(shape))
+                return R.sub(R.sub(sh.m, sh.l1), l2)
+            if role == "p2":
+                ep.send("p1", t + "/l2", sh.l2)
+                l1 = ep.recv_one("p1", t + "/l1", self.spec(shape))
+                return R.sub(R.sub(sh.m, l1), sh.l2)
+            m = ep.recv_one("p1", t + "/m", self.spec(shape))
+            return R.sub(R.sub(m, sh.l1), sh.l2)
+        bad = self.cheat("wrong_rec_share")
+        if role == "p0":
+            ep.send("p1", t + "/l2", R.add(sh.l2, 1) if bad else sh.l2)
+            ep.send("p2", t + "/l1", sh.l1)
+            m = ep.recv_one("p1", t + "/m", self.spec(shape))
+            hm = ep.recv_one("p2", t + "/hm", H_SPEC)
+            if not np.array_equal(hm, digest("rec", m)):
+                raise ep.abort("rec-consistency", None, "m from P1 and H(m) from P2 differ")
+            return R.sub(R.sub(m, sh.l1), sh.l2)
+        if role == "p1":
+            ep.send("p0", t + "/m", sh.m)
+            ep.send("p2", t + "/hl1", digest("rec", sh.l1))
+            l2 = ep.recv_one("p0", t + "/l2", self.spec(shape))
+            hl2 = ep.recv_one("p2", t + "/hl2", H_SPEC)
+            if not np.array_equal(hl2, digest("rec", l2)):
+                raise ep.abort("rec-consistency", None, "lambda_2 from P0 and its hash from P2 differ")
+            return R.sub(R.sub(sh.m, sh.l1), l2)
+        ep.send("p0", t + "/hm", digest("rec", sh.m))
+        ep.send("p1", t + "/hl2", digest("rec", sh.l2))
+        l1 = ep.recv_one("p0", t + "/l1", self.spec(shape))
+        hl1 = ep.recv_one("p1", t + "/hl1", H_SPEC)
+        if not np.array_equal(hl1, digest("rec", l1)):
+            raise ep.abort("rec-consistency", None, "lambda_1 from P0 and its hash from P1 differ")
+        return R.sub(R.sub(sh.m, l1), sh.l2)
+
+    def open_to(self, receiver: str, sh: AShare, label: str) -> None:
+        """Server side of reconstructing [[v]] towards an outside party (the client).
+
+        Semi-honest: P1 sends m, P0 sends lambda_1, P2 sends lambda_2. Malicious: every
+        component also comes as a hash from its second holder [Fig. 6].
+        """
+        ep, t, role = self.ep, f"astra/out/{label}", self.role
+        bad = self.cheat("wrong_out_share")
+        if role == "p0":
+            ep.send(receiver, t + "/l1", self.R.add(sh.l1, 1) if bad else sh.l1)
+            if self.malicious:
+                ep.send(receiver, t + "/hl2", digest("out", sh.l2))
+        elif role == "p1":
+            ep.send(receiver, t + "/m", sh.m)
+            if self.malicious:
+                ep.send(receiver, t + "/hl1", digest("out", sh.l1))
+        else:
+            ep.send(receiver, t + "/l2", sh.l2)
+            if self.malicious:
+                ep.send(receiver, t + "/hm", digest("out", sh.m))
+
+    # ---- multiplication: Pi_mul^s [Fig. 3], Pi_mul^m [Fig. 8] ---------------------------
+    def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, dict]:
+        """Offline half of z = x * y (elementwise, equal shapes)."""
+        return self._products_offline(x, y, x.shape, None)
+
+    def matmul_offline(self, x: AShare, w: AShare) -> tuple[AShare, dict]:
+        """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m."""
+        b, k = x.shape
+        k2, n = w.shape
+        if k != k2:
+            raise ConfigError(f"matmul shapes {x.shape} @ {w.shape}")
+        return self._products_offline(x, w, (b, n), (b, k, n))
+
+    def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape):
+        ep, R, role = self.ep, self.R, self.role
+        lab = self._label("mul")
+        prep: dict = {"prod_shape": prod_shape}
+        # P0, P1 sample lambda_{z,1}; P0, P2 sample lambda_{z,2} [Fig. 3 offline]
+        lz1 = self.draw("01", lab + "/lz", out_shape) if role in ("p0", "p1") else None
+        lz2 = self.draw("02", lab + "/lz", out_shape) if role in ("p0", "p2") else None
+        z = AShare(self.bits, None, lz1, lz2)
+        # gamma is shared per product when malicious (each product's triple is checked),
+        # summed over the inner dimension when semi-honest (Pi_dp^s: cost independent of d)
+        g_shape = prod_shape if (self.malicious and prod_shape is not None) else out_shape
+        g1 = self.draw("01", lab + "/g", g_shape) if role in ("p0", "p1") else None
+        if role == "p0":
+            lx, ly = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
+            gamma = self._prod(lx, ly, prod_shape, keep=g_shape != out_shape)
+            g2 = R.sub(gamma, g1)
+            if self.cheat("wrong_gamma"):
+                g2 = R.add(g2, 1)
+            ep.send("p2", f"astra/mul/{lab}/g2", g2)
+            prep.update(g1=g1, g2=g2)
+        elif role == "p1":
+            prep.update(g1=g1)
+        else:
+            prep.update(g2=ep.recv_one("p0", f"astra/mul/{lab}/g2", self.spec(g_shape)))
+        if self.malicious:
+            self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
+        prep["lab"] = lab
+        return z, prep
+
+    def _prod(self, a, b, prod_shape, keep: bool):
+        """Elementwise a*b, or a@b (summed) / per-product a[:,:,None]*b[None] (keep=True)."""
+        R = self.R
+        if prod_shape is None:
+            return R.mul(a, b)
+        if keep:
+            return R.mul(a[:, :, None], b[None, :, :])
+        return R.matmul(a, b)
+
+    def _expand(self, a, which: str, prod_shape):
+        if prod_shape is None or a is None:
+            return a
+        bsz, k, n = prod_shape
+        return np.broadcast_to(a[:, :, None], prod_shape) if which == "x" else np.broadcast_to(a[None, :, :], prod_shape)
+
+    def _mal_offline(self, x, y, prep, lab, prod_shape, out_shape):
+        """chi to P0 and the triple (a, b, c) to be checked [Fig. 8 offline]."""
+        ep, R, role = self.ep, self.R, self.role
+        pshape = prod_shape if prod_shape is not None else out_shape
+        ex = lambda a, w: self._expand(a, w, prod_shape)  # noqa: E731
+        if role in EVALUATORS:
+            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8]
+            dx = self.draw("12", lab + "/dx", x.shape)
+            dy = self.draw("12", lab + "/dy", y.shape)
+            dz = self.draw("12", lab + "/dz", pshape)
+            lx = x.l1 if role == "p1" else x.l2
+            ly = y.l1 if role == "p1" else y.l2
+            g = prep["g1"] if role == "p1" else prep["g2"]
+            dzi = dz if role == "p1" else np.zeros_like(dz)     # [delta_z] = (delta_z, 0)
+            chi = R.sub(R.add(R.add(R.mul(ex(dx, "x"), ex(ly, "y")), R.mul(ex(dy, "y"), ex(lx, "x"))), dzi), g)
+            if self.cheat("wrong_chi"):
+                chi = R.add(chi, 1)
+            ep.send("p0", f"astra/mul/{lab}/chi", chi)
+            prep.update(dx=dx, dy=dy, dz=dz)
+            mc = R.add(dz, R.mul(ex(dx, "x"), ex(dy, "y")))
+            a = AShare(self.bits, ex(dx, "x"), ex(x.l1, "x"), ex(x.l2, "x"))
+            b = AShare(self.bits, ex(dy, "y"), ex(y.l1, "y"), ex(y.l2, "y"))
+            c = AShare(self.bits, mc, chi if role == "p1" else None, chi if role == "p2" else None)
+        else:
+            chi1 = ep.recv_one("p1", f"astra/mul/{lab}/chi", self.spec(pshape))
+            chi2 = ep.recv_one("p2", f"astra/mul/{lab}/chi", self.spec(pshape))
+            prep.update(chi=R.add(chi1, chi2))
+            a = AShare(self.bits, None, ex(x.l1, "x"), ex(x.l2, "x"))
+            b = AShare(self.bits, None, ex(y.l1, "y"), ex(y.l2, "y"))
+            c = AShare(self.bits, None, chi1, chi2)
+        # a = delta_x - lambda_x, b = delta_y - lambda_y, c = delta_z + dx*dy - chi
+        self.triple_checks.append(tuple(s.map(lambda v: np.ascontiguousarray(v).reshape(-1)) for s in (a, b, c)))
+
+    def finish_offline(self) -> None:
+        """Malicious only: Pi_trip + Pi_prc on every triple (a, b, c) collected so far."""
+        if not self.malicious or not self.triple_checks:
+            return
+        from secinfer.protocols.astra.triples import check_triples
+        checks, self.triple_checks = self.triple_checks, []
+        cat = lambda i: _concat([c[i] for c in checks])  # noqa: E731
+        check_triples(self, cat(0), cat(1), cat(2))
+
+    def mul_online(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
+        return self._products_online(x, y, z, prep)
+
+    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: dict) -> AShare:
+        return self._products_online(x, w, u, prep)
+
+    def _products_online(self, x, y, z, prep):
+        ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
+        ps = prep["prod_shape"]
+        out_shape = z.shape
+        t = f"astra/mul/{lab}"
+        if role in EVALUATORS:
+            i = 1 if role == "p1" else 2
+            lx = x.l1 if i == 1 else x.l2
+            ly = y.l1 if i == 1 else y.l2
+            lz = z.l1 if i == 1 else z.l2
+            g = prep["g1"] if i == 1 else prep["g2"]
+            if ps is not None and g.shape != out_shape:
+                g = g.sum(axis=1, dtype=np.uint64)  # [Gamma]_i = sum_k [gamma_k]_i
+            g = R.reduce(g)
+            mxy = self._prod(x.m, y.m, ps, keep=False)
+            # [m_z]_i = (i-1) m_x m_y - m_x [l_y]_i - m_y [l_x]_i + [l_z]_i + [gamma]_i
+            share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)), g)
+            if i == 2:
+                share = R.add(share, mxy)
+            other = "p2" if i == 1 else "p1"
+            sent = R.add(share, 1) if self.cheat("wrong_mz") else share
+            ep.send(other, t + "/mz", sent)
+            if self.malicious and i == 1:
+                ep.send("p0", t + "/mstar", R.add(x.m, prep["dx"]), R.add(y.m, prep["dy"]))
+            elif self.malicious:
+                ep.send("p0", t + "/hmstar", digest("mstar", R.add(x.m, prep["dx"]), R.add(y.m, prep["dy"])))
+            mz = R.add(share, ep.recv_one(other, t + "/mz", self.spec(out_shape)))
+            if self.malicious:
+                dz = prep["dz"]
+                if ps is not None:
+                    dz = dz.sum(axis=1, dtype=np.uint64)
+                expect = R.add(R.sub(mz, mxy), R.reduce(dz))
+                self.expect_hash("p0", "mul-mz", expect)
+            return z.with_m(mz)
+        if self.malicious:
+            mx, my = ep.recv("p1", t + "/mstar", self.spec(x.shape), self.spec(y.shape))
+            h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
+            if not np.array_equal(h, digest("mstar", mx, my)):
+                raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
+            lx, ly = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
+            g = R.add(prep["g1"], prep["g2"])
+            chi = prep["chi"]
+            if ps is not None:
+                g = R.reduce(g.sum(axis=1, dtype=np.uint64))
+                chi = R.reduce(chi.sum(axis=1, dtype=np.uint64))
+            lz = R.add(z.l1, z.l2)
+            # m*_z = -m*_x l_y - m*_y l_x + l_z + 2 gamma + chi   [Fig. 8]
+            mstar = R.add(R.add(R.sub(R.sub(lz, self._prod(mx, ly, ps, False)), self._prod(lx, my, ps, False)),
+                                R.mul(g, 2)), chi)
+            for p in EVALUATORS:
+                self.send_hash(p, "mul-mz", mstar)
+        return z
+
+    # ---- truncation (fixed point) -----------------------------------------------------
+    def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, dict]:
+        """Masks of [[z >> f]]: P0 shares trunc(lambda_z) (one element offline, none online).
+
+        z^t = (m_z >> f) - (lambda_z >> f) equals arshift(z, f) or arshift(z, f) + 1, except
+        with probability |z| / 2^l (a wrap of m_z = z + lambda_z); see docs/protocols/astra.md.
+        """
+        ep, R, role = self.ep, self.R, self.role
+        lab = self._label("trunc")
+        l1 = self.draw("01", lab, z.shape) if role in ("p0", "p1") else None
+        l2 = None
+        if role == "p0":
+            lt = R.add(z.l1, z.l2) >> np.uint64(f)
+            l2 = R.sub(lt, l1)
+            ep.send("p2", f"astra/trunc/{lab}", l2)
+        elif role == "p2":
+            l2 = ep.recv_one("p0", f"astra/trunc/{lab}", self.spec(z.shape))
+        return AShare(self.bits, None, l1, l2), {"f": f}
+
+    def trunc_online(self, z: AShare, zt: AShare, prep: dict) -> AShare:
+        if self.role == "p0":
+            return zt
+        return zt.with_m(self.R.reduce(z.m) >> np.uint64(prep["f"]))
+
+
+def _fold(table: dict, key, arrays) -> None:
+    h = table.get(key)
+    if h is None:
+        h = table[key] = hashlib.sha256(b"astra-verify/" + key[1].encode())
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+
+
+def _concat(shares: list[AShare]) -> AShare:
+    def cat(i):
+        parts = [getattr(s, i) for s in shares]
+        return None if parts[0] is None else np.concatenate(parts)
+    return AShare(shares[0].bits, cat("m"), cat("l1"), cat("l2"))
