@@ -1,0 +1,346 @@
+"""Local launcher: every role of a protocol as its own OS process on loopback.
+
+``run_local(protocol, security, model_path, input_array, ...)``
+
+1. writes a temporary loopback cluster (fresh CURVE keys, free ports) and a fresh
+   session nonce (``secinfer.runtime.cluster``);
+2. starts one ``python -m secinfer.runtime.party`` per role, each in its own process
+   group (and with a parent-death signal, so none outlives the launcher);
+3. waits; if a party fails or dies, the others get ``peer_timeout`` + a few seconds to
+   notice (they normally stop at once: a failing party says "bye", a killed one stops
+   heartbeating), then are terminated (SIGTERM, then SIGKILL to the whole group); every
+   child is reaped;
+4. merges the parties' result files into a ``RunResult`` or raises the error of the
+   party that failed *first* (a party whose error is a consequence, such as
+   ``PeerDeadError`` or ``PeerAbortedError``, is not the cause), named in the message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import secinfer.errors as errors_mod
+from secinfer.errors import ConfigError, ProtocolAbort, SecinferError, TimeoutError_
+
+CONSEQUENCES = ("PeerDeadError", "PeerAbortedError", "Terminated")
+_PHASES = ("setup", "offline", "online")
+
+
+class PartyFailedError(SecinferError):
+    """A party process failed in a way with no more specific error type (crash, signal)."""
+
+
+@dataclass
+class RunResult:
+    protocol: str
+    security: str
+    network: str
+    output: np.ndarray | None
+    output_ring: np.ndarray | None
+    latency_s: dict            # setup, offline, online (max over parties), total (protocol), wall
+    bytes: dict                # party -> {"payload", "wire"} sent, all phases
+    bytes_by_phase: dict       # phase -> payload bytes sent by all parties
+    bytes_total: int           # payload bytes sent by all parties
+    wire_total: int            # wire bytes (frames incl. headers) sent by all parties
+    rounds: dict               # phase -> max round depth across parties
+    messages: int              # messages sent by all parties
+    meters: dict               # role -> Meter.summary()
+    parties: dict = field(default_factory=dict)  # role -> result record
+
+    def to_json(self) -> dict:
+        return {
+            "protocol": self.protocol, "security": self.security, "network": self.network,
+            "output": None if self.output is None else np.asarray(self.output).tolist(),
+            "latency_s": self.latency_s, "bytes": self.bytes, "bytes_by_phase": self.bytes_by_phase,
+            "bytes_total": self.bytes_total, "wire_total": self.wire_total, "rounds": self.rounds,
+            "messages": self.messages,
+            "info": {r: rec.get("info", {}) for r, rec in self.parties.items()},
+        }
+
+    def describe(self) -> str:
+        lat = self.latency_s
+        lines = [f"protocol {self.protocol} ({self.security}), network {self.network}",
+                 f"output shape {None if self.output is None else tuple(np.shape(self.output))}",
+                 f"latency: offline {lat['offline']:.3f}s  online {lat['online']:.3f}s  "
+                 f"total {lat['total']:.3f}s  (wall incl. process start {lat['wall']:.3f}s)",
+                 f"rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
+                 f"traffic: {_fmt(self.bytes_total)} payload, {_fmt(self.wire_total)} on the wire, "
+                 f"{self.messages} messages"]
+        for role, b in self.bytes.items():
+            lines.append(f"  {role:<10} sent {_fmt(b['payload'])} payload ({_fmt(b['wire'])} wire)")
+        if self.output is not None:
+            out = np.asarray(self.output)
+            lines.append("output: " + np.array2string(out if out.size <= 40 else out.reshape(-1)[:40],
+                                                      precision=4, threshold=40))
+        return "\n".join(lines)
+
+
+def _fmt(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    return f"{n:.2f} TB"
+
+
+def _module_root(module: str) -> str | None:
+    """The sys.path entry a module is imported from (so a child process can import it)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    p = Path(spec.origin).resolve()
+    depth = module.count(".") + (1 if p.name == "__init__.py" else 0)
+    root = p.parent
+    for _ in range(depth):
+        root = root.parent
+    return str(root)
+
+
+def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, security: str, model_path,
+               input_path, network: str, fixed, options: dict, nonce: str, protocol_module) -> list[str]:
+    cmd = [sys.executable, "-m", "secinfer.runtime.party", "--cluster", str(cluster), "--id", role,
+           "--protocol", protocol, "--security", security, "--network", network, "--session", nonce,
+           "--result", str(work / f"result-{role}.json"), "--options-json", json.dumps(options),
+           "--die-with-parent"]
+    if fixed:
+        cmd += ["--fixed", fixed]
+    if protocol_module:
+        cmd += ["--protocol-module", protocol_module]
+    if role == spec.model_role and model_path is not None:
+        cmd += ["--model", str(model_path)]
+    if role == spec.input_role:
+        cmd += ["--input", str(input_path), "--output", str(work / "output.npy")]
+    return cmd
+
+
+def _kill_group(p: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_all(procs: dict, grace: float = 2.0) -> set:
+    """SIGTERM every running party's group, SIGKILL what is left after ``grace``; reap all."""
+    stopped = set()
+    for role, p in procs.items():
+        if p.poll() is None:
+            stopped.add(role)
+            _kill_group(p, signal.SIGTERM)
+    end = time.monotonic() + grace
+    for p in procs.values():
+        try:
+            p.wait(max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in procs.values():
+        _kill_group(p, signal.SIGKILL)  # also any grandchild left in the group
+        try:
+            p.wait(5.0)
+        except subprocess.TimeoutExpired:
+            pass
+    return stopped
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _log_tail(path: Path, n: int = 1500) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:].strip()
+    except OSError:
+        return ""
+
+
+def _failure_error(failures: dict, order: list) -> SecinferError:
+    """The error of the first failing party that is not a consequence of another failure."""
+    def rank(role):
+        f = failures[role]
+        t = f.get("type")
+        return (t in CONSEQUENCES, order.index(role) if role in order else len(order))
+
+    first = min(failures, key=rank)
+    f = failures[first]
+    others = "; ".join(f"{r}: {failures[r]['type']}" for r in failures if r != first)
+    if f.get("type") == "PartyFailedError":
+        msg = f"party {first} {f['message']}"
+    else:
+        msg = f"party {first} failed: {f['type']}: {f['message']}"
+    msg += f" (then {others})" if others else ""
+    cls = getattr(errors_mod, f.get("type") or "", None) if f.get("module") == "secinfer.errors" else None
+    if isinstance(cls, type) and issubclass(cls, ProtocolAbort):
+        detail = f"raised by party {first}" + (f": {f.get('detail')}" if f.get("detail") else "")
+        err: SecinferError = cls(f.get("check") or "unknown", f.get("suspect"), detail)
+    elif isinstance(cls, type) and issubclass(cls, SecinferError):
+        err = cls.__new__(cls)
+        Exception.__init__(err, msg)
+    else:
+        err = PartyFailedError(msg)
+    err.party = first
+    err.party_errors = failures
+    return err
+
+
+def run_local(protocol: str, security: str | None = None, model_path=None, input_array=None,
+              network: str = "none", fixed: str | None = None, options: dict | None = None,
+              timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
+              keep_workdir: bool = False, cluster_settings: dict | None = None,
+              input_path=None, _attempts: int = 2) -> RunResult:
+    """Run every role of ``protocol`` as its own process on loopback; see the module docstring.
+
+    ``input_array`` is an array or a path to a ``.npy`` file (``input_path`` is an alias).
+    ``protocol_module`` registers ``protocol`` from that module in every party (tests,
+    plugins). ``cluster_settings`` go into the cluster file (e.g. ``peer_timeout``).
+    """
+    from secinfer.net.shaping import parse_profile
+    from secinfer.protocols import registry
+    from secinfer.runtime.cluster import write_loopback_cluster
+
+    if protocol_module:
+        registry.register_module(protocol, protocol_module)
+    spec = registry.get(protocol)
+    security = security or spec.default_security
+    if security not in spec.securities:
+        raise ConfigError(f"protocol {protocol!r} offers {', '.join(spec.securities)}; not {security!r}")
+    parse_profile(network)  # fail early on a bad profile
+    options = dict(options or {})
+    json.dumps(options)  # must be JSON-serialisable to reach the parties
+    if input_array is None:
+        input_array = input_path
+    if input_array is None:
+        raise ConfigError("run_local needs an input (array or .npy path)")
+    settings = dict(cluster_settings or {})
+
+    work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))
+    os.chmod(work, 0o700)
+    try:
+        if isinstance(input_array, (str, os.PathLike)):
+            in_path = Path(input_array)
+            if not in_path.is_file():
+                raise ConfigError(f"input file {str(in_path)!r} does not exist")
+        else:
+            in_path = work / "input.npy"
+            np.save(in_path, np.asarray(input_array, dtype=np.float64))
+        cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
+        env = dict(os.environ)
+        if protocol_module:
+            root = _module_root(protocol_module)
+            if root:
+                env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        nonce = secrets.token_hex(16)
+        t_wall = time.perf_counter()
+        procs: dict[str, subprocess.Popen] = {}
+        logs: dict[str, Path] = {}
+        exited: list[str] = []
+        stopped: set = set()
+        try:
+            for role in spec.roles:
+                logs[role] = work / f"party-{role}.log"
+                with open(logs[role], "wb") as logf:
+                    procs[role] = subprocess.Popen(
+                        _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
+                                   fixed, options, nonce, protocol_module),
+                        stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                        start_new_session=True)
+            if progress:
+                print(f"[secinfer] {protocol}: started {len(procs)} party processes "
+                      f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
+            deadline = time.monotonic() + timeout
+            grace = float(settings.get("peer_timeout", 3.0)) + 4.0
+            fail_at = None
+            timed_out = False
+            while len(exited) < len(procs):
+                now = time.monotonic()
+                for role, p in procs.items():
+                    if role not in exited and p.poll() is not None:
+                        exited.append(role)
+                        if p.returncode != 0 and fail_at is None:
+                            fail_at = now
+                if len(exited) == len(procs):
+                    break
+                if fail_at is not None and now - fail_at > grace:
+                    stopped = _stop_all(procs)
+                    break
+                if now > deadline:
+                    timed_out = True
+                    stopped = _stop_all(procs)
+                    break
+                time.sleep(0.02)
+        finally:
+            _stop_all(procs, grace=0.5)  # reaps everything; a no-op when all have exited
+        wall = time.perf_counter() - t_wall
+
+        records = {r: _read_record(work / f"result-{r}.json") for r in spec.roles}
+        failures: dict = {}
+        for role, p in procs.items():
+            rec = records[role]
+            if rec is not None and not rec.get("ok"):
+                failures[role] = dict(rec["error"])
+            elif rec is None or p.returncode != 0:
+                rc = p.returncode
+                if role in stopped:
+                    failures[role] = {"type": "Terminated", "message": "stopped by the launcher"}
+                elif rc is not None and rc < 0:
+                    failures[role] = {"type": "PartyFailedError",
+                                      "message": f"died (killed by signal {signal.Signals(-rc).name})"}
+                else:
+                    tail = _log_tail(logs[role])
+                    failures[role] = {"type": "PartyFailedError",
+                                      "message": f"exited with code {rc} and no result" + (f": {tail}" if tail else "")}
+        if timed_out and not any(f["type"] not in CONSEQUENCES for f in failures.values()):
+            raise TimeoutError_(f"{protocol}: the parties did not finish within {timeout:g}s "
+                                f"(still running: {', '.join(sorted(stopped)) or 'none'})")
+        if failures:
+            err = _failure_error(failures, exited)
+            err.pids = {r: p.pid for r, p in procs.items()}
+            if _attempts > 1 and "cannot listen on" in str(err):  # a free port was taken meanwhile
+                return run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
+                                 progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
+                                 cluster_settings=cluster_settings, _attempts=_attempts - 1)
+            raise err
+        return _merge(spec, security, network, records, work, wall)
+    finally:
+        if not keep_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _merge(spec, security: str, network: str, records: dict, work: Path, wall: float) -> RunResult:
+    inp = records[spec.input_role]
+    output = np.load(inp["output_path"], allow_pickle=False) if inp.get("output_path") else None
+    output_ring = np.load(inp["output_ring_path"], allow_pickle=False) if inp.get("output_ring_path") else None
+    meters = {r: rec["meter"] for r, rec in records.items()}
+    per_party, by_phase, rounds = {}, {ph: 0 for ph in _PHASES}, {ph: 0 for ph in _PHASES}
+    messages = 0
+    for r, m in meters.items():
+        pay = sum(m["phases"][ph]["sent_payload"] for ph in _PHASES)
+        wire = sum(m["phases"][ph]["sent_wire"] for ph in _PHASES)
+        per_party[r] = {"payload": pay, "wire": wire}
+        for ph in _PHASES:
+            by_phase[ph] += m["phases"][ph]["sent_payload"]
+            rounds[ph] = max(rounds[ph], m["phases"][ph]["rounds"])
+            messages += m["phases"][ph]["messages_sent"]
+    lat = {ph: max(rec["latency_s"].get(ph, 0.0) for rec in records.values()) for ph in _PHASES}
+    lat["total"] = max(rec["latency_s"].get("protocol", 0.0) for rec in records.values())
+    lat["wall"] = wall
+    return RunResult(protocol=spec.name, security=security, network=network, output=output,
+                     output_ring=output_ring, latency_s=lat, bytes=per_party, bytes_by_phase=by_phase,
+                     bytes_total=sum(b["payload"] for b in per_party.values()),
+                     wire_total=sum(b["wire"] for b in per_party.values()), rounds=rounds,
+                     messages=messages, meters=meters, parties=records)

@@ -1,0 +1,311 @@
+"""The body of one party process: cluster + keys -> endpoint -> protocol -> output + result JSON.
+
+Used by the local launcher (``python -m secinfer.runtime.party ...``, one process per role)
+and by ``secinfer party --cluster cluster.toml --id NAME ...`` on each host of a
+multi-host session. Either way the party:
+
+1. reads the cluster file and its own secret key, derives the session id from the
+   cluster and the session nonce (``secinfer.runtime.cluster``);
+2. builds its ``ZmqEndpoint`` and waits for every peer (connect timeout);
+3. loads its own inputs: the model (model-owner role only, ``secinfer.ir.onnx_import``)
+   or the input array (input role only);
+4. runs ``registry.get(protocol).run_party(role, endpoint, job)``;
+5. writes the output ``.npy`` (input role; the ring output next to it as ``.ring.npy``)
+   and a result JSON: ok/error, meter summary, latency per phase, transport counters.
+
+On any exception the error goes into the result JSON and the process exits non-zero
+(3 for a protocol abort, 2 otherwise). A ``ProtocolAbort`` raised without having been
+announced is announced to the peers (``ep.abort``); every failure closes the endpoint,
+which tells the peers "bye", so they stop at once instead of waiting for the heartbeat
+timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from secinfer.errors import ConfigError, PeerAbortedError, ProtocolAbort, SecinferError
+
+EXIT_OK, EXIT_ERROR, EXIT_ABORT = 0, 2, 3
+
+
+class Terminated(SecinferError):
+    """The party was stopped by a signal (the launcher stopping it after another failed)."""
+
+
+def _on_sigterm(signum, _frame):
+    raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the launcher dies, so no party outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
+def _jsonable(o):
+    if isinstance(o, dict):
+        return {str(k): _jsonable(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_jsonable(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return o.tolist() if o.size <= 1024 else f"<array {o.dtype} {o.shape}>"
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, (str, int, float, bool)) or o is None:
+        return o
+    return str(o)
+
+
+def error_record(e: BaseException) -> dict:
+    rec = {"type": type(e).__name__, "module": type(e).__module__, "message": str(e)}
+    if isinstance(e, ProtocolAbort):
+        rec.update(check=e.check, suspect=e.suspect, detail=e.detail)
+    return rec
+
+
+def _write_json_atomic(path: str | os.PathLike, data: dict) -> None:
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(data), indent=1))
+    os.replace(tmp, p)
+
+
+def _load_input(path: str) -> np.ndarray:
+    try:
+        x = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"input file {path!r} does not exist") from None
+    except ValueError as e:
+        raise ConfigError(f"input file {path!r} is not a numeric .npy array: {e}") from None
+    if x.dtype.kind not in "iuf":
+        raise ConfigError(f"input file {path!r} holds {x.dtype} values; a numeric array is needed")
+    return x.astype(np.float64)
+
+
+def ring_output_path(output_path: str | os.PathLike) -> Path:
+    p = Path(output_path)
+    stem = p.name[:-4] if p.name.endswith(".npy") else p.name
+    return p.with_name(stem + ".ring.npy")
+
+
+def run_party_process(cluster_path, party_id: str, protocol: str, security: str | None = None,
+                      model_path=None, input_path=None, output_path=None, network: str | None = "none",
+                      result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
+                      *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
+                      recv_timeout: float | None = None) -> dict:
+    """Run one party to completion; returns the result record (also written to ``result_path``).
+
+    Never raises for protocol or network failures: they are recorded in the result
+    (``ok`` False, ``error``) and in ``exit_code``.
+    """
+    from secinfer.arith.fixed import get_config
+    from secinfer.crypto.prg import PRG
+    from secinfer.net.shaping import parse_profile
+    from secinfer.net.zmq_transport import ZmqEndpoint
+    from secinfer.protocols import registry
+    from secinfer.protocols.base import PartyJob
+    from secinfer.runtime.cluster import load_cluster
+
+    t0 = time.perf_counter()
+    rec: dict = {"party": party_id, "role": None, "protocol": protocol, "security": security, "ok": False,
+                 "error": None, "pid": os.getpid(), "started_at": time.time(), "network": network,
+                 "output_path": None, "output_ring_path": None, "meter": None, "transport": None,
+                 "latency_s": {}, "info": {}}
+    ep = None
+    code = EXIT_ERROR
+    try:
+        if protocol_module:
+            registry.register_module(protocol, protocol_module)
+        spec = registry.get(protocol)
+        security = security or spec.default_security
+        rec["security"] = security
+        if security not in spec.securities:
+            raise ConfigError(f"protocol {protocol!r} offers {', '.join(spec.securities)}; not {security!r}")
+        cluster = load_cluster(cluster_path)
+        cluster.check_roles(spec.roles)
+        entry = cluster.party(party_id)
+        role = rec["role"] = entry.role
+        identity = cluster.load_secret(party_id, keys_dir)
+        profile = parse_profile(network) if network and network != "none" else None
+        rec["network"] = (profile or cluster.network).name
+        cfg = get_config(fixed or (options or {}).get("fixed") or spec.default_fixed)
+        if role == spec.model_role and model_path is None:
+            raise ConfigError(f"party {party_id} plays {role!r}, the model owner: it needs a model")
+        if role == spec.input_role and input_path is None:
+            raise ConfigError(f"party {party_id} plays {role!r}, the input owner: it needs an input")
+        kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
+        # Own inputs are loaded before connecting, so that their loading time is not
+        # charged to the protocol's set-up latency; a loading error is still announced
+        # to the peers (short connect, then "bye") so they stop at once.
+        model = x = None
+        load_err: BaseException | None = None
+        t_load = time.perf_counter()
+        try:
+            if role == spec.model_role:
+                from secinfer.ir.onnx_import import load_model  # the ir layer's importer
+
+                model = load_model(str(model_path))
+                spec.check_model(model, security)
+            if role == spec.input_role:
+                x = _load_input(str(input_path))
+        except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
+            load_err = e
+        rec["latency_s"]["load"] = time.perf_counter() - t_load
+        t_conn = time.perf_counter()
+        ep = ZmqEndpoint.from_cluster(cluster, party_id, identity, cluster.session_id(session_nonce),
+                                      network=profile, connect=False, **kw)
+        try:
+            ep.connect(min(5.0, ep.connect_timeout) if load_err is not None else None)
+        except SecinferError:
+            if load_err is None:
+                raise
+        if load_err is not None:
+            raise load_err
+        rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.fresh(f"party/{role}"),
+                       model=model, input=x, options=dict(options or {}))
+        t_run = time.perf_counter()
+        res = spec.run_party(role, ep, job)
+        rec["latency_s"]["protocol"] = time.perf_counter() - t_run
+        if role == spec.input_role:
+            if res is None or res.output is None:
+                raise SecinferError(f"protocol {protocol!r} returned no output to the input role {role!r}")
+            if output_path is not None:
+                np.save(output_path, np.asarray(res.output))
+                rec["output_path"] = str(output_path)
+                if res.output_ring is not None:
+                    rp = ring_output_path(output_path)
+                    np.save(rp, np.asarray(res.output_ring))
+                    rec["output_ring_path"] = str(rp)
+        rec["info"] = dict(res.info) if res is not None else {}
+        rec["ok"] = True
+        code = EXIT_OK
+    except BaseException as e:  # noqa: BLE001 - every failure is reported, never swallowed silently
+        if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
+                and getattr(ep, "_aborted", None) is None:
+            ep.abort(e.check, e.suspect, e.detail)  # a check failed without being announced
+        rec["error"] = error_record(e)
+        code = EXIT_ABORT if isinstance(e, ProtocolAbort) else EXIT_ERROR
+        if not isinstance(e, (SecinferError, KeyboardInterrupt, SystemExit)):
+            import traceback
+
+            rec["error"]["traceback"] = traceback.format_exc()[-4000:]
+    finally:
+        if ep is not None:
+            try:
+                ep.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the real outcome
+                pass
+            rec["meter"] = ep.meter.summary()
+            rec["transport"] = dict(ep.stats)
+            for ph in ("setup", "offline", "online"):
+                rec["latency_s"][ph] = ep.meter.seconds[ph]
+        rec["latency_s"]["total"] = time.perf_counter() - t0
+        rec["finished_at"] = time.time()
+        rec["exit_code"] = code
+        if result_path is not None:
+            _write_json_atomic(result_path, rec)
+    return rec
+
+
+# ---- command line -----------------------------------------------------------------------------
+def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of a party process (the names ``secinfer party`` uses too)."""
+    ap.add_argument("--cluster", required=True, help="cluster TOML file")
+    ap.add_argument("--id", required=True, dest="party_id", help="this party's id in the cluster file")
+    ap.add_argument("--keys", default=None, help="folder with this party's secret key")
+    ap.add_argument("--protocol", "-p", required=True)
+    ap.add_argument("--security", "-s", default=None)
+    ap.add_argument("--network", default="none", help="none | lan | wan | bw=<MB/s>,lat=<ms>")
+    ap.add_argument("--fixed", default=None)
+    ap.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--options-json", default=None, help="protocol options as one JSON object")
+    ap.add_argument("--model", "-m", default=None)
+    ap.add_argument("--input", "-i", default=None)
+    ap.add_argument("--output", default=None)
+    ap.add_argument("--session", default=None, help="session nonce shared by all parties")
+    ap.add_argument("--result", default=None, help="write this party's result JSON here")
+    ap.add_argument("--protocol-module", default=None, help="register PROTOCOL from this module (plugins, tests)")
+    ap.add_argument("--recv-timeout", type=float, default=None)
+    ap.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
+    return ap
+
+
+def _options_from_args(args) -> dict:
+    opts: dict = {}
+    raw = getattr(args, "options_json", None)
+    if raw:
+        try:
+            opts.update(json.loads(raw))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--options-json is not valid JSON: {e}") from None
+    for it in getattr(args, "option", None) or []:
+        k, eq, v = it.partition("=")
+        if not eq:
+            raise ConfigError(f"--option expects KEY=VALUE, got {it!r}")
+        try:
+            opts[k] = json.loads(v)
+        except json.JSONDecodeError:
+            opts[k] = v
+    return opts
+
+
+def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
+    """Run a party from an argparse namespace (``secinfer party`` or ``party_main``); exit code.
+
+    ``args`` needs: cluster, party_id, protocol; optional: keys, security, network, fixed,
+    model, input, output, session, result, protocol_module, recv_timeout. ``model_path``
+    and ``options`` override ``args.model`` and the options in ``args``.
+    """
+    g = lambda name: getattr(args, name, None)  # noqa: E731
+    if g("die_with_parent"):
+        _die_with_parent()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    opts = _options_from_args(args) if options is None else options
+    rec = run_party_process(g("cluster"), g("party_id"), g("protocol"), g("security"),
+                            model_path=model_path if model_path is not None else g("model"),
+                            input_path=g("input"), output_path=g("output"), network=g("network") or "none",
+                            result_path=g("result"), options=opts, session_nonce=g("session"),
+                            keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
+                            recv_timeout=g("recv_timeout"))
+    if rec["ok"]:
+        lat = rec["latency_s"]
+        msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "
+               f"online {lat.get('online', 0):.3f}s")
+        if rec["output_path"]:
+            msg += f"; output written to {rec['output_path']}"
+        print(msg, file=sys.stderr)
+    else:
+        print(f"error: party {rec['party']}: {rec['error']['type']}: {rec['error']['message']}", file=sys.stderr)
+    return int(rec["exit_code"])
+
+
+def party_main(argv: list[str] | None = None) -> int:
+    ap = add_party_arguments(argparse.ArgumentParser(prog="secinfer-party", description="run one party"))
+    args = ap.parse_args(argv)
+    try:
+        return party_from_cli(args)
+    except SecinferError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(party_main())
