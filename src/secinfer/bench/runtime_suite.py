@@ -11,20 +11,20 @@ import numpy as np
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
-    from secinfer.ir import zoo
+    from secinfer.ir import bundled
     from secinfer.runtime.launcher import run_local
 
     profiles = network.split(",") if network else ["none", "lan", "wan"]
     if "none" not in profiles:
         profiles = ["none", *profiles]
     model = "digits-mlp"
-    X, _ = zoo.bundled_testset(model)
+    X, _ = bundled.bundled_testset(model)
     batches = [1, 64] if quick else [1, 64, len(X)]
     rows = []
     for batch in batches:
         base = None
         for prof in profiles:
-            res = run_local(protocol="reference", security="semi-honest", model_path=str(zoo.bundled_path(model)),
+            res = run_local(protocol="reference", security="semi-honest", model_path=str(bundled.bundled_path(model)),
                             input_array=X[:batch], network=prof, fixed=None, options={}, timeout=600,
                             progress=False)
             online = res.latency_s["online"]

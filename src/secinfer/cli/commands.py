@@ -86,7 +86,7 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from secinfer.ir import zoo
+    from secinfer.ir import bundled, zoo
     from secinfer.protocols import registry
 
     print("Protocols:")
@@ -99,11 +99,14 @@ def cmd_models(args) -> int:
             print(f"  {name:<11} (unavailable: {e})")
     print("\nZoo networks (seeded random weights, for timing):  secinfer run --model zoo:NAME")
     for m in zoo.list_models():
-        print(f"  {m['name']:<18} input {str(tuple(m['input_shape'])):<18} {m['params']:>11,} params  {m['description']}")
+        print(f"  {m.name:<18} input {str(m.input_shape):<18} {m.params:>11,} params  {m.description}")
     print("\nBundled trained models (scikit-learn data):  secinfer run --model bundled:NAME")
-    for name in zoo.bundled_names():
-        info = zoo.bundled_info(name)
-        print(f"  {name:<18} {info.get('task', ''):<14} {info.get('summary', '')}")
+    for name in bundled.bundled_names():
+        info = bundled.bundled_info(name)
+        metric = info.get("metric", "")
+        val = info.get("metrics", {}).get("float", {}).get(metric)
+        shown = f"{metric} {val:.4f}" if isinstance(val, float) else ""
+        print(f"  {name:<18} {info.get('task', ''):<14} {info.get('estimator', ''):<40} {shown}")
     return 0
 
 

@@ -11,18 +11,20 @@ from secinfer.errors import ModelError
 
 def model_path(spec: str, workdir: str | None = None) -> str:
     if spec.startswith("bundled:"):
-        from secinfer.ir import zoo
+        from secinfer.ir import bundled
 
         name = spec.split(":", 1)[1]
-        if name not in zoo.bundled_names():
-            raise ModelError(f"no bundled model {name!r}; bundled: {', '.join(zoo.bundled_names())}")
-        return str(zoo.bundled_path(name))
+        if name not in bundled.bundled_names():
+            raise ModelError(f"no bundled model {name!r}; bundled: {', '.join(bundled.bundled_names())}")
+        return str(bundled.bundled_path(name))
     if spec.startswith("zoo:"):
         import onnx
 
         from secinfer.ir import zoo
 
         name = spec.split(":", 1)[1]
+        if name not in zoo.ZOO:
+            raise ModelError(f"no zoo network {name!r}; zoo: {', '.join(zoo.ZOO)}")
         model = zoo.build(name, seed=0)
         d = workdir or tempfile.mkdtemp(prefix="secinfer-zoo-")
         out = os.path.join(d, f"{name}.onnx")
