@@ -1,0 +1,179 @@
+"""One party's replicated-sharing engine for the three-party protocols (STAMP, Falcon+).
+
+Party p (0, 1, 2) holds ``Pair(x_p, x_{p+1})`` of every secret (``secinfer.sharing.
+replicated``). The engine adds what needs the network: host PRF keys (the correlated
+randomness of [STAMP App. A]), input, the single reshare after a local product
+[STAMP 3.2], opening to everyone or to one party with the malicious redundant copies
+[STAMP App. A "Reconstruction"], and the multiplication check with a replicated
+triple [ABY3 / Furukawa et al., as STAMP 3.2 and Protocol 5 step 1 use it].
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from secinfer.arith.fixed import FixedPointConfig
+from secinfer.crypto.prg import PRF, PRG
+from secinfer.errors import ProtocolError
+from secinfer.net.channel import ArraySpec
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
+
+U64 = np.uint64
+
+
+def _any(n: int | None = None) -> ArraySpec:
+    return ArraySpec(U64, (None,) if n is None else (n,))
+
+
+def digest(*arrays: np.ndarray) -> np.ndarray:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+class Engine:
+    """Party ``me`` of three; ``names[p]`` is party p's role name on the endpoint."""
+
+    def __init__(self, ep, names: tuple[str, str, str], me: int, cfg: FixedPointConfig, malicious: bool,
+                 prg: PRG) -> None:
+        if me not in (0, 1, 2):
+            raise ProtocolError(f"party index {me} out of range")
+        self.ep, self.names, self.me, self.cfg = ep, names, me, cfg
+        self.ring = cfg.ring
+        self.malicious = malicious
+        self.prg = prg
+        self.nxt, self.prv = (me + 1) % 3, (me + 2) % 3
+        self._k_own: PRF | None = None    # k_me, shared with the next party
+        self._k_prev: PRF | None = None   # k_{me-1}, shared with the previous party
+        self._k_all: PRF | None = None    # shared by all three
+        self._tick = 0
+        self.stats = {"mult_checks": 0}
+
+    # ---- set-up: host PRF keys [STAMP App. A] -----------------------------------------------
+    def setup_keys(self) -> None:
+        ep = self.ep
+        own = self.prg.seed()
+        ep.send(self.names[self.nxt], "rss/key", np.frombuffer(own, np.uint8))
+        if self.me == 0:
+            kall = self.prg.seed()
+            ep.send(self.names[1], "rss/kall", np.frombuffer(kall, np.uint8))
+            ep.send(self.names[2], "rss/kall", np.frombuffer(kall, np.uint8))
+        (prev,) = ep.recv(self.names[self.prv], "rss/key", ArraySpec(np.uint8, (16,)))
+        if self.me != 0:
+            (kall_a,) = ep.recv(self.names[0], "rss/kall", ArraySpec(np.uint8, (16,)))
+            kall = bytes(kall_a)
+        self._k_own, self._k_prev, self._k_all = PRF(own), PRF(bytes(prev)), PRF(kall)
+
+    def _label(self, what: str) -> str:
+        self._tick += 1
+        return f"{what}/{self._tick}"
+
+    def _draw(self, prf: PRF, label: str, n: int) -> np.ndarray:
+        return self.ring.reduce(np.frombuffer(prf.keystream(label, 0, 8 * n), dtype=U64).copy())
+
+    def zero3(self, shape) -> np.ndarray:
+        """This party's component of a 3-out-of-3 sharing of zero."""
+        n = int(np.prod(shape))
+        lab = self._label("zero")
+        return self.ring.sub(self._draw(self._k_own, lab, n), self._draw(self._k_prev, lab, n)).reshape(shape)
+
+    def random_pair(self, shape) -> Pair:
+        """A replicated sharing of a uniformly random value nobody knows: component c from
+        the key of parties c and c-1 (k_{c-1})."""
+        n = int(np.prod(shape))
+        lab = self._label("rand")
+        # my components: me (key k_{me-1} = k_prev) and me+1 (key k_me = k_own)
+        return Pair(self._draw(self._k_prev, lab, n).reshape(shape), self._draw(self._k_own, lab, n).reshape(shape))
+
+    # ---- input -----------------------------------------------------------------------------
+    def input(self, owner: int, x: np.ndarray | None, shape: tuple) -> Pair:
+        """Share ``x`` held by ``owner``: components owner+1 (key of owner and owner+1) and
+        owner+2 (three-way key) are pseudo-random, component owner = x minus both is sent to
+        owner-1, the only other holder. One message of n elements, consistent by
+        construction (a variant of [STAMP App. A "Input Phase"])."""
+        n = int(np.prod(shape))
+        lab = self._label("input")
+        o = owner
+        me = self.me
+        c_next = None
+        if me in (o, (o + 1) % 3):      # parties o and o+1 share k_o
+            c_next = self._draw(self._k_own if me == o else self._k_prev, lab, n)
+        c_all = self._draw(self._k_all, lab, n)
+        if me == o:
+            if x is None or x.shape != tuple(shape):
+                raise ProtocolError(f"input owner needs an array of shape {shape}")
+            c_own = self.ring.sub(self.ring.sub(self.ring.reduce(x.reshape(-1)), c_next), c_all)
+            self.ep.send(self.names[(o + 2) % 3], "rss/input", c_own)
+            return Pair(c_own.reshape(shape), c_next.reshape(shape))
+        if me == (o + 1) % 3:   # holds (o+1, o+2)
+            return Pair(c_next.reshape(shape), c_all.reshape(shape))
+        (c_own,) = self.ep.recv(self.names[o], "rss/input", _any(n))
+        return Pair(c_all.reshape(shape), c_own.reshape(shape))   # holds (o+2, o)
+
+    # ---- reshare after a local product [STAMP 3.2] --------------------------------------------
+    def reshare(self, z3: np.ndarray, tag: str = "rss/reshare") -> Pair:
+        shape = z3.shape
+        z = self.ring.add(z3, self.zero3(shape)).reshape(-1)
+        self.ep.send(self.names[self.prv], tag, z)
+        (zn,) = self.ep.recv(self.names[self.nxt], tag, _any(z.size))
+        return Pair(z.reshape(shape), zn.reshape(shape))
+
+    # ---- opening --------------------------------------------------------------------------------
+    def open_all(self, x: Pair, tag: str = "rss/open") -> np.ndarray:
+        """Everyone learns x. Malicious: the missing component arrives from one holder and
+        its hash from the other; a mismatch aborts [STAMP App. A "Reconstruction"]."""
+        a = x.a.reshape(-1)
+        self.ep.send(self.names[self.nxt], tag, a)
+        if self.malicious:
+            self.ep.send(self.names[self.prv], tag + "/h", digest(x.b))
+        (miss,) = self.ep.recv(self.names[self.prv], tag, _any(a.size))
+        if self.malicious:
+            (h,) = self.ep.recv(self.names[self.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
+            if not np.array_equal(h, digest(miss.reshape(x.a.shape))):
+                raise self.ep.abort("reconstruct-consistency", None,
+                                    "the two copies of a share disagree at opening")
+        return self.ring.reduce(a + x.b.reshape(-1) + miss).reshape(x.a.shape)
+
+    def reveal_to(self, target: int, x: Pair, tag: str = "rss/reveal") -> np.ndarray | None:
+        """Only ``target`` learns x. It lacks component target+2, held by target+2 (first)
+        and target+1 (second); malicious: both send it and the target compares."""
+        miss = (target + 2) % 3
+        if self.me == miss:
+            self.ep.send(self.names[target], tag, x.a.reshape(-1))
+        elif self.me == (target + 1) % 3 and self.malicious:
+            self.ep.send(self.names[target], tag, x.b.reshape(-1))
+        if self.me != target:
+            return None
+        n = x.a.size
+        (c1,) = self.ep.recv(self.names[miss], tag, _any(n))
+        if self.malicious:
+            (c2,) = self.ep.recv(self.names[(target + 1) % 3], tag, _any(n))
+            if not np.array_equal(c1, c2):
+                raise self.ep.abort("reconstruct-consistency", None,
+                                    "the two copies of the output share disagree")
+        return self.ring.reduce(x.a.reshape(-1) + x.b.reshape(-1) + c1).reshape(x.a.shape)
+
+    # ---- multiplication with verification ---------------------------------------------------
+    def verify_product(self, f, x: Pair, y: Pair, z: Pair, triple: tuple[Pair, Pair, Pair],
+                       tag: str = "rss/mcheck") -> None:
+        """Check z = f(x, y) with a replicated triple c = f(a, b): open rho = x - a and
+        sigma = y - b, then open delta = z - c - f(rho, b) - f(a, sigma) - f(rho, sigma)
+        and abort unless it is zero [ABY3 5.3 / Furukawa et al. 2017]."""
+        ring = self.ring
+        a, b, c = triple
+        rho = self.open_all(rss.sub(ring, x, a), tag + "/rho")
+        sigma = self.open_all(rss.sub(ring, y, b), tag + "/sigma")
+        fa = lambda u, v: ring.reduce(f(u, v))  # noqa: E731
+        d = rss.sub(ring, z, c)
+        d = rss.sub(ring, d, rss.Pair(fa(rho, b.a), fa(rho, b.b)))
+        d = rss.sub(ring, d, rss.Pair(fa(a.a, sigma), fa(a.b, sigma)))
+        d = rss.add_public(ring, self.me, d, ring.neg(fa(rho, sigma)))
+        delta = self.open_all(d, tag + "/delta")
+        self.stats["mult_checks"] += 1
+        if np.any(delta):
+            raise self.ep.abort("multiplication-check", None,
+                                "a multiplication result does not match its verification triple")

@@ -1,0 +1,206 @@
+"""Host side of the LTEE EMULATION: spawning the device process, the bus, the
+manufacturer CA, and the initialization protocol [STAMP Protocol 1].
+
+``LteeLink`` owns one emulated device (its own OS process, see ``ltee_device``) and is
+the only way to reach it: requests and responses are secinfer frames on a local pipe,
+the bus of [STAMP Fig. 1]. Every byte that crosses the bus and every primitive operation
+the device reports is metered, so the cost model (``costmodel``) can charge the
+LTEE-chip / LTEE-SoC bus and compute time.
+
+The manufacturer (``Manufacturer``) is an Ed25519 CA: at "manufacture" it certifies each
+device's identity key. In this emulation the manufacturer runs in the host process just
+before the session (a real device leaves the factory provisioned); parties trust only
+the CA *public* key. A party whose device carries a certificate that does not verify
+under that key is rejected at set-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from secinfer.errors import ConfigError, ProtocolAbort
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.stamp.ltee_device import cert_message, read_frame, write_frame
+
+EMULATION_CA_LABEL = b"secinfer/stamp/EMULATED-LTEE-MANUFACTURER/insecure-demo-ca"
+
+
+class LteeRefused(ProtocolAbort):
+    """The (emulated) LTEE refused a request: stale counter, policy, bad certificate..."""
+
+    def __init__(self, code: str, detail: str, suspect: str | None = None) -> None:
+        super().__init__(f"ltee-{code}", suspect, detail)
+        self.code = code
+
+
+class Manufacturer:
+    """The LTEE manufacturer's certificate authority (Ed25519) [STAMP 2.2, Protocol 1 step 2]."""
+
+    def __init__(self, seed: bytes) -> None:
+        if len(seed) != 32:
+            raise ConfigError("the manufacturer CA seed is 32 bytes")
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        self.public = self._key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+    @classmethod
+    def emulation_default(cls) -> "Manufacturer":
+        """The well-known demo CA of the emulation (its key is public: insecure by design)."""
+        return cls(hashlib.sha256(EMULATION_CA_LABEL).digest())
+
+    @classmethod
+    def from_options(cls, options: dict) -> "Manufacturer":
+        seed = options.get("ltee_ca_seed")
+        return cls(bytes.fromhex(seed)) if seed else cls.emulation_default()
+
+    def certify(self, identity_pub: bytes) -> bytes:
+        return self._key.sign(cert_message(identity_pub))
+
+    def provision(self, link: "LteeLink") -> None:
+        (pub,) = link.call("identity")
+        link.call("provision", np.frombuffer(self.certify(bytes(pub)), np.uint8),
+                  np.frombuffer(self.public, np.uint8))
+
+
+def trust_anchor(options: dict) -> bytes:
+    """The CA public key every party checks certificates against."""
+    pub = options.get("ltee_ca_public")
+    return bytes.fromhex(pub) if pub else Manufacturer.from_options({}).public
+
+
+def verify_certificate(ca_pub: bytes, identity_pub: bytes, cert: bytes) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(ca_pub).verify(cert, cert_message(identity_pub))
+        return True
+    except (InvalidSignature, ValueError):
+        return False
+
+
+@dataclass
+class BusMeter:
+    """Bytes and transactions on one party's host<->LTEE bus, and device operations."""
+
+    to_device: int = 0
+    from_device: int = 0
+    transactions: int = 0
+    emulation_seconds: float = 0.0
+    by_kind: dict = field(default_factory=dict)
+
+    def add(self, kind: str, sent: int, received: int) -> None:
+        self.to_device += sent
+        self.from_device += received
+        self.transactions += 1
+        e = self.by_kind.setdefault(kind, [0, 0, 0])
+        e[0] += sent
+        e[1] += received
+        e[2] += 1
+
+    @property
+    def total(self) -> int:
+        return self.to_device + self.from_device
+
+
+class LteeLink:
+    """One emulated LTEE process and the bus to it."""
+
+    def __init__(self, party: str) -> None:
+        self.party = party
+        self.meter = BusMeter()
+        self._seq = 0
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "secinfer.protocols.stamp.ltee_device"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.stats = np.zeros(5, dtype=np.int64)
+
+    def call(self, cmd: str, *arrays: np.ndarray, kind: str | None = None) -> list[np.ndarray]:
+        if self._proc.poll() is not None:
+            raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)
+        t0 = time.perf_counter()
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        write_frame(self._proc.stdin, cmd, arrays, self._seq, self.party)
+        self._seq += 1
+        try:
+            hdr, res = read_frame(self._proc.stdout)
+        except EOFError:
+            raise LteeRefused("dead", "the LTEE emulation process closed the bus", self.party) from None
+        self.meter.emulation_seconds += time.perf_counter() - t0
+        self.meter.add(kind or cmd, sum(a.nbytes for a in arrays), sum(a.nbytes for a in res))
+        if hdr.tag == "refused":
+            code, _, detail = bytes(res[0]).decode(errors="replace").partition("|")
+            raise LteeRefused(code, detail, self.party)
+        return res
+
+    def refresh_stats(self) -> np.ndarray:
+        (s,) = self.call("stats", kind="stats")
+        self.stats = s
+        return s
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            with contextlib.suppress(Exception):
+                write_frame(self._proc.stdin, "shutdown", [], self._seq, self.party)
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+# ---- Protocol 1 -------------------------------------------------------------------------------
+_U8 = np.uint8
+
+
+def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options: dict,
+               ring_bits: int, frac_bits: int) -> None:
+    """Run [STAMP Protocol 1] through the hosts. Raises ProtocolAbort on any failure."""
+    ca_pub = trust_anchor(options)
+    nxt, prv = (me + 1) % 3, (me + 2) % 3
+    manufacturer = Manufacturer.from_options(options)
+    manufacturer.provision(link)   # factory step of the emulation (before the session)
+    link.call("init", np.array([me, ring_bits, frac_bits], dtype=np.int64),
+              np.frombuffer(ep.session_id, dtype=_U8))
+    # step 2: publish identity + certificate; every party validates every other LTEE
+    (ident,) = link.call("identity")
+    offers = {}
+    for peer in (nxt, prv):
+        o = link.call("dh_offer", np.array([peer], dtype=np.int64))
+        offers[peer] = o
+        ep.send(names[peer], "stamp/init/offer", *o)
+    specs = (ArraySpec(_U8, (32,)), ArraySpec(_U8, (64,)), ArraySpec(_U8, (32,)), ArraySpec(_U8, (64,)))
+    received = {}
+    for peer in (nxt, prv):
+        received[peer] = ep.recv(names[peer], "stamp/init/offer", *specs)
+    for peer in (nxt, prv):
+        _eph, _sig, pid, cert = received[peer]
+        if not verify_certificate(ca_pub, bytes(pid), bytes(cert)):
+            raise ep.abort("ltee-certificate", names[peer],
+                           f"the LTEE of {names[peer]} has no valid manufacturer certificate")
+    # step 3: authenticated X25519 inside the devices, then key transport for k_{i+1,i-1}
+    for peer in (nxt, prv):
+        try:
+            link.call("dh_accept", np.array([peer], dtype=np.int64), *received[peer])
+        except LteeRefused as r:
+            raise ep.abort(f"ltee-{r.code}", names[peer], r.detail) from None
+    ct, tag = link.call("wrap")
+    ep.send(names[prv], "stamp/init/wrap", ct, tag)
+    ct2, tag2 = ep.recv(names[nxt], "stamp/init/wrap", ArraySpec(_U8, (16,)), ArraySpec(_U8, (32,)))
+    try:
+        link.call("unwrap", ct2, tag2)
+    except LteeRefused as r:
+        raise ep.abort(f"ltee-{r.code}", names[nxt], r.detail) from None
+    del ident
+
+
+def spec_bytes(spec: dict) -> np.ndarray:
+    return np.frombuffer(json.dumps(spec, sort_keys=True).encode(), dtype=_U8)

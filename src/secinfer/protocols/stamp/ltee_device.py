@@ -1,0 +1,444 @@
+"""EMULATION of STAMP's lightweight trusted device (LTEE) [STAMP 3.3, 4.1-4.5].
+
+No LTEE hardware exists on these machines. This module is the device's firmware,
+run as its own OS process (``python -m secinfer.protocols.stamp.ltee_device``) with its
+own memory and keys; its only interface is the bus: length-prefixed secinfer frames on
+its stdin/stdout pipe, which only its host party holds. Nothing here is trusted
+hardware: the host's operating system can read this process's memory. The emulation
+reproduces the device's *behaviour* (what it keeps secret from its host, what it
+refuses) and lets the cost model charge the bytes and operations a real device would.
+
+State kept inside the device, never sent to the host:
+* the identity key (Ed25519) certified by the manufacturer CA, and the CA public key;
+* the pairwise PRF keys k_0 = k_{0,1}, k_1 = k_{1,2}, k_2 = k_{2,0} [Protocol 1];
+* the counters ctr_0, ctr_1, ctr_2, ctr_s and, for the malicious setting, the
+  duplicated counters ctr^_0, ctr^_1, ctr^_2, ctr^_s [Protocols 2-3, 4.2].
+
+Release rules (what the host may obtain), with d this device's party index:
+* masks of stream j (GenMask, Protocol 2) only if party d holds share component j
+  (d in {j, j-1});
+* a device unmasks only stream d-1 (the one component its host lacks), and only once
+  per operation; the real output share goes to a component fixed by d, never chosen
+  by the host;
+* a component of an output zero-sharing is never released to a host that would then
+  hold the component carrying the real value.
+Every request names the operation number and the counter it expects; an older
+operation or a counter that does not match is refused (stale counter), and each kind
+of request is served once per operation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import struct
+import sys
+import time
+
+import numpy as np
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from secinfer.arith.fixed import FixedPointConfig
+from secinfer.crypto.prg import PRF
+from secinfer.errors import FrameError, ProtocolError
+from secinfer.net.codec import Header, decode_frame, encode_frame
+from secinfer.protocols.stamp import kernels
+
+BUS_SESSION = b"stamp-ltee-bus\x00\x00"
+MAX_BUS_FRAME = 1 << 31
+CERT_DOMAIN = b"secinfer/stamp/ltee-identity/v1"
+DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
+STREAMS = ("k0", "k1", "k2", "s")
+MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
+EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
+
+
+class Refused(Exception):
+    """The device refuses a request (reported to the host as a 'refused' frame)."""
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code, self.detail = code, detail
+
+
+def cert_message(identity_pub: bytes) -> bytes:
+    return CERT_DOMAIN + identity_pub
+
+
+def dh_message(session: bytes, me: int, peer: int, eph_pub: bytes) -> bytes:
+    return DH_DOMAIN + session + bytes([me, peer]) + eph_pub
+
+
+def prf_elements(prf: PRF, label: str, ctr: int, n: int) -> np.ndarray:
+    """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [Protocol 2]."""
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    skip = ctr % 2
+    raw = prf.keystream(label, ctr // 2, 8 * (n + skip))
+    return np.frombuffer(raw, dtype=np.uint64)[skip:skip + n].copy()
+
+
+class Device:
+    def __init__(self) -> None:
+        self._identity = Ed25519PrivateKey.generate()  # the device's own TRNG (OS CSPRNG here)
+        self.identity_pub = self._identity.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        self.cert: bytes | None = None
+        self.ca_pub: bytes | None = None
+        self.index: int | None = None
+        self.session: bytes | None = None
+        self.cfg: FixedPointConfig | None = None
+        self._eph: dict[int, X25519PrivateKey] = {}
+        self._keys: dict[int, bytes] = {}
+        self._prf: dict[int, PRF] = {}
+        # counters [Protocols 2-3]: plain and duplicated (hat) families
+        self.ctr = {(s, h): 0 for s in STREAMS for h in (0, 1)}
+        self.op_last = -1
+        self.op_n = 0
+        self.op_base: dict = {}
+        self.used: set = set()
+        self.cnt = kernels.OpCount()
+        self.aes_bytes = 0
+        self.busy = 0.0
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _need_ready(self) -> None:
+        if self.index is None or len(self._prf) != 3:
+            raise Refused("not-initialised", "Protocol 1 has not completed")
+
+    def _elems(self, j: int, label: str, ctr: int, n: int) -> np.ndarray:
+        self.aes_bytes += 8 * n
+        return prf_elements(self._prf[j], label, ctr, n)
+
+    def _zero_comp(self, comp: int, label: str, ctr: int, n: int, bits: int) -> np.ndarray:
+        """Component ``comp`` of a zero-sharing: F_{k_c}(ctr) - F_{k_{c+1}}(ctr) [Protocol 3]."""
+        a = self._elems(comp, label, ctr, n)
+        b = self._elems((comp + 1) % 3, label, ctr, n)
+        self.cnt.int_ops += n
+        return (a - b) & np.uint64((1 << bits) - 1) if bits < 64 else a - b
+
+    def _begin(self, meta: np.ndarray, purpose: str, stream: tuple) -> int:
+        """Counter discipline [Protocols 2-3]. meta = [op, n_op, ctr, sub, ...].
+
+        An operation covers counters [ctr, ctr + n_op) of every stream, split into three
+        equal slots, one per job ``sub`` (the three batch parts of [4.2]). The first request
+        of a new operation may move the counters forward (never back); an older
+        operation, a counter below the device's, a counter that differs from the
+        operation's, or a second request of the same kind for the same slot is refused.
+        Returns the first counter of the request's slot on ``stream``."""
+        op, n_op, ctr, sub = int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3])
+        if op < self.op_last:
+            raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
+        if sub not in (0, 1, 2) or n_op % 3 or not 0 <= n_op <= 1 << 40:
+            raise Refused("bad-request", "operation size or slot")
+        if op > self.op_last:
+            if ctr < self.ctr[stream]:
+                raise Refused("stale-counter", f"counter {ctr} is below the device's {self.ctr[stream]}")
+            self.op_base = {k: ctr for k in self.ctr}
+            for k in self.ctr:
+                self.ctr[k] = ctr + n_op   # every counter advances by n [4.2]
+            self.op_last, self.op_n, self.used = op, n_op, set()
+        elif n_op != self.op_n:
+            raise Refused("stale-counter", "operation size differs from its first request")
+        if ctr != self.op_base[stream]:
+            raise Refused("stale-counter", f"counter {ctr} does not match the device's {self.op_base[stream]}")
+        if (purpose, sub) in self.used:
+            raise Refused("stale-counter", f"{purpose} already served for operation {op} slot {sub}")
+        self.used.add((purpose, sub))
+        return self._slot(stream, sub)
+
+    def _slot(self, stream: tuple, sub: int) -> int:
+        return self.op_base[stream] + sub * (self.op_n // 3)
+
+    def _slot_size(self) -> int:
+        return self.op_n // 3
+
+    # ---- Protocol 1 ----------------------------------------------------------------------
+    def cmd_identity(self, arrays):
+        return [np.frombuffer(self.identity_pub, dtype=np.uint8)]
+
+    def cmd_provision(self, arrays):
+        """Factory step: the manufacturer installs its certificate and root key (once)."""
+        if self.cert is not None:
+            raise Refused("already-provisioned")
+        cert, ca_pub = bytes(arrays[0]), bytes(arrays[1])
+        if len(cert) != 64 or len(ca_pub) != 32:
+            raise Refused("bad-request", "certificate or CA key size")
+        self.cert, self.ca_pub = cert, ca_pub
+        return []
+
+    def cmd_init(self, arrays):
+        if self.index is not None:
+            raise Refused("already-initialised")
+        if self.cert is None:
+            raise Refused("not-provisioned", "no manufacturer certificate")
+        meta, session = arrays[0], bytes(arrays[1])
+        idx, bits, frac = (int(v) for v in meta[:3])
+        if idx not in (0, 1, 2) or len(session) != 16:
+            raise Refused("bad-request", "party index or session id")
+        self.index, self.session = idx, session
+        self.cfg = FixedPointConfig("device", bits, frac)
+        return []
+
+    def cmd_dh_offer(self, arrays):
+        peer = int(arrays[0][0])
+        if self.index is None or peer not in (0, 1, 2) or peer == self.index or peer in self._eph:
+            raise Refused("bad-request", "key exchange peer")
+        eph = X25519PrivateKey.generate()
+        self._eph[peer] = eph
+        pub = eph.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        sig = self._identity.sign(dh_message(self.session, self.index, peer, pub))
+        u8 = lambda b: np.frombuffer(b, dtype=np.uint8)  # noqa: E731
+        return [u8(pub), u8(sig), u8(self.identity_pub), u8(self.cert)]
+
+    def cmd_dh_accept(self, arrays):
+        peer = int(arrays[0][0])
+        if peer not in self._eph or peer in self._keys:
+            raise Refused("bad-request", "no pending key exchange with that peer")
+        eph_pub, sig, ident, cert = (bytes(a) for a in arrays[1:5])
+        try:
+            Ed25519PublicKey.from_public_bytes(self.ca_pub).verify(cert, cert_message(ident))
+        except (InvalidSignature, ValueError):
+            raise Refused("certificate", f"LTEE of party {peer} has no valid manufacturer certificate") from None
+        try:
+            Ed25519PublicKey.from_public_bytes(ident).verify(sig, dh_message(self.session, peer, self.index, eph_pub))
+        except (InvalidSignature, ValueError):
+            raise Refused("key-exchange", f"bad key-exchange signature from party {peer}") from None
+        shared = self._eph.pop(peer).exchange(X25519PublicKey.from_public_bytes(eph_pub))
+        lo, hi = sorted((self.index, peer))
+        j = lo if hi == lo + 1 else hi  # k_j is shared by j and j+1 (k_2 by 2 and 0)
+        self._keys[j] = HKDF(SHA256(), 16, self.session, b"secinfer/stamp/k%d" % j).derive(shared)
+        self._prf[j] = PRF(self._keys[j])
+        return []
+
+    def cmd_wrap(self, arrays):
+        """Send k_d to device d-1 encrypted and authenticated under k_{d-1} [Protocol 1 step 3]."""
+        d = self.index
+        if d is None or d not in self._keys or (d - 1) % 3 not in self._keys:
+            raise Refused("bad-request", "pairwise keys missing")
+        kprev = self._keys[(d - 1) % 3]
+        pad = prf_elements(PRF(kprev), "wrap", 0, 2).tobytes()
+        ct = bytes(a ^ b for a, b in zip(self._keys[d], pad))
+        tag = hmac.new(kprev, b"wrap" + self.session + ct, hashlib.sha256).digest()
+        return [np.frombuffer(ct, dtype=np.uint8), np.frombuffer(tag, dtype=np.uint8)]
+
+    def cmd_unwrap(self, arrays):
+        d = self.index
+        ct, tag = bytes(arrays[0]), bytes(arrays[1])
+        if d is None or d not in self._keys or len(ct) != 16:
+            raise Refused("bad-request", "cannot unwrap now")
+        k = self._keys[d]
+        if not hmac.compare_digest(tag, hmac.new(k, b"wrap" + self.session + ct, hashlib.sha256).digest()):
+            raise Refused("key-exchange", "wrapped key fails authentication")
+        pad = prf_elements(PRF(k), "wrap", 0, 2).tobytes()
+        j = (d + 1) % 3
+        self._keys[j] = bytes(a ^ b for a, b in zip(ct, pad))
+        self._prf[j] = PRF(self._keys[j])
+        return []
+
+    # ---- GenMask / GenMaskShare [Protocols 2-3] ------------------------------------------
+    def cmd_mask(self, arrays):
+        """meta = [op, n_op, ctr, sub, j, hat, n, kind]; kind 0 ring masks, 1 exp masks (alpha, beta)."""
+        self._need_ready()
+        meta = arrays[0]
+        j, hat, n, kind = int(meta[4]), int(meta[5]), int(meta[6]), int(meta[7])
+        if j not in (0, 1, 2) or hat not in (0, 1) or not 0 <= n <= int(meta[1]) // 3:
+            raise Refused("bad-request", "mask request")
+        if self.index not in (j, (j - 1) % 3):
+            raise Refused("policy", f"party {self.index} does not hold component {j}")
+        ctr = self._begin(meta, f"mask{j}", (f"k{j}", hat))
+        if kind == 0:
+            return [self._elems(j, f"m/{hat}", ctr, n) & self.cfg.ring.mask]
+        alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
+        beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
+        return [alpha, beta]
+
+    def cmd_inmask(self, arrays):
+        """Zero-share input mask for the 3-out-of-3 path, labelled by the evaluator e."""
+        self._need_ready()
+        meta = arrays[0]
+        e, n = int(meta[4]), int(meta[5])
+        if e not in (0, 1, 2) or e == self.index or not 0 <= n <= int(meta[1]) // 3:
+            raise Refused("policy", "the evaluator never receives input masks")
+        ctr = self._begin(meta, "inmask", ("s", 0))
+        return [self._zero_comp(self.index, f"in/{e}", ctr, n, self.cfg.ring_bits)]
+
+    def cmd_zshare(self, arrays):
+        """Output zero-share components (d, d+1) except the real-value component t."""
+        self._need_ready()
+        meta = arrays[0]
+        t, hat, n = int(meta[4]), int(meta[5]), int(meta[6])
+        if t not in (0, 1, 2) or not 0 <= n <= int(meta[1]) // 3:
+            raise Refused("bad-request", "zero-share request")
+        ctr = self._begin(meta, "zshare", ("s", 0))
+        d = self.index
+        out = []
+        for comp in (d, (d + 1) % 3):
+            out.append(np.zeros(0, np.uint64) if comp == t else
+                       self._zero_comp(comp, f"out/{t}", ctr, n, self.cfg.ring_bits))
+        return out
+
+    def cmd_pad(self, arrays):
+        """Pad released only to its recipient's own host (malicious step 5 forwarding)."""
+        self._need_ready()
+        meta = arrays[0]
+        n = int(meta[4])
+        if not 0 <= n <= int(meta[1]) // 3:
+            raise Refused("bad-request", "pad size")
+        ctr = self._begin(meta, "pad", ("s", 1))
+        return [self._elems(self.index, f"pad/{self.index}", ctr, n) & self.cfg.ring.mask]
+
+    # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
+    def cmd_eval(self, arrays):
+        """meta = [op, n_op, ctr, sub, mode, hat]; arrays[1] = JSON spec; then the payload.
+
+        mode 0: RSS path, payload s = x'_{d-1} + x_d + x_{d+1} (masked with stream d-1);
+        mode 1: 3-out-of-3 path, payload s = sum of zero-masked components but ours;
+        mode 2: exp split, payload (q* + q^, m*, m^) [Protocol 6].
+        """
+        self._need_ready()
+        meta = arrays[0]
+        mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
+        if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
+            raise Refused("bad-request", "evaluation mode")
+        try:
+            spec = json.loads(bytes(arrays[1]).decode())
+            kernels.validate(spec)
+        except (ValueError, ProtocolError) as e:
+            raise Refused("bad-request", f"spec: {e}") from None
+        d = self.index
+        cfg = self.cfg
+        ring = cfg.ring
+        j = (d - 1) % 3
+        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        if n_in > int(meta[1]) // 3:
+            raise Refused("bad-request", "payload larger than the operation")
+        if mode == 0:
+            ctr = self._begin(meta, "eval", (f"k{j}", hat))
+            s = arrays[2]
+            if s.shape != (n_in,) or s.dtype != np.uint64:
+                raise Refused("bad-request", "payload shape")
+            x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
+            self.cnt.int_ops += n_in
+            y = kernels.run_chain(cfg, spec, x, self.cnt)
+        elif mode == 1:
+            ctr = self._begin(meta, "eval", ("s", 0))
+            s = arrays[2]
+            if s.shape != (n_in,) or s.dtype != np.uint64:
+                raise Refused("bad-request", "payload shape")
+            x = ring.add(s, self._zero_comp(d, f"in/{d}", ctr, n_in, cfg.ring_bits))
+            self.cnt.int_ops += n_in
+            y = kernels.run_chain(cfg, spec, x, self.cnt)
+        else:
+            ctr = self._begin(meta, "eval", (f"k{j}", hat))
+            y = self._softmax(spec, arrays[2:5], j, hat, ctr)
+        y = y.reshape(-1)
+        n_out = y.size
+        t = (d + 1) % 3 if hat == 0 else (d + 2) % 3
+        octr = self._slot(("s", 0), sub)
+        if n_out > self._slot_size():
+            raise Refused("bad-request", "output larger than the operation slot")
+        zs = {c: self._zero_comp(c, f"out/{t}", octr, n_out, cfg.ring_bits) for c in range(3)}
+        real = ring.add(y, zs[t])
+        self.cnt.int_ops += n_out
+        if hat == 0:   # the evaluator's own pair (x_d, x_{d+1}) with x_{d+1} the real component
+            return [zs[d], real]
+        pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
+        return [zs[d], zs[(d + 1) % 3], ring.add(real, pad)]
+
+    def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
+        """[Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
+        the host's exp(x_d + x_{d+1}); then softmax of each row."""
+        cfg = self.cfg
+        shape = tuple(spec["shape"])
+        n = int(np.prod(shape))
+        qsum, mstar, mhat = arrays
+        for a in (qsum, mstar, mhat):
+            if a.shape != (n,) or a.dtype != np.uint64:
+                raise Refused("bad-request", "softmax payload shape")
+        alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
+        beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
+        q = ((qsum - beta) & np.uint64((1 << EXP_BITS) - 1)).astype(np.int64)      # q_j + q^_j
+        m1 = 1.0 + ((mstar - alpha) & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
+        m2 = 1.0 + (mhat & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
+        mant = m1 * m2
+        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [Protocol 6 step 3 a-c]
+        big = (1 << cfg.ring_bits) / cfg.scale * np.log2(np.e)
+        q_l = int(np.floor(big))
+        m_l = 2.0 ** (big - q_l)
+        qb = big / 2.0
+        k = np.clip(np.floor((q + np.log2(mant)) / qb), 0, 3).astype(np.int64)
+        corr = (k + 1) // 2          # 0: none, 1: one exp(-L/2^fp), 2: two
+        q = q - corr * q_l
+        mant = mant / m_l ** corr
+        self.cnt.int_ops += 4 * n
+        self.cnt.float_ops += 4 * n
+        return kernels.softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
+
+    def cmd_stats(self, arrays):
+        return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
+                          int(self.busy * 1e9)], dtype=np.int64)]
+
+
+COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
+
+
+def _read_exact(stream, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def write_frame(stream, tag: str, arrays, seq: int, sender: str) -> None:
+    frame = encode_frame(Header(BUS_SESSION, sender, tag, seq, "online", 0), arrays, MAX_BUS_FRAME)
+    stream.write(struct.pack("<Q", len(frame)))
+    stream.write(frame)
+    stream.flush()
+
+
+def read_frame(stream):
+    (n,) = struct.unpack("<Q", _read_exact(stream, 8))
+    if n > MAX_BUS_FRAME:
+        raise FrameError("bus frame too large")
+    return decode_frame(_read_exact(stream, n), MAX_BUS_FRAME)
+
+
+def main() -> None:
+    dev = Device()
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    seq = 0
+    while True:
+        try:
+            hdr, arrays = read_frame(inp)
+        except (EOFError, FrameError):
+            return
+        if hdr.tag == "shutdown":
+            return
+        t0 = time.perf_counter()
+        handler = COMMANDS.get(hdr.tag)
+        try:
+            if handler is None:
+                raise Refused("bad-request", f"unknown command {hdr.tag!r}")
+            res = handler(dev, arrays)
+            tag = "ok"
+        except Refused as r:
+            res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
+        except (ValueError, IndexError, KeyError, ProtocolError) as e:
+            res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
+        dev.busy += time.perf_counter() - t0
+        write_frame(out, tag, res, seq, "ltee")
+        seq += 1
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""STAMP's LTEE-assisted non-linear protocols [STAMP Protocols 4-6, 4.2-4.5].
+
+Three paths, each two inter-party rounds, each run on a *list of jobs* in lockstep so
+the batch can be split across the three parties [4.2] (job c has leader c):
+
+* ``rss``   [Protocol 4]: input is replicated. Leader i masks its component x_i with
+  GenMask(i) and sends it to evaluator e = i+1, whose LTEE unmasks, runs the plaintext
+  chain (ReLU, MaxPool, BatchNorm, LayerNorm, truncation, ...) and re-shares the result;
+  the real share goes to the third party t = i+2 (the step-5 reshare).
+* ``3of3``  [Protocol 5]: input is the 3-out-of-3 sum after a local matrix product; the
+  two non-evaluators mask with GenMaskShare and send to the evaluator, whose LTEE adds
+  its own mask, truncates (merging the multiplication's truncation into the
+  non-linear step [4.3]) and runs the chain.
+* ``exp``   [Protocol 6]: softmax; hosts exponentiate their own shares in floating point
+  and send masked mantissa/exponent; the LTEE only multiplies and corrects.
+
+Malicious [blue steps]: the component sent in step 2 is sent by both of its holders and
+compared by the receiver; a second, independent evaluation runs in the leader's LTEE on
+the duplicated (hat) counters; the third party receives the real output share twice
+(once from each LTEE, the second one padded for it alone) and compares. The 3-out-of-3
+path is not used in the malicious setting: the product is first verified
+(``Engine.verify_product``) and then goes through the ``rss`` path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from secinfer.errors import ProtocolError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.stamp import kernels
+from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
+from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS
+from secinfer.sharing.replicated import Pair
+
+U64 = np.uint64
+_M52 = U64((1 << MANT_BITS) - 1)
+_M32 = U64((1 << EXP_BITS) - 1)
+
+
+@dataclass
+class Job:
+    """One device operation: leader index, chain spec, and the masked-path inputs.
+
+    ``data``: Pair (rss/exp paths) or 3-of-3 component array (3of3 path), flattened data
+    followed by the parameters' flattened shares (``params``: list of Pairs)."""
+
+    leader: int
+    spec: dict
+    data: object
+    params: list = field(default_factory=list)
+    result: Pair | None = None
+
+
+def split_batch(n: int, parts: int = 3) -> list[tuple[int, int]]:
+    """Rows of a batch of n for leaders 0, 1, 2 (empty ranges dropped) [4.2]."""
+    base, extra = divmod(n, parts)
+    out, s = [], 0
+    for c in range(parts):
+        k = base + (1 if c < extra else 0)
+        out.append((s, s + k))
+        s += k
+    return out
+
+
+class StampOps:
+    """Runs the device paths for one party: engine + its LTEE link + the counters."""
+
+    def __init__(self, eng: Engine, link: LteeLink) -> None:
+        self.eng = eng
+        self.link = link
+        self.op = 0          # operation number shared by the three hosts
+        self.ctr = 0         # every LTEE counter (all advance by n per operation [4.2])
+
+    # ---- device requests ---------------------------------------------------------------
+    def _meta(self, sub: int, *extra: int) -> np.ndarray:
+        return np.array([self.op, self._n_op, self.ctr, sub, *extra], dtype=np.int64)
+
+    def _dev(self, cmd: str, *arrays, kind: str):
+        try:
+            return self.link.call(cmd, *arrays, kind=kind)
+        except LteeRefused as r:
+            raise self.eng.ep.abort(r.check, self.eng.names[self.eng.me], r.detail) from None
+
+
+    # ---- helpers -----------------------------------------------------------------------
+    @staticmethod
+    def _flat_pair(job: Job) -> Pair:
+        a = [job.data.a.reshape(-1)] + [p.a.reshape(-1) for p in job.params]
+        b = [job.data.b.reshape(-1)] + [p.b.reshape(-1) for p in job.params]
+        return Pair(np.concatenate(a), np.concatenate(b))
+
+    @staticmethod
+    def _flat_3(job: Job) -> np.ndarray:
+        return np.concatenate([job.data.reshape(-1)] + [p.a.reshape(-1) for p in job.params])
+
+    def _exp_split(self, comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """exp(comp / 2^fp) = 2^q * m, m in [1, 2): (52-bit mantissa fraction, q) [Protocol 6 step 1]."""
+        t = comp.astype(np.float64) / self.eng.cfg.scale * np.log2(np.e)
+        q = np.floor(t)
+        frac = np.exp2(t - q) - 1.0
+        mant = np.minimum(np.floor(frac * 2.0 ** MANT_BITS), 2.0 ** MANT_BITS - 1).astype(U64)
+        return mant, q.astype(np.int64).astype(U64) & _M32
+
+    # ---- the three paths ---------------------------------------------------------------
+    def run(self, jobs: list[Job], path: str) -> list[Pair]:
+        """Evaluate every job (two rounds for all of them together)."""
+        eng = self.eng
+        me, mal = eng.me, eng.malicious
+        if path == "3of3" and mal:
+            raise ProtocolError("the 3-out-of-3 path is semi-honest only; verify the product first")
+        names, ep = eng.names, eng.ep
+        ring = eng.ring
+        if not 1 <= len(jobs) <= 3:
+            raise ProtocolError("a device operation runs one to three jobs (the batch split of [4.2])")
+        sizes = []
+        for job in jobs:
+            kernels.validate(job.spec)
+            n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+            sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
+        self._n_op = 3 * max(sizes)   # one operation, one counter slot per job
+        st = []
+        # step 1-2: mask and send
+        for sub, job in enumerate(jobs):
+            i = job.leader
+            e, t = (i + 1) % 3, (i + 2) % 3
+            shape = tuple(job.spec["shape"])
+            n_in = int(np.prod(shape)) + kernels.n_params(job.spec)
+            n_out = int(np.prod(kernels.out_shape(job.spec)))
+            base = dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t)
+            st.append(base)
+            if path == "3of3":
+                if me != e:
+                    (msk,) = self._dev("inmask", self._meta(sub, e, n_in), kind="mask")
+                    ep.send(names[e], "stamp/x'", ring.add(self._flat_3(job), msk))
+            elif path == "rss":
+                flat = self._flat_pair(job)
+                comp_i = flat.a if me == i else (flat.b if me == t else None)
+                if comp_i is not None and (me == i or mal):      # holders of component i
+                    (m,) = self._dev("mask", self._meta(sub, i, 0, n_in, 0), kind="mask")
+                    ep.send(names[e], "stamp/x'", ring.add(comp_i, m))
+                if mal:
+                    comp_t = flat.a if me == t else (flat.b if me == e else None)
+                    if comp_t is not None:                        # holders of component t
+                        (m,) = self._dev("mask", self._meta(sub, t, 1, n_in, 0), kind="mask")
+                        ep.send(names[i], "stamp/x'^", ring.add(comp_t, m))
+                base["flat"] = flat
+            else:  # exp
+                flat = self._flat_pair(job)
+                comp_i = flat.a if me == i else (flat.b if me == t else None)
+                if comp_i is not None and (me == i or mal):
+                    al, be = self._dev("mask", self._meta(sub, i, 0, n_in, 1), kind="mask")
+                    mm, qq = self._exp_split(comp_i)
+                    ep.send(names[e], "stamp/exp'", (mm + al) & _M52, (qq + be) & _M32)
+                if mal:
+                    comp_t = flat.a if me == t else (flat.b if me == e else None)
+                    if comp_t is not None:
+                        al, be = self._dev("mask", self._meta(sub, t, 1, n_in, 1), kind="mask")
+                        mm, qq = self._exp_split(comp_t)
+                        ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, (qq + be) & _M32)
+                base["flat"] = flat
+        # step 3-5: receive, compare (malicious), evaluate in the LTEE, re-share
+        for job, s in zip(jobs, st):
+            i, e, t, sub, n_in = s["i"], s["e"], s["t"], s["sub"], s["n_in"]
+            spec = spec_bytes(job.spec)
+            if me == e:
+                if path == "3of3":
+                    parts = [ep.recv_one(names[p], "stamp/x'", ArraySpec(U64, (n_in,))) for p in (i, t)]
+                    payload = [ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))]
+                    mode = 1
+                elif path == "rss":
+                    xp = self._recv_dup(i, t, "stamp/x'", n_in, 1, "relu-step2")[0]
+                    fl = s["flat"]
+                    payload = [ring.add(ring.add(xp, fl.a), fl.b)]
+                    mode = 0
+                else:
+                    mstar, qstar = self._recv_dup(i, t, "stamp/exp'", n_in, 2, "softmax-step2")
+                    fl = s["flat"]
+                    mh, qh = self._exp_split(ring.add(fl.a, fl.b))
+                    payload = [(qstar + qh) & _M32, mstar, mh]
+                    mode = 2
+                za, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                job.result = Pair(za, zb)
+                ep.send(names[t], "stamp/z", zb)
+            elif me == i and mal:
+                fl = s["flat"]
+                if path == "rss":
+                    xp = self._recv_dup(t, e, "stamp/x'^", n_in, 1, "relu-step2")[0]
+                    payload = [ring.add(ring.add(xp, fl.a), fl.b)]
+                    mode = 0
+                else:
+                    mstar, qstar = self._recv_dup(t, e, "stamp/exp'^", n_in, 2, "softmax-step2")
+                    mh, qh = self._exp_split(ring.add(fl.a, fl.b))
+                    payload = [(qstar + qh) & _M32, mstar, mh]
+                    mode = 2
+                za, zb, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                job.result = Pair(za, zb)
+                ep.send(names[t], "stamp/z^", padded)
+            elif me == i:
+                za, zb = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
+                job.result = Pair(za, zb)
+        for job, s in zip(jobs, st):
+            i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
+            if me != t:
+                continue
+            _none, zi = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
+            (real,) = ep.recv(names[e], "stamp/z", ArraySpec(U64, (n_out,)))
+            if mal:
+                (padded,) = ep.recv(names[i], "stamp/z^", ArraySpec(U64, (n_out,)))
+                (pad,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
+                if not np.array_equal(ring.sub(padded, pad), real):
+                    raise ep.abort("relu-step5", None,
+                                   "the two LTEE evaluations' output shares disagree")
+            job.result = Pair(real, zi)
+        self.op += 1
+        self.ctr += self._n_op
+        outs = []
+        for job in jobs:
+            oshape = kernels.out_shape(job.spec)
+            outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
+        return outs
+
+    def _recv_dup(self, first: int, second: int, tag: str, n: int, count: int, check: str):
+        ep, names = self.eng.ep, self.eng.names
+        specs = [ArraySpec(U64, (n,))] * count
+        got = ep.recv(names[first], tag, *specs)
+        if self.eng.malicious:
+            got2 = ep.recv(names[second], tag, *specs)
+            if any(not np.array_equal(a, b) for a, b in zip(got, got2)):
+                raise ep.abort(check, None, "the two copies of a masked share disagree")
+        return got
