@@ -1,0 +1,215 @@
+"""Pi_BitExt^s and Pi_BitExt^m [ASTRA 5.4]: [[msb(a)]]^B from [[a]] in the garbled world.
+
+P0 and P1 garble together from their shared key k_01 (identical circuits, free-XOR +
+half gates, ``secinfer.crypto.gc``), P2 evaluates; constant online rounds.
+
+Semi-honest: circuit y = msb(u1 - u2) xor u3 with u1 = m_a, u2 = lambda_a, u3 = r (r from
+k_01). Offline P0 sends the garbled tables, the labels of lambda_a and r and the decoding
+bits to P2; P1 [[.]]^B-shares r (Pi_sh^s). Online P1 sends the labels of m_a (l kappa bits),
+P2 evaluates and shares y (one bit to P1); [[msb(a)]]^B = [[y]]^B xor [[r]]^B.
+
+Malicious: y = msb(u1 - u2 - u3) xor u4 xor u5 with u1 = m_a, u2 = lambda_{a,1},
+u3 = lambda_{a,2}, u4 = r1 (k_01), u5 = r2 (k_02). Offline P1 sends the garbled circuit,
+the decoding bits, the labels of the inputs both garblers know (u2, u4) and hash
+commitments to both labels of every bit of u1, u3, u5; P0 sends a hash of that whole bundle
+(check "gc-consistency"). P0 opens the committed labels of u3 and u5 (P2 checks them against
+the commitments: check "gc-key"). r1, r2 are [[.]]^B-shared by P1 / P2 with P0 vouching by
+hash. Online P1 opens the labels of m_a (checked against the commitments), P2 evaluates,
+sends y and H(output label) to P1, who checks y against the output labels it knows (check
+"bitext-y"); P1 and P2 both know y (it is masked by r2 / r1 and r2), so [[y]]^B = (y, 0, 0)
+needs no further message. [[msb(a)]]^B = [[y]]^B xor [[r1]]^B xor [[r2]]^B.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.crypto.gc import garble as gcm
+from secinfer.crypto.gc.circuit import bits_of, msb_sub3_circuit, msb_sub_circuit
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.astra.engine import H_SPEC, digest
+from secinfer.sharing.astra import AShare
+
+
+def _rand(eng, key: str, label: str):
+    s = eng.keys.stream(key, label)
+    return lambda shape: s.ring(tuple(shape), 64)
+
+
+def _bit(eng, key, label, shape):
+    return eng.keys.stream(key, label).ring(tuple(shape), 1).astype(np.uint8)
+
+
+def bitext_offline(eng, a: AShare, bool_eng) -> dict:
+    """Offline half; ``a`` is a mask-only share of shape (n,). Returns the prep state."""
+    n = a.shape[0]
+    lab = eng._label("bitext")
+    if eng.malicious:
+        return _offline_m(eng, a, bool_eng, n, lab)
+    return _offline_s(eng, a, bool_eng, n, lab)
+
+
+def bitext_online(eng, a: AShare, prep: dict, bool_eng) -> AShare:
+    if eng.malicious:
+        return _online_m(eng, a, prep, bool_eng)
+    return _online_s(eng, a, prep, bool_eng)
+
+
+# ---- semi-honest ------------------------------------------------------------------------
+def _offline_s(eng, a, beng, n, lab):
+    ep, role, l = eng.ep, eng.role, eng.bits
+    circ = msb_sub_circuit(l)
+    t = f"astra/bx/{lab}"
+    prep = {"lab": lab, "n": n}
+    bspec = ArraySpec(np.uint64, (n,))
+    if role in ("p0", "p1"):
+        r_gc, zeros = gcm.input_labels(circ, n, _rand(eng, "01", lab + "/gc"))
+        rbit = _bit(eng, "01", lab + "/r", (n,))
+        lr1 = beng.draw("01", lab + "/lr", (n,))
+        lr2 = beng.draw("P", lab + "/lr", (n,))
+        prep.update(r_gc=r_gc, zeros=zeros)
+        if role == "p0":
+            g = gcm.garble(circ, r_gc, zeros)
+            lam = eng.R.add(a.l1, a.l2)
+            ep.send("p2", t + "/gc", g.tables, g.decode,
+                    gcm.select(zeros["u2"], bits_of(lam, l), r_gc),
+                    gcm.select(zeros["u3"], rbit[:, None], r_gc))
+            prep["r"] = AShare(1, None, lr1, lr2)
+        else:
+            mr = (rbit.astype(np.uint64) ^ lr1 ^ lr2)
+            ep.send("p2", t + "/mr", mr)
+            prep["r"] = AShare(1, mr, lr1, None)
+    else:
+        na = circ.and_count
+        tables, dec, k2, k3 = ep.recv("p0", t + "/gc", ArraySpec(np.uint64, (n, na, 2, 2)),
+                                      ArraySpec(np.uint8, (n, 1)), ArraySpec(np.uint64, (n, l, 2)),
+                                      ArraySpec(np.uint64, (n, 1, 2)))
+        lr2 = beng.draw("P", lab + "/lr", (n,))
+        mr = ep.recv_one("p1", t + "/mr", bspec) & np.uint64(1)
+        prep.update(tables=tables, dec=dec, k2=k2, k3=k3, r=AShare(1, mr, None, lr2))
+    if role in ("p0", "p2"):
+        prep["ly2"] = beng.draw("02", lab + "/ly", (n,))
+    return prep
+
+
+def _online_s(eng, a, prep, beng):
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    circ = msb_sub_circuit(l)
+    t = f"astra/bx/{prep['lab']}"
+    if role == "p1":
+        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint64, (n,))) & np.uint64(1)
+        y = AShare(1, my, np.zeros(n, np.uint64), None)
+    elif role == "p2":
+        k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
+        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"]})
+        yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
+        my = yb ^ prep["ly2"]
+        ep.send("p1", t + "/my", my)
+        y = AShare(1, my, None, prep["ly2"])
+    else:
+        y = AShare(1, None, np.zeros(n, np.uint64), prep["ly2"])
+    return y + prep["r"]
+
+
+# ---- malicious --------------------------------------------------------------------------
+def _offline_m(eng, a, beng, n, lab):
+    ep, role, l = eng.ep, eng.role, eng.bits
+    circ = msb_sub3_circuit(l)
+    t = f"astra/bx/{lab}"
+    prep = {"lab": lab, "n": n}
+    na = circ.and_count
+    bundle_specs = (ArraySpec(np.uint64, (n, na, 2, 2)), ArraySpec(np.uint8, (n, 1)),
+                    ArraySpec(np.uint64, (n, l, 2)), ArraySpec(np.uint64, (n, 1, 2)),
+                    ArraySpec(np.uint8, (n, l, 2, 32)), ArraySpec(np.uint8, (n, l, 2, 32)),
+                    ArraySpec(np.uint8, (n, 1, 2, 32)))
+    bspec = ArraySpec(np.uint64, (n,))
+    if role in ("p0", "p1"):
+        r_gc, zeros = gcm.input_labels(circ, n, _rand(eng, "01", lab + "/gc"))
+        g = gcm.garble(circ, r_gc, zeros)
+        r1 = _bit(eng, "01", lab + "/r1", (n,))
+        lr1 = beng.draw("01", lab + "/lr1", (n,))
+        bundle = [g.tables, g.decode, gcm.select(zeros["u2"], bits_of(a.l1, l), r_gc),
+                  gcm.select(zeros["u4"], r1[:, None], r_gc), gcm.commit_labels(zeros["u1"], r_gc),
+                  gcm.commit_labels(zeros["u3"], r_gc), gcm.commit_labels(zeros["u5"], r_gc)]
+        if role == "p1" and eng.cheat("bad_gc"):
+            bundle[0] = bundle[0].copy()
+            bundle[0][0, 0, 0, 0] ^= np.uint64(1)
+        prep.update(r_gc=r_gc, zeros=zeros, out_zero=g.out_zero)
+        mr1 = r1.astype(np.uint64) ^ lr1
+        if role == "p1":
+            ep.send("p2", t + "/gc", *bundle)
+            ep.send("p2", t + "/mr1", mr1)
+            prep["r1"] = AShare(1, mr1, lr1, None)
+        else:
+            ep.send("p2", t + "/gch", digest("gc", *bundle))
+            eng.send_hash("p2", "bitext-share", mr1)
+            r2 = _bit(eng, "02", lab + "/r2", (n,))
+            lr2 = beng.draw("02", lab + "/lr2", (n,))
+            mr2 = r2.astype(np.uint64) ^ lr2
+            eng.send_hash("p1", "bitext-share", mr2)
+            k3 = gcm.select(zeros["u3"], bits_of(a.l2, l), r_gc)
+            k5 = gcm.select(zeros["u5"], r2[:, None], r_gc)
+            if eng.cheat("bad_key"):
+                k3 = k3.copy()
+                k3[0, 0, 1] ^= np.uint64(2)
+            ep.send("p2", t + "/open", k3, k5)
+            prep["r1"] = AShare(1, None, lr1, np.zeros(n, np.uint64))
+            prep["r2"] = AShare(1, None, np.zeros(n, np.uint64), lr2)
+    if role == "p1":
+        mr2 = ep.recv_one("p2", t + "/mr2", bspec)
+        eng.expect_hash("p0", "bitext-share", mr2)
+        prep["r2"] = AShare(1, mr2, np.zeros(n, np.uint64), None)
+    if role == "p2":
+        bundle = ep.recv("p1", t + "/gc", *bundle_specs)
+        h = ep.recv_one("p0", t + "/gch", H_SPEC)
+        if not np.array_equal(h, digest("gc", *bundle)):
+            raise ep.abort("gc-consistency", None, "garbled circuits from P0 and P1 differ")
+        mr1 = ep.recv_one("p1", t + "/mr1", bspec)
+        eng.expect_hash("p0", "bitext-share", mr1)
+        r2 = _bit(eng, "02", lab + "/r2", (n,))
+        lr2 = beng.draw("02", lab + "/lr2", (n,))
+        mr2 = r2.astype(np.uint64) ^ lr2
+        ep.send("p1", t + "/mr2", mr2)
+        k3, k5 = ep.recv("p0", t + "/open", ArraySpec(np.uint64, (n, l, 2)), ArraySpec(np.uint64, (n, 1, 2)))
+        tables, dec, k2, k4, c1, c3, c5 = bundle
+        _check_open(ep, k3, c3, bits_of(a.l2, l), "p0")
+        _check_open(ep, k5, c5, r2[:, None], "p0")
+        prep.update(tables=tables, dec=dec, k2=k2, k3=k3, k4=k4, k5=k5, c1=c1,
+                    r1=AShare(1, mr1, None, np.zeros(n, np.uint64)), r2=AShare(1, mr2, None, lr2))
+    return prep
+
+
+def _check_open(ep, keys, coms, bits, suspect):
+    idx = bits.astype(np.int64)[..., None, None]
+    want = np.take_along_axis(coms, idx, axis=-2)[..., 0, :]
+    if not np.array_equal(gcm.label_hash(keys), want):
+        raise ep.abort("gc-key", suspect, "an opened input label does not match its commitment")
+
+
+def _online_m(eng, a, prep, beng):
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    circ = msb_sub3_circuit(l)
+    t = f"astra/bx/{prep['lab']}"
+    zero = np.zeros(n, np.uint64)
+    if role == "p1":
+        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        y, hout = ep.recv("p2", t + "/y", ArraySpec(np.uint8, (n,)), H_SPEC)
+        y = y & np.uint8(1)
+        expect = gcm.select(prep["out_zero"][:, 0], y, prep["r_gc"])
+        if not np.array_equal(hout, digest("gc-out", expect)):
+            raise ep.abort("bitext-y", "p2", "y does not match the output label")
+        ys = AShare(1, y.astype(np.uint64), zero, None)
+    elif role == "p2":
+        k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
+        _check_open(ep, k1, prep["c1"], bits_of(a.m, l), "p1")
+        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"],
+                                                   "u4": prep["k4"], "u5": prep["k5"]})
+        yb = gcm.decode(out, prep["dec"])[:, 0]
+        if eng.cheat("wrong_y"):
+            yb = yb ^ np.uint8(1)
+        ep.send("p1", t + "/y", yb, digest("gc-out", out[:, 0]))
+        ys = AShare(1, yb.astype(np.uint64), None, zero)
+    else:
+        ys = AShare(1, None, zero, zero)
+    return ys + prep["r1"] + prep["r2"]

@@ -1,0 +1,251 @@
+"""``astra``: three-server secure prediction over Z_2^64 [ASTRA 5], as a secinfer protocol.
+
+Roles: servers p0 (distributor), p1, p2 (evaluators), the model owner M and the client C.
+Securities: semi-honest [ASTRA 4.1], malicious with abort [ASTRA 4.2], fair [ASTRA 4.3].
+
+Message flow (one session, batch of B queries of K features, N outputs):
+
+setup    keys [ASTRA 2.2] (``keys.py``); M -> all: public header (K, N, classifier, f_w) and
+         the two class labels; C -> servers: B.
+offline  masks of every input (Pi_sh offline), Pi_dp offline (gamma; malicious: chi, Pi_trip,
+         Pi_prc), Pi_BitExt offline for classifiers (garbled circuits), fair: Pi_fRec
+         commitments. M shares W and b here (they do not depend on the query).
+online   C shares its query (m_x to P1, P2), Pi_dp online, + b, [Pi_BitExt online],
+         malicious: ``verify`` (all amortised hash checks), then reconstruction towards C
+         (Pi_rec^m: value + hash per component) or, fair, Pi_fRec among the servers of the
+         output masked by C's random pad followed by a 2-of-3 vote at C.
+
+The client truncates the reconstructed value exactly (``model.oracle``), so regression
+outputs are bit-identical to the fixed-point oracle; classifiers output class labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.errors import ProtocolError, ShapeError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.astra import model as mdl
+from secinfer.protocols.astra.bitext import bitext_offline, bitext_online
+from secinfer.protocols.astra.engine import AstraEngine, digest
+from secinfer.protocols.astra.keys import setup_keys
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.sharing.astra import AShare
+
+SERVERS = ("p0", "p1", "p2")
+M, C = "model_owner", "client"
+ROLES = SERVERS + (M, C)
+_HDR = ArraySpec(np.int64, (4,))
+_CLS = ArraySpec(np.float64, (2,))
+_MAX_FEATURES = 1 << 20
+
+
+def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
+    k1, k2 = AstraEngine.mask_keys(owner)
+    a = keys.stream(k1, label).ring(tuple(shape), bits)
+    b = keys.stream(k2, label).ring(tuple(shape), bits)
+    return (a + b) & (np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1))
+
+
+def _owner_send(ep, keys, owner, label, x, bits, attack):
+    lam = _owner_lambda(keys, owner, label, x.shape, bits)
+    m = (np.asarray(x, np.uint64) + lam)
+    if bits < 64:
+        m &= np.uint64((1 << bits) - 1)
+    bad = AstraEngine_attack(attack, owner, "inconsistent_mx")
+    ep.send("p1", f"astra/sh/{label}", m)
+    ep.send("p2", f"astra/sh/{label}", m ^ np.uint64(1) if bad else m)
+
+
+def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
+    from secinfer.protocols.astra.engine import attacks_allowed
+    return bool(attack) and attacks_allowed() and attack.get("party") == role and attack.get("step") == step
+
+
+def _header(ep, role, job: PartyJob):
+    """Setup-phase exchange of the public architecture. Returns (lm or None, K, N, cls, fw, classes, B)."""
+    cfg = job.fixed
+    if role == M:
+        lm = mdl.resolve_wfrac(mdl.to_linear(job.model, job.options), cfg)
+        hdr = lm.public_header(cfg)
+        classes = lm.classes if lm.classifier else np.zeros(2)
+        for p in SERVERS + (C,):
+            ep.send(p, "astra/hdr", hdr, np.asarray(classes, np.float64))
+        return (lm, *[int(v) for v in hdr], classes, None)
+    hdr, classes = ep.recv(M, "astra/hdr", _HDR, _CLS)
+    k, n, cls, fw = (int(v) for v in hdr)
+    if not (0 < k <= _MAX_FEATURES and 0 < n <= 1 << 16 and cls in (0, 1) and 0 <= fw < 48):
+        raise ProtocolError(f"model owner announced an impossible architecture {hdr.tolist()}")
+    if cls and n != 1:
+        raise ProtocolError("a classifier must have one output")
+    return (None, k, n, cls, fw, classes, None)
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    if role not in ROLES:
+        raise ProtocolError(f"astra has no role {role!r}; roles: {ROLES}")
+    if job.security not in SPEC.securities:
+        raise ProtocolError(f"astra security must be one of {SPEC.securities}")
+    malicious = job.security != "semi-honest"
+    attack = job.options.get("attack")
+    with ep.phase("setup"):
+        keys = setup_keys(ep, role, job.prg, malicious)
+        lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
+        if role == C:
+            x = np.asarray(job.input, np.float64)
+            if x.ndim == 1:
+                x = x[None, :]
+            if x.ndim != 2 or x.shape[1] != k:
+                raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
+            for p in SERVERS:
+                ep.send(p, "astra/batch", np.array([x.shape[0]], np.int64))
+            batch = x.shape[0]
+        elif role in SERVERS:
+            bs = [int(ep.recv_one(C, "astra/batch", ArraySpec(np.int64, (1,)))[0]) for _ in range(1)]
+            batch = bs[0]
+            if not 1 <= batch <= 1 << 20:
+                raise ProtocolError(f"client asked for batch size {batch}")
+        else:
+            batch = None
+    shape = {"X": (batch, k) if batch else None, "W": (k, n), "b": (n,), "out": (batch, n) if batch else None}
+    fair = job.security == "fair"
+    if role == M:
+        return _run_owner(ep, keys, lm, job, attack)
+    if role == C:
+        return _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack)
+    return _run_server(ep, role, keys, job, shape, cls, fair, attack)
+
+
+def _run_owner(ep, keys, lm, job, attack) -> PartyResult:
+    cfg = job.fixed
+    w, b = lm.encode(cfg)
+    with ep.phase("offline"):
+        # M's inputs do not depend on the query: shared in the offline phase
+        _owner_send(ep, keys, M, "W", w, 64, attack)
+        _owner_send(ep, keys, M, "b", b, 64, attack)
+    return PartyResult(info={"role": M})
+
+
+def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
+    eng = AstraEngine(ep, role, keys, job.security, 64, attack, prg=job.prg.derive("astra-engine"),
+                      bucket=job.options.get("bucket"), opened=job.options.get("opened"))
+    beng = AstraEngine(ep, role, keys, job.security, 1, attack, prg=job.prg.derive("astra-bool"))
+    beng.out_h, beng.in_h = eng.out_h, eng.in_h     # one amortised verify for both rings
+    batch, k = shape["X"]
+    n = shape["b"][0]
+    with ep.phase("offline"):
+        X, _ = eng.share_offline(C, shape["X"], "X")
+        W, _ = eng.share_offline(M, shape["W"], "W")
+        B, _ = eng.share_offline(M, shape["b"], "b")
+        W = eng.share_online(M, W, "W")
+        B = eng.share_online(M, B, "b")
+        U, prep = eng.matmul_offline(X, W)
+        Y = U + B.map(lambda a: a[None, :])
+        if cls:
+            A = (-Y).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            bx = bitext_offline(eng, A, beng)
+        if fair:
+            pad, _ = (beng if cls else eng).share_offline(C, (batch * n,), "pad")
+        eng.finish_offline()
+        if eng.malicious:
+            eng.verify()
+    with ep.phase("online"):
+        X = eng.share_online(C, X, "X")
+        U = eng.matmul_online(X, W, U, prep)
+        Y = U + B.map(lambda a: a[None, :])
+        if cls:
+            A = (-Y).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            out, out_eng = bitext_online(eng, A, bx, beng), beng
+        else:
+            out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
+        if fair:
+            from secinfer.protocols.astra.fair import frec_offline, frec_online
+            pad = out_eng.share_online(C, pad, "pad")
+            eng.verify()
+            masked = out + pad
+            fprep = frec_offline(out_eng, masked, "out")
+            v = frec_online(out_eng, masked, fprep, "out")
+            ep.send(C, "astra/fair/out", v)
+            return PartyResult(info={"role": role})
+        if eng.malicious:
+            eng.verify()
+        out_eng.open_to(C, out, "y")
+    return PartyResult(info={"role": role})
+
+
+def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) -> PartyResult:
+    cfg = job.fixed
+    batch = x.shape[0]
+    bits = 1 if cls else 64
+    size = batch * n
+    with ep.phase("offline"):
+        if fair:
+            pad = job.prg.derive("astra-pad").ring((size,), bits)
+    with ep.phase("online"):
+        _owner_send(ep, keys, C, "X", cfg.encode(x), 64, attack)
+        if fair:
+            _owner_send(ep, keys, C, "pad", pad, bits, attack)
+            got = []
+            for p in SERVERS:
+                try:
+                    got.append(ep.recv_one(p, "astra/fair/out", ArraySpec(np.uint64, (size,))))
+                except Exception:  # noqa: BLE001 - a silent or aborting server casts no vote
+                    ep._aborted = None
+            v = _two_of_three(got)
+            if v is None:
+                raise ep.abort("fair-output", None, "fewer than two servers delivered the same output")
+            val = (v - pad) if bits == 64 else (v ^ pad)
+        else:
+            val = _receive_output(ep, size, malicious, bits)
+    ring = cfg.ring
+    if cls:
+        bit = (val & np.uint64(1)).astype(np.int64).reshape(batch, n)
+        out = np.asarray(classes, np.float64)[bit]
+        return PartyResult(output=out, output_ring=bit.astype(np.uint64), info={"classifier": True})
+    v = ring.arshift(val.reshape(batch, n), fw)   # exact oracle truncation by f_w bits
+    return PartyResult(output=cfg.decode(v), output_ring=v, info={"classifier": False})
+
+
+def _two_of_three(got: list) -> np.ndarray | None:
+    for i in range(len(got)):
+        for j in range(i + 1, len(got)):
+            if np.array_equal(got[i], got[j]):
+                return got[i]
+    return None
+
+
+def _receive_output(ep, size: int, malicious: bool, bits: int) -> np.ndarray:
+    """Client side of Pi_rec (malicious: Pi_rec^m [Fig. 6] towards C)."""
+    spec, t = ArraySpec(np.uint64, (size,)), "astra/out/y"
+    hs = ArraySpec(np.uint8, (32,))
+    l1 = ep.recv_one("p0", t + "/l1", spec)
+    hl2 = ep.recv_one("p0", t + "/hl2", hs) if malicious else None
+    m = ep.recv_one("p1", t + "/m", spec)
+    hl1 = ep.recv_one("p1", t + "/hl1", hs) if malicious else None
+    l2 = ep.recv_one("p2", t + "/l2", spec)
+    hm = ep.recv_one("p2", t + "/hm", hs) if malicious else None
+    if malicious:
+        for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
+            if not np.array_equal(digest("out", val), h):
+                raise ep.abort("rec-consistency", None, f"{name} and its hash disagree")
+    v = m - l1 - l2
+    return v if bits == 64 else v & np.uint64(1)
+
+
+def check_model(graph, security: str) -> None:
+    mdl.check_model(graph, security)
+
+
+SPEC = ProtocolSpec(
+    name="astra",
+    description="ASTRA 3-server prediction over Z_2^64 (linear/logistic regression, linear SVM)",
+    roles=ROLES,
+    model_role=M,
+    input_role=C,
+    securities=("semi-honest", "malicious", "fair"),
+    default_security="semi-honest",
+    run_party=run_party,
+    check_model=check_model,
+    default_fixed="fx64f13",
+    paper="astra-3pc-rings.txt",
+)
