@@ -72,6 +72,15 @@ _HANDSHAKE_EVENTS = {
 }
 
 
+def _try_send(sock, parts) -> bool:
+    """Never block the I/O thread: a PUSH with no live connection refuses (zmq.Again)."""
+    try:
+        sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
+        return True
+    except zmq.Again:
+        return False
+
+
 @dataclass(frozen=True)
 class PeerInfo:
     role: str
@@ -133,7 +142,7 @@ class ZmqEndpoint(Endpoint):
             try:
                 self.connect()
             except BaseException:
-                self.close(flush=False)
+                self.close(timeout=1.0)  # peers we did hear learn at once that we are gone
                 raise
 
     @classmethod
@@ -166,6 +175,8 @@ class ZmqEndpoint(Endpoint):
                         raise self._fatal[p]
                     if p in self._dead:
                         raise PeerDeadError(f"{self.me}: peer {p} died during connection set-up: {self._dead[p]}")
+                    if p in self._bye_from:
+                        raise PeerDeadError(f"{self.me}: peer {p} left during connection set-up")
                 missing = [p for p in self.peers if p not in self._last_seen or p not in self._heard_us]
                 if not missing:
                     return
@@ -255,7 +266,7 @@ class ZmqEndpoint(Endpoint):
             with self._cv:
                 while self._io_error is None:
                     pending = [p for p in self.peers if p in self._last_seen and p not in self._acked
-                               and p not in self._bye_from and p not in self._dead and p not in self._fatal]
+                               and p not in self._bye_from and p not in self._dead]
                     left = deadline - time.monotonic()
                     if not pending or left <= 0:
                         break
@@ -360,16 +371,19 @@ class ZmqEndpoint(Endpoint):
                 self._hello_now = False
                 hello = self._hello()
                 for s in push.values():
-                    s.send_multipart([K_HELLO, hello])
+                    _try_send(s, [K_HELLO, hello])  # dropped when the link is down
                 self._check_liveness(now)
                 next_hb = now + self.heartbeat_interval
             wake = next_hb
             for p, q in outq.items():  # paced frames whose time has come
+                blocked = False
                 while q and q[0][0] <= now:
-                    _, parts = q.popleft()
-                    push[p].send_multipart(parts, copy=False)
+                    if not _try_send(push[p], q[0][1]):
+                        blocked = True  # no connection right now: retry shortly, keep the order
+                        break
+                    q.popleft()
                 if q:
-                    wake = min(wake, q[0][0])
+                    wake = min(wake, now + 0.02 if blocked else q[0][0])
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
             for sock, _ev in poller.poll(timeout_ms):
                 if sock is pull:
@@ -396,7 +410,8 @@ class ZmqEndpoint(Endpoint):
                         continue
                     t_now = time.monotonic()
                     if not paced[peer] and not outq[peer]:
-                        push[peer].send_multipart(parts, copy=False)
+                        if not _try_send(push[peer], parts):
+                            outq[peer].append((t_now, parts))
                     else:
                         ready = buckets[peer].reserve(len(frame), t_now) if paced[peer] else t_now
                         if outq[peer]:
@@ -485,7 +500,7 @@ class ZmqEndpoint(Endpoint):
                 if peer not in self._bye_from:
                     self._bye_from.add(peer)
                     self._inbox[peer].append((0.0, _CLOSED))
-                push[peer].send_multipart([K_ACK])
+                _try_send(push[peer], [K_ACK])
             elif kind == K_ACK:
                 self._acked.add(peer)
             else:

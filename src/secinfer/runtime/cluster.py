@@ -14,7 +14,8 @@ A cluster file is TOML (read with ``tomllib``)::
     role = "server"                  # the protocol role it plays (unique)
     host = "10.77.0.1"               # address the others connect to
     port = 5701
-    public_key = "<z85 or hex>"      # its CURVE public key (``secinfer keygen``)
+    public_key = "<z85 or hex>"      # its CURVE public key (``secinfer keygen``), or
+    # public_key_file = "keys/server.key"   (relative to the cluster file)
     link = "wan"                     # optional: profile of this party's access link
     bind = "0.0.0.0"                 # optional: address to bind (default: host)
 
@@ -41,13 +42,14 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from secinfer.crypto.identity import SECRET_SUFFIX, Identity, generate, load_identity, parse_public_key, write_identity
+from secinfer.crypto.identity import (SECRET_SUFFIX, Identity, generate, load_identity, load_public, parse_public_key,
+                                      write_identity)
 from secinfer.errors import ConfigError
 from secinfer.net.shaping import NONE, LinkProfile, link_profile, parse_profile
 
 _TOP_KEYS = {"session", "network", "connect_timeout", "heartbeat_interval", "peer_timeout", "max_frame",
              "party", "link"}
-_PARTY_KEYS = {"id", "role", "host", "port", "public_key", "link", "bind"}
+_PARTY_KEYS = {"id", "role", "host", "port", "public_key", "public_key_file", "link", "bind"}
 _LINK_KEYS = {"between", "profile"}
 
 
@@ -176,7 +178,7 @@ def _positive(v: float, name: str, where: str) -> float:
     return v
 
 
-def parse_cluster(data: dict, where: str = "cluster file") -> Cluster:
+def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Cluster:
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
@@ -223,7 +225,13 @@ def parse_cluster(data: dict, where: str = "cluster file") -> Cluster:
             raise ConfigError(f"{pw}: port {port} out of range 1..65535")
         if (host, port) in seen_addr:
             raise ConfigError(f"{pw}: duplicate port: {host}:{port} is already used by {seen_addr[(host, port)]!r}")
-        key = parse_public_key(_req(p, "public_key", str, pw), f"{pw}: public_key")
+        if ("public_key" in p) == ("public_key_file" in p):
+            raise ConfigError(f"{pw}: give exactly one of public_key and public_key_file")
+        if "public_key" in p:
+            key = parse_public_key(_req(p, "public_key", str, pw), f"{pw}: public_key")
+        else:
+            kf = Path(_req(p, "public_key_file", str, pw))
+            _name, key = load_public(kf if kf.is_absolute() or base_dir is None else Path(base_dir) / kf)
         if key in seen_keys:
             raise ConfigError(f"{pw}: public_key is the same as {seen_keys[key]!r}'s; every party needs its own")
         link = parse_profile(p["link"]) if "link" in p else None
@@ -261,7 +269,7 @@ def load_cluster(path: str | os.PathLike) -> Cluster:
         raise ConfigError(f"cluster file {str(p)!r} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"cluster file {str(p)!r} is not valid TOML: {e}") from None
-    c = parse_cluster(data, f"cluster file {p.name}")
+    c = parse_cluster(data, f"cluster file {p.name}", p.resolve().parent)
     c.path = p.resolve()
     return c
 

@@ -305,8 +305,11 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                     failures[role] = {"type": "PartyFailedError",
                                       "message": f"exited with code {rc} and no result" + (f": {tail}" if tail else "")}
         if timed_out and not any(f["type"] not in CONSEQUENCES for f in failures.values()):
-            raise TimeoutError_(f"{protocol}: the parties did not finish within {timeout:g}s "
-                                f"(still running: {', '.join(sorted(stopped)) or 'none'})")
+            terr = TimeoutError_(f"{protocol}: the parties did not finish within {timeout:g}s "
+                                 f"(still running: {', '.join(sorted(stopped)) or 'none'})")
+            terr.pids = {r: p.pid for r, p in procs.items()}
+            terr.party_errors = failures
+            raise terr
         if failures:
             err = _failure_error(failures, exited)
             err.pids = {r: p.pid for r, p in procs.items()}

@@ -1,0 +1,293 @@
+"""The CURVE socket transport: real sockets on loopback, parties as threads or processes."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from secinfer.crypto.identity import Identity
+from secinfer.errors import (AuthenticationError, FrameError, MessageTooLargeError, PeerAbortedError, PeerDeadError,
+                             PeerUnreachableError)
+from secinfer.net.channel import ArraySpec
+from secinfer.net.zmq_transport import PeerInfo, ZmqEndpoint
+from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
+
+pytestmark = pytest.mark.timeout(60)
+ANY_F = ArraySpec(np.float64, (None,))
+ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
+PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
+
+
+def _cluster(tmp_path, roles=("a", "b"), **settings):
+    settings.setdefault("connect_timeout", 10.0)
+    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, **settings))
+
+
+def _endpoints(c, nonce="n", per_party=None, **kw):
+    """Build every party's endpoint concurrently (each waits for the others)."""
+    eps, errs = {}, {}
+    per_party = per_party or {}
+
+    def mk(pid):
+        try:
+            eps[pid] = ZmqEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
+                                                **{**kw, **per_party.get(pid, {})})
+        except Exception as e:  # noqa: BLE001
+            errs[pid] = e
+
+    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        for e in eps.values():
+            e.close(flush=False)
+        raise next(iter(errs.values()))
+    return eps
+
+
+@pytest.fixture
+def pair(tmp_path):
+    eps = _endpoints(_cluster(tmp_path))
+    yield eps["a"], eps["b"]
+    for e in eps.values():
+        e.close(flush=False)
+
+
+def test_exchange_and_metering_equal_the_bytes_sent(pair):
+    a, b = pair
+    arrays = [np.arange(10, dtype=np.uint64), np.linspace(0, 1, 7), np.zeros((3, 4), dtype=np.uint8)]
+    a.send("b", "t1", *arrays)
+    got = b.recv("a", "t1", ArraySpec(np.uint64, (10,)), ArraySpec(np.float64, (7,)), ArraySpec(np.uint8, (3, 4)))
+    for x, y in zip(arrays, got):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    with a.phase("online"):
+        for i in range(5):
+            a.send("b", "t2", np.full(100 * (i + 1), i, dtype=np.uint64))
+    with b.phase("online"):
+        for i in range(5):
+            (v,) = b.recv("a", "t2", ANY_U)
+            assert v.shape == (100 * (i + 1),) and np.all(v == i)
+    payload = sum(x.nbytes for x in arrays) + sum(800 * (i + 1) for i in range(5))
+    assert a.meter.total(direction="sent") == payload
+    assert b.meter.total(direction="recv") == payload
+    assert a.meter.total(direction="sent", kind="wire") == a.stats["bytes_sent"] == b.stats["bytes_recv"]
+    assert a.stats["frames_sent"] == 6 == b.stats["frames_recv"]
+    assert a.meter.total("online", "sent") == sum(800 * (i + 1) for i in range(5))
+
+
+def test_two_processes_exchange_over_curve(tmp_path):
+    c = _cluster(tmp_path)
+    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "nonce1", "echo", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("nonce1")) as a:
+            for i in range(20):
+                x = np.arange(i + 1, dtype=np.float64) * i
+                a.send("b", "ping", x)
+                (y,) = a.recv("b", "pong", ANY_F)
+                assert np.array_equal(y, x + 1)
+        assert proc.wait(20) == 0, proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_unknown_key_is_refused(tmp_path):
+    c = _cluster(tmp_path)
+    pub, sec = zmq.curve_keypair()  # an impostor claiming to be b with a key not in the file
+    impostor = Identity("b", pub, sec)
+    ea = c.party("a")
+    peers = [PeerInfo("a", ea.connect_url(), ea.public_key)]
+    box = {}
+
+    def run_impostor():
+        try:
+            box["imp"] = ZmqEndpoint("b", impostor, c.party("b").bind_url(), peers, c.session_id("n"),
+                                     connect_timeout=2.0)
+        except Exception as e:  # noqa: BLE001
+            box["imp_err"] = e
+
+    t = threading.Thread(target=run_impostor)
+    t.start()
+    with pytest.raises(AuthenticationError) as ei:
+        ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=2.0)
+    t.join()
+    msg = str(ei.value)
+    assert "b" in msg and ("unknown key" in msg or "handshake" in msg)
+    assert "imp" not in box  # the impostor never completed the mesh either
+
+
+def test_other_session_is_refused(tmp_path):
+    c = _cluster(tmp_path)
+    with pytest.raises(AuthenticationError, match="another session"):
+        _mixed_sessions(c)
+
+
+def _mixed_sessions(c):
+    out, errs = {}, []
+
+    def mk(pid, nonce):
+        try:
+            out[pid] = ZmqEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce), connect_timeout=3)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+
+    ts = [threading.Thread(target=mk, args=("a", "n1")), threading.Thread(target=mk, args=("b", "n2"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for e in out.values():
+        e.close(flush=False)
+    raise errs[0]
+
+
+def test_corrupted_frames_give_frame_error(pair):
+    a, b = pair
+    a._transmit("b", b"this is not a secinfer frame at all")
+    with pytest.raises(FrameError, match="magic|shorter"):
+        b.recv("a", "x", ANY_F, timeout=5)
+    a.send("b", "x", np.ones(4))
+    good = b._receive("a", time.monotonic() + 5)
+    a._transmit("b", good[:-3])  # truncated payload
+    with pytest.raises(FrameError, match="payload"):
+        b.recv("a", "x", ANY_F, timeout=5)
+    bad = bytearray(good)
+    bad[4] ^= 0xFF  # version field
+    a._transmit("b", bytes(bad))
+    with pytest.raises(FrameError, match="version"):
+        b.recv("a", "x", ANY_F, timeout=5)
+
+
+def test_oversized_frame_is_refused_by_the_receiver(tmp_path):
+    c = _cluster(tmp_path)
+    eps = _endpoints(c, per_party={"b": {"max_frame": 64 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        a.send("b", "big", np.zeros(200_000 // 8, dtype=np.uint64))  # a's cap is larger
+        with pytest.raises(MessageTooLargeError, match="exceeds the cap"):
+            b.recv("a", "big", ANY_U, timeout=10)
+        with pytest.raises(MessageTooLargeError):  # and the sender refuses what it cannot send
+            b.send("a", "big", np.zeros(100_000, dtype=np.uint64))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_frame_above_the_hard_cap_resets_and_is_reported(tmp_path):
+    c = _cluster(tmp_path)
+    eps = _endpoints(c, per_party={"b": {"max_frame": 16 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        assert b.hard_cap < 4 * 1024 * 1024
+        a.send("b", "huge", np.zeros(4 * 1024 * 1024 // 8, dtype=np.uint64))
+        with pytest.raises(FrameError, match="reset|exceeds"):
+            b.recv("a", "huge", ANY_U, timeout=20)
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_unreachable_peer_is_named(tmp_path):
+    c = _cluster(tmp_path, roles=("a", "b", "c"))
+    t0 = time.monotonic()
+    with pytest.raises(PeerUnreachableError, match=r"b \(tcp://127\.0\.0\.1:\d+\)") as ei:
+        ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=1.0)
+    assert "c (tcp" in str(ei.value)
+    assert time.monotonic() - t0 < 10
+
+
+def test_closed_peer_fails_receives_at_once(pair):
+    a, b = pair
+    b.send("a", "last", np.ones(3))
+    b.close()
+    (v,) = a.recv("b", "last", ANY_F, timeout=5)  # what was sent before the close arrives
+    assert np.array_equal(v, np.ones(3))
+    t0 = time.monotonic()
+    with pytest.raises(PeerDeadError, match="b closed the session"):
+        a.recv("b", "more", ANY_F, timeout=30)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(PeerDeadError):
+        a.send("b", "x", np.ones(1))
+
+
+def test_abort_reaches_the_peer(pair):
+    a, b = pair
+    err = a.abort("mac-check", "b", "tag mismatch")
+    assert err.check == "mac-check"
+    with pytest.raises(PeerAbortedError, match="mac-check"):
+        b.recv("a", "anything", ANY_F, timeout=5)
+
+
+def test_killed_peer_process_is_detected_by_heartbeat(tmp_path):
+    c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
+    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
+            assert proc.stdout.readline().strip() == b"ready"
+            a.send("b", "ping", np.ones(2))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            t0 = time.monotonic()
+            with pytest.raises(PeerDeadError, match="peer b is dead"):
+                a.recv("b", "pong", ANY_F, timeout=60)
+            assert time.monotonic() - t0 < 10
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_close_does_not_hang_and_is_idempotent(pair):
+    a, b = pair
+    t0 = time.monotonic()
+    a.close()
+    a.close()
+    b.close(flush=False)
+    assert time.monotonic() - t0 < 10
+    assert not a._thread.is_alive() and not b._thread.is_alive()
+
+
+# ---- shaping on real traffic: lower bounds only (no upper bounds, nothing flaky) ----------
+def test_bandwidth_paces_a_large_transfer(tmp_path):
+    c = _cluster(tmp_path, network="bw=100")
+    eps = _endpoints(c)
+    a, b = eps["a"], eps["b"]
+    try:
+        t0 = time.perf_counter()
+        for _ in range(10):
+            a.send("b", "chunk", np.zeros(1_000_000 // 8, dtype=np.uint64))
+        for _ in range(10):
+            b.recv("a", "chunk", ANY_U)
+        assert time.perf_counter() - t0 >= 0.09  # 10 MB at 100 MB/s, minus one 64 KiB burst
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_latency_adds_per_round(tmp_path):
+    c = _cluster(tmp_path, network="lat=20")
+    eps = _endpoints(c)
+    a, b = eps["a"], eps["b"]
+    try:
+        t0 = time.perf_counter()
+        for _ in range(5):
+            a.send("b", "ping", np.ones(1))
+            b.recv("a", "ping", ANY_F)
+            b.send("a", "pong", np.ones(1))
+            a.recv("b", "pong", ANY_F)
+        assert time.perf_counter() - t0 >= 10 * 0.020 * 0.95
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
