@@ -1,19 +1,19 @@
 """Plaintext kernels the (emulated) LTEE runs on unmasked ring values [STAMP 4.2-4.5].
 
-Every kernel works on ring elements of the session's fixed-point configuration and
-matches the bit-exact fixed-point reference (``secinfer.ir.fixed_exec``) whenever that
-module offers the same kernel; the device delegates to it so the secure output equals
-the oracle exactly. Each kernel also returns the number of primitive operations it
-executed (integer ops, soft-float ops, float exponentials) for the LTEE cost model.
+The device delegates every canonical op to the bit-exact fixed-point reference kernels
+(``secinfer.ir.fixed_ops.run_node``), so a secure output equals the oracle exactly; only
+softmax (Protocol 6) is computed from the exponent/mantissa split and is within a
+documented error budget (docs/protocols/stamp.md). Every step also adds to an
+``OpCount`` (integer ops, soft-float ops, float exponentials) for the LTEE cost model.
 
-A device computation is a *chain* of steps, described by a JSON-able dict ``spec``:
+A device computation is a chain described by a JSON-able ``spec``:
 
-    {"shape": [..input shape..], "nparams": k,
-     "steps": [{"op": "trunc"}, {"op": "bn", "axis": 1}, {"op": "relu"},
-               {"op": "maxpool", "kernel": [2, 2], "strides": [2, 2], "pads": [0, 0, 0, 0]}]}
+    {"shape": [input shape], "out_shape": [output shape], "params": [[shape], ...],
+     "steps": [{"op": "trunc"}, {"op": "bias", "axis": 1, "param": 0},
+               {"op": "node", "node": <Node.to_json()>, "params": [1, 2]}, ...]}
 
-The secret parameters of a step (BatchNorm's per-channel scale and shift, LayerNorm's
-gamma and beta) travel masked after the data, in the order the steps list them.
+The parameters (bias, BatchNorm scale/shift, LayerNorm gamma/beta: secret model values)
+travel masked after the data, in the order of ``params``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,18 @@ import math
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
+from secinfer.arith.linalg import ring_conv2d
+from secinfer.arith.ring import Ring
 from secinfer.errors import ProtocolError
+from secinfer.ir.fixed_ops import run_node
+from secinfer.ir.graph import Node, lift_2d
 
 _MAX_DIMS = 6
-_SOFT_FLOAT_PER_EXP = 1  # counted separately as "exp"
+_MAX_ELEMS = 1 << 27
+DEVICE_NODE_OPS = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+                   "BatchNormalization", "LayerNormalization", "Sigmoid", "Tanh", "Erf", "Gelu",
+                   "Exp", "Sqrt", "Softmax")
+_EXP_OPS = ("Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt", "Softmax")
 
 
 class OpCount:
@@ -35,155 +43,111 @@ class OpCount:
         self.float_ops = 0
         self.exp_ops = 0
 
-    def as_array(self) -> np.ndarray:
-        return np.array([self.int_ops, self.float_ops, self.exp_ops], dtype=np.int64)
+
+def bilinear(kind: str, attrs: dict, ring: Ring):
+    """The untruncated ring product of a linear node: f(x, w)."""
+    if kind in ("Gemm", "MatMul"):
+        return lambda u, v: ring.matmul(u, v)
+    if kind == "Mul":
+        return lambda u, v: ring.mul(u, v)
+    if kind == "Conv":
+        p = lift_2d(Node("c", "Conv", [], [], dict(attrs)))
+        one_d = p["spatial"] == 1
+
+        def conv(u, v):
+            u4 = u.reshape(u.shape[0], u.shape[1], 1, u.shape[2]) if one_d else u
+            v4 = v.reshape(v.shape[0], v.shape[1], 1, v.shape[2]) if one_d else v
+            y = ring.reduce(ring_conv2d(u4, v4, p["strides"], p["pads"], p["dilations"], int(attrs["group"])))
+            return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if one_d else y
+        return conv
+    raise ProtocolError(f"{kind} is not a bilinear op")
 
 
-def _signed(cfg: FixedPointConfig, v: np.ndarray) -> np.ndarray:
-    return cfg.ring.to_signed(v)
+def n_params(spec: dict) -> int:
+    return sum(math.prod(s) for s in spec.get("params", []))
 
 
-def relu(cfg: FixedPointConfig, x: np.ndarray, cnt: OpCount) -> np.ndarray:
-    cnt.int_ops += 2 * x.size  # compare + select  [STAMP Protocol 4 step 4]
-    return np.where(_signed(cfg, x) > 0, x, np.uint64(0)).astype(np.uint64)
+def out_shape(spec: dict) -> tuple:
+    return tuple(int(d) for d in spec.get("out_shape", spec["shape"]))
 
 
-def trunc(cfg: FixedPointConfig, x: np.ndarray, cnt: OpCount) -> np.ndarray:
-    cnt.int_ops += x.size  # one arithmetic shift  [STAMP Protocol 5 step 5]
-    return cfg.trunc(x)
+def validate(spec: dict) -> None:
+    if not isinstance(spec, dict) or "shape" not in spec or "steps" not in spec:
+        raise ProtocolError("device spec needs shape and steps")
+    for shp in [spec["shape"], spec.get("out_shape", spec["shape"])] + list(spec.get("params", [])):
+        if not (0 <= len(shp) <= _MAX_DIMS) or any((not isinstance(d, int)) or d <= 0 for d in shp):
+            raise ProtocolError(f"bad device tensor shape {shp}")
+        if math.prod(shp) > _MAX_ELEMS:
+            raise ProtocolError("device tensor too large")
+    for st in spec["steps"]:
+        op = st.get("op")
+        if op == "node":
+            if st.get("node", {}).get("op") not in DEVICE_NODE_OPS:
+                raise ProtocolError(f"device cannot run {st.get('node', {}).get('op')!r}")
+        elif op not in ("trunc", "bias", "softmax"):
+            raise ProtocolError(f"device cannot run step {op!r}")
 
 
-def _pool_windows(xs: np.ndarray, kernel, strides, pads, fill) -> np.ndarray:
-    """(N, C, H, W) -> (N, C, OH, OW, kh*kw) windows, padded with ``fill``."""
-    if xs.ndim != 4:
-        raise ProtocolError(f"pooling expects NCHW input, got shape {xs.shape}")
-    kh, kw = kernel
-    sh, sw = strides
-    pt, pl, pb, pr = pads
-    xp = np.pad(xs, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
-    n, c, h, w = xp.shape
-    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
-    if oh <= 0 or ow <= 0:
-        raise ProtocolError("pooling window larger than its input")
-    cols = [xp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] for i in range(kh) for j in range(kw)]
-    return np.stack(cols, axis=-1)
+def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
+    """Primitive operations a microcontroller spends on one step (see costmodel.py)."""
+    if op == "Relu":
+        cnt.int_ops += 2 * x.size                       # compare + select
+    elif op in ("MaxPool", "GlobalMaxPool"):
+        cnt.int_ops += 2 * max(x.size, y.size)          # compare + select per window element
+    elif op in ("AveragePool", "GlobalAveragePool"):
+        cnt.int_ops += x.size + 3 * y.size              # window sums, multiply, shift
+    elif op == "BatchNormalization":
+        cnt.int_ops += 3 * x.size                       # multiply, shift, add [4.4]
+    elif op == "LayerNormalization":
+        cnt.float_ops += 8 * x.size                     # decode, mean, variance, scale, encode
+        cnt.exp_ops += max(1, x.size // max(1, x.shape[-1]))   # one sqrt per row
+    elif op in _EXP_OPS:
+        cnt.float_ops += 4 * x.size
+        cnt.exp_ops += x.size
+    else:
+        cnt.int_ops += x.size
 
 
-def maxpool(cfg: FixedPointConfig, x: np.ndarray, step: dict, cnt: OpCount) -> np.ndarray:
-    kernel, strides = list(step["kernel"]), list(step.get("strides", step["kernel"]))
-    pads = list(step.get("pads", [0, 0, 0, 0]))
-    s = _signed(cfg, x)
-    win = _pool_windows(s, kernel, strides, pads, np.iinfo(np.int64).min)
-    out = win.max(axis=-1)
-    cnt.int_ops += 2 * win.size  # compare + select per window element
-    return cfg.ring.from_signed(out)
-
-
-def avgpool(cfg: FixedPointConfig, x: np.ndarray, step: dict, cnt: OpCount) -> np.ndarray:
-    kernel, strides = list(step["kernel"]), list(step.get("strides", step["kernel"]))
-    pads = list(step.get("pads", [0, 0, 0, 0]))
-    s = _signed(cfg, x)
-    win = _pool_windows(s, kernel, strides, pads, 0)
-    k = kernel[0] * kernel[1]
-    total = win.sum(axis=-1)
-    cnt.int_ops += win.size + 2 * total.size
-    return cfg.ring.from_signed(np.floor_divide(total, k))
-
-
-def affine(cfg: FixedPointConfig, x: np.ndarray, scale: np.ndarray, shift: np.ndarray, axis: int,
-           cnt: OpCount) -> np.ndarray:
-    """BatchNorm in inference form y = trunc(x * a) + b, a/b per channel on ``axis``."""
-    shp = [1] * x.ndim
-    shp[axis] = -1
-    a = scale.reshape(shp)
-    b = shift.reshape(shp)
-    cnt.int_ops += 3 * x.size  # multiply, shift, add  [STAMP 4.4: about two mults/element]
-    return cfg.ring.add(cfg.trunc(cfg.ring.mul(x, a)), b)
-
-
-def layernorm(cfg: FixedPointConfig, x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float,
-              cnt: OpCount) -> np.ndarray:
-    """LayerNorm over the last axis, computed on decoded values and re-encoded."""
-    v = cfg.decode(x)
-    mu = v.mean(axis=-1, keepdims=True)
-    var = ((v - mu) ** 2).mean(axis=-1, keepdims=True)
-    y = (v - mu) / np.sqrt(var + eps) * cfg.decode(gamma) + cfg.decode(beta)
-    cnt.float_ops += 8 * x.size
-    return cfg.encode(np.clip(y, -cfg.max_abs + 1, cfg.max_abs - 1))
+def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
+    """Apply the chain to ``flat`` = data followed by the parameters."""
+    shape = tuple(int(d) for d in spec["shape"])
+    n = math.prod(shape)
+    x = flat[:n].reshape(shape)
+    params, pos = [], n
+    for shp in spec.get("params", []):
+        k = math.prod(shp)
+        params.append(flat[pos:pos + k].reshape(tuple(shp)))
+        pos += k
+    for st in spec["steps"]:
+        op = st["op"]
+        if op == "trunc":                               # [Protocol 5 step 5]
+            x = cfg.trunc(x)
+            cnt.int_ops += x.size
+        elif op == "bias":
+            b = params[int(st["param"])]
+            shp = [1] * x.ndim
+            shp[int(st["axis"])] = -1
+            x = cfg.ring.add(x, b.reshape(shp))
+            cnt.int_ops += x.size
+        elif op == "node":
+            node = Node.from_json(st["node"])
+            y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
+            _count(node.op, x, y, cnt)
+            x = y
+        else:
+            raise ProtocolError(f"step {op!r} is not a ring kernel")
+    if tuple(x.shape) != out_shape(spec):
+        raise ProtocolError(f"device chain produced shape {x.shape}, spec says {out_shape(spec)}")
+    return x
 
 
 def softmax_from_log2(cfg: FixedPointConfig, q: np.ndarray, mant: np.ndarray, cnt: OpCount) -> np.ndarray:
-    """Softmax along the last axis from exp(x) = 2^q * mant (q integer, mant in [0.25, 4)).
+    """Softmax along the last axis from exp(x) = 2^q * mant (q integer).
 
-    [STAMP Protocol 6 step 3, end]: O(n) additions, one division per row, n multiplications.
+    [STAMP Protocol 6 step 3, end]: O(n) additions, a division per row, n multiplications.
     """
     qmax = q.max(axis=-1, keepdims=True)
     e = mant * np.exp2(np.maximum(q - qmax, -1100).astype(np.float64))
     y = e / e.sum(axis=-1, keepdims=True)
     cnt.float_ops += 4 * q.size
     return cfg.encode(y)
-
-
-def n_params(spec: dict) -> int:
-    total = 0
-    for st in spec["steps"]:
-        if st["op"] in ("bn", "layernorm"):
-            total += 2 * int(st["channels"])
-    return total
-
-
-def out_shape(spec: dict) -> tuple:
-    shape = tuple(int(d) for d in spec["shape"])
-    for st in spec["steps"]:
-        if st["op"] in ("maxpool", "avgpool"):
-            kh, kw = st["kernel"]
-            sh, sw = st.get("strides", st["kernel"])
-            pt, pl, pb, pr = st.get("pads", [0, 0, 0, 0])
-            shape = (shape[0], shape[1], (shape[2] + pt + pb - kh) // sh + 1, (shape[3] + pl + pr - kw) // sw + 1)
-    return shape
-
-
-def validate(spec: dict) -> None:
-    if not isinstance(spec, dict) or "shape" not in spec or "steps" not in spec:
-        raise ProtocolError("device spec needs shape and steps")
-    shape = spec["shape"]
-    if not (1 <= len(shape) <= _MAX_DIMS) or any((not isinstance(d, int)) or d <= 0 for d in shape):
-        raise ProtocolError(f"bad device tensor shape {shape}")
-    if math.prod(shape) > 1 << 27:
-        raise ProtocolError("device tensor too large")
-    for st in spec["steps"]:
-        if st.get("op") not in ("trunc", "relu", "maxpool", "avgpool", "bn", "layernorm", "softmax", "identity"):
-            raise ProtocolError(f"device cannot run step {st.get('op')!r}")
-
-
-def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
-    """Apply the chain to ``flat`` = data followed by the steps' parameters."""
-    shape = tuple(int(d) for d in spec["shape"])
-    n = math.prod(shape)
-    x = flat[:n].reshape(shape)
-    pos = n
-    for st in spec["steps"]:
-        op = st["op"]
-        if op == "trunc":
-            x = trunc(cfg, x, cnt)
-        elif op == "relu":
-            x = relu(cfg, x, cnt)
-        elif op == "maxpool":
-            x = maxpool(cfg, x, st, cnt)
-        elif op == "avgpool":
-            x = avgpool(cfg, x, st, cnt)
-        elif op == "bn":
-            c = int(st["channels"])
-            a, b = flat[pos:pos + c], flat[pos + c:pos + 2 * c]
-            pos += 2 * c
-            x = affine(cfg, x, a, b, int(st.get("axis", 1)), cnt)
-        elif op == "layernorm":
-            c = int(st["channels"])
-            g, b = flat[pos:pos + c], flat[pos + c:pos + 2 * c]
-            pos += 2 * c
-            x = layernorm(cfg, x, g, b, float(st.get("eps", 1e-5)), cnt)
-        elif op == "identity":
-            pass
-        else:
-            raise ProtocolError(f"step {op!r} is not a ring kernel")
-    return x

@@ -317,6 +317,8 @@ class Device:
         ring = cfg.ring
         j = (d - 1) % 3
         n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        if (mode == 2) != (spec["steps"] == [{"op": "softmax"}]):
+            raise Refused("bad-request", "the exp path runs exactly the softmax step")
         if n_in > int(meta[1]) // 3:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
@@ -380,6 +382,37 @@ class Device:
         self.cnt.int_ops += 4 * n
         self.cnt.float_ops += 4 * n
         return kernels.softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
+
+    def cmd_triple(self, arrays):
+        """A replicated multiplication triple (A, B, C = f(A, B)) for the malicious check of
+        a linear layer [STAMP Protocol 5 step 1 / ABY3 5.3]; meta = [op, n_op, ctr, sub]."""
+        self._need_ready()
+        meta = arrays[0]
+        try:
+            spec = json.loads(bytes(arrays[1]).decode())
+            xs, ws, cs = (tuple(int(d) for d in spec[k]) for k in ("x", "w", "c"))
+            f = kernels.bilinear(str(spec["kind"]), dict(spec.get("attrs", {})), self.cfg.ring)
+        except (ValueError, KeyError, TypeError, ProtocolError) as e:
+            raise Refused("bad-request", f"triple spec: {e}") from None
+        sizes = [int(np.prod(s)) for s in (xs, ws, cs)]
+        if max(sizes) > int(meta[1]) // 3:
+            raise Refused("bad-request", "triple larger than the operation slot")
+        ctr = self._begin(meta, "triple", ("s", 0))
+        ring = self.cfg.ring
+        d = self.index
+        comps = {}
+        for name, shp, n in (("a", xs, sizes[0]), ("b", ws, sizes[1])):
+            comps[name] = [self._elems(c, f"t{name}/{c}", ctr, n) & ring.mask for c in range(3)]
+        a = ring.reduce(sum(comps["a"])).reshape(xs)
+        b = ring.reduce(sum(comps["b"])).reshape(ws)
+        c = f(a, b).reshape(-1)
+        if c.size != sizes[2]:
+            raise Refused("bad-request", "triple output shape")
+        self.cnt.int_ops += 2 * int(np.prod(cs)) * max(1, sizes[0] // max(1, xs[0]) if len(xs) else 1)
+        cc = [self._zero_comp(k, "tc", ctr, sizes[2], self.cfg.ring_bits) for k in range(3)]
+        cc[0] = ring.add(cc[0], c)
+        nx = (d + 1) % 3
+        return [comps["a"][d], comps["a"][nx], comps["b"][d], comps["b"][nx], cc[d], cc[nx]]
 
     def cmd_stats(self, arrays):
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,

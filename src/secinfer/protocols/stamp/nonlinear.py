@@ -232,3 +232,16 @@ class StampOps:
             if any(not np.array_equal(a, b) for a, b in zip(got, got2)):
                 raise ep.abort(check, None, "the two copies of a masked share disagree")
         return got
+
+    # ---- preprocessing for the malicious multiplication check ---------------------------
+    def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple) -> tuple[Pair, Pair, Pair]:
+        """A replicated triple from the LTEEs: each LTEE derives the same random A, B,
+        computes C = f(A, B) and releases its host's two components of each."""
+        size = max(int(np.prod(s)) for s in (xs, ws, cs))
+        self._n_op = 3 * size
+        spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs)}
+        a0, a1, b0, b1, c0, c1 = self._dev("triple", self._meta(0), spec_bytes(spec), kind="triple")
+        self.op += 1
+        self.ctr += self._n_op
+        return (Pair(a0.reshape(xs), a1.reshape(xs)), Pair(b0.reshape(ws), b1.reshape(ws)),
+                Pair(c0.reshape(cs), c1.reshape(cs)))

@@ -1,0 +1,103 @@
+"""Walk a secinfer IR graph on replicated shares with a pluggable non-linear backend.
+
+Shared by STAMP (LTEE-assisted backend) and the Falcon+ baseline (pure MPC backend) so
+both run exactly the same graph, sharing, input and output code and differ only in the
+non-linear protocols being compared [STAMP 5.1 "Falcon+"].
+
+Linear nodes (Conv, Gemm, MatMul, Mul of two shared tensors) are computed locally as a
+3-out-of-3 product; the backend finishes them (re-share, truncation, bias) together
+with the chain of non-linear nodes that follows when each intermediate tensor has a
+single consumer: MatMulReLU, MatMulMaxPoolReLU, MatMulBatchNormReLU [STAMP 4.3-4.4].
+Movement ops and additions are local on both components.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from secinfer.errors import UnsupportedOpError
+from secinfer.ir.graph import Graph, Node
+from secinfer.ir.movement import MOVEMENT
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
+
+LINEAR = ("Conv", "Gemm", "MatMul", "Mul")
+FUSABLE = ("Relu", "MaxPool", "BatchNormalization")
+CHAIN_OPS = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+             "BatchNormalization", "LayerNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
+LOCAL_OPS = ("Add", "Sub", "Neg")
+
+
+class Backend(Protocol):
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair: ...
+
+    def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair: ...
+
+    def softmax(self, x: Pair, node: Node) -> Pair: ...
+
+
+def supported_ops(extra: tuple = ()) -> set:
+    return set(MOVEMENT) | set(LINEAR) | set(CHAIN_OPS) | set(LOCAL_OPS) | {"Softmax"} | set(extra)
+
+
+def check_graph(graph: Graph, supported: set, protocol: str) -> None:
+    for n in graph.nodes:
+        if n.op not in supported:
+            raise UnsupportedOpError(n.op, n.name, f"protocol {protocol} has no protocol for it")
+        if n.op in LINEAR and n.op != "Mul" and len(n.inputs) < 2:
+            raise UnsupportedOpError(n.op, n.name, "needs two operands")
+
+
+def _follow(graph: Graph, start: str, allowed: tuple, consumers: dict, outputs: set) -> list[Node]:
+    chain, cur = [], start
+    while cur not in outputs and len(consumers.get(cur, [])) == 1:
+        nxt = consumers[cur][0]
+        if nxt.op not in allowed or nxt.inputs[0] != cur:
+            break
+        chain.append(nxt)
+        cur = nxt.outputs[0]
+    return chain
+
+
+def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
+    """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name."""
+    consumers = graph.consumers()
+    outputs = set(graph.output_names)
+    done: set = set()
+    for node in graph.nodes:
+        if node.name in done:
+            continue
+        op = node.op
+        ins = [env[i] for i in node.inputs]
+        if op in MOVEMENT:
+            ya = MOVEMENT[op](node, [p.a for p in ins])
+            yb = MOVEMENT[op](node, [p.b for p in ins])
+            for o, a, b in zip(node.outputs, ya, yb):
+                env[o] = Pair(np.asarray(a, np.uint64), np.asarray(b, np.uint64))
+        elif op == "Add":
+            env[node.outputs[0]] = rss.add(ring, ins[0], ins[1])
+        elif op == "Sub":
+            env[node.outputs[0]] = rss.sub(ring, ins[0], ins[1])
+        elif op == "Neg":
+            env[node.outputs[0]] = rss.neg(ring, ins[0])
+        elif op in LINEAR:
+            bias = ins[2] if op in ("Gemm", "Conv") and len(ins) > 2 else None
+            chain = _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
+            params = [[env[i] for i in c.inputs[1:]] for c in chain]
+            last = chain[-1].outputs[0] if chain else node.outputs[0]
+            env[last] = backend.product(node, ins[0], ins[1], bias, chain, params, tuple(graph.shapes[last]))
+            done.update(c.name for c in chain)
+        elif op in CHAIN_OPS:
+            chain = [node] + _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
+            params = [[env[i] for i in c.inputs[1:]] for c in chain]
+            last = chain[-1].outputs[0]
+            env[last] = backend.chain(ins[0], chain, params, tuple(graph.shapes[last]))
+            done.update(c.name for c in chain)
+        elif op == "Softmax":
+            env[node.outputs[0]] = backend.softmax(ins[0], node)
+        else:
+            raise UnsupportedOpError(op, node.name, "no secure protocol")
+    return env

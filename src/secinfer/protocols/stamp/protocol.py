@@ -1,0 +1,145 @@
+"""``stamp``: three-party inference with a lightweight trusted device (LTEE) per party.
+
+[STAMP] Huang, Hoang, Li, Shi, Suh: "STAMP: Lightweight TEE-Assisted MPC for Efficient
+Privacy-Preserving Machine Learning". Three parties P_1, P_2, P_3 with 2-out-of-3
+replicated sharing over Z_2^32 (13 fractional bits) [3.1-3.2]; linear layers in MPC,
+non-linear layers offloaded to each party's LTEE [4.2-4.5]; honest majority,
+semi-honest or malicious with abort [2.2].
+
+Roles: ``p0`` (P_1) holds the model and shares its weights; ``p1`` (P_2) holds the input
+and is the only party that learns the output; ``p2`` (P_3) is the third computing
+party. All three run an LTEE -- here an EMULATION, one OS process per party
+(``ltee_device``), see docs/protocols/stamp.md.
+
+Phases: setup = LTEE initialization [Protocol 1] + host PRF keys + architecture and
+batch size; offline = the model owner shares its weights; online = input sharing, the
+network, and the output opened to ``p1`` only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.errors import ProtocolError, ShapeError
+from secinfer.ir.fixed_ops import encode_weights
+from secinfer.ir.graph import Graph
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.stamp import executor
+from secinfer.protocols.stamp.backend import StampBackend
+from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.ltee import LteeLink, initialize
+from secinfer.protocols.stamp.nonlinear import StampOps
+
+NAMES = ("p0", "p1", "p2")
+MODEL, CLIENT = 0, 1
+_MAX_ARCH = 1 << 24
+
+
+def exchange_model(ep, me: int, job: PartyJob) -> tuple[Graph, int]:
+    """Setup: the model owner publishes the architecture, the client the batch size."""
+    if me == MODEL:
+        if job.model is None:
+            raise ProtocolError("the model owner (p0) needs a model")
+        arch = np.frombuffer(job.model.public_bytes(), dtype=np.uint8)
+        for p in (1, 2):
+            ep.send(NAMES[p], "setup/arch", arch)
+    else:
+        (arch,) = ep.recv(NAMES[MODEL], "setup/arch", ArraySpec(np.uint8, (None,), max_elems=_MAX_ARCH))
+    public = Graph.from_public_bytes(bytes(arch))
+    if me == CLIENT:
+        if job.input is None:
+            raise ProtocolError("the input party (p1) needs an input")
+        batch = int(np.asarray(job.input).shape[0])
+        for p in (0, 2):
+            ep.send(NAMES[p], "setup/batch", np.array([batch], dtype=np.int64))
+    else:
+        (b,) = ep.recv(NAMES[CLIENT], "setup/batch", ArraySpec(np.int64, (1,)))
+        batch = int(b[0])
+    if not 1 <= batch <= 1 << 16:
+        raise ProtocolError(f"batch size {batch} out of range")
+    g = (job.model if me == MODEL else public).with_batch(batch)
+    return g, batch
+
+
+def share_model_and_input(eng: Engine, graph: Graph, job: PartyJob) -> dict:
+    """Offline: weights from p0; online: the input from p1 (``input`` switches phase)."""
+    me = eng.me
+    env = {}
+    weights = encode_weights(graph, eng.cfg) if me == MODEL else {}
+    with eng.ep.phase("offline"):
+        for name in sorted(graph.weight_info):
+            shape = tuple(graph.weight_info[name].shape)
+            env[name] = eng.input(MODEL, weights.get(name), shape)
+    return env
+
+
+def share_input(eng: Engine, graph: Graph, job: PartyJob, env: dict) -> None:
+    info = graph.inputs[0]
+    shape = tuple(info.shape)
+    x = None
+    if eng.me == CLIENT:
+        x = np.asarray(job.input, dtype=np.float64)
+        graph.check_input(info.name, x)
+        x = eng.cfg.encode(x)
+    env[info.name] = eng.input(CLIENT, x, shape)
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    if role not in NAMES:
+        raise ProtocolError(f"stamp has no role {role!r}; roles are {NAMES}")
+    if job.fixed.ring_bits != 32 and not job.options.get("allow_ring64"):
+        raise ProtocolError("STAMP runs over Z_2^32 (fx32f13) [STAMP 3.1]")
+    me = NAMES.index(role)
+    malicious = job.security == "malicious"
+    link = LteeLink(role)
+    try:
+        with ep.phase("setup"):
+            initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits)
+            eng = Engine(ep, NAMES, me, job.fixed, malicious, job.prg)
+            eng.setup_keys()
+            graph, batch = exchange_model(ep, me, job)
+        ops = StampOps(eng, link)
+        backend = StampBackend(eng, ops)
+        env = share_model_and_input(eng, graph, job)
+        with ep.phase("online"):
+            bus0 = link.meter.total
+            share_input(eng, graph, job, env)
+            env = executor.run_graph(eng.ring, me, backend, graph, env)
+            out = env[graph.output_names[0]]
+            y = eng.reveal_to(CLIENT, out)
+            online_bus = link.meter.total - bus0
+        stats = link.refresh_stats()
+        info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
+                        "online_bytes": online_bus, "transactions": link.meter.transactions,
+                        "by_kind": link.meter.by_kind},
+                "device_ops": {"int_ops": int(stats[0]), "float_ops": int(stats[1]), "exp_ops": int(stats[2]),
+                               "aes_bytes": int(stats[3]), "emulation_busy_s": float(stats[4]) / 1e9},
+                "batch": batch, "security": job.security, "ltee": "emulation",
+                "mult_checks": eng.stats["mult_checks"], **backend.counts}
+        if me == CLIENT:
+            return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
+        return PartyResult(info=info)
+    finally:
+        link.close()
+
+
+def check_model(graph, security: str) -> None:
+    if security not in ("semi-honest", "malicious"):
+        raise ProtocolError(f"stamp offers semi-honest and malicious (with abort) security, not {security!r}")
+    executor.check_graph(graph, executor.supported_ops(), "stamp")
+
+
+SPEC = ProtocolSpec(
+    name="stamp",
+    description="STAMP: 3-party replicated sharing with a lightweight trusted device (LTEE, emulated) per party",
+    roles=NAMES,
+    model_role=NAMES[MODEL],
+    input_role=NAMES[CLIENT],
+    securities=("semi-honest", "malicious"),
+    default_security="semi-honest",
+    run_party=run_party,
+    check_model=check_model,
+    default_fixed="fx32f13",
+    paper="stamp-tee-assisted-3pc.txt",
+)
