@@ -32,8 +32,47 @@ _CODES = {
 }
 
 # name -> argument types (without the trailing errbuf, errlen pair); all return int.
+H = u64          # a handle
+OUT_H = P_u64    # where a new handle is written
 _SIGNATURES: dict[str, list] = {
-    "he_version": [],
+    "he_params_new": [C.c_char_p, OUT_H],
+    "he_params_info": [H, P_u64, cint],
+    "he_keygen": [H, OUT_H, OUT_H],
+    "he_pk_from_sk": [H, H, OUT_H],
+    "he_galois_elements": [H, cint, P_i64, cint, P_u64, cint, C.POINTER(cint)],
+    "he_evk_gen": [H, H, cint, P_u64, cint, OUT_H],
+    "he_evk_info": [H, H, P_u64, cint, C.POINTER(cint)],
+    "he_evaluator_new": [H, H, OUT_H],
+    "he_encode": [H, P_f64, P_f64, cint, cint, cint, f64, OUT_H],
+    "he_decode": [H, H, P_f64, P_f64, cint],
+    "he_encrypt": [H, H, H, OUT_H],
+    "he_decrypt": [H, H, H, OUT_H],
+    "he_ct_info": [H, H, P_f64],
+    "he_binop": [H, H, cint, H, H, OUT_H],
+    "he_scalarop": [H, H, cint, H, f64, f64, OUT_H],
+    "he_unop": [H, H, cint, H, i64, OUT_H],
+    "he_rotate_hoisted": [H, H, H, P_i64, cint, P_u64],
+    "he_lt_new": [H, P_i64, cint, P_f64, P_f64, cint, cint, cint, OUT_H],
+    "he_lt_galois": [H, H, P_u64, cint, C.POINTER(cint)],
+    "he_lt_eval": [H, H, H, H, OUT_H],
+    "he_coeff_encode": [H, P_f64, cint, cint, f64, OUT_H],
+    "he_coeff_decode": [H, H, P_f64, cint, f64],
+    "he_lwe_extract": [H, H, P_i64, cint, OUT_H],
+    "he_lwe_info": [H, H, C.POINTER(cint), C.POINTER(cint)],
+    "he_lwe_lincomb": [H, H, P_i64, cint, cint, OUT_H],
+    "he_lwe_select": [H, H, P_i64, cint, OUT_H],
+    "he_lwe_export": [H, H, P_u64, P_u64],
+    "he_lwe_import": [H, cint, cint, P_u64, P_u64, f64, OUT_H],
+    "he_lwe_decrypt": [H, H, H, P_f64, f64],
+    "he_lwe_pack": [H, H, H, P_i64, cint, OUT_H],
+    "he_expand": [H, H, H, cint, P_i64, P_u64, cint, C.POINTER(cint)],
+    "he_trace": [H, H, H, cint, OUT_H],
+    "he_encrypt_rand": [H, H, H, cint, C.c_char_p, csize, P_i64, P_i64, P_i64, OUT_H],
+    "he_flood": [H, H, H, cint, C.c_char_p, csize, OUT_H],
+    "he_noise": [H, H, H, H, P_f64],
+    "he_poly": [H, H, cint, P_u64, cint, C.POINTER(cint)],
+    "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
+    "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }
 
 
@@ -72,6 +111,18 @@ def call(name: str, *args) -> None:
     if rc != 0:
         cls = _CODES.get(rc, HEError)
         raise cls(err.value.decode("utf-8", "replace") or f"{name} failed (code {rc})")
+
+
+def new_handle(name: str, *args) -> int:
+    """Call an export whose last argument receives a new handle; return the handle."""
+    out = u64(0)
+    call(name, *args, C.byref(out))
+    return int(out.value)
+
+
+def ptr(arr, ctype):
+    """ctypes pointer to a C-contiguous numpy array (kept alive by the caller)."""
+    return arr.ctypes.data_as(C.POINTER(ctype))
 
 
 def free_handle(h: int) -> None:

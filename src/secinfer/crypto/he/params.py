@@ -1,0 +1,264 @@
+"""Named CKKS/RLWE parameter sets and the loaded parameter object (keys, encode, encrypt).
+
+Security levels follow the Homomorphic Encryption Standard (Albrecht et al., 2018),
+Table 1 for ternary secrets, classical 128-bit column: the largest log2(Q*P) allowed
+for ring dimension N is 27, 54, 109, 218, 438, 881 for logN = 10..15. A set claims 128
+bits only if its total modulus fits that bound; sets that do not are named ``insecure``
+and exist for fast tests only (the CLI refuses them).
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from secinfer.crypto.he import _native as N
+from secinfer.crypto.he.errors import HEArgumentError, ParameterMismatchError
+from secinfer.crypto.he.objects import (
+    Ciphertext, EvalKeys, HEObject, Plaintext, PublicKey, SecretKey, load,
+)
+from secinfer.errors import ConfigError, InsecureParametersError
+
+# [HE Standard, Table 1, ternary secret, 128-bit classical]: logN -> max log2(QP)
+HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881}
+
+# Error distribution: discrete Gaussian sigma = 3.2 (Lattigo default, as in the Standard);
+# secret: ternary with P(+-1) = 2/3 (Lattigo default).
+ERROR_SIGMA = 3.2
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    log_n: int
+    log_q: tuple[int, ...]
+    log_p: tuple[int, ...]
+    log_scale: int
+    note: str = ""
+    log_qp: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "log_qp", sum(self.log_q) + sum(self.log_p))
+
+    @property
+    def insecure(self) -> bool:
+        return "insecure" in self.name
+
+    @property
+    def security_bits(self) -> int:
+        """128 if log2(QP) fits the HE Standard bound for this N, else 0 (no claim)."""
+        bound = HE_STANDARD_128.get(self.log_n)
+        return 128 if bound is not None and self.log_qp <= bound else 0
+
+
+PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
+    # 128-bit sets (log2 QP <= Standard bound).
+    ParamSpec("ckks-n13-128", 13, (60, 40, 40), (61,), 40,
+              "2 multiplicative levels, 4096 slots; logQP = 201 <= 218"),
+    ParamSpec("ckks-n14-128", 14, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
+              "6 levels, 8192 slots; logQP = 422 <= 438"),
+    # Fast sets for tests only: the ring is far too small for the modulus.
+    ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
+    ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
+    ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
+)}
+
+SECURE_SETS = tuple(n for n, s in PARAMETER_SETS.items() if not s.insecure)
+
+_cache: dict[str, "CKKSParams"] = {}
+_cache_lock = threading.Lock()
+
+
+def get_params(name: str, allow_insecure: bool = True) -> "CKKSParams":
+    """Load a named parameter set (cached per process)."""
+    spec = PARAMETER_SETS.get(name)
+    if spec is None:
+        raise ConfigError(f"unknown HE parameter set {name!r}; known: {sorted(PARAMETER_SETS)}")
+    if spec.insecure and not allow_insecure:
+        raise InsecureParametersError(f"HE parameter set {name!r} is insecure (tests only)")
+    with _cache_lock:
+        if name not in _cache:
+            _cache[name] = CKKSParams(spec)
+        return _cache[name]
+
+
+class KeyPair:
+    def __init__(self, sk: SecretKey, pk: PublicKey) -> None:
+        self.sk, self.pk = sk, pk
+
+    def close(self) -> None:
+        self.sk.close()
+        self.pk.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CKKSParams:
+    """A loaded parameter set: the root every HE object is bound to."""
+
+    def __init__(self, spec: ParamSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        lit = json.dumps({"LogN": spec.log_n, "LogQ": list(spec.log_q), "LogP": list(spec.log_p),
+                          "LogDefaultScale": spec.log_scale}).encode()
+        self.handle = N.new_handle("he_params_new", lit)
+        info = np.zeros(5 + len(spec.log_q) + len(spec.log_p), dtype=np.uint64)
+        N.call("he_params_info", self.handle, N.ptr(info, N.u64), len(info))
+        self.n = int(info[0])
+        self.log_n = spec.log_n
+        self.max_level = int(info[1])
+        self.max_slots = int(info[2])
+        self.log_max_slots = self.max_slots.bit_length() - 1
+        nq, npr = int(info[3]), int(info[4])
+        self.q = tuple(int(v) for v in info[5:5 + nq])
+        self.p = tuple(int(v) for v in info[5 + nq:5 + nq + npr])
+        self.log_scale = spec.log_scale
+        self.security_bits = spec.security_bits
+        self.insecure = spec.insecure
+        canon = json.dumps({"v": 1, "N": self.n, "Q": list(self.q), "P": list(self.p),
+                            "scale": spec.log_scale, "sigma": ERROR_SIGMA}, sort_keys=True)
+        self.fingerprint = hashlib.sha256(canon.encode()).digest()[:16]
+
+    def __repr__(self) -> str:
+        return (f"CKKSParams({self.name!r}, N=2^{self.log_n}, levels={self.max_level}, "
+                f"logQP={self.spec.log_qp}, security={self.security_bits or 'none'})")
+
+    # ------------------------------------------------------------ helpers
+
+    def _own(self, obj: HEObject, what: str) -> int:
+        if not isinstance(obj, HEObject):
+            raise HEArgumentError(f"{what} must be an HE object, got {type(obj).__name__}")
+        obj.check_params(self, what)
+        return obj.handle
+
+    def q_level(self, level: int) -> int:
+        """Product of the moduli q_0..q_level (the ciphertext modulus at ``level``)."""
+        out = 1
+        for qi in self.q[: level + 1]:
+            out *= qi
+        return out
+
+    def load(self, data: bytes, expected: type | None = None):
+        """Deserialise an HE object, validated against this parameter set."""
+        return load(self, data, expected)
+
+    def _poly(self, obj: HEObject, which: int) -> np.ndarray:
+        h = self._own(obj, "object")
+        out = np.zeros((len(self.q), self.n), dtype=np.uint64)
+        lv = C.c_int(0)
+        N.call("he_poly", self.handle, h, which, N.ptr(out, N.u64), out.size, C.byref(lv))
+        return out[: lv.value].copy()
+
+    # ------------------------------------------------------------ keys
+
+    def keygen(self) -> KeyPair:
+        sk, pk = N.u64(0), N.u64(0)
+        N.call("he_keygen", self.handle, C.byref(sk), C.byref(pk))
+        return KeyPair(SecretKey(self, int(sk.value)), PublicKey(self, int(pk.value)))
+
+    def public_key(self, sk: SecretKey) -> PublicKey:
+        return PublicKey(self, N.new_handle("he_pk_from_sk", self.handle, self._own(sk, "sk")))
+
+    def galois_elements(self, rotations=(), conjugate: bool = False, pack: bool = False,
+                        expand: bool = False, trace_to: int | None = None) -> list[int]:
+        """Galois elements for slot rotations, conjugation, packing, expand, trace."""
+        els: set[int] = set()
+
+        def ask(kind: int, ks) -> None:
+            ks = np.ascontiguousarray(list(ks), dtype=np.int64)
+            out = np.zeros(max(64, len(ks) + 4 * self.log_n), dtype=np.uint64)
+            n = C.c_int(0)
+            N.call("he_galois_elements", self.handle, kind, N.ptr(ks, N.i64), len(ks),
+                   N.ptr(out, N.u64), len(out), C.byref(n))
+            els.update(int(v) for v in out[: n.value])
+
+        rots = [int(r) % self.max_slots for r in rotations]
+        rots = [r for r in rots if r]
+        if rots:
+            ask(0, rots)
+        if conjugate:
+            ask(1, [])
+        if pack:
+            ask(2, [])
+        if expand:
+            ask(3, [])
+        if trace_to is not None:
+            ask(4, [trace_to])
+        return sorted(els)
+
+    def gen_eval_keys(self, sk: SecretKey, rotations=(), relin: bool = True,
+                      conjugate: bool = False, pack: bool = False, expand: bool = False,
+                      trace_to: int | None = None, galois=()) -> EvalKeys:
+        """Relinearisation key and Galois keys for the requested operations."""
+        els = set(self.galois_elements(rotations, conjugate, pack, expand, trace_to))
+        els.update(int(g) for g in galois)
+        arr = np.ascontiguousarray(sorted(els), dtype=np.uint64)
+        h = N.new_handle("he_evk_gen", self.handle, self._own(sk, "sk"), int(relin),
+                         N.ptr(arr, N.u64), len(arr))
+        return EvalKeys(self, h)
+
+    # ------------------------------------------------------------ encode / encrypt
+
+    def encode(self, values, level: int | None = None, log_slots: int | None = None,
+               log_scale: float | None = None) -> Plaintext:
+        """CKKS-encode a complex (or real) vector into 2^log_slots slots (zero padded)."""
+        v = np.asarray(values)
+        if v.ndim != 1:
+            raise HEArgumentError("encode takes a 1-d vector")
+        v = v.astype(np.complex128)
+        if log_slots is None:
+            log_slots = max(0, int(np.ceil(np.log2(max(len(v), 1)))))
+        level = self.max_level if level is None else int(level)
+        re = np.ascontiguousarray(v.real)
+        im = np.ascontiguousarray(v.imag)
+        h = N.new_handle("he_encode", self.handle, N.ptr(re, N.f64), N.ptr(im, N.f64), len(v),
+                         int(log_slots), level, float(log_scale or 0.0))
+        return Plaintext(self, h)
+
+    def decode(self, pt: Plaintext) -> np.ndarray:
+        h = self._own(pt, "plaintext")
+        n = pt.slots
+        re = np.zeros(n, dtype=np.float64)
+        im = np.zeros(n, dtype=np.float64)
+        N.call("he_decode", self.handle, h, N.ptr(re, N.f64), N.ptr(im, N.f64), n)
+        return re + 1j * im
+
+    def encrypt(self, data, key: PublicKey | SecretKey, **encode_kw) -> Ciphertext:
+        """Encrypt a plaintext (or a vector, encoded first) with a public or secret key."""
+        if not isinstance(key, (PublicKey, SecretKey)):
+            raise HEArgumentError("encryption key must be a PublicKey or SecretKey")
+        pt = data if isinstance(data, Plaintext) else self.encode(data, **encode_kw)
+        try:
+            h = N.new_handle("he_encrypt", self.handle, self._own(key, "key"),
+                             self._own(pt, "plaintext"))
+        finally:
+            if pt is not data:
+                pt.close()
+        return Ciphertext(self, h)
+
+    def decrypt(self, ct: Ciphertext, sk: SecretKey) -> Plaintext:
+        return Plaintext(self, N.new_handle("he_decrypt", self.handle, self._own(sk, "sk"),
+                                            self._own(ct, "ciphertext")))
+
+    def decrypt_decode(self, ct: Ciphertext, sk: SecretKey) -> np.ndarray:
+        with self.decrypt(ct, sk) as pt:
+            return self.decode(pt)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CKKSParams) and other.fingerprint == self.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def require_same(self, other: "CKKSParams") -> None:
+        if other != self:
+            raise ParameterMismatchError(f"parameter sets {self.name!r} and {other.name!r} differ")
