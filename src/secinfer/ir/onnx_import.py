@@ -571,7 +571,8 @@ class _Importer:
             split = [min(size, dim - i * size) for i in range(k)]
         if len(split) != len(node.output):
             raise ModelError(f"node {self.cur!r} (Split): {len(split)} sizes for {len(node.output)} outputs")
-        self.emit("Split", [ins[0]], list(node.output), {"axis": axis, "split": tuple(split)})
+        outs = [o or self.fresh(f"{self.cur}_unused{k}") for k, o in enumerate(node.output)]
+        self.emit("Split", [ins[0]], outs, {"axis": axis, "split": tuple(split)})
 
     def op_Slice(self, node, ins, attrs):
         self.check_attrs("Slice", attrs, {"starts", "ends", "axes"})
