@@ -98,14 +98,14 @@ def _online_s(eng, a, prep, beng):
     t = f"astra/bx/{prep['lab']}"
     if role == "p1":
         ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
-        my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint64, (n,))) & np.uint64(1)
+        my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint8, (n,))).astype(np.uint64) & np.uint64(1)
         y = AShare(1, my, np.zeros(n, np.uint64), None)
     elif role == "p2":
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"]})
         yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
         my = yb ^ prep["ly2"]
-        ep.send("p1", t + "/my", my)
+        ep.send("p1", t + "/my", my.astype(np.uint8))
         y = AShare(1, my, None, prep["ly2"])
     else:
         y = AShare(1, None, np.zeros(n, np.uint64), prep["ly2"])

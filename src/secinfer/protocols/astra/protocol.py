@@ -35,7 +35,7 @@ from secinfer.sharing.astra import AShare
 SERVERS = ("p0", "p1", "p2")
 M, C = "model_owner", "client"
 ROLES = SERVERS + (M, C)
-_HDR = ArraySpec(np.int64, (4,))
+_HDR = ArraySpec(np.int64, (5,))
 _CLS = ArraySpec(np.float64, (2,))
 _MAX_FEATURES = 1 << 20
 
@@ -71,14 +71,15 @@ def _header(ep, role, job: PartyJob):
         classes = lm.classes if lm.classifier else np.zeros(2)
         for p in SERVERS + (C,):
             ep.send(p, "astra/hdr", hdr, np.asarray(classes, np.float64))
-        return (lm, *[int(v) for v in hdr], classes, None)
+        return (lm, *[int(v) for v in hdr[:3]], (int(hdr[3]), int(hdr[4])), classes, None)
     hdr, classes = ep.recv(M, "astra/hdr", _HDR, _CLS)
-    k, n, cls, fw = (int(v) for v in hdr)
-    if not (0 < k <= _MAX_FEATURES and 0 < n <= 1 << 16 and cls in (0, 1) and 0 <= fw < 48):
+    k, n, cls, fw, fx = (int(v) for v in hdr)
+    if not (0 < k <= _MAX_FEATURES and 0 < n <= 1 << 16 and cls in (0, 1) and 0 <= fw < 48
+            and 0 <= fx < 48 and fx + fw < 62 and fx + fw >= job.fixed.frac_bits):
         raise ProtocolError(f"model owner announced an impossible architecture {hdr.tolist()}")
     if cls and n != 1:
         raise ProtocolError("a classifier must have one output")
-    return (None, k, n, cls, fw, classes, None)
+    return (None, k, n, cls, (fw, fx), classes, None)
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -182,7 +183,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
         if fair:
             pad = job.prg.derive("astra-pad").ring((size,), bits)
     with ep.phase("online"):
-        _owner_send(ep, keys, C, "X", cfg.encode(x), 64, attack)
+        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack)
         if fair:
             _owner_send(ep, keys, C, "pad", pad, bits, attack)
             got = []
@@ -202,7 +203,8 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
         bit = (val & np.uint64(1)).astype(np.int64).reshape(batch, n)
         out = np.asarray(classes, np.float64)[bit]
         return PartyResult(output=out, output_ring=bit.astype(np.uint64), info={"classifier": True})
-    v = ring.arshift(val.reshape(batch, n), fw)   # exact oracle truncation by f_w bits
+    # exact oracle truncation: from f_x + f_w fractional bits down to f
+    v = ring.arshift(val.reshape(batch, n), fw[0] + fw[1] - cfg.frac_bits)
     return PartyResult(output=cfg.decode(v), output_ring=v, info={"classifier": False})
 
 

@@ -1,0 +1,62 @@
+import numpy as np
+import pytest
+
+from secinfer.arith.ring import Ring
+from secinfer.crypto.gc import garble as gcm
+from secinfer.crypto.gc.circuit import bits_of, eval_plain, msb_add3_circuit, msb_sub3_circuit, msb_sub_circuit
+from secinfer.crypto.prg import PRG
+from secinfer.sharing.astra import deal, reconstruct
+
+
+@pytest.mark.parametrize("bits", [64, 32, 1])
+def test_astra_sharing_linearity(bits):
+    prg = PRG.for_tests(1)
+    r = Ring(bits)
+    x, y = prg.ring((50,), bits), prg.ring((50,), bits)
+    sx, sy = deal(x, bits, prg), deal(y, bits, prg)
+    assert np.array_equal(reconstruct(sx), x)
+    z = {p: (sx[p] + sy[p]).scale(3).add_public(5) for p in sx}
+    assert np.array_equal(reconstruct(z), r.add(r.mul(r.add(x, y), 3), 5))
+    # P0 never holds m; each evaluator misses one mask share
+    assert z["p0"].m is None and z["p1"].l2 is None and z["p2"].l1 is None
+
+
+def test_msb_circuits_plain():
+    rng = np.random.default_rng(0)
+    u = [rng.integers(0, 2**63, 300, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, 300, dtype=np.uint64)
+         for _ in range(3)]
+    r = rng.integers(0, 2, (300, 1)).astype(np.uint8)
+    sh = np.uint64(63)
+    out = eval_plain(msb_sub_circuit(64), {"u1": bits_of(u[0], 64), "u2": bits_of(u[1], 64), "u3": r})[:, 0]
+    assert np.array_equal(out, ((u[0] - u[1]) >> sh).astype(np.uint8) ^ r[:, 0])
+    out = eval_plain(msb_sub3_circuit(64), {"u1": bits_of(u[0], 64), "u2": bits_of(u[1], 64),
+                                            "u3": bits_of(u[2], 64), "u4": r, "u5": r})[:, 0]
+    assert np.array_equal(out, ((u[0] - u[1] - u[2]) >> sh).astype(np.uint8))
+    out = eval_plain(msb_add3_circuit(64), {"x0": bits_of(u[0], 64), "x1": bits_of(u[1], 64),
+                                            "x2": bits_of(u[2], 64)})[:, 0]
+    assert np.array_equal(out, ((u[0] + u[1] + u[2]) >> sh).astype(np.uint8))
+    c = msb_sub_circuit(64)
+    assert c.and_count <= 3 * 64 and c.and_depth <= 8   # ~2l ANDs, log(l)+1 depth [ASTRA 5.4]
+
+
+def test_half_gates_garbling_and_authenticity():
+    prg = PRG.for_tests(2)
+    circ = msb_sub_circuit(64)
+    n = 40
+    u1, u2 = prg.uint64((n,)), prg.uint64((n,))
+    r = prg.bits((n, 1))
+    R, zeros = gcm.input_labels(circ, n, prg.uint64)
+    g = gcm.garble(circ, R, zeros)
+    act = {"u1": gcm.select(zeros["u1"], bits_of(u1, 64), R), "u2": gcm.select(zeros["u2"], bits_of(u2, 64), R),
+           "u3": gcm.select(zeros["u3"], r, R)}
+    out = gcm.evaluate(circ, g.tables, act)
+    y = gcm.decode(out, g.decode)[:, 0]
+    assert np.array_equal(y, ((u1 - u2) >> np.uint64(63)).astype(np.uint8) ^ r[:, 0])
+    # the evaluator's output label is exactly the garbler's label for y (authenticity)
+    assert np.array_equal(out[:, 0], gcm.select(g.out_zero[:, 0], y, R))
+    # a tampered table changes the output label into garbage (not the other valid label)
+    bad = g.tables.copy()
+    bad[:, -1, 0, 0] ^= np.uint64(1 << 40)
+    out2 = gcm.evaluate(circ, bad, act)
+    other = gcm.select(g.out_zero[:, 0], y ^ 1, R)
+    assert not np.any(np.all(out2[:, 0] == other, axis=-1))
