@@ -343,6 +343,9 @@ func (e *Eval) packer() *rlwe.RingPackingEvaluator {
 
 func (e *Eval) requireGalois(els []uint64, what string) {
 	for _, g := range els {
+		if g == 1 {
+			continue // the identity needs no key
+		}
 		if _, err := e.evk.GetGaloisKey(g); err != nil {
 			fail(codeArgument, "%s needs the Galois key for element %d (generate the %s keys)", what, g, what)
 		}

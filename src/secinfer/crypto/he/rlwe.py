@@ -1,0 +1,189 @@
+"""RLWE in the coefficient domain, LWE extraction and repacking, and encryption with
+caller-visible randomness.
+
+Coefficient encoding: a vector v becomes the plaintext polynomial sum_j round(v_j * scale) X^j
+(no CKKS slot transform). This is what the hybrid scheme works with [SAFHIRE Sec. 2.1,
+Fig. 3 steps 2-10]: the client encrypts layer inputs as polynomial coefficients, the server
+extracts LWE ciphertexts of chosen coefficients (partial extraction), forms linear
+combinations with small integer weights, and packs the results back into one RLWE
+ciphertext by automorphism (trace) key switching [SAFHIRE Sec. 2.3-2.4].
+"""
+
+from __future__ import annotations
+
+import ctypes as C
+
+import numpy as np
+
+from secinfer.crypto.he import _native as N
+from secinfer.crypto.he.errors import HEArgumentError
+from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.objects import Ciphertext, LWEBatch, Plaintext, PublicKey, SecretKey
+from secinfer.crypto.he.params import CKKSParams
+
+
+def coeff_encode(params: CKKSParams, values, scale: float, level: int = 0) -> Plaintext:
+    """Plaintext with coefficients round(values[j] * scale) (len(values) <= N)."""
+    v = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    h = N.new_handle("he_coeff_encode", params.handle, N.ptr(v, N.f64), len(v), int(level),
+                     float(scale))
+    return Plaintext(params, h)
+
+
+def coeff_decode(params: CKKSParams, pt: Plaintext, scale: float) -> np.ndarray:
+    """Centred coefficients of ``pt`` divided by ``scale`` (length N, float64)."""
+    out = np.zeros(params.n, dtype=np.float64)
+    N.call("he_coeff_decode", params.handle, params._own(pt, "plaintext"), N.ptr(out, N.f64),
+           params.n, float(scale))
+    return out
+
+
+def coeff_encrypt(params: CKKSParams, values, key: PublicKey | SecretKey, scale: float,
+                  level: int = 0) -> Ciphertext:
+    with coeff_encode(params, values, scale, level) as pt:
+        return params.encrypt(pt, key)
+
+
+def coeff_decrypt(params: CKKSParams, ct: Ciphertext, sk: SecretKey, scale: float) -> np.ndarray:
+    with params.decrypt(ct, sk) as pt:
+        return coeff_decode(params, pt, scale)
+
+
+def extract_lwe(params: CKKSParams, ct: Ciphertext, indices) -> LWEBatch:
+    """LWE ciphertexts of the chosen coefficients of ``ct`` [SAFHIRE Sec. 4.3 partial extraction]."""
+    idx = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    h = N.new_handle("he_lwe_extract", params.handle, params._own(ct, "ciphertext"),
+                     N.ptr(idx, N.i64), len(idx))
+    return LWEBatch(params, h)
+
+
+def lwe_from_arrays(params: CKKSParams, b: np.ndarray, a: np.ndarray, log_scale: float = 0.0) -> LWEBatch:
+    """Inverse of :meth:`LWEBatch.to_arrays` (values are checked against the moduli)."""
+    b = np.ascontiguousarray(b, dtype=np.uint64)
+    a = np.ascontiguousarray(a, dtype=np.uint64)
+    if b.ndim != 2 or a.shape != (b.shape[0], b.shape[1], params.n):
+        raise HEArgumentError("b must be (count, L) and a (count, L, N)")
+    h = N.new_handle("he_lwe_import", params.handle, b.shape[1] - 1, b.shape[0],
+                     N.ptr(b, N.u64), N.ptr(a, N.u64), float(log_scale))
+    return LWEBatch(params, h)
+
+
+def lwe_decrypt(params: CKKSParams, batch: LWEBatch, sk: SecretKey, scale: float) -> np.ndarray:
+    """(b + <a, s>) centred / scale for each member (tests and debugging)."""
+    out = np.zeros(len(batch), dtype=np.float64)
+    N.call("he_lwe_decrypt", params.handle, params._own(sk, "sk"),
+           params._own(batch, "LWE batch"), N.ptr(out, N.f64), float(scale))
+    return out
+
+
+def spread_positions(count: int, n: int) -> np.ndarray:
+    """Positions i * (n / count') for count' = next power of two >= count: the layout whose
+    packing shares the trace (count' - 1 + log2(n / count') key switches in total)."""
+    if count < 1 or count > n:
+        raise HEArgumentError(f"cannot pack {count} values into {n} coefficients")
+    cp = 1 << (count - 1).bit_length()
+    return np.arange(count, dtype=np.int64) * (n // cp)
+
+
+def pack_lwe(ev: Evaluator, batch: LWEBatch, positions=None) -> Ciphertext:
+    """One RLWE ciphertext whose coefficient positions[t] encrypts batch[t] and whose other
+    coefficients are zero [SAFHIRE Sec. 2.4]. Default positions: :func:`spread_positions`.
+    Needs evaluation keys made with ``pack=True``."""
+    params = ev.params
+    if positions is None:
+        positions = spread_positions(len(batch), params.n)
+    pos = np.ascontiguousarray(positions, dtype=np.int64).reshape(-1)
+    h = N.new_handle("he_lwe_pack", params.handle, ev.handle, params._own(batch, "LWE batch"),
+                     N.ptr(pos, N.i64), len(pos))
+    return Ciphertext(params, h)
+
+
+def expand(ev: Evaluator, ct: Ciphertext, log_gap: int = 0) -> dict[int, Ciphertext]:
+    """Lattigo's Expand: {i: ciphertext whose constant coefficient is coefficient i of ct}
+    for i a multiple of 2^log_gap. Needs keys made with ``expand=True``."""
+    params = ev.params
+    cap = params.n >> log_gap if 0 <= log_gap <= params.log_n else 0
+    idx = np.zeros(max(cap, 1), dtype=np.int64)
+    hs = np.zeros(max(cap, 1), dtype=np.uint64)
+    n = C.c_int(0)
+    N.call("he_expand", params.handle, ev.handle, params._own(ct, "ciphertext"), int(log_gap),
+           N.ptr(idx, N.i64), N.ptr(hs, N.u64), len(hs), C.byref(n))
+    return {int(i): Ciphertext(params, int(h)) for i, h in zip(idx[: n.value], hs[: n.value])}
+
+
+def trace(ev: Evaluator, ct: Ciphertext, log_n_out: int) -> Ciphertext:
+    """Trace from the full ring down to the subring of degree 2^log_n_out (Lattigo Trace)."""
+    params = ev.params
+    return Ciphertext(params, N.new_handle("he_trace", params.handle, ev.handle,
+                                           params._own(ct, "ciphertext"), int(log_n_out)))
+
+
+# ---------------------------------------------------------------- encryption randomness
+
+
+class EncryptionRandomness:
+    """The ephemeral ternary u and Gaussian errors e0, e1 of a public-key encryption:
+    c0 = pk0*u + e0 + m, c1 = pk1*u + e1 (mod Q at the plaintext's level)."""
+
+    def __init__(self, u: np.ndarray, e0: np.ndarray, e1: np.ndarray) -> None:
+        self.u, self.e0, self.e1 = u, e0, e1
+
+
+def encrypt_with_randomness(params: CKKSParams, pt: Plaintext, pk: PublicKey,
+                            randomness: EncryptionRandomness | None = None,
+                            seed: bytes | None = None) -> tuple[Ciphertext, EncryptionRandomness]:
+    """Encrypt and expose (or take) the randomness, for proofs of correct encryption
+    [CRISP-certified Sec. 4: the user proves ct = Enc(pk, m; u, e0, e1)]. Either give
+    ``randomness`` (checked: u ternary, |e| <= the error bound) or a >=16-byte ``seed`` from
+    the injected PRG, from which u, e0, e1 are sampled."""
+    n = params.n
+    if randomness is not None:
+        u = np.ascontiguousarray(randomness.u, dtype=np.int64)
+        e0 = np.ascontiguousarray(randomness.e0, dtype=np.int64)
+        e1 = np.ascontiguousarray(randomness.e1, dtype=np.int64)
+        if u.shape != (n,) or e0.shape != (n,) or e1.shape != (n,):
+            raise HEArgumentError(f"u, e0, e1 must each have N = {n} coefficients")
+        mode, seed_b = 1, b""
+    else:
+        if seed is None or len(seed) < 16:
+            raise HEArgumentError("give randomness or a seed of at least 16 bytes")
+        u, e0, e1 = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        mode, seed_b = 0, bytes(seed)
+    h = N.new_handle("he_encrypt_rand", params.handle, params._own(pk, "public key"),
+                     params._own(pt, "plaintext"), mode, seed_b, len(seed_b),
+                     N.ptr(u, N.i64), N.ptr(e0, N.i64), N.ptr(e1, N.i64))
+    return Ciphertext(params, h), EncryptionRandomness(u.copy(), e0.copy(), e1.copy())
+
+
+# ---------------------------------------------------------------- flooding and noise
+
+
+def flooding_log_bound(params: CKKSParams, noise_log2: float, stat_bits: int = 40) -> int:
+    """Flooding width 2^(noise_log2 + stat_bits): by the smudging lemma this hides any
+    circuit-dependent noise of magnitude <= 2^noise_log2 up to statistical distance
+    ~2^-stat_bits per coefficient."""
+    return int(np.ceil(noise_log2)) + int(stat_bits)
+
+
+def flood(params: CKKSParams, ct: Ciphertext, pk: PublicKey, log_bound: int,
+          seed: bytes) -> Ciphertext:
+    """Re-randomise ``ct`` with a fresh public-key encryption of zero and add uniform noise
+    in [-2^log_bound, 2^log_bound] to every coefficient (circuit privacy before the ciphertext
+    returns to the key owner). The added noise costs about log_bound - log2(scale) + 1 bits of
+    CKKS precision (documented in docs/he.md)."""
+    if len(seed) < 16:
+        raise HEArgumentError("flooding seed must have at least 16 bytes")
+    h = N.new_handle("he_flood", params.handle, params._own(pk, "public key"),
+                     params._own(ct, "ciphertext"), int(log_bound), bytes(seed), len(seed))
+    return Ciphertext(params, h)
+
+
+def noise(params: CKKSParams, ct: Ciphertext, sk: SecretKey,
+          reference: Plaintext | None = None) -> tuple[float, float]:
+    """(log2 std, log2 max |.|) of dec(ct) - reference in the coefficient domain (tests and
+    benchmarks only: needs the secret key)."""
+    out = np.zeros(2, dtype=np.float64)
+    rh = params._own(reference, "reference") if reference is not None else 0
+    N.call("he_noise", params.handle, params._own(sk, "sk"), params._own(ct, "ciphertext"),
+           rh, N.ptr(out, N.f64))
+    return float(out[0]), float(out[1])
