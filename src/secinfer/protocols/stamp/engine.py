@@ -24,10 +24,6 @@ from secinfer.sharing.replicated import Pair
 U64 = np.uint64
 
 
-def _any(n: int | None = None) -> ArraySpec:
-    return ArraySpec(U64, (None,) if n is None else (n,))
-
-
 def digest(*arrays: np.ndarray) -> np.ndarray:
     h = hashlib.sha256()
     for a in arrays:
@@ -52,6 +48,19 @@ class Engine:
         self._k_all: PRF | None = None    # shared by all three
         self._tick = 0
         self.stats = {"mult_checks": 0}
+        # ring elements travel in whole bytes of the ring: 4 for Z_2^32 (the paper's count)
+        self.wire = np.dtype(np.uint32) if cfg.ring_bits <= 32 else np.dtype(np.uint64)
+
+    # ---- ring messages ---------------------------------------------------------------------
+    def pack(self, a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(a).reshape(-1), dtype=self.wire)
+
+    def send_ring(self, peer: int, tag: str, *arrays: np.ndarray) -> None:
+        self.ep.send(self.names[peer], tag, *[self.pack(a) for a in arrays])
+
+    def recv_ring(self, peer: int, tag: str, *sizes: int) -> list[np.ndarray]:
+        got = self.ep.recv(self.names[peer], tag, *[ArraySpec(self.wire, (int(n),)) for n in sizes])
+        return [g.astype(U64) for g in got]
 
     # ---- set-up: host PRF keys [STAMP App. A] -----------------------------------------------
     def setup_keys(self) -> None:
@@ -107,19 +116,19 @@ class Engine:
             if x is None or x.shape != tuple(shape):
                 raise ProtocolError(f"input owner needs an array of shape {shape}")
             c_own = self.ring.sub(self.ring.sub(self.ring.reduce(x.reshape(-1)), c_next), c_all)
-            self.ep.send(self.names[(o + 2) % 3], "rss/input", c_own)
+            self.send_ring((o + 2) % 3, "rss/input", c_own)
             return Pair(c_own.reshape(shape), c_next.reshape(shape))
         if me == (o + 1) % 3:   # holds (o+1, o+2)
             return Pair(c_next.reshape(shape), c_all.reshape(shape))
-        (c_own,) = self.ep.recv(self.names[o], "rss/input", _any(n))
+        (c_own,) = self.recv_ring(o, "rss/input", n)
         return Pair(c_all.reshape(shape), c_own.reshape(shape))   # holds (o+2, o)
 
     # ---- reshare after a local product [STAMP 3.2] --------------------------------------------
     def reshare(self, z3: np.ndarray, tag: str = "rss/reshare") -> Pair:
         shape = z3.shape
         z = self.ring.add(z3, self.zero3(shape)).reshape(-1)
-        self.ep.send(self.names[self.prv], tag, z)
-        (zn,) = self.ep.recv(self.names[self.nxt], tag, _any(z.size))
+        self.send_ring(self.prv, tag, z)
+        (zn,) = self.recv_ring(self.nxt, tag, z.size)
         return Pair(z.reshape(shape), zn.reshape(shape))
 
     # ---- opening --------------------------------------------------------------------------------
@@ -127,10 +136,10 @@ class Engine:
         """Everyone learns x. Malicious: the missing component arrives from one holder and
         its hash from the other; a mismatch aborts [STAMP App. A "Reconstruction"]."""
         a = x.a.reshape(-1)
-        self.ep.send(self.names[self.nxt], tag, a)
+        self.send_ring(self.nxt, tag, a)
         if self.malicious:
             self.ep.send(self.names[self.prv], tag + "/h", digest(x.b))
-        (miss,) = self.ep.recv(self.names[self.prv], tag, _any(a.size))
+        (miss,) = self.recv_ring(self.prv, tag, a.size)
         if self.malicious:
             (h,) = self.ep.recv(self.names[self.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
             if not np.array_equal(h, digest(miss.reshape(x.a.shape))):
@@ -143,15 +152,15 @@ class Engine:
         and target+1 (second); malicious: both send it and the target compares."""
         miss = (target + 2) % 3
         if self.me == miss:
-            self.ep.send(self.names[target], tag, x.a.reshape(-1))
+            self.send_ring(target, tag, x.a)
         elif self.me == (target + 1) % 3 and self.malicious:
-            self.ep.send(self.names[target], tag, x.b.reshape(-1))
+            self.send_ring(target, tag, x.b)
         if self.me != target:
             return None
         n = x.a.size
-        (c1,) = self.ep.recv(self.names[miss], tag, _any(n))
+        (c1,) = self.recv_ring(miss, tag, n)
         if self.malicious:
-            (c2,) = self.ep.recv(self.names[(target + 1) % 3], tag, _any(n))
+            (c2,) = self.recv_ring((target + 1) % 3, tag, n)
             if not np.array_equal(c1, c2):
                 raise self.ep.abort("reconstruct-consistency", None,
                                     "the two copies of the output share disagree")

@@ -138,7 +138,7 @@ class LteeLink:
         if hdr.tag == "refused":
             code, _, detail = bytes(res[0]).decode(errors="replace").partition("|")
             raise LteeRefused(code, detail, self.party)
-        return res
+        return [a.astype(np.uint64) if a.dtype == np.uint32 else a for a in res]
 
     def refresh_stats(self) -> np.ndarray:
         (s,) = self.call("stats", kind="stats")

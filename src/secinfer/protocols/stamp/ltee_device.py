@@ -75,6 +75,12 @@ def dh_message(session: bytes, me: int, peer: int, eph_pub: bytes) -> bytes:
     return DH_DOMAIN + session + bytes([me, peer]) + eph_pub
 
 
+def _ring_in(a: np.ndarray, n: int) -> np.ndarray:
+    if a.shape != (n,) or a.dtype not in (np.uint32, np.uint64):
+        raise Refused("bad-request", "payload shape or type")
+    return a.astype(np.uint64)
+
+
 def prf_elements(prf: PRF, label: str, ctr: int, n: int) -> np.ndarray:
     """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [Protocol 2]."""
     if n == 0:
@@ -323,17 +329,13 @@ class Device:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
-            s = arrays[2]
-            if s.shape != (n_in,) or s.dtype != np.uint64:
-                raise Refused("bad-request", "payload shape")
+            s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
             y = kernels.run_chain(cfg, spec, x, self.cnt)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
-            s = arrays[2]
-            if s.shape != (n_in,) or s.dtype != np.uint64:
-                raise Refused("bad-request", "payload shape")
+            s = _ring_in(arrays[2], n_in)
             x = ring.add(s, self._zero_comp(d, f"in/{d}", ctr, n_in, cfg.ring_bits))
             self.cnt.int_ops += n_in
             y = kernels.run_chain(cfg, spec, x, self.cnt)
@@ -361,7 +363,8 @@ class Device:
         shape = tuple(spec["shape"])
         n = int(np.prod(shape))
         qsum, mstar, mhat = arrays
-        for a in (qsum, mstar, mhat):
+        qsum = _ring_in(qsum, n)
+        for a in (mstar, mhat):
             if a.shape != (n,) or a.dtype != np.uint64:
                 raise Refused("bad-request", "softmax payload shape")
         alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
@@ -469,6 +472,9 @@ def main() -> None:
         except (ValueError, IndexError, KeyError, ProtocolError) as e:
             res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
         dev.busy += time.perf_counter() - t0
+        if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
+            res = [a.astype(np.uint32) if a.dtype == np.uint64 and
+                   not (hdr.tag == "mask" and len(res) == 2) else a for a in res]
         write_frame(out, tag, res, seq, "ltee")
         seq += 1
 

@@ -135,18 +135,18 @@ class StampOps:
             if path == "3of3":
                 if me != e:
                     (msk,) = self._dev("inmask", self._meta(sub, e, n_in), kind="mask")
-                    ep.send(names[e], "stamp/x'", ring.add(self._flat_3(job), msk))
+                    eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), msk))
             elif path == "rss":
                 flat = self._flat_pair(job)
                 comp_i = flat.a if me == i else (flat.b if me == t else None)
                 if comp_i is not None and (me == i or mal):      # holders of component i
                     (m,) = self._dev("mask", self._meta(sub, i, 0, n_in, 0), kind="mask")
-                    ep.send(names[e], "stamp/x'", ring.add(comp_i, m))
+                    eng.send_ring(e, "stamp/x'", ring.add(comp_i, m))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:                        # holders of component t
                         (m,) = self._dev("mask", self._meta(sub, t, 1, n_in, 0), kind="mask")
-                        ep.send(names[i], "stamp/x'^", ring.add(comp_t, m))
+                        eng.send_ring(i, "stamp/x'^", ring.add(comp_t, m))
                 base["flat"] = flat
             else:  # exp
                 flat = self._flat_pair(job)
@@ -154,13 +154,13 @@ class StampOps:
                 if comp_i is not None and (me == i or mal):
                     al, be = self._dev("mask", self._meta(sub, i, 0, n_in, 1), kind="mask")
                     mm, qq = self._exp_split(comp_i)
-                    ep.send(names[e], "stamp/exp'", (mm + al) & _M52, (qq + be) & _M32)
+                    ep.send(names[e], "stamp/exp'", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:
                         al, be = self._dev("mask", self._meta(sub, t, 1, n_in, 1), kind="mask")
                         mm, qq = self._exp_split(comp_t)
-                        ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, (qq + be) & _M32)
+                        ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 base["flat"] = flat
         # step 3-5: receive, compare (malicious), evaluate in the LTEE, re-share
         for job, s in zip(jobs, st):
@@ -168,37 +168,37 @@ class StampOps:
             spec = spec_bytes(job.spec)
             if me == e:
                 if path == "3of3":
-                    parts = [ep.recv_one(names[p], "stamp/x'", ArraySpec(U64, (n_in,))) for p in (i, t)]
-                    payload = [ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))]
+                    parts = [eng.recv_ring(p, "stamp/x'", n_in)[0] for p in (i, t)]
+                    payload = [eng.pack(ring.add(ring.add(parts[0], parts[1]), self._flat_3(job)))]
                     mode = 1
                 elif path == "rss":
-                    xp = self._recv_dup(i, t, "stamp/x'", n_in, 1, "relu-step2")[0]
+                    xp = self._recv_dup(i, t, "stamp/x'", [eng.wire], n_in, "relu-step2")[0]
                     fl = s["flat"]
-                    payload = [ring.add(ring.add(xp, fl.a), fl.b)]
+                    payload = [eng.pack(ring.add(ring.add(xp, fl.a), fl.b))]
                     mode = 0
                 else:
-                    mstar, qstar = self._recv_dup(i, t, "stamp/exp'", n_in, 2, "softmax-step2")
+                    mstar, qstar = self._recv_dup(i, t, "stamp/exp'", [U64, np.uint32], n_in, "softmax-step2")
                     fl = s["flat"]
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
-                    payload = [(qstar + qh) & _M32, mstar, mh]
+                    payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
                 za, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
                 job.result = Pair(za, zb)
-                ep.send(names[t], "stamp/z", zb)
+                eng.send_ring(t, "stamp/z", zb)
             elif me == i and mal:
                 fl = s["flat"]
                 if path == "rss":
-                    xp = self._recv_dup(t, e, "stamp/x'^", n_in, 1, "relu-step2")[0]
-                    payload = [ring.add(ring.add(xp, fl.a), fl.b)]
+                    xp = self._recv_dup(t, e, "stamp/x'^", [eng.wire], n_in, "relu-step2")[0]
+                    payload = [eng.pack(ring.add(ring.add(xp, fl.a), fl.b))]
                     mode = 0
                 else:
-                    mstar, qstar = self._recv_dup(t, e, "stamp/exp'^", n_in, 2, "softmax-step2")
+                    mstar, qstar = self._recv_dup(t, e, "stamp/exp'^", [U64, np.uint32], n_in, "softmax-step2")
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
-                    payload = [(qstar + qh) & _M32, mstar, mh]
+                    payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
                 za, zb, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
                 job.result = Pair(za, zb)
-                ep.send(names[t], "stamp/z^", padded)
+                eng.send_ring(t, "stamp/z^", padded)
             elif me == i:
                 za, zb = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
                 job.result = Pair(za, zb)
@@ -207,9 +207,9 @@ class StampOps:
             if me != t:
                 continue
             _none, zi = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
-            (real,) = ep.recv(names[e], "stamp/z", ArraySpec(U64, (n_out,)))
+            (real,) = eng.recv_ring(e, "stamp/z", n_out)
             if mal:
-                (padded,) = ep.recv(names[i], "stamp/z^", ArraySpec(U64, (n_out,)))
+                (padded,) = eng.recv_ring(i, "stamp/z^", n_out)
                 (pad,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
                 if not np.array_equal(ring.sub(padded, pad), real):
                     raise ep.abort("relu-step5", None,
@@ -223,15 +223,16 @@ class StampOps:
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
-    def _recv_dup(self, first: int, second: int, tag: str, n: int, count: int, check: str):
+    def _recv_dup(self, first: int, second: int, tag: str, dtypes: list, n: int, check: str):
+        """Receive step 2's message; malicious: the second holder's copy must be identical."""
         ep, names = self.eng.ep, self.eng.names
-        specs = [ArraySpec(U64, (n,))] * count
+        specs = [ArraySpec(dt, (n,)) for dt in dtypes]
         got = ep.recv(names[first], tag, *specs)
         if self.eng.malicious:
             got2 = ep.recv(names[second], tag, *specs)
             if any(not np.array_equal(a, b) for a, b in zip(got, got2)):
                 raise ep.abort(check, None, "the two copies of a masked share disagree")
-        return got
+        return [g.astype(U64) for g in got]
 
     # ---- preprocessing for the malicious multiplication check ---------------------------
     def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple) -> tuple[Pair, Pair, Pair]:
