@@ -1,0 +1,56 @@
+"""Micro-benchmark of the FSS gates: ``run() -> dict`` (wired into ``secinfer bench fss``).
+
+For each batch size, times key generation (the dealer, both keys) and one party's local
+evaluation of the CRISP ReLU with MACs in the lifted ring Z_2^(n+40), and of the plain
+semi-honest ReLU in Z_2^n, and reports per-ReLU figures and the declared costs. Timings are
+wall-clock on this machine; the JSON names the machine so figures are comparable.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from secinfer.crypto.fss.gates import make_gate
+from secinfer.crypto.prg import PRG
+
+LIFT_BITS = 40  # s of [CRISP V-B]
+
+
+def _one(gate, count: int, prg, mac_key) -> dict:
+    t0 = time.perf_counter()
+    k0, k1 = gate.gen(prg, count, mac_key=mac_key)
+    t_gen = time.perf_counter() - t0
+    xhat = prg.ring((count,), gate.n)
+    t0 = time.perf_counter()
+    gate.eval_local(k0, xhat)
+    t_eval = time.perf_counter() - t0
+    cost = gate.cost()
+    return {"gate": cost.gate, "n_bits": gate.n, "out_bits": gate.k, "count": count,
+            "keygen_seconds": t_gen, "eval_seconds_per_party": t_eval,
+            "keygen_us_per_relu": 1e6 * t_gen / count, "eval_us_per_relu": 1e6 * t_eval / count,
+            "key_bytes_per_relu_per_party": cost.key_bytes,
+            "key_bytes_measured": k0.nbytes() // count,
+            "online_bits_per_relu_per_party": cost.online_bits, "online_rounds": cost.rounds}
+
+
+def run(sizes=(10**4, 10**5), n_bits: int = 32, lift_bits: int = LIFT_BITS, seed: bytes | None = None) -> dict:
+    """Keygen and eval per ReLU for each batch size; returns a JSON-ready dict."""
+    prg = PRG(seed) if seed is not None else PRG.fresh("fss-bench")
+    k = n_bits + lift_bits
+    mac_gate = make_gate("relu", n_bits, k, mac=True)
+    plain_gate = make_gate("relu", n_bits)
+    mu = mac_gate.group.random(prg, ())
+    results = []
+    for count in sizes:
+        results.append(_one(mac_gate, int(count), prg, mu))
+        results.append(_one(plain_gate, int(count), prg, None))
+    return {"benchmark": "fss-relu", "machine": {"platform": platform.platform(),
+                                                 "cpus": os.cpu_count(), "python": platform.python_version()},
+            "results": results}
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import json
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,244 @@
+"""Distributed comparison function (DCF), batched over many keys with numpy.
+
+f^<_{alpha,beta}(x) = beta if x < alpha else 0, for x, alpha in [0, 2^n) (unsigned, n <= 64)
+and beta a vector of P elements of Z_2^k (k <= 128, limbs as in ``group.Z2k``).
+
+Construction: the DCF of Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar, Rathee, "Function
+Secret Sharing for Mixed-Mode and Fixed-Point Secure Computation" (Eurocrypt 2021), Fig. 1
+[BCG+21 Fig. 1]: a GGM tree in the style of the BGI DPF whose nodes also carry a
+pseudo-random group value v; per level a correction word (s_cw, V_cw, t_cw^L, t_cw^R), and
+one output correction word at the leaf. Evaluation walks the path of x and adds
+(-1)^b (v + t * V_cw) at every level. The invariant behind Gen (re-derived in docs/fss.md):
+leaving alpha's path at level i towards the *lose* child makes the two parties' seeds and
+control bits equal from then on, so every later contribution cancels and the total is the
+accumulated on-path value V_alpha plus that level's correction -- which Gen sets to beta
+when the walk leaves to the left of alpha (x < alpha) and to 0 otherwise.
+
+Key of one party for one function (bytes as stored, see ``DCFKeys.nbytes_per_key``):
+    seed 16 | n x (s_cw 16 | t_cw 1 | V_cw 8 L P) | final 8 L P
+which is n (128 + 8 + P k') + 128 + P k' bits with k' = 64 L (paper: n(lambda + 2 + P k)
++ lambda + P k; we round the two control bits up to a byte and k up to whole limbs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from secinfer.crypto.fss.expand import MMOHash, fresh_seeds, split_seed_block
+from secinfer.crypto.fss.group import Z2k
+from secinfer.errors import ConfigError, SerializationError
+
+MAX_DOMAIN_BITS = 64
+
+
+def _bits_msb_first(x: np.ndarray, n: int, level: int) -> np.ndarray:
+    return ((x >> np.uint64(n - 1 - level)) & np.uint64(1)).astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class DCFParams:
+    """Shape of a DCF family: domain {0,1}^n, payload P elements of Z_2^k."""
+
+    n: int
+    out_bits: int
+    payload: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.n <= MAX_DOMAIN_BITS:
+            raise ConfigError(f"DCF domain bits must be in 1..64, got {self.n}")
+        if self.payload < 1:
+            raise ConfigError("DCF payload needs at least one group element")
+        Z2k(self.out_bits)  # validates k
+
+    @property
+    def group(self) -> Z2k:
+        return Z2k(self.out_bits)
+
+    @property
+    def words(self) -> int:
+        """uint64 words of one payload vector."""
+        return self.payload * self.group.limbs
+
+    @property
+    def value_blocks(self) -> int:
+        return -(-self.words // 2)
+
+    def nbytes_per_key(self) -> int:
+        w = 8 * self.words
+        return 16 + self.n * (16 + 1 + w) + w
+
+    # tweak layout of the MMO hash (see expand.py)
+    def seed_tweak(self, side):
+        return side
+
+    def value_tweaks(self, side) -> np.ndarray:
+        base = 2 + np.asarray(side, np.uint64) * np.uint64(self.value_blocks)
+        return base[..., None] + np.arange(self.value_blocks, dtype=np.uint64)
+
+    def convert_tweaks(self) -> np.ndarray:
+        return 2 + 2 * self.value_blocks + np.arange(self.value_blocks, dtype=np.uint64)
+
+    def words_to_group(self, blocks: np.ndarray, reduce: bool = True) -> np.ndarray:
+        """(B, nv, 2) hash blocks -> (B, P, L) group elements (unreduced if ``reduce`` is off)."""
+        b = blocks.shape[0]
+        w = blocks.reshape(b, -1)[:, :self.words].reshape(b, self.payload, self.group.limbs)
+        return self.group.reduce(w) if reduce else w
+
+
+@dataclass
+class DCFKeys:
+    """One party's keys for a batch of B comparison functions (arrays are the key material)."""
+
+    params: DCFParams
+    party: int
+    seed: np.ndarray      # (B, 2) uint64
+    s_cw: np.ndarray      # (B, n, 2) uint64
+    t_cw: np.ndarray      # (B, n) uint8: bit 0 = t_cw^L, bit 1 = t_cw^R
+    v_cw: np.ndarray      # (B, n, P, L) uint64
+    final: np.ndarray     # (B, P, L) uint64
+
+    FIELDS = ("seed", "s_cw", "t_cw", "v_cw", "final")
+
+    @property
+    def count(self) -> int:
+        return int(self.seed.shape[0])
+
+    def expected_shapes(self, count: int | None = None) -> dict:
+        p, b = self.params, self.count if count is None else count
+        lim = p.group.limbs
+        return {"seed": ((b, 2), np.uint64), "s_cw": ((b, p.n, 2), np.uint64),
+                "t_cw": ((b, p.n), np.uint8), "v_cw": ((b, p.n, p.payload, lim), np.uint64),
+                "final": ((b, p.payload, lim), np.uint64)}
+
+    def arrays(self) -> dict:
+        return {f: getattr(self, f) for f in self.FIELDS}
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays().values())
+
+    @classmethod
+    def from_arrays(cls, params: DCFParams, party: int, arrays: dict, count: int) -> "DCFKeys":
+        """Validate untrusted key material (dtype, shape, value ranges) and wrap it."""
+        if party not in (0, 1):
+            raise SerializationError(f"DCF key party must be 0 or 1, got {party}")
+        proto = cls(params, party, *(np.zeros(0, np.uint64) for _ in cls.FIELDS))
+        out = {}
+        for name, (shape, dt) in proto.expected_shapes(count).items():
+            a = arrays.get(name)
+            if a is None:
+                raise SerializationError(f"DCF key: missing field {name!r}")
+            a = np.asarray(a)
+            if a.dtype != np.dtype(dt) or a.shape != shape:
+                raise SerializationError(
+                    f"DCF key field {name!r}: expected {np.dtype(dt)}{shape}, got {a.dtype}{a.shape}")
+            out[name] = np.ascontiguousarray(a)
+        g = params.group
+        if np.any(out["t_cw"] > 3):
+            raise SerializationError("DCF key: control-bit corrections out of range")
+        if not (g.is_reduced(out["v_cw"]) and g.is_reduced(out["final"])):
+            raise SerializationError(f"DCF key: correction words not reduced mod 2^{g.bits}")
+        return cls(params, party, **out)
+
+    def take(self, idx) -> "DCFKeys":
+        """Keys of a subset / repetition of the batch (fancy indexing on the key axis)."""
+        return DCFKeys(self.params, self.party, *(getattr(self, f)[idx] for f in self.FIELDS))
+
+
+def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tuple[DCFKeys, DCFKeys]:
+    """Keys for f^<_{alpha[i], beta[i]} for every i [BCG+21 Fig. 1, Gen^<].
+
+    alpha: (B,) uint64 < 2^n; beta: (B, P, L) group elements.
+    """
+    n, gk = params.n, params.group
+    g = gk.raw                       # intermediate sums unreduced; stored words reduced mod 2^k
+    alpha = np.asarray(alpha, np.uint64).reshape(-1)
+    bsz = alpha.shape[0]
+    beta = gk.reduce(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
+    if n < 64 and np.any(alpha >> np.uint64(n)):
+        raise ConfigError(f"DCF alpha must be < 2^{n}")
+    h = MMOHash()
+    root = [fresh_seeds(prg, bsz), fresh_seeds(prg, bsz)]
+    root[0][:, 0] &= np.uint64(0xFFFFFFFFFFFFFFFE)
+    root[1][:, 0] &= np.uint64(0xFFFFFFFFFFFFFFFE)
+    s = [root[0].copy(), root[1].copy()]
+    t = [np.zeros(bsz, np.uint8), np.ones(bsz, np.uint8)]
+    v_alpha = g.zeros((bsz, params.payload))
+    s_cw = np.zeros((bsz, n, 2), np.uint64)
+    t_cw = np.zeros((bsz, n), np.uint8)
+    v_cw = np.zeros((bsz, n, params.payload, g.limbs), np.uint64)
+    nv = params.value_blocks
+    tweaks = np.concatenate([[0, 1], params.value_tweaks(0), params.value_tweaks(1)]).astype(np.uint64)
+    for i in range(n):
+        a = _bits_msb_first(alpha, n, i)                    # keep side = a, lose side = 1 - a
+        sd, tt, vv = [], [], []
+        for b in (0, 1):
+            blk = h.hash(s[b], tweaks)                       # (B, 2 + 2 nv, 2)
+            sl, tl = split_seed_block(blk[:, 0])
+            sr, tr = split_seed_block(blk[:, 1])
+            vl = params.words_to_group(blk[:, 2:2 + nv], reduce=False)
+            vr = params.words_to_group(blk[:, 2 + nv:2 + 2 * nv], reduce=False)
+            sd.append((sl, sr)), tt.append((tl, tr)), vv.append((vl, vr))
+        keep_r = a.astype(bool)
+        pick = lambda pair, right: np.where(right.reshape(right.shape + (1,) * (pair[0].ndim - 1)),  # noqa: E731
+                                            pair[1], pair[0])
+        s_lose = [pick(sd[b], ~keep_r) for b in (0, 1)]
+        s_keep = [pick(sd[b], keep_r) for b in (0, 1)]
+        v_lose = [pick(vv[b], ~keep_r) for b in (0, 1)]
+        v_keep = [pick(vv[b], keep_r) for b in (0, 1)]
+        t_keep = [np.where(keep_r, tt[b][1], tt[b][0]) for b in (0, 1)]
+        scw = s_lose[0] ^ s_lose[1]
+        # lose side is L exactly when alpha_i = 1: then every x taking it has x < alpha.
+        tmp = g.sub(g.sub(v_lose[1], v_lose[0]), v_alpha)
+        tmp = g.add(tmp, g.select(a, beta))
+        vcw = gk.reduce(g.cond_neg(tmp, t[1]))
+        v_alpha = g.add(g.add(g.sub(v_alpha, v_keep[1]), v_keep[0]), g.cond_neg(vcw, t[1]))
+        tcw_l = tt[0][0] ^ tt[1][0] ^ a ^ np.uint8(1)
+        tcw_r = tt[0][1] ^ tt[1][1] ^ a
+        tcw_keep = np.where(keep_r, tcw_r, tcw_l)
+        s_cw[:, i], t_cw[:, i], v_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1)), vcw
+        for b in (0, 1):
+            s[b] = s_keep[b] ^ (scw * t[b][:, None].astype(np.uint64))
+            t[b] = t_keep[b] ^ (t[b] & tcw_keep)
+    conv = [params.words_to_group(h.hash(s[b], params.convert_tweaks()), reduce=False) for b in (0, 1)]
+    final = gk.reduce(g.cond_neg(g.sub(g.sub(conv[1], conv[0]), v_alpha), t[1]))
+    keys = tuple(DCFKeys(params, b, root[b], s_cw.copy(), t_cw.copy(), v_cw.copy(), final.copy())
+                 for b in (0, 1))
+    return keys  # type: ignore[return-value]
+
+
+def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
+    """Party ``keys.party``'s shares of f^<(x): key i is evaluated at x[i] (or at every x[i, :]).
+
+    x: (B,) or (B, M) uint64 < 2^n. Returns (B, P, L) or (B, M, P, L).
+    """
+    params, gk, n = keys.params, keys.params.group, keys.params.n
+    g = gk.raw
+    x = np.asarray(x, np.uint64)
+    if x.shape[0] != keys.count or x.ndim not in (1, 2):
+        raise ConfigError(f"DCF eval: expected {keys.count} points (or rows of points), got shape {x.shape}")
+    if n < 64 and np.any(x >> np.uint64(n)):
+        raise ConfigError(f"DCF eval: points must be < 2^{n}")
+    if x.ndim == 2:
+        m = x.shape[1]
+        rep = keys.take(np.repeat(np.arange(keys.count), m))
+        return dcf_eval(rep, x.reshape(-1)).reshape(keys.count, m, params.payload, gk.limbs)
+    h = MMOHash()
+    bsz = keys.count
+    s = keys.seed.copy()
+    t = np.full(bsz, keys.party, np.uint8)
+    acc = g.zeros((bsz, params.payload))
+    for i in range(n):
+        side = _bits_msb_first(x, n, i)
+        tw = np.concatenate([side[:, None].astype(np.uint64), params.value_tweaks(side)], axis=1)
+        blk = h.hash(s, tw)
+        child, t_child = split_seed_block(blk[:, 0])
+        v = params.words_to_group(blk[:, 1:], reduce=False)
+        acc = g.add(acc, g.add(v, g.select(t, keys.v_cw[:, i])))
+        tc = (keys.t_cw[:, i] >> side) & np.uint8(1)
+        s = child ^ (keys.s_cw[:, i] * t[:, None].astype(np.uint64))
+        t = t_child ^ (t & tc)
+    conv = params.words_to_group(h.hash(s, params.convert_tweaks()), reduce=False)
+    acc = g.add(acc, g.add(conv, g.select(t, keys.final)))
+    return gk.reduce(g.neg(acc) if keys.party == 1 else acc)

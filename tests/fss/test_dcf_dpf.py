@@ -1,0 +1,121 @@
+"""DCF and DPF against the naive functions: every point of n = 8, random and boundary points
+of large domains, declared key sizes, malformed keys."""
+
+import numpy as np
+import pytest
+
+from secinfer.crypto.fss.dcf import DCFKeys, DCFParams, dcf_eval, dcf_gen
+from secinfer.crypto.fss.dpf import DPFKeys, DPFParams, dpf_eval, dpf_eval_all, dpf_gen
+from secinfer.crypto.prg import PRG
+from secinfer.errors import ConfigError, SerializationError
+
+
+def _reconstruct(g, y0, y1):
+    return g.add(y0, y1)
+
+
+@pytest.mark.parametrize("k,payload", [(1, 1), (8, 1), (64, 2), (104, 3)])
+def test_dcf_every_point_n8(k, payload):
+    prg = PRG.for_tests(100 + k)
+    p = DCFParams(8, k, payload)
+    g = p.group
+    alpha = np.concatenate([np.array([0, 1, 255, 128], np.uint64), prg.ring((12,), 8)])
+    beta = g.random(prg, (alpha.size, payload))
+    k0, k1 = dcf_gen(p, prg, alpha, beta)
+    xs = np.tile(np.arange(256, dtype=np.uint64), (alpha.size, 1))
+    y = _reconstruct(g, dcf_eval(k0, xs), dcf_eval(k1, xs))
+    want = np.where((xs < alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(y, want)
+    # shares alone are not the function (sanity that party 1 really holds a share)
+    assert not np.array_equal(dcf_eval(k0, xs), want)
+
+
+@pytest.mark.parametrize("n,k", [(64, 64), (64, 104), (32, 72), (63, 8)])
+def test_dcf_random_and_boundary_points_large_domain(n, k):
+    prg = PRG.for_tests(200 + n + k)
+    p = DCFParams(n, k, 2)
+    g = p.group
+    top = (1 << n) - 1
+    alpha = np.concatenate([np.array([0, top, 1, 1 << (n - 1)], np.uint64), prg.ring((60,), n)])
+    beta = g.random(prg, (alpha.size, 2))
+    k0, k1 = dcf_gen(p, prg, alpha, beta)
+    mask = np.uint64(top)
+    pts = np.stack([alpha, (alpha - np.uint64(1)) & mask, (alpha + np.uint64(1)) & mask,
+                    np.zeros_like(alpha), np.full_like(alpha, top), prg.ring((alpha.size,), n)], axis=1)
+    y = _reconstruct(g, dcf_eval(k0, pts), dcf_eval(k1, pts))
+    want = np.where((pts < alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(y, want)
+
+
+@pytest.mark.parametrize("k,payload", [(8, 1), (104, 2)])
+def test_dpf_every_point_n8_and_full_domain(k, payload):
+    prg = PRG.for_tests(300 + k)
+    p = DPFParams(8, k, payload)
+    g = p.group
+    alpha = np.concatenate([np.array([0, 255], np.uint64), prg.ring((8,), 8)])
+    beta = g.random(prg, (alpha.size, payload))
+    k0, k1 = dpf_gen(p, prg, alpha, beta)
+    xs = np.tile(np.arange(256, dtype=np.uint64), (alpha.size, 1))
+    want = np.where((xs == alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(g.add(dpf_eval(k0, xs), dpf_eval(k1, xs)), want)
+    assert np.array_equal(g.add(dpf_eval_all(k0), dpf_eval_all(k1)), want)
+
+
+def test_dpf_large_domain():
+    prg = PRG.for_tests(301)
+    p = DPFParams(64, 104, 1)
+    g = p.group
+    alpha = prg.ring((40,), 64)
+    beta = g.random(prg, (40, 1))
+    k0, k1 = dpf_gen(p, prg, alpha, beta)
+    pts = np.stack([alpha, alpha ^ np.uint64(1), alpha ^ np.uint64(1 << 63), prg.ring((40,), 64)], axis=1)
+    want = np.where((pts == alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(g.add(dpf_eval(k0, pts), dpf_eval(k1, pts)), want)
+
+
+@pytest.mark.parametrize("n,k,payload", [(8, 8, 1), (31, 72, 6), (64, 104, 3)])
+def test_key_sizes_equal_declared_formula(n, k, payload):
+    prg = PRG.for_tests(400)
+    for params, gen in ((DCFParams(n, k, payload), dcf_gen), (DPFParams(n, k, payload), dpf_gen)):
+        keys = gen(params, prg, prg.ring((7,), n), params.group.random(prg, (7, payload)))
+        limbs = params.group.limbs
+        for key in keys:
+            assert key.nbytes() == 7 * params.nbytes_per_key()
+        if isinstance(params, DPFParams):
+            assert params.nbytes_per_key() == 16 + n * 17 + 8 * limbs * payload
+        else:
+            assert params.nbytes_per_key() == 16 + n * (17 + 8 * limbs * payload) + 8 * limbs * payload
+
+
+def test_malformed_dcf_and_dpf_keys_are_typed_errors():
+    prg = PRG.for_tests(500)
+    p = DCFParams(16, 72, 1)
+    k0, _ = dcf_gen(p, prg, prg.ring((4,), 16), p.group.random(prg, (4, 1)))
+    arrays = k0.arrays()
+    assert DCFKeys.from_arrays(p, 0, arrays, 4).count == 4
+    bad_shape = dict(arrays, s_cw=arrays["s_cw"][:, :-1])
+    bad_dtype = dict(arrays, seed=arrays["seed"].astype(np.int64))
+    bad_tbits = dict(arrays, t_cw=np.full_like(arrays["t_cw"], 7))
+    unreduced = dict(arrays, final=arrays["final"] | np.uint64(1 << 63))
+    missing = {k: v for k, v in arrays.items() if k != "v_cw"}
+    for bad in (bad_shape, bad_dtype, bad_tbits, unreduced, missing):
+        with pytest.raises(SerializationError):
+            DCFKeys.from_arrays(p, 0, bad, 4)
+    with pytest.raises(SerializationError):
+        DCFKeys.from_arrays(p, 2, arrays, 4)
+    q = DPFParams(16, 8, 1)
+    d0, _ = dpf_gen(q, prg, prg.ring((4,), 16), q.group.random(prg, (4, 1)))
+    with pytest.raises(SerializationError):
+        DPFKeys.from_arrays(q, 0, dict(d0.arrays(), final=d0.final[:2]), 4)
+
+
+def test_out_of_domain_inputs_rejected():
+    prg = PRG.for_tests(600)
+    p = DCFParams(8, 8, 1)
+    with pytest.raises(ConfigError):
+        dcf_gen(p, prg, np.array([256], np.uint64), p.group.zeros((1, 1)))
+    k0, _ = dcf_gen(p, prg, np.array([3], np.uint64), p.group.zeros((1, 1)))
+    with pytest.raises(ConfigError):
+        dcf_eval(k0, np.array([300], np.uint64))
+    with pytest.raises(ConfigError):
+        DCFParams(65, 8)
