@@ -11,6 +11,7 @@ from secinfer.protocols.base import ProtocolSpec
 # (the HE library, say) do not load for another.
 _MODULES = {
     "reference": "secinfer.protocols.reference.protocol",
+    "crisp": "secinfer.protocols.crisp.protocol",
 }
 
 

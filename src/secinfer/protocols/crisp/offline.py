@@ -1,0 +1,136 @@
+"""Offline phase [CRISP Fig. 3]: the trusted dealer (the paper's F_FSS) and the
+consume-once preprocessing store each party keeps its share of it in.
+
+The dealer is its own role, ``dealer``, in its own process: it is the trusted provider of
+correlated randomness the paper assumes for the offline phase [CRISP III-B: "assuming a
+semi-trusted dealer ... or introducing a trusted third party"]. It learns the server's
+MAC key mu (it must, to write mu into the MAC-twin payloads beta' = (mu, -mu r)
+[Alg. 1]) and never sees the model or the input. It is never used silently: it appears
+in the protocol's roles and every run names it.
+
+What the dealer produces for one inference (``DealerOutput``):
+
+* the input mask r_in (uniform in Z_2^k, one per input element), to the client, and
+  (malicious) additive shares of mu r_in: the InitLin correlation that gives the parties
+  shares of mu x without the client learning mu [Fig. 2 InitLin, "multiplication
+  triplets"];
+* for every FSS gate batch of the plan, the key pair of ``secinfer.crypto.fss.gates``
+  (ReLU or ARS, with the MAC twin in the malicious setting), k_0 to the server, k_1 to
+  the client.
+
+Every item goes into a ``PreprocessingStore`` under a label and is taken exactly once:
+``take`` removes it and a second ``take`` raises ``PreprocessingReuseError``, so no key or
+mask can be used twice within or across sessions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.crypto.fss.gates import GateKey, make_gate
+from secinfer.errors import PreprocessingReuseError, ProtocolError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.crisp.plan import gate_list
+
+SERVER, CLIENT, DEALER = "server", "client", "dealer"
+
+
+class PreprocessingStore:
+    """Labelled preprocessing items, each consumable exactly once."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._items: dict = {}
+        self._used: set = set()
+
+    def put(self, label: str, item) -> None:
+        if label in self._items or label in self._used:
+            raise PreprocessingReuseError(f"{self.owner}: preprocessing {label!r} stored twice")
+        self._items[label] = item
+
+    def take(self, label: str):
+        if label in self._used:
+            raise PreprocessingReuseError(f"{self.owner}: preprocessing {label!r} already consumed")
+        if label not in self._items:
+            raise PreprocessingReuseError(f"{self.owner}: no preprocessing {label!r} in the store")
+        self._used.add(label)
+        return self._items.pop(label)
+
+    def remaining(self) -> list:
+        return sorted(self._items)
+
+    def wipe(self) -> None:
+        self._items.clear()
+
+
+class Params:
+    """Ring parameters of one session: data ring Z_2^n, share ring Z_2^k (k = n + s)."""
+
+    def __init__(self, n: int, frac: int, malicious: bool, s: int = 40) -> None:
+        self.n, self.f, self.malicious = n, frac, malicious
+        self.s = s if malicious else 0
+        self.k = n + self.s
+
+    def gate(self, kind: str):
+        if kind == "ars":
+            return make_gate("ars", self.n, self.k, mac=self.malicious, frac_bits=self.f)
+        return make_gate(kind, self.n, self.k, mac=self.malicious)
+
+
+def gate_label(step: int, pos: int) -> str:
+    return f"gate/{step}/{pos}"
+
+
+def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
+    """The dealer's whole job (offline phase). Returns metering info."""
+    from secinfer.crypto.fss.group import Z2k
+
+    g = Z2k(prm.k)
+    mu = None
+    if prm.malicious:
+        (mu_arr,) = ep.recv(SERVER, "crisp/mu", ArraySpec(np.uint64, (g.limbs,)))
+        if not g.is_reduced(mu_arr[None]):
+            raise ProtocolError("crisp dealer: MAC key outside Z_2^k")
+        mu = int(g.to_int(mu_arr[None])[0])
+    n_in = int(np.prod(steps[0]["out_shape"]))
+    r_in = g.random(prg, (n_in,))
+    if prm.malicious:
+        mur = g.mul(r_in, g.from_int(mu)[None, :])
+        m0 = g.random(prg, (n_in,))
+        ep.send(SERVER, "crisp/in-mask", m0)
+        ep.send(CLIENT, "crisp/in-mask", r_in, g.sub(mur, m0))
+    else:
+        ep.send(CLIENT, "crisp/in-mask", r_in)
+    key_bytes = 0
+    for (i, j, kind, count) in gate_list(steps):
+        gate = prm.gate(kind)
+        k0, k1 = gate.gen(prg.derive(f"gate/{i}/{j}"), count, mac_key=mu)
+        ep.send(SERVER, f"crisp/key/{i}/{j}", *k0.ordered_arrays())
+        ep.send(CLIENT, f"crisp/key/{i}/{j}", *k1.ordered_arrays())
+        key_bytes += k0.nbytes() + k1.nbytes()
+    return {"key_bytes": key_bytes}
+
+
+def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PreprocessingStore) -> None:
+    """Server (party 0) / client (party 1): receive and store this party's dealer output."""
+    from secinfer.crypto.fss.group import Z2k
+
+    g = Z2k(prm.k)
+    n_in = int(np.prod(steps[0]["out_shape"]))
+    spec = ArraySpec(np.uint64, (n_in, g.limbs))
+    if party == 0:
+        if prm.malicious:
+            (m0,) = ep.recv(DEALER, "crisp/in-mask", spec)
+            store.put("in-mask", {"mu_r": m0})
+    else:
+        if prm.malicious:
+            r_in, m1 = ep.recv(DEALER, "crisp/in-mask", spec, spec)
+            store.put("in-mask", {"r": r_in, "mu_r": m1})
+        else:
+            (r_in,) = ep.recv(DEALER, "crisp/in-mask", spec)
+            store.put("in-mask", {"r": r_in})
+    for (i, j, kind, count) in gate_list(steps):
+        gate = prm.gate(kind)
+        arrays = ep.recv(DEALER, f"crisp/key/{i}/{j}", *gate.key_specs(count))
+        key = GateKey.from_arrays(dict(zip(gate.field_order(), arrays)), expect=gate, party=party)
+        store.put(gate_label(i, j), key)

@@ -1,0 +1,253 @@
+"""``crisp``: two-party inference secure against a malicious client [CRISP, Fang et al.].
+
+Roles: ``server`` (P0, model, semi-honest), ``client`` (P1, input, may deviate
+arbitrarily), ``dealer`` (the trusted offline dealer realising F_FSS [III-B, Fig. 3], its
+own process). Securities: ``malicious`` (the paper's semi-honest server + malicious client:
+MACs in the lifted ring Z_2^(n+s), s = 40, one final consistency check) and
+``semi-honest`` (the baseline: same FSS gates and linear layers, no MACs, no check).
+
+Message flow (Pi_Inf [Fig. 4]):
+
+  setup    client -> server  crisp/batch                      batch size
+           server -> client, dealer  crisp/plan               public architecture (JSON)
+  offline  server -> dealer  crisp/mu                         fresh MAC key (malicious)
+           dealer -> server, client  crisp/in-mask, crisp/key/i/j   [Fig. 3]
+  online   client -> server  crisp/input     x - r_in  (InitLin: shares of x, mu x)
+           per linear step i: Pi_Lin messages of the engine, then the ARS gate round
+           per ReLU step:     one gate round (x + r opened, n bits each way)
+           server -> client  crisp/check-seed   r_j, r'_j of step 4 (as a PRG seed)
+           client -> server  crisp/q            <q>_1
+           server: abort unless q = 0 mod 2^(n+s); else  server -> client  crisp/out
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.crypto.fss.group import Z2k
+from secinfer.crypto.prg import PRG
+from secinfer.errors import ConfigError, ProtocolError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.crisp import lifted, linops, nonlinear
+from secinfer.protocols.crisp.linear import make_engine
+from secinfer.protocols.crisp.offline import (
+    CLIENT, DEALER, SERVER, Params, PreprocessingStore, receive_preprocessing, run_dealer,
+)
+from secinfer.protocols.crisp.plan import (
+    avgpool_multipliers, check_graph, compile_plan, encode_public, parse_public_plan,
+)
+
+STAT_BITS = 40          # s of the lifted ring Z_2^(n+s) [CRISP V-B, Cramer et al.]
+DEFAULT_ENGINE = "ckks"
+_MAX_PLAN_BYTES = 1 << 22
+
+
+def _params(job: PartyJob) -> Params:
+    if job.security not in ("malicious", "semi-honest"):
+        raise ConfigError(f"crisp offers security 'malicious' or 'semi-honest', not {job.security!r}")
+    s = int(job.options.get("stat_bits", STAT_BITS))
+    return Params(job.fixed.ring_bits, job.fixed.frac_bits, job.security == "malicious", s)
+
+
+def _engine(job: PartyJob, prm: Params):
+    name = job.options.get("linear", DEFAULT_ENGINE)
+    return make_engine(name, Z2k(prm.k), prm.f, prm.malicious)
+
+
+def _no_tamper(point, idx, a):
+    return a
+
+
+# ---- server ------------------------------------------------------------------------------
+def _run_server(ep, job: PartyJob) -> PartyResult:
+    prm = _params(job)
+    g = Z2k(prm.k)
+    engine = _engine(job, prm)
+    prg = job.prg.derive("crisp-server")
+    with ep.phase("setup"):
+        (batch,) = ep.recv(CLIENT, "crisp/batch", ArraySpec(np.int64, (1,)))
+        batch = int(batch[0])
+        if not 1 <= batch <= 1 << 16:
+            raise ProtocolError(f"client asked for batch size {batch}")
+        plan = compile_plan(job.model, job.fixed, batch)
+        raw = encode_public(plan)
+        ep.send(CLIENT, "crisp/plan", raw)
+        ep.send(DEALER, "crisp/plan", raw)
+        steps = plan.public
+    store = PreprocessingStore(SERVER)
+    with ep.phase("offline"):
+        mu = None
+        if prm.malicious:
+            mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
+            ep.send(DEALER, "crisp/mu", mu)
+        receive_preprocessing(ep, prm, steps, 0, store)
+    checks: list = []
+    with ep.phase("online"):
+        n_in = int(np.prod(steps[0]["out_shape"]))
+        (xhat,) = ep.recv(CLIENT, "crisp/input", ArraySpec(np.uint64, (n_in, g.limbs)))
+        lifted.check_reduced(g, xhat, "server <- client input")
+        shp = tuple(steps[0]["out_shape"]) + (g.limbs,)
+        env = {}
+        re = xhat.reshape(shp)
+        im = None
+        if prm.malicious:   # InitLin: <mu x>_0 = mu (x - r) + <mu r>_0
+            im = g.add(g.mul(re, mu), store.take("in-mask")["mu_r"].reshape(shp))
+        env[steps[0]["out"]] = (re, im)
+        for i, st in enumerate(steps[1:-1], start=1):
+            re, im = env[st["in"]]
+            if st["op"] == "lin":
+                s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], re, im, mu, prg.derive(f"lin{i}"))
+                if prm.malicious:
+                    checks.append(t)
+                out = nonlinear.truncate(ep, CLIENT, prm, store, i, s_re, s_im, checks)
+            else:
+                out = _local_or_gate(ep, CLIENT, prm, store, i, st, re, im, checks, job, None)
+            env[st["out"]] = out
+        y_re, _ = env[steps[-1]["in"]]
+        if prm.malicious:
+            seed = prg.derive("check").seed()
+            ep.send(CLIENT, "crisp/check-seed", np.frombuffer(seed, np.uint8))
+            q0 = _fold_checks(g, checks, seed)
+            (q1,) = ep.recv(CLIENT, "crisp/q", ArraySpec(np.uint64, (g.limbs,)))
+            lifted.check_reduced(g, q1[None], "server <- client q")
+            q = g.add(q0, q1)
+            if np.any(q != 0):
+                store.wipe()
+                raise ep.abort("crisp-consistency", CLIENT, "MAC check q != 0 mod 2^(n+s)")
+        ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
+    store.wipe()
+    return PartyResult(info=_info(engine, prm, checks))
+
+
+def _info(engine, prm: Params, checks) -> dict:
+    return {"linear_engine": engine.name, "insecure": bool(engine.insecure),
+            "ring_bits": prm.n, "share_ring_bits": prm.k, "checked_vectors": len(checks),
+            "dealer": "trusted offline dealer (F_FSS) [CRISP III-B]"}
+
+
+def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
+    """q_b = sum_j < d_j, r_j > with r_j from the shared seed [Fig. 4 step 4]."""
+    root = PRG(seed, "crisp-check")
+    q = g.zeros(())
+    for j, d in enumerate(checks):
+        r = g.random(root.derive(f"r{j}"), d.shape[:-1])
+        q = g.add(q, lifted.inner_product(g, d, r))
+    return q
+
+
+def _local_or_gate(ep, peer, prm, store, i, st, re, im, checks, job, tamper):
+    g = Z2k(prm.k)
+    op = st["op"]
+    if op == "move":
+        return linops.move(st, re), (linops.move(st, im) if im is not None else None)
+    if op == "relu":
+        return nonlinear.relu(ep, peer, prm, store, i, re, im, checks, tamper)
+    if op == "avgpool":
+        mult = avgpool_multipliers(st, job.fixed)
+        a_re = linops.avgpool_linear(st, mult, g, re)
+        a_im = linops.avgpool_linear(st, mult, g, im) if im is not None else None
+        return nonlinear.truncate(ep, peer, prm, store, i, a_re, a_im, checks, tamper)
+    if op == "maxpool":
+        w_re = linops.maxpool_windows(st, re)
+        w_im = linops.maxpool_windows(st, im) if im is not None else None
+        return nonlinear.maxpool_tree(ep, peer, prm, store, i, w_re, w_im, checks, tamper)
+    raise ProtocolError(f"crisp: unexpected step {op!r}")
+
+
+# ---- client ------------------------------------------------------------------------------
+def _run_client(ep, job: PartyJob) -> PartyResult:
+    prm = _params(job)
+    g = Z2k(prm.k)
+    engine = _engine(job, prm)
+    tamper = job.options.get("test_tamper") or _no_tamper
+    if not callable(tamper):
+        raise ConfigError("crisp: option test_tamper must be callable (tests only)")
+    cfg = job.fixed
+    x = np.asarray(job.input, dtype=np.float64)
+    with ep.phase("setup"):
+        ep.send(SERVER, "crisp/batch", np.array([x.shape[0] if x.ndim > 1 else 1], np.int64))
+        (raw,) = ep.recv(SERVER, "crisp/plan", ArraySpec(np.uint8, (None,), max_elems=_MAX_PLAN_BYTES))
+        steps = parse_public_plan(raw)
+        in_shape = tuple(steps[0]["out_shape"])
+        if x.size != int(np.prod(in_shape)):
+            raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
+        x = x.reshape(in_shape)
+    store = PreprocessingStore(CLIENT)
+    with ep.phase("offline"):
+        receive_preprocessing(ep, prm, steps, 1, store)
+    checks: list = []
+    with ep.phase("online"):
+        shp = in_shape + (g.limbs,)
+        xr = tamper("input", 0, cfg.encode(x))     # a consistent wrong input is allowed [Claim 2 (1)]
+        xl = lifted.lift_signed(g, xr, prm.n)
+        mask = store.take("in-mask")
+        r_in = mask["r"].reshape(shp)
+        ep.send(SERVER, "crisp/input", g.sub(xl, r_in).reshape(-1, g.limbs))
+        env = {steps[0]["out"]: (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)}
+        for i, st in enumerate(steps[1:-1], start=1):
+            re, im = env[st["in"]]
+            if st["op"] == "lin":
+                s_re, s_im, t = engine.client(ep, i, st, re, im, tamper)
+                if prm.malicious:
+                    checks.append(t)
+                out = nonlinear.truncate(ep, SERVER, prm, store, i, s_re, s_im, checks, tamper)
+            else:
+                out = _local_or_gate(ep, SERVER, prm, store, i, st, re, im, checks, job, tamper)
+            env[st["out"]] = out
+        y1, _ = env[steps[-1]["in"]]
+        if prm.malicious:
+            (seed,) = ep.recv(SERVER, "crisp/check-seed", ArraySpec(np.uint8, (16,)))
+            q1 = tamper("q", 0, _fold_checks(g, checks, bytes(seed)))
+            ep.send(SERVER, "crisp/q", q1)
+        out_shape = tuple(steps[-1]["in_shape"])
+        (y0,) = ep.recv(SERVER, "crisp/out", ArraySpec(np.uint64, (int(np.prod(out_shape)), g.limbs)))
+        lifted.check_reduced(g, y0, "client <- server output")
+        y = lifted.low_bits(g, g.add(y0, y1.reshape(-1, g.limbs)), prm.n).reshape(out_shape)
+    store.wipe()
+    return PartyResult(output=cfg.decode(y), output_ring=y, info=_info(engine, prm, checks))
+
+
+# ---- dealer ------------------------------------------------------------------------------
+def _run_dealer(ep, job: PartyJob) -> PartyResult:
+    prm = _params(job)
+    with ep.phase("setup"):
+        (raw,) = ep.recv(SERVER, "crisp/plan", ArraySpec(np.uint8, (None,), max_elems=_MAX_PLAN_BYTES))
+        steps = parse_public_plan(raw)
+    with ep.phase("offline"):
+        info = run_dealer(ep, prm, steps, job.prg.derive("crisp-dealer"))
+    return PartyResult(info=info)
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    if role == SERVER:
+        return _run_server(ep, job)
+    if role == CLIENT:
+        return _run_client(ep, job)
+    if role == DEALER:
+        return _run_dealer(ep, job)
+    raise ProtocolError(f"crisp has no role {role!r}")
+
+
+def check_model(graph, security: str) -> None:
+    if security not in ("malicious", "semi-honest"):
+        raise ProtocolError(f"crisp offers 'malicious' (malicious client) or 'semi-honest', not {security!r}")
+    check_graph(graph)
+
+
+SPEC = ProtocolSpec(
+    name="crisp",
+    description="2PC inference secure against a malicious client: FSS non-linear layers with MACs, "
+                "CKKS linear layers with the MAC in the imaginary part, one consistency check; "
+                "trusted offline dealer",
+    roles=(SERVER, CLIENT, DEALER),
+    model_role=SERVER,
+    input_role=CLIENT,
+    securities=("semi-honest", "malicious"),
+    default_security="malicious",
+    run_party=run_party,
+    check_model=check_model,
+    default_fixed="fx64f13",
+    paper="crisp-2pc-malicious-client.txt",
+    demo_rows=4,
+)
