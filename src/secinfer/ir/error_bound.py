@@ -41,10 +41,7 @@ def error_bounds(graph: Graph, cfg: FixedPointConfig, input_range: float | None 
     graph.require_weights()
     if (input_range is None) == (x is None):
         raise ConfigError("give exactly one of input_range or x")
-    delta = cfg.encode_error
-    tau = cfg.resolution
-    W = {k: np.asarray(v, np.float64) for k, v in graph.initializers.items()}
-    D = {k: cfg.decode(cfg.encode(v)) - v for k, v in W.items()}
+    W, D = _weights(graph, cfg)
     vals = None
     if x is not None:
         from secinfer.ir.float_exec import run_float_all
@@ -53,81 +50,136 @@ def error_bounds(graph: Graph, cfg: FixedPointConfig, input_range: float | None 
     M: dict[str, float] = {}
     E: dict[str, float] = {}
     for t in graph.inputs:
-        M[t.name] = float(np.max(np.abs(vals[t.name]))) if vals is not None else float(input_range)
-        E[t.name] = delta
-    for k in W:
-        M[k] = float(np.max(np.abs(W[k]))) if W[k].size else 0.0
-        E[k] = float(np.max(np.abs(D[k]))) if W[k].size else 0.0
+        M[t.name] = _amax(vals[t.name]) if vals is not None else float(input_range)
+        E[t.name] = cfg.encode_error
+    _weight_bounds(W, D, M, E)
     risks: list[dict] = []
-
-    def measured(name: str, fallback: float) -> float:
-        if vals is not None:
-            return float(np.max(np.abs(vals[name]))) if vals[name].size else 0.0
-        return fallback
-
     for n in graph.nodes:
-        op, ins = n.op, n.inputs
-        x0 = ins[0]
-        mx, ex = M[x0], E[x0]
-        if op in ("Gemm", "Conv"):
-            w, d = W[ins[1]], D[ins[1]]
-            w2 = w.reshape(w.shape[0], -1).T if op == "Conv" else w  # (K, N)
-            d2 = d.reshape(d.shape[0], -1).T if op == "Conv" else d
-            l1, d1 = _l1_cols(w2), _l1_cols(d2)
-            e = float(np.max(ex * l1 + (mx + ex) * d1)) + tau
-            bmax = 0.0
-            if len(ins) > 2:
-                e += E[ins[2]]
-                bmax = float(np.max(np.abs(W[ins[2]])))
-            m = float(np.max(mx * l1)) + bmax
-            acc = float(np.max((mx + ex) * _l1_cols(w2 + d2)))
-            if acc >= cfg.product_max_abs:
-                risks.append({"node": n.name, "op": op, "what": "product", "bound": acc,
-                              "limit": cfg.product_max_abs})
-        elif op == "MatMul":
-            k = graph.shapes[x0][-1] if len(graph.shapes[x0]) > 0 else 1
-            mb, eb = M[ins[1]], E[ins[1]]
-            e = k * (ex * mb + mx * eb + ex * eb) + tau
-            m = k * mx * mb
-            if k * (mx + ex) * (mb + eb) >= cfg.product_max_abs:
-                risks.append({"node": n.name, "op": op, "what": "product",
-                              "bound": k * (mx + ex) * (mb + eb), "limit": cfg.product_max_abs})
-        elif op in ("Add", "Sub"):
-            e = ex + E[ins[1]]
-            m = mx + M[ins[1]]
-        elif op == "Mul":
-            mb, eb = M[ins[1]], E[ins[1]]
-            e = ex * mb + mx * eb + ex * eb + tau
-            m = mx * mb
-        elif op == "BatchNormalization":
-            s, ds = np.abs(W[ins[1]]), np.abs(D[ins[1]])
-            e = float(np.max(ex * (s + ds) + mx * ds)) + tau + E[ins[2]]
-            m = float(np.max(mx * s + np.abs(W[ins[2]])))
-        elif op in ("Neg", "Relu", "MaxPool", "GlobalMaxPool") or op in MOVEMENT_OPS:
-            if op == "Concat":
-                e = max(E[i] for i in ins)
-                m = max(M[i] for i in ins)
-            else:
-                e, m = ex, mx
-        elif op in ("AveragePool", "GlobalAveragePool"):
-            if op == "AveragePool":
-                k = int(np.prod(n.attrs["kernel_shape"]))
-            else:
-                k = int(np.prod(graph.shapes[x0][2:]))
-            e = ex * (1 + k * delta) + k * mx * delta + tau
-            m = mx
-        else:
-            e, m = _float_fn_bound(n, graph, M, E, W, D, vals, delta)
+        e, m = node_rule(n, graph, cfg, M, E, W, D, vals, risks)
         for o in n.outputs:
-            M[o] = measured(o, m)
+            M[o] = _amax(vals[o]) if vals is not None else m
             E[o] = e
             if M[o] + e >= cfg.max_abs:
-                risks.append({"node": n.name, "op": op, "what": "value", "bound": M[o] + e,
+                risks.append({"node": n.name, "op": n.op, "what": "value", "bound": M[o] + e,
                               "limit": cfg.max_abs})
     outs = {o: E[o] for o in graph.output_names}
     return {"bound": outs[graph.output_names[0]], "outputs": outs,
             "tensors": {k: {"max_abs": M[k], "error": E[k]} for k in E if k not in W},
             "overflow_risks": risks, "mode": "input" if x is not None else "range"}
+
+
+def layerwise_errors(graph: Graph, x, cfg: FixedPointConfig) -> list[dict]:
+    """Per-layer check: each node's fixed output vs its float op on the node's *decoded
+    fixed-point inputs* (float weights), with the same rules at zero input error.
+
+    Returns one row per node: name, op, err (observed max abs), bound. Errors do not
+    accumulate here, so the bounds are tight; protocols use this to test layer by layer.
+    """
+    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.float_exec import run_node_float
+
+    trace: dict = {}
+    run_fixed(graph, x, cfg, trace=trace, overflow="ignore")
+    W, D = _weights(graph, cfg)
+    rows = []
+    for n in graph.nodes:
+        dec = {i: (W[i] if i in W else cfg.decode(trace[i])) for i in n.inputs}
+        M = {i: _amax(v) for i, v in dec.items()}
+        E = {i: 0.0 for i in dec}
+        _weight_bounds({k: W[k] for k in dec if k in W}, D, M, E)
+        e, _ = node_rule(n, graph, cfg, M, E, W, D, dec, [])
+        ref = run_node_float(n, [dec[i] for i in n.inputs])
+        err = max((_amax(cfg.decode(trace[o]) - r) for o, r in zip(n.outputs, ref)), default=0.0)
+        slack = _FLOAT_SLACK * (1.0 + max((_amax(r) for r in ref), default=0.0))
+        rows.append({"node": n.name, "op": n.op, "err": err, "bound": e + slack})
+    return rows
+
+
+# float64 rounding of the reference computations themselves (relative), added to bounds
+_FLOAT_SLACK = 1e-9
+
+
+def _amax(v) -> float:
+    v = np.asarray(v)
+    return float(np.max(np.abs(v))) if v.size else 0.0
+
+
+def _weights(graph: Graph, cfg: FixedPointConfig):
+    W = {k: np.asarray(v, np.float64) for k, v in graph.initializers.items()}
+    D = {k: cfg.decode(cfg.encode(v)) - v for k, v in W.items()}
+    return W, D
+
+
+def _weight_bounds(W, D, M, E) -> None:
+    for k in W:
+        M[k] = _amax(W[k])
+        E[k] = _amax(D[k])
+
+
+def node_rule(n, graph: Graph, cfg: FixedPointConfig, M, E, W, D, vals, risks) -> tuple[float, float]:
+    """(error bound, magnitude bound) of node n's output from its inputs' (M, E).
+
+    ``vals`` (optional) maps tensor names to their float values, for data-dependent
+    refinements (row norms, LayerNorm's sigma, Exp/Sqrt ranges).
+    """
+    delta, tau = cfg.encode_error, cfg.resolution
+    op, ins = n.op, n.inputs
+    x0 = ins[0]
+    mx, ex = M[x0], E[x0]
+    if op in ("Gemm", "Conv"):
+        w, d = W[ins[1]], D[ins[1]]
+        w2 = w.reshape(w.shape[0], -1).T if op == "Conv" else w  # (K, N)
+        d2 = d.reshape(d.shape[0], -1).T if op == "Conv" else d
+        l1, d1 = _l1_cols(w2), _l1_cols(d2)
+        e = float(np.max(ex * l1 + (mx + ex) * np.abs(d1))) + tau
+        bmax = 0.0
+        if len(ins) > 2:
+            e += E[ins[2]]
+            bmax = _amax(W[ins[2]])
+        m = float(np.max(mx * l1)) + bmax
+        acc = float(np.max((mx + ex) * _l1_cols(w2 + d2)))
+        if acc >= cfg.product_max_abs:
+            risks.append({"node": n.name, "op": op, "what": "product", "bound": acc,
+                          "limit": cfg.product_max_abs})
+        return e, m
+    if op == "MatMul":
+        k = graph.shapes[x0][-1]
+        mb, eb = M[ins[1]], E[ins[1]]
+        if vals is not None and x0 in vals and ins[1] in vals:
+            a, b = np.abs(vals[x0]), np.abs(vals[ins[1]])
+            a2 = a.reshape((1,) + a.shape) if a.ndim == 1 else a
+            b2 = b.reshape(b.shape + (1,)) if b.ndim == 1 else b
+            row_a = float(np.max(np.sum(a2, axis=-1)))   # max_i sum_k |A_ik|
+            col_b = float(np.max(np.sum(b2, axis=-2)))   # max_j sum_k |B_kj|
+            e = ex * col_b + eb * row_a + k * ex * eb + tau
+        else:
+            e = k * (ex * mb + mx * eb + ex * eb) + tau
+        m = k * mx * mb
+        if k * (mx + ex) * (mb + eb) >= cfg.product_max_abs:
+            risks.append({"node": n.name, "op": op, "what": "product",
+                          "bound": k * (mx + ex) * (mb + eb), "limit": cfg.product_max_abs})
+        return e, m
+    if op in ("Add", "Sub"):
+        return ex + E[ins[1]], mx + M[ins[1]]
+    if op == "Mul":
+        mb, eb = M[ins[1]], E[ins[1]]
+        return ex * mb + mx * eb + ex * eb + tau, mx * mb
+    if op == "BatchNormalization":
+        sc, ds = np.abs(W[ins[1]]), np.abs(D[ins[1]])
+        e = float(np.max(ex * (sc + ds) + mx * ds)) + tau + E[ins[2]]
+        return e, float(np.max(mx * sc + np.abs(W[ins[2]])))
+    if op == "Concat":
+        return max(E[i] for i in ins), max(M[i] for i in ins)
+    if op in ("Neg", "Relu", "MaxPool", "GlobalMaxPool") or op in MOVEMENT_OPS:
+        return ex, mx
+    if op in ("AveragePool", "GlobalAveragePool"):
+        if op == "AveragePool":
+            k = int(np.prod(n.attrs["kernel_shape"]))
+        else:
+            k = int(np.prod(graph.shapes[x0][2:]))
+        return ex * (1 + k * delta) + k * mx * delta + tau, mx
+    e, m = _float_fn_bound(n, graph, M, E, W, D, vals, delta)
+    return e + _FLOAT_SLACK * (1.0 + m), m
 
 
 def _float_fn_bound(n, graph, M, E, W, D, vals, delta) -> tuple[float, float]:

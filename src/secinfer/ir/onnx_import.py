@@ -645,17 +645,18 @@ def load_model(src, batch: int | None = None, input_shapes: dict | None = None,
     ``input_shapes`` overrides input shapes by name.
     """
     model = _read_model(src)
-    if check:
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else "invalid model"
-            raise ModelError(f"ONNX checker rejected the model: {first}") from None
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except Exception as e:  # InferenceError and friends
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"ONNX shape inference failed: {msg}") from None
+    if check:
+        # checked after inference so that graph outputs declared without a shape pass
+        try:
+            onnx.checker.check_model(inferred)
+        except onnx.checker.ValidationError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else "invalid model"
+            raise ModelError(f"ONNX checker rejected the model: {first}") from None
     graph = _Importer(model, batch, input_shapes).run()
     if not input_shapes:
         _cross_check(graph, inferred)
