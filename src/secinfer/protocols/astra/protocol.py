@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.errors import ProtocolError, ShapeError
+from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra import model as mdl
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online
@@ -83,6 +83,16 @@ def _header(ep, role, job: PartyJob):
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    try:
+        return _run_party(role, ep, job)
+    except PeerAbortedError as e:
+        # relay: a peer's abort reaches every party, so nobody waits for a message that
+        # will never come; the session's secrets die with this call's locals
+        ep.abort(e.check, e.suspect, e.detail)
+        raise
+
+
+def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     if role not in ROLES:
         raise ProtocolError(f"astra has no role {role!r}; roles: {ROLES}")
     if job.security not in SPEC.securities:
@@ -124,7 +134,25 @@ def _run_owner(ep, keys, lm, job, attack) -> PartyResult:
         # M's inputs do not depend on the query: shared in the offline phase
         _owner_send(ep, keys, M, "W", w, 64, attack)
         _owner_send(ep, keys, M, "b", b, 64, attack)
+    _await_close(ep)
     return PartyResult(info={"role": M})
+
+
+_ACK = ArraySpec(np.uint8, (1,))
+
+
+def _await_close(ep) -> None:
+    """Session close: the client confirms it reconstructed without abort. A party that
+    receives the client's (or any relayed) abort instead raises ProtocolAbort, so every
+    honest party ends with abort when any check fired, before or after the reveal."""
+    with ep.phase("setup"):
+        ep.recv_one(C, "astra/close", _ACK)
+
+
+def _close(ep) -> None:
+    with ep.phase("setup"):
+        for p in SERVERS + (M,):
+            ep.send(p, "astra/close", np.ones(1, np.uint8))
 
 
 def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
@@ -167,10 +195,11 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
             fprep = frec_offline(out_eng, masked, "out")
             v = frec_online(out_eng, masked, fprep, "out")
             ep.send(C, "astra/fair/out", v)
-            return PartyResult(info={"role": role})
-        if eng.malicious:
-            eng.verify()
-        out_eng.open_to(C, out, "y")
+        else:
+            if eng.malicious:
+                eng.verify()
+            out_eng.open_to(C, out, "y")
+    _await_close(ep)
     return PartyResult(info={"role": role})
 
 
@@ -198,6 +227,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             val = (v - pad) if bits == 64 else (v ^ pad)
         else:
             val = _receive_output(ep, size, malicious, bits)
+    _close(ep)
     ring = cfg.ring
     if cls:
         bit = (val & np.uint64(1)).astype(np.int64).reshape(batch, n)

@@ -1,0 +1,61 @@
+"""One adversarial test per malicious-security check: honest parties abort, nobody gets output."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from astra_helpers import run_protocol
+from secinfer.errors import ProtocolAbort
+
+
+@pytest.fixture(scope="module")
+def models():
+    x, y = load_breast_cancer(return_X_y=True)
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x[:300], y[:300])
+    xd, yd = load_diabetes(return_X_y=True)
+    reg = LinearRegression().fit(xd[:300], yd[:300])
+    return {"clf": (clf, x[300:306]), "reg": (reg, xd[300:306])}
+
+
+ATTACKS = [
+    # (model, corrupt party, step, checks that may fire first at an honest party)
+    ("reg", "p0", "wrong_gamma", {"prc"}),                 # P0 shares a wrong gamma [Fig. 8, Lemma 4.3]
+    ("reg", "p1", "wrong_chi", {"prc"}),                   # an evaluator sends a wrong chi share
+    ("reg", "p2", "wrong_mz", {"mul-mz"}),                 # an evaluator sends a wrong m_z share
+    ("reg", "client", "inconsistent_mx", {"sh-consistency", "mul-mstar"}),  # m_x differs at P1, P2
+    ("reg", "model_owner", "inconsistent_mx", {"sh-consistency", "mul-mstar"}),
+    ("reg", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share in reconstruction
+    ("reg", "p0", "wrong_rec_share", {"rec-consistency"}),  # ... inside Pi_prc's Pi_rec^m
+    ("reg", "p0", "bad_triple", {"trip-cut", "trip-bucket"}),  # a bad triple inside Pi_trip
+    ("clf", "p1", "bad_gc", {"gc-consistency"}),           # a garbler sends an inconsistent GC
+    ("clf", "p0", "bad_key", {"gc-key"}),                  # ... or an inconsistent key
+    ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt
+]
+
+
+@pytest.mark.parametrize("kind,party,step,checks", ATTACKS, ids=[a[2] + "-" + a[1] for a in ATTACKS])
+def test_attack_makes_honest_parties_abort(models, kind, party, step, checks):
+    est, x = models[kind]
+    res, _ = run_protocol(est, x, "malicious", {"attack": {"party": party, "step": step}})
+    honest = [p for p in ("p0", "p1", "p2", "client", "model_owner") if p != party]
+    fired = set()
+    for p in honest:
+        assert isinstance(res[p], ProtocolAbort), (p, res[p])   # abort, and nothing else
+        fired.add(res[p].check)
+    assert fired & checks, fired
+    if party != "client":
+        assert isinstance(res["client"], ProtocolAbort)   # the client gets no output
+
+
+@pytest.mark.parametrize("kind", ["reg", "clf"])
+def test_honest_malicious_run_does_not_abort(models, kind):
+    est, x = models[kind]
+    res, _ = run_protocol(est, x, "malicious", {"attack": {}})
+    assert not any(isinstance(v, BaseException) for v in res.values())
+    if kind == "clf":
+        assert np.array_equal(res["client"].output[:, 0], est.predict(x))
+    else:
+        assert np.max(np.abs(res["client"].output[:, 0] - est.predict(x))) < 0.5
