@@ -110,6 +110,9 @@ class _Scale16(StandardScaler):
         return self
 
 
+LOGIT_PENALTY = 0.003
+
+
 def train_cnn(seed: int = 0, epochs: int = 40, lr: float = 0.01, batch: int = 32) -> dict:
     """Conv 3x3 (1->8, pad 1) -> ReLU -> 2x2 mean pool -> dense 128->10, softmax loss,
     Adam; plain numpy (torch is not a dependency). Returns the weights."""
@@ -166,7 +169,10 @@ def _cnn_grads(params: dict, x: np.ndarray, y: np.ndarray) -> dict:
     z = logits - logits.max(axis=1, keepdims=True)
     prob = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     prob[np.arange(len(y)), y] -= 1.0
-    dlog = prob / len(y)
+    # Softmax cross-entropy plus LOGIT_PENALTY/2 * mean ||logits||^2: capping values
+    # during training keeps the logits inside FX32's product range (|.| < 32) -- the
+    # remedy [STAMP 5.3] suggests for fixed-point range failures.
+    dlog = (prob + LOGIT_PENALTY * logits) / len(y)
     g = {"fw": flat.T @ dlog, "fb": dlog.sum(axis=0)}
     dpool = (dlog @ params["fw"].T).reshape(-1, 8, 4, 1, 4, 1) / 4.0
     dchw = np.broadcast_to(dpool, (len(y), 8, 4, 2, 4, 2)).reshape(-1, 8, 64)
