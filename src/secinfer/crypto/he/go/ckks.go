@@ -591,11 +591,7 @@ func he_lt_eval(ph C.uint64_t, evh C.uint64_t, ah C.uint64_t, lth C.uint64_t, ou
 	if a.v.LogDimensions.Cols != lt.v.LogDimensions.Cols {
 		fail(codeArgument, "ciphertext has 2^%d slots, transform expects 2^%d", a.v.LogDimensions.Cols, lt.v.LogDimensions.Cols)
 	}
-	for _, g := range lt.v.GaloisElements(params(ph).P) {
-		if _, err := e.evk.GetGaloisKey(g); err != nil {
-			fail(codeArgument, "evaluation keys lack the Galois key %d this transform needs", g)
-		}
-	}
+	e.requireGalois(lt.v.GaloisElements(params(ph).P), "this linear transform")
 	e.mu.Lock()
 	ct, err := e.lt.EvaluateNew(a.v, lt.v)
 	e.mu.Unlock()
