@@ -243,7 +243,7 @@ class Graph:
         got = tuple(np.shape(x))
         exp = info.shape
         if len(got) != len(exp) or any(e is not None and e != g for e, g in zip(exp, got)):
-            shown = tuple("N" if e is None else e for e in exp)
+            shown = "(" + ", ".join("N" if e is None else str(e) for e in exp) + ")"
             raise ShapeError(f"input {name!r} of model {self.name!r}: expected shape {shown}, "
                              f"got {got}")
 

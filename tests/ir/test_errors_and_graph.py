@@ -1,0 +1,137 @@
+"""Typed errors with clear messages; public architecture bytes; summary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from onnx import helper as h
+
+from helpers import f32, make_model
+from secinfer.arith.fixed import FX64
+from secinfer.errors import ModelError, ShapeError, UnsupportedOpError
+from secinfer.ir.fixed_exec import run_fixed
+from secinfer.ir.float_exec import run_float
+from secinfer.ir.graph import Graph
+from secinfer.ir.onnx_import import load_model
+
+N = h.make_node
+R = np.random.default_rng(5)
+
+
+def small_cnn():
+    nodes = [N("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), N("Relu", ["c"], ["r"]),
+             N("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             N("Flatten", ["p"], ["f"]), N("Gemm", ["f", "w2", "b2"], ["y"], transB=1)]
+    inits = {"w": np.full((4, 3, 3, 3), 0.123456789, np.float32), "b": f32(R, 4),
+             "w2": f32(R, 10, 64), "b2": f32(R, 10)}
+    return make_model(nodes, {"x": ("N", 3, 8, 8)}, {"y": ("N", 10)}, inits, name="cnn")
+
+
+def test_malformed_bytes_give_model_error():
+    with pytest.raises(ModelError, match="not a valid ONNX model"):
+        load_model(b"\x08\x07garbage\xff\xff\xff")
+    good = small_cnn().SerializeToString()
+    with pytest.raises(ModelError):
+        load_model(good[: len(good) // 2])
+    with pytest.raises(ModelError, match="cannot read model file"):
+        load_model("/nonexistent/model.onnx")
+    with pytest.raises(ModelError):
+        load_model(12345)
+
+
+def test_checker_failure_is_model_error():
+    m = make_model([N("Relu", ["x"], ["y"])], {"x": (2, 3)}, {"y": (2, 3)})
+    m.graph.node[0].input[0] = "undefined_tensor"
+    with pytest.raises(ModelError):
+        load_model(m)
+
+
+def test_unsupported_op_names_op_and_node():
+    m = make_model([N("Hardmax", ["x"], ["y"], name="hm1")], {"x": (2, 3)}, {"y": (2, 3)})
+    with pytest.raises(UnsupportedOpError) as ei:
+        load_model(m)
+    assert ei.value.op == "Hardmax" and ei.value.node == "hm1"
+    assert "Hardmax" in str(ei.value) and "hm1" in str(ei.value)
+
+
+@pytest.mark.parametrize("node,inits,xshape,detail", [
+    (N("Conv", ["x", "w"], ["y"]), {"w": f32(R, 2, 3, 2, 2, 2)}, (1, 3, 4, 4, 4), "3-D"),
+    (N("LayerNormalization", ["x", "g"], ["y", "mean"]), {"g": f32(R, 4)}, (2, 4), "Mean"),
+    (N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], training_mode=1),
+     {k: f32(R, 2) ** 2 for k in "sbmv"}, (1, 2, 3), "(?i)training_mode"),
+    (N("Reshape", ["x", "s"], ["y"], allowzero=1), {"s": np.array([0, 12], np.int64)}, (1, 12), "allowzero"),
+    (N("Gelu", ["x"], ["y"], approximate="cubic"), {}, (2, 2), "approximate"),
+])
+def test_unsupported_attribute_values(node, inits, xshape, detail):
+    outs = {o: None for o in node.output}
+    try:
+        m = make_model([node], {"x": xshape}, outs, inits, opset=20)
+    except Exception:
+        pytest.skip("onnx refuses to build this model")
+    with pytest.raises((UnsupportedOpError, ModelError), match=detail):
+        load_model(m, check=False)
+
+
+def test_non_constant_weights_and_divisor_are_refused():
+    m = make_model([N("Conv", ["x", "w"], ["y"])], {"x": (1, 1, 3, 3), "w": (1, 1, 2, 2)}, {"y": None})
+    with pytest.raises(UnsupportedOpError, match="constant"):
+        load_model(m)
+    m = make_model([N("Div", ["x", "d"], ["y"])], {"x": (2,), "d": (2,)}, {"y": None})
+    with pytest.raises(UnsupportedOpError, match="divisor"):
+        load_model(m)
+
+
+def test_wrong_input_shape_names_expected_and_got():
+    g = load_model(small_cnn())
+    with pytest.raises(ShapeError) as ei:
+        run_float(g, np.zeros((2, 3, 9, 8), np.float32))
+    msg = str(ei.value)
+    assert "(N, 3, 8, 8)" in msg and "(2, 3, 9, 8)" in msg and "'x'" in msg
+    with pytest.raises(ShapeError):
+        run_fixed(g, np.zeros((3, 8, 8), np.float32), FX64)
+    with pytest.raises(ShapeError, match="missing input"):
+        run_float(g, {"other": np.zeros((1, 3, 8, 8))})
+
+
+def test_public_bytes_roundtrip_without_weights():
+    g = load_model(small_cnn())
+    b = g.public_bytes()
+    assert isinstance(b, bytes)
+    d = json.loads(b)  # plain JSON, no pickle
+    assert d["format"] == "secinfer-ir/1"
+    assert b"0.1234" not in b  # no weight values
+    p = Graph.from_public_bytes(b)
+    assert [n.op for n in p.nodes] == [n.op for n in g.nodes]
+    assert [n.attrs for n in p.nodes] == [n.attrs for n in g.nodes]
+    assert p.shapes == g.shapes
+    assert {k: v.shape for k, v in p.weight_info.items()} == {k: v.shape for k, v in g.weight_info.items()}
+    assert not p.has_weights and g.has_weights
+    assert p.stats()["params"] == g.stats()["params"]
+    with pytest.raises(ModelError, match="no weight values"):
+        run_float(p, np.zeros((1, 3, 8, 8)))
+    with pytest.raises(ModelError):
+        Graph.from_public_bytes(b"{not json")
+    with pytest.raises(ModelError):
+        Graph.from_public_bytes(json.dumps({"format": "secinfer-ir/1", "name": "x"}).encode())
+
+
+def test_summary_counts_params_and_macs():
+    g = load_model(small_cnn())
+    st = g.stats()
+    assert st["params"] == 4 * 27 + 4 + 640 + 10
+    assert st["macs"] == 4 * 8 * 8 * 27 + 64 * 10
+    s = g.summary()
+    assert "Conv" in s and "Gemm" in s and "762 parameters" in s and f"{st['macs']:,} MACs" in s
+
+
+def test_graph_validate_rejects_bad_graphs():
+    g = load_model(small_cnn())
+    g.nodes[0].op = "Bogus"
+    with pytest.raises(ModelError, match="not a canonical op"):
+        g.validate()
+    g = load_model(small_cnn())
+    g.nodes.reverse()
+    with pytest.raises(ModelError, match="before it is defined"):
+        g.validate()
