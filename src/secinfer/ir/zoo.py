@@ -56,6 +56,7 @@ Architectures and where they come from (paper citations: the papers in docs/pape
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -457,12 +458,13 @@ def _run(name: str, seed: int, batch: int, options: dict, dry: bool):
     if not isinstance(batch, int) or batch < 1:
         raise ConfigError("batch must be a positive integer")
     entry = ZOO[name]
+    allowed = list(inspect.signature(entry.fn).parameters)[2:]   # after (net, batch)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"zoo model {name!r} has no option(s) {unknown}; options: {allowed}")
     opts = {**entry.options, **options}
     net = _Net(name, seed, opts, dry=dry)
-    try:
-        x_shape, out, out_shape = entry.fn(net, batch, **opts)
-    except TypeError as exc:
-        raise ConfigError(f"zoo model {name!r}: bad options {sorted(options)}: {exc}") from None
+    x_shape, out, out_shape = entry.fn(net, batch, **opts)
     return net, x_shape, out, out_shape
 
 
