@@ -78,25 +78,47 @@ def test_key_sizes_equal_declared_formula(n, k, payload):
     prg = PRG.for_tests(400)
     for params, gen in ((DCFParams(n, k, payload), dcf_gen), (DPFParams(n, k, payload), dpf_gen)):
         keys = gen(params, prg, prg.ring((7,), n), params.group.random(prg, (7, payload)))
-        limbs = params.group.limbs
+        entry = -(-k // 8) * payload          # payload entries packed to whole bytes
         for key in keys:
             assert key.nbytes() == 7 * params.nbytes_per_key()
         if isinstance(params, DPFParams):
-            assert params.nbytes_per_key() == 16 + n * 17 + 8 * limbs * payload
+            assert params.nbytes_per_key() == 16 + n * 17 + entry
         else:
-            assert params.nbytes_per_key() == 16 + n * (17 + 8 * limbs * payload) + 8 * limbs * payload
+            assert params.nbytes_per_key() == 16 + n * (17 + entry) + entry
+
+
+def test_dcf_mixed_entry_widths():
+    """Payload in Z_2^104 x Z_2^40 x Z_2^3: each coordinate correct mod its own width."""
+    prg = PRG.for_tests(450)
+    p = DCFParams(8, 104, 3, entry_bits=(104, 40, 3))
+    g = p.group
+    alpha = prg.ring((9,), 8)
+    beta = p.reduce_entries(g.random(prg, (9, 3)))
+    k0, k1 = dcf_gen(p, prg, alpha, beta)
+    xs = np.tile(np.arange(256, dtype=np.uint64), (9, 1))
+    y = p.reduce_entries(g.raw.add(dcf_eval(k0, xs), dcf_eval(k1, xs)))
+    want = np.where((xs < alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(y, want)
+    assert p.nbytes_per_key() == 16 + 8 * (17 + 13 + 5 + 1) + 19
+    assert k0.nbytes() == 9 * p.nbytes_per_key()
+    back = DCFKeys.from_arrays(p, 0, k0.arrays(), 9)
+    assert np.array_equal(back.v_cw, k0.v_cw) and np.array_equal(back.final, k0.final)
+    with pytest.raises(ConfigError):
+        DCFParams(8, 64, 2, entry_bits=(64, 65))
 
 
 def test_malformed_dcf_and_dpf_keys_are_typed_errors():
     prg = PRG.for_tests(500)
-    p = DCFParams(16, 72, 1)
+    p = DCFParams(16, 70, 1)
     k0, _ = dcf_gen(p, prg, prg.ring((4,), 16), p.group.random(prg, (4, 1)))
     arrays = k0.arrays()
     assert DCFKeys.from_arrays(p, 0, arrays, 4).count == 4
     bad_shape = dict(arrays, s_cw=arrays["s_cw"][:, :-1])
     bad_dtype = dict(arrays, seed=arrays["seed"].astype(np.int64))
     bad_tbits = dict(arrays, t_cw=np.full_like(arrays["t_cw"], 7))
-    unreduced = dict(arrays, final=arrays["final"] | np.uint64(1 << 63))
+    top = arrays["final"].copy()
+    top[:, -1] |= np.uint8(0x80)          # bit 71 of a 70-bit entry
+    unreduced = dict(arrays, final=top)
     missing = {k: v for k, v in arrays.items() if k != "v_cw"}
     for bad in (bad_shape, bad_dtype, bad_tbits, unreduced, missing):
         with pytest.raises(SerializationError):

@@ -14,10 +14,15 @@ control bits equal from then on, so every later contribution cancels and the tot
 accumulated on-path value V_alpha plus that level's correction -- which Gen sets to beta
 when the walk leaves to the left of alpha (x < alpha) and to 0 otherwise.
 
-Key of one party for one function (bytes as stored, see ``DCFKeys.nbytes_per_key``):
-    seed 16 | n x (s_cw 16 | t_cw 1 | V_cw 8 L P) | final 8 L P
-which is n (128 + 8 + P k') + 128 + P k' bits with k' = 64 L (paper: n(lambda + 2 + P k)
-+ lambda + P k; we round the two control bits up to a byte and k up to whole limbs).
+The payload is a vector in the product group Z_2^k1 x ... x Z_2^kP (``entry_bits``; each
+k_j <= k): the construction works coordinate-wise, so an entry that a gate only ever
+multiplies by 2^n needs only k - n bits. In memory every entry uses the L limbs of Z_2^k;
+as stored, entry j takes ceil(k_j / 8) bytes.
+
+Key of one party for one function (bytes as stored, see ``DCFParams.nbytes_per_key``):
+    seed 16 | n x (s_cw 16 | t_cw 1 | V_cw W) | final W,     W = sum_j ceil(k_j / 8)
+i.e. n (lambda + 2 + sum k_j) + lambda + sum k_j bits in the paper's count [BCG+21 Thm. 3.2],
+with the two control bits rounded up to a byte and each k_j up to whole bytes.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class DCFParams:
     n: int
     out_bits: int
     payload: int = 1
+    entry_bits: tuple = ()
 
     def __post_init__(self) -> None:
         if not 1 <= self.n <= MAX_DOMAIN_BITS:
@@ -51,6 +57,53 @@ class DCFParams:
         if self.payload < 1:
             raise ConfigError("DCF payload needs at least one group element")
         Z2k(self.out_bits)  # validates k
+        if self.entry_bits and (len(self.entry_bits) != self.payload
+                                or not all(1 <= int(b) <= self.out_bits for b in self.entry_bits)):
+            raise ConfigError(f"DCF entry bit widths {self.entry_bits} do not fit {self.payload} entries"
+                              f" of at most {self.out_bits} bits")
+
+    @property
+    def bits(self) -> tuple:
+        """Bit width k_j of every payload entry."""
+        return tuple(int(b) for b in self.entry_bits) if self.entry_bits else (self.out_bits,) * self.payload
+
+    @property
+    def entry_bytes(self) -> tuple:
+        return tuple(-(-b // 8) for b in self.bits)
+
+    @property
+    def packed_bytes(self) -> int:
+        return sum(self.entry_bytes)
+
+    @property
+    def entry_mask(self) -> np.ndarray:
+        """(P, L) limb masks: entry j reduced mod 2^k_j."""
+        lim = self.group.limbs
+        out = np.zeros((self.payload, lim), np.uint64)
+        for j, b in enumerate(self.bits):
+            for w in range(lim):
+                width = min(max(b - 64 * w, 0), 64)
+                out[j, w] = np.uint64((1 << width) - 1)
+        return out
+
+    def reduce_entries(self, a: np.ndarray) -> np.ndarray:
+        return np.asarray(a, np.uint64) & self.entry_mask
+
+    def pack(self, a: np.ndarray) -> np.ndarray:
+        """(..., P, L) uint64 -> (..., W) uint8, entry j in its first ceil(k_j/8) bytes."""
+        a = np.ascontiguousarray(a, dtype="<u8")
+        by = a.view(np.uint8).reshape(a.shape[:-2] + (self.payload, 8 * self.group.limbs))
+        return np.concatenate([by[..., j, :nb] for j, nb in enumerate(self.entry_bytes)], axis=-1)
+
+    def unpack(self, b: np.ndarray) -> np.ndarray:
+        """Inverse of ``pack`` (no validation)."""
+        lim = self.group.limbs
+        out = np.zeros(b.shape[:-1] + (self.payload, 8 * lim), np.uint8)
+        pos = 0
+        for j, nb in enumerate(self.entry_bytes):
+            out[..., j, :nb] = b[..., pos:pos + nb]
+            pos += nb
+        return out.view("<u8").astype(np.uint64).reshape(b.shape[:-1] + (self.payload, lim))
 
     @property
     def group(self) -> Z2k:
@@ -66,7 +119,7 @@ class DCFParams:
         return -(-self.words // 2)
 
     def nbytes_per_key(self) -> int:
-        w = 8 * self.words
+        w = self.packed_bytes
         return 16 + self.n * (16 + 1 + w) + w
 
     # tweak layout of the MMO hash (see expand.py)
@@ -96,8 +149,8 @@ class DCFKeys:
     seed: np.ndarray      # (B, 2) uint64
     s_cw: np.ndarray      # (B, n, 2) uint64
     t_cw: np.ndarray      # (B, n) uint8: bit 0 = t_cw^L, bit 1 = t_cw^R
-    v_cw: np.ndarray      # (B, n, P, L) uint64
-    final: np.ndarray     # (B, P, L) uint64
+    v_cw: np.ndarray      # (B, n, P, L) uint64 (stored packed: (B, n, W) uint8)
+    final: np.ndarray     # (B, P, L) uint64    (stored packed: (B, W) uint8)
 
     FIELDS = ("seed", "s_cw", "t_cw", "v_cw", "final")
 
@@ -105,15 +158,17 @@ class DCFKeys:
     def count(self) -> int:
         return int(self.seed.shape[0])
 
-    def expected_shapes(self, count: int | None = None) -> dict:
-        p, b = self.params, self.count if count is None else count
-        lim = p.group.limbs
+    @staticmethod
+    def stored_shapes(p: DCFParams, b: int) -> dict:
+        """Field -> (shape, dtype) of the stored (packed) key arrays."""
         return {"seed": ((b, 2), np.uint64), "s_cw": ((b, p.n, 2), np.uint64),
-                "t_cw": ((b, p.n), np.uint8), "v_cw": ((b, p.n, p.payload, lim), np.uint64),
-                "final": ((b, p.payload, lim), np.uint64)}
+                "t_cw": ((b, p.n), np.uint8), "v_cw": ((b, p.n, p.packed_bytes), np.uint8),
+                "final": ((b, p.packed_bytes), np.uint8)}
 
     def arrays(self) -> dict:
-        return {f: getattr(self, f) for f in self.FIELDS}
+        """The key as stored / sent: correction words packed to their entry widths."""
+        return {"seed": self.seed, "s_cw": self.s_cw, "t_cw": self.t_cw,
+                "v_cw": self.params.pack(self.v_cw), "final": self.params.pack(self.final)}
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays().values())
@@ -123,9 +178,8 @@ class DCFKeys:
         """Validate untrusted key material (dtype, shape, value ranges) and wrap it."""
         if party not in (0, 1):
             raise SerializationError(f"DCF key party must be 0 or 1, got {party}")
-        proto = cls(params, party, *(np.zeros(0, np.uint64) for _ in cls.FIELDS))
         out = {}
-        for name, (shape, dt) in proto.expected_shapes(count).items():
+        for name, (shape, dt) in cls.stored_shapes(params, count).items():
             a = arrays.get(name)
             if a is None:
                 raise SerializationError(f"DCF key: missing field {name!r}")
@@ -134,11 +188,13 @@ class DCFKeys:
                 raise SerializationError(
                     f"DCF key field {name!r}: expected {np.dtype(dt)}{shape}, got {a.dtype}{a.shape}")
             out[name] = np.ascontiguousarray(a)
-        g = params.group
         if np.any(out["t_cw"] > 3):
             raise SerializationError("DCF key: control-bit corrections out of range")
-        if not (g.is_reduced(out["v_cw"]) and g.is_reduced(out["final"])):
-            raise SerializationError(f"DCF key: correction words not reduced mod 2^{g.bits}")
+        for name in ("v_cw", "final"):
+            v = params.unpack(out[name])
+            if not np.array_equal(v, params.reduce_entries(v)):
+                raise SerializationError(f"DCF key: correction words exceed their entry widths {params.bits}")
+            out[name] = v
         return cls(params, party, **out)
 
     def take(self, idx) -> "DCFKeys":
@@ -155,7 +211,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     g = gk.raw                       # intermediate sums unreduced; stored words reduced mod 2^k
     alpha = np.asarray(alpha, np.uint64).reshape(-1)
     bsz = alpha.shape[0]
-    beta = gk.reduce(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
+    beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
     if n < 64 and np.any(alpha >> np.uint64(n)):
         raise ConfigError(f"DCF alpha must be < 2^{n}")
     h = MMOHash()
@@ -192,7 +248,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         # lose side is L exactly when alpha_i = 1: then every x taking it has x < alpha.
         tmp = g.sub(g.sub(v_lose[1], v_lose[0]), v_alpha)
         tmp = g.add(tmp, g.select(a, beta))
-        vcw = gk.reduce(g.cond_neg(tmp, t[1]))
+        vcw = params.reduce_entries(g.cond_neg(tmp, t[1]))
         v_alpha = g.add(g.add(g.sub(v_alpha, v_keep[1]), v_keep[0]), g.cond_neg(vcw, t[1]))
         tcw_l = tt[0][0] ^ tt[1][0] ^ a ^ np.uint8(1)
         tcw_r = tt[0][1] ^ tt[1][1] ^ a
@@ -202,7 +258,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
             s[b] = s_keep[b] ^ (scw * t[b][:, None].astype(np.uint64))
             t[b] = t_keep[b] ^ (t[b] & tcw_keep)
     conv = [params.words_to_group(h.hash(s[b], params.convert_tweaks()), reduce=False) for b in (0, 1)]
-    final = gk.reduce(g.cond_neg(g.sub(g.sub(conv[1], conv[0]), v_alpha), t[1]))
+    final = params.reduce_entries(g.cond_neg(g.sub(g.sub(conv[1], conv[0]), v_alpha), t[1]))
     keys = tuple(DCFKeys(params, b, root[b], s_cw.copy(), t_cw.copy(), v_cw.copy(), final.copy())
                  for b in (0, 1))
     return keys  # type: ignore[return-value]
@@ -241,4 +297,4 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
         t = t_child ^ (t & tc)
     conv = params.words_to_group(h.hash(s, params.convert_tweaks()), reduce=False)
     acc = g.add(acc, g.add(conv, g.select(t, keys.final)))
-    return gk.reduce(g.neg(acc) if keys.party == 1 else acc)
+    return params.reduce_entries(g.neg(acc) if keys.party == 1 else acc)

@@ -9,8 +9,9 @@ two parties' (seed, control bit) pairs become equal, on it they stay different w
 t_0 xor t_1 = 1, and the leaf word CW = (-1)^t_1 (beta - Convert(s_0) + Convert(s_1)) makes
 the shares at alpha sum to beta.
 
-Key of one party (bytes as stored): seed 16 | n x (s_cw 16 | t_cw 1) | CW 8 L P, i.e.
-n (lambda + 2) + lambda + P k bits in the paper's count, rounded to bytes and limbs.
+Key of one party (bytes as stored): seed 16 | n x (s_cw 16 | t_cw 1) | CW W (W as for the
+DCF: payload entries packed to whole bytes), i.e. n (lambda + 2) + lambda + sum k_j bits
+in the paper's count, rounded to bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class DPFParams(DCFParams):
     """Domain {0,1}^n, payload P elements of Z_2^k (same validation as DCFParams)."""
 
     def nbytes_per_key(self) -> int:
-        return 16 + self.n * 17 + 8 * self.words
+        return 16 + self.n * 17 + self.packed_bytes
 
     def convert_tweaks(self) -> np.ndarray:
         return 2 + np.arange(self.value_blocks, dtype=np.uint64)
@@ -53,7 +54,8 @@ class DPFKeys:
         return int(self.seed.shape[0])
 
     def arrays(self) -> dict:
-        return {f: getattr(self, f) for f in self.FIELDS}
+        """The key as stored / sent (leaf correction word packed to the entry widths)."""
+        return {"seed": self.seed, "s_cw": self.s_cw, "t_cw": self.t_cw, "final": self.params.pack(self.final)}
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays().values())
@@ -65,9 +67,8 @@ class DPFKeys:
     def from_arrays(cls, params: DPFParams, party: int, arrays: dict, count: int) -> "DPFKeys":
         if party not in (0, 1):
             raise SerializationError(f"DPF key party must be 0 or 1, got {party}")
-        lim = params.group.limbs
         want = {"seed": ((count, 2), np.uint64), "s_cw": ((count, params.n, 2), np.uint64),
-                "t_cw": ((count, params.n), np.uint8), "final": ((count, params.payload, lim), np.uint64)}
+                "t_cw": ((count, params.n), np.uint8), "final": ((count, params.packed_bytes), np.uint8)}
         out = {}
         for name, (shape, dt) in want.items():
             a = arrays.get(name)
@@ -75,8 +76,10 @@ class DPFKeys:
                 got = "missing" if a is None else f"{np.asarray(a).dtype}{np.asarray(a).shape}"
                 raise SerializationError(f"DPF key field {name!r}: expected {np.dtype(dt)}{shape}, got {got}")
             out[name] = np.ascontiguousarray(a)
-        if np.any(out["t_cw"] > 3) or not params.group.is_reduced(out["final"]):
+        final = params.unpack(out["final"])
+        if np.any(out["t_cw"] > 3) or not np.array_equal(final, params.reduce_entries(final)):
             raise SerializationError("DPF key: correction words out of range")
+        out["final"] = final
         return cls(params, party, **out)
 
 
@@ -85,7 +88,7 @@ def dpf_gen(params: DPFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     n, g = params.n, params.group
     alpha = np.asarray(alpha, np.uint64).reshape(-1)
     bsz = alpha.shape[0]
-    beta = g.reduce(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
+    beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
     if n < 64 and np.any(alpha >> np.uint64(n)):
         raise ConfigError(f"DPF alpha must be < 2^{n}")
     h = MMOHash()
@@ -116,7 +119,7 @@ def dpf_gen(params: DPFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
             s[b] = s_keep[b] ^ (scw * t[b][:, None].astype(np.uint64))
             t[b] = t_keep[b] ^ (t[b] & tcw_keep)
     conv = [params.words_to_group(h.hash(s[b], params.convert_tweaks())) for b in (0, 1)]
-    final = g.cond_neg(g.add(g.sub(beta, conv[0]), conv[1]), t[1])
+    final = params.reduce_entries(g.cond_neg(g.add(g.sub(beta, conv[0]), conv[1]), t[1]))
     return tuple(DPFKeys(params, b, root[b], s_cw.copy(), t_cw.copy(), final.copy())  # type: ignore
                  for b in (0, 1))
 
@@ -144,7 +147,7 @@ def dpf_eval(keys: DPFKeys, x: np.ndarray) -> np.ndarray:
         s = child ^ (keys.s_cw[:, i] * t[:, None].astype(np.uint64))
         t = t_child ^ (t & tc)
     out = g.add(params.words_to_group(h.hash(s, params.convert_tweaks())), g.select(t, keys.final))
-    return g.neg(out) if keys.party == 1 else out
+    return params.reduce_entries(g.neg(out) if keys.party == 1 else out)
 
 
 def dpf_eval_all(keys: DPFKeys) -> np.ndarray:
@@ -169,4 +172,4 @@ def dpf_eval_all(keys: DPFKeys) -> np.ndarray:
     conv = params.words_to_group(h.hash(s.reshape(-1, 2), params.convert_tweaks()))
     conv = conv.reshape(bsz, 1 << n, params.payload, g.limbs)
     out = g.add(conv, g.select(t, np.broadcast_to(keys.final[:, None], conv.shape)))
-    return g.neg(out) if keys.party == 1 else out
+    return params.reduce_entries(g.neg(out) if keys.party == 1 else out)

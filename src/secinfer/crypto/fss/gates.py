@@ -98,7 +98,7 @@ class GateKey:
             for name, a in d.arrays().items():
                 out[f"dcf{j}.{name}"] = a
         for name in self.gate.dealer_fields:
-            out[f"sh.{name}"] = self.shares[name]
+            out[f"sh.{name}"] = self.gate.group.pack(self.shares[name])
         return out
 
     @classmethod
@@ -118,9 +118,12 @@ class GateKey:
         g, shares = gate.group, {}
         for name in gate.dealer_fields:
             a = arrays.get(f"sh.{name}")
-            if a is None or a.dtype != np.uint64 or a.shape != (count, g.limbs) or not g.is_reduced(a):
+            if a is None or a.dtype != np.uint8 or a.shape != (count, g.packed_bytes):
                 raise SerializationError(f"FSS gate key: dealer share {name!r} malformed or missing")
-            shares[name] = np.ascontiguousarray(a)
+            v = g.unpack(a)
+            if not g.is_reduced(v):
+                raise SerializationError(f"FSS gate key: dealer share {name!r} exceeds Z_2^{g.bits}")
+            shares[name] = v
         extra = set(arrays) - {"meta"} - {f"dcf{j}.{f}" for j in range(len(dcfs)) for f in DCFKeys.FIELDS} \
             - {f"sh.{nm}" for nm in gate.dealer_fields}
         if extra:
@@ -197,9 +200,14 @@ class FSSGate:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={self.n}, k={self.k}, f={self.f}, mac={self.mac})"
 
+    def entry_bits(self, name: str) -> int:
+        """Bits a payload entry needs: all of k unless the gate only uses it times 2^e."""
+        return self.k
+
     @property
     def dcf_params(self) -> list:
-        return [DCFParams(d, self.k, len(p)) for d, p in zip(self.dcf_domains, self.payloads)]
+        return [DCFParams(d, self.k, len(p), tuple(self.entry_bits(nm) for nm in p))
+                for d, p in zip(self.dcf_domains, self.payloads)]
 
     def meta(self, party: int, count: int) -> np.ndarray:
         return np.array([KEY_FORMAT_VERSION, _KINDS.index(self.kind), party, self.n, self.k, self.f,
@@ -230,17 +238,14 @@ class FSSGate:
     def key_specs(self, count: int) -> list:
         """ArraySpecs of ``GateKey.ordered_arrays()`` for receiving a key over an Endpoint."""
         specs = [ArraySpec(np.uint64, (8,))]
-        lim = self.group.limbs
         for dp in self.dcf_params:
-            specs += [ArraySpec(np.uint64, (count, 2)), ArraySpec(np.uint64, (count, dp.n, 2)),
-                      ArraySpec(np.uint8, (count, dp.n)), ArraySpec(np.uint64, (count, dp.n, dp.payload, lim)),
-                      ArraySpec(np.uint64, (count, dp.payload, lim))]
-        return specs + [ArraySpec(np.uint64, (count, lim)) for _ in self.dealer_fields]
+            specs += [ArraySpec(dt, shape) for shape, dt in DCFKeys.stored_shapes(dp, count).values()]
+        return specs + [ArraySpec(np.uint8, (count, self.group.packed_bytes)) for _ in self.dealer_fields]
 
     def cost(self) -> GateCost:
         dps = self.dcf_params
-        key = sum(dp.nbytes_per_key() for dp in dps) + len(self.dealer_fields) * self.group.nbytes
-        paper = sum(dp.n * (128 + 2 + dp.payload * self.k) + 128 + dp.payload * self.k for dp in dps) \
+        key = sum(dp.nbytes_per_key() for dp in dps) + len(self.dealer_fields) * self.group.packed_bytes
+        paper = sum(dp.n * (128 + 2 + sum(dp.bits)) + 128 + sum(dp.bits) for dp in dps) \
             + len(self.dealer_fields) * self.k
         return GateCost(self.kind + ("-mac" if self.mac else ""), key, paper, self.n,
                         wire_dtype(self.n).itemsize, 1, 1, sum(dp.n for dp in dps))
@@ -417,6 +422,9 @@ class ReluGate(FSSGate):
     def dealer_fields(self):
         return ("r", "m", "mr") + (("mu", "mu_m", "mu_r", "mu_mr") if self.mac else ())
 
+    def entry_bits(self, name):
+        return self.k - self.n if name.endswith("mb") else self.k      # used times 2^n only
+
     @property
     def outputs(self):
         return ("relu", "x") + (("mu_relu", "mu_x") if self.mac else ())
@@ -476,6 +484,9 @@ class ArsGate(FSSGate):
     @property
     def dealer_fields(self):
         return ("r", "m", "r_hi") + (("mu", "mu_m", "mu_r", "mu_r_hi") if self.mac else ())
+
+    def entry_bits(self, name):
+        return self.k - self.n + self.f if name.endswith("mb") else self.k   # used times 2^(n-f) only
 
     @property
     def outputs(self):

@@ -131,6 +131,22 @@ class Z2k:
         half = 1 << (self.bits - 1)
         return np.where(v >= half, v - (1 << self.bits), v)
 
+    @property
+    def packed_bytes(self) -> int:
+        """Bytes per element when packed for storage / the wire: ceil(k / 8)."""
+        return -(-self.bits // 8)
+
+    def pack(self, a: np.ndarray) -> np.ndarray:
+        """(..., L) limbs -> (..., ceil(k/8)) little-endian bytes."""
+        a = np.ascontiguousarray(a, dtype="<u8")
+        return a.view(np.uint8).reshape(a.shape[:-1] + (8 * self.limbs,))[..., :self.packed_bytes].copy()
+
+    def unpack(self, b: np.ndarray) -> np.ndarray:
+        """Inverse of ``pack``; the result may be unreduced if ``b`` is malformed (check it)."""
+        out = np.zeros(b.shape[:-1] + (8 * self.limbs,), np.uint8)
+        out[..., :self.packed_bytes] = b
+        return out.view("<u8").astype(np.uint64).reshape(b.shape[:-1] + (self.limbs,))
+
     def low_u64(self, a: np.ndarray) -> np.ndarray:
         """The low 64 bits (the whole value when k <= 64)."""
         return np.asarray(a, np.uint64)[..., 0].copy()
