@@ -12,6 +12,9 @@ from secinfer.protocols.base import ProtocolSpec
 _MODULES = {
     "reference": "secinfer.protocols.reference.protocol",
     "crisp": "secinfer.protocols.crisp.protocol",
+    "stamp": "secinfer.protocols.stamp.protocol",
+    "astra": "secinfer.protocols.astra.protocol",
+    "aby3": "secinfer.protocols.aby3.protocol",
 }
 
 

@@ -1,0 +1,131 @@
+"""``aby3``: the ABY3 baseline for ASTRA's prediction functions [ASTRA 6.1.2], same roles,
+same model handling and the same client-side exact truncation as ``astra``, so the two run
+side by side on identical inputs. Securities: semi-honest and malicious (with abort).
+
+setup    PRF keys (shared with astra's key setup), public header, batch size.
+offline  M replicated-shares W and b; malicious: triples for every product of the dot
+         products (and every AND of the bit extraction) by cut-and-choose.
+online   C shares its query; dot product (semi-honest: 3 elements per output; malicious:
+         9 per product); classifiers: bit extraction on boolean shares (log-round PPA);
+         malicious: sacrifice + hash checks; reconstruction towards C.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
+from secinfer.protocols.astra import model as mdl
+from secinfer.protocols.astra.keys import setup_keys
+from secinfer.protocols.astra.protocol import _await_close, _close, _header
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.crypto.gc.circuit import msb_add3_circuit
+
+SERVERS = ("p0", "p1", "p2")
+M, C = "model_owner", "client"
+ROLES = SERVERS + (M, C)
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    try:
+        return _run(role, ep, job)
+    except PeerAbortedError as e:
+        ep.abort(e.check, e.suspect, e.detail)
+        raise
+
+
+def _run(role, ep, job):
+    if role not in ROLES:
+        raise ProtocolError(f"aby3 has no role {role!r}")
+    if job.security not in SPEC.securities:
+        raise ProtocolError(f"aby3 security must be one of {SPEC.securities}")
+    malicious = job.security == "malicious"
+    cfg = job.fixed
+    with ep.phase("setup"):
+        keys = setup_keys(ep, role, job.prg, malicious)
+        lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
+        if role == C:
+            x = np.asarray(job.input, np.float64)
+            x = x[None, :] if x.ndim == 1 else x
+            if x.ndim != 2 or x.shape[1] != k:
+                raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
+            for p in SERVERS:
+                ep.send(p, "rep3/batch", np.array([x.shape[0]], np.int64))
+        elif role in SERVERS:
+            batch = int(ep.recv_one(C, "rep3/batch", ArraySpec(np.int64, (1,)))[0])
+            if not 1 <= batch <= 1 << 20:
+                raise ProtocolError(f"client asked for batch size {batch}")
+    if role == M:
+        w, b = lm.encode(cfg)
+        with ep.phase("offline"):
+            owner_send(ep, keys, M, "W", w)
+            owner_send(ep, keys, M, "b", b)
+        _await_close(ep)
+        return PartyResult(info={"role": M})
+    if role == C:
+        fw_, fx = fw
+        with ep.phase("online"):
+            owner_send(ep, keys, C, "X", mdl.encode_input(x, fx, cfg))
+            size = x.shape[0] * n
+            spec, hs = ArraySpec(np.uint64, (size,)), ArraySpec(np.uint8, (32,))
+            comps, hashes = [], []
+            for p in SERVERS:
+                comps.append(ep.recv_one(p, "rep3/out/y", spec))
+                if malicious:
+                    hashes.append(ep.recv_one(p, "rep3/out/y/h", hs))
+            if malicious:
+                from secinfer.protocols.aby3.engine import _dig
+                for i in range(3):
+                    if not np.array_equal(_dig("out", comps[i]), hashes[(i + 2) % 3]):
+                        raise ep.abort("rec-consistency", None, "output component and hash disagree")
+            v = comps[0] + comps[1] + comps[2]
+        _close(ep)
+        if cls:
+            bit = (v & np.uint64(1)).astype(np.int64).reshape(-1, n)
+            return PartyResult(output=np.asarray(classes, np.float64)[bit], output_ring=bit.astype(np.uint64))
+        r = cfg.ring.arshift(v.reshape(-1, n), fw_ + fx - cfg.frac_bits)
+        return PartyResult(output=cfg.decode(r), output_ring=r)
+    eng = Rep3Engine(ep, role, keys, job.security, 64, prg=job.prg.derive("rep3"), attack=job.options.get("attack"),
+                     bucket=job.options.get("bucket"), opened=job.options.get("opened"))
+    beng = Rep3Engine(ep, role, keys, job.security, 1, prg=job.prg.derive("rep3-bool"),
+                      bucket=job.options.get("bucket"), opened=job.options.get("opened"))
+    beng.out_h, beng.in_h = eng.out_h, eng.in_h
+    with ep.phase("offline"):
+        W = eng.input(M, (k, n), "W")
+        B = eng.input(M, (n,), "b")
+        if malicious:
+            eng.preprocess(batch * k * n)
+            if cls:
+                beng.preprocess(batch * n * msb_add3_circuit(64).and_count)
+            eng.verify()
+    with ep.phase("online"):
+        X = eng.input(C, (batch, k), "X")
+        Y = eng.matmul(X, W)
+        Y = Y + B.map(lambda a: np.broadcast_to(a[None, :], (batch, n)))
+        Y = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
+        if cls:
+            out, oeng = eng.bitext(-Y, beng), beng
+        else:
+            out, oeng = Y, eng
+        if malicious:
+            eng.verify()
+            beng.verify()
+        oeng.open_to(C, out, "y")
+    _await_close(ep)
+    return PartyResult(info={"role": role})
+
+
+def check_model(graph, security: str) -> None:
+    mdl.check_model(graph, security)
+
+
+SPEC = ProtocolSpec(
+    name="aby3",
+    description="ABY3 replicated 3PC baseline for ASTRA's prediction functions",
+    roles=ROLES, model_role=M, input_role=C,
+    securities=("semi-honest", "malicious"), default_security="semi-honest",
+    run_party=run_party, check_model=check_model, default_fixed="fx64f13",
+    paper="astra-3pc-rings.txt (baseline, ref. 55)",
+)
