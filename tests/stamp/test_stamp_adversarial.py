@@ -1,0 +1,87 @@
+"""Malicious setting: one deviation per checked step; the honest parties abort with no output."""
+
+import numpy as np
+import pytest
+
+from secinfer.errors import ProtocolAbort
+from secinfer.ir.graph import Node
+from secinfer.protocols.stamp.backend import StampBackend
+from secinfer.sharing.replicated import Pair
+from stamp_harness import dealer_pairs, run3
+from test_stamp_kernels import _rand
+
+RELU = Node("r", "Relu", [], [], {})
+GEMM = Node("g", "Gemm", [], [], {})
+
+
+def _check_aborted(res, adversary, checks):
+    honest = [i for i in range(3) if i != adversary]
+    seen = set()
+    for i in honest:
+        r = res[i]
+        assert isinstance(r, ProtocolAbort) or r is None, f"honest party {i} returned {r!r}"
+        if isinstance(r, ProtocolAbort):
+            seen.add(r.check)
+    if 1 in honest:
+        assert isinstance(res[1], ProtocolAbort), "the input party must abort with no output"
+    assert seen & set(checks), f"expected one of {checks}, honest parties saw {seen}"
+
+
+def _relu_body(x_shares, perturb_input=None):
+    def body(i, eng, ops):
+        p = x_shares[i]
+        if perturb_input == i:
+            p = Pair(eng.ring.add(p.a, np.uint64(1)), p.b)
+        y = StampBackend(eng, ops).chain(p, [RELU], [[]], p.a.shape)
+        return eng.reveal_to(1, y)
+    return body
+
+
+X = _rand((6, 8), 21)
+
+
+@pytest.mark.parametrize("adversary", [0, 2])
+def test_altered_step2_value(adversary):
+    res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=adversary, send_tag="stamp/x'")
+    _check_aborted(res, adversary, ["relu-step2"])
+
+
+@pytest.mark.parametrize("adversary", [1, 2])
+def test_altered_value_passed_to_device(adversary):
+    res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=adversary, device_tamper=True)
+    _check_aborted(res, adversary, ["relu-step5"])
+
+
+@pytest.mark.parametrize("tag", ["stamp/z", "stamp/z^"])
+def test_altered_step5_reshare(tag):
+    res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=0, send_tag=tag)
+    _check_aborted(res, 0, ["relu-step5"])
+
+
+def test_inconsistent_input_shares():
+    res, _ = run3(_relu_body(dealer_pairs(X), perturb_input=2), malicious=True)
+    _check_aborted(res, 2, ["relu-step2", "reconstruct-consistency"])
+
+
+def test_wrong_share_in_reconstruction():
+    res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=0, send_tag="rss/reveal")
+    _check_aborted(res, 0, ["reconstruct-consistency"])
+
+
+def test_tampered_multiplication():
+    w = _rand((8, 3), 22, 0.5)
+    xs, ws = dealer_pairs(X, 1), dealer_pairs(w, 2)
+
+    def body(i, eng, ops):
+        y = StampBackend(eng, ops).product(GEMM, xs[i], ws[i], None, [RELU], [[]], (6, 3))
+        return eng.reveal_to(1, y)
+    res, _ = run3(body, malicious=True, adversary=2, send_tag="rss/reshare")
+    _check_aborted(res, 2, ["multiplication-check"])
+
+
+def test_semi_honest_does_not_detect_but_malicious_does():
+    """The same deviation passes unnoticed in the semi-honest protocol (it is not checked
+    there): the test above is meaningful only because the malicious checks exist."""
+    res, _ = run3(_relu_body(dealer_pairs(X)), malicious=False, adversary=0, send_tag="stamp/x'")
+    assert not any(isinstance(r, Exception) for r in res.values())
+    assert res[1] is not None

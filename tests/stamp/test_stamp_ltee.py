@@ -1,0 +1,79 @@
+"""The LTEE emulation: Protocol 1, counters, release policy, certificates."""
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from secinfer.errors import ProtocolAbort
+from secinfer.protocols.stamp.ltee import LteeRefused
+from stamp_harness import run3
+
+
+def _mask_meta(op, n_op, ctr, sub, j, hat, n):
+    return np.array([op, n_op, ctr, sub, j, hat, n, 0], dtype=np.int64)
+
+
+def test_protocol1_gives_consistent_keys_and_separate_processes():
+    def body(i, eng, ops):
+        # GenMask of stream 0: parties 0 and 2 hold component 0 and must get the same masks
+        got = None
+        if i in (0, 2):
+            (got,) = ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+        return got, ops.link._proc.pid
+    res, _ = run3(body)
+    assert np.array_equal(res[0][0], res[2][0])
+    assert res[0][0].max() < 2 ** 32 and len(set(res[0][0].tolist())) == 10
+    pids = {res[i][1] for i in range(3)}
+    assert len(pids) == 3   # one OS process per LTEE
+
+
+def test_stale_and_replayed_counters_are_refused():
+    def body(i, eng, ops):
+        if i != 0:
+            return None
+        link = ops.link
+        link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+        errs = []
+        for meta in (_mask_meta(1, 30, 0, 0, 0, 0, 10),     # same request again (replay)
+                     _mask_meta(0, 30, 0, 0, 0, 0, 10),     # an older operation
+                     _mask_meta(2, 30, 5, 0, 0, 0, 10),     # a counter below the device's
+                     _mask_meta(1, 30, 7, 1, 0, 0, 10)):    # counter differs from the op's
+            with pytest.raises(LteeRefused) as ei:
+                link.call("mask", meta)
+            errs.append(ei.value.code)
+        # a fresh operation with a fresh counter is served
+        (m,) = link.call("mask", _mask_meta(3, 30, 30, 0, 0, 0, 10))
+        return errs, m.size
+    res, _ = run3(body)
+    errs, size = res[0]
+    assert errs == ["stale-counter"] * 4
+    assert size == 10
+
+
+def test_release_policy():
+    def body(i, eng, ops):
+        if i != 1:
+            return None
+        out = []
+        # party 1 does not hold component 0: GenMask(0) is refused to its host
+        with pytest.raises(LteeRefused) as ei:
+            ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+        out.append(ei.value.code)
+        # the evaluator never receives its own input mask
+        with pytest.raises(LteeRefused) as ei:
+            ops.link.call("inmask", np.array([2, 30, 0, 0, 1, 10], dtype=np.int64))
+        out.append(ei.value.code)
+        return out
+    res, _ = run3(body)
+    assert res[1] == ["policy", "policy"]
+
+
+def test_bad_certificate_rejected_at_setup():
+    rogue = hashlib.sha256(b"rogue manufacturer").hexdigest()
+    res, _ = run3(lambda i, eng, ops: "ran", options={2: {"ltee_ca_seed": rogue}})
+    for i in (0, 1):
+        assert isinstance(res[i], ProtocolAbort)
+        assert res[i].check in ("ltee-certificate", "peer-abort")
+    assert any(isinstance(res[i], ProtocolAbort) and res[i].check == "ltee-certificate" for i in (0, 1))
+    assert all(r != "ran" for r in res.values())
