@@ -13,7 +13,8 @@ No zoo model is committed as a file. ``build(name, seed, batch, **options)`` bui
 ``list_models()`` describes all of them (input shape, parameter count, source paper)
 without materialising any weight.
 
-Architectures and where they come from (paper citations: the papers in docs/papers):
+Architectures and where they come from ([STAMP], [SAFHIRE], [CRISP] are the papers in
+the design document; docs/models.md has the full notes):
 
 * ``secureml-a`` -- Network-A [STAMP 5.1, "as in SecureML"]: FC 784-128-128-10, ReLU.
 * ``network-b`` -- Network-B [STAMP 5.1, "as in [54] Chameleon"]. STAMP reuses Falcon's
