@@ -33,6 +33,7 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp.plan import gate_list
 
 SERVER, CLIENT, DEALER = "server", "client", "dealer"
+_MAX_KEY_BYTES = 1 << 31
 
 
 class PreprocessingStore:
@@ -105,8 +106,8 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     for (i, j, kind, count) in gate_list(steps):
         gate = prm.gate(kind)
         k0, k1 = gate.gen(prg.derive(f"gate/{i}/{j}"), count, mac_key=mu)
-        ep.send(SERVER, f"crisp/key/{i}/{j}", *k0.ordered_arrays())
-        ep.send(CLIENT, f"crisp/key/{i}/{j}", *k1.ordered_arrays())
+        ep.send(SERVER, f"crisp/key/{i}/{j}", np.frombuffer(k0.to_bytes(), np.uint8))
+        ep.send(CLIENT, f"crisp/key/{i}/{j}", np.frombuffer(k1.to_bytes(), np.uint8))
         key_bytes += k0.nbytes() + k1.nbytes()
     return {"key_bytes": key_bytes}
 
@@ -131,6 +132,8 @@ def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: Prepr
             store.put("in-mask", {"r": r_in})
     for (i, j, kind, count) in gate_list(steps):
         gate = prm.gate(kind)
-        arrays = ep.recv(DEALER, f"crisp/key/{i}/{j}", *gate.key_specs(count))
-        key = GateKey.from_arrays(dict(zip(gate.field_order(), arrays)), expect=gate, party=party)
+        (raw,) = ep.recv(DEALER, f"crisp/key/{i}/{j}", ArraySpec(np.uint8, (None,), max_elems=_MAX_KEY_BYTES))
+        key = GateKey.from_bytes(raw.tobytes(), expect=gate, party=party)   # validated
+        if key.count != count:
+            raise ProtocolError(f"crisp: dealer key batch {i}/{j} holds {key.count} gates, plan says {count}")
         store.put(gate_label(i, j), key)

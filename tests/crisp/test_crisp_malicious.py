@@ -1,0 +1,120 @@
+"""Claim 2 [CRISP V-B]: every client deviation makes the server abort; the client gets
+nothing but the abort. Plus malformed messages and preprocessing reuse."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from secinfer.arith.fixed import FX64
+from secinfer.errors import FrameError, PeerAbortedError, PreprocessingReuseError, ProtocolAbort
+from secinfer.ir import bundled
+from secinfer.ir.fixed_exec import run_fixed
+from secinfer.ir.onnx_import import load_model
+from secinfer.protocols.crisp.offline import PreprocessingStore
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crisp_helpers import add_at, run_crisp  # noqa: E402
+
+MLP = load_model(bundled.bundled_path("digits-mlp"))
+CNN = load_model(bundled.bundled_path("digits-cnn"))
+X, _ = bundled.bundled_testset("digits-mlp")
+x = X[:2]
+
+# digits-mlp plan: 1 Mul(inv_scale) lin, 2 Gemm lin, 3 Relu, 4 Gemm lin (output)
+DEVIATIONS = {
+    "delta1-relu-input": add_at("open", step=3),           # share entering the ReLU gate
+    "delta1-trunc-input": add_at("open", step=2),          # share entering the ARS (truncation) gate
+    "delta1-last-layer": add_at("open", step=4, delta=1 << 20),
+    "delta2-re": add_at("c1", step=2, index=20),                   # Re(<m>_1) of Lin
+    "delta3-im": add_at("c2", step=4),                     # Im(<m>_1) of Lin
+    "delta4-share-re": add_at("c3re", step=4),             # complex share sent to Lin, real part
+    "delta4-share-im": add_at("c3im", step=2, delta=7, index=20),  # ... imaginary part
+    "delta4-input-layer": add_at("c3re", step=1, index=20),
+    "delta5-q": add_at("q", delta=1),
+    "delta5-q-high": add_at("q", delta=1 << 63),
+}
+
+
+def _assert_aborted(res):
+    srv, cli, dealer = res["server"], res["client"], res["dealer"]
+    assert isinstance(srv, ProtocolAbort) and srv.check == "crisp-consistency", srv
+    assert srv.suspect == "client"
+    # The client learns nothing but the abort: no PartyResult, no output.
+    assert isinstance(cli, PeerAbortedError), cli
+    assert not isinstance(dealer, BaseException)
+
+
+@pytest.mark.parametrize("name", sorted(DEVIATIONS))
+def test_deviation_aborts(name):
+    _assert_aborted(run_crisp(MLP, x, tamper=DEVIATIONS[name]))
+
+
+def test_deviation_in_cnn_conv_and_avgpool():
+    # digits-cnn: 1 Mul, 2 Reshape, 3 Conv, 4 Relu, 5 AveragePool, 6 Flatten, 7 Gemm
+    _assert_aborted(run_crisp(CNN, X[:1], tamper=add_at("open", step=5)))
+    _assert_aborted(run_crisp(CNN, X[:1], tamper=add_at("c3im", step=3, index=5)))
+
+
+def test_consistent_wrong_input_is_allowed():
+    """Claim 2 (1): a different input used consistently just yields the output for it."""
+    other = X[5:7]
+
+    def swap(p, idx, a):
+        return FX64.encode(other) if p == "input" else a
+
+    res = run_crisp(MLP, x, tamper=swap)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, other, FX64))
+
+
+def test_semi_honest_baseline_has_no_check():
+    """Sanity of the test itself: without MACs the same deviation goes undetected."""
+    res = run_crisp(MLP, x, security="semi-honest", tamper=add_at("open", step=3, delta=1 << 14))
+    assert not isinstance(res["server"], BaseException)
+    assert not np.array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
+
+
+def _replace(point, step, fn):
+    def tamper(p, idx, a):
+        return fn(a) if (p == point and idx == step) else a
+    return tamper
+
+
+@pytest.mark.parametrize("bad", ["short", "long", "dtype", "top-bits"])
+def test_malformed_lin_message_rejected_before_use(bad):
+    def corrupt(a):
+        if bad == "short":
+            return a[:-1]
+        if bad == "long":
+            return np.concatenate([a, a[:1]])
+        if bad == "dtype":
+            return a.astype(np.int64)
+        b = a.copy()
+        b[0, -1] = np.uint64(1) << np.uint64(63)        # bits above 2^(n+s)
+        return b
+
+    res = run_crisp(MLP, x, tamper=_replace("c3re", 2, corrupt))
+    assert isinstance(res["server"], FrameError), res["server"]
+    assert isinstance(res["client"], BaseException)
+
+
+def test_preprocessing_consumed_once():
+    st = PreprocessingStore("t")
+    st.put("gate/1/0", object())
+    st.take("gate/1/0")
+    with pytest.raises(PreprocessingReuseError):
+        st.take("gate/1/0")
+    with pytest.raises(PreprocessingReuseError):
+        st.put("gate/1/0", object())
+    with pytest.raises(PreprocessingReuseError):
+        st.take("never-stored")
+
+
+def test_honest_run_leaves_no_unused_preprocessing_and_does_not_abort():
+    res = run_crisp(MLP, x)
+    assert not isinstance(res["server"], BaseException)
+    assert res["server"].info["checked_vectors"] == 7
