@@ -135,10 +135,10 @@ def ring_conv2d(x: np.ndarray, w: np.ndarray, stride=(1, 1), pads=(0, 0, 0, 0),
 
 
 def float_conv2d(x: np.ndarray, w: np.ndarray, stride=(1, 1), pads=(0, 0, 0, 0),
-                 dilations=(1, 1), groups: int = 1) -> np.ndarray:
-    """The same convolution in float64 (the float executor's kernel)."""
-    x = np.asarray(x, dtype=np.float64)
-    w = np.asarray(w, dtype=np.float64)
+                 dilations=(1, 1), groups: int = 1, dtype=np.float64) -> np.ndarray:
+    """The same convolution in floating point (float64: the float executor's kernel)."""
+    x = np.asarray(x, dtype=dtype)
+    w = np.asarray(w, dtype=dtype)
     m = w.shape[0]
     cols, (oh, ow) = conv_columns(x, w.shape, stride, pads, dilations, groups)
     out = np.matmul(w.reshape(groups, m // groups, -1), cols)

@@ -43,19 +43,19 @@ def encode_weights(graph: Graph, cfg: FixedPointConfig) -> dict[str, np.ndarray]
     return {k: cfg.encode(np.asarray(v, dtype=np.float64)) for k, v in graph.initializers.items()}
 
 
-def _signed_f(v: np.ndarray, cfg: FixedPointConfig) -> np.ndarray:
-    return cfg.ring.to_signed(v).astype(np.float64)
+def _real32(v: np.ndarray, cfg: FixedPointConfig) -> np.ndarray:
+    """Decoded values in float32: enough to see an overflow, cheap to multiply."""
+    return cfg.decode(v).astype(np.float32)
 
 
-def _note(report, node, what, approx_scaled: np.ndarray, scale_bits: int, cfg) -> None:
-    """Record when |exact value| (given in float64, scaled by 2^scale_bits) leaves the ring."""
-    if report is None or approx_scaled.size == 0:
+def _note(report, node, what, approx: np.ndarray, limit: float) -> None:
+    """Record when the (float-approximated, real-unit) exact value reaches ``limit``."""
+    if report is None or approx.size == 0:
         return
-    m = float(np.max(np.abs(approx_scaled)))
-    lim = float(2 ** (cfg.ring_bits - 1))
-    if m >= lim:
+    m = float(np.max(np.abs(approx)))
+    if m >= limit:
         report.append(OverflowRecord(node.name if node else "-", node.op if node else "-", what,
-                                     m / 2 ** scale_bits, lim / 2 ** scale_bits))
+                                     m, limit))
 
 
 # ---- linear ------------------------------------------------------------------------------
@@ -63,8 +63,8 @@ def gemm(x, w, b, cfg: FixedPointConfig, node: Node | None = None, report=None) 
     """trunc(x @ W) + b: one exact ring product, one truncation, then the bias."""
     acc = cfg.ring.matmul(x, w)
     if report is not None:
-        _note(report, node, "product", np.matmul(_signed_f(x, cfg), _signed_f(w, cfg)),
-              2 * cfg.frac_bits, cfg)
+        _note(report, node, "product", np.matmul(_real32(x, cfg), _real32(w, cfg)),
+              cfg.product_max_abs)
     y = cfg.trunc(acc)
     return y if b is None else cfg.ring.add(y, b)
 
@@ -85,9 +85,9 @@ def conv(x, w, b, cfg: FixedPointConfig, attrs: dict, node: Node | None = None,
     acc = cfg.ring.reduce(ring_conv2d(x4, w4, p["strides"], p["pads"], p["dilations"], attrs["group"]))
     if report is not None:
         from secinfer.arith.linalg import float_conv2d
-        _note(report, node, "product", float_conv2d(_signed_f(x4, cfg), _signed_f(w4, cfg), p["strides"],
-                                                    p["pads"], p["dilations"], attrs["group"]),
-              2 * cfg.frac_bits, cfg)
+        _note(report, node, "product", float_conv2d(_real32(x4, cfg), _real32(w4, cfg), p["strides"],
+                                                    p["pads"], p["dilations"], attrs["group"],
+                                                    dtype=np.float32), cfg.product_max_abs)
     y = cfg.trunc(acc)
     if b is not None:
         y = cfg.ring.add(y, b.reshape(1, -1, 1, 1))
@@ -97,20 +97,20 @@ def conv(x, w, b, cfg: FixedPointConfig, attrs: dict, node: Node | None = None,
 # ---- elementwise -------------------------------------------------------------------------
 def add(a, b, cfg, node=None, report=None):
     if report is not None:
-        _note(report, node, "sum", _signed_f(a, cfg) + _signed_f(b, cfg), cfg.frac_bits, cfg)
+        _note(report, node, "sum", cfg.decode(a) + cfg.decode(b), cfg.max_abs)
     return cfg.ring.add(a, b)
 
 
 def sub(a, b, cfg, node=None, report=None):
     if report is not None:
-        _note(report, node, "sum", _signed_f(a, cfg) - _signed_f(b, cfg), cfg.frac_bits, cfg)
+        _note(report, node, "sum", cfg.decode(a) - cfg.decode(b), cfg.max_abs)
     return cfg.ring.sub(a, b)
 
 
 def mul(a, b, cfg, node=None, report=None):
     """trunc(a * b): product of two scale-f values brought back to scale f."""
     if report is not None:
-        _note(report, node, "product", _signed_f(a, cfg) * _signed_f(b, cfg), 2 * cfg.frac_bits, cfg)
+        _note(report, node, "product", cfg.decode(a) * cfg.decode(b), cfg.product_max_abs)
     return cfg.trunc(cfg.ring.mul(a, b))
 
 
