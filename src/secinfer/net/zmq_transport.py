@@ -1,7 +1,9 @@
 """The socket transport: one OS process per party, pyzmq with CURVE (authenticated + encrypted).
 
 Topology. Every party binds one PULL socket on its own port (CURVE server) and connects
-one PUSH socket to every peer (CURVE client, pinned to that peer's public key). Only
+two PUSH sockets to every peer (CURVE clients, pinned to that peer's public key): a data
+connection (frames, then "bye", strictly ordered) and a control connection (heartbeats,
+acknowledgements), so heartbeats never wait behind a large frame. Only
 keys listed in the cluster file get in: a ZAP handler (ZeroMQ's authentication hook,
 implemented here) accepts a CURVE client key iff it is a peer's and tags the connection
 with that peer's role as ZMQ "User-Id"; every received message is attributed to the
@@ -115,6 +117,7 @@ class ZmqEndpoint(Endpoint):
         self._dead: dict[str, str] = {}
         self._fatal: dict[str, Exception] = {}
         self._bye_from: set[str] = set()
+        self._bye_at: dict[str, float] = {}
         self._acked: set[str] = set()
         self._auth_count: dict[str, int] = collections.Counter()
         self._refused: list[str] = []
@@ -124,7 +127,9 @@ class ZmqEndpoint(Endpoint):
         self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
         self._closed = False
         self._send_lock = threading.Lock()
-        self._ctx = zmq.Context()
+        # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
+        # connection does not hold up the heartbeats on the control connection
+        self._ctx = zmq.Context(io_threads=2)
         self._cmd_url = f"inproc://secinfer-cmd-{next(_ids)}"
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._io_main, name=f"secinfer-io-{me}", daemon=True)
@@ -175,7 +180,7 @@ class ZmqEndpoint(Endpoint):
                         raise self._fatal[p]
                     if p in self._dead:
                         raise PeerDeadError(f"{self.me}: peer {p} died during connection set-up: {self._dead[p]}")
-                    if p in self._bye_from:
+                    if p in self._bye_from and time.monotonic() - self._bye_at[p] > 0.5:
                         raise PeerDeadError(f"{self.me}: peer {p} left during connection set-up")
                 missing = [p for p in self.peers if p not in self._last_seen or p not in self._heard_us]
                 if not missing:
@@ -310,26 +315,28 @@ class ZmqEndpoint(Endpoint):
                 pull.bind(self.bind_url)
             except zmq.ZMQError as e:
                 raise NetworkError(f"{self.me}: cannot listen on {self.bind_url}: {e}") from None
-            push: dict[str, zmq.Socket] = {}
+            push: dict[str, zmq.Socket] = {}   # data frames and "bye", in order
+            ctl: dict[str, zmq.Socket] = {}    # heartbeats and acks, never queued behind data
             monitors: dict[zmq.Socket, str] = {}
             for p, info in self.info.items():
-                s = self._ctx.socket(zmq.PUSH)
-                socks.append(s)
-                s.linger = 0
-                s.sndhwm = 0
-                s.reconnect_ivl = 100
-                s.reconnect_ivl_max = 1000
-                s.curve_serverkey = info.public_key
-                s.curve_publickey = self.identity.public
-                s.curve_secretkey = self.identity.secret
-                if info.url.startswith("tcp://["):
-                    s.ipv6 = True
-                mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-                socks.append(mon)
-                monitors[mon] = p
-                s.connect(info.url)
-                push[p] = s
+                for table in (push, ctl):
+                    s = self._ctx.socket(zmq.PUSH)
+                    socks.append(s)
+                    s.linger = 0
+                    s.sndhwm = 0
+                    s.reconnect_ivl = 100
+                    s.reconnect_ivl_max = 1000
+                    s.curve_serverkey = info.public_key
+                    s.curve_publickey = self.identity.public
+                    s.curve_secretkey = self.identity.secret
+                    if info.url.startswith("tcp://["):
+                        s.ipv6 = True
+                    mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                    socks.append(mon)
+                    monitors[mon] = p
+                    s.connect(info.url)
+                    table[p] = s
         except BaseException as e:  # noqa: BLE001 - reported to the constructor
             self._io_error = e if isinstance(e, NetworkError) else NetworkError(f"{self.me}: {e}")
             for s in socks:
@@ -338,13 +345,13 @@ class ZmqEndpoint(Endpoint):
             return
         self._started.set()
         try:
-            self._io_loop(zap, cmd, pull, push, monitors)
+            self._io_loop(zap, cmd, pull, push, ctl, monitors)
         except BaseException as e:  # noqa: BLE001 - surfaced to the protocol thread
             with self._cv:
                 self._io_error = e
                 self._cv.notify_all()
         finally:
-            for s in push.values():
+            for s in [*push.values(), *ctl.values()]:
                 try:
                     s.disable_monitor()
                 except zmq.ZMQError:
@@ -356,7 +363,7 @@ class ZmqEndpoint(Endpoint):
         heard = ",".join(sorted(self._last_seen))
         return self.session_id + f"{self.me}|{heard}".encode()
 
-    def _io_loop(self, zap, cmd, pull, push, monitors) -> None:
+    def _io_loop(self, zap, cmd, pull, push, ctl, monitors) -> None:
         poller = zmq.Poller()
         for s in (zap, cmd, pull, *monitors):
             poller.register(s, zmq.POLLIN)
@@ -365,12 +372,16 @@ class ZmqEndpoint(Endpoint):
         outq: dict[str, collections.deque] = {p: collections.deque() for p in self.info}
         next_hb = 0.0
         closing = False
+        prev = time.monotonic()
         while True:
             now = time.monotonic()
+            if now - prev > 2 * self.heartbeat_interval:  # the loop wakes at least once per interval
+                self._credit_stall(now - prev - self.heartbeat_interval)  # we were not listening
+            prev = now
             if now >= next_hb or self._hello_now:
                 self._hello_now = False
                 hello = self._hello()
-                for s in push.values():
+                for s in ctl.values():
                     _try_send(s, [K_HELLO, hello])  # dropped when the link is down
                 self._check_liveness(now)
                 next_hb = now + self.heartbeat_interval
@@ -387,7 +398,7 @@ class ZmqEndpoint(Endpoint):
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
             for sock, _ev in poller.poll(timeout_ms):
                 if sock is pull:
-                    self._on_message(pull, push)
+                    self._on_message(pull, ctl)
                 elif sock is zap:
                     self._on_zap(zap)
                 elif sock is cmd:
@@ -420,6 +431,11 @@ class ZmqEndpoint(Endpoint):
                 else:
                     self._on_monitor(sock, monitors[sock])
 
+    def _credit_stall(self, gap: float) -> None:
+        with self._cv:
+            for p in self._last_seen:
+                self._last_seen[p] += gap
+
     def _check_liveness(self, now: float) -> None:
         changed = False
         with self._cv:
@@ -451,8 +467,10 @@ class ZmqEndpoint(Endpoint):
             zap.send_multipart([version, request_id, b"400", b"unknown key", b"", b""])
             return
         with self._cv:
+            # each peer opens exactly two connections (data, control); ZAP does not say which,
+            # so any further authentication means one of them was reset and re-established
             self._auth_count[role] += 1
-            if self._auth_count[role] > 1 and role in self._last_seen and role not in self._bye_from:
+            if self._auth_count[role] > 2 and role in self._last_seen and role not in self._bye_from:
                 err = FrameError(
                     f"{self.me}: the connection from {role} was reset and re-established mid-session, so frames "
                     f"may have been lost (a frame above the transport's hard cap of {self.hard_cap} bytes, "
@@ -473,7 +491,7 @@ class ZmqEndpoint(Endpoint):
                 self._handshake_errors[peer] = why
                 self._cv.notify_all()
 
-    def _on_message(self, pull, push) -> None:
+    def _on_message(self, pull, ctl) -> None:
         parts = pull.recv_multipart(copy=False)
         now = time.monotonic()
         peer = parts[0].get("User-Id")
@@ -499,8 +517,9 @@ class ZmqEndpoint(Endpoint):
             elif kind == K_BYE:
                 if peer not in self._bye_from:
                     self._bye_from.add(peer)
+                    self._bye_at[peer] = now
                     self._inbox[peer].append((0.0, _CLOSED))
-                _try_send(push[peer], [K_ACK])
+                _try_send(ctl[peer], [K_ACK])
             elif kind == K_ACK:
                 self._acked.add(peer)
             else:
