@@ -226,6 +226,8 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         input_array = input_path
     if input_array is None:
         raise ConfigError("run_local needs an input (array or .npy path)")
+    if spec.model_role in spec.roles and model_path is None:
+        raise ConfigError(f"protocol {protocol!r}: the model owner ({spec.model_role}) needs a model")
     settings = dict(cluster_settings or {})
 
     work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))
@@ -318,7 +320,11 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                                  progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
                                  cluster_settings=cluster_settings, _attempts=_attempts - 1)
             raise err
-        return _merge(spec, security, network, records, work, wall)
+        result = _merge(spec, security, network, records, work, wall)
+        if progress:
+            print(f"[secinfer] {protocol}: done in {wall:.2f}s (online {result.latency_s['online']:.3f}s)",
+                  file=sys.stderr)
+        return result
     finally:
         if not keep_workdir:
             shutil.rmtree(work, ignore_errors=True)
