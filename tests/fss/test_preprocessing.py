@@ -121,3 +121,24 @@ def test_store_provider_passthrough():
     assert prov.take("L1/relu", expect=gate).count == 6
     with pytest.raises(PreprocessingReuseError):
         prov.take("L1/relu")
+
+
+def test_dealer_never_repeats_randomness():
+    gate = make_gate("relu", 16)
+    dealer = Dealer(PRG.for_tests(5))
+    a0, _ = dealer.gate_keys(gate, "a", 8)
+    b0, _ = dealer.gate_keys(gate, "b", 8)
+    assert not np.array_equal(a0.shares["r"], b0.shares["r"])
+    assert not np.array_equal(a0.dcfs[0].seed, b0.dcfs[0].seed)
+    with pytest.raises(PreprocessingReuseError):
+        dealer.gate_keys(gate, "a", 8)
+
+
+def test_bench_run_small():
+    from secinfer.crypto.fss import bench
+    res = bench.run(sizes=(64,), n_bits=16)
+    rows = {r["gate"]: r for r in res["results"]}
+    assert set(rows) == {"relu-mac", "relu"}
+    assert rows["relu-mac"]["out_bits"] == 56 and rows["relu-mac"]["count"] == 64
+    assert rows["relu-mac"]["key_bytes_measured"] == rows["relu-mac"]["key_bytes_per_relu_per_party"]
+    assert rows["relu"]["online_bits_per_relu_per_party"] == 16

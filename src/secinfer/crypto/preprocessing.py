@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from secinfer.crypto.prg import PRG
 from secinfer.errors import PreprocessingReuseError, ProtocolError, SerializationError
 
 STORE_FORMAT = "secinfer-preprocessing-store/v1"
@@ -238,14 +239,26 @@ class Dealer:
 
     def __init__(self, prg) -> None:
         self._prg = prg
+        self._dealt: set[str] = set()
+        self._lock = threading.Lock()
 
     def mac_key(self, group) -> np.ndarray:
         """A fresh MAC key mu uniform in Z_2^k (one element, shape (L,)) [CRISP Fig. 4 step 1]."""
         return group.random(self._prg, ())
 
     def gate_keys(self, gate, label: str, count: int, mac_key=None):
-        """Both parties' keys for ``count`` instances of ``gate`` (PRG stream derived per label)."""
-        return gate.gen(self._prg.derive(f"gate/{_check_label(label)}"), count, mac_key=mac_key)
+        """Both parties' keys for ``count`` instances of ``gate``.
+
+        Each call draws a fresh 128-bit seed from the dealer's stream (so two calls never
+        repeat randomness, even under the same label); a label is dealt once per dealer.
+        """
+        _check_label(label)
+        with self._lock:
+            if label in self._dealt:
+                raise PreprocessingReuseError(f"dealer: label {label!r} was already dealt")
+            self._dealt.add(label)
+            sub = PRG(self._prg.seed(), f"gate/{label}")
+        return gate.gen(sub, count, mac_key=mac_key)
 
     def produce(self, gate, label: str, count: int, stores, mac_key=None) -> None:
         """Generate and put the two keys into ``stores = (P0's store, P1's store)``."""

@@ -225,34 +225,33 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     t_cw = np.zeros((bsz, n), np.uint8)
     v_cw = np.zeros((bsz, n, params.payload, g.limbs), np.uint64)
     nv = params.value_blocks
-    tweaks = np.concatenate([[0, 1], params.value_tweaks(0), params.value_tweaks(1)]).astype(np.uint64)
     for i in range(n):
         a = _bits_msb_first(alpha, n, i)                    # keep side = a, lose side = 1 - a
-        sd, tt, vv = [], [], []
+        # Per-key tweaks so the hash returns [keep seed, lose seed, keep values, lose values]:
+        # the keep/lose selection costs nothing.
+        tw = np.concatenate([a[:, None].astype(np.uint64), (1 - a)[:, None].astype(np.uint64),
+                             params.value_tweaks(a), params.value_tweaks(1 - a)], axis=1)
+        s_keep, s_lose, t_keep, t_lose, v_keep, v_lose = [], [], [], [], [], []
         for b in (0, 1):
-            blk = h.hash(s[b], tweaks)                       # (B, 2 + 2 nv, 2)
-            sl, tl = split_seed_block(blk[:, 0])
-            sr, tr = split_seed_block(blk[:, 1])
-            vl = params.words_to_group(blk[:, 2:2 + nv], reduce=False)
-            vr = params.words_to_group(blk[:, 2 + nv:2 + 2 * nv], reduce=False)
-            sd.append((sl, sr)), tt.append((tl, tr)), vv.append((vl, vr))
-        keep_r = a.astype(bool)
-        pick = lambda pair, right: np.where(right.reshape(right.shape + (1,) * (pair[0].ndim - 1)),  # noqa: E731
-                                            pair[1], pair[0])
-        s_lose = [pick(sd[b], ~keep_r) for b in (0, 1)]
-        s_keep = [pick(sd[b], keep_r) for b in (0, 1)]
-        v_lose = [pick(vv[b], ~keep_r) for b in (0, 1)]
-        v_keep = [pick(vv[b], keep_r) for b in (0, 1)]
-        t_keep = [np.where(keep_r, tt[b][1], tt[b][0]) for b in (0, 1)]
+            blk = h.hash(s[b], tw)                           # (B, 2 + 2 nv, 2)
+            sk, tk = split_seed_block(blk[:, 0])
+            sl, tl = split_seed_block(blk[:, 1])
+            s_keep.append(sk), t_keep.append(tk), s_lose.append(sl), t_lose.append(tl)
+            v_keep.append(params.words_to_group(blk[:, 2:2 + nv], reduce=False))
+            v_lose.append(params.words_to_group(blk[:, 2 + nv:2 + 2 * nv], reduce=False))
         scw = s_lose[0] ^ s_lose[1]
-        # lose side is L exactly when alpha_i = 1: then every x taking it has x < alpha.
-        tmp = g.sub(g.sub(v_lose[1], v_lose[0]), v_alpha)
-        tmp = g.add(tmp, g.select(a, beta))
+        # The lose side is L exactly when alpha_i = 1: every x taking it has x < alpha.
+        d_lose = g.sub(v_lose[1], v_lose[0])
+        a_beta = g.select(a, beta)
+        tmp = g.add(g.sub(d_lose, v_alpha), a_beta)
         vcw = params.reduce_entries(g.cond_neg(tmp, t[1]))
-        v_alpha = g.add(g.add(g.sub(v_alpha, v_keep[1]), v_keep[0]), g.cond_neg(vcw, t[1]))
-        tcw_l = tt[0][0] ^ tt[1][0] ^ a ^ np.uint8(1)
-        tcw_r = tt[0][1] ^ tt[1][1] ^ a
-        tcw_keep = np.where(keep_r, tcw_r, tcw_l)
+        # V_alpha - d_keep + (-1)^t1 V_cw with (-1)^t1 V_cw = tmp simplifies to:
+        v_alpha = g.sub(g.add(d_lose, a_beta), g.sub(v_keep[1], v_keep[0]))
+        tcw_keep = t_keep[0] ^ t_keep[1] ^ np.uint8(1)
+        tcw_lose = t_lose[0] ^ t_lose[1]
+        keep_r = a.astype(bool)
+        tcw_l = np.where(keep_r, tcw_lose, tcw_keep)
+        tcw_r = np.where(keep_r, tcw_keep, tcw_lose)
         s_cw[:, i], t_cw[:, i], v_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1)), vcw
         for b in (0, 1):
             s[b] = s_keep[b] ^ (scw * t[b][:, None].astype(np.uint64))
