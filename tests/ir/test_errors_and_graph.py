@@ -135,3 +135,17 @@ def test_graph_validate_rejects_bad_graphs():
     g.nodes.reverse()
     with pytest.raises(ModelError, match="before it is defined"):
         g.validate()
+
+
+def test_public_bytes_with_inconsistent_shapes_are_refused():
+    g = load_model(small_cnn())
+    d = json.loads(g.public_bytes())
+    d["shapes"]["f"] = [None, 65]
+    with pytest.raises(ModelError, match="inconsistent"):
+        Graph.from_public_bytes(json.dumps(d).encode())
+    d = json.loads(g.public_bytes())
+    for n in d["nodes"]:
+        if n["op"] == "Conv":
+            n["attrs"]["strides"] = "xx"
+    with pytest.raises(ModelError):
+        Graph.from_public_bytes(json.dumps(d).encode())

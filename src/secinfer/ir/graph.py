@@ -294,7 +294,23 @@ class Graph:
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ModelError(f"malformed public architecture bytes: {e}") from None
         g.validate()
+        g.check_shapes()
         return g
+
+    def check_shapes(self) -> None:
+        """Recompute every shape from the inputs and attributes; they must agree."""
+        from secinfer.ir.shapes import infer_shapes
+
+        try:
+            inferred = infer_shapes(self)
+        except ShapeError as e:
+            raise ModelError(f"inconsistent architecture: {e}") from None
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise ModelError(f"inconsistent architecture: bad attribute or tensor ({e!r})") from None
+        for k, v in inferred.items():
+            if tuple(self.shapes.get(k, ())) != tuple(v):
+                raise ModelError(f"inconsistent architecture: tensor {k!r} has shape "
+                                 f"{self.shapes.get(k)} but its inputs give {v}")
 
     # ---- statistics ---------------------------------------------------------------------
     def node_stats(self, n: Node) -> dict:

@@ -175,7 +175,7 @@ class _Importer:
                 continue  # old-style models list initializers as inputs too
             elem = vi.type.tensor_type.elem_type
             if elem not in _FLOAT_TYPES:
-                raise UnsupportedOpError("input", vi.name, f"input dtype "
+                raise UnsupportedOpError("<graph input>", vi.name, f"input dtype "
                                          f"{onnx.TensorProto.DataType.Name(elem)} (only float inputs)")
             shape = self.input_shapes.get(vi.name)
             if shape is None:
