@@ -13,6 +13,7 @@ _MODULES = {
     "reference": "secinfer.protocols.reference.protocol",
     "crisp": "secinfer.protocols.crisp.protocol",
     "stamp": "secinfer.protocols.stamp.protocol",
+    "falcon": "secinfer.protocols.falcon.protocol",
     "astra": "secinfer.protocols.astra.protocol",
     "aby3": "secinfer.protocols.aby3.protocol",
 }

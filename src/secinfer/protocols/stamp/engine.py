@@ -90,6 +90,17 @@ class Engine:
         lab = self._label("zero")
         return self.ring.sub(self._draw(self._k_own, lab, n), self._draw(self._k_prev, lab, n)).reshape(shape)
 
+    def zero3_xor(self, shape) -> np.ndarray:
+        """This party's component of a 3-out-of-3 XOR sharing of zero (boolean reshare)."""
+        n = int(np.prod(shape))
+        lab = self._label("zerob")
+        return (self._draw(self._k_own, lab, n) ^ self._draw(self._k_prev, lab, n)).reshape(shape)
+
+    def public_draw(self, shape, label: str) -> np.ndarray:
+        """Values all three parties derive alike (three-way key): NOT secret from any party."""
+        n = int(np.prod(shape))
+        return self._draw(self._k_all, self._label(label), n).reshape(shape)
+
     def random_pair(self, shape) -> Pair:
         """A replicated sharing of a uniformly random value nobody knows: component c from
         the key of parties c and c-1 (k_{c-1})."""

@@ -1,0 +1,149 @@
+"""Falcon+'s backend for the shared graph executor: every non-linear op in pure MPC.
+
+Linear node: local product + reshare (one round), probabilistic truncation (one round),
+bias; then ReLU by DReLU (10 rounds), MaxPool by a tree of maxima, BatchNorm in its
+inference form (product with the shared scale, truncation, shift), average pooling as
+a public scaling, softmax by max-subtraction, exponentiation (1 + x/2^8)^(2^8) and a
+Newton-Raphson reciprocal [STAMP 5.1 "Falcon+": CrypTen's exponentiation with Falcon's
+max and division], LayerNorm with a Newton-Raphson inverse square root.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from secinfer.ir import fixed_ops
+from secinfer.ir.graph import Node, lift_2d
+from secinfer.arith.linalg import pool_patches
+from secinfer.errors import UnsupportedOpError
+from secinfer.protocols.falcon.mpc import FalconMPC
+from secinfer.protocols.stamp import kernels
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
+
+EXP_SQUARINGS = 8
+RSQRT_ITERS = 10
+
+
+class FalconBackend:
+    def __init__(self, mpc: FalconMPC) -> None:
+        self.mpc = mpc
+        self.ring = mpc.ring
+        self.cfg = mpc.cfg
+        self.me = mpc.me
+        self.counts = {"products": 0}
+
+    # ---- small arithmetic helpers -----------------------------------------------------------
+    def _mul(self, x: Pair, y: Pair) -> Pair:
+        (z,) = self.mpc.mult_round([("a", lambda u, v: self.ring.mul(u, v), x, y)])
+        return self.mpc.trunc(z)
+
+    def _scale_public(self, x: Pair, c: np.ndarray) -> Pair:
+        """trunc(x * c) for a public fixed-point c."""
+        return self.mpc.trunc(rss.mul_public(self.ring, x, c))
+
+    def _const(self, v: float, shape) -> Pair:
+        return rss.public_pair(self.ring, self.me, np.broadcast_to(self.cfg.encode(v), shape).copy())
+
+    # ---- interface ----------------------------------------------------------------------------
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair:
+        ring = self.ring
+        f = kernels.bilinear(node.op, node.attrs, ring)
+        (z,) = self.mpc.mult_round([("a", f, x, w)])
+        y = self.mpc.trunc(z)
+        if bias is not None:
+            shp = [1] * y.a.ndim
+            shp[1 if node.op == "Conv" else -1] = -1
+            y = rss.add(ring, y, rss.apply(bias, lambda v: v.reshape(shp)))
+        self.counts["products"] += 1
+        self.mpc.flush()
+        return self.chain(y, chain, params, out_shape) if chain else y
+
+    def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:
+        for node, ps in zip(nodes, params):
+            x = self._node(x, node, ps)
+            self.mpc.flush()
+        return x
+
+    def _node(self, x: Pair, node: Node, ps: list[Pair]) -> Pair:
+        op, ring, cfg = node.op, self.ring, self.cfg
+        if op == "Relu":
+            return self.mpc.relu(x)
+        if op == "MaxPool":
+            p = lift_2d(node)
+            one_d = p["spatial"] == 1
+            lowest = np.uint64(1 << (cfg.ring_bits - 1))
+
+            def patches(v, comp):
+                v4 = v.reshape(v.shape[0], v.shape[1], 1, v.shape[2]) if one_d else v
+                return pool_patches(v4, p["kernel"], p["strides"], p["pads"], p["dilations"],
+                                    lowest if comp == 0 else np.uint64(0), bool(node.attrs["ceil_mode"]))
+            cols = Pair(patches(x.a, self.me), patches(x.b, (self.me + 1) % 3))
+            y = self.mpc.max_reduce(cols, 2)
+            return rss.apply(y, lambda v: v.reshape(v.shape[0], v.shape[1], v.shape[3])) if one_d else y
+        if op == "GlobalMaxPool":
+            flat = rss.apply(x, lambda v: v.reshape(v.shape[0], v.shape[1], -1))
+            y = self.mpc.max_reduce(flat, 2)
+            return rss.apply(y, lambda v: v.reshape(x.a.shape[:2] + (1,) * (x.a.ndim - 2)))
+        if op == "AveragePool":
+            s = rss.apply(x, lambda v: fixed_ops.avgpool_sums(v, cfg, node.attrs))
+            return self._scale_public(s, fixed_ops.avgpool_reciprocals(x.a.shape, node.attrs, cfg))
+        if op == "GlobalAveragePool":
+            ax = tuple(range(2, x.a.ndim))
+            s = rss.apply(x, lambda v: ring.reduce(v.sum(axis=ax, dtype=np.uint64, keepdims=True)))
+            return self._scale_public(s, fixed_ops.global_avgpool_reciprocal(x.a.shape, cfg))
+        if op == "BatchNormalization":
+            shp = (1, -1) + (1,) * (x.a.ndim - 2)
+            sc, sh = (rss.apply(q, lambda v: v.reshape(shp)) for q in ps)
+            return rss.add(ring, self._mul(x, sc), sh)
+        if op == "LayerNormalization":
+            return self._layernorm(x, node, ps)
+        if op == "Softmax":
+            return self.softmax(x, node)
+        raise UnsupportedOpError(op, node.name, "Falcon+ has no pure-MPC protocol for it")
+
+    def _layernorm(self, x: Pair, node: Node, ps: list[Pair]) -> Pair:
+        ring, cfg = self.ring, self.cfg
+        axis = int(node.attrs.get("axis", -1)) % x.a.ndim
+        axes = tuple(range(axis, x.a.ndim))
+        d_count = int(np.prod([x.a.shape[a] for a in axes]))
+        inv = cfg.encode(1.0 / d_count)
+        ssum = lambda p: rss.apply(p, lambda v: ring.reduce(v.sum(axis=axes, dtype=np.uint64, keepdims=True)))  # noqa: E731
+        mean = self._scale_public(ssum(x), inv)
+        d = rss.sub(ring, x, rss.apply(mean, lambda v: np.broadcast_to(v, x.a.shape).copy()))
+        var = self._scale_public(ssum(self._mul(d, d)), inv)
+        eps = float(node.attrs.get("epsilon", 1e-5))
+        var = rss.add_public(ring, self.me, var, cfg.encode(eps))
+        y = self._const(1.0, var.a.shape)                      # Newton-Raphson 1/sqrt(var)
+        half_var = self._scale_public(var, cfg.encode(0.5))
+        for _ in range(RSQRT_ITERS):
+            y2 = self._mul(y, y)
+            t = rss.sub(ring, self._const(1.5, var.a.shape), self._mul(half_var, y2))
+            y = self._mul(y, t)
+        out = self._mul(d, rss.apply(y, lambda v: np.broadcast_to(v, x.a.shape).copy()))
+        if ps:
+            out = self._mul(out, ps[0])
+            if len(ps) > 1:
+                out = rss.add(ring, out, ps[1])
+        return out
+
+    def softmax(self, x: Pair, node: Node) -> Pair:
+        ring, cfg = self.ring, self.cfg
+        axis = int(node.attrs.get("axis", -1)) % x.a.ndim
+        n = x.a.shape[axis]
+        mx = self.mpc.max_reduce(x, axis)
+        mx = rss.apply(mx, lambda v: np.broadcast_to(np.expand_dims(v, axis), x.a.shape).copy())
+        d = rss.sub(ring, x, mx)                                   # <= 0
+        e = rss.add_public(ring, self.me, self._scale_public(d, cfg.encode(2.0 ** -EXP_SQUARINGS)),
+                           cfg.encode(1.0))
+        for _ in range(EXP_SQUARINGS):                             # (1 + d/256)^256 [CrypTen]
+            e = self._mul(e, e)
+        s = rss.apply(e, lambda v: ring.reduce(v.sum(axis=axis, dtype=np.uint64, keepdims=True)))
+        y = self._const(1.0 / n, s.a.shape)                        # Newton-Raphson 1/s, s in [1, n]
+        for _ in range(int(math.ceil(math.log2(max(n, 2)))) + 4):
+            y = self._mul(y, rss.sub(ring, self._const(2.0, s.a.shape), self._mul(s, y)))
+        self.mpc.flush()
+        return self._mul(e, rss.apply(y, lambda v: np.broadcast_to(v, x.a.shape).copy()))

@@ -1,0 +1,243 @@
+"""Pure-MPC building blocks of the Falcon+ baseline over replicated sharing [Falcon, ABY3].
+
+Falcon+ is STAMP's baseline [STAMP 5.1]: Falcon's three-party replicated-sharing
+protocols with the non-linear layers computed without any trusted device.
+
+* multiplication: local 3-out-of-3 product + one reshare (the same as STAMP's linear
+  layers), several independent products batched into one round;
+* truncation: Falcon/ABY3 probabilistic truncation, one round (semi-honest: the
+  2-out-of-2 local shift of [ABY3 Pi_trunc1] re-shared; malicious: open x - r with a
+  preprocessed (r, r >> f) pair [ABY3 Pi_trunc2]). Error budget: +-1 unit of 2^-f with
+  probability about 1 - 2^(l_x + 1 - l) for |x| < 2^l_x, and a large error otherwise
+  (inherent to probabilistic truncation in Z_2^32; docs/protocols/stamp.md);
+* comparison (DReLU): the wrap of x = x_0 + x_1 + x_2 is resolved with a bit-sliced
+  carry computation on boolean replicated shares (carry-save step, then a 5-level
+  parallel-prefix carry chain) giving the sign bit, then the sign is injected into the
+  arithmetic domain and multiplied: 10 rounds for ReLU, as Falcon's [STAMP Table 7];
+* malicious: every product (arithmetic or AND) is verified with a triple as in
+  ABY3/Falcon: rho and sigma are opened in the product's own round, the deltas of one
+  protocol are opened together at its end (one extra round). COST MODEL ONLY: the
+  triples come from a dealer emulation whose values every party can derive, so the
+  malicious Falcon+ run has the message pattern, sizes and rounds of the real checks
+  but is not secure; it exists to measure the baseline's cost, never to be deployed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.arith.fixed import FixedPointConfig
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.stamp.engine import Engine, digest
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
+
+U64 = np.uint64
+M32 = U64(0xFFFFFFFF)
+
+
+class FalconMPC:
+    def __init__(self, eng: Engine, cfg: FixedPointConfig) -> None:
+        self.eng, self.cfg = eng, cfg
+        self.ring = cfg.ring
+        self.me = eng.me
+        self.lane = U64((1 << cfg.ring_bits) - 1)
+        self._pending: list[tuple[str, Pair]] = []
+        self._n = 0
+        self.stats = {"mult_rounds": 0, "products": 0}
+
+    # ---- helpers ----------------------------------------------------------------------
+    def _tag(self, what: str) -> str:
+        self._n += 1
+        return f"fal/{what}/{self._n}"
+
+    def comp_pair(self, x: Pair, c: int, boolean: bool = False) -> Pair:
+        """Component c of x alone as a sharing (the other components zero)."""
+        z = np.zeros_like(x.a)
+        return Pair(x.a if self.me == c else z, x.b if (self.me + 1) % 3 == c else z.copy())
+
+    def _open_send(self, x: Pair, tag: str) -> None:
+        e = self.eng
+        e.send_ring(e.nxt, tag, x.a)
+        if e.malicious:
+            e.ep.send(e.names[e.prv], tag + "/h", digest(self.ring.reduce(x.b)))
+
+    def _open_recv(self, x: Pair, tag: str) -> np.ndarray:
+        e = self.eng
+        (miss,) = e.recv_ring(e.prv, tag, x.a.size)
+        miss = miss.reshape(x.a.shape)
+        if e.malicious:
+            (h,) = e.ep.recv(e.names[e.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
+            if not np.array_equal(h, digest(miss)):
+                raise e.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
+        return miss
+
+    # ---- one round of independent products ----------------------------------------------
+    def mult_round(self, items: list[tuple]) -> list[Pair]:
+        """items: (kind, f, x, y) with kind "a" (ring, f bilinear) or "b" (AND); one round."""
+        e, ring = self.eng, self.ring
+        tags, zs, checks, z3s = [], [], [], []
+        for kind, f, x, y in items:
+            if kind == "a":
+                z3 = rss.bilinear_local(ring, f, x, y)
+                z = ring.add(z3, e.zero3(z3.shape))
+            else:
+                z3 = rss.and_local(x, y) & self.lane
+                z = z3 ^ (e.zero3_xor(z3.shape) & self.lane)
+            tag = self._tag("m")
+            e.send_ring(e.prv, tag, z)
+            tags.append(tag)
+            zs.append(z)
+            z3s.append(z3)
+        if e.malicious:   # open rho = x - a, sigma = y - b in the same round [ABY3 5.3]
+            for (kind, f, x, y), z3 in zip(items, z3s):
+                a, b, c = self._triple(kind, f, x.a.shape, y.a.shape, z3.shape)
+                rho = rss.sub(ring, x, a) if kind == "a" else rss.xor(x, a)
+                sig = rss.sub(ring, y, b) if kind == "a" else rss.xor(y, b)
+                tr, ts = self._tag("rho"), self._tag("sig")
+                self._open_send(rho, tr)
+                self._open_send(sig, ts)
+                checks.append((kind, f, (a, b, c), rho, sig, tr, ts))
+        outs = []
+        for k, (tag, z) in enumerate(zip(tags, zs)):
+            (zn,) = e.recv_ring(e.nxt, tag, z.size)
+            outs.append(Pair(z, zn.reshape(z.shape)))
+        for (kind, f, (a, b, c), rho, sig, tr, ts), out in zip(checks, outs):
+            r = self._reveal(kind, rho, self._open_recv(rho, tr))
+            s = self._reveal(kind, sig, self._open_recv(sig, ts))
+            if kind == "a":
+                d = rss.sub(ring, out, c)
+                d = rss.sub(ring, d, Pair(ring.reduce(f(r, b.a)), ring.reduce(f(r, b.b))))
+                d = rss.sub(ring, d, Pair(ring.reduce(f(a.a, s)), ring.reduce(f(a.b, s))))
+                d = rss.add_public(ring, self.me, d, ring.neg(ring.reduce(f(r, s))))
+            else:
+                d = rss.xor(out, c)
+                d = rss.xor(d, Pair(r & b.a, r & b.b))
+                d = rss.xor(d, Pair(a.a & s, a.b & s))
+                d = rss.xor_public(self.me, d, r & s)
+            self._pending.append((kind, d))
+        self.stats["mult_rounds"] += 1
+        self.stats["products"] += len(items)
+        return outs
+
+    def _reveal(self, kind: str, x: Pair, miss: np.ndarray) -> np.ndarray:
+        if kind == "a":
+            return self.ring.reduce(x.a + x.b + miss)
+        return (x.a ^ x.b ^ miss) & self.lane
+
+    def _triple(self, kind, f, xs, ys, zs):
+        """Dealer emulation (NOT secret, see the module docstring)."""
+        e, ring = self.eng, self.ring
+        a = e.public_draw(xs, "ta") & self.lane
+        b = e.public_draw(ys, "tb") & self.lane
+        c = ring.reduce(f(a, b)) if kind == "a" else (a & b)
+        return tuple(rss.public_pair(ring, self.me, v) for v in (a, b, c))
+
+    def flush(self) -> None:
+        """Open every pending delta in one round; any non-zero aborts."""
+        if not self._pending:
+            return
+        e = self.eng
+        flat = Pair(np.concatenate([d.a.reshape(-1) for _, d in self._pending]),
+                    np.concatenate([d.b.reshape(-1) for _, d in self._pending]))
+        kinds = np.concatenate([np.full(d.a.size, k == "b") for k, d in self._pending])
+        self._pending = []
+        tag = self._tag("delta")
+        self._open_send(flat, tag)
+        miss = self._open_recv(flat, tag)
+        arith = self.ring.reduce(flat.a + flat.b + miss)
+        boolean = (flat.a ^ flat.b ^ miss) & self.lane
+        bad = np.where(kinds, boolean, arith)
+        if np.any(bad):
+            raise e.ep.abort("multiplication-check", None, "a product does not match its verification triple")
+
+    # ---- truncation ---------------------------------------------------------------------
+    def trunc(self, x: Pair) -> Pair:
+        """Probabilistic truncation by f, one round (see the module docstring)."""
+        e, ring, cfg = self.eng, self.ring, self.cfg
+        f = cfg.frac_bits
+        me = self.me
+        if e.malicious:     # [ABY3 Pi_trunc2]: open x - r, add r >> f
+            r = e.public_draw(x.a.shape, "tr") & self.lane
+            rp = rss.public_pair(ring, me, r)
+            d = rss.sub(ring, x, rp)
+            tag = self._tag("trunc")
+            self._open_send(d, tag)
+            dv = ring.reduce(d.a + d.b + self._open_recv(d, tag))
+            return rss.public_pair(ring, me, ring.add(cfg.trunc(dv), ring.arshift(r, f)))
+        # [ABY3 Pi_trunc1]: t0 = x_0 >> f (parties 0, 2), t1 = (x_1 + x_2) >> f (party 1),
+        # re-shared as (t0, r, t1 - r) with r from the key of parties 0 and 1.
+        shape = x.a.shape
+        r = e.random_pair(shape)             # component 1 is known to parties 0 and 1
+        tag = self._tag("trunc")
+        if me == 1:
+            t1 = ring.arshift(ring.add(x.a, x.b), f)
+            c2 = ring.sub(t1, r.a)           # party 1's r.a is component 1
+            e.send_ring(2, tag, c2)
+            return Pair(r.a, c2)
+        if me == 0:
+            return Pair(ring.arshift(x.a, f), r.b)   # components 0 and 1
+        (c2,) = e.recv_ring(1, tag, x.a.size)
+        return Pair(c2.reshape(shape), ring.arshift(x.b, f))   # components 2 and 0
+
+    # ---- comparison ---------------------------------------------------------------------
+    def _shl(self, x: Pair, k: int) -> Pair:
+        return Pair((x.a << U64(k)) & self.lane, (x.b << U64(k)) & self.lane)
+
+    def drelu(self, x: Pair) -> Pair:
+        """Boolean sharing (bit 0) of [x >= 0]: 7 AND rounds [Falcon DReLU via the wrap]."""
+        bits = self.cfg.ring_bits
+        A, B, C = (self.comp_pair(x, c) for c in range(3))
+        s = rss.xor(rss.xor(A, B), C)
+        (mj,) = self.mult_round([("b", None, rss.xor(A, C), rss.xor(B, C))])
+        carry = self._shl(rss.xor(mj, C), 1)
+        P0 = rss.xor(s, carry)
+        (G,) = self.mult_round([("b", None, s, carry)])
+        P = P0
+        k = 1
+        while k < bits - 1:
+            items = [("b", None, P, self._shl(G, k))]
+            last = 2 * k >= bits - 1
+            if not last:
+                items.append(("b", None, P, self._shl(P, k)))
+            got = self.mult_round(items)
+            G = rss.xor(G, got[0])
+            if not last:
+                P = got[1]
+            k *= 2
+        sh = U64(bits - 1)
+        msb = Pair(((P0.a >> sh) ^ (G.a >> U64(bits - 2))) & U64(1), ((P0.b >> sh) ^ (G.b >> U64(bits - 2))) & U64(1))
+        return rss.xor_public(self.me, msb, np.ones_like(msb.a))
+
+    def bit_to_arith(self, b: Pair) -> Pair:
+        """Boolean bit -> arithmetic sharing, two product rounds (b0 xor b1, then xor b2)."""
+        ring = self.ring
+        a0, a1, a2 = (self.comp_pair(b, c) for c in range(3))
+        mul = lambda u, v: ring.mul(u, v)  # noqa: E731
+        (t01,) = self.mult_round([("a", mul, a0, a1)])
+        t = rss.sub(ring, rss.add(ring, a0, a1), rss.mul_public(ring, t01, U64(2)))
+        (v,) = self.mult_round([("a", mul, t, a2)])
+        return rss.sub(ring, rss.add(ring, t, a2), rss.mul_public(ring, v, U64(2)))
+
+    def relu(self, x: Pair) -> Pair:
+        d = self.bit_to_arith(self.drelu(x))
+        (y,) = self.mult_round([("a", lambda u, v: self.ring.mul(u, v), x, d)])
+        return y
+
+    def maximum(self, a: Pair, b: Pair) -> Pair:
+        return rss.add(self.ring, b, self.relu(rss.sub(self.ring, a, b)))
+
+    def max_reduce(self, x: Pair, axis: int) -> Pair:
+        """Tree of pairwise maxima along ``axis`` (ceil(log2 k) comparison layers)."""
+        x = rss.apply(x, lambda v: np.moveaxis(v, axis, -1))
+        while x.a.shape[-1] > 1:
+            k = x.a.shape[-1]
+            h = k // 2
+            lo = rss.apply(x, lambda v: v[..., :h])
+            hi = rss.apply(x, lambda v: v[..., h:2 * h])
+            m = self.maximum(lo, hi)
+            if k % 2:
+                m = rss.apply(Pair(np.concatenate([m.a, x.a[..., -1:]], -1), np.concatenate([m.b, x.b[..., -1:]], -1)),
+                              lambda v: v)
+            x = m
+        return rss.apply(x, lambda v: v[..., 0])

@@ -1,0 +1,66 @@
+"""``falcon``: the Falcon+ baseline of [STAMP 5.1] -- the same three parties, roles,
+replicated sharing over Z_2^32 and linear layers as ``stamp``, with every non-linear
+layer computed in pure MPC (``mpc.py``, ``backend.py``) and no trusted device.
+
+Roles as in ``stamp``: p0 holds the model, p1 the input and gets the output, p2 computes.
+Security: semi-honest; "malicious" runs the full message pattern of the malicious checks
+for cost measurement only (see ``mpc.py``: its triples are not secret).
+"""
+
+from __future__ import annotations
+
+from secinfer.errors import ProtocolError
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.falcon.backend import FalconBackend
+from secinfer.protocols.falcon.mpc import FalconMPC
+from secinfer.protocols.stamp import executor
+from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.protocol import CLIENT, NAMES, exchange_model, share_input, share_model_and_input
+
+SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
+             "LayerNormalization", "Softmax", "Conv", "Gemm", "MatMul", "Mul", "Add", "Sub", "Neg"}
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    if role not in NAMES:
+        raise ProtocolError(f"falcon has no role {role!r}; roles are {NAMES}")
+    me = NAMES.index(role)
+    with ep.phase("setup"):
+        eng = Engine(ep, NAMES, me, job.fixed, job.security == "malicious", job.prg)
+        eng.setup_keys()
+        graph, batch = exchange_model(ep, me, job)
+    mpc = FalconMPC(eng, job.fixed)
+    backend = FalconBackend(mpc)
+    env = share_model_and_input(eng, graph, job)
+    with ep.phase("online"):
+        share_input(eng, graph, job, env)
+        env = executor.run_graph(eng.ring, me, backend, graph, env)
+        mpc.flush()
+        y = eng.reveal_to(CLIENT, env[graph.output_names[0]])
+    info = {"batch": batch, "security": job.security, **mpc.stats, **backend.counts,
+            "malicious_is_cost_model_only": job.security == "malicious"}
+    if me == CLIENT:
+        return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
+    return PartyResult(info=info)
+
+
+def check_model(graph, security: str) -> None:
+    if security not in ("semi-honest", "malicious"):
+        raise ProtocolError(f"falcon offers semi-honest and malicious, not {security!r}")
+    from secinfer.ir.movement import MOVEMENT
+    executor.check_graph(graph, SUPPORTED | set(MOVEMENT), "falcon")
+
+
+SPEC = ProtocolSpec(
+    name="falcon",
+    description="Falcon+ baseline: 3-party replicated sharing, pure-MPC non-linear layers (no trusted device)",
+    roles=NAMES,
+    model_role=NAMES[0],
+    input_role=NAMES[CLIENT],
+    securities=("semi-honest", "malicious"),
+    default_security="semi-honest",
+    run_party=run_party,
+    check_model=check_model,
+    default_fixed="fx32f13",
+    paper="stamp-tee-assisted-3pc.txt (baseline of 5.1)",
+)
