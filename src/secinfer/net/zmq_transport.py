@@ -127,6 +127,12 @@ class ZmqEndpoint(Endpoint):
         self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
         self._closed = False
         self._send_lock = threading.Lock()
+        # per link: guards the data socket (used by both threads) and the count of frames
+        # handed to the I/O thread but not yet sent (the fast path must not overtake them)
+        self._link_lock = {p: threading.Lock() for p in self.peers}
+        self._pending = {p: 0 for p in self.peers}
+        self._paced = {p: i.out_profile.bandwidth is not None for p, i in self.info.items()}
+        self._push: dict | None = None
         # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
         # connection does not hold up the heartbeats on the control connection
         self._ctx = zmq.Context(io_threads=2)
@@ -226,6 +232,16 @@ class ZmqEndpoint(Endpoint):
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: peer is dead ({self._dead[peer]})")
             if peer in self._bye_from:
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+        lock = self._link_lock[peer]
+        with lock:
+            # fast path (unshaped link, nothing queued or in flight to the I/O thread): the
+            # protocol thread writes to the data socket itself, under the link's lock
+            if not self._paced[peer] and self._pending[peer] == 0 and self._push is not None:
+                if _try_send(self._push[peer], [K_DATA, frame]):
+                    self.stats["frames_sent"] += 1
+                    self.stats["bytes_sent"] += len(frame)
+                    return
+            self._pending[peer] += 1
         with self._send_lock:
             self._cmd.send_multipart([C_DATA, peer.encode(), frame], copy=len(frame) < 65536)
 
@@ -343,6 +359,7 @@ class ZmqEndpoint(Endpoint):
                 s.close(linger=0)
             self._started.set()
             return
+        self._push = push
         self._started.set()
         try:
             self._io_loop(zap, cmd, pull, push, ctl, monitors)
@@ -351,6 +368,11 @@ class ZmqEndpoint(Endpoint):
                 self._io_error = e
                 self._cv.notify_all()
         finally:
+            for lk in self._link_lock.values():
+                lk.acquire()
+            self._push = None  # the protocol thread must not touch the sockets any more
+            for lk in self._link_lock.values():
+                lk.release()
             for s in [*push.values(), *ctl.values()]:
                 try:
                     s.disable_monitor()
@@ -388,11 +410,17 @@ class ZmqEndpoint(Endpoint):
             wake = next_hb
             for p, q in outq.items():  # paced frames whose time has come
                 blocked = False
-                while q and q[0][0] <= now:
-                    if not _try_send(push[p], q[0][1]):
-                        blocked = True  # no connection right now: retry shortly, keep the order
-                        break
-                    q.popleft()
+                if q and q[0][0] <= now:
+                    with self._link_lock[p]:
+                        while q and q[0][0] <= now:
+                            if not _try_send(push[p], q[0][1]):
+                                blocked = True  # no connection right now: retry shortly, keep the order
+                                break
+                            _, parts = q.popleft()
+                            if parts[0] == K_DATA:
+                                self._pending[p] -= 1
+                                self.stats["frames_sent"] += 1
+                                self.stats["bytes_sent"] += len(parts[1])
                 if q:
                     wake = min(wake, now + 0.02 if blocked else q[0][0])
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
@@ -409,21 +437,22 @@ class ZmqEndpoint(Endpoint):
                     if kind == C_DATA:
                         peer = msg[1].bytes.decode()
                         frame = msg[2]
-                        self.stats["frames_sent"] += 1
-                        self.stats["bytes_sent"] += len(frame)
                         parts = [K_DATA, frame]
                     elif kind == C_CLOSE and not closing:
                         closing = True
                         for p in push:
-                            outq[p].append((0.0, [K_BYE]))  # behind the data already queued
+                            with self._link_lock[p]:
+                                outq[p].append((0.0, [K_BYE]))  # behind the data already queued
                         continue
                     else:
                         continue
                     t_now = time.monotonic()
-                    if not paced[peer] and not outq[peer]:
-                        if not _try_send(push[peer], parts):
-                            outq[peer].append((t_now, parts))
-                    else:
+                    with self._link_lock[peer]:
+                        if not paced[peer] and not outq[peer] and _try_send(push[peer], parts):
+                            self._pending[peer] -= 1
+                            self.stats["frames_sent"] += 1
+                            self.stats["bytes_sent"] += len(frame)
+                            continue
                         ready = buckets[peer].reserve(len(frame), t_now) if paced[peer] else t_now
                         if outq[peer]:
                             ready = max(ready, outq[peer][-1][0])
