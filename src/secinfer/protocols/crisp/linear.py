@@ -40,6 +40,13 @@ class PlainInsecureLinear:
 
     name = "plain-insecure"
     insecure = True
+    missing = ""
+
+    def setup_client(self, ep) -> None:
+        pass
+
+    def setup_server(self, ep) -> None:
+        pass
 
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool) -> None:
         self.g, self.f, self.malicious = g, frac_bits, malicious
@@ -108,10 +115,13 @@ class PlainInsecureLinear:
 ENGINES = {"plain-insecure": PlainInsecureLinear}
 
 
-def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool):
+def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dict | None = None):
+    options = options or {}
     if name == "ckks":
-        from secinfer.protocols.crisp.ckks_engine import CKKSLinear  # noqa: PLC0415
-        return CKKSLinear(g, frac_bits, malicious)
+        from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
+        pname = options.get("he_params", DEFAULT_PARAMS)
+        return CKKSLinear(g, frac_bits, malicious, pname, allow_insecure="insecure" in pname
+                          and bool(options.get("allow_insecure_he", False)))
     try:
         return ENGINES[name](g, frac_bits, malicious)
     except KeyError:

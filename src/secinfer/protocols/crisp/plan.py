@@ -98,7 +98,11 @@ def compile_plan(graph, cfg: FixedPointConfig, batch: int) -> ServerPlan:
               "attrs": _jsonable_attrs(node.attrs)}
         count = int(np.prod(st["out_shape"]))
         if node.op in LINEAR_OPS:
-            st.update(op="lin", gates=[["ars", count]], bias=len(node.inputs) > 2)
+            wmax = int(np.max(np.abs(signed[node.inputs[1]]), initial=0))
+            # wbits: public bound on |W| (bit length of the largest weight) used to size
+            # the HE masking of Pi_Lin; the only weight-dependent value in the plan.
+            st.update(op="lin", gates=[["ars", count]], bias=len(node.inputs) > 2,
+                      wbits=max(1, wmax.bit_length()))
             weights[len(steps)] = {"w": signed[node.inputs[1]],
                                    "b": signed[node.inputs[2]] if len(node.inputs) > 2 else None}
         elif node.op == "AveragePool":
@@ -154,6 +158,8 @@ def parse_public_plan(raw: np.ndarray) -> list:
                 if (not isinstance(shp, list) or not all(isinstance(d, int) and 0 < d for d in shp)
                         or int(np.prod(shp)) > _MAX_ELEMS):
                     raise ProtocolError(f"crisp: bad shape {shp!r:.80} in the plan")
+        if st.get("op") == "lin" and not (isinstance(st.get("wbits"), int) and 1 <= st["wbits"] <= 62):
+            raise ProtocolError("crisp: linear step without a valid weight bound")
         for g in st.get("gates", []):
             if (not isinstance(g, list) or len(g) != 2 or g[0] not in ("ars", "relu")
                     or not isinstance(g[1], int) or not 0 < g[1] <= _MAX_ELEMS):

@@ -52,7 +52,7 @@ def _params(job: PartyJob) -> Params:
 
 def _engine(job: PartyJob, prm: Params):
     name = job.options.get("linear", DEFAULT_ENGINE)
-    return make_engine(name, Z2k(prm.k), prm.f, prm.malicious)
+    return make_engine(name, Z2k(prm.k), prm.f, prm.malicious, job.options)
 
 
 def _no_tamper(point, idx, a):
@@ -75,6 +75,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         ep.send(CLIENT, "crisp/plan", raw)
         ep.send(DEALER, "crisp/plan", raw)
         steps = plan.public
+        engine.setup_server(ep)
     store = PreprocessingStore(SERVER)
     with ep.phase("offline"):
         mu = None
@@ -98,7 +99,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             re, im = env[st["in"]]
             if st["op"] == "lin":
                 s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], re, im, mu, prg.derive(f"lin{i}"))
-                if prm.malicious:
+                if t is not None:
                     checks.append(t)
                 out = nonlinear.truncate(ep, CLIENT, prm, store, i, s_re, s_im, checks)
             else:
@@ -122,6 +123,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
 
 def _info(engine, prm: Params, checks) -> dict:
     return {"linear_engine": engine.name, "insecure": bool(engine.insecure),
+            "missing": engine.missing,
             "ring_bits": prm.n, "share_ring_bits": prm.k, "checked_vectors": len(checks),
             "dealer": "trusted offline dealer (F_FSS) [CRISP III-B]"}
 
@@ -173,6 +175,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         if x.size != int(np.prod(in_shape)):
             raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
         x = x.reshape(in_shape)
+        engine.setup_client(ep)
     store = PreprocessingStore(CLIENT)
     with ep.phase("offline"):
         receive_preprocessing(ep, prm, steps, 1, store)
@@ -189,7 +192,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             re, im = env[st["in"]]
             if st["op"] == "lin":
                 s_re, s_im, t = engine.client(ep, i, st, re, im, tamper)
-                if prm.malicious:
+                if t is not None:
                     checks.append(t)
                 out = nonlinear.truncate(ep, SERVER, prm, store, i, s_re, s_im, checks, tamper)
             else:

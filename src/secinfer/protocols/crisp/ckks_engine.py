@@ -1,0 +1,415 @@
+"""Pi_Lin on Lattigo CKKS ciphertexts with an exact "complex" packing [CRISP Fig. 2, IV].
+
+Why not the CKKS slots. The shares Pi_Lin works on are uniform elements of Z_2^(n+s)
+(104 bits for n = 64), and the server must hide W <client share> statistically, i.e. add a
+mask 40 bits wider than the value. Slot encoding and decoding go through a float64 FFT
+(the HE layer's encoder), which keeps ~50 significant bits: far too few to round
+B + 40 >= 100 bit values back to exact ring elements. The argument in full is in
+docs/protocols/crisp.md.
+
+What we do instead keeps the paper's idea -- one ciphertext carries the value and its MAC
+as the real and imaginary part of a "complex" number, and one plaintext multiplication
+by W produces both -- but in the coefficient domain, where it is exact: in
+R = Z[X]/(X^N + 1) the monomial X^(N/2) squares to -1, so R contains Z[i] with
+i = X^(N/2). The client encrypts
+
+    m(X) = Delta (a(X) + X^(N/2) b(X)),   a = Re share digits, b = Im share digits
+
+(each of degree < N/2) and the server multiplies by the weight polynomial w(X) of
+degree < N/2 - deg a, so a w and b w never meet: (a + i b) w = a w + i b w, exactly the
+complex-slot computation of the paper with integer arithmetic. Matrix-vector products
+use the coefficient layout a(X) = sum_i x_i X^i, w(X) = sum_ij W_ij X^(j c + c - 1 - i)
+(c = input chunk): coefficient j c + c - 1 of a w is (x W)_j; several rows sit at
+stride S = c (n_o + 1) in one polynomial.
+
+Exactness and hiding (bounds checked here, argued in the docs):
+* the client's share is split into T digits of D <= 52 bits (float64-exact encoding);
+* every product coefficient (target or not) is a sum of < c terms of D + wbits bits,
+  |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
+* the server adds Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
+  coefficient and uniform flooding noise F in [-2^phi, 2^phi], phi = noise_bits + sigma,
+  and re-randomises with a fresh encryption of zero ("flood"), so the returned ciphertext
+  is statistically independent of W beyond the client's own (masked) output;
+* Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
+  v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
+* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``).
+
+MISSING (stated, not hidden): the zero-knowledge proof of plaintext knowledge for the
+client's ciphertexts [Fig. 2 note a]. Without it a malicious client could encrypt
+out-of-range digits or inflated noise and break the statistical masking bound above;
+the MAC check does not cover that. See docs/protocols/crisp.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from secinfer.crypto.fss.group import Z2k
+from secinfer.errors import ConfigError, FrameError, InsecureParametersError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.crisp import lifted, linops
+
+SERVER, CLIENT = "server", "client"
+GAUSS_BOUND = 19.2          # Lattigo samples the error Gaussian (sigma 3.2) within 6 sigma
+MAX_DIGIT = 52
+DEFAULT_PARAMS = "ckks-n14-128"
+
+
+def _bits(x: float) -> int:
+    return max(1, math.ceil(math.log2(max(x, 1.0))))
+
+
+class LayerBudget:
+    """Digit size, chunking and scale of one linear layer (all public)."""
+
+    def __init__(self, params, k: int, k_in: int, n_out: int, wbits: int, sigma: int) -> None:
+        half = params.n // 2
+        self.half = half
+        self.c = min(k_in, half // 2)                         # input chunk
+        self.n_o = max(1, min(n_out, half // self.c - 1))     # outputs per block
+        self.S = self.c * (self.n_o + 1)                      # row stride
+        self.rows_per = max(1, half // self.S)
+        self.n_chunks = -(-k_in // self.c)
+        self.n_blocks = -(-n_out // self.n_o)
+        fresh = (2 * params.n + 1) * GAUSS_BOUND
+        nnz = self.c * self.n_o
+        self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(self.n_chunks)
+        self.phi = self.noise_bits + sigma
+        self.log_delta = self.phi + 2
+        self.log_q = params.q_level(params.max_level).bit_length() - 1
+        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(self.c * self.n_chunks) + wbits + 1)
+        self.D = min(MAX_DIGIT, k, room)
+        if self.D < 8:
+            raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
+                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8})")
+        self.T = -(-k // self.D)
+        self.B = _bits(self.c * self.n_chunks) + self.D + wbits + 1
+        self.sigma = sigma
+
+
+def rows_and_mats(step: dict, w: np.ndarray | None, a: np.ndarray | None, batch_in_shape) -> tuple:
+    """The layer as grouped row-matrix products: rows (R, K) per group and W (K, N_out).
+
+    Returns (groups, finish) where groups = [(rows or None, W or None, K, N_out)] and
+    ``finish(list of (R, N_out, L))`` rearranges the products into out_shape + (L,).
+    Weights may be None (client side: only shapes needed; K, N_out come from the plan).
+    """
+    op = step["node_op"]
+    out_shape = tuple(step["out_shape"])
+    if op in ("Gemm", "MatMul"):
+        k, n_out = step["in_shape"][-1], out_shape[-1]
+        rows = None if a is None else a.reshape(-1, k, a.shape[-1])
+
+        def finish(ys):
+            return ys[0].reshape(out_shape + (ys[0].shape[-1],))
+        return [(rows, w, k, n_out)], finish
+    if op == "Mul":
+        feat = int(np.prod(step["in_shape"][1:]))
+        blk = 64
+        groups = []
+        wf = None if w is None else np.broadcast_to(w, step["in_shape"][1:]).reshape(-1)
+        for s in range(0, feat, blk):
+            e = min(feat, s + blk)
+            rows = None if a is None else a.reshape(a.shape[0], feat, a.shape[-1])[:, s:e]
+            mat = None if wf is None else np.diag(wf[s:e]).astype(np.int64)
+            groups.append((rows, mat, e - s, e - s))
+
+        def finish(ys):
+            return np.concatenate(ys, axis=1).reshape(out_shape + (ys[0].shape[-1],))
+        return groups, finish
+    if op == "Conv":
+        from secinfer.arith.linalg import conv_columns
+        from secinfer.ir.graph import lift_2d
+        from secinfer.protocols.crisp.plan import node_of
+
+        p = lift_2d(node_of(step))
+        g_ = int(step["attrs"].get("group", 1))
+        m = out_shape[1]
+        kc = step["in_shape"][1] // g_ * int(np.prod(step["attrs"]["kernel_shape"]))
+        n_, oh, ow = out_shape[0], out_shape[2], out_shape[3]
+        cols = None
+        if a is not None:
+            wshape = (m, step["in_shape"][1] // g_) + tuple(step["attrs"]["kernel_shape"])
+            cols = lifted.apply_limbwise(a, lambda x: conv_columns(x, wshape, p["strides"], p["pads"],
+                                                                  p["dilations"], g_)[0])
+        wg = None if w is None else w.reshape(g_, m // g_, -1)
+        groups = []
+        for gi in range(g_):
+            rows = None if cols is None else cols[:, gi].transpose(0, 2, 1, 3).reshape(-1, kc, cols.shape[-1])
+            mat = None if wg is None else np.ascontiguousarray(wg[gi].T)
+            groups.append((rows, mat, kc, m // g_))
+
+        def finish(ys):
+            lim = ys[0].shape[-1]
+            parts = [y.reshape(n_, oh * ow, m // g_, lim).transpose(0, 2, 1, 3) for y in ys]
+            return np.concatenate(parts, axis=1).reshape(n_, m, oh, ow, lim)
+        return groups, finish
+    raise ConfigError(f"crisp/ckks: no HE layout for {op}")
+
+
+class CKKSLinear:
+    """Pi_Lin with the client's shares under RLWE encryption (see module docstring)."""
+
+    name = "ckks"
+    insecure = False
+    missing = "zero-knowledge proof of plaintext knowledge [CRISP Fig. 2 note a]"
+
+    def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
+                 allow_insecure: bool = False, sigma: int = 40) -> None:
+        from secinfer.crypto.he.params import get_params
+
+        self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
+        self.params = get_params(params_name, allow_insecure=True)
+        if self.params.insecure and not allow_insecure:
+            raise InsecureParametersError(f"crisp/ckks: {params_name} is a test-only parameter set")
+        self.sk = self.pk = None
+
+    # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
+    def setup_client(self, ep) -> None:
+        kp = self.params.keygen()
+        self.sk, self.pk = kp.sk, kp.pk
+        ep.send(SERVER, "crisp/he-pk", np.frombuffer(self.pk.to_bytes(), np.uint8))
+
+    def setup_server(self, ep) -> None:
+        from secinfer.crypto.he.objects import PublicKey
+
+        (raw,) = ep.recv(CLIENT, "crisp/he-pk", ArraySpec(np.uint8, (None,), max_elems=1 << 26))
+        try:
+            self.pk = self.params.load(raw.tobytes(), PublicKey)
+        except Exception as e:  # noqa: BLE001 - any decoding failure is the client's fault
+            raise FrameError(f"crisp/ckks: client public key rejected: {e}") from None
+
+    # ---- helpers -----------------------------------------------------------------------
+    def _budget(self, k_in, n_out, wbits) -> LayerBudget:
+        return LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma)
+
+    def _digits(self, rows: np.ndarray, bud: LayerBudget) -> list:
+        vals = self.g.to_int(rows)                             # object array (R, K)
+        mask = (1 << bud.D) - 1
+        return [np.vectorize(lambda v, t=t: float((int(v) >> (bud.D * t)) & mask), otypes=[np.float64])(vals)
+                for t in range(bud.T)]
+
+    def _layout(self, re_d: np.ndarray, im_d: np.ndarray | None, bud: LayerBudget, chunk: int, rg: int):
+        poly = np.zeros(self.params.n, np.float64)
+        r0 = rg * bud.rows_per
+        for r in range(r0, min(r0 + bud.rows_per, re_d.shape[0])):
+            seg = re_d[r, chunk * bud.c:(chunk + 1) * bud.c]
+            base = (r - r0) * bud.S
+            poly[base:base + len(seg)] = seg
+            if im_d is not None:
+                poly[bud.half + base:bud.half + base + len(seg)] = im_d[r, chunk * bud.c:(chunk + 1) * bud.c]
+        return poly
+
+    def _targets(self, bud: LayerBudget, n_rows: int, rg: int, block: int, n_out: int):
+        r0 = rg * bud.rows_per
+        rows = np.arange(r0, min(r0 + bud.rows_per, n_rows))
+        js = np.arange(block * bud.n_o, min((block + 1) * bud.n_o, n_out))
+        pos = ((rows - r0)[:, None] * bud.S + (js - block * bud.n_o)[None, :] * bud.c + bud.c - 1)
+        return rows, js, pos
+
+    # ---- client ------------------------------------------------------------------------
+    def client(self, ep, idx: int, step: dict, v1: np.ndarray, w1, tamper) -> tuple:
+        from secinfer.crypto.he.rlwe import coeff_encode
+
+        g, prm = self.g, self.params
+        groups, finish = rows_and_mats(step, None, v1, None)
+        groups_im = rows_and_mats(step, None, w1, None)[0] if self.malicious else None
+        wbits = int(step["wbits"])
+        outs_re, outs_im = [], []
+        for gi, (rows, _, k_in, n_out) in enumerate(groups):
+            bud = self._budget(k_in, n_out, wbits)
+            rows = tamper("c3re", idx, rows) if gi == 0 else rows
+            d_re = self._digits(rows, bud)
+            d_im = None
+            if self.malicious:
+                rows_im = groups_im[gi][0]
+                rows_im = tamper("c3im", idx, rows_im) if gi == 0 else rows_im
+                d_im = self._digits(rows_im, bud)
+            n_rows = rows.shape[0]
+            n_rg = -(-n_rows // bud.rows_per)
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    for ch in range(bud.n_chunks):
+                        poly = self._layout(d_re[t], d_im[t] if d_im else None, bud, ch, rg)
+                        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, prm.max_level) as pt:
+                            ct = prm.encrypt(pt, self.pk)
+                        ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(ct.to_bytes(), np.uint8))
+                        ct.close()
+            acc_re = g.zeros((n_rows, n_out))
+            acc_im = g.zeros((n_rows, n_out)) if self.malicious else None
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    for blk in range(bud.n_blocks):
+                        (raw,) = ep.recv(SERVER, f"crisp/lin/{idx}/res", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
+                        vals = self._decrypt_targets(raw, bud, n_rows, rg, blk, n_out)
+                        rws, js, _ = self._targets(bud, n_rows, rg, blk, n_out)
+                        sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
+                        acc_re[sel] = g.add(acc_re[sel], g.shl(vals[0], bud.D * t))
+                        if self.malicious:
+                            acc_im[sel] = g.add(acc_im[sel], g.shl(vals[1], bud.D * t))
+            outs_re.append(acc_re)
+            outs_im.append(acc_im)
+        s_re = finish(outs_re)
+        s_im = finish(outs_im) if self.malicious else None
+        return s_re, s_im, None
+
+    def _decrypt_targets(self, raw, bud, n_rows, rg, blk, n_out):
+        from secinfer.crypto.he.objects import Ciphertext
+
+        prm = self.params
+        ct = prm.load(raw.tobytes(), Ciphertext)
+        with prm.decrypt(ct, self.sk) as pt:
+            res = pt.poly(0)
+        ct.close()
+        _, _, pos = self._targets(bud, n_rows, rg, blk, n_out)
+        out = []
+        for off in ((0, bud.half) if self.malicious else (0,)):
+            x = _crt(res[:, (pos + off).reshape(-1)], prm.q[:res.shape[0]])
+            q = prm.q_level(res.shape[0] - 1)
+            x = np.where(x > q // 2, x - q, x)
+            half = 1 << (bud.log_delta - 1)
+            v = np.array([(int(c) + half) >> bud.log_delta for c in x], dtype=object)
+            out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
+        return out
+
+    # ---- server ------------------------------------------------------------------------
+    def server(self, ep, idx: int, step: dict, weights: dict, v0, w0, mu, prg) -> tuple:
+        from secinfer.crypto.he.evaluator import Evaluator
+        from secinfer.crypto.he.objects import Ciphertext
+        from secinfer.crypto.he.rlwe import coeff_encode, flood
+
+        g, prm = self.g, self.params
+        w, b = weights["w"], weights["b"]
+        wbits = int(step["wbits"])
+        groups, finish = rows_and_mats(step, w, None, None)
+        ev = Evaluator(prm)
+        n_rows_total = None
+        masks_re, masks_im = [], []
+        for (_, mat, k_in, n_out) in groups:
+            if mat is not None and int(np.max(np.abs(mat), initial=0)) >= 1 << wbits:
+                raise ConfigError("crisp/ckks: weight exceeds the announced bound")
+            bud = self._budget(k_in, n_out, wbits)
+            n_rows = _rows_of(step, k_in, len(groups))
+            n_rows_total = n_rows
+            n_rg = -(-n_rows // bud.rows_per)
+            wpolys = {}
+            for ch in range(bud.n_chunks):
+                for blk in range(bud.n_blocks):
+                    wp = np.zeros(prm.n, np.float64)
+                    sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
+                    for jj in range(sub.shape[1]):
+                        for ii in range(sub.shape[0]):
+                            wp[jj * bud.c + bud.c - 1 - ii] = sub[ii, jj]
+                    wpolys[ch, blk] = coeff_encode(prm, wp, 1.0, prm.max_level)
+            cts = {}
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    for ch in range(bud.n_chunks):
+                        (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
+                        cts[t, rg, ch] = self._load_client_ct(raw, bud, Ciphertext)
+            m_re = g.zeros((n_rows, n_out))
+            m_im = g.zeros((n_rows, n_out))
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    for blk in range(bud.n_blocks):
+                        acc = None
+                        for ch in range(bud.n_chunks):
+                            prod = ev.mul(cts[t, rg, ch], wpolys[ch, blk], relin=False)
+                            acc = prod if acc is None else ev.add(acc, prod)
+                        rmask, coeff = self._mask(bud, prg)
+                        for pt in self._exact_plaintexts(coeff, bud, coeff_encode):
+                            acc = ev.add(acc, pt)
+                            pt.close()
+                        acc = flood(prm, acc, self.pk, 1, prg.seed())          # re-randomise
+                        ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(acc.to_bytes(), np.uint8))
+                        rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
+                        sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
+                        m_re[sel] = g.add(m_re[sel], g.shl(g.from_int(rmask[pos]), bud.D * t))
+                        if self.malicious:
+                            m_im[sel] = g.add(m_im[sel], g.shl(g.from_int(rmask[pos + bud.half]), bud.D * t))
+            for p in wpolys.values():
+                p.close()
+            for c in cts.values():
+                c.close()
+            masks_re.append(m_re)
+            masks_im.append(m_im)
+        # Server shares: L(<v>_0) in the clear + sum_t 2^(D t) R_t  (+ bias, MAC of bias)
+        s_re = g.add(linops.server_linear(step, w, g, v0), finish(masks_re))
+        if b is not None:
+            s_re = g.add(s_re, linops.bias_term(step, b, g, self.f))
+        if not self.malicious:
+            return s_re, None, None
+        s_im = g.add(linops.server_linear(step, w, g, w0), finish(masks_im))
+        if b is not None:
+            s_im = g.add(s_im, g.mul(linops.bias_term(step, b, g, self.f), mu))
+        del n_rows_total
+        return s_re, s_im, None
+
+    def _load_client_ct(self, raw, bud, Ciphertext):
+        """Validate a client ciphertext before any computation on it."""
+        prm = self.params
+        try:
+            ct = prm.load(raw.tobytes(), Ciphertext)
+        except Exception as e:  # noqa: BLE001
+            raise FrameError(f"crisp/ckks: client ciphertext rejected: {e}") from None
+        if ct.degree != 1 or ct.level != prm.max_level or abs(ct.log_scale - bud.log_delta) > 1e-6:
+            ct.close()
+            raise FrameError("crisp/ckks: client ciphertext has the wrong degree, level or scale")
+        return ct
+
+    def _mask(self, bud: LayerBudget, prg):
+        """R uniform in [0, 2^(B+sigma)) and flooding F in [-2^phi, 2^phi] for every
+        coefficient; returns R (object array) and the plaintext coefficients -Delta R + F."""
+        n = self.params.n
+        rb = bud.B + bud.sigma
+        r = _uniform_ints(prg, n, rb)
+        f = _uniform_ints(prg, n, bud.phi + 1) - (1 << bud.phi)
+        return r, (-(r << bud.log_delta)) + f
+
+    def _exact_plaintexts(self, coeff, bud, coeff_encode):
+        """Plaintexts (scale Delta) summing to the exact integer coefficients ``coeff``:
+        base-2^40 parts, each part exactly representable in float64."""
+        prm = self.params
+        q = prm.q_level(prm.max_level)
+        c = np.array([int(v) % q for v in coeff], dtype=object)
+        delta = 2.0 ** bud.log_delta
+        nparts = -(-q.bit_length() // 40)
+        out = []
+        for p in range(nparts):
+            part = np.array([float((int(v) >> (40 * p)) & ((1 << 40) - 1)) for v in c]) * (2.0 ** (40 * p)) / delta
+            out.append(coeff_encode(prm, part, delta, prm.max_level))
+        return out
+
+
+def _rows_of(step: dict, k_in: int, n_groups: int) -> int:
+    op = step["node_op"]
+    if op in ("Gemm", "MatMul"):
+        return int(np.prod(step["in_shape"][:-1]))
+    if op == "Mul":
+        return int(step["in_shape"][0])
+    out = step["out_shape"]
+    return int(out[0] * out[2] * out[3])
+
+
+def _uniform_ints(prg, count: int, bits: int) -> np.ndarray:
+    words = -(-bits // 64)
+    raw = prg.uint64((count, words))
+    out = np.zeros(count, dtype=object)
+    for w_ in range(words):
+        out = out + (raw[:, w_].astype(object) << (64 * w_))
+    return out & ((1 << bits) - 1)
+
+
+def _crt(res: np.ndarray, moduli) -> np.ndarray:
+    """Residues (levels, m) -> integers in [0, Q) (object array)."""
+    q = 1
+    for qi in moduli:
+        q *= qi
+    acc = np.zeros(res.shape[1], dtype=object)
+    for l, qi in enumerate(moduli):
+        m = q // qi
+        c = m * pow(m % qi, -1, qi) % q
+        acc = acc + res[l].astype(object) * c
+    return acc % q
