@@ -68,6 +68,12 @@ class HEObject:
                 f"{what or type(self).__name__} is bound to parameter set "
                 f"{self.params.name!r}, not {params.name!r}")
 
+    def poly(self, which: int = 0) -> np.ndarray:
+        """Coefficient-domain residues mod q_0..q_level of component ``which`` (ciphertext
+        component, plaintext, secret key or public-key component; Q part, out of NTT and
+        Montgomery form): uint64 array of shape (levels, N). For proofs and tests."""
+        return self.params._poly(self, which)
+
     # ------------------------------------------------------------ serialisation
 
     def to_bytes(self) -> bytes:
@@ -169,10 +175,6 @@ class _Element(HEObject):
     @property
     def slots(self) -> int:
         return 1 << self.log_slots
-
-    def poly(self, which: int = 0) -> np.ndarray:
-        """Coefficient-domain residues of component ``which``: shape (level+1, N), uint64."""
-        return self.params._poly(self, which)
 
 
 class Plaintext(_Element):

@@ -112,7 +112,9 @@ def expand(ev: Evaluator, ct: Ciphertext, log_gap: int = 0) -> dict[int, Ciphert
 
 
 def trace(ev: Evaluator, ct: Ciphertext, log_n_out: int) -> Ciphertext:
-    """Trace from the full ring down to the subring of degree 2^log_n_out (Lattigo Trace)."""
+    """Normalised trace down to the subring of degree 2^log_n_out (Lattigo Trace, scaled by
+    2^(log_n_out - logN)): with log_n_out = 0 the constant coefficient is kept and all
+    others are zeroed. Needs keys made with ``trace_to=log_n_out``."""
     params = ev.params
     return Ciphertext(params, N.new_handle("he_trace", params.handle, ev.handle,
                                            params._own(ct, "ciphertext"), int(log_n_out)))

@@ -8,12 +8,9 @@ import "C"
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
-	"github.com/tuneinsight/lattigo/v6/ring"
-	"github.com/tuneinsight/lattigo/v6/ring/ringqp"
 )
 
 // Object kinds on the wire (mirrored in secinfer/crypto/he/serial.py).
@@ -26,80 +23,9 @@ const (
 	kindLWE = 6
 )
 
-//export he_marshal
-func he_marshal(ph C.uint64_t, h C.uint64_t, kind *C.int, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
-	defer recoverTo(&rc, errbuf, errlen)
-	var b []byte
-	var err error
-	switch o := getAny(uint64(h)).(type) {
-	case *SK:
-		bound(uint64(ph), o.ph, "secret key")
-		b, err = o.v.MarshalBinary()
-		*kind = kindSK
-	case *PK:
-		bound(uint64(ph), o.ph, "public key")
-		b, err = o.v.MarshalBinary()
-		*kind = kindPK
-	case *EvalKeys:
-		bound(uint64(ph), o.ph, "evaluation keys")
-		b, err = o.v.MarshalBinary()
-		*kind = kindEVK
-	case *PT:
-		bound(uint64(ph), o.ph, "plaintext")
-		b, err = o.v.MarshalBinary()
-		*kind = kindPT
-	case *CT:
-		bound(uint64(ph), o.ph, "ciphertext")
-		b, err = o.v.MarshalBinary()
-		*kind = kindCT
-	case *LWEBatch:
-		bound(uint64(ph), o.ph, "LWE batch")
-		b = marshalLWE(o)
-		*kind = kindLWE
-	default:
-		fail(codeArgument, "handle %d (%T) cannot be serialised", h, o)
-	}
-	check(err, codeHE, "marshal")
-	outBytes(b, out, outlen)
-	return codeOK
-}
 
-func checkPolyQ(P ckksParams, p ring.Poly, what string) {
-	if p.N() != P.N() {
-		fail(codeSerial, "%s has ring degree %d, parameter set has %d", what, p.N(), P.N())
-	}
-	if p.Level() < 0 || p.Level() > P.MaxLevel() {
-		fail(codeSerial, "%s has %d moduli, parameter set has %d", what, p.Level()+1, P.QCount())
-	}
-	checkCoeffs(p, P.Q(), what)
-}
 
-func checkCoeffs(p ring.Poly, moduli []uint64, what string) {
-	for l, row := range p.Coeffs {
-		if len(row) != len(p.Coeffs[0]) {
-			fail(codeSerial, "%s: ragged coefficient matrix", what)
-		}
-		q := moduli[l]
-		for _, c := range row {
-			if c >= q {
-				fail(codeSerial, "%s: coefficient not reduced modulo q_%d", what, l)
-			}
-		}
-	}
-}
 
-func checkPolyQP(P ckksParams, p ringqp.Poly, what string) {
-	if p.Q.N() != P.N() || p.Q.Level() > P.MaxLevelQ() {
-		fail(codeSerial, "%s: Q part does not match the parameter set", what)
-	}
-	checkCoeffs(p.Q, P.Q(), what)
-	if P.PCount() > 0 {
-		if p.P.N() != P.N() || p.P.Level() > P.MaxLevelP() {
-			fail(codeSerial, "%s: P part does not match the parameter set", what)
-		}
-		checkCoeffs(p.P, P.P(), what)
-	}
-}
 
 func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
 	if m == nil {
@@ -114,21 +40,6 @@ func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
 	}
 }
 
-func checkGadget(P ckksParams, g *rlwe.GadgetCiphertext, what string) {
-	if len(g.Value) == 0 {
-		fail(codeSerial, "%s: empty gadget ciphertext", what)
-	}
-	for _, row := range g.Value {
-		for _, v := range row {
-			if len(v) != 2 {
-				fail(codeSerial, "%s: gadget entry of degree %d", what, len(v)-1)
-			}
-			for _, p := range v {
-				checkPolyQP(P, p, what)
-			}
-		}
-	}
-}
 
 // safeUnmarshal runs Lattigo's decoder with panics mapped to serialisation errors.
 func safeUnmarshal(f func() error, what string) {
@@ -144,75 +55,6 @@ func safeUnmarshal(f func() error, what string) {
 	}()
 }
 
-//export he_unmarshal
-func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
-	defer recoverTo(&rc, errbuf, errlen)
-	P := params(ph).P
-	b := inBytes(data, n)
-	var obj any
-	switch kind {
-	case kindSK:
-		sk := new(rlwe.SecretKey)
-		safeUnmarshal(func() error { return sk.UnmarshalBinary(b) }, "secret key")
-		checkPolyQP(P, sk.Value, "secret key")
-		if sk.Value.Q.Level() != P.MaxLevelQ() {
-			fail(codeSerial, "secret key has the wrong number of moduli")
-		}
-		obj = &SK{uint64(ph), sk}
-	case kindPK:
-		pk := new(rlwe.PublicKey)
-		safeUnmarshal(func() error { return pk.UnmarshalBinary(b) }, "public key")
-		if len(pk.Value) != 2 {
-			fail(codeSerial, "public key must have two components")
-		}
-		for _, p := range pk.Value {
-			checkPolyQP(P, p, "public key")
-			if p.Q.Level() != P.MaxLevelQ() {
-				fail(codeSerial, "public key has the wrong number of moduli")
-			}
-		}
-		obj = &PK{uint64(ph), pk}
-	case kindEVK:
-		evk := new(rlwe.MemEvaluationKeySet)
-		safeUnmarshal(func() error { return evk.UnmarshalBinary(b) }, "evaluation keys")
-		if evk.RelinearizationKey != nil {
-			checkGadget(P, &evk.RelinearizationKey.GadgetCiphertext, "relinearisation key")
-		}
-		for g, gk := range evk.GaloisKeys {
-			if gk == nil || gk.GaloisElement != g || g%2 == 0 || g >= uint64(2*P.N()) || gk.NthRoot != uint64(2*P.N()) {
-				fail(codeSerial, "Galois key %d does not match the parameter set", g)
-			}
-			checkGadget(P, &gk.GadgetCiphertext, fmt.Sprintf("Galois key %d", g))
-		}
-		obj = &EvalKeys{uint64(ph), evk}
-	case kindPT:
-		pt := new(rlwe.Plaintext)
-		safeUnmarshal(func() error { return pt.UnmarshalBinary(b) }, "plaintext")
-		checkMeta(P, pt.MetaData, "plaintext")
-		checkPolyQ(P, pt.Value, "plaintext")
-		obj = &PT{uint64(ph), pt}
-	case kindCT:
-		ct := new(rlwe.Ciphertext)
-		safeUnmarshal(func() error { return ct.UnmarshalBinary(b) }, "ciphertext")
-		checkMeta(P, ct.MetaData, "ciphertext")
-		if len(ct.Value) < 2 || len(ct.Value) > 3 {
-			fail(codeSerial, "ciphertext of degree %d", len(ct.Value)-1)
-		}
-		for _, p := range ct.Value {
-			checkPolyQ(P, p, "ciphertext")
-			if p.Level() != ct.Value[0].Level() {
-				fail(codeSerial, "ciphertext components at different levels")
-			}
-		}
-		obj = &CT{uint64(ph), ct}
-	case kindLWE:
-		obj = unmarshalLWE(uint64(ph), P, b)
-	default:
-		fail(codeArgument, "unknown object kind %d", kind)
-	}
-	*out = C.uint64_t(put(obj))
-	return codeOK
-}
 
 // LWE batch wire format: "LWE1", u32 count, u32 logN, u32 level, f64 log2(scale), then
 // for each member and level: b, the N coefficients of c1 (constant-term RLWE form).

@@ -1,0 +1,129 @@
+"""HE micro-benchmarks: ``secinfer.crypto.he.bench.run() -> dict`` (wired into
+``secinfer bench he``). Not a test: numbers depend on the machine and its load.
+
+For each 128-bit parameter set: key generation, encrypt/decrypt, plaintext and
+ciphertext multiplication, rescale, rotation (plain and hoisted, per rotation), a
+784x128 plaintext-matrix times encrypted-vector product, LWE packing per coefficient,
+and the sizes of ciphertexts and keys. Times are medians in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+import numpy as np
+
+from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.linear import LinearPlan
+from secinfer.crypto.he.params import SECURE_SETS, get_params
+from secinfer.crypto.he import rlwe
+
+
+def _median_ms(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+        _close(out)
+    return float(np.median(times) * 1e3)
+
+
+def _close(obj) -> None:
+    if obj is None:
+        return
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _close(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _close(v)
+    elif hasattr(obj, "close"):
+        obj.close()
+
+
+def _det_values(n: int, salt: int) -> np.ndarray:
+    # Deterministic, input-independent bench data (no RNG needed).
+    k = np.arange(n, dtype=np.float64)
+    return np.sin(0.37 * k + salt) + 1j * np.cos(0.11 * k * (salt + 1))
+
+
+def bench_set(name: str, repeats: int = 5, matvec_shape=(128, 784), pack_count: int = 256) -> dict:
+    P = get_params(name)
+    res: dict = {"params": name, "log_n": P.log_n, "levels": P.max_level,
+                 "log_qp": P.spec.log_qp, "security_bits": P.security_bits, "ms": {}, "bytes": {}}
+    ms = res["ms"]
+    ms["keygen_sk_pk"] = _median_ms(P.keygen, max(2, repeats // 2))
+    kp = P.keygen()
+    m, n = matvec_shape
+    W = np.cos(np.outer(np.arange(m), np.arange(n)) * 0.01) / np.sqrt(n)
+    plan = LinearPlan.dense(P, W)
+    hoist = list(range(1, 9))
+    t0 = time.perf_counter()
+    evk = P.gen_eval_keys(kp.sk, rotations=hoist, conjugate=True, pack=True,
+                          galois=plan.galois_elements())
+    ms["keygen_eval_keys"] = (time.perf_counter() - t0) * 1e3
+    res["n_galois_keys"] = len(evk.galois_elements)
+    ev = Evaluator(P, evk)
+    x = _det_values(P.max_slots, 1)
+    y = _det_values(P.max_slots, 2)
+    pt = P.encode(y)
+    ms["encode"] = _median_ms(lambda: P.encode(x), repeats)
+    ms["encrypt_pk"] = _median_ms(lambda: P.encrypt(pt, kp.pk), repeats)
+    ms["encrypt_sk"] = _median_ms(lambda: P.encrypt(pt, kp.sk), repeats)
+    ct = P.encrypt(x, kp.pk)
+    ct2 = P.encrypt(y, kp.pk)
+    ms["decrypt"] = _median_ms(lambda: P.decrypt(ct, kp.sk), repeats)
+    ms["add"] = _median_ms(lambda: ev.add(ct, ct2), repeats * 4)
+    ms["mul_plain"] = _median_ms(lambda: ev.mul(ct, pt), repeats * 4)
+    ms["mul_ct_relin"] = _median_ms(lambda: ev.mul(ct, ct2), repeats)
+    prod = ev.mul(ct, pt)
+    ms["rescale"] = _median_ms(lambda: ev.rescale(prod), repeats)
+    ms["rotate"] = _median_ms(lambda: ev.rotate(ct, 1), repeats)
+    ms["rotate_hoisted_per_rotation"] = _median_ms(lambda: ev.rotate_hoisted(ct, hoist),
+                                                   repeats) / len(hoist)
+    ms["conjugate"] = _median_ms(lambda: ev.conjugate(ct), repeats)
+    vin = plan.encrypt_input(np.real(x[:n]), kp.pk)
+    ms[f"matvec_{n}x{m}"] = _median_ms(lambda: plan.apply(ev, vin), repeats)
+    got = plan.decrypt_output(plan.apply(ev, vin), kp.sk)
+    res["matvec_max_abs_error"] = float(np.abs(got - W @ np.real(x[:n])).max())
+    res["matvec_diagonals"] = plan.n_diagonals
+    # LWE packing at level 0 (the hybrid scheme's working level).
+    scale = 2.0 ** 30
+    cv = np.arange(P.n) % 200 - 100
+    cct = rlwe.coeff_encrypt(P, cv, kp.pk, scale, level=0)
+    lwes = rlwe.extract_lwe(P, cct, np.arange(pack_count))
+    ms["lwe_extract_per_coeff"] = _median_ms(
+        lambda: rlwe.extract_lwe(P, cct, np.arange(pack_count)), repeats) / pack_count
+    ms["lwe_pack_per_coeff"] = _median_ms(lambda: rlwe.pack_lwe(ev, lwes),
+                                          max(2, repeats // 2)) / pack_count
+    res["lwe_pack_count"] = pack_count
+    res["bytes"] = {
+        "ciphertext_fresh": len(ct.to_bytes()),
+        "ciphertext_level0": len(cct.to_bytes()),
+        "public_key": len(kp.pk.to_bytes()),
+        "secret_key": len(kp.sk.to_bytes()),
+        "eval_keys": len(evk.to_bytes()),
+        "galois_key_each": len(evk.to_bytes()) // max(1, res["n_galois_keys"] + 1),
+    }
+    _close([ct, ct2, prod, pt, vin, cct, lwes, ev, evk])
+    kp.close()
+    return res
+
+
+def run(sets=SECURE_SETS, repeats: int = 5) -> dict:
+    """Benchmark every named 128-bit set; returns a JSON-ready dict."""
+    return {
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        "library": "lattigo v6.1.1 via secinfer.crypto.he",
+        "sets": {name: bench_set(name, repeats) for name in sets},
+    }
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import json
+    print(json.dumps(run(), indent=2))
