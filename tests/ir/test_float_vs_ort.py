@@ -159,3 +159,39 @@ def test_intermediates_and_multiple_outputs():
     assert set(allt) >= {"x", "a", "b"}
     ref = ort_run(model, {"x": x})
     assert np.allclose(outs["a"], ref[0]) and np.allclose(outs["b"], ref[1], atol=1e-6)
+
+
+def _flatten_via_shape(multiply: bool):
+    nodes = [N("Relu", ["x"], ["r"]), N("Shape", ["r"], ["s"]),
+             N("Gather", ["s", "zero"], ["n"], axis=0)]
+    if multiply:
+        nodes.append(N("Mul", ["n", "two"], ["n2"]))
+    nodes += [N("Unsqueeze", ["n2" if multiply else "n", "ax0"], ["nu"]),
+              N("Concat", ["nu", "minus1"], ["spec"], axis=0), N("Reshape", ["r", "spec"], ["f"]),
+              N("Gemm", ["f", "w"], ["y"])]
+    inits = {"zero": np.array(0, np.int64), "two": np.array(2, np.int64),
+             "ax0": np.array([0], np.int64), "minus1": np.array([-1], np.int64),
+             "w": f32(R, 12 if not multiply else 6, 3)}
+    return make_model(nodes, {"x": ("N", 3, 4)}, {"y": None}, inits)
+
+
+def test_dynamic_batch_through_shape_pattern():
+    # the Shape -> Gather -> Unsqueeze -> Concat -> Reshape flatten of PyTorch exports
+    model = _flatten_via_shape(multiply=False)
+    g = load_model(model)
+    reshape = next(n for n in g.nodes if n.op == "Reshape")
+    assert reshape.attrs["shape"] == (0, -1) and g.shapes["y"] == (None, 3)
+    for n in (1, 4):
+        x = f32(R, n, 3, 4)
+        assert np.allclose(run_float(g, x), ort_run(model, {"x": x})[0], atol=1e-5)
+
+
+def test_arithmetic_on_dynamic_batch_is_refused():
+    from secinfer.errors import UnsupportedOpError
+
+    model = _flatten_via_shape(multiply=True)
+    with pytest.raises(UnsupportedOpError, match="dynamic batch"):
+        load_model(model)
+    g = load_model(model, batch=2)  # fine with a fixed batch
+    x = f32(R, 2, 3, 4)
+    assert np.allclose(run_float(g, x), ort_run(model, {"x": x})[0], atol=1e-5)

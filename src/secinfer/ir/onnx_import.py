@@ -31,7 +31,10 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "flo
                 onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                      "Multinomial", "Bernoulli"}
-_UNARY = {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Neg"}
+# A dynamic dimension read by ``Shape`` is folded as this marker; only data movement may
+# carry it, and only a Reshape may consume it (as a 0 copying the same input axis).
+_DYN = -(1 << 40) - 7
+_DYN_MOVES = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Identity", "Cast"}
 
 
 def _read_model(src) -> onnx.ModelProto:
@@ -90,6 +93,7 @@ class _Importer:
         self.batch = batch
         self.input_shapes = dict(input_shapes or {})
         self.consts: dict[str, np.ndarray] = {}
+        self.dynamic: set[str] = set()  # constants that hold the _DYN marker
         self.weights: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple] = {}
         self.alias: dict[str, str] = {}
@@ -113,9 +117,12 @@ class _Importer:
     def unsupported(self, op: str, detail: str):
         return UnsupportedOpError(op, self.cur, detail)
 
-    def const(self, name: str, op: str, what: str) -> np.ndarray:
+    def const(self, name: str, op: str, what: str, dynamic_ok: bool = False) -> np.ndarray:
         if name not in self.consts:
             raise self.unsupported(op, f"{what} must be a constant (initializer)")
+        if name in self.dynamic and not dynamic_ok:
+            raise self.unsupported(op, f"{what} depends on the dynamic batch size; load the "
+                                       f"model with a fixed batch (load_model(..., batch=n))")
         return self.consts[name]
 
     def weight(self, arr: np.ndarray, base: str, op: str) -> str:
@@ -132,7 +139,7 @@ class _Importer:
         if name in self.consts:
             if name in self.weights:
                 return name
-            arr = self.consts[name]
+            arr = self.const(name, op, f"constant {name!r}")
             if arr.dtype.kind != "f":
                 raise self.unsupported(op, f"constant {name!r} has non-float dtype {arr.dtype}")
             self.weights[name] = arr.astype(np.float64)
@@ -263,22 +270,29 @@ class _Importer:
         for orig, r in zip(node.input, ins):
             if orig:
                 feeds[orig] = self.consts[r]
+        dyn = any(r in self.dynamic for r in ins if r)
+        if dyn and node.op_type not in _DYN_MOVES:
+            raise self.unsupported(node.op_type, "computes with the dynamic batch size; load the "
+                                                 "model with a fixed batch (load_model(..., batch=n))")
         try:
             res = _evaluate(node, self.opset, feeds)
         except Exception as e:  # the reference evaluator reports bad models many ways
             raise ModelError(f"node {self.cur!r} ({node.op_type}): constant folding failed: {e}") from None
         for o, v in zip(node.output, res):
             if o:
-                self.consts[o] = np.asarray(v)
+                v = np.asarray(v)
+                self.consts[o] = v
+                if dyn and v.dtype.kind in "iu" and np.any(v == _DYN):
+                    self.dynamic.add(o)
 
     def fold_shape(self, node, x: str, attrs) -> None:
         self.check_attrs("Shape", attrs, {"start", "end"})
         s = self.shapes[x]
         start, end = attrs.get("start", 0), attrs.get("end", len(s))
         part = s[slice(start, end)]
+        self.consts[node.output[0]] = np.array([_DYN if d is None else d for d in part], dtype=np.int64)
         if any(d is None for d in part):
-            raise self.unsupported("Shape", f"shape of {x!r} is dynamic {s}; load with a fixed batch")
-        self.consts[node.output[0]] = np.array(part, dtype=np.int64)
+            self.dynamic.add(node.output[0])
 
     # ---- handlers -------------------------------------------------------------------------
     def op_Identity(self, node, ins, attrs):
@@ -532,10 +546,19 @@ class _Importer:
 
     def op_Reshape(self, node, ins, attrs):
         self.check_attrs("Reshape", attrs, {"allowzero", "shape"})
-        spec = attrs.get("shape") if self.opset < 5 else self.const(ins[1], "Reshape", "shape")
+        spec = attrs.get("shape") if self.opset < 5 else self.const(ins[1], "Reshape", "shape",
+                                                                      dynamic_ok=True)
         spec = tuple(int(v) for v in np.asarray(spec).reshape(-1))
         if attrs.get("allowzero", 0) and 0 in spec:
             raise self.unsupported("Reshape", "allowzero=1 with a zero in the shape")
+        if _DYN in spec:
+            # a dynamic dimension read from the same axis of this very input is a 0 (copy)
+            src = self.shapes[ins[0]]
+            for i, v in enumerate(spec):
+                if v == _DYN and not (i < len(src) and src[i] is None):
+                    raise self.unsupported("Reshape", "target shape uses the dynamic batch size "
+                                                      "on another axis; load with a fixed batch")
+            spec = tuple(0 if v == _DYN else v for v in spec)
         self.emit("Reshape", [ins[0]], [node.output[0]], {"shape": spec})
 
     def op_Transpose(self, node, ins, attrs):
