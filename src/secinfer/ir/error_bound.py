@@ -197,6 +197,8 @@ def _float_fn_bound(n, graph, M, E, W, D, vals, delta) -> tuple[float, float]:
         return 0.5 * ex + delta, 1.0
     if op == "Exp":
         hi = float(np.max(vals[x0])) if vals is not None else mx
+        if hi + ex > 700.0:
+            return math.inf, math.inf
         return math.exp(hi + ex) * ex + delta, math.exp(hi)
     if op == "Sqrt":
         lo = float(np.min(vals[x0])) if vals is not None else 0.0
