@@ -335,9 +335,10 @@ class ZmqEndpoint(Endpoint):
             ctl: dict[str, zmq.Socket] = {}    # heartbeats and acks, never queued behind data
             monitors: dict[zmq.Socket, str] = {}
             for p, info in self.info.items():
-                for table in (push, ctl):
+                for table, affinity in ((push, 1), (ctl, 2)):
                     s = self._ctx.socket(zmq.PUSH)
                     socks.append(s)
+                    s.affinity = affinity  # separate libzmq I/O threads: encrypting data never delays heartbeats
                     s.linger = 0
                     s.sndhwm = 0
                     s.reconnect_ivl = 100
@@ -539,7 +540,7 @@ class ZmqEndpoint(Endpoint):
                     item: object = MessageTooLargeError(
                         f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
                 else:
-                    item = parts[1].bytes
+                    item = parts[1].buffer  # no copy: the frame owns the memory, decode copies out
                 self._inbox[peer].append((now + self.info[peer].in_profile.latency, item))
             elif kind == K_HELLO and len(parts) == 2:
                 self._on_hello(peer, parts[1].bytes)
