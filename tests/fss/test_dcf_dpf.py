@@ -141,3 +141,21 @@ def test_out_of_domain_inputs_rejected():
         dcf_eval(k0, np.array([300], np.uint64))
     with pytest.raises(ConfigError):
         DCFParams(65, 8)
+
+
+def test_dcf_chunked_batches(monkeypatch):
+    """Batches larger than the cache chunk are cut and re-joined without changing results."""
+    from secinfer.crypto.fss import dcf as dcf_mod
+    monkeypatch.setattr(dcf_mod, "CHUNK", 16)
+    prg = PRG.for_tests(700)
+    p = DCFParams(12, 72, 2)
+    g = p.group
+    alpha = prg.ring((53,), 12)
+    beta = g.random(prg, (53, 2))
+    k0, k1 = dcf_gen(p, prg, alpha, beta)
+    assert k0.count == 53 and k0.nbytes() == 53 * p.nbytes_per_key()
+    pts = np.stack([alpha, (alpha - np.uint64(1)) & np.uint64(0xFFF), prg.ring((53,), 12)], axis=1)
+    want = np.where((pts < alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
+    assert np.array_equal(g.add(dcf_eval(k0, pts), dcf_eval(k1, pts)), want)
+    y = g.add(dcf_eval(k0, pts[:, 2]), dcf_eval(k1, pts[:, 2]))
+    assert np.array_equal(y, want[:, 2])

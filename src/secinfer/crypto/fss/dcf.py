@@ -36,6 +36,7 @@ from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, SerializationError
 
 MAX_DOMAIN_BITS = 64
+CHUNK = 4096   # keys processed together: large batches are cut so the per-level arrays stay in cache
 
 
 def _bits_msb_first(x: np.ndarray, n: int, level: int) -> np.ndarray:
@@ -207,6 +208,13 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
 
     alpha: (B,) uint64 < 2^n; beta: (B, P, L) group elements.
     """
+    alpha = np.asarray(alpha, np.uint64).reshape(-1)
+    if alpha.shape[0] > CHUNK:
+        beta = np.asarray(beta, np.uint64).reshape(alpha.shape[0], params.payload, params.group.limbs)
+        parts = [dcf_gen(params, prg, alpha[i:i + CHUNK], beta[i:i + CHUNK])
+                 for i in range(0, alpha.shape[0], CHUNK)]
+        return tuple(DCFKeys(params, b, *(np.concatenate([getattr(p[b], f) for p in parts])  # type: ignore
+                                          for f in DCFKeys.FIELDS)) for b in (0, 1))
     n, gk = params.n, params.group
     g = gk.raw                       # intermediate sums unreduced; stored words reduced mod 2^k
     alpha = np.asarray(alpha, np.uint64).reshape(-1)
@@ -279,6 +287,9 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
         m = x.shape[1]
         rep = keys.take(np.repeat(np.arange(keys.count), m))
         return dcf_eval(rep, x.reshape(-1)).reshape(keys.count, m, params.payload, gk.limbs)
+    if keys.count > CHUNK:
+        return np.concatenate([dcf_eval(keys.take(slice(i, i + CHUNK)), x[i:i + CHUNK])
+                               for i in range(0, keys.count, CHUNK)])
     h = MMOHash()
     bsz = keys.count
     s = keys.seed.copy()
