@@ -79,3 +79,13 @@ def test_recovered_go_errors_do_not_crash(P, kp):
         P.encode(np.ones(P.max_slots + 1))
     with pytest.raises(he.HEArgumentError):
         P.encode([np.nan])
+
+
+def test_needs_build_when_library_missing_or_stale(monkeypatch, tmp_path):
+    monkeypatch.setattr(build, "LIB_PATH", tmp_path / "missing.so")
+    assert build.needs_build()
+    old = tmp_path / "old.so"
+    old.write_bytes(b"")
+    os.utime(old, (1, 1))  # older than every Go source
+    monkeypatch.setattr(build, "LIB_PATH", old)
+    assert build.needs_build()

@@ -103,11 +103,19 @@ def load() -> C.CDLL:
     return _lib
 
 
+_tls = threading.local()
+_fns: dict = {}
+
+
 def call(name: str, *args) -> None:
     """Call export ``name``; raise the typed error matching a non-zero status."""
-    lib = load()
-    err = C.create_string_buffer(_ERRLEN)
-    rc = getattr(lib, name)(*args, err, _ERRLEN)
+    fn = _fns.get(name)
+    if fn is None:
+        fn = _fns[name] = getattr(load(), name)
+    err = getattr(_tls, "err", None)
+    if err is None:
+        err = _tls.err = C.create_string_buffer(_ERRLEN)
+    rc = fn(*args, err, _ERRLEN)
     if rc != 0:
         cls = _CODES.get(rc, HEError)
         raise cls(err.value.decode("utf-8", "replace") or f"{name} failed (code {rc})")

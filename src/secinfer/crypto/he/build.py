@@ -66,7 +66,9 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     go = find_go()
     LIB_DIR.mkdir(exist_ok=True)
     env = dict(os.environ)
-    env.setdefault("GOFLAGS", "-mod=mod")
+    flags = env.get("GOFLAGS", "")
+    if "-mod=" not in flags:
+        env["GOFLAGS"] = (flags + " -mod=mod").strip()
     env["CGO_ENABLED"] = "1"
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="secinfer-he-build-") as tmp:
