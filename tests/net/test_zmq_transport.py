@@ -291,3 +291,25 @@ def test_latency_adds_per_round(tmp_path):
     finally:
         for e in eps.values():
             e.close(flush=False)
+
+
+def test_link_profiles_are_assigned_per_directed_link(tmp_path):
+    from secinfer.runtime.cluster import dump_cluster
+
+    c = _cluster(tmp_path, roles=("a", "b", "c"), network="lan")
+    c.links[frozenset(("a", "b"))] = __import__("secinfer.net.shaping", fromlist=["x"]).parse_profile("bw=5,lat=30")
+    c.path.write_text(dump_cluster(c))
+    c = load_cluster(c.path)
+    eps = _endpoints(c)
+    try:
+        a = eps["a"]
+        assert a.info["b"].out_profile.latency == pytest.approx(0.030)
+        assert a.info["b"].in_profile.bandwidth == pytest.approx(5e6)
+        assert a.info["c"].out_profile.name == "lan"
+        t0 = time.perf_counter()
+        a.send("b", "x", np.ones(1))
+        eps["b"].recv("a", "x", ANY_F)
+        assert time.perf_counter() - t0 >= 0.030 * 0.95
+    finally:
+        for e in eps.values():
+            e.close(flush=False)

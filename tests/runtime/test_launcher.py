@@ -178,3 +178,28 @@ def test_multi_host_recipe_on_loopback(tmp_path):
     rec = json.loads((tmp_path / "c1.json").read_text())
     assert rec["ok"] and rec["role"] == "client" and rec["meter"]["phases"]["online"]["rounds"] == 6
     assert "output written" in outs["c1"]
+
+
+def test_party_process_records_config_errors(tmp_path):
+    from secinfer.runtime.party import EXIT_ERROR, run_party_process
+
+    rec = run_party_process(tmp_path / "missing.toml", "server", PROTO, protocol_module=MOD,
+                            result_path=tmp_path / "r.json")
+    assert not rec["ok"] and rec["exit_code"] == EXIT_ERROR
+    assert rec["error"]["type"] == "ConfigError" and "does not exist" in rec["error"]["message"]
+    import json
+
+    assert json.loads((tmp_path / "r.json").read_text())["error"]["type"] == "ConfigError"
+
+
+def test_model_load_error_is_reported_quickly_and_named(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"this is not an onnx model")
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as ei:
+        run_local("reference", model_path=str(bad), input_array=np.ones((1, 64)), timeout=60)
+    assert time.monotonic() - t0 < 20
+    err = ei.value
+    assert err.party == "server" and "party server failed" in str(err)
+    assert err.party_errors["client"]["type"] in ("PeerDeadError", "Terminated")
+    _assert_no_orphans(err)
