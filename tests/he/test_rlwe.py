@@ -191,3 +191,22 @@ def test_flooding_hides_noise_within_documented_budget(P, kp, ev, rng):
     assert not np.array_equal(fl.poly(1), ct.poly(1))  # c1 re-randomised
     with pytest.raises(he.HEArgumentError):
         he.flood(P, ct, kp.pk, 70, seed=b"\x02" * 16)
+
+
+def test_rlwe_times_plaintext_polynomial_is_negacyclic_convolution(P, kp, rng):
+    # An RLWE linear layer done directly on the ring: ct(v) * w(X) with small integer w.
+    ev = he.Evaluator(P)
+    v = rng.integers(-100, 100, P.n)
+    w = np.zeros(P.n, dtype=np.int64)
+    w[:9] = rng.integers(-3, 4, 9)
+    ct = he.coeff_encrypt(P, v, kp.pk, SCALE)
+    with he.coeff_encode(P, w, 1.0) as pw:
+        prod = ev.mul(ct, pw)
+    got = np.round(he.coeff_decrypt(P, prod, kp.sk, SCALE)).astype(np.int64)
+    ref = np.zeros(P.n, dtype=np.int64)
+    for j in np.nonzero(w)[0]:
+        sh = np.roll(v, j)
+        sh[:j] *= -1
+        ref += w[j] * sh
+    assert np.array_equal(got, ref)
+    assert np.array_equal(np.round(he.coeff_decrypt(P, ev.add(ct, ct), kp.sk, SCALE)), 2 * v)
