@@ -107,7 +107,7 @@ def rows_and_mats(step: dict, w: np.ndarray | None, a: np.ndarray | None, batch_
         return [(rows, w, k, n_out)], finish
     if op == "Mul":
         feat = int(np.prod(step["in_shape"][1:]))
-        blk = 64
+        blk = 32
         groups = []
         wf = None if w is None else np.broadcast_to(w, step["in_shape"][1:]).reshape(-1)
         for s in range(0, feat, blk):
@@ -165,6 +165,7 @@ class CKKSLinear:
         if self.params.insecure and not allow_insecure:
             raise InsecureParametersError(f"crisp/ckks: {params_name} is a test-only parameter set")
         self.sk = self.pk = None
+        self.stats: dict = {}     # client side: largest decryption noise seen (log2), Delta
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep) -> None:
@@ -186,10 +187,8 @@ class CKKSLinear:
         return LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma)
 
     def _digits(self, rows: np.ndarray, bud: LayerBudget) -> list:
-        vals = self.g.to_int(rows)                             # object array (R, K)
-        mask = (1 << bud.D) - 1
-        return [np.vectorize(lambda v, t=t: float((int(v) >> (bud.D * t)) & mask), otypes=[np.float64])(vals)
-                for t in range(bud.T)]
+        """T digits of D bits of each element (float64, exact: D <= 52)."""
+        return [_bitfield(rows, bud.D * t, bud.D).astype(np.float64) for t in range(bud.T)]
 
     def _layout(self, re_d: np.ndarray, im_d: np.ndarray | None, bud: LayerBudget, chunk: int, rg: int):
         poly = np.zeros(self.params.n, np.float64)
@@ -235,7 +234,8 @@ class CKKSLinear:
                         poly = self._layout(d_re[t], d_im[t] if d_im else None, bud, ch, rg)
                         with coeff_encode(prm, poly, 2.0 ** bud.log_delta, prm.max_level) as pt:
                             ct = prm.encrypt(pt, self.pk)
-                        ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(ct.to_bytes(), np.uint8))
+                        raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
+                        ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
                         ct.close()
             acc_re = g.zeros((n_rows, n_out))
             acc_im = g.zeros((n_rows, n_out)) if self.malicious else None
@@ -271,6 +271,10 @@ class CKKSLinear:
             x = np.where(x > q // 2, x - q, x)
             half = 1 << (bud.log_delta - 1)
             v = np.array([(int(c) + half) >> bud.log_delta for c in x], dtype=object)
+            eps = max((abs(int(c) - (int(r) << bud.log_delta)) for c, r in zip(x, v)), default=0)
+            self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
+                                               math.log2(eps) if eps else 0.0)
+            self.stats["log2_delta"] = bud.log_delta
             out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
         return out
 
@@ -318,17 +322,17 @@ class CKKSLinear:
                         for ch in range(bud.n_chunks):
                             prod = ev.mul(cts[t, rg, ch], wpolys[ch, blk], relin=False)
                             acc = prod if acc is None else ev.add(acc, prod)
-                        rmask, coeff = self._mask(bud, prg)
-                        for pt in self._exact_plaintexts(coeff, bud, coeff_encode):
+                        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
+                        for pt in pts:
                             acc = ev.add(acc, pt)
                             pt.close()
                         acc = flood(prm, acc, self.pk, 1, prg.seed())          # re-randomise
                         ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(acc.to_bytes(), np.uint8))
                         rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
                         sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
-                        m_re[sel] = g.add(m_re[sel], g.shl(g.from_int(rmask[pos]), bud.D * t))
+                        m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
                         if self.malicious:
-                            m_im[sel] = g.add(m_im[sel], g.shl(g.from_int(rmask[pos + bud.half]), bud.D * t))
+                            m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
             for p in wpolys.values():
                 p.close()
             for c in cts.values():
@@ -359,28 +363,49 @@ class CKKSLinear:
             raise FrameError("crisp/ckks: client ciphertext has the wrong degree, level or scale")
         return ct
 
-    def _mask(self, bud: LayerBudget, prg):
-        """R uniform in [0, 2^(B+sigma)) and flooding F in [-2^phi, 2^phi] for every
-        coefficient; returns R (object array) and the plaintext coefficients -Delta R + F."""
-        n = self.params.n
-        rb = bud.B + bud.sigma
-        r = _uniform_ints(prg, n, rb)
-        f = _uniform_ints(prg, n, bud.phi + 1) - (1 << bud.phi)
-        return r, (-(r << bud.log_delta)) + f
-
-    def _exact_plaintexts(self, coeff, bud, coeff_encode):
-        """Plaintexts (scale Delta) summing to the exact integer coefficients ``coeff``:
-        base-2^40 parts, each part exactly representable in float64."""
-        prm = self.params
-        q = prm.q_level(prm.max_level)
-        c = np.array([int(v) % q for v in coeff], dtype=object)
+    def _mask_plaintexts(self, bud: LayerBudget, prg, coeff_encode):
+        """Plaintexts (all at scale Delta, as the product ciphertext) adding
+        -Delta R + F to every coefficient, R uniform in [0, 2^(B+sigma)), F uniform in
+        [-2^phi, 2^phi): written in 52-bit chunks so that every encoded value is exactly
+        representable in float64 (coefficient = round(value * Delta), exact).
+        Returns (plaintexts, R mod 2^k as a Z_2^k array of length N)."""
+        g, n = self.g, self.params.n
         delta = 2.0 ** bud.log_delta
-        nparts = -(-q.bit_length() // 40)
-        out = []
-        for p in range(nparts):
-            part = np.array([float((int(v) >> (40 * p)) & ((1 << 40) - 1)) for v in c]) * (2.0 ** (40 * p)) / delta
-            out.append(coeff_encode(prm, part, delta, prm.max_level))
-        return out
+        pts = []
+        r_ring = g.zeros((n,))
+        for p, width in _chunks(bud.B + bud.sigma):
+            rp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
+            r_ring = g.add(r_ring, g.shl(g.from_u64(rp), 52 * p))
+            pts.append(coeff_encode(self.params, -rp.astype(np.float64) * 2.0 ** (52 * p), delta,
+                                    self.params.max_level))
+        for p, width in _chunks(bud.phi + 1):
+            fp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
+            pts.append(coeff_encode(self.params, fp.astype(np.float64) * (2.0 ** (52 * p) / delta), delta,
+                                    self.params.max_level))
+        # centre F: subtract 2^phi (exact: a power of two over Delta)
+        pts.append(coeff_encode(self.params, np.full(n, -(2.0 ** bud.phi) / delta), delta,
+                                self.params.max_level))
+        return pts, r_ring
+
+
+def _chunks(bits: int):
+    """(index, width) of 52-bit chunks covering ``bits`` bits."""
+    out, p = [], 0
+    while bits > 0:
+        out.append((p, min(52, bits)))
+        bits -= 52
+        p += 1
+    return out
+
+
+def _bitfield(a: np.ndarray, start: int, width: int) -> np.ndarray:
+    """Bits [start, start + width) of Z_2^k limb arrays (width <= 64) as uint64."""
+    a = np.asarray(a, np.uint64)
+    limb, off = divmod(start, 64)
+    lo = a[..., limb] >> np.uint64(off)
+    if off and limb + 1 < a.shape[-1]:
+        lo = lo | (a[..., limb + 1] << np.uint64(64 - off))
+    return lo & np.uint64((1 << width) - 1) if width < 64 else lo
 
 
 def _rows_of(step: dict, k_in: int, n_groups: int) -> int:
@@ -391,15 +416,6 @@ def _rows_of(step: dict, k_in: int, n_groups: int) -> int:
         return int(step["in_shape"][0])
     out = step["out_shape"]
     return int(out[0] * out[2] * out[3])
-
-
-def _uniform_ints(prg, count: int, bits: int) -> np.ndarray:
-    words = -(-bits // 64)
-    raw = prg.uint64((count, words))
-    out = np.zeros(count, dtype=object)
-    for w_ in range(words):
-        out = out + (raw[:, w_].astype(object) << (64 * w_))
-    return out & ((1 << bits) - 1)
 
 
 def _crt(res: np.ndarray, moduli) -> np.ndarray:

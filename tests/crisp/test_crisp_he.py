@@ -1,0 +1,117 @@
+"""CRISP with the HE linear layer (Lattigo CKKS ciphertexts, exact complex packing)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from secinfer.arith.fixed import FX64
+from secinfer.crypto.fss.group import Z2k
+from secinfer.crypto.prg import PRG
+from secinfer.errors import FrameError, PeerAbortedError, ProtocolAbort
+from secinfer.ir import bundled, zoo
+from secinfer.ir.fixed_exec import run_fixed
+from secinfer.ir.fixed_ops import encode_weights
+from secinfer.ir.onnx_import import load_model
+from secinfer.net.channel import run_local
+from secinfer.protocols.crisp import lifted
+from secinfer.protocols.crisp.ckks_engine import CKKSLinear, LayerBudget
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crisp_helpers import add_at, run_crisp  # noqa: E402
+
+HE_TEST = {"he_params": "ckks-n12-insecure", "allow_insecure_he": True}
+MLP = load_model(bundled.bundled_path("digits-mlp"))
+CNN = load_model(bundled.bundled_path("digits-cnn"))
+X, _ = bundled.bundled_testset("digits-mlp")
+
+
+def test_mlp_malicious_he_equals_oracle():
+    x = X[20:22]
+    res = run_crisp(MLP, x, "malicious", linear="ckks", extra=HE_TEST)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
+    assert res["client"].info["linear_engine"] == "ckks" and not res["client"].info["insecure"]
+
+
+def test_cnn_semi_honest_he_equals_oracle():
+    x = X[30:31]
+    res = run_crisp(CNN, x, "semi-honest", linear="ckks", extra=HE_TEST)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(CNN, x, FX64))
+
+
+def test_he_share_deviation_aborts():
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE_TEST,
+                    tamper=add_at("c3re", step=4, index=3))
+    assert isinstance(res["server"], ProtocolAbort) and res["server"].check == "crisp-consistency"
+    assert isinstance(res["client"], PeerAbortedError)
+
+
+@pytest.mark.parametrize("bad", ["garbage", "truncated", "other-params"])
+def test_malformed_ciphertext_rejected_before_computation(bad):
+    def corrupt(p, idx, raw):
+        if p != "ct" or idx != 2:
+            return raw
+        if bad == "garbage":
+            return np.zeros_like(raw)
+        if bad == "truncated":
+            return raw[: len(raw) // 2]
+        from secinfer.crypto.he.params import get_params
+        other = get_params("ckks-n11-insecure")
+        kp = other.keygen()
+        return np.frombuffer(other.encrypt(np.zeros(4), kp.pk).to_bytes(), np.uint8)
+
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE_TEST, tamper=corrupt)
+    assert isinstance(res["server"], FrameError), res["server"]
+    assert "ciphertext rejected" in str(res["server"])
+
+
+def test_production_parameters_refuse_nothing_and_insecure_need_opt_in():
+    from secinfer.errors import InsecureParametersError
+    with pytest.raises(InsecureParametersError):
+        CKKSLinear(Z2k(104), 13, True, "ckks-n12-insecure")
+
+
+def test_largest_muse_b_layer_exact_at_production_parameters():
+    """CKKS-in-Z_2^n: the 64x(64*3*3) convolution of benchmark B (its largest layer by
+    weights per output), at the 128-bit set ckks-n14-128, on uniform shares in the
+    lifted ring Z_2^104: decrypted values round to the exact ring shares, the noise stays
+    below Delta/2 with the margin the budget claims, and the budget fits log Q."""
+    g = load_model(zoo.build("muse-b", seed=0))
+    w = FX64.ring.to_signed(encode_weights(g, FX64)["conv_w1"]).reshape(64, -1).T  # (576, 64)
+    grp = Z2k(104)
+    rows = 1
+    wbits = int(np.max(np.abs(w))).bit_length()
+    step = {"op": "lin", "node_op": "Gemm", "name": "muse-b/conv1-rows", "in_shape": [rows, 576],
+            "out_shape": [rows, 64], "wbits": wbits, "attrs": {}}
+    prg = PRG.for_tests(7)
+    v0, v1, w0, w1 = (grp.random(prg, (rows, 576)) for _ in range(4))
+    mu = grp.random(prg, ())
+    eng_c = CKKSLinear(grp, 13, True, "ckks-n14-128")
+    eng_s = CKKSLinear(grp, 13, True, "ckks-n14-128")
+    bud = LayerBudget(eng_s.params, 104, 576, 64, wbits, 40)
+    assert bud.log_delta + bud.B + bud.sigma + 2 <= bud.log_q
+    assert bud.D == 52 and bud.T == 2
+
+    def client(ep):
+        eng_c.setup_client(ep)
+        return eng_c.client(ep, 1, step, v1, w1, lambda p, i, a: a)
+
+    def server(ep):
+        eng_s.setup_server(ep)
+        return eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0, mu, PRG.for_tests(8))
+
+    res = run_local({"client": client, "server": server}, timeout=600)
+    (c_re, c_im, _), (s_re, s_im, _) = res["client"], res["server"]
+    exact_re = lifted.matmul_signed(grp, grp.add(v0, v1), w)
+    exact_im = lifted.matmul_signed(grp, grp.add(w0, w1), w)
+    np.testing.assert_array_equal(grp.add(c_re, s_re), exact_re)
+    np.testing.assert_array_equal(grp.add(c_im, s_im), exact_im)
+    st = eng_c.stats
+    assert st["log2_delta"] == bud.log_delta
+    # flooding noise is at most 2^phi = Delta / 4, and the rest is far below it
+    assert st["max_log2_noise"] < bud.log_delta - 1.9
