@@ -37,54 +37,37 @@ class Circuit:
         return sum(1 for lv in self.levels() if len(lv["AND"][0]))
 
     def levels(self) -> list:
-        """Gates grouped by AND-depth; within a level: all XOR/INV first in dependency order
-        (as ``linear`` steps), then the level's AND gates together."""
+        """Gates grouped by AND-depth; within a level the XOR/INV gates come as ``lin`` steps
+        (each step's inputs are ready), then the level's AND gates all together."""
         if self._levels is not None:
             return self._levels
-        depth = np.zeros(self.n_wires, dtype=np.int64)
+        depth = np.zeros(self.n_wires, dtype=np.int64)   # AND depth of each wire
+        sub = np.zeros(self.n_wires, dtype=np.int64)     # linear sub-step (0: not a linear output)
         per: dict[int, dict] = {}
         for op, a, b, out in self.gates:
             if op == "AND":
                 d = max(depth[a], depth[b]) + 1
-                depth[out] = d
-                per.setdefault(d, {"lin": [], "AND": []})["AND"].append((a, b, out))
-            else:
-                d = max(depth[a], depth[b] if b >= 0 else 0)
-                depth[out] = d
-                per.setdefault(d + 1, {"lin": [], "AND": []})["lin"].append((op, a, b, out))
+                depth[out], sub[out] = d, 0
+                per.setdefault(d, {"lin": {}, "AND": []})["AND"].append((a, b, out))
+                continue
+            ins = (a, b) if b >= 0 else (a,)
+            d = max(depth[i] for i in ins)
+            # a linear gate runs in level d + 1, before that level's ANDs, after its linear inputs
+            st = max((sub[i] if depth[i] == d else 0) for i in ins) + 1
+            depth[out], sub[out] = d, st
+            per.setdefault(d + 1, {"lin": {}, "AND": []})["lin"].setdefault(st, []).append((op, a, b, out))
         levels = []
         for d in sorted(per):
-            lin = per[d]["lin"]
-            ands = per[d]["AND"]
-            arr = np.array(ands, dtype=np.int64).reshape(-1, 3)
-            levels.append({"lin": _linear_steps(lin), "AND": (arr[:, 0], arr[:, 1], arr[:, 2])})
+            steps = []
+            for st in sorted(per[d]["lin"]):
+                g = per[d]["lin"][st]
+                xs = np.array([(x[1], x[2], x[3]) for x in g if x[0] == "XOR"], dtype=np.int64).reshape(-1, 3)
+                ns = np.array([(x[1], x[3]) for x in g if x[0] == "INV"], dtype=np.int64).reshape(-1, 2)
+                steps.append(((xs[:, 0], xs[:, 1], xs[:, 2]), (ns[:, 0], ns[:, 1])))
+            arr = np.array(per[d]["AND"], dtype=np.int64).reshape(-1, 3)
+            levels.append({"lin": steps, "AND": (arr[:, 0], arr[:, 1], arr[:, 2])})
         self._levels = levels
         return levels
-
-
-def _linear_steps(lin: list) -> list:
-    """Split XOR/INV gates of one level into batches whose inputs are already computed."""
-    ready_out: set = set()
-    pending = list(lin)
-    outs = {g[3] for g in lin}
-    steps = []
-    while pending:
-        batch, rest = [], []
-        for g in pending:
-            deps = [g[1]] + ([g[2]] if g[2] >= 0 else [])
-            if all((d not in outs) or (d in ready_out) for d in deps):
-                batch.append(g)
-            else:
-                rest.append(g)
-        if not batch:
-            raise ConfigError("cyclic circuit")
-        for g in batch:
-            ready_out.add(g[3])
-        xs = np.array([(g[1], g[2], g[3]) for g in batch if g[0] == "XOR"], dtype=np.int64).reshape(-1, 3)
-        ns = np.array([(g[1], g[3]) for g in batch if g[0] == "INV"], dtype=np.int64).reshape(-1, 2)
-        steps.append(((xs[:, 0], xs[:, 1], xs[:, 2]), (ns[:, 0], ns[:, 1])))
-        pending = rest
-    return steps
 
 
 class Builder:

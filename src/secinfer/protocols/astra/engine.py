@@ -44,6 +44,34 @@ def digest(tag: str, *arrays) -> np.ndarray:
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
+def wire_dtype(bits: int):
+    return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32 if bits <= 32 else np.uint64
+
+
+def pack(a: np.ndarray, bits: int) -> np.ndarray:
+    """Ring elements on the wire: Z_2 packed 8 per byte, Z_2^l in the smallest word >= l."""
+    a = np.ascontiguousarray(a, dtype=np.uint64)
+    if bits == 1:
+        return np.packbits(a.reshape(-1).astype(np.uint8) & 1)
+    return a.astype(wire_dtype(bits)) if bits < 64 else a
+
+
+def packed_spec(bits: int, shape) -> ArraySpec:
+    shape = tuple(shape)
+    if bits == 1:
+        return ArraySpec(np.uint8, (-(-int(np.prod(shape, dtype=np.int64)) // 8),))
+    return ArraySpec(wire_dtype(bits), shape)
+
+
+def unpack(buf: np.ndarray, bits: int, shape) -> np.ndarray:
+    shape = tuple(shape)
+    if bits == 1:
+        n = int(np.prod(shape, dtype=np.int64))
+        return np.unpackbits(buf, count=n).astype(np.uint64).reshape(shape)
+    out = buf.astype(np.uint64)
+    return out if bits == 64 else out & np.uint64((1 << bits) - 1)
+
+
 def attacks_allowed() -> bool:
     return os.environ.get("SECINFER_TESTING") == "1"
 
@@ -75,6 +103,17 @@ class AstraEngine:
 
     def spec(self, shape) -> ArraySpec:
         return ArraySpec(np.uint64, tuple(shape))
+
+    def send(self, peer: str, tag: str, *arrays) -> None:
+        """Send ring elements (packed to the ring's width)."""
+        self.ep.send(peer, tag, *(pack(a, self.bits) for a in arrays))
+
+    def recv(self, peer: str, tag: str, *shapes) -> list:
+        got = self.ep.recv(peer, tag, *(packed_spec(self.bits, s) for s in shapes))
+        return [unpack(g, self.bits, s) for g, s in zip(got, shapes)]
+
+    def recv1(self, peer: str, tag: str, shape) -> np.ndarray:
+        return self.recv(peer, tag, shape)[0]
 
     def cheat(self, name: str) -> bool:
         return self.attack.get("party") == self.role and self.attack.get("step") == name
@@ -132,10 +171,10 @@ class AstraEngine:
             for p in EVALUATORS:
                 if p != self.role:
                     mm = self.R.add(m, 1) if (self.cheat("inconsistent_mx") and p == "p2") else m
-                    self.ep.send(p, tag, mm)
+                    self.send(p, tag, mm)
             return sh.with_m(m) if self.role in EVALUATORS else sh
         if self.role in EVALUATORS:
-            m = self.ep.recv_one(owner, tag, self.spec(shape))
+            m = self.recv1(owner, tag, shape)
             if self.malicious and owner not in EVALUATORS:
                 self.cross_check_m(m, label, owner)
             return sh.with_m(m)
@@ -155,36 +194,36 @@ class AstraEngine:
         role = self.role
         if not self.malicious:
             if role == "p1":
-                ep.send("p2", t + "/l1", sh.l1)
-                ep.send("p0", t + "/m", sh.m)
-                l2 = ep.recv_one("p2", t + "/l2", self.spec(shape))
+                self.send("p2", t + "/l1", sh.l1)
+                self.send("p0", t + "/m", sh.m)
+                l2 = self.recv1("p2", t + "/l2", shape)
                 return R.sub(R.sub(sh.m, sh.l1), l2)
             if role == "p2":
-                ep.send("p1", t + "/l2", sh.l2)
-                l1 = ep.recv_one("p1", t + "/l1", self.spec(shape))
+                self.send("p1", t + "/l2", sh.l2)
+                l1 = self.recv1("p1", t + "/l1", shape)
                 return R.sub(R.sub(sh.m, l1), sh.l2)
-            m = ep.recv_one("p1", t + "/m", self.spec(shape))
+            m = self.recv1("p1", t + "/m", shape)
             return R.sub(R.sub(m, sh.l1), sh.l2)
         bad = self.cheat("wrong_rec_share")
         if role == "p0":
-            ep.send("p1", t + "/l2", R.add(sh.l2, 1) if bad else sh.l2)
-            ep.send("p2", t + "/l1", sh.l1)
-            m = ep.recv_one("p1", t + "/m", self.spec(shape))
+            self.send("p1", t + "/l2", R.add(sh.l2, 1) if bad else sh.l2)
+            self.send("p2", t + "/l1", sh.l1)
+            m = self.recv1("p1", t + "/m", shape)
             hm = ep.recv_one("p2", t + "/hm", H_SPEC)
             if not np.array_equal(hm, digest("rec", m)):
                 raise ep.abort("rec-consistency", None, "m from P1 and H(m) from P2 differ")
             return R.sub(R.sub(m, sh.l1), sh.l2)
         if role == "p1":
-            ep.send("p0", t + "/m", sh.m)
+            self.send("p0", t + "/m", sh.m)
             ep.send("p2", t + "/hl1", digest("rec", sh.l1))
-            l2 = ep.recv_one("p0", t + "/l2", self.spec(shape))
+            l2 = self.recv1("p0", t + "/l2", shape)
             hl2 = ep.recv_one("p2", t + "/hl2", H_SPEC)
             if not np.array_equal(hl2, digest("rec", l2)):
                 raise ep.abort("rec-consistency", None, "lambda_2 from P0 and its hash from P2 differ")
             return R.sub(R.sub(sh.m, sh.l1), l2)
         ep.send("p0", t + "/hm", digest("rec", sh.m))
         ep.send("p1", t + "/hl2", digest("rec", sh.l2))
-        l1 = ep.recv_one("p0", t + "/l1", self.spec(shape))
+        l1 = self.recv1("p0", t + "/l1", shape)
         hl1 = ep.recv_one("p1", t + "/hl1", H_SPEC)
         if not np.array_equal(hl1, digest("rec", l1)):
             raise ep.abort("rec-consistency", None, "lambda_1 from P0 and its hash from P1 differ")
@@ -199,15 +238,15 @@ class AstraEngine:
         ep, t, role = self.ep, f"astra/out/{label}", self.role
         bad = self.cheat("wrong_out_share")
         if role == "p0":
-            ep.send(receiver, t + "/l1", self.R.add(sh.l1, 1) if bad else sh.l1)
+            self.send(receiver, t + "/l1", self.R.add(sh.l1, 1) if bad else sh.l1)
             if self.malicious:
                 ep.send(receiver, t + "/hl2", digest("out", sh.l2))
         elif role == "p1":
-            ep.send(receiver, t + "/m", sh.m)
+            self.send(receiver, t + "/m", sh.m)
             if self.malicious:
                 ep.send(receiver, t + "/hl1", digest("out", sh.l1))
         else:
-            ep.send(receiver, t + "/l2", sh.l2)
+            self.send(receiver, t + "/l2", sh.l2)
             if self.malicious:
                 ep.send(receiver, t + "/hm", digest("out", sh.m))
 
@@ -242,12 +281,12 @@ class AstraEngine:
             g2 = R.sub(gamma, g1)
             if self.cheat("wrong_gamma"):
                 g2 = R.add(g2, 1)
-            ep.send("p2", f"astra/mul/{lab}/g2", g2)
+            self.send("p2", f"astra/mul/{lab}/g2", g2)
             prep.update(g1=g1, g2=g2)
         elif role == "p1":
             prep.update(g1=g1)
         else:
-            prep.update(g2=ep.recv_one("p0", f"astra/mul/{lab}/g2", self.spec(g_shape)))
+            prep.update(g2=self.recv1("p0", f"astra/mul/{lab}/g2", g_shape))
         if self.malicious:
             self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
         prep["lab"] = lab
@@ -285,15 +324,15 @@ class AstraEngine:
             chi = R.sub(R.add(R.add(R.mul(ex(dx, "x"), ex(ly, "y")), R.mul(ex(dy, "y"), ex(lx, "x"))), dzi), g)
             if self.cheat("wrong_chi"):
                 chi = R.add(chi, 1)
-            ep.send("p0", f"astra/mul/{lab}/chi", chi)
+            self.send("p0", f"astra/mul/{lab}/chi", chi)
             prep.update(dx=dx, dy=dy, dz=dz)
             mc = R.add(dz, R.mul(ex(dx, "x"), ex(dy, "y")))
             a = AShare(self.bits, ex(dx, "x"), ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, ex(dy, "y"), ex(y.l1, "y"), ex(y.l2, "y"))
             c = AShare(self.bits, mc, chi if role == "p1" else None, chi if role == "p2" else None)
         else:
-            chi1 = ep.recv_one("p1", f"astra/mul/{lab}/chi", self.spec(pshape))
-            chi2 = ep.recv_one("p2", f"astra/mul/{lab}/chi", self.spec(pshape))
+            chi1 = self.recv1("p1", f"astra/mul/{lab}/chi", pshape)
+            chi2 = self.recv1("p2", f"astra/mul/{lab}/chi", pshape)
             prep.update(chi=R.add(chi1, chi2))
             a = AShare(self.bits, None, ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, None, ex(y.l1, "y"), ex(y.l2, "y"))
@@ -337,12 +376,12 @@ class AstraEngine:
                 share = R.add(share, mxy)
             other = "p2" if i == 1 else "p1"
             sent = R.add(share, 1) if self.cheat("wrong_mz") else share
-            ep.send(other, t + "/mz", sent)
+            self.send(other, t + "/mz", sent)
             if self.malicious and i == 1:
-                ep.send("p0", t + "/mstar", R.add(x.m, prep["dx"]), R.add(y.m, prep["dy"]))
+                self.send("p0", t + "/mstar", R.add(x.m, prep["dx"]), R.add(y.m, prep["dy"]))
             elif self.malicious:
                 ep.send("p0", t + "/hmstar", digest("mstar", R.add(x.m, prep["dx"]), R.add(y.m, prep["dy"])))
-            mz = R.add(share, ep.recv_one(other, t + "/mz", self.spec(out_shape)))
+            mz = R.add(share, self.recv1(other, t + "/mz", out_shape))
             if self.malicious:
                 dz = prep["dz"]
                 if ps is not None:
@@ -351,7 +390,7 @@ class AstraEngine:
                 self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
-            mx, my = ep.recv("p1", t + "/mstar", self.spec(x.shape), self.spec(y.shape))
+            mx, my = self.recv("p1", t + "/mstar", x.shape, y.shape)
             h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
             if not np.array_equal(h, digest("mstar", mx, my)):
                 raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
@@ -383,9 +422,9 @@ class AstraEngine:
         if role == "p0":
             lt = R.add(z.l1, z.l2) >> np.uint64(f)
             l2 = R.sub(lt, l1)
-            ep.send("p2", f"astra/trunc/{lab}", l2)
+            self.send("p2", f"astra/trunc/{lab}", l2)
         elif role == "p2":
-            l2 = ep.recv_one("p0", f"astra/trunc/{lab}", self.spec(z.shape))
+            l2 = self.recv1("p0", f"astra/trunc/{lab}", z.shape)
         return AShare(self.bits, None, l1, l2), {"f": f}
 
     def trunc_online(self, z: AShare, zt: AShare, prep: dict) -> AShare:

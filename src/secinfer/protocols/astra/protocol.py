@@ -27,7 +27,7 @@ from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra import model as mdl
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online
-from secinfer.protocols.astra.engine import AstraEngine, digest
+from secinfer.protocols.astra.engine import AstraEngine, digest, pack, packed_spec, unpack
 from secinfer.protocols.astra.keys import setup_keys
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.sharing.astra import AShare
@@ -53,8 +53,8 @@ def _owner_send(ep, keys, owner, label, x, bits, attack):
     if bits < 64:
         m &= np.uint64((1 << bits) - 1)
     bad = AstraEngine_attack(attack, owner, "inconsistent_mx")
-    ep.send("p1", f"astra/sh/{label}", m)
-    ep.send("p2", f"astra/sh/{label}", m ^ np.uint64(1) if bad else m)
+    ep.send("p1", f"astra/sh/{label}", pack(m, bits))
+    ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
 
 
 def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
@@ -248,13 +248,16 @@ def _two_of_three(got: list) -> np.ndarray | None:
 
 def _receive_output(ep, size: int, malicious: bool, bits: int) -> np.ndarray:
     """Client side of Pi_rec (malicious: Pi_rec^m [Fig. 6] towards C)."""
-    spec, t = ArraySpec(np.uint64, (size,)), "astra/out/y"
+    spec, t = packed_spec(bits, (size,)), "astra/out/y"
     hs = ArraySpec(np.uint8, (32,))
-    l1 = ep.recv_one("p0", t + "/l1", spec)
+
+    def val(peer, tag):
+        return unpack(ep.recv_one(peer, tag, spec), bits, (size,))
+    l1 = val("p0", t + "/l1")
     hl2 = ep.recv_one("p0", t + "/hl2", hs) if malicious else None
-    m = ep.recv_one("p1", t + "/m", spec)
+    m = val("p1", t + "/m")
     hl1 = ep.recv_one("p1", t + "/hl1", hs) if malicious else None
-    l2 = ep.recv_one("p2", t + "/l2", spec)
+    l2 = val("p2", t + "/l2")
     hm = ep.recv_one("p2", t + "/hm", hs) if malicious else None
     if malicious:
         for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):

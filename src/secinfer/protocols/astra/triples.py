@@ -62,18 +62,18 @@ def mul_semi(eng, x: AShare, y: AShare, label: str) -> AShare:
         g2 = R.sub(R.mul(R.add(x.l1, x.l2), R.add(y.l1, y.l2)), g1)
         if eng.cheat("bad_triple"):
             g2 = R.add(g2, 1)
-        ep.send("p2", f"astra/trip/{label}/g2", g2)
+        eng.send("p2", f"astra/trip/{label}/g2", g2)
         return AShare(eng.bits, None, lz1, lz2)
     if r == "p2":
-        g2 = ep.recv_one("p0", f"astra/trip/{label}/g2", eng.spec(n))
+        g2 = eng.recv1("p0", f"astra/trip/{label}/g2", n)
     i = 1 if r == "p1" else 2
     lx, ly, lz, g = (x.l1, y.l1, lz1, g1) if i == 1 else (x.l2, y.l2, lz2, g2)
     share = R.add(R.sub(R.sub(lz, R.mul(x.m, ly)), R.mul(y.m, lx)), g)
     if i == 2:
         share = R.add(share, R.mul(x.m, y.m))
     other = "p2" if i == 1 else "p1"
-    ep.send(other, f"astra/trip/{label}/mf", share)
-    mf = R.add(share, ep.recv_one(other, f"astra/trip/{label}/mf", eng.spec(n)))
+    eng.send(other, f"astra/trip/{label}/mf", share)
+    mf = R.add(share, eng.recv1(other, f"astra/trip/{label}/mf", n))
     return AShare(eng.bits, mf, lz1, lz2)
 
 
