@@ -127,6 +127,7 @@ class ZmqEndpoint(Endpoint):
         self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
         self._closed = False
         self._send_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
         # per link: guards the data socket (used by both threads) and the count of frames
         # handed to the I/O thread but not yet sent (the fast path must not overtake them)
         self._link_lock = {p: threading.Lock() for p in self.peers}
@@ -238,12 +239,16 @@ class ZmqEndpoint(Endpoint):
             # protocol thread writes to the data socket itself, under the link's lock
             if not self._paced[peer] and self._pending[peer] == 0 and self._push is not None:
                 if _try_send(self._push[peer], [K_DATA, frame]):
-                    self.stats["frames_sent"] += 1
-                    self.stats["bytes_sent"] += len(frame)
+                    self._count_sent(len(frame))
                     return
             self._pending[peer] += 1
         with self._send_lock:
             self._cmd.send_multipart([C_DATA, peer.encode(), frame], copy=len(frame) < 65536)
+
+    def _count_sent(self, n: int) -> None:
+        with self._stats_lock:  # both threads send, on different links
+            self.stats["frames_sent"] += 1
+            self.stats["bytes_sent"] += n
 
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
@@ -420,8 +425,7 @@ class ZmqEndpoint(Endpoint):
                             _, parts = q.popleft()
                             if parts[0] == K_DATA:
                                 self._pending[p] -= 1
-                                self.stats["frames_sent"] += 1
-                                self.stats["bytes_sent"] += len(parts[1])
+                                self._count_sent(len(parts[1]))
                 if q:
                     wake = min(wake, now + 0.02 if blocked else q[0][0])
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
@@ -451,8 +455,7 @@ class ZmqEndpoint(Endpoint):
                     with self._link_lock[peer]:
                         if not paced[peer] and not outq[peer] and _try_send(push[peer], parts):
                             self._pending[peer] -= 1
-                            self.stats["frames_sent"] += 1
-                            self.stats["bytes_sent"] += len(frame)
+                            self._count_sent(len(frame))
                             continue
                         ready = buckets[peer].reserve(len(frame), t_now) if paced[peer] else t_now
                         if outq[peer]:

@@ -17,7 +17,8 @@ A cluster file is TOML (read with ``tomllib``)::
     public_key = "<z85 or hex>"      # its CURVE public key (``secinfer keygen``), or
     # public_key_file = "keys/server.key"   (relative to the cluster file)
     link = "wan"                     # optional: profile of this party's access link
-    bind = "0.0.0.0"                 # optional: address to bind (default: host)
+    bind = "0.0.0.0"                 # optional: address to bind (default: host if it is an
+                                     # IP address, else all interfaces)
 
     [[link]]                         # optional: an explicit profile for one pair
     between = ["server", "client"]   # party ids (both directions)
@@ -36,6 +37,7 @@ a fresh random value the launcher (or the operator, ``--session``) gives every p
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import socket
 import tomllib
@@ -67,7 +69,15 @@ class PartyEntry:
         return f"tcp://{_bracket(self.host)}:{self.port}"
 
     def bind_url(self) -> str:
-        return f"tcp://{_bracket(self.bind or self.host)}:{self.port}"
+        """Where to listen: ``bind`` if given, ``host`` if it is an IP address, else all interfaces
+        (a host name cannot be bound to)."""
+        if self.bind:
+            return f"tcp://{_bracket(self.bind)}:{self.port}"
+        try:
+            ipaddress.ip_address(self.host.strip("[]"))
+            return f"tcp://{_bracket(self.host)}:{self.port}"
+        except ValueError:
+            return f"tcp://*:{self.port}"
 
 
 def _bracket(host: str) -> str:
