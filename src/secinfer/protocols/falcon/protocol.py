@@ -9,6 +9,8 @@ for cost measurement only (see ``mpc.py``: its triples are not secret).
 
 from __future__ import annotations
 
+import time
+
 from secinfer.errors import ProtocolError
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.falcon.backend import FalconBackend
@@ -33,11 +35,14 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     backend = FalconBackend(mpc)
     env = share_model_and_input(eng, graph, job)
     with ep.phase("online"):
+        cpu0 = time.thread_time()
         share_input(eng, graph, job, env)
         env = executor.run_graph(eng.ring, me, backend, graph, env)
         mpc.flush()
         y = eng.reveal_to(CLIENT, env[graph.output_names[0]])
+        cpu = time.thread_time() - cpu0
     info = {"batch": batch, "security": job.security, **mpc.stats, **backend.counts,
+            "online_cpu_s": cpu, "meter": ep.meter.summary(),
             "malicious_is_cost_model_only": job.security == "malicious"}
     if me == CLIENT:
         return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)

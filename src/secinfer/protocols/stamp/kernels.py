@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
-from secinfer.arith.linalg import ring_conv2d
+from secinfer.arith.linalg import conv_columns, ring_conv2d
 from secinfer.arith.ring import Ring
 from secinfer.errors import ProtocolError
 from secinfer.ir.fixed_ops import run_node
@@ -44,10 +44,36 @@ class OpCount:
         self.exp_ops = 0
 
 
+_M16 = np.uint64(0xFFFF)
+_MAX_INNER32 = 1 << 20
+
+
+def matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact product mod 2^32 with three float64 BLAS products of 16-bit limbs
+    (a0 b0 + (a0 b1 + a1 b0) 2^16); exact while the inner dimension is below 2^20."""
+    a = np.asarray(a, np.uint64)
+    b = np.asarray(b, np.uint64)
+    if a.shape[-1] >= _MAX_INNER32:
+        return Ring(32).matmul(a, b)
+    a0, a1 = (a & _M16).astype(np.float64), ((a >> np.uint64(16)) & _M16).astype(np.float64)
+    b0, b1 = (b & _M16).astype(np.float64), ((b >> np.uint64(16)) & _M16).astype(np.float64)
+    lo = np.matmul(a0, b0).astype(np.uint64)
+    mid = (np.matmul(a0, b1) + np.matmul(a1, b0)).astype(np.uint64)
+    return (lo + (mid << np.uint64(16))) & np.uint64(0xFFFFFFFF)
+
+
+def conv32(x: np.ndarray, w: np.ndarray, strides, pads, dilations, groups: int) -> np.ndarray:
+    """ring_conv2d mod 2^32 with ``matmul32``."""
+    m = w.shape[0]
+    cols, (oh, ow) = conv_columns(np.asarray(x, np.uint64), w.shape, strides, pads, dilations, groups)
+    out = matmul32(np.asarray(w, np.uint64).reshape(groups, m // groups, -1), cols)
+    return out.reshape(x.shape[0], m, oh, ow)
+
+
 def bilinear(kind: str, attrs: dict, ring: Ring):
     """The untruncated ring product of a linear node: f(x, w)."""
     if kind in ("Gemm", "MatMul"):
-        return lambda u, v: ring.matmul(u, v)
+        return matmul32 if ring.bits == 32 else (lambda u, v: ring.matmul(u, v))
     if kind == "Mul":
         return lambda u, v: ring.mul(u, v)
     if kind == "Conv":
@@ -57,7 +83,10 @@ def bilinear(kind: str, attrs: dict, ring: Ring):
         def conv(u, v):
             u4 = u.reshape(u.shape[0], u.shape[1], 1, u.shape[2]) if one_d else u
             v4 = v.reshape(v.shape[0], v.shape[1], 1, v.shape[2]) if one_d else v
-            y = ring.reduce(ring_conv2d(u4, v4, p["strides"], p["pads"], p["dilations"], int(attrs["group"])))
+            if ring.bits == 32:
+                y = conv32(u4, v4, p["strides"], p["pads"], p["dilations"], int(attrs["group"]))
+            else:
+                y = ring.reduce(ring_conv2d(u4, v4, p["strides"], p["pads"], p["dilations"], int(attrs["group"])))
             return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if one_d else y
         return conv
     raise ProtocolError(f"{kind} is not a bilinear op")

@@ -74,6 +74,8 @@ class StampOps:
         self.link = link
         self.op = 0          # operation number shared by the three hosts
         self.ctr = 0         # every LTEE counter (all advance by n per operation [4.2])
+        self.triple_stats = np.zeros(5, dtype=np.int64)   # device work spent on triples
+        self.triple_bus = 0
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -241,7 +243,10 @@ class StampOps:
         size = max(int(np.prod(s)) for s in (xs, ws, cs))
         self._n_op = 3 * size
         spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs)}
+        before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         a0, a1, b0, b1, c0, c1 = self._dev("triple", self._meta(0), spec_bytes(spec), kind="triple")
+        self.triple_bus += self.link.meter.total - bus0
+        self.triple_stats += self.link.refresh_stats() - before
         self.op += 1
         self.ctr += self._n_op
         return (Pair(a0.reshape(xs), a1.reshape(xs)), Pair(b0.reshape(ws), b1.reshape(ws)),

@@ -18,6 +18,8 @@ network, and the output opened to ``p1`` only.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from secinfer.errors import ProtocolError, ShapeError
@@ -102,19 +104,26 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         ops = StampOps(eng, link)
         backend = StampBackend(eng, ops)
         env = share_model_and_input(eng, graph, job)
+        stats0 = link.refresh_stats().copy()
         with ep.phase("online"):
-            bus0 = link.meter.total
+            bus0, tx0 = link.meter.total, link.meter.transactions
+            cpu0 = time.thread_time()
             share_input(eng, graph, job, env)
             env = executor.run_graph(eng.ring, me, backend, graph, env)
             out = env[graph.output_names[0]]
             y = eng.reveal_to(CLIENT, out)
-            online_bus = link.meter.total - bus0
-        stats = link.refresh_stats()
+            cpu = time.thread_time() - cpu0
+            online_bus = link.meter.total - bus0 - ops.triple_bus
+            online_tx = link.meter.transactions - tx0
+        stats = link.refresh_stats() - stats0 - ops.triple_stats
         info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
-                        "online_bytes": online_bus, "transactions": link.meter.transactions,
-                        "by_kind": link.meter.by_kind},
+                        "online_bytes": online_bus, "online_transactions": online_tx,
+                        "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind},
                 "device_ops": {"int_ops": int(stats[0]), "float_ops": int(stats[1]), "exp_ops": int(stats[2]),
                                "aes_bytes": int(stats[3]), "emulation_busy_s": float(stats[4]) / 1e9},
+                "device_preprocessing_ops": {"int_ops": int(ops.triple_stats[0]),
+                                             "aes_bytes": int(ops.triple_stats[3])},
+                "online_cpu_s": cpu, "meter": ep.meter.summary(),
                 "batch": batch, "security": job.security, "ltee": "emulation",
                 "mult_checks": eng.stats["mult_checks"], **backend.counts}
         if me == CLIENT:

@@ -1,0 +1,98 @@
+"""The Falcon+ baseline (pure MPC): exact comparisons, truncation budget, rounds, checks."""
+
+import numpy as np
+import pytest
+
+from secinfer.arith.fixed import FX32, FX64
+from secinfer.errors import ProtocolAbort
+from secinfer.ir.bundled import bundled_path, bundled_testset, predict_from_output
+from secinfer.ir.fixed_exec import run_fixed
+from secinfer.ir.onnx_import import load_model
+from secinfer.protocols.falcon.mpc import FalconMPC
+from stamp_harness import dealer_pairs, run3
+from test_stamp_kernels import _rand
+from test_stamp_models import run_model
+
+ring = FX32.ring
+
+
+@pytest.mark.parametrize("mal", [False, True])
+def test_relu_max_exact_and_relu_rounds(mal):
+    x = _rand((5, 6), 31, 8.0)
+    sh = dealer_pairs(x, 4)
+
+    def body(i, eng, ops):
+        m = FalconMPC(eng, FX32)
+        r0 = eng.ep.meter.rounds("online")
+        y = m.relu(sh[i])
+        m.flush()
+        rounds = eng.ep.meter.rounds("online") - r0
+        mx = m.max_reduce(sh[i], 1)
+        m.flush()
+        return eng.reveal_to(1, y), eng.reveal_to(1, mx), rounds
+    res, _ = run3(body, malicious=mal)
+    y, mx, rounds = res[1]
+    assert np.array_equal(y, np.where(ring.to_signed(x) >= 0, x, 0))
+    assert np.array_equal(mx, ring.from_signed(ring.to_signed(x).max(1)))
+    assert rounds == (11 if mal else 10)    # Falcon ReLU: 10 rounds [STAMP Table 7]; +1 check
+
+
+def test_probabilistic_truncation_budget():
+    """|error| <= 1 unit for small products; large errors only with the wrap probability."""
+    v = (np.arange(200) - 100) / 50.0               # |v| <= 2: |x| < 2^27 at scale 2^26
+    x = ring.from_signed(np.round(v * 2 ** 26).astype(np.int64))
+    sh = dealer_pairs(x, 6)
+
+    def body(i, eng, ops):
+        return eng.reveal_to(1, FalconMPC(eng, FX32).trunc(sh[i]))
+    res, _ = run3(body)
+    err = np.abs(ring.to_signed(res[1]) - ring.to_signed(FX32.trunc(x)))
+    small = err <= 1
+    assert small.mean() >= 0.9                       # wrap probability ~ |x| / 2^31 <= 1/16
+    assert np.all(small | (err > 2 ** 16))           # otherwise the error is a wrap (~2^19 units)
+
+
+def test_digits_mlp_fx64_predictions_agree():
+    """Over Z_2^64 the wrap probability is negligible: Falcon+ agrees with the oracle."""
+    g = load_model(bundled_path("digits-mlp"))
+    x, _ = bundled_testset("digits-mlp")
+    x = x[:48]
+    from secinfer.crypto.prg import PRG
+    from secinfer.net.channel import run_local
+    from secinfer.protocols.base import PartyJob
+    from secinfer.protocols.registry import get
+    spec = get("falcon")
+
+    def party(k, role):
+        def f(ep):
+            job = PartyJob(role=role, security="semi-honest", fixed=FX64, prg=PRG.for_tests(50 + k),
+                           model=g if role == "p0" else None, input=x if role == "p1" else None)
+            return spec.run_party(role, ep, job)
+        return f
+    res = run_local({r: party(k, r) for k, r in enumerate(spec.roles)})
+    out = res["p1"].output_ring
+    ref = run_fixed(g.with_batch(48), x, FX64)
+    assert np.abs(FX64.ring.to_signed(out) - FX64.ring.to_signed(ref)).max() < 64
+    assert np.array_equal(predict_from_output("digits-mlp", FX64.decode(out)),
+                          predict_from_output("digits-mlp", FX64.decode(ref)))
+
+
+def test_falcon_runs_digits_cnn_fx32():
+    g = load_model(bundled_path("digits-cnn"))
+    x, _ = bundled_testset("digits-cnn")
+    res = run_model(g, x[:12], "semi-honest", protocol="falcon")
+    assert res["p1"].output.shape == (12, 10)
+    assert res["p1"].info["mult_rounds"] > 10
+
+
+def test_malicious_falcon_detects_tampered_and_gate():
+    x = _rand((4, 5), 32)
+    sh = dealer_pairs(x, 8)
+
+    def body(i, eng, ops):
+        m = FalconMPC(eng, FX32)
+        y = m.relu(sh[i])
+        m.flush()
+        return eng.reveal_to(1, y)
+    res, _ = run3(body, malicious=True, adversary=0, send_tag="fal/m/4")
+    assert isinstance(res[1], ProtocolAbort) and isinstance(res[2], ProtocolAbort)
