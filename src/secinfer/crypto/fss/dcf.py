@@ -271,6 +271,15 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     return keys  # type: ignore[return-value]
 
 
+def _accumulate(planes: list, add: np.ndarray) -> None:
+    """planes (limb planes of an unreduced sum, in place) += add ((B, P, L) limbs)."""
+    lo = add[..., 0]
+    planes[0] += lo
+    if len(planes) == 2:
+        planes[1] += add[..., 1]
+        planes[1] += planes[0] < lo
+
+
 def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
     """Party ``keys.party``'s shares of f^<(x): key i is evaluated at x[i] (or at every x[i, :]).
 
@@ -294,17 +303,23 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
     bsz = keys.count
     s = keys.seed.copy()
     t = np.full(bsz, keys.party, np.uint8)
-    acc = g.zeros((bsz, params.payload))
+    # Accumulator as contiguous limb planes, updated in place (carries explicit).
+    planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(g.limbs)]
     for i in range(n):
         side = _bits_msb_first(x, n, i)
         tw = np.concatenate([side[:, None].astype(np.uint64), params.value_tweaks(side)], axis=1)
         blk = h.hash(s, tw)
         child, t_child = split_seed_block(blk[:, 0])
         v = params.words_to_group(blk[:, 1:], reduce=False)
-        acc = g.add(acc, g.add(v, g.select(t, keys.v_cw[:, i])))
+        t_mask = np.uint64(0) - t.astype(np.uint64)                 # t ? all ones : 0
+        _accumulate(planes, v)
+        _accumulate(planes, keys.v_cw[:, i] & t_mask[:, None, None])
         tc = (keys.t_cw[:, i] >> side) & np.uint8(1)
-        s = child ^ (keys.s_cw[:, i] * t[:, None].astype(np.uint64))
+        s = child ^ (keys.s_cw[:, i] & t_mask[:, None])
         t = t_child ^ (t & tc)
     conv = params.words_to_group(h.hash(s, params.convert_tweaks()), reduce=False)
-    acc = g.add(acc, g.add(conv, g.select(t, keys.final)))
+    t_mask = np.uint64(0) - t.astype(np.uint64)
+    _accumulate(planes, conv)
+    _accumulate(planes, keys.final & t_mask[:, None, None])
+    acc = np.stack(planes, axis=-1)
     return params.reduce_entries(g.neg(acc) if keys.party == 1 else acc)
