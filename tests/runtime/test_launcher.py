@@ -203,3 +203,45 @@ def test_model_load_error_is_reported_quickly_and_named(tmp_path):
     assert err.party == "server" and "party server failed" in str(err)
     assert err.party_errors["client"]["type"] in ("PeerDeadError", "Terminated")
     _assert_no_orphans(err)
+
+
+def _children_of(ppid: int) -> list[int]:
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == ppid:
+                kids.append(int(d))
+    return kids
+
+
+def test_parties_do_not_outlive_a_killed_launcher(tmp_path):
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              "import numpy as np\nfrom secinfer.runtime.launcher import run_local\n"
+              f"run_local({PROTO!r}, input_array=np.ones(3), options={{'stall': 'helper'}}, "
+              f"protocol_module={MOD!r}, timeout=120)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        kids = []
+        while time.monotonic() < deadline and len(kids) < 3:
+            time.sleep(0.1)
+            kids = _children_of(launcher.pid)
+        assert len(kids) == 3, "the launcher should have started three party processes"
+        time.sleep(1.0)  # let them get past start-up (parent-death signal armed)
+        os.kill(launcher.pid, 9)
+        launcher.wait(10)
+        deadline = time.monotonic() + 15
+        alive = kids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [k for k in kids if Path(f"/proc/{k}").exists()
+                     and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        assert alive == [], "party processes outlived the launcher"
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
