@@ -34,6 +34,9 @@ func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
 	if m.LogDimensions.Rows != 0 || m.LogDimensions.Cols < 0 || m.LogDimensions.Cols > P.LogMaxSlots() {
 		fail(codeSerial, "%s: slot dimensions do not match the parameter set", what)
 	}
+	if !m.IsNTT || m.IsMontgomery {
+		fail(codeSerial, "%s: must be in the NTT, non-Montgomery domain", what)
+	}
 	s := m.Scale.Float64()
 	if !(s > 0) || math.IsInf(s, 0) || math.IsNaN(s) {
 		fail(codeSerial, "%s: invalid scale", what)
