@@ -195,3 +195,27 @@ def test_arithmetic_on_dynamic_batch_is_refused():
     g = load_model(model, batch=2)  # fine with a fixed batch
     x = f32(R, 2, 3, 4)
     assert np.allclose(run_float(g, x), ort_run(model, {"x": x})[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["input_alias", "two_aliases", "output_also_aliased", "dropout"])
+def test_identity_and_dropout_outputs(variant):
+    if variant == "input_alias":
+        nodes, outs = [N("Identity", ["x"], ["y"])], {"y": (2, 3)}
+    elif variant == "two_aliases":
+        nodes = [N("Relu", ["x"], ["t"]), N("Identity", ["t"], ["y"]), N("Identity", ["t"], ["z"])]
+        outs = {"y": (2, 3), "z": (2, 3)}
+    elif variant == "output_also_aliased":
+        nodes = [N("Relu", ["x"], ["y"]), N("Identity", ["y"], ["z"]), N("Neg", ["z"], ["w"])]
+        outs = {"y": (2, 3), "z": (2, 3), "w": (2, 3)}
+    else:
+        nodes = [N("Relu", ["x"], ["t"]), N("Dropout", ["t"], ["y"])]
+        outs = {"y": (2, 3)}
+    model = make_model(nodes, {"x": (2, 3)}, outs)
+    g = load_model(model)
+    g.validate()
+    x = f32(R, 2, 3)
+    got = run_float_all(g, {"x": x})
+    ref = ort_run(model, {"x": x})
+    assert list(got) == list(outs)
+    for name, r in zip(outs, ref):
+        assert np.allclose(got[name], r)
