@@ -112,3 +112,17 @@ def test_parameter_mismatch_in_operations(P, kp, objects):
         he.extract_lwe(other, objects["ct"], [0])
     with pytest.raises(he.HEArgumentError):
         ev.add(objects["ct"], "not a ciphertext")
+
+
+def test_forged_fingerprint_caught_by_shape_validation(P, objects):
+    # Bytes from another ring relabelled with this set's fingerprint: the Go loader's
+    # template/length checks reject them (typed error, no crash).
+    other = he.get_params("ckks-n10-insecure")
+    okp = other.keygen()
+    hdr = he.objects._HEADER
+    for obj in (okp.sk, okp.pk, other.encrypt([1.0], okp.pk), other.encode([1.0])):
+        data = obj.to_bytes()
+        magic, ver, kind, _fp, length = hdr.unpack_from(data)
+        forged = hdr.pack(magic, ver, kind, P.fingerprint, length) + data[hdr.size:]
+        with pytest.raises(he.HESerializationError):
+            P.load(forged)
