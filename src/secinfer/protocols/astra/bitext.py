@@ -213,3 +213,18 @@ def _online_m(eng, a, prep, beng):
     else:
         ys = AShare(1, None, zero, zero)
     return ys + prep["r1"] + prep["r2"]
+
+
+def output_mask(eng, prep: dict) -> AShare:
+    """The lambda-part of [[msb(a)]]^B, known after the offline phase (used by Pi_fRec's
+    offline commitments)."""
+    n, role = prep["n"], eng.role
+    zero = np.zeros(n, np.uint64)
+
+    def lam_only(s: AShare) -> AShare:
+        return AShare(1, None, s.l1, s.l2)
+    if eng.malicious:
+        y = AShare(1, None, zero if role in ("p0", "p1") else None, zero if role in ("p0", "p2") else None)
+        return y + lam_only(prep["r1"]) + lam_only(prep["r2"])
+    y = AShare(1, None, zero if role in ("p0", "p1") else None, prep.get("ly2") if role in ("p0", "p2") else None)
+    return y + lam_only(prep["r"])

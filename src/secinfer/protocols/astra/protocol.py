@@ -174,10 +174,19 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
             A = (-Y).map(lambda a: np.ascontiguousarray(a).reshape(-1))
             bx = bitext_offline(eng, A, beng)
         if fair:
-            pad, _ = (beng if cls else eng).share_offline(C, (batch * n,), "pad")
+            from secinfer.protocols.astra.bitext import output_mask
+            from secinfer.protocols.astra.fair import frec_offline
+            oe = beng if cls else eng
+            pad, _ = oe.share_offline(C, (batch * n,), "pad")
+            omask = output_mask(eng, bx) if cls else \
+                Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            omask = AShare(oe.bits, None, omask.l1, omask.l2)
         eng.finish_offline()
         if eng.malicious:
             eng.verify()
+        if fair:
+            # [Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
+            fprep = frec_offline(oe, omask + pad, "out")
     with ep.phase("online"):
         X = eng.share_online(C, X, "X")
         U = eng.matmul_online(X, W, U, prep)
@@ -188,12 +197,10 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
         else:
             out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
         if fair:
-            from secinfer.protocols.astra.fair import frec_offline, frec_online
+            from secinfer.protocols.astra.fair import frec_online
             pad = out_eng.share_online(C, pad, "pad")
             eng.verify()
-            masked = out + pad
-            fprep = frec_offline(out_eng, masked, "out")
-            v = frec_online(out_eng, masked, fprep, "out")
+            v = frec_online(out_eng, out + pad, fprep, "out")
             ep.send(C, "astra/fair/out", v)
         else:
             if eng.malicious:
