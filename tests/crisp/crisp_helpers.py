@@ -14,7 +14,7 @@ from secinfer.protocols.crisp.protocol import SPEC
 def run_crisp(graph, x, security="malicious", linear="plain-insecure", tamper=None, cfg=FX64,
               seed=1, extra=None):
     def mk(role):
-        opts = {"linear": linear}
+        opts = {"linear": linear, "allow_insecure_linear": linear == "plain-insecure"}
         if extra:
             opts.update(extra)
         if role == "client" and tamper is not None:

@@ -119,9 +119,12 @@ def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dic
     options = options or {}
     if name == "ckks":
         from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
-        pname = options.get("he_params", DEFAULT_PARAMS)
+        pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
         return CKKSLinear(g, frac_bits, malicious, pname, allow_insecure="insecure" in pname
                           and bool(options.get("allow_insecure_he", False)))
+    if name == "plain-insecure" and not options.get("allow_insecure_linear", False):
+        raise ConfigError("crisp: the plain-insecure linear engine reveals the client's shares to the "
+                          "server; it runs only with allow_insecure_linear=true (tests)")
     try:
         return ENGINES[name](g, frac_bits, malicious)
     except KeyError:

@@ -22,6 +22,8 @@ Message flow (Pi_Inf [Fig. 4]):
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
@@ -84,6 +86,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             ep.send(DEALER, "crisp/mu", mu)
         receive_preprocessing(ep, prm, steps, 0, store)
     checks: list = []
+    timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
         n_in = int(np.prod(steps[0]["out_shape"]))
         (xhat,) = ep.recv(CLIENT, "crisp/input", ArraySpec(np.uint64, (n_in, g.limbs)))
@@ -97,14 +100,20 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         env[steps[0]["out"]] = (re, im)
         for i, st in enumerate(steps[1:-1], start=1):
             re, im = env[st["in"]]
+            t0 = time.perf_counter()
             if st["op"] == "lin":
                 s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], re, im, mu, prg.derive(f"lin{i}"))
                 if t is not None:
                     checks.append(t)
+                t1 = time.perf_counter()
+                timing["linear"] += t1 - t0
+                t0 = t1
                 out = nonlinear.truncate(ep, CLIENT, prm, store, i, s_re, s_im, checks)
             else:
                 out = _local_or_gate(ep, CLIENT, prm, store, i, st, re, im, checks, job, None)
+            timing["nonlinear"] += time.perf_counter() - t0
             env[st["out"]] = out
+        t0 = time.perf_counter()
         y_re, _ = env[steps[-1]["in"]]
         if prm.malicious:
             seed = prg.derive("check").seed()
@@ -117,12 +126,13 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
                 store.wipe()
                 raise ep.abort("crisp-consistency", CLIENT, "MAC check q != 0 mod 2^(n+s)")
         ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
+        timing["check_and_output"] = time.perf_counter() - t0
     store.wipe()
-    return PartyResult(info=_info(engine, prm, checks))
+    return PartyResult(info=_info(engine, prm, checks, timing))
 
 
-def _info(engine, prm: Params, checks) -> dict:
-    return {"linear_engine": engine.name, "insecure": bool(engine.insecure),
+def _info(engine, prm: Params, checks, timing=None) -> dict:
+    return {"online_seconds": timing or {},"linear_engine": engine.name, "insecure": bool(engine.insecure),
             "missing": engine.missing,
             "ring_bits": prm.n, "share_ring_bits": prm.k, "checked_vectors": len(checks),
             "dealer": "trusted offline dealer (F_FSS) [CRISP III-B]"}
