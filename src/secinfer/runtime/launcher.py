@@ -114,7 +114,7 @@ def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, securi
     cmd = [sys.executable, "-m", "secinfer.runtime.party", "--cluster", str(cluster), "--id", role,
            "--protocol", protocol, "--security", security, "--network", network, "--session", nonce,
            "--result", str(work / f"result-{role}.json"), "--options-json", json.dumps(options),
-           "--die-with-parent"]
+           "--die-with-parent", str(os.getpid())]
     if fixed:
         cmd += ["--fixed", fixed]
     if protocol_module:

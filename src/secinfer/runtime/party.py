@@ -45,8 +45,12 @@ def _on_sigterm(signum, _frame):
     raise Terminated(f"terminated by signal {signal.Signals(signum).name}")
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGKILL when the launcher dies, so no party outlives it."""
+def _die_with_parent(parent_pid: int | None) -> None:
+    """Linux: get SIGKILL when the launcher dies, so no party outlives it.
+
+    The launcher may have died before this ran (start-up takes a while): then our parent
+    is no longer ``parent_pid`` and we exit at once.
+    """
     try:
         import ctypes
 
@@ -54,7 +58,9 @@ def _die_with_parent() -> None:
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
-        return
+        pass
+    if parent_pid and parent_pid > 0 and os.getppid() != parent_pid:
+        os._exit(EXIT_ERROR)
 
 
 def _jsonable(o):
@@ -244,7 +250,8 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--result", default=None, help="write this party's result JSON here")
     ap.add_argument("--protocol-module", default=None, help="register PROTOCOL from this module (plugins, tests)")
     ap.add_argument("--recv-timeout", type=float, default=None)
-    ap.add_argument("--die-with-parent", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
+                    help=argparse.SUPPRESS)
     return ap
 
 
@@ -275,8 +282,8 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
     and ``options`` override ``args.model`` and the options in ``args``.
     """
     g = lambda name: getattr(args, name, None)  # noqa: E731
-    if g("die_with_parent"):
-        _die_with_parent()
+    if g("die_with_parent") is not None:
+        _die_with_parent(g("die_with_parent"))
     signal.signal(signal.SIGTERM, _on_sigterm)
     opts = _options_from_args(args) if options is None else options
     rec = run_party_process(g("cluster"), g("party_id"), g("protocol"), g("security"),
