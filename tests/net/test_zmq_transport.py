@@ -216,7 +216,7 @@ def test_closed_peer_fails_receives_at_once(pair):
     t0 = time.monotonic()
     with pytest.raises(PeerDeadError, match="b closed the session"):
         a.recv("b", "more", ANY_F, timeout=30)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 15  # generous; the receive timeout is 30 s
     with pytest.raises(PeerDeadError):
         a.send("b", "x", np.ones(1))
 
@@ -242,7 +242,7 @@ def test_killed_peer_process_is_detected_by_heartbeat(tmp_path):
             t0 = time.monotonic()
             with pytest.raises(PeerDeadError, match="peer b is dead"):
                 a.recv("b", "pong", ANY_F, timeout=60)
-            assert time.monotonic() - t0 < 10
+            assert time.monotonic() - t0 < 20  # generous; the receive timeout is 60 s
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

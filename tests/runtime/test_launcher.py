@@ -113,7 +113,7 @@ def test_timeout_stops_and_reaps_everything():
     with pytest.raises(TimeoutError_, match="did not finish") as ei:
         run_local(PROTO, input_array=X, options={"rounds": 2, "stall": "helper", "at_round": 0},
                   protocol_module=MOD, timeout=4)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 40
     assert "helper" in str(ei.value)
     _assert_no_orphans(ei.value)
 
@@ -198,7 +198,7 @@ def test_model_load_error_is_reported_quickly_and_named(tmp_path):
     t0 = time.monotonic()
     with pytest.raises(Exception) as ei:
         run_local("reference", model_path=str(bad), input_array=np.ones((1, 64)), timeout=60)
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 40  # generous; the launcher timeout is 60 s
     err = ei.value
     assert err.party == "server" and "party server failed" in str(err)
     assert err.party_errors["client"]["type"] in ("PeerDeadError", "Terminated")
