@@ -30,7 +30,10 @@ class Circuit:
 
     @property
     def and_count(self) -> int:
-        return sum(1 for g in self.gates if g[0] == "AND")
+        n = self.__dict__.get("_n_and")
+        if n is None:
+            n = self.__dict__["_n_and"] = sum(1 for g in self.gates if g[0] == "AND")
+        return n
 
     @property
     def and_depth(self) -> int:

@@ -69,10 +69,29 @@ def input_labels(circ: Circuit, batch: int, rand) -> tuple[np.ndarray, dict]:
     return r, zeros
 
 
-def _and_tweaks(batch: int, n_and: int, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _plan(circ: Circuit, batch: int) -> list:
+    """Per level: (linear steps, AND gate arrays, tweak pairs for this batch size); cached."""
+    cache = circ.__dict__.setdefault("_gc_plans", {})
+    if batch in cache:
+        return cache[batch]
+    n_and = circ.and_count
     inst = np.arange(batch, dtype=np.uint64)[:, None] * np.uint64(n_and)
-    base = (inst + ids.astype(np.uint64)[None, :]) * np.uint64(2)
-    return base, base + ONE64
+    plan, gid = [], 0
+    for lv in circ.levels():
+        a, b, o = lv["AND"]
+        k = len(o)
+        ids = np.arange(gid, gid + k)
+        base = (inst + ids.astype(np.uint64)[None, :]) * np.uint64(2)
+        tw = np.concatenate([base, base + ONE64], axis=1)           # (batch, 2k): j then j'
+        plan.append((lv["lin"], a, b, o, ids, tw))
+        gid += k
+    cache[batch] = plan
+    return plan
+
+
+def _mask(labels: np.ndarray) -> np.ndarray:
+    """All-ones where the label's permute bit is set: (..., 1) uint64 for broadcasting."""
+    return (np.uint64(0) - (labels[..., 0] & ONE64))[..., None]
 
 
 def garble(circ: Circuit, r: np.ndarray, zeros: dict) -> Garbled:
@@ -81,31 +100,25 @@ def garble(circ: Circuit, r: np.ndarray, zeros: dict) -> Garbled:
     for name, ws in circ.inputs.items():
         w[:, ws] = zeros[name]
     h = GateHash()
-    n_and = circ.and_count
-    tables = np.zeros((batch, n_and, 2, 2), dtype=np.uint64)
-    gid = 0
-    for lv in circ.levels():
-        for (xa, xb, xo), (na, no) in lv["lin"]:
+    tables = np.zeros((batch, circ.and_count, 2, 2), dtype=np.uint64)
+    for lin, a, b, o, ids, tw in _plan(circ, batch):
+        for (xa, xb, xo), (na, no) in lin:
             w[:, xo] = w[:, xa] ^ w[:, xb]
             w[:, no] = w[:, na] ^ r
-        a, b, o = lv["AND"]
         k = len(o)
         if not k:
             continue
-        ids = np.arange(gid, gid + k)
-        j0, j1 = _and_tweaks(batch, n_and, ids)
         a0, b0 = w[:, a], w[:, b]
-        pa, pb = lsb(a0), lsb(b0)
-        ha0, ha1 = h(a0, j0), h(a0 ^ r, j0)
-        hb0, hb1 = h(b0, j1), h(b0 ^ r, j1)
-        tg = ha0 ^ ha1 ^ _mul(pb, np.broadcast_to(r, a0.shape))
-        wg0 = ha0 ^ _mul(pa, tg)
+        # one AES call for H(A0, j), H(B0, j'), H(A1, j), H(B1, j')
+        lab = np.concatenate([a0, b0, a0 ^ r, b0 ^ r], axis=1)
+        hh = h(lab, np.concatenate([tw, tw], axis=1))
+        ha0, hb0, ha1, hb1 = hh[:, :k], hh[:, k:2 * k], hh[:, 2 * k:3 * k], hh[:, 3 * k:]
+        ma, mb = _mask(a0), _mask(b0)
+        tg = ha0 ^ ha1 ^ (mb & r)
         te = hb0 ^ hb1 ^ a0
-        we0 = hb0 ^ _mul(pb, te ^ a0)
-        w[:, o] = wg0 ^ we0
+        w[:, o] = ha0 ^ (ma & tg) ^ hb0 ^ (mb & (te ^ a0))
         tables[:, ids, 0] = tg
         tables[:, ids, 1] = te
-        gid += k
     out_zero = w[:, circ.outputs]
     return Garbled(tables, lsb(out_zero), out_zero, r)
 
@@ -121,24 +134,17 @@ def evaluate(circ: Circuit, tables: np.ndarray, active: dict) -> np.ndarray:
     for name, ws in circ.inputs.items():
         w[:, ws] = active[name]
     h = GateHash()
-    n_and = circ.and_count
-    gid = 0
-    for lv in circ.levels():
-        for (xa, xb, xo), (na, no) in lv["lin"]:
+    for lin, a, b, o, ids, tw in _plan(circ, batch):
+        for (xa, xb, xo), (na, no) in lin:
             w[:, xo] = w[:, xa] ^ w[:, xb]
             w[:, no] = w[:, na]
-        a, b, o = lv["AND"]
         k = len(o)
         if not k:
             continue
-        ids = np.arange(gid, gid + k)
-        j0, j1 = _and_tweaks(batch, n_and, ids)
         la, lb = w[:, a], w[:, b]
-        tg, te = tables[:, ids, 0], tables[:, ids, 1]
-        wg = h(la, j0) ^ _mul(lsb(la), tg)
-        we = h(lb, j1) ^ _mul(lsb(lb), te ^ la)
-        w[:, o] = wg ^ we
-        gid += k
+        hh = h(np.concatenate([la, lb], axis=1), tw)
+        t = tables[:, ids]
+        w[:, o] = hh[:, :k] ^ (_mask(la) & t[:, :, 0]) ^ hh[:, k:] ^ (_mask(lb) & (t[:, :, 1] ^ la))
     return w[:, circ.outputs]
 
 
