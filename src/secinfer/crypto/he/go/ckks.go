@@ -289,9 +289,8 @@ func he_encode(ph C.uint64_t, re, im *C.double, n C.int, logSlots C.int, level C
 	if logScale > 0 {
 		pt.Scale = rlwe.NewScale(math.Exp2(float64(logScale)))
 	}
-	p.mu.Lock()
-	err := p.enc.Encode(vals, pt)
-	p.mu.Unlock()
+	var err error
+	withLock(&p.mu, func() { err = p.enc.Encode(vals, pt) })
 	check(err, codeHE, "encode")
 	*out = C.uint64_t(put(&PT{uint64(ph), pt}))
 	return codeOK
@@ -307,9 +306,8 @@ func he_decode(ph C.uint64_t, pth C.uint64_t, re, im *C.double, n C.int, errbuf 
 		fail(codeArgument, "decode buffer has %d entries, plaintext has %d slots", n, slots)
 	}
 	vals := make([]complex128, slots)
-	p.mu.Lock()
-	err := p.enc.Decode(pt.v, vals)
-	p.mu.Unlock()
+	var err error
+	withLock(&p.mu, func() { err = p.enc.Decode(pt.v, vals) })
 	check(err, codeHE, "decode")
 	r, i := f64s(re, slots), f64s(im, slots)
 	for k, v := range vals {
@@ -496,9 +494,9 @@ func he_rotate_hoisted(ph C.uint64_t, evh C.uint64_t, ah C.uint64_t, ks *C.int64
 	for i, k := range i64s(ks, int(nk)) {
 		rots[i] = int(k)
 	}
-	e.mu.Lock()
-	res, err := e.ev.RotateHoistedNew(a.v, rots)
-	e.mu.Unlock()
+	var res map[int]*rlwe.Ciphertext
+	var err error
+	withLock(&e.mu, func() { res, err = e.ev.RotateHoistedNew(a.v, rots) })
 	check(err, codeHE, "hoisted rotation")
 	dst := u64s((*C.uint64_t)(outs), int(nk))
 	for i, k := range rots {
@@ -553,9 +551,8 @@ func he_lt_new(ph C.uint64_t, idx *C.int64_t, ndiag C.int, re, im *C.double, log
 		LogBabyStepGiantStepRatio: int(bsgsRatio),
 	}
 	lt := lintrans.NewTransformation(P, ltp)
-	p.mu.Lock()
-	err := lintrans.Encode(p.enc, diags, lt)
-	p.mu.Unlock()
+	var err error
+	withLock(&p.mu, func() { err = lintrans.Encode(p.enc, diags, lt) })
 	check(err, codeHE, "encode linear transform")
 	*out = C.uint64_t(put(&LT{uint64(ph), lt}))
 	return codeOK
@@ -592,9 +589,9 @@ func he_lt_eval(ph C.uint64_t, evh C.uint64_t, ah C.uint64_t, lth C.uint64_t, ou
 		fail(codeArgument, "ciphertext has 2^%d slots, transform expects 2^%d", a.v.LogDimensions.Cols, lt.v.LogDimensions.Cols)
 	}
 	e.requireGalois(lt.v.GaloisElements(params(ph).P), "this linear transform")
-	e.mu.Lock()
-	ct, err := e.lt.EvaluateNew(a.v, lt.v)
-	e.mu.Unlock()
+	var ct *rlwe.Ciphertext
+	var err error
+	withLock(&e.mu, func() { ct, err = e.lt.EvaluateNew(a.v, lt.v) })
 	check(err, codeHE, "linear transform")
 	newCT(ph, ct, out)
 	return codeOK

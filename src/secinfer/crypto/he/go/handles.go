@@ -184,4 +184,12 @@ func i64s(p *C.int64_t, n int) []int64 {
 	return unsafe.Slice((*int64)(unsafe.Pointer(p)), n)
 }
 
+// withLock runs f holding mu; a panic inside f still releases mu (the export's recover
+// then reports it), so one bad call never deadlocks later ones.
+func withLock(mu *sync.Mutex, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
+}
+
 func main() {}

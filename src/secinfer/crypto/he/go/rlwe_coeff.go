@@ -375,9 +375,9 @@ func he_lwe_pack(ph C.uint64_t, evh C.uint64_t, bh C.uint64_t, pos *C.int64_t, n
 		}
 		cts[int(p)] = b.cts[t].CopyNew()
 	}
-	e.mu.Lock()
-	res, err := e.packer().Pack(cts, P.LogN(), true)
-	e.mu.Unlock()
+	var res *rlwe.Ciphertext
+	var err error
+	withLock(&e.mu, func() { res, err = e.packer().Pack(cts, P.LogN(), true) })
 	check(err, codeHE, "pack")
 	res.LogDimensions = ringDims(0)
 	res.IsBatched = false
@@ -398,9 +398,9 @@ func he_expand(ph C.uint64_t, evh C.uint64_t, cth C.uint64_t, logGap C.int, outI
 		fail(codeArgument, "logGap out of range")
 	}
 	e.requireGalois(rlwe.GaloisElementsForExpand(P, P.LogN()), "expand")
-	e.mu.Lock()
-	res, err := e.packer().Expand(ct.v, int(logGap))
-	e.mu.Unlock()
+	var res map[int]*rlwe.Ciphertext
+	var err error
+	withLock(&e.mu, func() { res, err = e.packer().Expand(ct.v, int(logGap)) })
 	check(err, codeHE, "expand")
 	idx, hs := i64s(outIdx, int(nout)), u64s(outs, int(nout))
 	w := 0
@@ -431,9 +431,8 @@ func he_trace(ph C.uint64_t, evh C.uint64_t, cth C.uint64_t, logN C.int, out *C.
 	}
 	e.requireGalois(rlwe.GaloisElementsForTrace(P, int(logN)), "trace")
 	res := rlwe.NewCiphertext(P, 1, ct.v.Level())
-	e.mu.Lock()
-	err := e.ev.Trace(ct.v, int(logN), res)
-	e.mu.Unlock()
+	var err error
+	withLock(&e.mu, func() { err = e.ev.Trace(ct.v, int(logN), res) })
 	check(err, codeHE, "trace")
 	newCT(ph, res, out)
 	return codeOK
