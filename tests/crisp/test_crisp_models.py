@@ -56,3 +56,12 @@ def test_maxpool_tree_network_c():
     res = run_crisp(g, x, "malicious")
     assert not isinstance(res["client"], BaseException), res
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, x, FX64))
+
+
+def test_larger_statistical_parameter_runs():
+    """s = 45 (k = 109) brings the cheating bound (s+2) 2^-(s+1) below 2^-40 (docs)."""
+    g = _model("digits-mlp")
+    X, _ = bundled.bundled_testset("digits-mlp")
+    res = run_crisp(g, X[:2], "malicious", extra={"stat_bits": 45})
+    assert res["client"].info["share_ring_bits"] == 109
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, X[:2], FX64))

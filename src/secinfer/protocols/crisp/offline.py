@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.crypto.fss.gates import GateKey, make_gate
-from secinfer.errors import PreprocessingReuseError, ProtocolError
+from secinfer.errors import ConfigError, PreprocessingReuseError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp.plan import gate_list
 
@@ -69,8 +69,10 @@ class Params:
 
     def __init__(self, n: int, frac: int, malicious: bool, s: int = 40) -> None:
         self.n, self.f, self.malicious = n, frac, malicious
-        self.s = s if malicious else 0
+        self.s = int(s) if malicious else 0
         self.k = n + self.s
+        if malicious and not (8 <= self.s and self.k <= 128):
+            raise ConfigError(f"crisp: statistical parameter s = {s} must be >= 8 with n + s <= 128")
 
     def gate(self, kind: str):
         if kind == "ars":
