@@ -134,6 +134,15 @@ class DCFParams:
     def convert_tweaks(self) -> np.ndarray:
         return 2 + 2 * self.value_blocks + np.arange(self.value_blocks, dtype=np.uint64)
 
+    def eval_tweak_table(self) -> np.ndarray:
+        """(2, 1 + nv): row s = tweaks of [seed of child s, values of child s]."""
+        return np.stack([np.concatenate([[side], self.value_tweaks(side)]) for side in (0, 1)]).astype(np.uint64)
+
+    def gen_tweak_table(self) -> np.ndarray:
+        """(2, 2 + 2 nv): row a = tweaks of [keep seed, lose seed, keep values, lose values]."""
+        return np.stack([np.concatenate([[a, 1 - a], self.value_tweaks(a), self.value_tweaks(1 - a)])
+                         for a in (0, 1)]).astype(np.uint64)
+
     def words_to_group(self, blocks: np.ndarray, reduce: bool = True) -> np.ndarray:
         """(B, nv, 2) hash blocks -> (B, P, L) group elements (unreduced if ``reduce`` is off)."""
         b = blocks.shape[0]
@@ -233,12 +242,12 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     t_cw = np.zeros((bsz, n), np.uint8)
     v_cw = np.zeros((bsz, n, params.payload, g.limbs), np.uint64)
     nv = params.value_blocks
+    gen_table = params.gen_tweak_table()
     for i in range(n):
         a = _bits_msb_first(alpha, n, i)                    # keep side = a, lose side = 1 - a
         # Per-key tweaks so the hash returns [keep seed, lose seed, keep values, lose values]:
         # the keep/lose selection costs nothing.
-        tw = np.concatenate([a[:, None].astype(np.uint64), (1 - a)[:, None].astype(np.uint64),
-                             params.value_tweaks(a), params.value_tweaks(1 - a)], axis=1)
+        tw = gen_table[a]
         s_keep, s_lose, t_keep, t_lose, v_keep, v_lose = [], [], [], [], [], []
         for b in (0, 1):
             blk = h.hash(s[b], tw)                           # (B, 2 + 2 nv, 2)
@@ -305,10 +314,10 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
     t = np.full(bsz, keys.party, np.uint8)
     # Accumulator as contiguous limb planes, updated in place (carries explicit).
     planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(g.limbs)]
+    eval_table = params.eval_tweak_table()
     for i in range(n):
         side = _bits_msb_first(x, n, i)
-        tw = np.concatenate([side[:, None].astype(np.uint64), params.value_tweaks(side)], axis=1)
-        blk = h.hash(s, tw)
+        blk = h.hash(s, eval_table[side])
         child, t_child = split_seed_block(blk[:, 0])
         v = params.words_to_group(blk[:, 1:], reduce=False)
         t_mask = np.uint64(0) - t.astype(np.uint64)                 # t ? all ones : 0
