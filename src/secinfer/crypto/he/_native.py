@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes as C
 import threading
 
-from secinfer.crypto.he import build as _build
 from secinfer.crypto.he.errors import (
     HEArgumentError, HEError, HEInternalError, HESerializationError, ParameterMismatchError,
 )
@@ -96,6 +95,9 @@ def load() -> C.CDLL:
         return _lib
     with _lock:
         if _lib is None:
+            # Imported here so `python -m secinfer.crypto.he.build` runs cleanly.
+            from secinfer.crypto.he import build as _build
+
             path = _build.build(quiet=False) if _build.needs_build() else _build.LIB_PATH
             lib = C.CDLL(str(path))
             _declare(lib)
