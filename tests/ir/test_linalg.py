@@ -96,3 +96,21 @@ def test_ring_max_signed():
     assert ring_max_signed(v, axis=1).tolist() == [7, (1 << 64) - 1]
     v32 = np.array([[3, (1 << 32) - 1]], dtype=np.uint64)
     assert ring_max_signed(v32, axis=1, bits=32).tolist() == [3]
+
+
+@pytest.mark.parametrize("bits", [8, 20, 32, 48, 63, 64])
+def test_ring_matmul_bits_matches_ring(bits):
+    from secinfer.arith.linalg import ring_matmul_bits
+    from secinfer.arith.ring import Ring
+
+    ring = Ring(bits)
+    a = ring.reduce(rand_u64(3, 2, 5, 9))
+    b = ring.reduce(rand_u64(9, 4))
+    got = ring_matmul_bits(a, b, bits)
+    assert np.array_equal(got, ring.matmul(a, b))
+    ref = [[sum(int(a[1, 0, i, k]) * int(b[k, j]) for k in range(9)) % (1 << bits) for j in range(4)]
+           for i in range(5)]
+    assert got[1, 0].tolist() == ref
+    x = ring.reduce(rand_u64(1, 2, 4, 4))
+    w = ring.reduce(rand_u64(3, 2, 2, 2))
+    assert np.array_equal(ring_conv2d(x, w, bits=bits), ring.reduce(ring_conv2d(x, w)))

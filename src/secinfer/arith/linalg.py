@@ -116,12 +116,47 @@ def conv_columns(x: np.ndarray, w_shape: Sequence[int], strides, pads, dilations
     return cols.reshape(n, groups, cg * kh * kw, oh * ow), (oh, ow)
 
 
-def ring_conv2d(x: np.ndarray, w: np.ndarray, stride=(1, 1), pads=(0, 0, 0, 0),
-                dilations=(1, 1), groups: int = 1) -> np.ndarray:
-    """Exact 2-D convolution (cross-correlation, ONNX Conv) over Z_2^64, no bias.
+_LIMB = 16
+_EXACT_INNER = 1 << 20  # 2^32 * 2^20 < 2^53: float64 sums of 16-bit limb products stay exact
 
-    x: (N, C, H, W) uint64; w: (M, C/groups, kH, kW) uint64 -> (N, M, OH, OW) uint64.
-    Reduce the result with ``Ring.reduce`` for rings smaller than 2^64.
+
+def ring_matmul_bits(a: np.ndarray, b: np.ndarray, bits: int = 64) -> np.ndarray:
+    """Exact ``a @ b mod 2^bits`` (numpy matmul broadcasting), reduced mod 2^bits.
+
+    Like ``secinfer.arith.ring.ring_matmul`` but only the 16-bit limb products that
+    reach below 2^bits are formed: 3 float64 products for Z_2^32 instead of 10.
+    """
+    if bits >= 64:
+        return ring_matmul(a, b)
+    a = np.asarray(a, dtype=np.uint64)
+    b = np.asarray(b, dtype=np.uint64)
+    mask = np.uint64((1 << bits) - 1)
+    inner = a.shape[-1]
+    if inner >= _EXACT_INNER:
+        out = None
+        step = _EXACT_INNER - 1
+        for s in range(0, inner, step):
+            part = ring_matmul_bits(a[..., s:s + step], b[..., s:s + step, :], bits)
+            out = part if out is None else (out + part) & mask
+        return out
+    nl = -(-bits // _LIMB)
+    m16 = np.uint64(0xFFFF)
+    al = [((a >> np.uint64(_LIMB * i)) & m16).astype(np.float64) for i in range(nl)]
+    bl = [((b >> np.uint64(_LIMB * j)) & m16).astype(np.float64) for j in range(nl)]
+    out = None
+    for i in range(nl):
+        for j in range(nl - i):
+            p = np.matmul(al[i], bl[j]).astype(np.uint64) << np.uint64(_LIMB * (i + j))
+            out = p if out is None else out + p
+    return out & mask
+
+
+def ring_conv2d(x: np.ndarray, w: np.ndarray, stride=(1, 1), pads=(0, 0, 0, 0),
+                dilations=(1, 1), groups: int = 1, bits: int = 64) -> np.ndarray:
+    """Exact 2-D convolution (cross-correlation, ONNX Conv) over Z_2^bits, no bias.
+
+    x: (N, C, H, W) uint64; w: (M, C/groups, kH, kW) uint64 -> (N, M, OH, OW) uint64,
+    reduced mod 2^bits.
     """
     x = np.asarray(x, dtype=np.uint64)
     w = np.asarray(w, dtype=np.uint64)
@@ -130,7 +165,7 @@ def ring_conv2d(x: np.ndarray, w: np.ndarray, stride=(1, 1), pads=(0, 0, 0, 0),
     m = w.shape[0]
     cols, (oh, ow) = conv_columns(x, w.shape, stride, pads, dilations, groups)
     wg = w.reshape(groups, m // groups, -1)            # (g, M/g, K)
-    out = ring_matmul(wg, cols)                        # (N, g, M/g, OH*OW)
+    out = ring_matmul_bits(wg, cols, bits)             # (N, g, M/g, OH*OW)
     return out.reshape(x.shape[0], m, oh, ow)
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
-from secinfer.arith.linalg import pool_counts, pool_patches, ring_conv2d, ring_max_signed
+from secinfer.arith.linalg import (pool_counts, pool_patches, ring_conv2d, ring_matmul_bits,
+                                   ring_max_signed)
 from secinfer.errors import ModelError
 from secinfer.ir.float_exec import float_function
 from secinfer.ir.graph import Graph, Node, lift_2d
@@ -61,7 +62,7 @@ def _note(report, node, what, approx: np.ndarray, limit: float) -> None:
 # ---- linear ------------------------------------------------------------------------------
 def gemm(x, w, b, cfg: FixedPointConfig, node: Node | None = None, report=None) -> np.ndarray:
     """trunc(x @ W) + b: one exact ring product, one truncation, then the bias."""
-    acc = cfg.ring.matmul(x, w)
+    acc = ring_matmul_bits(x, w, cfg.ring_bits)
     if report is not None:
         _note(report, node, "product", np.matmul(_real32(x, cfg), _real32(w, cfg)),
               cfg.product_max_abs)
@@ -82,7 +83,7 @@ def conv(x, w, b, cfg: FixedPointConfig, attrs: dict, node: Node | None = None,
     one_d = p["spatial"] == 1
     x4 = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2]) if one_d else x
     w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if one_d else w
-    acc = cfg.ring.reduce(ring_conv2d(x4, w4, p["strides"], p["pads"], p["dilations"], attrs["group"]))
+    acc = ring_conv2d(x4, w4, p["strides"], p["pads"], p["dilations"], attrs["group"], cfg.ring_bits)
     if report is not None:
         from secinfer.arith.linalg import float_conv2d
         _note(report, node, "product", float_conv2d(_real32(x4, cfg), _real32(w4, cfg), p["strides"],
