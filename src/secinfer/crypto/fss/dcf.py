@@ -258,12 +258,11 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
             v_lose.append(params.words_to_group(blk[:, 2 + nv:2 + 2 * nv], reduce=False))
         scw = s_lose[0] ^ s_lose[1]
         # The lose side is L exactly when alpha_i = 1: every x taking it has x < alpha.
-        d_lose = g.sub(v_lose[1], v_lose[0])
-        a_beta = g.select(a, beta)
-        tmp = g.add(g.sub(d_lose, v_alpha), a_beta)
+        e = g.add(g.sub(v_lose[1], v_lose[0]), g.select(a, beta))
+        tmp = g.sub(e, v_alpha)
         vcw = params.reduce_entries(g.cond_neg(tmp, t[1]))
-        # V_alpha - d_keep + (-1)^t1 V_cw with (-1)^t1 V_cw = tmp simplifies to:
-        v_alpha = g.sub(g.add(d_lose, a_beta), g.sub(v_keep[1], v_keep[0]))
+        # V_alpha - d_keep + (-1)^t1 V_cw with (-1)^t1 V_cw = tmp simplifies to e - d_keep:
+        v_alpha = g.sub(g.add(e, v_keep[0]), v_keep[1])
         tcw_keep = t_keep[0] ^ t_keep[1] ^ np.uint8(1)
         tcw_lose = t_lose[0] ^ t_lose[1]
         keep_r = a.astype(bool)
@@ -271,7 +270,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         tcw_r = np.where(keep_r, tcw_keep, tcw_lose)
         s_cw[:, i], t_cw[:, i], v_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1)), vcw
         for b in (0, 1):
-            s[b] = s_keep[b] ^ (scw * t[b][:, None].astype(np.uint64))
+            s[b] = s_keep[b] ^ (scw & (np.uint64(0) - t[b].astype(np.uint64))[:, None])
             t[b] = t_keep[b] ^ (t[b] & tcw_keep)
     conv = [params.words_to_group(h.hash(s[b], params.convert_tweaks()), reduce=False) for b in (0, 1)]
     final = params.reduce_entries(g.cond_neg(g.sub(g.sub(conv[1], conv[0]), v_alpha), t[1]))
