@@ -202,6 +202,10 @@ class _Importer:
             inputs.append(TensorInfo(vi.name, shape, _FLOAT_TYPES[elem]))
         if not inputs:
             raise ModelError("the model has no (non-constant) input")
+        unknown = set(self.input_shapes) - {t.name for t in inputs}
+        if unknown:
+            raise ModelError(f"input_shapes names unknown input(s) {sorted(unknown)}; "
+                             f"inputs: {[t.name for t in inputs]}")
         for node in g.node:
             self.cur = node.name or f"{node.op_type}_{len(self.nodes)}"
             self.import_node(node)
