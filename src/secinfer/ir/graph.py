@@ -348,7 +348,9 @@ class Graph:
         for r in st["layers"]:
             lines.append(f"{r['name'][:28]:<28} {r['op']:<20} {fmt(r['output']):<22} "
                          f"{r['params']:>10,} {r['macs']:>14,}")
+        b0 = self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else None
+        per = "per example" if b0 is None else f"for the batch of {b0}"
         lines.append(f"total: {st['nodes']} nodes, {st['params']:,} parameters, "
-                     f"{st['macs']:,} MACs per example")
+                     f"{st['macs']:,} MACs {per}")
         lines.append("ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(st["ops"].items())))
         return "\n".join(lines)
