@@ -159,7 +159,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
         # Own inputs are loaded before connecting, so that their loading time is not
         # charged to the protocol's set-up latency; a loading error is still announced
-        # to the peers (short connect, then "bye") so they stop at once.
+        # to the peers (connect, then "bye") so they stop at once.
         model = x = None
         load_err: BaseException | None = None
         t_load = time.perf_counter()
@@ -178,7 +178,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         ep = ZmqEndpoint.from_cluster(cluster, party_id, identity, cluster.session_id(session_nonce),
                                       network=profile, connect=False, **kw)
         try:
-            ep.connect(min(5.0, ep.connect_timeout) if load_err is not None else None)
+            ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
             if load_err is None:
                 raise
