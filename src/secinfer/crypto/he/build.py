@@ -12,6 +12,8 @@ lazily on first import (see ``_native.load``). A missing Go toolchain raises
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -60,11 +62,21 @@ def find_go() -> str:
 
 
 def build(force: bool = False, quiet: bool = False) -> Path:
-    """Build the shared library if needed; return its path."""
+    """Build the shared library if needed; return its path. Concurrent callers (e.g. test
+    workers) serialise on a lock file, and the later ones find the library fresh."""
     if not force and not needs_build():
         return LIB_PATH
     go = find_go()
     LIB_DIR.mkdir(exist_ok=True)
+    tag = hashlib.sha256(str(LIB_DIR).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"secinfer-he-build-{tag}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and not needs_build():
+            return LIB_PATH
+        return _build_locked(go, quiet)
+
+
+def _build_locked(go: str, quiet: bool) -> Path:
     env = dict(os.environ)
     flags = env.get("GOFLAGS", "")
     if "-mod=" not in flags:
