@@ -221,3 +221,31 @@ def test_encode_range_error_for_huge_weights():
                        {"k": np.array([1e6, 1.0], np.float32)})
     with pytest.raises(FixedPointRangeError):
         run_fixed(load_model(model), np.ones((1, 2), np.float32), cfg)
+
+
+@pytest.mark.parametrize("op,attrs,shape", [
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), (1, 2, 7, 7)),
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1), (1, 2, 7, 7)),
+    ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), (1, 2, 5, 5)),
+    ("AveragePool", dict(kernel_shape=[2, 2], dilations=[2, 2]), (1, 2, 6, 6)),
+    ("AveragePool", dict(kernel_shape=[3], strides=[2], pads=[1, 1]), (2, 3, 9)),
+    ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1), (1, 2, 6, 6)),
+    ("MaxPool", dict(kernel_shape=[3], strides=[1], pads=[2, 2], dilations=[2]), (2, 2, 8)),
+    ("GlobalAveragePool", {}, (2, 3, 5, 5)),
+    ("GlobalMaxPool", {}, (2, 3, 4)),
+    ("Conv", dict(pads=[1, 0], strides=[2]), (2, 2, 9)),
+])
+@pytest.mark.parametrize("cfg", [FX64, FX32], ids=lambda c: c.name)
+def test_pooling_and_1d_variants_fixed_vs_float(op, attrs, shape, cfg):
+    inits = {"w": f32(R, 3, 2, 3)} if op == "Conv" else {}
+    node = N(op, ["x", "w"] if op == "Conv" else ["x"], ["y"], **attrs)
+    g = load_model(make_model([node], {"x": shape}, {"y": None}, inits, opset=19))
+    x = f32(R, *shape)
+    fx = cfg.decode(run_fixed(g, x, cfg))
+    fl = run_float(g, x)
+    assert fx.shape == fl.shape
+    err = float(np.max(np.abs(fx - fl)))
+    assert err <= derived_error_bound(g, cfg, x=x)["bound"]
+    if "Max" in op:
+        # max pooling is exact: every output is one of the encoded inputs
+        assert set(np.round(fx.ravel() * cfg.scale)) <= set(np.round(cfg.decode(cfg.encode(x)).ravel() * cfg.scale))
