@@ -69,6 +69,22 @@ def test_wrong_share_in_reconstruction():
 
 
 def test_tampered_multiplication():
+    """The adversary adds an error to its product component consistently (the copy it sends
+    and the copy it keeps agree), so only the triple check can catch it."""
+    w = _rand((8, 3), 22, 0.5)
+    xs, ws = dealer_pairs(X, 1), dealer_pairs(w, 2)
+
+    def body(i, eng, ops):
+        if i == 2:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1))
+        y = StampBackend(eng, ops).product(GEMM, xs[i], ws[i], None, [RELU], [[]], (6, 3))
+        return eng.reveal_to(1, y)
+    res, _ = run3(body, malicious=True)
+    _check_aborted(res, 2, ["multiplication-check"])
+
+
+def test_inconsistent_reshare_copy():
     w = _rand((8, 3), 22, 0.5)
     xs, ws = dealer_pairs(X, 1), dealer_pairs(w, 2)
 
@@ -76,7 +92,7 @@ def test_tampered_multiplication():
         y = StampBackend(eng, ops).product(GEMM, xs[i], ws[i], None, [RELU], [[]], (6, 3))
         return eng.reveal_to(1, y)
     res, _ = run3(body, malicious=True, adversary=2, send_tag="rss/reshare")
-    _check_aborted(res, 2, ["multiplication-check"])
+    _check_aborted(res, 2, ["relu-step2", "multiplication-check", "reconstruct-consistency"])
 
 
 def test_semi_honest_does_not_detect_but_malicious_does():

@@ -4,7 +4,7 @@ Semi-honest: a linear node's 3-out-of-3 product goes straight into the device pa
 (truncation, bias and the following ReLU / MaxPool / BatchNorm fused, [Protocol 5]);
 two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
-(``Engine.verify_product``), then the duplicated device path runs [Protocol 5 blue].
+(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the duplicated device path runs [Protocol 5 blue].
 Batches are split across the three parties [4.2].
 """
 
@@ -92,9 +92,8 @@ class StampBackend:
                  and z3.shape[0] == out_shape[0])
         if not eng.malicious:
             return self._run(z3, steps, plist, out_shape, "3of3", split)
-        z = eng.reshare(z3)
         triple = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape)
-        eng.verify_product(f, x, w, z, triple)
+        z = eng.reshare_verified(f, x, w, z3, triple)
         return self._run(z, steps, plist, out_shape, "rss", split)
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:

@@ -48,6 +48,7 @@ class Engine:
         self._k_all: PRF | None = None    # shared by all three
         self._tick = 0
         self.stats = {"mult_checks": 0}
+        self._pending: list[Pair] = []
         # ring elements travel in whole bytes of the ring: 4 for Z_2^32 (the paper's count)
         self.wire = np.dtype(np.uint32) if cfg.ring_bits <= 32 else np.dtype(np.uint64)
 
@@ -146,6 +147,7 @@ class Engine:
     def open_all(self, x: Pair, tag: str = "rss/open") -> np.ndarray:
         """Everyone learns x. Malicious: the missing component arrives from one holder and
         its hash from the other; a mismatch aborts [STAMP App. A "Reconstruction"]."""
+        self.flush_checks()
         a = x.a.reshape(-1)
         self.send_ring(self.nxt, tag, a)
         if self.malicious:
@@ -161,6 +163,7 @@ class Engine:
     def reveal_to(self, target: int, x: Pair, tag: str = "rss/reveal") -> np.ndarray | None:
         """Only ``target`` learns x. It lacks component target+2, held by target+2 (first)
         and target+1 (second); malicious: both send it and the target compares."""
+        self.flush_checks()
         miss = (target + 2) % 3
         if self.me == miss:
             self.send_ring(target, tag, x.a)
@@ -178,22 +181,56 @@ class Engine:
         return self.ring.reduce(x.a.reshape(-1) + x.b.reshape(-1) + c1).reshape(x.a.shape)
 
     # ---- multiplication with verification ---------------------------------------------------
-    def verify_product(self, f, x: Pair, y: Pair, z: Pair, triple: tuple[Pair, Pair, Pair],
-                       tag: str = "rss/mcheck") -> None:
-        """Check z = f(x, y) with a replicated triple c = f(a, b): open rho = x - a and
-        sigma = y - b, then open delta = z - c - f(rho, b) - f(a, sigma) - f(rho, sigma)
-        and abort unless it is zero [ABY3 5.3 / Furukawa et al. 2017]."""
+    def _open_send(self, x: Pair, tag: str) -> None:
+        self.send_ring(self.nxt, tag, x.a)
+        if self.malicious:
+            self.ep.send(self.names[self.prv], tag + "/h", digest(self.ring.reduce(x.b)))
+
+    def _open_recv(self, x: Pair, tag: str) -> np.ndarray:
+        (miss,) = self.recv_ring(self.prv, tag, x.a.size)
+        miss = miss.reshape(x.a.shape)
+        if self.malicious:
+            (h,) = self.ep.recv(self.names[self.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
+            if not np.array_equal(h, digest(miss)):
+                raise self.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
+        return self.ring.reduce(x.a + x.b + miss)
+
+    def reshare_verified(self, f, x: Pair, y: Pair, z3: np.ndarray, triple: tuple[Pair, Pair, Pair],
+                         tag: str = "rss/reshare") -> Pair:
+        """Reshare z = f(x, y) and, in the same round, open rho = x - a and sigma = y - b
+        of a replicated triple c = f(a, b); delta = z - c - f(rho, b) - f(a, sigma) - f(rho, sigma)
+        is kept and opened by ``flush_checks`` before anything is revealed [ABY3 5.3 /
+        Furukawa et al. 2017, as STAMP Protocol 5 step 1 uses it]."""
         ring = self.ring
         a, b, c = triple
-        rho = self.open_all(rss.sub(ring, x, a), tag + "/rho")
-        sigma = self.open_all(rss.sub(ring, y, b), tag + "/sigma")
+        shape = z3.shape
+        zc = ring.add(z3, self.zero3(shape)).reshape(-1)
+        self.send_ring(self.prv, tag, zc)
+        rho_p, sig_p = rss.sub(ring, x, a), rss.sub(ring, y, b)
+        self._open_send(rho_p, tag + "/rho")
+        self._open_send(sig_p, tag + "/sigma")
+        (zn,) = self.recv_ring(self.nxt, tag, zc.size)
+        z = Pair(zc.reshape(shape), zn.reshape(shape))
+        rho = self._open_recv(rho_p, tag + "/rho")
+        sigma = self._open_recv(sig_p, tag + "/sigma")
         fa = lambda u, v: ring.reduce(f(u, v))  # noqa: E731
         d = rss.sub(ring, z, c)
         d = rss.sub(ring, d, rss.Pair(fa(rho, b.a), fa(rho, b.b)))
         d = rss.sub(ring, d, rss.Pair(fa(a.a, sigma), fa(a.b, sigma)))
         d = rss.add_public(ring, self.me, d, ring.neg(fa(rho, sigma)))
-        delta = self.open_all(d, tag + "/delta")
+        self._pending.append(d)
         self.stats["mult_checks"] += 1
+        return z
+
+    def flush_checks(self, tag: str = "rss/mcheck") -> None:
+        """Open every pending delta in one round; a non-zero one aborts."""
+        if not self._pending:
+            return
+        flat = Pair(np.concatenate([d.a.reshape(-1) for d in self._pending]),
+                    np.concatenate([d.b.reshape(-1) for d in self._pending]))
+        self._pending = []
+        self._open_send(flat, tag)
+        delta = self._open_recv(flat, tag)
         if np.any(delta):
             raise self.ep.abort("multiplication-check", None,
                                 "a multiplication result does not match its verification triple")

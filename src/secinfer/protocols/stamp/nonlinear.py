@@ -19,7 +19,7 @@ compared by the receiver; a second, independent evaluation runs in the leader's 
 the duplicated (hat) counters; the third party receives the real output share twice
 (once from each LTEE, the second one padded for it alone) and compares. The 3-out-of-3
 path is not used in the malicious setting: the product is first verified
-(``Engine.verify_product``) and then goes through the ``rss`` path.
+(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal) and then goes through the ``rss`` path.
 """
 
 from __future__ import annotations
