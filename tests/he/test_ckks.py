@@ -180,3 +180,24 @@ def test_matvec_level_and_slot_checks(P, kp):
         plan.apply(ev, [P.encrypt(np.ones(8), kp.pk, log_slots=3)])
     with pytest.raises(he.HEArgumentError):
         plan.input_slots(np.ones(9))
+
+
+def test_multi_block_conv_and_large_dense(P, kp, rng):
+    # Inputs/outputs spanning several ciphertexts (blocks of 2^8 slots).
+    w = rng.standard_normal((4, 3, 3, 3)) / 6
+    x = rng.uniform(-1, 1, (3, 12, 12))
+    plan = he.conv2d_plan(P, w, (3, 12, 12), 1, 1, log_slots=8)
+    assert plan.in_blocks == 2 and plan.out_blocks == 3
+    keys = P.gen_eval_keys(kp.sk, relin=False, galois=plan.galois_elements())
+    with he.Evaluator(P, keys) as ev:
+        got = plan.decrypt_output(plan.apply(ev, plan.encrypt_input(x.reshape(-1), kp.pk)), kp.sk)
+    assert np.abs(got.real - _conv_ref(w, x, 1, 1).reshape(-1)).max() < 1e-5
+    # A dense matrix wider than one ciphertext falls back to square blocks.
+    M = rng.standard_normal((20, P.max_slots + 100)) / 40
+    v = rng.uniform(-1, 1, M.shape[1])
+    big = he.LinearPlan.dense(P, M)
+    assert big.in_blocks == 2
+    keys = P.gen_eval_keys(kp.sk, relin=False, galois=big.galois_elements())
+    with he.Evaluator(P, keys) as ev:
+        got = big.decrypt_output(big.apply(ev, big.encrypt_input(v, kp.pk)), kp.sk)
+    assert np.abs(got.real - M @ v).max() < 1e-4
