@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import os
+import secrets
 import socket
 import tomllib
 from dataclasses import dataclass, field
@@ -310,13 +311,26 @@ def dump_cluster(c: Cluster) -> str:
     return "\n".join(lines) + "\n"
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct TCP ports free right now on ``host`` (all held open while choosing)."""
+def free_ports(n: int, host: str = "127.0.0.1", low: int = 20000, high: int = 32000) -> list[int]:
+    """``n`` distinct TCP ports free right now on ``host`` (all held open while choosing).
+
+    Drawn below Linux's ephemeral range (32768+), so outgoing connections of other
+    processes do not grab them between now and the party's bind; falls back to
+    kernel-chosen ports if that range is crowded.
+    """
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     socks, ports = [], []
     try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+        tries = 0
+        while len(ports) < n:
+            tries += 1
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            port = low + secrets.randbelow(high - low) if tries <= 50 * n else 0
+            try:
+                s.bind((host, port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
             ports.append(s.getsockname()[1])
     finally:

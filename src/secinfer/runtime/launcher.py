@@ -202,7 +202,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
               network: str = "none", fixed: str | None = None, options: dict | None = None,
               timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
               keep_workdir: bool = False, cluster_settings: dict | None = None,
-              input_path=None, _attempts: int = 2) -> RunResult:
+              input_path=None, _attempts: int = 3) -> RunResult:
     """Run every role of ``protocol`` as its own process on loopback; see the module docstring.
 
     ``input_array`` is an array or a path to a ``.npy`` file (``input_path`` is an alias).
