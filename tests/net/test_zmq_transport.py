@@ -229,7 +229,7 @@ def test_abort_reaches_the_peer(pair):
         b.recv("a", "anything", ANY_F, timeout=5)
 
 
-def test_killed_peer_process_is_detected_by_heartbeat(tmp_path):
+def test_killed_peer_process_is_detected(tmp_path):
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
     proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -240,7 +240,7 @@ def test_killed_peer_process_is_detected_by_heartbeat(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
             t0 = time.monotonic()
-            with pytest.raises(PeerDeadError, match="peer b is dead"):
+            with pytest.raises(PeerDeadError, match="peer b is dead: connection lost"):
                 a.recv("b", "pong", ANY_F, timeout=60)
             assert time.monotonic() - t0 < 20  # generous; the receive timeout is 60 s
     finally:
@@ -313,3 +313,19 @@ def test_link_profiles_are_assigned_per_directed_link(tmp_path):
     finally:
         for e in eps.values():
             e.close(flush=False)
+
+
+def test_frozen_peer_is_detected_by_missing_heartbeats(tmp_path):
+    """SIGSTOP keeps the peer's TCP connections open: only the heartbeat timeout can tell."""
+    c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
+    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
+            assert proc.stdout.readline().strip() == b"ready"
+            os.killpg(proc.pid, signal.SIGSTOP)
+            with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
+                a.recv("b", "pong", ANY_F, timeout=60)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -22,7 +22,8 @@ to it through an in-process PAIR socket (no copy for large frames). The I/O thre
   at arrival + one-way latency (``secinfer.net.shaping``);
 * sends a heartbeat to every peer every ``heartbeat_interval`` seconds; a peer silent
   for ``peer_timeout`` seconds is dead and pending and future receives from it raise
-  ``PeerDeadError``.
+  ``PeerDeadError``; so is a peer whose connection dropped (libzmq monitor event) and
+  that stayed silent for two heartbeat intervals since (a process that exited).
 
 Hello/heartbeat. Each heartbeat carries the session id, the sender's role and the roles
 it has heard from. ``connect()`` returns once every peer has been heard *and* has heard
@@ -118,6 +119,7 @@ class ZmqEndpoint(Endpoint):
         self._fatal: dict[str, Exception] = {}
         self._bye_from: set[str] = set()
         self._bye_at: dict[str, float] = {}
+        self._lost_at: dict[str, float] = {}  # when a connection to the peer dropped
         self._acked: set[str] = set()
         self._auth_count: dict[str, int] = collections.Counter()
         self._refused: list[str] = []
@@ -354,7 +356,7 @@ class ZmqEndpoint(Endpoint):
                     if info.url.startswith("tcp://["):
                         s.ipv6 = True
                     mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                                               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+                                               | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_DISCONNECTED)
                     socks.append(mon)
                     monitors[mon] = p
                     s.connect(info.url)
@@ -475,8 +477,17 @@ class ZmqEndpoint(Endpoint):
             for p, seen in self._last_seen.items():
                 if p in self._dead or p in self._bye_from:
                     continue
+                lost = self._lost_at.get(p)
+                if lost is not None and seen > lost:
+                    del self._lost_at[p]  # it came back (reconnected): a network blip, not a death
+                    lost = None
                 if now - seen > self.peer_timeout:
                     self._dead[p] = f"no message or heartbeat for {now - seen:.1f}s (peer timeout {self.peer_timeout:g}s)"
+                    changed = True
+                elif lost is not None and now - lost > max(2 * self.heartbeat_interval, 0.5):
+                    # its TCP connections closed and it has been silent since: the process is gone
+                    self._dead[p] = (f"connection lost {now - lost:.1f}s ago and no heartbeat since "
+                                     "(process exited or host unreachable)")
                     changed = True
             if changed:
                 self._cv.notify_all()
@@ -517,6 +528,11 @@ class ZmqEndpoint(Endpoint):
         try:
             ev = recv_monitor_message(mon)
         except zmq.ZMQError:
+            return
+        if ev.get("event") == zmq.EVENT_DISCONNECTED:
+            with self._cv:
+                if peer in self._last_seen and peer not in self._bye_from:
+                    self._lost_at.setdefault(peer, time.monotonic())
             return
         why = _HANDSHAKE_EVENTS.get(ev.get("event"))
         if why:
