@@ -23,6 +23,19 @@ _U32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
 
+def _wrapping(fn):
+    """uint64 arithmetic wraps mod 2^64 on purpose; silence numpy's scalar overflow warning
+    (0-d operands, e.g. a single MAC key, go through numpy's scalar path)."""
+    import functools
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        with np.errstate(over="ignore"):
+            return fn(*args, **kwargs)
+    return inner
+
+
+@_wrapping
 def mul_64x64_128(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Full 128-bit product of uint64 arrays as (low, high) words (schoolbook on 32-bit halves)."""
     a = np.asarray(a, np.uint64)
@@ -152,6 +165,7 @@ class Z2k:
         return np.asarray(a, np.uint64)[..., 0].copy()
 
     # ---- arithmetic ------------------------------------------------------------------
+    @_wrapping
     def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
         if self.limbs == 1:
@@ -162,6 +176,7 @@ class Z2k:
         hi += lo < a[..., 0]
         return self._mask_inplace(out)
 
+    @_wrapping
     def neg(self, a: np.ndarray) -> np.ndarray:
         a = np.asarray(a, np.uint64)
         if self.limbs == 1:
@@ -172,6 +187,7 @@ class Z2k:
         hi -= a[..., 0] != 0
         return self._mask_inplace(out)
 
+    @_wrapping
     def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
         if self.limbs == 1:
@@ -194,6 +210,7 @@ class Z2k:
         bit = bit.reshape(bit.shape + (1,) * (a.ndim - bit.ndim))
         return np.where(bit, a, np.uint64(0))
 
+    @_wrapping
     def mul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
         if self.limbs == 1:
@@ -202,6 +219,7 @@ class Z2k:
         hi = hi + a[..., 0] * b[..., 1] + a[..., 1] * b[..., 0]
         return self.reduce(np.stack([lo, hi], axis=-1))
 
+    @_wrapping
     def mul_u64(self, a: np.ndarray, u: np.ndarray) -> np.ndarray:
         """a * u with u a non-negative integer < 2^64 per element (uint64, broadcast)."""
         a = np.asarray(a, np.uint64)
@@ -212,6 +230,7 @@ class Z2k:
         hi = hi + a[..., 1] * u
         return self.reduce(np.stack([lo, hi], axis=-1))
 
+    @_wrapping
     def shl(self, a: np.ndarray, s: int) -> np.ndarray:
         """a * 2^s."""
         a = np.asarray(a, np.uint64)
