@@ -49,3 +49,16 @@ def test_group_bounds():
     with pytest.raises(ConfigError):
         Z2k(129)
     assert Z2k(64).limbs == 1 and Z2k(65).limbs == 2
+
+
+@pytest.mark.parametrize("k", [64, 104])
+def test_single_element_ops_wrap_without_warnings(k):
+    """A lone element (shape (L,), e.g. a MAC key) goes through numpy's scalar path."""
+    import warnings
+    g = Z2k(k)
+    a = g.from_int((1 << k) - 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert int(g.to_int(g.mul(a, a))) == 1
+        assert int(g.to_int(g.add(a, a))) == (1 << k) - 2
+        assert int(g.to_int(g.mul_u64(a, np.uint64((1 << 64) - 1)))) == (-((1 << 64) - 1)) % (1 << k)
