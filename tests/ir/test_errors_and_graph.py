@@ -149,3 +149,56 @@ def test_public_bytes_with_inconsistent_shapes_are_refused():
             n["attrs"]["strides"] = "xx"
     with pytest.raises(ModelError):
         Graph.from_public_bytes(json.dumps(d).encode())
+
+
+def _mutate(model, rng):
+    """One random structural or byte-level corruption of a valid model."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    n = g.node[int(rng.integers(0, len(g.node)))]
+    k = int(rng.integers(0, 6))
+    if k == 0 and n.attribute:
+        a = n.attribute[int(rng.integers(0, len(n.attribute)))]
+        if a.ints:
+            a.ints[int(rng.integers(0, len(a.ints)))] = int(rng.integers(-3, 6))
+        elif a.type == onnx.AttributeProto.INT:
+            a.i = int(rng.integers(-3, 6))
+    elif k == 1 and len(n.input) > 1:
+        i, j = rng.choice(len(n.input), 2, replace=False)
+        n.input[int(i)], n.input[int(j)] = n.input[int(j)], n.input[int(i)]
+    elif k == 2 and len(g.initializer):
+        del g.initializer[int(rng.integers(0, len(g.initializer)))]
+    elif k == 3 and len(g.initializer):
+        t = g.initializer[int(rng.integers(0, len(g.initializer)))]
+        arr = numpy_helper.to_array(t).reshape(-1)
+        t.CopyFrom(numpy_helper.from_array(arr[: max(len(arr) - 1, 0)], t.name))
+    elif k == 4:
+        n.op_type = ["Relu", "Conv", "Gemm", "Softmax", "MaxPool", "Reshape"][int(rng.integers(0, 6))]
+    else:
+        b = bytearray(m.SerializeToString())
+        b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+        return bytes(b)
+    return m
+
+
+def test_corrupted_models_give_typed_errors_only():
+    from secinfer.errors import SecinferError
+
+    rng = np.random.default_rng(123)
+    base = small_cnn()
+    outcomes = {"ok": 0, "typed": 0}
+    for _ in range(150):
+        m = _mutate(base, rng)
+        try:
+            g = load_model(m)
+            x = rng.standard_normal(tuple(2 if d is None else d for d in g.inputs[0].shape))
+            run_float(g, x)
+            run_fixed(g, x, FX64, overflow="ignore")
+            outcomes["ok"] += 1
+        except SecinferError:
+            outcomes["typed"] += 1
+    assert outcomes["typed"] > 20 and outcomes["ok"] > 20

@@ -34,6 +34,8 @@ _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "Rando
 # A dynamic dimension read by ``Shape`` is folded as this marker; only data movement may
 # carry it, and only a Reshape may consume it (as a 0 copying the same input axis).
 _DYN = -(1 << 40) - 7
+# ops whose first input may be a constant (they register constants with ``operand``)
+_ANY_OPERAND = {"Add", "Sub", "Mul", "Div", "MatMul", "Concat", "Sum"}
 _DYN_MOVES = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Identity", "Cast"}
 
 
@@ -267,6 +269,8 @@ class _Importer:
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
             raise self.unsupported(op, "operator not implemented")
+        if op not in _ANY_OPERAND and ins[0] in self.consts:
+            raise self.unsupported(op, "the first input is a constant while another input is not")
         handler(node, ins, attrs)
 
     def fold(self, node: onnx.NodeProto, ins: list[str]) -> None:
@@ -681,10 +685,15 @@ def load_model(src, batch: int | None = None, input_shapes: dict | None = None,
         # checked after inference so that graph outputs declared without a shape pass
         try:
             onnx.checker.check_model(inferred)
-        except onnx.checker.ValidationError as e:
+        except Exception as e:  # ValidationError, and UnicodeDecodeError on corrupt strings
             first = str(e).strip().splitlines()[0] if str(e).strip() else "invalid model"
             raise ModelError(f"ONNX checker rejected the model: {first}") from None
-    graph = _Importer(model, batch, input_shapes).run()
+    imp = _Importer(model, batch, input_shapes)
+    try:
+        graph = imp.run()
+    except (KeyError, IndexError, ValueError, TypeError) as e:
+        # inconsistent models that passed ONNX's checks; never a raw exception
+        raise ModelError(f"malformed model near node {imp.cur!r}: {type(e).__name__}: {e}") from None
     if not input_shapes:
         _cross_check(graph, inferred)
     return graph

@@ -79,17 +79,30 @@ def infer_node(node, ins: list[Shape], is_const=lambda i: False) -> list[Shape]:
     """Output shapes of one canonical node from its input shapes."""
     op, a, w = node.op, node.attrs, f"node {node.name!r} ({node.op})"
     x = tuple(ins[0]) if ins else ()
-    if op in ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt", "Neg", "Identity",
-              "Softmax", "LayerNormalization"):
+    if op == "LayerNormalization":
+        norm = x[a["axis"]:]
+        for p in ins[1:]:
+            if len(p) > len(norm) or broadcast(p, norm, w) != tuple(norm):
+                raise ShapeError(f"{w}: scale/bias {tuple(p)} do not broadcast to {tuple(norm)}")
+        return [x]
+    if op in ("Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt", "Neg", "Identity", "Softmax"):
+        if op == "Softmax" and not 0 <= a["axis"] < len(x):
+            raise ShapeError(f"{w}: axis {a['axis']} for rank {len(x)}")
         return [x]
     if op in ("Add", "Sub", "Mul"):
         return [broadcast(ins[0], ins[1], w)]
     if op == "BatchNormalization":
+        if len(x) < 2 or any(tuple(p) != (x[1],) for p in ins[1:]) and x[1] is not None:
+            raise ShapeError(f"{w}: scale/shift {[tuple(p) for p in ins[1:]]} for input {x}")
         return [x]
     if op == "Gemm":
+        if len(ins[1]) != 2 or len(x) < 1:
+            raise ShapeError(f"{w}: weight {tuple(ins[1])} must be (K, N), input {x}")
         k, n = ins[1]
         if x[-1] is not None and x[-1] != k:
             raise ShapeError(f"{w}: input {x} last dim does not match weight {tuple(ins[1])}")
+        if len(ins) > 2 and tuple(ins[2]) != (n,):
+            raise ShapeError(f"{w}: bias {tuple(ins[2])} must be ({n},)")
         return [x[:-1] + (n,)]
     if op == "MatMul":
         p, q = tuple(ins[0]), tuple(ins[1])
@@ -114,6 +127,10 @@ def infer_node(node, ins: list[Shape], is_const=lambda i: False) -> list[Shape]:
             raise ShapeError(f"{w}: input of rank {len(x)} for a {nsp}-D convolution")
         if x[1] is not None and x[1] != wt[1] * a["group"]:
             raise ShapeError(f"{w}: input has {x[1]} channels, weight {wt} group {a['group']}")
+        if len(wt) != nsp + 2 or a["group"] < 1 or wt[0] % a["group"]:
+            raise ShapeError(f"{w}: weight {wt} for a {nsp}-D convolution with group {a['group']}")
+        if len(ins) > 2 and tuple(ins[2]) != (wt[0],):
+            raise ShapeError(f"{w}: bias {tuple(ins[2])} must be ({wt[0]},)")
         sp = tuple(window_output_size(_axis_len(x[2 + i], w), k[i], s[i], p[i], p[i + nsp], d[i])
                    for i in range(nsp))
         return [(x[0], wt[0]) + sp]
