@@ -24,7 +24,7 @@ from secinfer.arith.ring import Ring
 from secinfer.crypto.gc.circuit import Circuit, bits_of, msb_add3_circuit
 from secinfer.crypto.prg import PRG
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import attacks_allowed
+from secinfer.protocols.astra.engine import attacks_allowed, pack, packed_spec, unpack
 from secinfer.sharing.replicated import RShare
 
 SERVERS = ("p0", "p1", "p2")
@@ -67,6 +67,13 @@ class Rep3Engine:
     def spec(self, shape):
         return ArraySpec(np.uint64, tuple(shape))
 
+    def send(self, peer, tag, a):
+        """Ring elements packed to the ring width (Z_2: 8 per byte), as ASTRA does."""
+        self.ep.send(peer, tag, pack(a, self.bits))
+
+    def recv1(self, peer, tag, shape):
+        return unpack(self.ep.recv_one(peer, tag, packed_spec(self.bits, shape)), self.bits, shape)
+
     # ---- randomness --------------------------------------------------------------------
     def rand(self, shape, label) -> RShare:
         i = self.idx
@@ -85,7 +92,7 @@ class Rep3Engine:
         x1 = self.draw(k01, label, shape) if i in (0, 1) else None
         x2 = None
         if i in (1, 2):
-            x2 = self.ep.recv_one(owner, f"rep3/in/{label}", self.spec(shape))
+            x2 = self.recv1(owner, f"rep3/in/{label}", shape)
             if self.malicious:
                 other = "p2" if i == 1 else "p1"
                 _fold(self.out_h, (other, "sh-consistency"), [x2])
@@ -96,10 +103,10 @@ class Rep3Engine:
     def open_all(self, s: RShare, label: str, immediate: bool = True) -> np.ndarray:
         ep, R = self.ep, self.R
         t = f"rep3/open/{label}"
-        ep.send(self.prev, t, s.b)
+        self.send(self.prev, t, s.b)
         if self.malicious:
             ep.send(self.next, t + "/h", _dig("open", s.a))
-        missing = ep.recv_one(self.next, t, self.spec(s.shape))
+        missing = self.recv1(self.next, t, s.shape)
         if self.malicious:
             h = ep.recv_one(self.prev, t + "/h", _H)
             if not np.array_equal(h, _dig("open", missing)):
@@ -108,7 +115,7 @@ class Rep3Engine:
 
     def open_to(self, receiver: str, s: RShare, label: str) -> None:
         t = f"rep3/out/{label}"
-        self.ep.send(receiver, t, s.a)
+        self.send(receiver, t, s.a)
         if self.malicious:
             self.ep.send(receiver, t + "/h", _dig("out", s.b))
 
@@ -121,8 +128,8 @@ class Rep3Engine:
         z = self.R.add(z, self.zero(z.shape, label + "/zero"))
         if self.cheat("wrong_z"):
             z = self.R.add(z, 1)
-        self.ep.send(self.prev, f"rep3/mul/{label}", z)
-        zn = self.ep.recv_one(self.next, f"rep3/mul/{label}", self.spec(z.shape))
+        self.send(self.prev, f"rep3/mul/{label}", z)
+        zn = self.recv1(self.next, f"rep3/mul/{label}", z.shape)
         return RShare(self.bits, self.idx, z, zn)
 
     def cheat(self, step):
@@ -291,5 +298,5 @@ def owner_send(ep, keys, owner: str, label: str, x: np.ndarray, bits: int = 64) 
     x0 = keys.stream(k02, label).ring(x.shape, bits)
     x1 = keys.stream(k01, label).ring(x.shape, bits)
     x2 = r.sub(r.sub(r.reduce(np.asarray(x, np.uint64)), x0), x1)
-    ep.send("p1", f"rep3/in/{label}", x2)
-    ep.send("p2", f"rep3/in/{label}", x2)
+    ep.send("p1", f"rep3/in/{label}", pack(x2, bits))
+    ep.send("p2", f"rep3/in/{label}", pack(x2, bits))

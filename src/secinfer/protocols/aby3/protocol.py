@@ -17,6 +17,7 @@ import numpy as np
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
+from secinfer.protocols.astra.engine import packed_spec, unpack
 from secinfer.protocols.astra import model as mdl
 from secinfer.protocols.astra.keys import setup_keys
 from secinfer.protocols.astra.protocol import _await_close, _close, _header
@@ -69,10 +70,11 @@ def _run(role, ep, job):
         with ep.phase("online"):
             owner_send(ep, keys, C, "X", mdl.encode_input(x, fx, cfg))
             size = x.shape[0] * n
-            spec, hs = ArraySpec(np.uint64, (size,)), ArraySpec(np.uint8, (32,))
+            obits = 1 if cls else 64
+            spec, hs = packed_spec(obits, (size,)), ArraySpec(np.uint8, (32,))
             comps, hashes = [], []
             for p in SERVERS:
-                comps.append(ep.recv_one(p, "rep3/out/y", spec))
+                comps.append(unpack(ep.recv_one(p, "rep3/out/y", spec), obits, (size,)))
                 if malicious:
                     hashes.append(ep.recv_one(p, "rep3/out/y/h", hs))
             if malicious:
