@@ -115,3 +115,37 @@ def test_largest_muse_b_layer_exact_at_production_parameters():
     assert st["log2_delta"] == bud.log_delta
     # flooding noise is at most 2^phi = Delta / 4, and the rest is far below it
     assert st["max_log2_noise"] < bud.log_delta - 1.9
+
+
+@pytest.mark.parametrize("c,m", [(12, 3), (2, 9)])
+def test_channel_packed_conv_exact(c, m):
+    """Packed convolution (several channel groups, or several output blocks), stride 2,
+    padding 1, on uniform Z_2^104 shares: shares reconstruct to the exact convolution."""
+    from secinfer.protocols.crisp import he_conv, linops
+
+    grp = Z2k(104)
+    prg = PRG.for_tests(11)
+    w = (prg.uint64((m, c, 3, 3)).astype(np.int64) % 4001) - 2000
+    step = {"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, 9, 9],
+            "out_shape": [1, m, 5, 5], "wbits": 11,
+            "attrs": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+                      "dilations": [1, 1], "group": 1}}
+    eng_c = CKKSLinear(grp, 13, True, "ckks-n12-insecure", allow_insecure=True)
+    eng_s = CKKSLinear(grp, 13, True, "ckks-n12-insecure", allow_insecure=True)
+    lay = he_conv.conv_layout(step, eng_s.params, 104, 40)
+    assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
+    v0, v1, w0, w1 = (grp.random(prg, (1, c, 9, 9)) for _ in range(4))
+    mu = grp.random(prg, ())
+
+    def client(ep):
+        eng_c.setup_client(ep)
+        return eng_c.client(ep, 1, step, v1, w1, lambda p, i, a: a)
+
+    def server(ep):
+        eng_s.setup_server(ep)
+        return eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0, mu, PRG.for_tests(12))
+
+    res = run_local({"client": client, "server": server}, timeout=600)
+    (c_re, c_im, _), (s_re, s_im, _) = res["client"], res["server"]
+    np.testing.assert_array_equal(grp.add(c_re, s_re), linops.server_linear(step, w, grp, grp.add(v0, v1)))
+    np.testing.assert_array_equal(grp.add(c_im, s_im), linops.server_linear(step, w, grp, grp.add(w0, w1)))

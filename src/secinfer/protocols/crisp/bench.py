@@ -128,15 +128,24 @@ def muse_b_he_counts(params_name: str = "ckks-n14-128") -> list:
     for i, st in enumerate(plan.public):
         if st.get("op") != "lin":
             continue
+        from secinfer.protocols.crisp.ckks_engine import _rows_of
+        from secinfer.protocols.crisp.he_conv import conv_layout
+
+        lay = conv_layout(st, prm, 104, 40)
+        if lay is not None:
+            out.append({"layer": st["name"], "op": st["node_op"], "layout": "channel-packed",
+                        "client_cts": lay.T * lay.n_cg, "server_cts": lay.T * lay.n_mb,
+                        "digits": lay.T, "log2_delta": lay.log_delta})
+            continue
         groups, _ = rows_and_mats(st, plan.weights[i]["w"], None, None)
         n_ct_in = n_ct_out = 0
-        from secinfer.protocols.crisp.ckks_engine import _rows_of
         for (_, _, k_in, n_out) in groups:
             bud = LayerBudget(prm, 104, k_in, n_out, st["wbits"], 40)
             rgs = -(-_rows_of(st, k_in, len(groups)) // bud.rows_per)
             n_ct_in += bud.T * rgs * bud.n_chunks
             n_ct_out += bud.T * rgs * bud.n_blocks
-        out.append({"layer": st["name"], "op": st["node_op"], "client_cts": n_ct_in, "server_cts": n_ct_out})
+        out.append({"layer": st["name"], "op": st["node_op"], "layout": "rows",
+                    "client_cts": n_ct_in, "server_cts": n_ct_out})
     return out
 
 

@@ -61,32 +61,40 @@ def _bits(x: float) -> int:
     return max(1, math.ceil(math.log2(max(x, 1.0))))
 
 
-class LayerBudget:
-    """Digit size, chunking and scale of one linear layer (all public)."""
+class Budget:
+    """Digit size D, digits T, value bound B, flooding phi and scale Delta of one layer,
+    from the number of product terms per coefficient (``terms``), the weight polynomial's
+    nonzeros (``nnz``) and the number of products accumulated per answer (``n_acc``)."""
+
+    def __init__(self, params, k: int, terms: int, nnz: int, n_acc: int, wbits: int, sigma: int) -> None:
+        self.half = params.n // 2
+        fresh = (2 * params.n + 1) * GAUSS_BOUND
+        self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(n_acc)
+        self.phi = self.noise_bits + sigma
+        self.log_delta = self.phi + 2
+        self.log_q = params.q_level(params.max_level).bit_length() - 1
+        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(terms) + wbits + 1)
+        self.D = min(MAX_DIGIT, k, room)
+        if self.D < 8:
+            raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
+                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8})")
+        self.T = -(-k // self.D)
+        self.B = _bits(terms) + self.D + wbits + 1
+        self.sigma = sigma
+
+
+class LayerBudget(Budget):
+    """Row layout of a matrix product (chunks of c inputs, blocks of n_o outputs)."""
 
     def __init__(self, params, k: int, k_in: int, n_out: int, wbits: int, sigma: int) -> None:
         half = params.n // 2
-        self.half = half
         self.c = min(k_in, half // 2)                         # input chunk
         self.n_o = max(1, min(n_out, half // self.c - 1))     # outputs per block
         self.S = self.c * (self.n_o + 1)                      # row stride
         self.rows_per = max(1, half // self.S)
         self.n_chunks = -(-k_in // self.c)
         self.n_blocks = -(-n_out // self.n_o)
-        fresh = (2 * params.n + 1) * GAUSS_BOUND
-        nnz = self.c * self.n_o
-        self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(self.n_chunks)
-        self.phi = self.noise_bits + sigma
-        self.log_delta = self.phi + 2
-        self.log_q = params.q_level(params.max_level).bit_length() - 1
-        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(self.c * self.n_chunks) + wbits + 1)
-        self.D = min(MAX_DIGIT, k, room)
-        if self.D < 8:
-            raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
-                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8})")
-        self.T = -(-k // self.D)
-        self.B = _bits(self.c * self.n_chunks) + self.D + wbits + 1
-        self.sigma = sigma
+        super().__init__(params, k, self.c * self.n_chunks, self.c * self.n_o, self.n_chunks, wbits, sigma)
 
 
 def rows_and_mats(step: dict, w: np.ndarray | None, a: np.ndarray | None, batch_in_shape) -> tuple:
@@ -210,9 +218,12 @@ class CKKSLinear:
 
     # ---- client ------------------------------------------------------------------------
     def client(self, ep, idx: int, step: dict, v1: np.ndarray, w1, tamper) -> tuple:
-        from secinfer.crypto.he.rlwe import coeff_encode
+        from secinfer.protocols.crisp import he_conv
 
-        g, prm = self.g, self.params
+        lay = he_conv.conv_layout(step, self.params, self.g.bits, self.sigma)
+        if lay is not None:
+            return he_conv.client_conv(self, ep, idx, step, lay, v1, w1, tamper)
+        g = self.g
         groups, finish = rows_and_mats(step, None, v1, None)
         groups_im = rows_and_mats(step, None, w1, None)[0] if self.malicious else None
         wbits = int(step["wbits"])
@@ -232,11 +243,7 @@ class CKKSLinear:
                 for rg in range(n_rg):
                     for ch in range(bud.n_chunks):
                         poly = self._layout(d_re[t], d_im[t] if d_im else None, bud, ch, rg)
-                        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, prm.max_level) as pt:
-                            ct = prm.encrypt(pt, self.pk)
-                        raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
-                        ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
-                        ct.close()
+                        self.encrypt_send(ep, idx, poly, bud, tamper)
             acc_re = g.zeros((n_rows, n_out))
             acc_im = g.zeros((n_rows, n_out)) if self.malicious else None
             for t in range(bud.T):
@@ -256,6 +263,12 @@ class CKKSLinear:
         return s_re, s_im, None
 
     def _decrypt_targets(self, raw, bud, n_rows, rg, blk, n_out):
+        _, _, pos = self._targets(bud, n_rows, rg, blk, n_out)
+        return self.decrypt_positions(raw, bud, pos)
+
+    def decrypt_positions(self, raw, bud, pos: np.ndarray) -> list:
+        """Decrypt an answer and read coefficients ``pos`` (and pos + N/2 for the MAC half)
+        exactly: CRT of the RNS residues, centre, round / Delta -> Z_2^k elements."""
         from secinfer.crypto.he.objects import Ciphertext
 
         prm = self.params
@@ -263,7 +276,6 @@ class CKKSLinear:
         with prm.decrypt(ct, self.sk) as pt:
             res = pt.poly(0)
         ct.close()
-        _, _, pos = self._targets(bud, n_rows, rg, blk, n_out)
         out = []
         for off in ((0, bud.half) if self.malicious else (0,)):
             x = _crt(res[:, (pos + off).reshape(-1)], prm.q[:res.shape[0]])
@@ -278,41 +290,91 @@ class CKKSLinear:
             out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
         return out
 
-    # ---- server ------------------------------------------------------------------------
-    def server(self, ep, idx: int, step: dict, weights: dict, v0, w0, mu, prg) -> tuple:
+    def encrypt_send(self, ep, idx, poly, bud, tamper) -> None:
+        from secinfer.crypto.he.rlwe import coeff_encode
+
+        prm = self.params
+        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, prm.max_level) as pt:
+            ct = prm.encrypt(pt, self.pk)
+        raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
+        ct.close()
+        ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
+
+    def answer(self, ep, idx, acc, bud, prg) -> np.ndarray:
+        """Mask, flood, re-randomise and send one answer; returns R mod 2^k (length N)."""
         from secinfer.crypto.he.evaluator import Evaluator
-        from secinfer.crypto.he.objects import Ciphertext
         from secinfer.crypto.he.rlwe import coeff_encode, flood
 
-        g, prm = self.g, self.params
+        ev = Evaluator(self.params)
+        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
+        for pt in pts:
+            nxt = ev.add(acc, pt)
+            acc.close()
+            pt.close()
+            acc = nxt
+        out = flood(self.params, acc, self.pk, 1, prg.seed())          # re-randomise
+        acc.close()
+        ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(out.to_bytes(), np.uint8))
+        out.close()
+        ev.close()
+        return rmask
+
+    def recv_client_ct(self, ep, idx, bud):
+        from secinfer.crypto.he.objects import Ciphertext
+
+        (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
+        return self._load_client_ct(raw, bud, Ciphertext)
+
+    # ---- server ------------------------------------------------------------------------
+    def server(self, ep, idx: int, step: dict, weights: dict, v0, w0, mu, prg) -> tuple:
+        from secinfer.protocols.crisp import he_conv
+
+        g = self.g
         w, b = weights["w"], weights["b"]
+        if int(np.max(np.abs(w), initial=0)) >= 1 << int(step["wbits"]):
+            raise ConfigError("crisp/ckks: weight exceeds the announced bound")
+        lay = he_conv.conv_layout(step, self.params, g.bits, self.sigma)
+        if lay is not None:
+            mask_re, mask_im = he_conv.server_conv(self, ep, idx, step, lay, w, prg)
+        else:
+            mask_re, mask_im = self._server_rows(ep, idx, step, w, prg)
+        # Server shares: L(<v>_0) in the clear + sum_t 2^(D t) R_t  (+ bias, MAC of bias)
+        s_re = g.add(linops.server_linear(step, w, g, v0), mask_re)
+        if b is not None:
+            s_re = g.add(s_re, linops.bias_term(step, b, g, self.f))
+        if not self.malicious:
+            return s_re, None, None
+        s_im = g.add(linops.server_linear(step, w, g, w0), mask_im)
+        if b is not None:
+            s_im = g.add(s_im, g.mul(linops.bias_term(step, b, g, self.f), mu))
+        return s_re, s_im, None
+
+    def _server_rows(self, ep, idx, step, w, prg):
+        from secinfer.crypto.he.evaluator import Evaluator
+        from secinfer.crypto.he.rlwe import coeff_encode
+
+        g, prm = self.g, self.params
         wbits = int(step["wbits"])
         groups, finish = rows_and_mats(step, w, None, None)
         ev = Evaluator(prm)
-        n_rows_total = None
         masks_re, masks_im = [], []
         for (_, mat, k_in, n_out) in groups:
-            if mat is not None and int(np.max(np.abs(mat), initial=0)) >= 1 << wbits:
-                raise ConfigError("crisp/ckks: weight exceeds the announced bound")
             bud = self._budget(k_in, n_out, wbits)
             n_rows = _rows_of(step, k_in, len(groups))
-            n_rows_total = n_rows
             n_rg = -(-n_rows // bud.rows_per)
             wpolys = {}
             for ch in range(bud.n_chunks):
                 for blk in range(bud.n_blocks):
                     wp = np.zeros(prm.n, np.float64)
                     sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
-                    for jj in range(sub.shape[1]):
-                        for ii in range(sub.shape[0]):
-                            wp[jj * bud.c + bud.c - 1 - ii] = sub[ii, jj]
+                    jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
+                    wp[jj * bud.c + bud.c - 1 - ii] = sub.T
                     wpolys[ch, blk] = coeff_encode(prm, wp, 1.0, prm.max_level)
             cts = {}
             for t in range(bud.T):
                 for rg in range(n_rg):
                     for ch in range(bud.n_chunks):
-                        (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
-                        cts[t, rg, ch] = self._load_client_ct(raw, bud, Ciphertext)
+                        cts[t, rg, ch] = self.recv_client_ct(ep, idx, bud)
             m_re = g.zeros((n_rows, n_out))
             m_im = g.zeros((n_rows, n_out))
             for t in range(bud.T):
@@ -321,13 +383,14 @@ class CKKSLinear:
                         acc = None
                         for ch in range(bud.n_chunks):
                             prod = ev.mul(cts[t, rg, ch], wpolys[ch, blk], relin=False)
-                            acc = prod if acc is None else ev.add(acc, prod)
-                        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
-                        for pt in pts:
-                            acc = ev.add(acc, pt)
-                            pt.close()
-                        acc = flood(prm, acc, self.pk, 1, prg.seed())          # re-randomise
-                        ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(acc.to_bytes(), np.uint8))
+                            if acc is None:
+                                acc = prod
+                            else:
+                                nxt = ev.add(acc, prod)
+                                acc.close()
+                                prod.close()
+                                acc = nxt
+                        rmask = self.answer(ep, idx, acc, bud, prg)
                         rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
                         sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
                         m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
@@ -339,17 +402,8 @@ class CKKSLinear:
                 c.close()
             masks_re.append(m_re)
             masks_im.append(m_im)
-        # Server shares: L(<v>_0) in the clear + sum_t 2^(D t) R_t  (+ bias, MAC of bias)
-        s_re = g.add(linops.server_linear(step, w, g, v0), finish(masks_re))
-        if b is not None:
-            s_re = g.add(s_re, linops.bias_term(step, b, g, self.f))
-        if not self.malicious:
-            return s_re, None, None
-        s_im = g.add(linops.server_linear(step, w, g, w0), finish(masks_im))
-        if b is not None:
-            s_im = g.add(s_im, g.mul(linops.bias_term(step, b, g, self.f), mu))
-        del n_rows_total
-        return s_re, s_im, None
+        ev.close()
+        return finish(masks_re), finish(masks_im)
 
     def _load_client_ct(self, raw, bud, Ciphertext):
         """Validate a client ciphertext before any computation on it."""
