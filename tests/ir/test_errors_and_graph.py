@@ -202,3 +202,33 @@ def test_corrupted_models_give_typed_errors_only():
         except SecinferError:
             outcomes["typed"] += 1
     assert outcomes["typed"] > 20 and outcomes["ok"] > 20
+
+
+def test_corrupted_public_architecture_gives_typed_errors_only():
+    import copy
+
+    from secinfer.errors import SecinferError
+
+    rng = np.random.default_rng(9)
+    base = json.loads(load_model(small_cnn()).public_bytes())
+    junk = [None, "x", -1, 0, 3, 2.5, [], [1], [0, -1], {"a": 1}, True, [[1, 2]], 10 ** 12]
+    typed = 0
+    for _ in range(300):
+        d = copy.deepcopy(base)
+        node = d
+        while True:  # walk to a random container and replace one child
+            keys = list(node) if isinstance(node, dict) else list(range(len(node)))
+            if not keys:
+                break
+            k = keys[int(rng.integers(0, len(keys)))]
+            child = node[k]
+            if rng.random() < 0.35 or not isinstance(child, (dict, list)) or not child:
+                node[k] = copy.deepcopy(junk[int(rng.integers(0, len(junk)))])
+                break
+            node = child
+        try:
+            g = Graph.from_public_bytes(json.dumps(d).encode())
+            g.summary()
+        except SecinferError:
+            typed += 1
+    assert typed > 100

@@ -104,6 +104,33 @@ class Node:
                     [str(a) for a in d["outputs"]], {k: _tupled(v) for k, v in d["attrs"].items()})
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _int_tuple(v) -> bool:
+    return isinstance(v, tuple) and all(_is_int(a) for a in v)
+
+
+def _nested_ints(v) -> bool:
+    return _is_int(v) or (isinstance(v, tuple) and all(_nested_ints(a) for a in v))
+
+
+_ATTR_CHECKS = {
+    **{k: _int_tuple for k in ("kernel_shape", "strides", "pads", "dilations", "perm", "shape",
+                               "split", "axes", "starts", "ends", "steps")},
+    **{k: _is_int for k in ("group", "axis", "ceil_mode", "count_include_pad")},
+    "epsilon": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+    "approximate": lambda v: v in ("none", "tanh"),
+    "indices": _nested_ints,
+}
+
+# (min, max) number of inputs; ops not listed take exactly one
+_ARITY = {"Conv": (2, 3), "Gemm": (2, 3), "MatMul": (2, 2), "Add": (2, 2), "Sub": (2, 2),
+          "Mul": (2, 2), "BatchNormalization": (3, 3), "LayerNormalization": (2, 3),
+          "Concat": (1, 1 << 16)}
+
+
 def _jsonable(v):
     if isinstance(v, (tuple, list)):
         return [_jsonable(a) for a in v]
@@ -206,9 +233,19 @@ class Graph:
             spec = OP_SPECS.get(n.op)
             if spec is None:
                 raise ModelError(f"node {n.name!r}: {n.op!r} is not a canonical op")
-            extra = set(n.attrs) - set(spec[0])
-            if extra:
-                raise ModelError(f"node {n.name!r} ({n.op}): unexpected attributes {sorted(extra)}")
+            if set(n.attrs) != set(spec[0]):
+                raise ModelError(f"node {n.name!r} ({n.op}): attributes {sorted(n.attrs)}, "
+                                 f"expected {sorted(spec[0])}")
+            for k, v in n.attrs.items():
+                if not _ATTR_CHECKS[k](v):
+                    raise ModelError(f"node {n.name!r} ({n.op}): bad value for attribute {k!r}: {v!r}")
+            lo, hi = _ARITY.get(n.op, (1, 1))
+            if not lo <= len(n.inputs) <= hi or not n.outputs:
+                raise ModelError(f"node {n.name!r} ({n.op}): {len(n.inputs)} inputs, expected "
+                                 f"{lo}..{hi}")
+            if n.op in ("Conv", "Gemm", "BatchNormalization", "LayerNormalization"):
+                if any(i not in self.weight_info for i in n.inputs[1:]):
+                    raise ModelError(f"node {n.name!r} ({n.op}): parameters must be weights")
             for i in n.inputs:
                 if i not in defined:
                     raise ModelError(f"node {n.name!r} reads {i!r} before it is defined")
