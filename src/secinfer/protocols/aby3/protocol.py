@@ -67,6 +67,9 @@ def _run(role, ep, job):
         return PartyResult(info={"role": M})
     if role == C:
         fw_, fx = fw
+        with ep.phase("offline"):
+            for p in SERVERS:
+                ep.recv_one(p, "rep3/ready", ArraySpec(np.uint8, (1,)))
         with ep.phase("online"):
             owner_send(ep, keys, C, "X", mdl.encode_input(x, fx, cfg))
             size = x.shape[0] * n
@@ -102,6 +105,7 @@ def _run(role, ep, job):
             if cls:
                 beng.preprocess(batch * n * msb_add3_circuit(64).and_count)
             eng.verify()
+        ep.send(C, "rep3/ready", np.ones(1, np.uint8))
     with ep.phase("online"):
         X = eng.input(C, (batch, k), "X")
         Y = eng.matmul(X, W)

@@ -46,10 +46,14 @@ def _link(a, b):
 
 
 def _model(d: int, classifier: bool, seed: int) -> tuple[LinearModel, np.ndarray]:
-    g = np.random.default_rng(seed)   # benchmark data only, not protocol randomness
-    w = g.normal(0, 1.0 / np.sqrt(d), (d, 1))
+    # benchmark data only (not protocol randomness): uniform values from a seeded PRG stream
+    g = PRG(seed.to_bytes(16, "big"), "astra-bench-data")
+
+    def unif(shape):
+        return g.uint64(shape).astype(np.float64) / 2.0 ** 64 * 2.0 - 1.0
+    w = unif((d, 1)) * (1.7 / np.sqrt(d))
     lm = LinearModel(w, np.array([0.1]), classifier, np.array([0.0, 1.0]))
-    return lm, g.normal(0, 1, (1, d))
+    return lm, unif((1, d)) * 1.7
 
 
 def run_prediction(protocol: str, security: str, d: int, classifier: bool, seed: int = 0,

@@ -187,6 +187,8 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
         if fair:
             # [Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
+        # preprocessing done: the client may send its query (keeps the online clock honest)
+        ep.send(C, "astra/ready", np.ones(1, np.uint8))
     with ep.phase("online"):
         X = eng.share_online(C, X, "X")
         U = eng.matmul_online(X, W, U, prep)
@@ -218,6 +220,8 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
     with ep.phase("offline"):
         if fair:
             pad = job.prg.derive("astra-pad").ring((size,), bits)
+        for p in SERVERS:
+            ep.recv_one(p, "astra/ready", _ACK)
     with ep.phase("online"):
         _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack)
         if fair:
