@@ -12,7 +12,6 @@ import warnings
 
 import numpy as np
 import onnx
-import pytest
 from onnx import numpy_helper
 
 from secinfer.errors import ModelError, UnsupportedOpError
