@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from secinfer.arith.fixed import FX64
-from secinfer.errors import FrameError, PeerAbortedError, PreprocessingReuseError, ProtocolAbort
+from secinfer.errors import FrameError, PeerAbortedError, PreprocessingReuseError, ProtocolAbort, ProtocolError
 from secinfer.ir import bundled
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
-from secinfer.protocols.crisp.offline import PreprocessingStore
+from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
 
 sys.path.insert(0, os.path.dirname(__file__))
 from crisp_helpers import add_at, run_crisp  # noqa: E402
@@ -104,14 +104,36 @@ def test_malformed_lin_message_rejected_before_use(bad):
 
 def test_preprocessing_consumed_once():
     st = PreprocessingStore("t")
-    st.put("gate/1/0", object())
+    st.put("gate/1/0", ArrayItem({"r": np.zeros(3, np.uint64)}))
     st.take("gate/1/0")
     with pytest.raises(PreprocessingReuseError):
         st.take("gate/1/0")
     with pytest.raises(PreprocessingReuseError):
-        st.put("gate/1/0", object())
-    with pytest.raises(PreprocessingReuseError):
+        st.put("gate/1/0", ArrayItem({}))
+    with pytest.raises(ProtocolError):
         st.take("never-stored")
+
+
+def test_gate_key_cannot_be_replayed_in_a_session():
+    """A protocol step that asks for the same gate key twice fails: the store refuses."""
+    from secinfer.protocols.crisp import nonlinear
+
+    calls = {"n": 0}
+    orig = nonlinear.take_gate_key
+
+    def twice(store, prm, kind, step, pos, party):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            orig(store, prm, kind, 1, 0, party)       # replay the first key
+        return orig(store, prm, kind, step, pos, party)
+
+    nonlinear.take_gate_key = twice
+    try:
+        res = run_crisp(MLP, x)
+    finally:
+        nonlinear.take_gate_key = orig
+    errs = [r for r in res.values() if isinstance(r, PreprocessingReuseError)]
+    assert errs, res
 
 
 def test_honest_run_leaves_no_unused_preprocessing_and_does_not_abort():

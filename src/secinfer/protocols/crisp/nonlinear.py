@@ -24,7 +24,7 @@ import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
 from secinfer.protocols.crisp import lifted
-from secinfer.protocols.crisp.offline import Params, gate_label
+from secinfer.protocols.crisp.offline import SERVER, Params, take_gate_key
 
 
 def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: np.ndarray,
@@ -32,7 +32,7 @@ def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: 
     """Run one gate batch on the share ``x_share`` (shape + (L,)) over Z_2^k."""
     g = Z2k(prm.k)
     gate = prm.gate(kind)
-    key = store.take(gate_label(idx, pos))
+    key = take_gate_key(store, prm, kind, idx, pos, 1 if peer == SERVER else 0)
     shape = x_share.shape[:-1]
     low = lifted.low_bits(g, x_share, prm.n).reshape(-1)
     if tamper is not None:

@@ -18,9 +18,11 @@ What the dealer produces for one inference (``DealerOutput``):
   (ReLU or ARS, with the MAC twin in the malicious setting), k_0 to the server, k_1 to
   the client.
 
-Every item goes into a ``PreprocessingStore`` under a label and is taken exactly once:
-``take`` removes it and a second ``take`` raises ``PreprocessingReuseError``, so no key or
-mask can be used twice within or across sessions.
+Every item goes into the party's ``secinfer.crypto.preprocessing.PreprocessingStore``
+(the project's provider interface) under a label and is taken exactly once: ``take``
+removes it and a second ``take`` raises ``PreprocessingReuseError``, so no key or mask can
+be used twice within or across sessions; keys are re-validated (gate, party, count) when
+taken.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.crypto.fss.gates import GateKey, make_gate
-from secinfer.errors import ConfigError, PreprocessingReuseError, ProtocolError
+from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
+from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp.plan import gate_list
 
@@ -36,32 +39,11 @@ SERVER, CLIENT, DEALER = "server", "client", "dealer"
 _MAX_KEY_BYTES = 1 << 31
 
 
-class PreprocessingStore:
-    """Labelled preprocessing items, each consumable exactly once."""
-
-    def __init__(self, owner: str) -> None:
-        self.owner = owner
-        self._items: dict = {}
-        self._used: set = set()
-
-    def put(self, label: str, item) -> None:
-        if label in self._items or label in self._used:
-            raise PreprocessingReuseError(f"{self.owner}: preprocessing {label!r} stored twice")
-        self._items[label] = item
-
-    def take(self, label: str):
-        if label in self._used:
-            raise PreprocessingReuseError(f"{self.owner}: preprocessing {label!r} already consumed")
-        if label not in self._items:
-            raise PreprocessingReuseError(f"{self.owner}: no preprocessing {label!r} in the store")
-        self._used.add(label)
-        return self._items.pop(label)
-
-    def remaining(self) -> list:
-        return sorted(self._items)
-
-    def wipe(self) -> None:
-        self._items.clear()
+def wipe(store: PreprocessingStore) -> None:
+    """Consume (and so destroy) every item still in the store: session secrets never
+    outlive the session, and nothing left over can be taken later."""
+    for label in store.labels():
+        store.take(label)
 
 
 class Params:
@@ -82,6 +64,14 @@ class Params:
 
 def gate_label(step: int, pos: int) -> str:
     return f"gate/{step}/{pos}"
+
+
+def take_gate_key(store: PreprocessingStore, prm: "Params", kind: str, step: int, pos: int, party: int):
+    return store.take(gate_label(step, pos), GateKey.kind, expect=prm.gate(kind), party=party)
+
+
+def take_in_mask(store: PreprocessingStore) -> dict:
+    return store.take("in-mask", ArrayItem.kind).arrays
 
 
 def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
@@ -124,14 +114,14 @@ def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: Prepr
     if party == 0:
         if prm.malicious:
             (m0,) = ep.recv(DEALER, "crisp/in-mask", spec)
-            store.put("in-mask", {"mu_r": m0})
+            store.put("in-mask", ArrayItem({"mu_r": m0}))
     else:
         if prm.malicious:
             r_in, m1 = ep.recv(DEALER, "crisp/in-mask", spec, spec)
-            store.put("in-mask", {"r": r_in, "mu_r": m1})
+            store.put("in-mask", ArrayItem({"r": r_in, "mu_r": m1}))
         else:
             (r_in,) = ep.recv(DEALER, "crisp/in-mask", spec)
-            store.put("in-mask", {"r": r_in})
+            store.put("in-mask", ArrayItem({"r": r_in}))
     for (i, j, kind, count) in gate_list(steps):
         gate = prm.gate(kind)
         (raw,) = ep.recv(DEALER, f"crisp/key/{i}/{j}", ArraySpec(np.uint8, (None,), max_elems=_MAX_KEY_BYTES))

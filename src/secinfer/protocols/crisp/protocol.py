@@ -34,7 +34,8 @@ from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
-    CLIENT, DEALER, SERVER, Params, PreprocessingStore, receive_preprocessing, run_dealer,
+    CLIENT, DEALER, SERVER, Params, PreprocessingStore, receive_preprocessing, run_dealer, take_in_mask,
+    wipe,
 )
 from secinfer.protocols.crisp.plan import (
     avgpool_multipliers, check_graph, compile_plan, encode_public, parse_public_plan,
@@ -96,7 +97,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         re = xhat.reshape(shp)
         im = None
         if prm.malicious:   # InitLin: <mu x>_0 = mu (x - r) + <mu r>_0
-            im = g.add(g.mul(re, mu), store.take("in-mask")["mu_r"].reshape(shp))
+            im = g.add(g.mul(re, mu), take_in_mask(store)["mu_r"].reshape(shp))
         env[steps[0]["out"]] = (re, im)
         for i, st in enumerate(steps[1:-1], start=1):
             re, im = env[st["in"]]
@@ -123,11 +124,11 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             lifted.check_reduced(g, q1[None], "server <- client q")
             q = g.add(q0, q1)
             if np.any(q != 0):
-                store.wipe()
+                wipe(store)
                 raise ep.abort("crisp-consistency", CLIENT, "MAC check q != 0 mod 2^(n+s)")
         ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
         timing["check_and_output"] = time.perf_counter() - t0
-    store.wipe()
+    wipe(store)
     return PartyResult(info=_info(engine, prm, checks, timing))
 
 
@@ -194,7 +195,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         shp = in_shape + (g.limbs,)
         xr = tamper("input", 0, cfg.encode(x))     # a consistent wrong input is allowed [Claim 2 (1)]
         xl = lifted.lift_signed(g, xr, prm.n)
-        mask = store.take("in-mask")
+        mask = take_in_mask(store)
         r_in = mask["r"].reshape(shp)
         ep.send(SERVER, "crisp/input", g.sub(xl, r_in).reshape(-1, g.limbs))
         env = {steps[0]["out"]: (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)}
@@ -217,7 +218,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         (y0,) = ep.recv(SERVER, "crisp/out", ArraySpec(np.uint64, (int(np.prod(out_shape)), g.limbs)))
         lifted.check_reduced(g, y0, "client <- server output")
         y = lifted.low_bits(g, g.add(y0, y1.reshape(-1, g.limbs)), prm.n).reshape(out_shape)
-    store.wipe()
+    wipe(store)
     return PartyResult(output=cfg.decode(y), output_ring=y, info=_info(engine, prm, checks))
 
 
