@@ -3,7 +3,8 @@
 For each batch size, times key generation (the dealer, both keys) and one party's local
 evaluation of the CRISP ReLU with MACs in the lifted ring Z_2^(n+40), and of the plain
 semi-honest ReLU in Z_2^n, and reports per-ReLU figures and the declared costs. Timings are
-wall-clock on this machine; the JSON names the machine so figures are comparable.
+wall-clock on this machine, plus process CPU time (less sensitive to other jobs sharing the
+cores); the JSON names the machine so figures are comparable.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ LIFT_BITS = 40  # s of [CRISP V-B]
 
 
 def _one(gate, count: int, prg, mac_key) -> dict:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     k0, k1 = gate.gen(prg, count, mac_key=mac_key)
-    t_gen = time.perf_counter() - t0
+    t_gen, c_gen = time.perf_counter() - t0, time.process_time() - c0
     xhat = prg.ring((count,), gate.n)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gate.eval_local(k0, xhat)
-    t_eval = time.perf_counter() - t0
+    t_eval, c_eval = time.perf_counter() - t0, time.process_time() - c0
     cost = gate.cost()
     return {"gate": cost.gate, "n_bits": gate.n, "out_bits": gate.k, "count": count,
             "keygen_seconds": t_gen, "eval_seconds_per_party": t_eval,
+            "keygen_cpu_seconds": c_gen, "eval_cpu_seconds_per_party": c_eval,
             "keygen_us_per_relu": 1e6 * t_gen / count, "eval_us_per_relu": 1e6 * t_eval / count,
             "key_bytes_per_relu_per_party": cost.key_bytes,
             "key_bytes_measured": k0.nbytes() // count,
