@@ -89,3 +89,28 @@ def test_client_views_for_different_inputs_have_the_same_distribution():
     h2 = np.bincount((w2 >> np.uint64(56)).astype(np.int64), minlength=256)
     chi = np.sum((h1 - h2) ** 2 / np.maximum(h1 + h2, 1))
     assert chi < 256 + 6 * np.sqrt(2 * 256), chi
+
+
+def test_relu_layer_meters_n_bits_per_element_per_party_in_one_round():
+    """[CRISP III-B]: a ReLU layer of c elements costs one round and c n-bit ring elements
+    from each party, with the MACs (the MAC twin rides on the same opening)."""
+    x = X[:4]
+    meters = {}
+
+    def mk(role):
+        job = PartyJob(role=role, security="malicious", fixed=FX64, prg=PRG.for_tests(9, role),
+                       model=MLP if role == "server" else None, input=x if role == "client" else None,
+                       options={"linear": "plain-insecure", "allow_insecure_linear": True})
+
+        def fn(ep):
+            meters[role] = ep.meter
+            return SPEC.run_party(role, ep, job)
+        return fn
+
+    res = run_local({r: mk(r) for r in SPEC.roles})
+    assert not isinstance(res["client"], BaseException)
+    count = 4 * 32                        # digits-mlp hidden layer: 32 ReLUs per row
+    for role, peer in (("server", "client"), ("client", "server")):
+        m = meters[role]
+        assert m.total("online", "sent", peer, tag_prefix="crisp/g/3/") == count * 8      # n = 64 bits
+        assert m.messages("online", "sent", tag_prefix="crisp/g/3/") == 1
