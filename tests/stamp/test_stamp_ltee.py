@@ -7,6 +7,7 @@ import pytest
 
 from secinfer.errors import ProtocolAbort
 from secinfer.protocols.stamp.ltee import LteeRefused
+from secinfer.protocols.stamp.ltee_device import expand
 from stamp_harness import run3
 
 
@@ -19,7 +20,8 @@ def test_protocol1_gives_consistent_keys_and_separate_processes():
         # GenMask of stream 0: parties 0 and 2 hold component 0 and must get the same masks
         got = None
         if i in (0, 2):
-            (got,) = ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+            (seed,) = ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+            got = expand(bytes(seed), 10) & np.uint64(0xFFFFFFFF)
         return got, ops.link._proc.pid
     res, _ = run3(body)
     assert np.array_equal(res[0][0], res[2][0])
@@ -48,7 +50,7 @@ def test_stale_and_replayed_counters_are_refused():
     res, _ = run3(body)
     errs, size = res[0]
     assert errs == ["stale-counter"] * 4
-    assert size == 10
+    assert size == 16   # a 128-bit stream seed
 
 
 def test_release_policy():

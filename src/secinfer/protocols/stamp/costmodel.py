@@ -93,6 +93,17 @@ def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: i
     return {"bytes": b * elem, "rounds": 2}
 
 
+def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, elem: int = 4) -> int:
+    """LTEE bus data bytes (all parties) of one device protocol, excluding the fixed
+    per-request overhead (request header, 16-byte stream seeds): the evaluator passes its
+    masked sum in and gets the real output component back; the other hosts receive
+    only stream seeds. Malicious: two evaluators. Softmax passes exponent, mantissa and
+    the host's own mantissa (4 + 8 + 8 bytes per element)."""
+    n_out = n if n_out is None else n_out
+    per_eval = (20 * n if kind == "exp" else elem * n) + elem * n_out
+    return per_eval * (2 if security == "malicious" else 1)
+
+
 # The paper's analytical figures [STAMP Table 7], semi-honest, 4-byte elements, per
 # input element n (per party, the batch split over three parties).
 TABLE7_STAMP = {"ReLU": {"rounds": 2, "bytes_per_n": 5.0, "ltee_bytes_per_n": 25 / 3},

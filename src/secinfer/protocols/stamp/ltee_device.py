@@ -81,6 +81,26 @@ def _ring_in(a: np.ndarray, n: int) -> np.ndarray:
     return a.astype(np.uint64)
 
 
+def expand(seed: bytes, n: int) -> np.ndarray:
+    """n 64-bit words of AES-CTR keystream under a 128-bit stream seed."""
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    return np.frombuffer(PRF(bytes(seed)).keystream("expand", 0, 8 * n), dtype=np.uint64).copy()
+
+
+def zero_component(seeds: dict, comp: int, n: int, mask: np.uint64) -> np.ndarray:
+    """Component comp of a zero-sharing from the stream seeds of comp and comp+1 [Protocol 3]."""
+    return (expand(seeds[comp], n) - expand(seeds[(comp + 1) % 3], n)) & mask
+
+
+def seeds_array(seeds: dict) -> np.ndarray:
+    """(3, 16) uint8: the released stream seeds, zero rows for the withheld ones."""
+    out = np.zeros((3, 16), dtype=np.uint8)
+    for c, sd in seeds.items():
+        out[c] = np.frombuffer(sd, dtype=np.uint8)
+    return out
+
+
 def prf_elements(prf: PRF, label: str, ctr: int, n: int) -> np.ndarray:
     """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [Protocol 2]."""
     if n == 0:
@@ -118,9 +138,16 @@ class Device:
         if self.index is None or len(self._prf) != 3:
             raise Refused("not-initialised", "Protocol 1 has not completed")
 
+    def _seed(self, j: int, label: str, ctr: int) -> bytes:
+        """Stream seed F_{k_j}(label, ctr): the mask vector of Protocol 2 for this counter
+        slot is its AES-CTR expansion, so the device can hand a host the 16-byte seed
+        instead of the vector (same knowledge, far fewer bus bytes)."""
+        self.aes_bytes += 16
+        return self._prf[j].keystream(label, ctr, 16)
+
     def _elems(self, j: int, label: str, ctr: int, n: int) -> np.ndarray:
         self.aes_bytes += 8 * n
-        return prf_elements(self._prf[j], label, ctr, n)
+        return expand(self._seed(j, label, ctr), n)
 
     def _zero_comp(self, comp: int, label: str, ctr: int, n: int, bits: int) -> np.ndarray:
         """Component ``comp`` of a zero-sharing: F_{k_c}(ctr) - F_{k_{c+1}}(ctr) [Protocol 3]."""
@@ -259,11 +286,10 @@ class Device:
         if self.index not in (j, (j - 1) % 3):
             raise Refused("policy", f"party {self.index} does not hold component {j}")
         ctr = self._begin(meta, f"mask{j}", (f"k{j}", hat))
+        u8 = lambda b: np.frombuffer(b, dtype=np.uint8)  # noqa: E731
         if kind == 0:
-            return [self._elems(j, f"m/{hat}", ctr, n) & self.cfg.ring.mask]
-        alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
-        beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
-        return [alpha, beta]
+            return [u8(self._seed(j, f"m/{hat}", ctr))]
+        return [u8(self._seed(j, f"ma/{hat}", ctr)), u8(self._seed(j, f"mb/{hat}", ctr))]
 
     def cmd_inmask(self, arrays):
         """Zero-share input mask for the 3-out-of-3 path, labelled by the evaluator e."""
@@ -273,7 +299,8 @@ class Device:
         if e not in (0, 1, 2) or e == self.index or not 0 <= n <= int(meta[1]) // 3:
             raise Refused("policy", "the evaluator never receives input masks")
         ctr = self._begin(meta, "inmask", ("s", 0))
-        return [self._zero_comp(self.index, f"in/{e}", ctr, n, self.cfg.ring_bits)]
+        d = self.index
+        return [seeds_array({c: self._seed(c, f"in/{e}", ctr) for c in (d, (d + 1) % 3)})]
 
     def cmd_zshare(self, arrays):
         """Output zero-share components (d, d+1) except the real-value component t."""
@@ -284,11 +311,11 @@ class Device:
             raise Refused("bad-request", "zero-share request")
         ctr = self._begin(meta, "zshare", ("s", 0))
         d = self.index
-        out = []
+        need = set()
         for comp in (d, (d + 1) % 3):
-            out.append(np.zeros(0, np.uint64) if comp == t else
-                       self._zero_comp(comp, f"out/{t}", ctr, n, self.cfg.ring_bits))
-        return out
+            if comp != t:
+                need |= {comp, (comp + 1) % 3}
+        return [seeds_array({c: self._seed(c, f"out/{t}", ctr) for c in need})]
 
     def cmd_pad(self, arrays):
         """Pad released only to its recipient's own host (malicious step 5 forwarding)."""
@@ -298,7 +325,7 @@ class Device:
         if not 0 <= n <= int(meta[1]) // 3:
             raise Refused("bad-request", "pad size")
         ctr = self._begin(meta, "pad", ("s", 1))
-        return [self._elems(self.index, f"pad/{self.index}", ctr, n) & self.cfg.ring.mask]
+        return [np.frombuffer(self._seed(self.index, f"pad/{self.index}", ctr), dtype=np.uint8)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -336,7 +363,9 @@ class Device:
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
-            x = ring.add(s, self._zero_comp(d, f"in/{d}", ctr, n_in, cfg.ring_bits))
+            seeds = {c: self._seed(c, f"in/{d}", ctr) for c in (d, (d + 1) % 3)}
+            self.aes_bytes += 16 * n_in
+            x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
             y = kernels.run_chain(cfg, spec, x, self.cnt)
         else:
@@ -348,13 +377,14 @@ class Device:
         octr = self._slot(("s", 0), sub)
         if n_out > self._slot_size():
             raise Refused("bad-request", "output larger than the operation slot")
-        zs = {c: self._zero_comp(c, f"out/{t}", octr, n_out, cfg.ring_bits) for c in range(3)}
-        real = ring.add(y, zs[t])
-        self.cnt.int_ops += n_out
-        if hat == 0:   # the evaluator's own pair (x_d, x_{d+1}) with x_{d+1} the real component
-            return [zs[d], real]
+        seeds = {c: self._seed(c, f"out/{t}", octr) for c in range(3)}
+        self.aes_bytes += 16 * n_out
+        real = ring.add(y, zero_component(seeds, t, n_out, ring.mask))
+        self.cnt.int_ops += 2 * n_out
+        if hat == 0:   # the evaluator's pair (x_d, x_{d+1}): x_d from seeds, x_{d+1} the real component
+            return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
-        return [zs[d], zs[(d + 1) % 3], ring.add(real, pad)]
+        return [seeds_array(seeds), ring.add(real, pad)]
 
     def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
         """[Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and

@@ -33,7 +33,7 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
-from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS
+from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
@@ -89,6 +89,15 @@ class StampOps:
 
 
     # ---- helpers -----------------------------------------------------------------------
+    def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
+        """Component c of an LTEE zero-sharing from the released stream seeds."""
+        sd = {k: bytes(seeds[k]) for k in (c, (c + 1) % 3)}
+        if any(not any(v) for v in sd.values()):
+            raise self.eng.ep.abort("ltee-seed", self.eng.names[self.eng.me], "a needed seed was withheld")
+        return zero_component(sd, c, n, self.eng.ring.mask)
+
+    def _mask(self, seed: np.ndarray, n: int, mask) -> np.ndarray:
+        return expand(bytes(seed), n) & mask
     @staticmethod
     def _flat_pair(job: Job) -> Pair:
         a = [job.data.a.reshape(-1)] + [p.a.reshape(-1) for p in job.params]
@@ -136,31 +145,33 @@ class StampOps:
             st.append(base)
             if path == "3of3":
                 if me != e:
-                    (msk,) = self._dev("inmask", self._meta(sub, e, n_in), kind="mask")
-                    eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), msk))
+                    (sd,) = self._dev("inmask", self._meta(sub, e, n_in), kind="mask")
+                    eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             elif path == "rss":
                 flat = self._flat_pair(job)
                 comp_i = flat.a if me == i else (flat.b if me == t else None)
                 if comp_i is not None and (me == i or mal):      # holders of component i
-                    (m,) = self._dev("mask", self._meta(sub, i, 0, n_in, 0), kind="mask")
-                    eng.send_ring(e, "stamp/x'", ring.add(comp_i, m))
+                    (sd,) = self._dev("mask", self._meta(sub, i, 0, n_in, 0), kind="mask")
+                    eng.send_ring(e, "stamp/x'", ring.add(comp_i, self._mask(sd, n_in, ring.mask)))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:                        # holders of component t
-                        (m,) = self._dev("mask", self._meta(sub, t, 1, n_in, 0), kind="mask")
-                        eng.send_ring(i, "stamp/x'^", ring.add(comp_t, m))
+                        (sd,) = self._dev("mask", self._meta(sub, t, 1, n_in, 0), kind="mask")
+                        eng.send_ring(i, "stamp/x'^", ring.add(comp_t, self._mask(sd, n_in, ring.mask)))
                 base["flat"] = flat
             else:  # exp
                 flat = self._flat_pair(job)
                 comp_i = flat.a if me == i else (flat.b if me == t else None)
                 if comp_i is not None and (me == i or mal):
-                    al, be = self._dev("mask", self._meta(sub, i, 0, n_in, 1), kind="mask")
+                    sa, sb = self._dev("mask", self._meta(sub, i, 0, n_in, 1), kind="mask")
+                    al, be = self._mask(sa, n_in, _M52), self._mask(sb, n_in, _M32)
                     mm, qq = self._exp_split(comp_i)
                     ep.send(names[e], "stamp/exp'", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:
-                        al, be = self._dev("mask", self._meta(sub, t, 1, n_in, 1), kind="mask")
+                        sa, sb = self._dev("mask", self._meta(sub, t, 1, n_in, 1), kind="mask")
+                        al, be = self._mask(sa, n_in, _M52), self._mask(sb, n_in, _M32)
                         mm, qq = self._exp_split(comp_t)
                         ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 base["flat"] = flat
@@ -184,8 +195,8 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                za, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
-                job.result = Pair(za, zb)
+                sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                job.result = Pair(self._comp(sd, me, zb.size), zb)
                 eng.send_ring(t, "stamp/z", zb)
             elif me == i and mal:
                 fl = s["flat"]
@@ -198,22 +209,23 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                za, zb, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
-                job.result = Pair(za, zb)
+                sd, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
                 eng.send_ring(t, "stamp/z^", padded)
             elif me == i:
-                za, zb = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
-                job.result = Pair(za, zb)
+                (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
+                job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
         for job, s in zip(jobs, st):
             i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
             if me != t:
                 continue
-            _none, zi = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
+            (sd,) = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
+            zi = self._comp(sd, (me + 1) % 3, n_out)
             (real,) = eng.recv_ring(e, "stamp/z", n_out)
             if mal:
                 (padded,) = eng.recv_ring(i, "stamp/z^", n_out)
-                (pad,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
-                if not np.array_equal(ring.sub(padded, pad), real):
+                (sd,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
+                if not np.array_equal(ring.sub(padded, self._mask(sd, n_out, ring.mask)), real):
                     raise ep.abort("relu-step5", None,
                                    "the two LTEE evaluations' output shares disagree")
             job.result = Pair(real, zi)
