@@ -100,3 +100,36 @@ def test_check_model_rejects_non_linear():
         SPEC.check_model(g, "semi-honest")
     with pytest.raises(UnsupportedOpError):
         mdl.from_sklearn(LogisticRegression().fit(np.eye(3), [0, 1, 2]))
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+def test_plain_gemm_graph_is_bit_exact_with_run_fixed(classifier):
+    """x -> Gemm [-> Sigmoid]: the protocol's output equals the IR's fixed-point oracle."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from secinfer.crypto.prg import PRG
+    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.onnx_import import load_model
+    g = PRG.for_tests(11)
+    w = (g.uint64((40, 2 if not classifier else 1)).astype(np.float64) / 2**64 - 0.5).astype(np.float32)
+    b = (g.uint64((w.shape[1],)).astype(np.float64) / 2**64).astype(np.float32)
+    x = g.uint64((9, 40)).astype(np.float64) / 2**64 * 8 - 4
+    nodes = [helper.make_node("Gemm", ["x", "W", "b"], ["s" if classifier else "y"])]
+    if classifier:
+        nodes.append(helper.make_node("Sigmoid", ["s"], ["y"]))
+    graph = helper.make_graph(nodes, "lin", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 40])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", w.shape[1]])],
+                              [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")])
+    model = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    out = _ok(run_protocol(model, x, "malicious")[0])
+    if classifier:
+        from secinfer.ir.fixed_ops import gemm
+        enc = FX64.encode
+        score = gemm(enc(x), enc(w.astype(np.float64)), enc(b.astype(np.float64)), FX64)
+        want = FX64.ring.to_signed(score)[:, 0] > 0
+        assert np.array_equal(out.output_ring[:, 0].astype(np.int64), want)
+        # edge: a decision value in (0, 2^-f) at 2f bits truncates to 0 -> class 0, like the oracle
+        lm = mdl.to_linear(model)
+        assert np.array_equal(mdl.oracle(lm, x, FX64)[:, 0], want)
+    else:
+        assert np.array_equal(out.output_ring, run_fixed(model, x, FX64))

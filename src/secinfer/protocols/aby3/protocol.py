@@ -112,7 +112,8 @@ def _run(role, ep, job):
         Y = Y + B.map(lambda a: np.broadcast_to(a[None, :], (batch, n)))
         Y = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
         if cls:
-            out, oeng = eng.bitext(-Y, beng), beng
+            shift = fw[0] + fw[1] - cfg.frac_bits
+            out, oeng = eng.bitext((-Y).add_public((1 << shift) - 1), beng), beng
         else:
             out, oeng = Y, eng
         if malicious:

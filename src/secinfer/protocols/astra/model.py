@@ -55,7 +55,10 @@ class LinearModel:
     def encode(self, cfg: FixedPointConfig) -> tuple[np.ndarray, np.ndarray]:
         fw = self.wfrac(cfg)
         w = _enc(self.weights, fw, cfg)
-        b = _enc(self.bias, self.xfrac(cfg) + fw, cfg)
+        # the bias is encoded at f bits and shifted up, so that after the client's final shift
+        # the result is trunc(x @ W) + b exactly as the oracle's Gemm (fixed_ops.gemm) computes
+        shift = self.out_shift(cfg)
+        b = cfg.ring.reduce(_enc(self.bias, cfg.frac_bits, cfg) << np.uint64(shift))
         return w, b
 
 
@@ -79,9 +82,10 @@ def oracle(model: LinearModel, x: np.ndarray, cfg: FixedPointConfig) -> np.ndarr
     r = cfg.ring
     w, b = model.encode(cfg)
     acc = r.add(r.matmul(encode_input(np.atleast_2d(x), model.xfrac(cfg), cfg), w), b[None, :])
+    out = r.arshift(acc, model.out_shift(cfg))
     if model.classifier:
-        return (r.to_signed(acc) > 0).astype(np.int64)
-    return r.arshift(acc, model.out_shift(cfg))
+        return (r.to_signed(out) > 0).astype(np.int64)   # the decision value (at f bits) > 0
+    return out
 
 
 def from_sklearn(est, threshold: float = 0.5) -> LinearModel:

@@ -124,7 +124,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         return _run_owner(ep, keys, lm, job, attack)
     if role == C:
         return _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack)
-    return _run_server(ep, role, keys, job, shape, cls, fair, attack)
+    return _run_server(ep, role, keys, job, shape, cls, fair, attack, fw[0] + fw[1] - job.fixed.frac_bits)
 
 
 def _run_owner(ep, keys, lm, job, attack) -> PartyResult:
@@ -155,7 +155,7 @@ def _close(ep) -> None:
             ep.send(p, "astra/close", np.ones(1, np.uint8))
 
 
-def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
+def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> PartyResult:
     eng = AstraEngine(ep, role, keys, job.security, 64, attack, prg=job.prg.derive("astra-engine"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
     beng = AstraEngine(ep, role, keys, job.security, 1, attack, prg=job.prg.derive("astra-bool"))
@@ -171,7 +171,8 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
         U, prep = eng.matmul_offline(X, W)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
-            A = (-Y).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
+            A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
             bx = bitext_offline(eng, A, beng)
         if fair:
             from secinfer.protocols.astra.bitext import output_mask
@@ -194,7 +195,8 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack) -> PartyResult:
         U = eng.matmul_online(X, W, U, prep)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
-            A = (-Y).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
+            A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
             out, out_eng = bitext_online(eng, A, bx, beng), beng
         else:
             out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
