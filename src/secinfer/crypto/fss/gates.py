@@ -47,7 +47,7 @@ from secinfer.net.channel import ArraySpec
 from secinfer.net.codec import Header, decode_frame, encode_frame
 
 KEY_FORMAT_VERSION = 1
-_KINDS = ("sign", "relu", "ars")
+_KINDS = ("sign", "relu", "ars", "spline")
 _M64 = (1 << 64) - 1
 
 
@@ -224,7 +224,10 @@ class FSSGate:
         if kind >= len(_KINDS) or party > 1 or mac > 1 or not 0 < count <= 1 << 28:
             raise SerializationError("FSS gate key: invalid header values")
         try:
-            gate = make_gate(_KINDS[kind], n, k, mac=bool(mac), frac_bits=f)
+            if _KINDS[kind] == "spline":
+                gate = make_gate("spline", n, k, mac=bool(mac), degree=f)
+            else:
+                gate = make_gate(_KINDS[kind], n, k, mac=bool(mac), frac_bits=f)
         except ConfigError as e:
             raise SerializationError(f"FSS gate key: invalid gate parameters: {e}") from None
         return gate, party, count
@@ -520,12 +523,20 @@ _GATES = {"sign": SignGate, "relu": ReluGate, "ars": ArsGate}
 
 
 def make_gate(kind: str, n_bits: int, out_bits: int | None = None, *, mac: bool = False,
-              frac_bits: int = 0) -> FSSGate:
-    """Gate by name: 'sign', 'relu', 'ars' (the last needs frac_bits = the shift f)."""
+              frac_bits: int = 0, degree: int = 0, pieces=None) -> FSSGate:
+    """Gate by name: 'sign', 'relu', 'ars' (needs frac_bits = the shift f), 'spline'
+    (public pieces [(p, q, coeffs)], polynomial degree <= ``degree``; see spline.py)."""
+    if kind == "spline":
+        from secinfer.crypto.fss.spline import SplineGate
+        if frac_bits:
+            raise ConfigError("gate 'spline' takes no shift amount")
+        return SplineGate(n_bits, out_bits, mac, degree, pieces)
+    if degree or pieces is not None:
+        raise ConfigError(f"gate {kind!r} takes no spline pieces")
     try:
         cls = _GATES[kind]
     except KeyError:
-        raise ConfigError(f"unknown FSS gate {kind!r}; known: {sorted(_GATES)}") from None
+        raise ConfigError(f"unknown FSS gate {kind!r}; known: {sorted(_GATES) + ['spline']}") from None
     if kind != "ars" and frac_bits:
         raise ConfigError(f"gate {kind!r} takes no shift amount")
     return cls(n_bits, out_bits, mac, frac_bits)
