@@ -33,6 +33,8 @@ ATTACKS = [
     ("clf", "p1", "bad_gc", {"gc-consistency"}),           # a garbler sends an inconsistent GC
     ("clf", "p0", "bad_key", {"gc-key"}),                  # ... or an inconsistent key
     ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt
+    ("reg", "p0", "split_key", {"key-setup"}),             # different k_P to P1 and P2 [2.2]
+    ("reg", "client", "split_key", {"key-setup"}),         # different owner keys
 ]
 
 

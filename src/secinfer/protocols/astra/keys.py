@@ -47,6 +47,11 @@ def _h(b: bytes) -> np.ndarray:
     return np.frombuffer(hashlib.sha256(b"astra-key" + b).digest(), dtype=np.uint8)
 
 
+def _cheat(attack, role, step) -> bool:
+    from secinfer.protocols.astra.engine import attacks_allowed
+    return bool(attack) and attacks_allowed() and attack.get("party") == role and attack.get("step") == step
+
+
 class Keys:
     """The keys one party holds, with per-label counter streams."""
 
@@ -70,7 +75,7 @@ class Keys:
         return self._keys[name]
 
 
-def setup_keys(ep, role: str, prg, malicious: bool) -> Keys:
+def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None) -> Keys:
     """Run inside ``ep.phase("setup")`` by every party; returns its Keys."""
     mine: dict[str, bytes] = {}
     present = set(ep.peers) | {role}
@@ -80,7 +85,10 @@ def setup_keys(ep, role: str, prg, malicious: bool) -> Keys:
             mine[name] = prg.derive(f"astra-key-{name}").seed()
             for h in holders:
                 if h != role:
-                    ep.send(h, f"astra/key/{name}", np.frombuffer(mine[name], dtype=np.uint8))
+                    k = np.frombuffer(mine[name], dtype=np.uint8)
+                    if _cheat(attack, role, "split_key") and h == holders[-1] and len(holders) == 3:
+                        k = k ^ np.uint8(1)      # test hook: a different key to one receiver
+                    ep.send(h, f"astra/key/{name}", k)
     for name, (sampler, holders) in keys.items():
         if role in holders and role != sampler:
             mine[name] = ep.recv_one(sampler, f"astra/key/{name}", _KEY_SPEC).tobytes()

@@ -100,7 +100,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     malicious = job.security != "semi-honest"
     attack = job.options.get("attack")
     with ep.phase("setup"):
-        keys = setup_keys(ep, role, job.prg, malicious)
+        keys = setup_keys(ep, role, job.prg, malicious, attack)
         lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
         if role == C:
             x = np.asarray(job.input, np.float64)
