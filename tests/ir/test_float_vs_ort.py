@@ -219,3 +219,52 @@ def test_identity_and_dropout_outputs(variant):
     assert list(got) == list(outs)
     for name, r in zip(outs, ref):
         assert np.allclose(got[name], r)
+
+
+EXTRA = {
+    "pad_into_conv": ([N("Pad", ["x", "p"], ["xp"]), N("Conv", ["xp", "w"], ["y"], pads=[0, 1, 0, 0])],
+                      (2, 3, 6, 6), {"p": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64),
+                                     "w": f32(R, 2, 3, 3, 3)}, ["Conv"]),
+    "pad_into_conv1d": ([N("Pad", ["x", "p", "v"], ["xp"]), N("Conv", ["xp", "w"], ["y"])],
+                        (2, 3, 7), {"p": np.array([0, 0, 2, 0, 0, 1], np.int64),
+                                    "v": np.array(0.0, np.float32), "w": f32(R, 2, 3, 3)}, ["Conv"]),
+    "clip_min0": ([N("Clip", ["x", "lo"], ["y"])], (3, 4), {"lo": np.array(0.0, np.float32)}, ["Relu"]),
+    "pow2_sqrt": ([N("Relu", ["x"], ["r"]), N("Pow", ["r", "two"], ["q"]), N("Pow", ["q", "half"], ["y"])],
+                  (3, 4), {"two": np.array(2.0, np.float32), "half": np.array(0.5, np.float32)},
+                  ["Relu", "Mul", "Sqrt"]),
+    "reducemean_spatial": ([N("ReduceMean", ["x", "ax"], ["y"], keepdims=0)], (2, 3, 4, 5),
+                           {"ax": np.array([2, 3], np.int64)}, ["GlobalAveragePool", "Flatten"]),
+    "reducemean_keep": ([N("ReduceMean", ["x", "ax"], ["y"])], (2, 3, 4, 5),
+                        {"ax": np.array([-1, -2], np.int64)}, ["GlobalAveragePool"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXTRA))
+def test_rewritten_ops_match_onnxruntime(case):
+    nodes, shape, inits, ops = EXTRA[case]
+    model = make_model(nodes, {"x": shape}, {"y": None}, inits, opset=18)
+    g = load_model(model)
+    assert [n.op for n in g.nodes] == ops
+    x = f32(R, *shape)
+    ref = ort_run(model, {"x": x})[0]
+    assert np.max(np.abs(run_float(g, x) - ref)) <= 1e-5 * max(1.0, float(np.max(np.abs(ref))))
+
+
+@pytest.mark.parametrize("nodes,inits", [
+    ([N("Pad", ["x", "p"], ["y"])], {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}),
+    ([N("Pad", ["x", "p"], ["xp"]), N("Relu", ["xp"], ["y"])], {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}),
+    ([N("Pad", ["x", "p"], ["xp"], mode="reflect"), N("Conv", ["xp", "w"], ["y"])],
+     {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "w": f32(R, 1, 3, 3, 3)}),
+    ([N("Pad", ["x", "p", "v"], ["xp"]), N("Conv", ["xp", "w"], ["y"])],
+     {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "v": np.array(1.0, np.float32),
+      "w": f32(R, 1, 3, 3, 3)}),
+    ([N("Clip", ["x", "lo", "hi"], ["y"])], {"lo": np.array(0.0, np.float32), "hi": np.array(6.0, np.float32)}),
+    ([N("Pow", ["x", "e"], ["y"])], {"e": np.array(3.0, np.float32)}),
+    ([N("ReduceMean", ["x", "ax"], ["y"])], {"ax": np.array([1], np.int64)}),
+])
+def test_rewrites_refuse_what_they_cannot_express(nodes, inits):
+    from secinfer.errors import UnsupportedOpError
+
+    model = make_model(nodes, {"x": (1, 3, 5, 5)}, {"y": None}, inits, opset=18)
+    with pytest.raises(UnsupportedOpError):
+        load_model(model)

@@ -96,6 +96,9 @@ class _Importer:
         self.input_shapes = dict(input_shapes or {})
         self.consts: dict[str, np.ndarray] = {}
         self.dynamic: set[str] = set()  # constants that hold the _DYN marker
+        # zero Pad outputs waiting to be merged into the Conv that reads them:
+        # name -> (padded tensor, spatial pads as begins + ends)
+        self.pending_pads: dict[str, tuple[str, tuple[int, ...]]] = {}
         self.weights: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple] = {}
         self.alias: dict[str, str] = {}
@@ -222,6 +225,8 @@ class _Importer:
         taken = {t.name for t in inputs}
         for vi in g.output:
             src = self.real(vi.name)
+            if src in self.pending_pads:
+                raise UnsupportedOpError("Pad", src, "a padded tensor as a graph output")
             if src in self.consts:
                 raise ModelError(f"output {vi.name!r} does not depend on the input (constant)")
             if src not in self.shapes:
@@ -271,6 +276,9 @@ class _Importer:
             raise self.unsupported(op, "operator not implemented")
         if op not in _ANY_OPERAND and ins[0] in self.consts:
             raise self.unsupported(op, "the first input is a constant while another input is not")
+        for k, i in enumerate(ins):
+            if i in self.pending_pads and not (op == "Conv" and k == 0):
+                raise self.unsupported("Pad", "zero padding is supported only when a Conv reads it")
         handler(node, ins, attrs)
 
     def fold(self, node: onnx.NodeProto, ins: list[str]) -> None:
@@ -406,11 +414,84 @@ class _Importer:
                              f"does not match the weight shape {w.shape}")
         a = self._window_attrs("Conv", attrs, ins[0], w.shape[2:])
         a["group"] = int(attrs.get("group", 1))
-        inputs = [ins[0], self.operand(ins[1], "Conv")]
+        x = ins[0]
+        if x in self.pending_pads:  # Conv(Pad(x)) = Conv(x) with larger pads
+            if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+                raise self.unsupported("Pad", "a Pad before a Conv with auto_pad SAME_*")
+            x, extra = self.pending_pads[x]
+            a["pads"] = tuple(int(p) + int(e) for p, e in zip(a["pads"], extra))
+        inputs = [x, self.operand(ins[1], "Conv")]
         if len(ins) > 2 and ins[2]:
             self.const(ins[2], "Conv", "the bias B")
             inputs.append(self.operand(ins[2], "Conv"))
         self.emit("Conv", inputs, [node.output[0]], a)
+
+    def op_Pad(self, node, ins, attrs):
+        self.check_attrs("Pad", attrs, {"mode", "pads", "value"})
+        if attrs.get("mode", "constant") != "constant":
+            raise self.unsupported("Pad", f"mode={attrs.get('mode')!r}")
+        shape = self.shapes[ins[0]]
+        r = len(shape)
+        if self.opset < 11:
+            pads, value = list(attrs["pads"]), float(attrs.get("value", 0.0))
+            axes = list(range(r))
+        else:
+            pads = [int(v) for v in self.const(ins[1], "Pad", "pads").reshape(-1)]
+            value = float(self.const(ins[2], "Pad", "constant_value").reshape(-1)[0]) \
+                if len(ins) > 2 and ins[2] else 0.0
+            axes = ([int(v) % r for v in self.const(ins[3], "Pad", "axes").reshape(-1)]
+                    if len(ins) > 3 and ins[3] else list(range(r)))
+        if value != 0.0:
+            raise self.unsupported("Pad", f"constant value {value} (only zero padding)")
+        full = [0] * (2 * r)
+        for k, ax in enumerate(axes):
+            full[ax], full[ax + r] = pads[k], pads[k + len(axes)]
+        if min(full) < 0 or full[0] or full[1] or full[r] or full[r + 1] or r not in (3, 4):
+            raise self.unsupported("Pad", f"pads {tuple(full)}: only non-negative spatial zero "
+                                          f"padding of 1-D/2-D activations")
+        spatial = tuple(full[2:r]) + tuple(full[r + 2:])
+        self.pending_pads[node.output[0]] = (ins[0], spatial)
+        self.shapes[node.output[0]] = shape[:2] + tuple(
+            d + full[i] + full[i + r] for i, d in enumerate(shape) if i >= 2)
+
+    def op_Clip(self, node, ins, attrs):
+        self.check_attrs("Clip", attrs, {"min", "max"})
+        if self.opset < 11:
+            lo, hi = attrs.get("min"), attrs.get("max")
+        else:
+            lo = float(self.const(ins[1], "Clip", "min")) if len(ins) > 1 and ins[1] else None
+            hi = float(self.const(ins[2], "Clip", "max")) if len(ins) > 2 and ins[2] else None
+        if lo != 0.0 or (hi is not None and hi != float("inf")):
+            raise self.unsupported("Clip", f"min={lo}, max={hi} (only Clip(min=0) = Relu)")
+        self.emit("Relu", [ins[0]], [node.output[0]])
+
+    def op_Pow(self, node, ins, attrs):
+        self.check_attrs("Pow", attrs, set())
+        e = self.const(ins[1], "Pow", "the exponent")
+        if e.size != 1 or float(e.reshape(-1)[0]) not in (0.5, 1.0, 2.0):
+            raise self.unsupported("Pow", "only the constant exponents 0.5, 1 and 2")
+        p = float(e.reshape(-1)[0])
+        if p == 1.0:
+            self.alias[node.output[0]] = ins[0]
+        elif p == 2.0:
+            self.emit("Mul", [ins[0], ins[0]], [node.output[0]])
+        else:
+            self.emit("Sqrt", [ins[0]], [node.output[0]])
+
+    def op_ReduceMean(self, node, ins, attrs):
+        self.check_attrs("ReduceMean", attrs, {"axes", "keepdims", "noop_with_empty_axes"})
+        r = len(self.shapes[ins[0]])
+        axes = (self._int_list(node, ins, attrs, "axes", 1, "ReduceMean")
+                if self.opset >= 18 else attrs.get("axes"))
+        if axes is None or r < 3 or sorted(a % r for a in axes) != list(range(2, r)):
+            raise self.unsupported("ReduceMean", "only the mean over all spatial axes "
+                                                 "(= GlobalAveragePool)")
+        if attrs.get("keepdims", 1):
+            self.emit("GlobalAveragePool", [ins[0]], [node.output[0]])
+            return
+        mid = self.fresh(f"{self.cur}_gap")
+        self.emit("GlobalAveragePool", [ins[0]], [mid])
+        self.emit("Flatten", [mid], [node.output[0]], {"axis": 1}, name=f"{self.cur}_squeeze")
 
     def op_Gemm(self, node, ins, attrs):
         self.check_attrs("Gemm", attrs, {"alpha", "beta", "transA", "transB"})
