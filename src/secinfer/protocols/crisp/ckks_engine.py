@@ -173,6 +173,8 @@ class CKKSLinear:
         if self.params.insecure and not allow_insecure:
             raise InsecureParametersError(f"crisp/ckks: {params_name} is a test-only parameter set")
         self.sk = self.pk = None
+        self._prepared: dict = {}  # server: (step, budget) -> mask ciphertexts made offline
+        self._wcache: dict = {}    # server: weight / kernel plaintexts made offline
         self.stats: dict = {}     # client side: largest decryption noise seen (log2), Delta
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
@@ -301,23 +303,93 @@ class CKKSLinear:
         ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
 
     def answer(self, ep, idx, acc, bud, prg) -> np.ndarray:
-        """Mask, flood, re-randomise and send one answer; returns R mod 2^k (length N)."""
+        """Add a mask ciphertext (prepared offline when possible) and send one answer;
+        returns R mod 2^k (length N), the server's share of the answer."""
         from secinfer.crypto.he.evaluator import Evaluator
-        from secinfer.crypto.he.rlwe import coeff_encode, flood
 
+        queue = self._prepared.get(_mask_key(idx, bud))
+        mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
         ev = Evaluator(self.params)
-        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
-        for pt in pts:
-            nxt = ev.add(acc, pt)
-            acc.close()
-            pt.close()
-            acc = nxt
-        out = flood(self.params, acc, self.pk, 1, prg.seed())          # re-randomise
+        out = ev.add(acc, mask_ct)
         acc.close()
+        mask_ct.close()
         ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(out.to_bytes(), np.uint8))
         out.close()
         ev.close()
         return rmask
+
+    def mask_ciphertext(self, bud, prg):
+        """A fresh public-key encryption of -Delta R + F (R: statistical mask, F: flooding).
+        Added to an answer it masks the values and re-randomises the ciphertext (its c_1
+        is fresh), replacing a separate flooding step [circuit privacy of Fig. 2's c_4]."""
+        from secinfer.crypto.he.evaluator import Evaluator
+        from secinfer.crypto.he.rlwe import coeff_encode
+
+        prm = self.params
+        ev = Evaluator(prm)
+        with coeff_encode(prm, np.zeros(prm.n), 2.0 ** bud.log_delta, prm.max_level) as zero:
+            ct = prm.encrypt(zero, self.pk)
+        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
+        for pt in pts:
+            nxt = ev.add(ct, pt)
+            ct.close()
+            pt.close()
+            ct = nxt
+        ev.close()
+        return ct, rmask
+
+    def prepare_server(self, steps: list, weights: dict, prg) -> dict:
+        """Offline: every mask ciphertext the online phase will add (they depend only on
+        public shapes and the server's randomness) and the weight plaintexts."""
+        from secinfer.protocols.crisp import he_conv
+
+        count = 0
+        for idx, st in enumerate(steps):
+            if st.get("op") != "lin":
+                continue
+            lay = he_conv.conv_layout(st, self.params, self.g.bits, self.sigma)
+            if lay is not None:
+                plan = [(lay, st["in_shape"][0] * lay.n_mb * lay.T)]
+                self._wcache[idx] = he_conv.kernel_polys(self, lay, weights[idx]["w"])
+            else:
+                plan = []
+                groups, _ = rows_and_mats(st, weights[idx]["w"], None, None)
+                for gi, (_, mat, k_in, n_out) in enumerate(groups):
+                    bud = self._budget(k_in, n_out, int(st["wbits"]))
+                    n_rg = -(-_rows_of(st, k_in, len(groups)) // bud.rows_per)
+                    plan.append((bud, bud.T * n_rg * bud.n_blocks))
+                    self._wcache[idx, gi] = self._weight_polys(mat, bud)
+            sub = prg.derive(f"masks{idx}")
+            for bud, n in plan:
+                q = self._prepared.setdefault(_mask_key(idx, bud), [])
+                q.extend(self.mask_ciphertext(bud, sub) for _ in range(n))
+                count += n
+        return {"mask_ciphertexts": count}
+
+    def release(self) -> None:
+        """Free every prepared ciphertext / plaintext (end of session, or abort)."""
+        for q in self._prepared.values():
+            for ct, _ in q:
+                ct.close()
+        self._prepared.clear()
+        for polys in self._wcache.values():
+            for p in polys.values():
+                p.close()
+        self._wcache.clear()
+
+    def _weight_polys(self, mat, bud) -> dict:
+        from secinfer.crypto.he.rlwe import coeff_encode
+
+        prm = self.params
+        out = {}
+        for ch in range(bud.n_chunks):
+            for blk in range(bud.n_blocks):
+                wp = np.zeros(prm.n, np.float64)
+                sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
+                jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
+                wp[jj * bud.c + bud.c - 1 - ii] = sub.T
+                out[ch, blk] = coeff_encode(prm, wp, 1.0, prm.max_level)
+        return out
 
     def recv_client_ct(self, ep, idx, bud):
         from secinfer.crypto.he.objects import Ciphertext
@@ -358,18 +430,11 @@ class CKKSLinear:
         groups, finish = rows_and_mats(step, w, None, None)
         ev = Evaluator(prm)
         masks_re, masks_im = [], []
-        for (_, mat, k_in, n_out) in groups:
+        for gi, (_, mat, k_in, n_out) in enumerate(groups):
             bud = self._budget(k_in, n_out, wbits)
             n_rows = _rows_of(step, k_in, len(groups))
             n_rg = -(-n_rows // bud.rows_per)
-            wpolys = {}
-            for ch in range(bud.n_chunks):
-                for blk in range(bud.n_blocks):
-                    wp = np.zeros(prm.n, np.float64)
-                    sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
-                    jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
-                    wp[jj * bud.c + bud.c - 1 - ii] = sub.T
-                    wpolys[ch, blk] = coeff_encode(prm, wp, 1.0, prm.max_level)
+            wpolys = self._wcache.pop((idx, gi), None) or self._weight_polys(mat, bud)
             cts = {}
             for t in range(bud.T):
                 for rg in range(n_rg):
@@ -440,6 +505,10 @@ class CKKSLinear:
         pts.append(coeff_encode(self.params, np.full(n, -(2.0 ** bud.phi) / delta), delta,
                                 self.params.max_level))
         return pts, r_ring
+
+
+def _mask_key(idx: int, bud) -> tuple:
+    return (idx, bud.log_delta, bud.B, bud.phi, bud.D, bud.T)
 
 
 def _chunks(bits: int):

@@ -142,13 +142,17 @@ def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
     return coeff_encode(prm, poly, 1.0, prm.max_level)
 
 
+def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:
+    return {(cg, mb): _kernel_poly(eng, lay, w, cg, mb) for cg in range(lay.n_cg) for mb in range(lay.n_mb)}
+
+
 def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
     from secinfer.crypto.he.evaluator import Evaluator
 
     g = eng.g
     n_ = step["in_shape"][0]
     ev = Evaluator(eng.params)
-    kpolys = {(cg, mb): _kernel_poly(eng, lay, w, cg, mb) for cg in range(lay.n_cg) for mb in range(lay.n_mb)}
+    kpolys = eng._wcache.pop(idx, None) or kernel_polys(eng, lay, w)
     cts = {}
     for b in range(n_):
         for cg in range(lay.n_cg):

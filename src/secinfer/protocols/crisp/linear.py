@@ -48,6 +48,12 @@ class PlainInsecureLinear:
     def setup_server(self, ep) -> None:
         pass
 
+    def prepare_server(self, steps, weights, prg) -> dict:
+        return {}
+
+    def release(self) -> None:
+        pass
+
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool) -> None:
         self.g, self.f, self.malicious = g, frac_bits, malicious
 

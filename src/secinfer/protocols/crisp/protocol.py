@@ -65,8 +65,15 @@ def _no_tamper(point, idx, a):
 # ---- server ------------------------------------------------------------------------------
 def _run_server(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
-    g = Z2k(prm.k)
     engine = _engine(job, prm)
+    try:
+        return _serve(ep, job, prm, engine)
+    finally:
+        engine.release()
+
+
+def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
+    g = Z2k(prm.k)
     prg = job.prg.derive("crisp-server")
     with ep.phase("setup"):
         (batch,) = ep.recv(CLIENT, "crisp/batch", ArraySpec(np.int64, (1,)))
@@ -86,6 +93,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
             ep.send(DEALER, "crisp/mu", mu)
         receive_preprocessing(ep, prm, steps, 0, store)
+        # the server's own input-independent HE work: masks and weight plaintexts
+        he_offline = engine.prepare_server(steps, plan.weights, prg.derive("he-offline"))
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
@@ -129,7 +138,9 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
         timing["check_and_output"] = time.perf_counter() - t0
     wipe(store)
-    return PartyResult(info=_info(engine, prm, checks, timing))
+    info = _info(engine, prm, checks, timing)
+    info.update(he_offline)
+    return PartyResult(info=info)
 
 
 def _info(engine, prm: Params, checks, timing=None) -> dict:
