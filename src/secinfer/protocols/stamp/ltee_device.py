@@ -48,7 +48,6 @@ from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FrameError, ProtocolError
 from secinfer.net.codec import Header, decode_frame, encode_frame
-from secinfer.protocols.stamp import kernels
 
 BUS_SESSION = b"stamp-ltee-bus\x00\x00"
 MAX_BUS_FRAME = 1 << 31
@@ -57,6 +56,21 @@ DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
 STREAMS = ("k0", "k1", "k2", "s")
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
 EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
+
+
+class _OpCount:
+    """Primitive operations executed (the same fields as ``kernels.OpCount``)."""
+
+    def __init__(self) -> None:
+        self.int_ops = 0
+        self.float_ops = 0
+        self.exp_ops = 0
+
+
+def _kernels():
+    """The plaintext kernels, imported on first use (keeps the device's start-up short)."""
+    from secinfer.protocols.stamp import kernels
+    return kernels
 
 
 class Refused(Exception):
@@ -129,7 +143,7 @@ class Device:
         self.op_n = 0
         self.op_base: dict = {}
         self.used: set = set()
-        self.cnt = kernels.OpCount()
+        self.cnt = _OpCount()
         self.aes_bytes = 0
         self.busy = 0.0
 
@@ -336,6 +350,7 @@ class Device:
         mode 2: exp split, payload (q* + q^, m*, m^) [Protocol 6].
         """
         self._need_ready()
+        kernels = _kernels()
         meta = arrays[0]
         mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
         if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
@@ -414,12 +429,13 @@ class Device:
         mant = mant / m_l ** corr
         self.cnt.int_ops += 4 * n
         self.cnt.float_ops += 4 * n
-        return kernels.softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
+        return _kernels().softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
 
     def cmd_triple(self, arrays):
         """A replicated multiplication triple (A, B, C = f(A, B)) for the malicious check of
         a linear layer [STAMP Protocol 5 step 1 / ABY3 5.3]; meta = [op, n_op, ctr, sub]."""
         self._need_ready()
+        kernels = _kernels()
         meta = arrays[0]
         try:
             spec = json.loads(bytes(arrays[1]).decode())
