@@ -26,10 +26,11 @@ Exactness and hiding (bounds checked here, argued in the docs):
 * the client's share is split into T digits of D <= 52 bits (float64-exact encoding);
 * every product coefficient (target or not) is a sum of < c terms of D + wbits bits,
   |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
-* the server adds Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
+* the server adds -Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
   coefficient and uniform flooding noise F in [-2^phi, 2^phi], phi = noise_bits + sigma,
-  and re-randomises with a fresh encryption of zero ("flood"), so the returned ciphertext
-  is statistically independent of W beyond the client's own (masked) output;
+  as one fresh encryption of zero carrying these plaintexts (made offline), which also
+  re-randomises the answer: it is statistically independent of W beyond the client's
+  own (masked) output;
 * Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
   v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
 * Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``).
