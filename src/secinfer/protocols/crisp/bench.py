@@ -68,6 +68,62 @@ def _gate_bench(kind: str, count: int, mac: bool) -> dict:
             "rounds": 1, "offline_keygen_s": t_gen, "key_bytes_both": k0.nbytes() + k1.nbytes()}
 
 
+def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: bool) -> dict:
+    """One FC layer through Pi_Lin (HE engine) on random shares [CRISP Table I]."""
+    from secinfer.crypto.fss.group import Z2k
+    from secinfer.crypto.prg import PRG
+    from secinfer.net.channel import run_local
+    from secinfer.protocols.crisp.ckks_engine import CKKSLinear
+
+    grp = Z2k(104 if malicious else 64)
+    prg = PRG.fresh("crisp-fc-bench")
+    w = (prg.uint64((k_in, n_out)) % np.uint64(1 << 14)).astype(np.int64) - (1 << 13)
+    step = {"op": "lin", "node_op": "Gemm", "name": name, "in_shape": [1, k_in], "out_shape": [1, n_out],
+            "wbits": 14, "attrs": {}}
+    v0, v1, w0, w1 = (grp.random(prg, (1, k_in)) for _ in range(4))
+    mu = grp.random(prg, ())
+    row = {"kind": "fc", "layer": name, "he_params": params_name,
+           "security": "malicious" if malicious else "semi-honest"}
+    try:
+        eng_c = CKKSLinear(grp, 13, malicious, params_name)
+        eng_s = CKKSLinear(grp, 13, malicious, params_name)
+    except Exception as e:  # noqa: BLE001 - reported, e.g. a parameter set too small
+        return {**row, "error": str(e)}
+    times, meters = {}, {}
+
+    def client(ep):
+        eng_c.setup_client(ep)
+        with ep.phase("online"):
+            t = time.perf_counter()
+            eng_c.client(ep, 1, step, v1, w1 if malicious else None, lambda p, i, a: a)
+            times["client"] = time.perf_counter() - t
+        meters["client"] = ep.meter
+
+    def server(ep):
+        eng_s.setup_server(ep)
+        with ep.phase("offline"):
+            t = time.perf_counter()
+            eng_s.prepare_server([{}, step], {1: {"w": w, "b": None}}, prg.derive("off"))
+            times["offline"] = time.perf_counter() - t
+        with ep.phase("online"):
+            t = time.perf_counter()
+            eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0 if malicious else None, mu, prg.derive("on"))
+            times["server"] = time.perf_counter() - t
+        eng_s.release()
+        meters["server"] = ep.meter
+
+    try:
+        res = run_local({"client": client, "server": server}, timeout=1200)
+        for r in res.values():
+            if isinstance(r, BaseException):
+                raise r
+    except Exception as e:  # noqa: BLE001
+        return {**row, "error": str(e)}
+    online_bytes = sum(m.total("online", "sent") for m in meters.values())
+    return {**row, "online_s": max(times["client"], times["server"]), "server_offline_s": times["offline"],
+            "online_MB": online_bytes / 1e6}
+
+
 def _e2e(model_name: str, graph_path: str, x, security: str, network: str, options: dict) -> dict:
     from secinfer.runtime.launcher import run_local
 
@@ -165,6 +221,10 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                      "online_lan_model_s": sum(r["online_lan_model_s"] for r in lv),
                      "online_bytes_per_party": sum(r["online_bytes_per_party"] for r in lv),
                      "rounds": len(lv)})
+    for params_name in (["ckks-n14-128"] if quick else ["ckks-n13-128", "ckks-n14-128"]):
+        for name, k_in, n_out in (("benchmark-A fc 256x100", 256, 100), ("benchmark-B fc 1024x10", 1024, 10)):
+            for mal in (False, True):
+                rows.append(_fc_bench(name, k_in, n_out, params_name, mal))
     models = ["digits-mlp"] if quick else ["digits-mlp", "digits-cnn", "muse-a"]
     opts = {}
     with tempfile.TemporaryDirectory() as tmp:
