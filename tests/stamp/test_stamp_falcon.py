@@ -28,10 +28,12 @@ def test_relu_max_exact_and_relu_rounds(mal):
         m.flush()
         rounds = eng.ep.meter.rounds("online") - r0
         mx = m.max_reduce(sh[i], 1)
+        mt = m.max_reduce(sh[i], 1, sequential=False)
         m.flush()
-        return eng.reveal_to(1, y), eng.reveal_to(1, mx), rounds
+        return eng.reveal_to(1, y), eng.reveal_to(1, mx), rounds, eng.reveal_to(1, mt)
     res, _ = run3(body, malicious=mal)
-    y, mx, rounds = res[1]
+    y, mx, rounds, mt = res[1]
+    assert np.array_equal(mt, mx)
     assert np.array_equal(y, np.where(ring.to_signed(x) >= 0, x, 0))
     assert np.array_equal(mx, ring.from_signed(ring.to_signed(x).max(1)))
     assert rounds == (11 if mal else 10)    # Falcon ReLU: 10 rounds [STAMP Table 7]; +1 check

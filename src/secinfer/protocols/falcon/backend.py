@@ -1,7 +1,7 @@
 """Falcon+'s backend for the shared graph executor: every non-linear op in pure MPC.
 
 Linear node: local product + reshare (one round), probabilistic truncation (one round),
-bias; then ReLU by DReLU (10 rounds), MaxPool by a tree of maxima, BatchNorm in its
+bias; then ReLU by DReLU (10 rounds), MaxPool by Falcon's running maximum (option ``falcon_max="tree"``: a tree), BatchNorm in its
 inference form (product with the shared scale, truncation, shift), average pooling as
 a public scaling, softmax by max-subtraction, exponentiation (1 + x/2^8)^(2^8) and a
 Newton-Raphson reciprocal [STAMP 5.1 "Falcon+": CrypTen's exponentiation with Falcon's
@@ -28,8 +28,9 @@ RSQRT_ITERS = 10
 
 
 class FalconBackend:
-    def __init__(self, mpc: FalconMPC) -> None:
+    def __init__(self, mpc: FalconMPC, sequential_max: bool = True) -> None:
         self.mpc = mpc
+        self.seq = sequential_max
         self.ring = mpc.ring
         self.cfg = mpc.cfg
         self.me = mpc.me
@@ -82,11 +83,11 @@ class FalconBackend:
                 return pool_patches(v4, p["kernel"], p["strides"], p["pads"], p["dilations"],
                                     lowest if comp == 0 else np.uint64(0), bool(node.attrs["ceil_mode"]))
             cols = Pair(patches(x.a, self.me), patches(x.b, (self.me + 1) % 3))
-            y = self.mpc.max_reduce(cols, 2)
+            y = self.mpc.max_reduce(cols, 2, self.seq)
             return rss.apply(y, lambda v: v.reshape(v.shape[0], v.shape[1], v.shape[3])) if one_d else y
         if op == "GlobalMaxPool":
             flat = rss.apply(x, lambda v: v.reshape(v.shape[0], v.shape[1], -1))
-            y = self.mpc.max_reduce(flat, 2)
+            y = self.mpc.max_reduce(flat, 2, self.seq)
             return rss.apply(y, lambda v: v.reshape(x.a.shape[:2] + (1,) * (x.a.ndim - 2)))
         if op == "AveragePool":
             s = rss.apply(x, lambda v: fixed_ops.avgpool_sums(v, cfg, node.attrs))
@@ -134,7 +135,7 @@ class FalconBackend:
         ring, cfg = self.ring, self.cfg
         axis = int(node.attrs.get("axis", -1)) % x.a.ndim
         n = x.a.shape[axis]
-        mx = self.mpc.max_reduce(x, axis)
+        mx = self.mpc.max_reduce(x, axis, self.seq)
         mx = rss.apply(mx, lambda v: np.broadcast_to(np.expand_dims(v, axis), x.a.shape).copy())
         d = rss.sub(ring, x, mx)                                   # <= 0
         e = rss.add_public(ring, self.me, self._scale_public(d, cfg.encode(2.0 ** -EXP_SQUARINGS)),

@@ -227,9 +227,16 @@ class FalconMPC:
     def maximum(self, a: Pair, b: Pair) -> Pair:
         return rss.add(self.ring, b, self.relu(rss.sub(self.ring, a, b)))
 
-    def max_reduce(self, x: Pair, axis: int) -> Pair:
-        """Tree of pairwise maxima along ``axis`` (ceil(log2 k) comparison layers)."""
+    def max_reduce(self, x: Pair, axis: int, sequential: bool = True) -> Pair:
+        """Maximum along ``axis``. ``sequential``: Falcon's running maximum over the k
+        elements (k - 1 dependent comparisons, [Falcon funcMaxpool], the 12(w^2 - 1)
+        rounds of [STAMP Table 7]); otherwise a tree (ceil(log2 k) comparison layers)."""
         x = rss.apply(x, lambda v: np.moveaxis(v, axis, -1))
+        if sequential:
+            m = rss.apply(x, lambda v: np.ascontiguousarray(v[..., 0]))
+            for k in range(1, x.a.shape[-1]):
+                m = self.maximum(rss.apply(x, lambda v: np.ascontiguousarray(v[..., k])), m)
+            return m
         while x.a.shape[-1] > 1:
             k = x.a.shape[-1]
             h = k // 2

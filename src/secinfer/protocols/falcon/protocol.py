@@ -32,7 +32,10 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         eng.setup_keys()
         graph, batch = exchange_model(ep, me, job)
     mpc = FalconMPC(eng, job.fixed)
-    backend = FalconBackend(mpc)
+    max_mode = job.options.get("falcon_max", "sequential")
+    if max_mode not in ("sequential", "tree"):
+        raise ProtocolError(f"falcon_max must be 'sequential' or 'tree', not {max_mode!r}")
+    backend = FalconBackend(mpc, sequential_max=max_mode == "sequential")
     env = share_model_and_input(eng, graph, job)
     with ep.phase("online"):
         cpu0 = time.thread_time()
