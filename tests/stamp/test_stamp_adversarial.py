@@ -101,3 +101,14 @@ def test_semi_honest_does_not_detect_but_malicious_does():
     res, _ = run3(_relu_body(dealer_pairs(X)), malicious=False, adversary=0, send_tag="stamp/x'")
     assert not any(isinstance(r, Exception) for r in res.values())
     assert res[1] is not None
+
+
+def test_altered_softmax_step2_value():
+    sm = Node("s", "Softmax", ["x"], ["y"], {"axis": 1})
+    shares = dealer_pairs(X)
+
+    def body(i, eng, ops):
+        y = StampBackend(eng, ops).softmax(shares[i], sm)
+        return eng.reveal_to(1, y)
+    res, _ = run3(body, malicious=True, adversary=1, send_tag="stamp/exp'")
+    _check_aborted(res, 1, ["softmax-step2"])
