@@ -44,6 +44,7 @@ from secinfer.protocols.crisp.plan import (
 STAT_BITS = 40          # s of the lifted ring Z_2^(n+s) [CRISP V-B, Cramer et al.]
 DEFAULT_ENGINE = "ckks"
 _MAX_PLAN_BYTES = 1 << 22
+_OFFLINE_WAIT = 3600.0
 
 
 def _params(job: PartyJob) -> Params:
@@ -95,6 +96,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         receive_preprocessing(ep, prm, steps, 0, store)
         # the server's own input-independent HE work: masks and weight plaintexts
         he_offline = engine.prepare_server(steps, plan.weights, prg.derive("he-offline"))
+        ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
@@ -201,6 +203,8 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     store = PreprocessingStore(CLIENT)
     with ep.phase("offline"):
         receive_preprocessing(ep, prm, steps, 1, store)
+        # the server prepares its HE masks offline; wait for it (can take minutes)
+        ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
     with ep.phase("online"):
         shp = in_shape + (g.limbs,)
