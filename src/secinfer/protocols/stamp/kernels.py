@@ -176,7 +176,10 @@ def softmax_from_log2(cfg: FixedPointConfig, q: np.ndarray, mant: np.ndarray, cn
     [STAMP Protocol 6 step 3, end]: O(n) additions, a division per row, n multiplications.
     """
     qmax = q.max(axis=-1, keepdims=True)
-    e = mant * np.exp2(np.maximum(q - qmax, -1100).astype(np.float64))
-    y = e / e.sum(axis=-1, keepdims=True)
-    cnt.float_ops += 4 * q.size
+    e = np.ldexp(mant, np.maximum(q - qmax, -1100).astype(np.int64))   # exponent-field add
+    recip = 1.0 / e.sum(axis=-1, keepdims=True)
+    y = e * recip
+    rows = q.size // max(1, q.shape[-1])
+    cnt.int_ops += 5 * q.size     # max, exponent difference, ldexp, encode (round, convert)
+    cnt.float_ops += 2 * q.size + rows   # accumulate, scale by the row's reciprocal; one division a row
     return cfg.encode(y)

@@ -415,20 +415,22 @@ class Device:
         alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
         beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
         q = ((qsum - beta) & np.uint64((1 << EXP_BITS) - 1)).astype(np.int64)      # q_j + q^_j
+        # mantissas: 52-bit fractions -> doubles in [1, 2) (bit moves: integer operations)
         m1 = 1.0 + ((mstar - alpha) & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
         m2 = 1.0 + (mhat & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
-        mant = m1 * m2
-        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [Protocol 6 step 3 a-c]
+        mant = m1 * m2                                           # the device's one multiplication
+        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [Protocol 6 step 3 a-c];
+        # the case is read off the exponent alone (the mantissa in [1, 4) moves it by < 2,
+        # which matters only for |x| within 2^-17 of the ring's limit 2^18)
         big = (1 << cfg.ring_bits) / cfg.scale * np.log2(np.e)
         q_l = int(np.floor(big))
-        m_l = 2.0 ** (big - q_l)
-        qb = big / 2.0
-        k = np.clip(np.floor((q + np.log2(mant)) / qb), 0, 3).astype(np.int64)
+        inv_ml = np.array([1.0, 2.0 ** -(big - q_l), 2.0 ** (-2 * (big - q_l))])
+        k = np.clip(q // int(np.ceil(big / 2.0)), 0, 3)
         corr = (k + 1) // 2          # 0: none, 1: one exp(-L/2^fp), 2: two
         q = q - corr * q_l
-        mant = mant / m_l ** corr
-        self.cnt.int_ops += 4 * n
-        self.cnt.float_ops += 4 * n
+        mant = mant * inv_ml[corr]                               # one table multiplication
+        self.cnt.int_ops += 10 * n   # unmask (2), fraction -> double (2 x 2), case, exponent (3)
+        self.cnt.float_ops += 2 * n
         return _kernels().softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
 
     def cmd_triple(self, arrays):
