@@ -170,12 +170,10 @@ def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options
     manufacturer.provision(link)   # factory step of the emulation (before the session)
     link.call("init", np.array([me, ring_bits, frac_bits], dtype=np.int64),
               np.frombuffer(ep.session_id, dtype=_U8))
-    # step 2: publish identity + certificate; every party validates every other LTEE
-    (ident,) = link.call("identity")
-    offers = {}
+    # step 2: publish identity + certificate (inside each signed key-exchange offer);
+    # every party validates every other LTEE's certificate against the CA key
     for peer in (nxt, prv):
         o = link.call("dh_offer", np.array([peer], dtype=np.int64))
-        offers[peer] = o
         ep.send(names[peer], "stamp/init/offer", *o)
     specs = (ArraySpec(_U8, (32,)), ArraySpec(_U8, (64,)), ArraySpec(_U8, (32,)), ArraySpec(_U8, (64,)))
     received = {}
@@ -199,7 +197,6 @@ def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options
         link.call("unwrap", ct2, tag2)
     except LteeRefused as r:
         raise ep.abort(f"ltee-{r.code}", names[nxt], r.detail) from None
-    del ident
 
 
 def spec_bytes(spec: dict) -> np.ndarray:

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from secinfer.errors import ProtocolError, ShapeError
+from secinfer.errors import ProtocolError
 from secinfer.ir.fixed_ops import encode_weights
 from secinfer.ir.graph import Graph
 from secinfer.net.channel import ArraySpec
