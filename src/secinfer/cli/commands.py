@@ -22,8 +22,8 @@ def _load_input(path: str) -> np.ndarray:
         x = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ConfigError(f"input file {path!r} does not exist") from None
-    except ValueError as e:
-        raise ConfigError(f"input file {path!r} is not a numeric .npy array: {e}") from None
+    except (ValueError, EOFError, OSError) as e:
+        raise ConfigError(f"input file {path!r} is not a readable .npy array: {e or 'empty file'}") from None
     if x.dtype.kind not in "iuf":
         raise ShapeError(f"input file {path!r} holds {x.dtype} values; a numeric array is needed")
     return x.astype(np.float64)

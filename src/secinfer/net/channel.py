@@ -81,10 +81,12 @@ class Endpoint(abc.ABC):
             raise ValueError(f"unknown phase {name!r}")
         prev, self._phase = self._phase, name
         t0 = time.perf_counter()
+        self.meter.enter(name, time.time())
         try:
             yield self
         finally:
             self.meter.seconds[name] += time.perf_counter() - t0
+            self.meter.leave(name, time.time())
             self._phase = prev
 
     # ---- messaging ---------------------------------------------------------------------

@@ -31,6 +31,19 @@ class Meter:
     counters: dict = field(default_factory=lambda: defaultdict(Counter))
     depth: dict = field(default_factory=lambda: defaultdict(int))
     seconds: dict = field(default_factory=lambda: defaultdict(float))
+    # phase -> [first entry, last exit] in wall-clock seconds (time.time()), so a launcher on
+    # one host can measure a phase from the moment the LAST party entered it (as if after a
+    # barrier) to the moment the last party left it, without counting a party's wait for
+    # the others to finish the previous phase.
+    windows: dict = field(default_factory=dict)
+
+    def enter(self, phase: str, t: float) -> None:
+        w = self.windows.setdefault(phase, [t, t])
+        w[0] = min(w[0], t)
+
+    def leave(self, phase: str, t: float) -> None:
+        w = self.windows.setdefault(phase, [t, t])
+        w[1] = max(w[1], t)
 
     def record(self, phase: str, direction: str, peer: str, tag: str, payload: int, wire: int) -> None:
         self.counters[(phase, direction, peer, tag)].add(payload, wire)
@@ -70,6 +83,7 @@ class Meter:
                 "sent_payload": self.total(ph, "sent"), "sent_wire": self.total(ph, "sent", kind="wire"),
                 "recv_payload": self.total(ph, "recv"), "messages_sent": self.messages(ph, "sent"),
                 "rounds": self.depth[ph], "seconds": self.seconds[ph],
+                "window": self.windows.get(ph),
                 "by_peer": {d: dict(v) for d, v in by_peer[ph].items()},
             } for ph in ("setup", "offline", "online")},
             "by_tag": {f"{ph}|{d}|{p}|{t}": [c.payload, c.wire, c.messages]

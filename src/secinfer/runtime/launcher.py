@@ -330,6 +330,21 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _phase_latency(phase: str, records: dict, meters: dict) -> float:
+    """Latency of one phase across parties (all on this host, so wall clocks agree).
+
+    From the moment the last party entered the phase (as if every party had waited at a
+    barrier) to the moment the last party left it. A party that reached the phase early and
+    waited for the others to finish the previous phase does not inflate it. Falls back to
+    the longest per-party time when no party recorded a window.
+    """
+    wins = [m["phases"][phase].get("window") for m in meters.values()]
+    wins = [w for w in wins if w]
+    if not wins:
+        return max(rec["latency_s"].get(phase, 0.0) for rec in records.values())
+    return max(0.0, max(w[1] for w in wins) - max(w[0] for w in wins))
+
+
 def _merge(spec, security: str, network: str, records: dict, work: Path, wall: float) -> RunResult:
     inp = records[spec.input_role]
     output = np.load(inp["output_path"], allow_pickle=False) if inp.get("output_path") else None
@@ -345,7 +360,7 @@ def _merge(spec, security: str, network: str, records: dict, work: Path, wall: f
             by_phase[ph] += m["phases"][ph]["sent_payload"]
             rounds[ph] = max(rounds[ph], m["phases"][ph]["rounds"])
             messages += m["phases"][ph]["messages_sent"]
-    lat = {ph: max(rec["latency_s"].get(ph, 0.0) for rec in records.values()) for ph in _PHASES}
+    lat = {ph: _phase_latency(ph, records, meters) for ph in _PHASES}
     lat["total"] = max(rec["latency_s"].get("protocol", 0.0) for rec in records.values())
     lat["wall"] = wall
     return RunResult(protocol=spec.name, security=security, network=network, output=output,

@@ -98,7 +98,7 @@ def _load_input(path: str) -> np.ndarray:
         x = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ConfigError(f"input file {path!r} does not exist") from None
-    except ValueError as e:
+    except (ValueError, EOFError, OSError) as e:
         raise ConfigError(f"input file {path!r} is not a numeric .npy array: {e}") from None
     if x.dtype.kind not in "iuf":
         raise ConfigError(f"input file {path!r} holds {x.dtype} values; a numeric array is needed")
