@@ -10,20 +10,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def run(quick: bool = False, network: str | None = None) -> dict:
+def run(quick: bool = False, network: str | None = None, batches=None) -> dict:
+    from secinfer.bench.common import Progress, split_profiles
     from secinfer.ir import bundled
     from secinfer.runtime.launcher import run_local
 
-    profiles = network.split(",") if network else ["none", "lan", "wan"]
+    profiles = split_profiles(network, ["none", "lan", "wan"])
     if "none" not in profiles:
         profiles = ["none", *profiles]
     model = "digits-mlp"
     X, _ = bundled.bundled_testset(model)
-    batches = [1, 64] if quick else [1, 64, len(X)]
+    batches = list(batches or ([1, 64] if quick else [1, 64, len(X)]))
+    prog = Progress("runtime", len(batches) * len(profiles))
     rows = []
     for batch in batches:
         base = None
         for prof in profiles:
+            prog(f"{model} batch {batch} over {prof} (3 processes)")
             res = run_local(protocol="reference", security="semi-honest", model_path=str(bundled.bundled_path(model)),
                             input_array=X[:batch], network=prof, fixed=None, options={}, timeout=600,
                             progress=False)
@@ -38,6 +41,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
         "logy": True, "file": "runtime_latency.png",
         "series": {p: [r["online_s"] for r in rows if r["network"] == p] for p in profiles},
     }]
-    return {"suite": "runtime", "rows": rows, "plots": plots,
+    return {"suite": "runtime", "network": ",".join(profiles), "baseline": "profile none, same run",
+            "rows": rows, "plots": plots, "raw": {"model": model, "batches": batches, "profiles": profiles},
+            "seconds": prog.elapsed(),
             "notes": "reference protocol is insecure; this suite measures the runtime and the shaping only",
             "checksum": float(np.sum([r["bytes_total"] for r in rows]))}

@@ -1,9 +1,11 @@
 """``secinfer bench SUITE``: reproduce the papers' tables as ratios against in-repo baselines.
 
-Each suite is a function ``(quick: bool, network: str | None) -> dict`` returning
-``{"suite", "machine", "rows": [...], "plots": [...]}``; this module writes the JSON and one
-PNG per plot under ``<out>/<suite>-<UTC timestamp>/``. Suites live in the protocol packages
-(``secinfer.protocols.<p>.bench.run``) or in ``secinfer.bench``; they are imported lazily.
+Each suite is an adapter ``run(quick: bool, network: str | None) -> dict`` in
+``secinfer.bench`` returning ``{"suite", "rows": [flat dicts], "plots": [...], "raw": ...}``
+(the protocol or crypto package's own bench dict under ``raw``); this module adds the
+machine description and load, writes ``results.json`` and one PNG per plot under
+``<out>/<suite>-<UTC timestamp>/``. ``secinfer bench all`` runs every suite in turn.
+Adapters are imported lazily (the protocol packages are heavy).
 """
 
 from __future__ import annotations
@@ -11,24 +13,28 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import json
+import math
 import os
 import platform
+import sys
+import time
 
 from secinfer.errors import ConfigError
 
 SUITES = {
     "runtime": ("secinfer.bench.runtime_suite", "run"),
-    "he": ("secinfer.crypto.he.bench", "run"),
-    "fss": ("secinfer.crypto.fss.bench", "run"),
-    "astra": ("secinfer.protocols.astra.bench", "run"),
-    "stamp": ("secinfer.protocols.stamp.bench", "run"),
-    "crisp": ("secinfer.protocols.crisp.bench", "run"),
+    "he": ("secinfer.bench.micro_suites", "run_he"),
+    "fss": ("secinfer.bench.micro_suites", "run_fss"),
+    "astra": ("secinfer.bench.astra_suite", "run"),
+    "stamp": ("secinfer.bench.stamp_suite", "run"),
+    "crisp": ("secinfer.bench.crisp_suite", "run"),
 }
 
 
 def machine_info() -> dict:
     return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+            "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
 def _call_suite(module: str, fn: str, quick: bool, network: str | None) -> dict:
@@ -36,14 +42,14 @@ def _call_suite(module: str, fn: str, quick: bool, network: str | None) -> dict:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
         raise ConfigError(f"benchmark suite module {module} is not available: {e}") from None
-    func = getattr(mod, fn)
-    kwargs = {"quick": quick}
-    if network:
-        kwargs["network"] = network
+    return getattr(mod, fn)(quick=quick, network=network)
+
+
+def _num(v) -> float:
     try:
-        return func(**kwargs)
-    except TypeError:
-        return func()
+        return float(v) if v is not None else math.nan
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def write_plots(result: dict, folder: str) -> list[str]:
@@ -54,7 +60,7 @@ def write_plots(result: dict, folder: str) -> list[str]:
 
     written = []
     for i, p in enumerate(result.get("plots", [])):
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig, ax = plt.subplots(figsize=(8, 4.8))
         kind = p.get("kind", "line")
         xs = p["x"]
         series = p["series"]
@@ -62,12 +68,12 @@ def write_plots(result: dict, folder: str) -> list[str]:
             width = 0.8 / max(1, len(series))
             pos = list(range(len(xs)))
             for k, (name, ys) in enumerate(series.items()):
-                ax.bar([q + k * width for q in pos], ys, width=width, label=name)
+                ax.bar([q + k * width for q in pos], [_num(y) for y in ys], width=width, label=name)
             ax.set_xticks([q + 0.4 - width / 2 for q in pos])
             ax.set_xticklabels([str(x) for x in xs], rotation=30, ha="right")
         else:
             for name, ys in series.items():
-                ax.plot(xs, ys, marker="o", label=name)
+                ax.plot(xs, [_num(y) for y in ys], marker="o", label=name)
         if p.get("logy"):
             ax.set_yscale("log")
         if p.get("logx"):
@@ -75,7 +81,8 @@ def write_plots(result: dict, folder: str) -> list[str]:
         ax.set_title(p.get("title", ""))
         ax.set_xlabel(p.get("xlabel", ""))
         ax.set_ylabel(p.get("ylabel", ""))
-        ax.legend()
+        if series:
+            ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
         fig.tight_layout()
         name = p.get("file") or f"plot{i}.png"
@@ -88,23 +95,68 @@ def write_plots(result: dict, folder: str) -> list[str]:
 
 def run_suite(suite: str, out: str = "results", quick: bool = False, network: str | None = None) -> int:
     if suite == "list":
-        for name, (mod, _fn) in SUITES.items():
-            print(f"{name:<10} {mod}")
+        for name, (mod, fn) in SUITES.items():
+            print(f"{name:<10} {mod}.{fn}")
+        print(f"{'all':<10} every suite above, in turn")
         return 0
+    if suite == "all":
+        return run_all(out=out, quick=quick, network=network)
     if suite not in SUITES:
-        raise ConfigError(f"unknown benchmark suite {suite!r}; suites: {', '.join(SUITES)}")
+        raise ConfigError(f"unknown benchmark suite {suite!r}; suites: {', '.join(SUITES)}, all, list")
+    folder = run_one(suite, out=out, quick=quick, network=network)
+    print(f"wrote {os.path.join(folder, 'results.json')}")
+    return 0
+
+
+def run_one(suite: str, out: str = "results", quick: bool = False, network: str | None = None,
+            echo: bool = True) -> str:
+    """Run one suite, write its JSON and PNGs; returns the folder."""
+    if suite not in SUITES:
+        raise ConfigError(f"unknown benchmark suite {suite!r}; suites: {', '.join(SUITES)}, all, list")
     module, fn = SUITES[suite]
+    load0 = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    t0 = time.perf_counter()
     result = _call_suite(module, fn, quick, network)
     result.setdefault("suite", suite)
-    result["machine"] = machine_info()
+    result["machine"] = {**machine_info(), "load_avg_at_start": load0}
     result["quick"] = quick
+    result["command"] = f"secinfer bench {suite}" + (" --quick" if quick else "") + \
+        (f" --network {network}" if network else "")
+    result["wall_seconds"] = time.perf_counter() - t0
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     folder = os.path.join(out, f"{suite}-{stamp}")
     os.makedirs(folder, exist_ok=True)
     plots = write_plots(result, folder)
+    result["plot_files"] = [os.path.basename(p) for p in plots]
     with open(os.path.join(folder, "results.json"), "w") as f:
         json.dump(result, f, indent=2, default=str)
-    for row in result.get("rows", []):
-        print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-    print(f"wrote {os.path.join(folder, 'results.json')}" + (f" and {len(plots)} plot(s)" if plots else ""))
-    return 0
+    if echo:
+        for row in result.get("rows", []):
+            print("  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+                            if v is not None))
+    print(f"[bench {suite}] {result['wall_seconds']:.1f} s, {len(result.get('rows', []))} rows, "
+          f"{len(plots)} plot(s) in {folder}", file=sys.stderr, flush=True)
+    return folder
+
+
+def run_all(out: str = "results", quick: bool = False, network: str | None = None) -> int:
+    """Every suite in turn; a suite that fails is reported and the others still run."""
+    done, failed = {}, {}
+    for suite in SUITES:
+        print(f"[bench all] {suite} ...", file=sys.stderr, flush=True)
+        try:
+            done[suite] = run_one(suite, out=out, quick=quick, network=network, echo=False)
+        except Exception as e:  # noqa: BLE001 - one broken suite must not hide the others
+            failed[suite] = f"{type(e).__name__}: {e}"
+            print(f"[bench all] {suite} FAILED: {failed[suite]}", file=sys.stderr, flush=True)
+    os.makedirs(out, exist_ok=True)
+    index = os.path.join(out, "all-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json")
+    with open(index, "w") as f:
+        json.dump({"quick": quick, "network": network, "machine": machine_info(), "folders": done,
+                   "failed": failed}, f, indent=2)
+    for suite, folder in done.items():
+        print(f"{suite:<8} {os.path.join(folder, 'results.json')}")
+    for suite, err in failed.items():
+        print(f"{suite:<8} FAILED {err}")
+    print(f"wrote {index}")
+    return 1 if failed else 0

@@ -1,0 +1,127 @@
+"""``secinfer bench he`` and ``secinfer bench fss``: adapters over the crypto layers'
+micro-benchmarks (``secinfer.crypto.he.bench``, ``secinfer.crypto.fss.bench``).
+
+Neither paper has a table for these primitives alone; the in-run baselines are
+* he: the first parameter set measured (``ckks-n13-128``), so larger sets show as a
+  slow-down factor; hoisted rotation is also given against a plain rotation;
+* fss: the semi-honest ReLU gate in Z_2^n of the same run, so the MAC'd gate of
+  [CRISP V-B] (lifted ring Z_2^(n+40)) shows as its overhead factor. ``--network``
+  adds a link model of the one online round (one-way latency + bytes / bandwidth).
+"""
+
+from __future__ import annotations
+
+from secinfer.bench.common import Progress, num, ratio, split_profiles
+
+HE_QUICK_SETS = ("ckks-n13-128",)
+
+
+def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None) -> dict:
+    from secinfer.crypto.he import bench as he_bench
+    from secinfer.crypto.he.params import SECURE_SETS
+
+    sets = tuple(sets or (HE_QUICK_SETS if quick else SECURE_SETS))
+    repeats = int(repeats or (2 if quick else 5))
+    prog = Progress("he", len(sets))
+    raw = {"sets": {}}
+    for name in sets:
+        prog(f"parameter set {name}, {repeats} repeats")
+        r = he_bench.run(sets=(name,), repeats=repeats)
+        raw.setdefault("machine", r.get("machine"))
+        raw.setdefault("library", r.get("library"))
+        raw["sets"].update(r["sets"])
+    base_name = sets[0]
+    base = raw["sets"][base_name]
+    rows = []
+    for name, s in raw["sets"].items():
+        for op, ms in s["ms"].items():
+            row = {"params": name, "log_n": s["log_n"], "metric": op, "ms": ms}
+            if name != base_name:
+                row[f"ratio_vs_{base_name}"] = ratio(ms, base["ms"].get(op))
+            if op == "rotate_hoisted_per_rotation":
+                row["ratio_vs_plain_rotate"] = ratio(ms, s["ms"].get("rotate"))
+            rows.append(row)
+        for what, nbytes in s["bytes"].items():
+            row = {"params": name, "log_n": s["log_n"], "metric": f"bytes/{what}", "bytes": nbytes}
+            if name != base_name:
+                row[f"ratio_vs_{base_name}"] = ratio(nbytes, base["bytes"].get(what))
+            rows.append(row)
+        rows.append({"params": name, "log_n": s["log_n"], "metric": "matvec_max_abs_error",
+                     "value": s["matvec_max_abs_error"]})
+    ops = list(base["ms"])
+    byte_keys = list(base["bytes"])
+    plots = [
+        {"title": "CKKS operations (median ms, this machine)", "kind": "bar", "x": ops, "xlabel": "operation",
+         "ylabel": "milliseconds", "logy": True, "file": "he_ops_ms.png",
+         "series": {n: [num(s["ms"].get(o)) for o in ops] for n, s in raw["sets"].items()}},
+        {"title": "CKKS object sizes", "kind": "bar", "x": byte_keys, "xlabel": "object", "ylabel": "bytes",
+         "logy": True, "file": "he_sizes.png",
+         "series": {n: [num(s["bytes"].get(k)) for k in byte_keys] for n, s in raw["sets"].items()}},
+    ]
+    return {"suite": "he", "network": "n/a (local computation)", "baseline": base_name, "rows": rows,
+            "plots": plots, "raw": raw, "seconds": prog.elapsed()}
+
+
+FSS_QUICK_SIZES = (10**3, 10**4)
+FSS_FULL_SIZES = (10**3, 10**4, 10**5, 10**6)
+
+
+def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits: int = 32) -> dict:
+    from secinfer.crypto.fss import bench as fss_bench
+    from secinfer.net.shaping import parse_profile
+
+    sizes = tuple(int(s) for s in (sizes or (FSS_QUICK_SIZES if quick else FSS_FULL_SIZES)))
+    profiles = split_profiles(network, ("lan", "wan"))
+    prog = Progress("fss", len(sizes))
+    raw = {"results": []}
+    for count in sizes:
+        prog(f"ReLU gate, {count} elements, n = {n_bits} (MAC'd and plain)")
+        r = fss_bench.run(sizes=(count,), n_bits=n_bits)
+        raw.setdefault("machine", r.get("machine"))
+        raw.setdefault("benchmark", r.get("benchmark"))
+        raw["results"].extend(r["results"])
+    rows = []
+    by = {}
+    for r in raw["results"]:
+        variant = "mac" if r["out_bits"] != r["n_bits"] else "plain"
+        by[(variant, r["count"])] = r
+    for r in raw["results"]:
+        variant = "mac" if r["out_bits"] != r["n_bits"] else "plain"
+        row = {"gate": r["gate"], "variant": variant, "n_bits": r["n_bits"], "out_bits": r["out_bits"],
+               "count": r["count"], "keygen_us_per_relu": r["keygen_us_per_relu"],
+               "eval_us_per_relu": r["eval_us_per_relu"],
+               "eval_cpu_us_per_relu": 1e6 * r["eval_cpu_seconds_per_party"] / r["count"],
+               "key_bytes_per_relu": r["key_bytes_measured"],
+               "online_bits_per_relu": r["online_bits_per_relu_per_party"], "online_rounds": r["online_rounds"]}
+        for prof in profiles:
+            link = parse_profile(prof)
+            nbytes = r["online_bits_per_relu_per_party"] * r["count"] / 8
+            row[f"online_{link.name}_model_s"] = (r["eval_seconds_per_party"] + r["online_rounds"] * link.latency
+                                                  + (nbytes / link.bandwidth if link.bandwidth else 0.0))
+        if variant == "mac":
+            p = by.get(("plain", r["count"]))
+            if p:
+                row["ratio_eval_vs_plain"] = ratio(r["eval_seconds_per_party"], p["eval_seconds_per_party"])
+                row["ratio_keygen_vs_plain"] = ratio(r["keygen_seconds"], p["keygen_seconds"])
+                row["ratio_key_bytes_vs_plain"] = ratio(r["key_bytes_measured"], p["key_bytes_measured"])
+                row["ratio_online_bits_vs_plain"] = ratio(r["online_bits_per_relu_per_party"],
+                                                          p["online_bits_per_relu_per_party"])
+        rows.append(row)
+    x = list(sizes)
+
+    def series(key):
+        return {v: [num(next((rw[key] for rw in rows if rw["variant"] == v and rw["count"] == c), None)) for c in x]
+                for v in ("plain", "mac")}
+    plots = [
+        {"title": f"FSS ReLU gate: one party's evaluation (n = {n_bits})", "kind": "line", "x": x, "logx": True,
+         "xlabel": "ReLUs in the batch", "ylabel": "microseconds per ReLU", "logy": False,
+         "file": "fss_eval_us.png", "series": series("eval_us_per_relu")},
+        {"title": f"FSS ReLU gate: dealer key generation (n = {n_bits})", "kind": "line", "x": x, "logx": True,
+         "xlabel": "ReLUs in the batch", "ylabel": "microseconds per ReLU", "logy": False,
+         "file": "fss_keygen_us.png", "series": series("keygen_us_per_relu")},
+        {"title": "FSS ReLU gate: key bytes per ReLU per party", "kind": "bar", "x": [str(c) for c in x],
+         "xlabel": "ReLUs in the batch", "ylabel": "bytes", "logy": False, "file": "fss_key_bytes.png",
+         "series": series("key_bytes_per_relu")},
+    ]
+    return {"suite": "fss", "network": ",".join(profiles), "baseline": "plain semi-honest ReLU gate, same run",
+            "rows": rows, "plots": plots, "raw": raw, "seconds": prog.elapsed()}

@@ -1,0 +1,103 @@
+"""``secinfer bench stamp``: STAMP vs Falcon+ in one run [STAMP Tables 1-4].
+
+Adapter over ``secinfer.protocols.stamp.bench.run``: both protocols run on the same zoo
+network, input and batch; latencies are modelled per network profile (``lan``, ``wan``
+of [STAMP 5.1]) and LTEE kind from measured CPU time, bytes, rounds and bus traffic (see
+that module). Every row gives STAMP's speed-up over the Falcon+ run of the same
+invocation and its communication saving, next to the paper's factors.
+
+``--quick``: Network-A, Network-B and LeNet at batch 8 (the paper uses 128).
+Full: all eight networks at batch 128, VGG16 and ResNet18 at batch 8 (memory/time on a
+2-core machine; the JSON says which batch ran).
+"""
+
+from __future__ import annotations
+
+from secinfer.bench.common import Progress, num, parse_networks, ratio
+
+QUICK_NETWORKS = ("secureml-a", "network-b", "lenet")
+QUICK_BATCH = 8
+FULL_BATCH = 128
+FULL_BATCH_OVERRIDES = {"vgg16": 8, "resnet18": 8}
+
+
+def run(quick: bool = False, network: str | None = None, networks=None, batch: int | None = None,
+        securities=("semi-honest", "malicious"), batches: dict | None = None) -> dict:
+    from secinfer.protocols.stamp import bench as sb
+
+    profiles = parse_networks(network, tuple(sb.NET_PROFILES), ("lan", "wan"))
+    nets = tuple(networks or (QUICK_NETWORKS if quick else sb.NETWORKS))
+    batch = int(batch or (QUICK_BATCH if quick else FULL_BATCH))
+    if batches is None:
+        batches = {} if quick else dict(FULL_BATCH_OVERRIDES)
+    prog = Progress("stamp", len(nets) * len(securities))
+    raw = {"networks": {}}
+    for name in nets:   # one network per call, so progress and partial results stay per network
+        r = sb.run(networks=(name,), batch=batch, securities=securities, profiles=tuple(profiles),
+                   batches=batches, progress=lambda m: prog(f"{m} (STAMP then Falcon+)"))
+        for k, v in r.items():
+            if k != "networks":
+                raw.setdefault(k, v)
+        raw["networks"].update(r["networks"])
+    rows = []
+    for name, e in raw["networks"].items():
+        paper_name = e["paper_name"]
+        for sec, res in e["results"].items():
+            c = res["communication"]
+            paper_comm = (res.get("paper") or {}).get("comm_MB_falcon_stamp_bus_at_128")
+            paper_speed = (res.get("paper") or {}).get("speedup_semi_honest_chip") or {}
+            for key, lat in res["latency"].items():
+                prof, dev = key.split("/", 1)
+                row = {"table": "1" if sec == "semi-honest" else "2", "network": paper_name, "batch": e["batch"],
+                       "security": sec, "profile": prof, "ltee": dev,
+                       "stamp_s": lat["stamp"]["total_s"], "falcon_s": lat["falcon"]["total_s"],
+                       "speedup_vs_falcon": lat["speedup"],
+                       "stamp_cpu_s": lat["stamp"]["cpu_s"], "stamp_ltee_s": lat["stamp"]["ltee_s"],
+                       "stamp_comm_s": lat["stamp"]["comm_s"], "falcon_cpu_s": lat["falcon"]["cpu_s"],
+                       "falcon_comm_s": lat["falcon"]["comm_s"]}
+                if sec == "semi-honest" and dev == "ltee-chip":
+                    row["paper_speedup_cpu"] = paper_speed.get(f"{prof}-cpu")
+                    row["paper_speedup_gpu"] = paper_speed.get(f"{prof}-gpu")
+                rows.append(row)
+            rows.append({"table": "3" if sec == "semi-honest" else "4", "network": paper_name, "batch": e["batch"],
+                         "security": sec, "falcon_MB": c["falcon_interparty_MB"], "stamp_MB": c["stamp_interparty_MB"],
+                         "stamp_bus_MB": c["stamp_bus_MB"], "comm_ratio_falcon_over_stamp": c["comm_ratio"],
+                         "paper_comm_ratio": ratio(paper_comm[0], paper_comm[1]) if paper_comm else None,
+                         "stamp_rounds": c["rounds"]["stamp"], "falcon_rounds": c["rounds"]["falcon"],
+                         "rounds_ratio_falcon_over_stamp": ratio(c["rounds"]["falcon"], c["rounds"]["stamp"]),
+                         "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"]})
+    return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)",
+            "rows": rows, "plots": _plots(rows, profiles), "raw": raw, "seconds": prog.elapsed()}
+
+
+def _plots(rows, profiles) -> list:
+    plots = []
+    nets = list(dict.fromkeys(r["network"] for r in rows))
+    for sec, table in (("semi-honest", "1"), ("malicious", "2")):
+        sel = [r for r in rows if r["table"] == table]
+        if not sel:
+            continue
+        series = {}
+        for prof in profiles:
+            for dev in ("ltee-chip", "ltee-soc"):
+                vals = [num(next((r["speedup_vs_falcon"] for r in sel if r["network"] == n and r["profile"] == prof
+                                  and r["ltee"] == dev), None)) for n in nets]
+                if any(v == v for v in vals):
+                    series[f"{prof} {dev}"] = vals
+            if sec == "semi-honest":
+                series[f"{prof} paper (cpu)"] = [num(next((r.get("paper_speedup_cpu") for r in sel
+                                                            if r["network"] == n and r["profile"] == prof
+                                                            and r["ltee"] == "ltee-chip"), None)) for n in nets]
+        plots.append({"title": f"STAMP speed-up over Falcon+, {sec} (Table {table})", "kind": "bar", "x": nets,
+                      "xlabel": "network", "ylabel": "speed-up (x)", "logy": True,
+                      "file": f"stamp_speedup_{sec}.png", "series": series})
+    comm = [r for r in rows if r["table"] in ("3", "4")]
+    if comm:
+        xs = [f"{r['network']} {r['security'][:4]}" for r in comm]
+        plots.append({"title": "Inter-party communication per inference batch (Tables 3-4)", "kind": "bar",
+                      "x": xs, "xlabel": "network, security", "ylabel": "MB", "logy": True,
+                      "file": "stamp_communication.png",
+                      "series": {"Falcon+": [num(r["falcon_MB"]) for r in comm],
+                                 "STAMP": [num(r["stamp_MB"]) for r in comm],
+                                 "STAMP bus": [num(r["stamp_bus_MB"]) for r in comm]}})
+    return plots
