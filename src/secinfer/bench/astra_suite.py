@@ -37,7 +37,7 @@ PAPER_RESTRICTED = {("regression", "lan"): 15.0, ("regression", "wan"): 3.75,  #
 PAPER_AES_THROUGHPUT = {("semi-honest", "lan"): 1.0, ("semi-honest", "wan"): 1.51,  # [ASTRA Table 5]
                         ("malicious", "lan"): 1.05, ("malicious", "wan"): 1.50}
 
-QUICK = {"d": 784, "sweep": (500, 1500, 2500), "micro": {"n": 1024, "d": 784, "cmp_n": 16}, "aes": True}
+QUICK = {"d": 784, "sweep": (500, 1000, 1500, 2000, 2500), "micro": {"n": 1024, "d": 784, "cmp_n": 16}, "aes": True}
 FULL = {"d": 784, "sweep": (500, 1000, 1500, 2000, 2500), "micro": {"n": 4096, "d": 784, "cmp_n": 64}, "aes": True}
 
 
@@ -149,7 +149,9 @@ def _plots(rows, profiles, raw) -> list:
                 ("malicious", "regression", "6/7"), ("malicious", "classification", "8/9"),
                 ("malicious", "regression", "10"), ("malicious", "classification", "10"),
                 ("semi-honest", "aes128", "3/5"), ("malicious", "aes128", "3/5")]
-    labels = [f"{'restricted ' if t == '10' else ''}{s[:4]} {k[:5]}" for s, k, t in settings]
+    short = {"regression": "regr.", "classification": "class.", "aes128": "AES"}
+    labels = [f"{'restr. ' if t == '10' else ''}{'mal.' if s == 'malicious' else 'semi'} {short[k]}"
+              for s, k, t in settings]
 
     def pick(prof, s, k, t, key):
         return num(next((r.get(key) for r in rows if r.get("profile") == prof and r.get("security") == s
@@ -160,7 +162,7 @@ def _plots(rows, profiles, raw) -> list:
         series[f"{prof} paper"] = [pick(prof, s, k, t, "paper_improv_throughput") for s, k, t in settings]
     plots.append({"title": "ASTRA / ABY3 online throughput (Tables 5, 7, 9, 10)", "kind": "bar", "x": labels,
                   "xlabel": "setting", "ylabel": "improvement factor (x)", "logy": True,
-                  "file": "astra_throughput_improvement.png", "series": series})
+                  "file": "astra_throughput_improvement.png", "series": series, "hline": 1.0})
     lat_settings = settings[:4] + settings[6:]
     lat_labels = [labels[i] for i in (0, 1, 2, 3, 6, 7)]
     series = {}

@@ -62,7 +62,7 @@ def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: 
             "plots": plots, "raw": raw, "seconds": prog.elapsed()}
 
 
-FSS_QUICK_SIZES = (10**3, 10**4)
+FSS_QUICK_SIZES = (10**3, 10**4, 10**5)
 FSS_FULL_SIZES = (10**3, 10**4, 10**5, 10**6)
 
 

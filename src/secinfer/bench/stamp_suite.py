@@ -90,7 +90,7 @@ def _plots(rows, profiles) -> list:
                                                             and r["ltee"] == "ltee-chip"), None)) for n in nets]
         plots.append({"title": f"STAMP speed-up over Falcon+, {sec} (Table {table})", "kind": "bar", "x": nets,
                       "xlabel": "network", "ylabel": "speed-up (x)", "logy": True,
-                      "file": f"stamp_speedup_{sec}.png", "series": series})
+                      "file": f"stamp_speedup_{sec}.png", "series": series, "hline": 1.0})
     comm = [r for r in rows if r["table"] in ("3", "4")]
     if comm:
         xs = [f"{r['network']} {r['security'][:4]}" for r in comm]

@@ -74,6 +74,8 @@ def write_plots(result: dict, folder: str) -> list[str]:
         else:
             for name, ys in series.items():
                 ax.plot(xs, [_num(y) for y in ys], marker="o", label=name)
+        if p.get("hline") is not None:
+            ax.axhline(float(p["hline"]), color="black", linewidth=0.8, linestyle="--")
         if p.get("logy"):
             ax.set_yscale("log")
         if p.get("logx"):

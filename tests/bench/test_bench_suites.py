@@ -1,0 +1,154 @@
+"""secinfer bench: adapters turn small real runs into rows + plots; write_plots writes PNGs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from secinfer.bench import suites
+from secinfer.errors import ConfigError
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _check_plots(result: dict, folder) -> list[str]:
+    assert result["plots"], "at least one plot"
+    for p in result["plots"]:
+        assert p["kind"] in ("line", "bar")
+        assert p["file"].endswith(".png")
+        for name, ys in p["series"].items():
+            assert len(ys) == len(p["x"]), (p["file"], name)
+    paths = suites.write_plots(result, str(folder))
+    assert len(paths) == len(result["plots"])
+    for path in paths:
+        with open(path, "rb") as f:
+            head = f.read(8)
+        assert head == PNG_MAGIC
+        assert os.path.getsize(path) > 2000
+    return paths
+
+
+def test_fss_adapter_rows_ratios_and_plots(tmp_path):
+    from secinfer.bench.micro_suites import run_fss
+
+    r = run_fss(network="lan,wan", sizes=(64, 256), n_bits=16)
+    assert r["suite"] == "fss" and r["raw"]["results"]
+    rows = r["rows"]
+    assert {(x["variant"], x["count"]) for x in rows} == {("mac", 64), ("plain", 64), ("mac", 256), ("plain", 256)}
+    for x in rows:
+        assert x["online_rounds"] == 1
+        assert x["online_wan_model_s"] > x["online_lan_model_s"] > 0
+        if x["variant"] == "mac":
+            assert x["out_bits"] == 16 + 40
+            # the MAC'd gate's keys are larger (lifted ring), the online message is the same n bits
+            assert x["ratio_key_bytes_vs_plain"] > 1.0
+            assert x["ratio_online_bits_vs_plain"] == pytest.approx(1.0)
+            assert x["ratio_eval_vs_plain"] > 0
+        else:
+            assert "ratio_eval_vs_plain" not in x
+    _check_plots(r, tmp_path)
+
+
+def test_runtime_adapter_tiny_batch(tmp_path):
+    from secinfer.bench import runtime_suite
+
+    r = runtime_suite.run(quick=True, network="none", batches=[1])
+    assert len(r["rows"]) == 1
+    row = r["rows"][0]
+    assert row["network"] == "none" and row["batch"] == 1
+    assert row["bytes_total"] > 0 and row["rounds_online"] >= 1
+    assert row["ratio_vs_none"] == pytest.approx(1.0)
+    _check_plots(r, tmp_path)
+
+
+def test_he_adapter_small_set(tmp_path):
+    from secinfer.bench.micro_suites import run_he
+
+    r = run_he(sets=("ckks-n11-insecure", "ckks-n12-insecure"), repeats=1)
+    metrics = {(x["params"], x["metric"]) for x in r["rows"]}
+    assert ("ckks-n11-insecure", "mul_ct_relin") in metrics
+    big = [x for x in r["rows"] if x["params"] == "ckks-n12-insecure" and x["metric"] == "bytes/ciphertext_fresh"]
+    # twice the ring degree, one more modulus: a fresh ciphertext is more than twice as large
+    assert big and big[0]["ratio_vs_ckks-n11-insecure"] > 2.0
+    assert r["raw"]["sets"]["ckks-n11-insecure"]["log_n"] == 11
+    _check_plots(r, tmp_path)
+
+
+def test_astra_adapter_small(tmp_path):
+    from secinfer.bench import astra_suite
+
+    r = astra_suite.run(network="lan", d=16, sweep=(), aes=False, micro=False)
+    by_table = {}
+    for x in r["rows"]:
+        by_table.setdefault(x["table"], []).append(x)
+    assert set(by_table) == {"6/7", "8/9", "10"}
+    for x in by_table["10"]:
+        # the restricted P0-P2 link hurts the baseline, which uses every link, far more than ASTRA
+        assert x["improv_throughput"] > 2.0
+    mal_reg = next(x for x in by_table["6/7"] if x["security"] == "malicious")
+    assert mal_reg["improv_online_bytes"] > 1.0 and mal_reg["aby3_online_rounds"] > mal_reg["astra_online_rounds"]
+    _check_plots(r, tmp_path)
+
+
+def test_crisp_ratios_against_semi_honest():
+    from secinfer.bench.crisp_suite import _with_ratios
+
+    rows = [{"kind": "relu", "gate": "relu", "count": 8, "online_s": 1.0, "online_lan_model_s": 2.0,
+             "online_bytes_per_party": 64, "key_bytes_both": 100},
+            {"kind": "relu", "gate": "relu-mac", "count": 8, "online_s": 3.0, "online_lan_model_s": 5.0,
+             "online_bytes_per_party": 64, "key_bytes_both": 250},
+            {"kind": "fc", "layer": "L", "he_params": "p", "security": "semi-honest", "online_s": 2.0, "online_MB": 1.0,
+             "server_offline_s": 1.0},
+            {"kind": "fc", "layer": "L", "he_params": "p", "security": "malicious", "online_s": 3.0, "online_MB": 2.0,
+             "server_offline_s": 4.0}]
+    out = _with_ratios(rows)
+    assert out[1]["ratio_online_s_vs_semi_honest"] == pytest.approx(3.0)
+    assert out[1]["ratio_key_bytes_vs_semi_honest"] == pytest.approx(2.5)
+    assert out[1]["ratio_online_bytes_vs_semi_honest"] == pytest.approx(1.0)
+    assert "ratio_online_s_vs_semi_honest" not in out[0]
+    assert out[3]["ratio_online_MB_vs_semi_honest"] == pytest.approx(2.0)
+    assert out[3]["ratio_offline_s_vs_semi_honest"] == pytest.approx(4.0)
+
+
+def test_run_one_writes_json_and_pngs(tmp_path, monkeypatch):
+    from secinfer.bench import micro_suites
+
+    monkeypatch.setattr(micro_suites, "FSS_QUICK_SIZES", (32,))
+    folder = suites.run_one("fss", out=str(tmp_path), quick=True, network="lan", echo=False)
+    with open(os.path.join(folder, "results.json")) as f:
+        res = json.load(f)
+    assert res["suite"] == "fss" and res["quick"] is True
+    assert res["command"] == "secinfer bench fss --quick --network lan"
+    assert res["machine"]["cpus"] and "load_avg" in res["machine"]
+    assert len(res["rows"]) == 2 and res["raw"]["results"]
+    for name in res["plot_files"]:
+        with open(os.path.join(folder, name), "rb") as f:
+            assert f.read(8) == PNG_MAGIC
+
+
+def test_unknown_suite_and_bad_network_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="unknown benchmark suite"):
+        suites.run_suite("no-such-suite", out=str(tmp_path))
+    with pytest.raises(ConfigError):
+        suites.run_one("nope", out=str(tmp_path))
+    from secinfer.bench import astra_suite, stamp_suite
+    from secinfer.bench.micro_suites import run_fss
+
+    with pytest.raises(ConfigError, match="network profile"):
+        astra_suite.run(network="mars")
+    with pytest.raises(ConfigError, match="network profile"):
+        stamp_suite.run(network="lan,moon")
+    with pytest.raises(ConfigError):
+        run_fss(network="bw=0", sizes=(8,))
+    assert not os.listdir(tmp_path)
+
+
+def test_cli_bench_list(capsys):
+    from secinfer.cli.main import main
+
+    assert main(["bench", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("runtime", "he", "fss", "astra", "stamp", "crisp", "all"):
+        assert name in out
