@@ -57,6 +57,7 @@ def write_plots(result: dict, folder: str) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     written = []
     for i, p in enumerate(result.get("plots", [])):
@@ -78,6 +79,12 @@ def write_plots(result: dict, folder: str) -> list[str]:
             ax.axhline(float(p["hline"]), color="black", linewidth=0.8, linestyle="--")
         if p.get("logy"):
             ax.set_yscale("log")
+            # plain numbers on log axes (1, 2, 5, 0.3 ...) rather than 2x10^0
+            fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
+            ax.yaxis.set_major_formatter(fmt)
+            lo, hi = ax.get_ylim()
+            few_decades = lo > 0 and hi / lo < 100
+            ax.yaxis.set_minor_formatter(fmt if few_decades else matplotlib.ticker.NullFormatter())
         if p.get("logx"):
             ax.set_xscale("log")
         ax.set_title(p.get("title", ""))
