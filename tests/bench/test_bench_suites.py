@@ -152,3 +152,20 @@ def test_cli_bench_list(capsys):
     out = capsys.readouterr().out
     for name in ("runtime", "he", "fss", "astra", "stamp", "crisp", "all"):
         assert name in out
+
+
+def test_all_runs_every_suite_and_reports_failures(tmp_path, monkeypatch, capsys):
+    from secinfer.bench import micro_suites
+
+    monkeypatch.setattr(micro_suites, "FSS_QUICK_SIZES", (16,))
+    monkeypatch.setattr(suites, "SUITES", {"fss": suites.SUITES["fss"],
+                                           "broken": ("secinfer.bench.no_such_module", "run")})
+    assert suites.run_suite("all", out=str(tmp_path), quick=True) == 1
+    index = [f for f in os.listdir(tmp_path) if f.startswith("all-")]
+    assert len(index) == 1
+    with open(tmp_path / index[0]) as f:
+        summary = json.load(f)
+    assert set(summary["folders"]) == {"fss"} and set(summary["failed"]) == {"broken"}
+    assert "ConfigError" in summary["failed"]["broken"]["error"]
+    assert os.path.exists(os.path.join(summary["folders"]["fss"], "results.json"))
+    assert "broken   FAILED" in capsys.readouterr().out

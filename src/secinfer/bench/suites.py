@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+import traceback
 
 from secinfer.errors import ConfigError
 
@@ -156,8 +157,8 @@ def run_all(out: str = "results", quick: bool = False, network: str | None = Non
         try:
             done[suite] = run_one(suite, out=out, quick=quick, network=network, echo=False)
         except Exception as e:  # noqa: BLE001 - one broken suite must not hide the others
-            failed[suite] = f"{type(e).__name__}: {e}"
-            print(f"[bench all] {suite} FAILED: {failed[suite]}", file=sys.stderr, flush=True)
+            failed[suite] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+            print(f"[bench all] {suite} FAILED:\n{failed[suite]['traceback']}", file=sys.stderr, flush=True)
     os.makedirs(out, exist_ok=True)
     index = os.path.join(out, "all-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json")
     with open(index, "w") as f:
@@ -166,6 +167,6 @@ def run_all(out: str = "results", quick: bool = False, network: str | None = Non
     for suite, folder in done.items():
         print(f"{suite:<8} {os.path.join(folder, 'results.json')}")
     for suite, err in failed.items():
-        print(f"{suite:<8} FAILED {err}")
+        print(f"{suite:<8} FAILED {err['error']}")
     print(f"wrote {index}")
     return 1 if failed else 0
