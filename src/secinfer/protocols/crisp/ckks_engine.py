@@ -82,6 +82,12 @@ class Budget:
         self.T = -(-k // self.D)
         self.B = _bits(terms) + self.D + wbits + 1
         self.sigma = sigma
+        # Work at the lowest level whose modulus still holds Delta 2^(B + sigma + 1) with
+        # room: smaller ciphertexts both ways, cheaper products (the digits were sized for
+        # the top level, so this level always exists).
+        need = self.log_delta + self.B + sigma + 3
+        self.level = next(lv for lv in range(params.max_level + 1)
+                          if params.q_level(lv).bit_length() - 1 >= need)
 
 
 class LayerBudget(Budget):
@@ -297,7 +303,7 @@ class CKKSLinear:
         from secinfer.crypto.he.rlwe import coeff_encode
 
         prm = self.params
-        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, prm.max_level) as pt:
+        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, bud.level) as pt:
             ct = prm.encrypt(pt, self.pk)
         raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
         ct.close()
@@ -328,7 +334,7 @@ class CKKSLinear:
 
         prm = self.params
         ev = Evaluator(prm)
-        with coeff_encode(prm, np.zeros(prm.n), 2.0 ** bud.log_delta, prm.max_level) as zero:
+        with coeff_encode(prm, np.zeros(prm.n), 2.0 ** bud.log_delta, bud.level) as zero:
             ct = prm.encrypt(zero, self.pk)
         pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
         for pt in pts:
@@ -389,7 +395,7 @@ class CKKSLinear:
                 sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
                 jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
                 wp[jj * bud.c + bud.c - 1 - ii] = sub.T
-                out[ch, blk] = coeff_encode(prm, wp, 1.0, prm.max_level)
+                out[ch, blk] = coeff_encode(prm, wp, 1.0, bud.level)
         return out
 
     def recv_client_ct(self, ep, idx, bud):
@@ -478,7 +484,7 @@ class CKKSLinear:
             ct = prm.load(raw.tobytes(), Ciphertext)
         except Exception as e:  # noqa: BLE001
             raise FrameError(f"crisp/ckks: client ciphertext rejected: {e}") from None
-        if ct.degree != 1 or ct.level != prm.max_level or abs(ct.log_scale - bud.log_delta) > 1e-6:
+        if ct.degree != 1 or ct.level != bud.level or abs(ct.log_scale - bud.log_delta) > 1e-6:
             ct.close()
             raise FrameError("crisp/ckks: client ciphertext has the wrong degree, level or scale")
         return ct
@@ -497,14 +503,14 @@ class CKKSLinear:
             rp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
             r_ring = g.add(r_ring, g.shl(g.from_u64(rp), 52 * p))
             pts.append(coeff_encode(self.params, -rp.astype(np.float64) * 2.0 ** (52 * p), delta,
-                                    self.params.max_level))
+                                    bud.level))
         for p, width in _chunks(bud.phi + 1):
             fp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
             pts.append(coeff_encode(self.params, fp.astype(np.float64) * (2.0 ** (52 * p) / delta), delta,
-                                    self.params.max_level))
+                                    bud.level))
         # centre F: subtract 2^phi (exact: a power of two over Delta)
         pts.append(coeff_encode(self.params, np.full(n, -(2.0 ** bud.phi) / delta), delta,
-                                self.params.max_level))
+                                bud.level))
         return pts, r_ring
 
 

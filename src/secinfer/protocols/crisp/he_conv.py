@@ -139,7 +139,7 @@ def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
         for c in cc:
             idx = mi * lay.Dm + lay.O - (c - c0) * hw - ll * lay.Wp - lp
             poly[idx] = w[m, c]
-    return coeff_encode(prm, poly, 1.0, prm.max_level)
+    return coeff_encode(prm, poly, 1.0, lay.level)
 
 
 def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:
