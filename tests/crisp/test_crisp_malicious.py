@@ -140,3 +140,18 @@ def test_honest_run_leaves_no_unused_preprocessing_and_does_not_abort():
     res = run_crisp(MLP, x)
     assert not isinstance(res["server"], BaseException)
     assert res["server"].info["checked_vectors"] == 7
+
+
+def test_dealer_ahead_of_time_stores_feed_exactly_one_session(tmp_path):
+    from secinfer.crypto.prg import PRG
+    from secinfer.protocols.crisp.protocol import produce_preprocessing_ahead
+
+    info = produce_preprocessing_ahead(MLP, FX64, 2, "malicious", str(tmp_path), PRG.for_tests(21))
+    assert info["server_bytes"] > 0 and (tmp_path / "crisp-client.npz").exists()
+    res = run_crisp(MLP, x, extra={"preprocessing_dir": str(tmp_path)})
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
+    assert res["dealer"].info == {"ran_ahead": True}
+    assert not (tmp_path / "crisp-server.npz").exists()      # consumed: loading deleted it
+    again = run_crisp(MLP, x, extra={"preprocessing_dir": str(tmp_path)})
+    assert isinstance(again["server"], FileNotFoundError) and isinstance(again["client"], BaseException)

@@ -104,6 +104,53 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     return {"key_bytes": key_bytes}
 
 
+def store_path(directory, role: str) -> str:
+    import os
+
+    return os.path.join(os.fspath(directory), f"crisp-{role}.npz")
+
+
+def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> dict:
+    """The dealer running *ahead of time*: the same items as ``run_dealer`` (the dealer also
+    samples mu here, since no server is online), written as the two parties' stores
+    (``PreprocessingStore.save``). A party loads its file with ``PreprocessingStore.load``,
+    which deletes it, so one file feeds one session only."""
+    from secinfer.crypto.fss.group import Z2k
+
+    g = Z2k(prm.k)
+    st0, st1 = PreprocessingStore(SERVER), PreprocessingStore(CLIENT)
+    n_in = int(np.prod(steps[0]["out_shape"]))
+    r_in = g.random(prg, (n_in,))
+    mu = None
+    if prm.malicious:
+        mu_arr = g.random(prg.derive("mac-key"), ())
+        mu = int(g.to_int(mu_arr[None])[0])
+        m0 = g.random(prg, (n_in,))
+        st0.put("mu", ArrayItem({"mu": mu_arr}))
+        st0.put("in-mask", ArrayItem({"mu_r": m0}))
+        st1.put("in-mask", ArrayItem({"r": r_in, "mu_r": g.sub(g.mul(r_in, mu_arr[None, :]), m0)}))
+    else:
+        st1.put("in-mask", ArrayItem({"r": r_in}))
+    for (i, j, kind, count) in gate_list(steps):
+        k0, k1 = prm.gate(kind).gen(prg.derive(f"gate/{i}/{j}"), count, mac_key=mu)
+        st0.put(gate_label(i, j), k0)
+        st1.put(gate_label(i, j), k1)
+    st0.save(server_path)
+    st1.save(client_path)
+    return {"server_bytes": st0.nbytes(), "client_bytes": st1.nbytes()}
+
+
+def load_ahead(path, prm: Params, steps: list, party: int) -> PreprocessingStore:
+    """Load (and delete) a store made by ``produce_ahead``; check it covers this plan."""
+    store = PreprocessingStore.load(path)
+    need = {"in-mask"} | {gate_label(i, j) for (i, j, _, _) in gate_list(steps)}
+    if party == 0 and prm.malicious:
+        need.add("mu")
+    if set(store.labels()) != need:
+        raise ProtocolError("crisp: the stored preprocessing does not match this inference's plan")
+    return store
+
+
 def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PreprocessingStore) -> None:
     """Server (party 0) / client (party 1): receive and store this party's dealer output."""
     from secinfer.crypto.fss.group import Z2k

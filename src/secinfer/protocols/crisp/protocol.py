@@ -34,8 +34,8 @@ from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
-    CLIENT, DEALER, SERVER, Params, PreprocessingStore, receive_preprocessing, run_dealer, take_in_mask,
-    wipe,
+    CLIENT, DEALER, SERVER, Params, PreprocessingStore, load_ahead, receive_preprocessing, run_dealer,
+    store_path, take_in_mask, wipe,
 )
 from secinfer.protocols.crisp.plan import (
     avgpool_multipliers, check_graph, compile_plan, encode_public, parse_public_plan,
@@ -87,13 +87,19 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         ep.send(DEALER, "crisp/plan", raw)
         steps = plan.public
         engine.setup_server(ep)
-    store = PreprocessingStore(SERVER)
+    ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
         mu = None
-        if prm.malicious:
-            mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
-            ep.send(DEALER, "crisp/mu", mu)
-        receive_preprocessing(ep, prm, steps, 0, store)
+        if ahead:   # the dealer ran ahead of time; it also drew mu (fresh per store)
+            store = load_ahead(store_path(ahead, SERVER), prm, steps, 0)
+            if prm.malicious:
+                mu = store.take("mu", "arrays").arrays["mu"]
+        else:
+            store = PreprocessingStore(SERVER)
+            if prm.malicious:
+                mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
+                ep.send(DEALER, "crisp/mu", mu)
+            receive_preprocessing(ep, prm, steps, 0, store)
         # the server's own input-independent HE work: masks and weight plaintexts
         he_offline = engine.prepare_server(steps, plan.weights, prg.derive("he-offline"))
         ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
@@ -200,9 +206,13 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
         x = x.reshape(in_shape)
         engine.setup_client(ep)
-    store = PreprocessingStore(CLIENT)
+    ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
-        receive_preprocessing(ep, prm, steps, 1, store)
+        if ahead:
+            store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
+        else:
+            store = PreprocessingStore(CLIENT)
+            receive_preprocessing(ep, prm, steps, 1, store)
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
@@ -243,9 +253,23 @@ def _run_dealer(ep, job: PartyJob) -> PartyResult:
     with ep.phase("setup"):
         (raw,) = ep.recv(SERVER, "crisp/plan", ArraySpec(np.uint8, (None,), max_elems=_MAX_PLAN_BYTES))
         steps = parse_public_plan(raw)
+    if job.options.get("preprocessing_dir"):
+        return PartyResult(info={"ran_ahead": True})     # its output is already in the stores
     with ep.phase("offline"):
         info = run_dealer(ep, prm, steps, job.prg.derive("crisp-dealer"))
     return PartyResult(info=info)
+
+
+def produce_preprocessing_ahead(graph, fixed, batch: int, security: str, out_dir: str, prg,
+                                stat_bits: int = STAT_BITS) -> dict:
+    """Run the trusted dealer ahead of time for ``batch`` inputs of ``graph``'s architecture:
+    writes crisp-server.npz and crisp-client.npz into ``out_dir`` (use them with the
+    option ``preprocessing_dir``; each file is deleted when loaded)."""
+    from secinfer.protocols.crisp.offline import produce_ahead
+
+    prm = Params(fixed.ring_bits, fixed.frac_bits, security == "malicious", stat_bits)
+    steps = parse_public_plan(encode_public(compile_plan(graph, fixed, batch)))
+    return produce_ahead(steps, prm, prg, store_path(out_dir, SERVER), store_path(out_dir, CLIENT))
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
