@@ -6,7 +6,7 @@ of [STAMP 5.1]) and LTEE kind from measured CPU time, bytes, rounds and bus traf
 that module). Every row gives STAMP's speed-up over the Falcon+ run of the same
 invocation and its communication saving, next to the paper's factors.
 
-``--quick``: Network-A, Network-B and LeNet at batch 8 (the paper uses 128).
+``--quick``: Network-A, -B, -C, LeNet, AlexNet and the Transformer at batch 8 (the paper uses 128).
 Full: all eight networks at batch 128, VGG16 and ResNet18 at batch 8 (memory/time on a
 2-core machine; the JSON says which batch ran).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from secinfer.bench.common import Progress, num, parse_networks, ratio
 
-QUICK_NETWORKS = ("secureml-a", "network-b", "lenet")
+QUICK_NETWORKS = ("secureml-a", "network-b", "network-c", "lenet", "alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
 FULL_BATCH_OVERRIDES = {"vgg16": 8, "resnet18": 8}
