@@ -189,7 +189,7 @@ def _plots(rows, profiles, raw) -> list:
                       "file": f"astra_sweep_{prof}.png", "series": ser})
     km = [r for r in rows if r.get("table") == "kernels"]
     if km:
-        xs = [f"{r['security'][:4]} {r['kernel']}" for r in km]
+        xs = [f"{'mal.' if r['security'] == 'malicious' else 'semi'} {r['kernel']}" for r in km]
         plots.append({"title": "Online bits per operation (mul, dot product, comparison)", "kind": "bar", "x": xs,
                       "xlabel": "kernel", "ylabel": "bits per op", "logy": True, "file": "astra_kernels.png",
                       "series": {"ASTRA": [num(r["astra_online_bits_per_op"]) for r in km],

@@ -93,7 +93,7 @@ def _plots(rows, profiles) -> list:
                       "file": f"stamp_speedup_{sec}.png", "series": series, "hline": 1.0})
     comm = [r for r in rows if r["table"] in ("3", "4")]
     if comm:
-        xs = [f"{r['network']} {r['security'][:4]}" for r in comm]
+        xs = [f"{r['network']} {'mal.' if r['security'] == 'malicious' else 'semi'}" for r in comm]
         plots.append({"title": "Inter-party communication per inference batch (Tables 3-4)", "kind": "bar",
                       "x": xs, "xlabel": "network, security", "ylabel": "MB", "logy": True,
                       "file": "stamp_communication.png",

@@ -53,12 +53,22 @@ def _num(v) -> float:
         return math.nan
 
 
+def _plain_log_ticks(axis, lim) -> None:
+    """Plain numbers on a log axis (1, 2, 5, 0.3, 4096 ...) rather than 2x10^0; minor ticks
+    labelled too when the axis spans less than two decades."""
+    import matplotlib.ticker
+
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(fmt)
+    lo, hi = lim
+    axis.set_minor_formatter(fmt if lo > 0 and hi / lo < 100 else matplotlib.ticker.NullFormatter())
+
+
 def write_plots(result: dict, folder: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     written = []
     for i, p in enumerate(result.get("plots", [])):
@@ -80,14 +90,10 @@ def write_plots(result: dict, folder: str) -> list[str]:
             ax.axhline(float(p["hline"]), color="black", linewidth=0.8, linestyle="--")
         if p.get("logy"):
             ax.set_yscale("log")
-            # plain numbers on log axes (1, 2, 5, 0.3 ...) rather than 2x10^0
-            fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
-            ax.yaxis.set_major_formatter(fmt)
-            lo, hi = ax.get_ylim()
-            few_decades = lo > 0 and hi / lo < 100
-            ax.yaxis.set_minor_formatter(fmt if few_decades else matplotlib.ticker.NullFormatter())
+            _plain_log_ticks(ax.yaxis, ax.get_ylim())
         if p.get("logx"):
             ax.set_xscale("log")
+            _plain_log_ticks(ax.xaxis, ax.get_xlim())
         ax.set_title(p.get("title", ""))
         ax.set_xlabel(p.get("xlabel", ""))
         ax.set_ylabel(p.get("ylabel", ""))
