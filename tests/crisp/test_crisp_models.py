@@ -65,3 +65,15 @@ def test_larger_statistical_parameter_runs():
     res = run_crisp(g, X[:2], "malicious", extra={"stat_bits": 45})
     assert res["client"].info["share_ring_bits"] == 109
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, X[:2], FX64))
+
+
+def test_unsupported_models_are_refused_with_a_typed_error():
+    from secinfer.errors import UnsupportedOpError
+    from secinfer.protocols.crisp.protocol import SPEC
+
+    for name in bundled.bundled_names():
+        g = _model(name)
+        try:
+            SPEC.check_model(g, "malicious")
+        except UnsupportedOpError as e:
+            assert e.op and e.node

@@ -58,23 +58,22 @@ def check_graph(graph) -> None:
     inits = set(graph.initializers)
     for node in graph.nodes:
         if node.op not in SUPPORTED:
-            raise UnsupportedOpError(f"crisp: no protocol for op {node.op!r} (node {node.name!r})")
+            raise UnsupportedOpError(node.op, node.name, "crisp has no protocol for it")
         if node.op in LINEAR_OPS:
             if len(node.inputs) < 2 or node.inputs[1] not in inits or node.inputs[0] in inits:
-                raise UnsupportedOpError(f"crisp: {node.op} node {node.name!r} must multiply an "
-                                         "activation by a server weight")
+                raise UnsupportedOpError(node.op, node.name, "crisp needs an activation times a server weight")
             if len(node.inputs) > 2 and node.inputs[2] not in inits:
-                raise UnsupportedOpError(f"crisp: bias of node {node.name!r} must be a weight")
+                raise UnsupportedOpError(node.op, node.name, "crisp needs the bias to be a weight")
         if node.op == "Conv" and len(graph.initializers[node.inputs[1]].shape) != 4:
-            raise UnsupportedOpError(f"crisp: only 2-D convolutions (node {node.name!r})")
+            raise UnsupportedOpError(node.op, node.name, "crisp runs 2-D convolutions only")
         if node.op == "MaxPool":
             p = lift_2d(node)
             if any(p["pads"]) or node.attrs.get("ceil_mode") or p["spatial"] != 2:
-                raise UnsupportedOpError(f"crisp: MaxPool {node.name!r} with padding/ceil_mode/1-D")
+                raise UnsupportedOpError(node.op, node.name, "crisp: MaxPool without padding/ceil_mode, 2-D")
         if node.op == "AveragePool" and lift_2d(node)["spatial"] != 2:
-            raise UnsupportedOpError(f"crisp: 1-D AveragePool {node.name!r}")
+            raise UnsupportedOpError(node.op, node.name, "crisp runs 2-D AveragePool only")
     if len(graph.inputs) != 1:
-        raise UnsupportedOpError("crisp: models with exactly one input")
+        raise UnsupportedOpError("graph", "inputs", "crisp runs models with exactly one input")
 
 
 def compile_plan(graph, cfg: FixedPointConfig, batch: int) -> ServerPlan:
