@@ -59,9 +59,14 @@ def _plain_log_ticks(axis, lim) -> None:
     import matplotlib.ticker
 
     fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
+
+    def minor(v, _pos):   # only 2x, 3x and 5x a power of ten, so labels do not collide
+        m = f"{v:.0e}"[0] if v > 0 else ""
+        return f"{v:g}" if m in ("2", "3", "5") else ""
     axis.set_major_formatter(fmt)
     lo, hi = lim
-    axis.set_minor_formatter(fmt if lo > 0 and hi / lo < 100 else matplotlib.ticker.NullFormatter())
+    axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(minor) if lo > 0 and hi / lo < 1000
+                             else matplotlib.ticker.NullFormatter())
 
 
 def write_plots(result: dict, folder: str) -> list[str]:
