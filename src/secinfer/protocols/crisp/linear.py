@@ -25,6 +25,8 @@ client's deviations (Delta 2, 3, 4 of Claim 2) act identically.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
@@ -121,16 +123,22 @@ class PlainInsecureLinear:
 ENGINES = {"plain-insecure": PlainInsecureLinear}
 
 
+def _testing() -> bool:
+    """Insecure test-only settings are honoured only inside the test-suite (tests/conftest.py
+    sets SECINFER_TESTING=1, inherited by the parties' processes)."""
+    return os.environ.get("SECINFER_TESTING") == "1"
+
+
 def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dict | None = None):
     options = options or {}
     if name == "ckks":
         from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
         pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
         return CKKSLinear(g, frac_bits, malicious, pname, allow_insecure="insecure" in pname
-                          and bool(options.get("allow_insecure_he", False)))
-    if name == "plain-insecure" and not options.get("allow_insecure_linear", False):
+                          and bool(options.get("allow_insecure_he", False)) and _testing())
+    if name == "plain-insecure" and not (options.get("allow_insecure_linear", False) and _testing()):
         raise ConfigError("crisp: the plain-insecure linear engine reveals the client's shares to the "
-                          "server; it runs only with allow_insecure_linear=true (tests)")
+                          "server; it runs only in the test-suite with allow_insecure_linear=true")
     try:
         return ENGINES[name](g, frac_bits, malicious)
     except KeyError:
