@@ -76,15 +76,18 @@ def conv_layout(step: dict, params, k: int, sigma: int):
     hp, wp = h_in + pt + pb, w_in + pl + pr
     kh, kw = at["kernel_shape"]
     hw = hp * wp
-    best = None
+    m_out = step["out_shape"][1]
+    best, best_cost = None, None
     for c_b in range(min(c, half // hw), 0, -1):
         o = (c_b - 1) * hw + (kh - 1) * wp + (kw - 1)
         dm = max(o + (hp - kh) * wp + (wp - kw) + 1, c_b * hw)
         if c_b * hw - 1 + o >= half:
             continue
-        m_b = min(step["out_shape"][1], 1 + (half - (c_b * hw + o)) // dm)
-        best = (c_b, m_b, dm)
-        break
+        m_b = min(m_out, 1 + (half - (c_b * hw + o)) // dm)
+        # ciphertexts per input: client's (channel groups) + answers (output blocks)
+        cost = -(-c // c_b) + -(-m_out // m_b)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = (c_b, m_b, dm), cost
     if best is None:
         return None
     return ConvLayout(params, k, step, sigma, *best)
