@@ -95,3 +95,13 @@ def test_keygen_writes_keys(tmp_path):
     assert rc == 0, se
     files = sorted(p.name for p in (tmp_path / "k").iterdir())
     assert any("alice" in f for f in files) and any("bob" in f for f in files)
+
+
+def test_demo_json_reports_oracle_agreement_for_reference():
+    rc, so, se = _cli("demo", "--protocol", "reference", "--rows", "20", "--json", timeout=300)
+    assert rc == 0, se
+    rows = json.loads(so)["results"]
+    assert {r["model"] for r in rows} == set(bundled.bundled_names())
+    for r in rows:
+        assert r["bit_exact"] and r["prediction_agreement"] == 1.0 and r["rows"] == 20
+        assert r["bytes_total"] > 0 and r["rounds_online"] == 2

@@ -135,7 +135,8 @@ def cmd_inspect(args) -> int:
 def cmd_demo(args) -> int:
     from secinfer.cli.demo import run_demo
 
-    return run_demo(protocols=args.protocol, rows=args.rows, network=args.network, as_json=args.json)
+    return run_demo(protocols=args.protocol, rows=args.rows, network=args.network, as_json=args.json,
+                    baselines=args.baselines, all_securities=not args.default_security_only)
 
 
 def cmd_bench(args) -> int:

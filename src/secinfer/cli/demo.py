@@ -28,11 +28,20 @@ def demo_rows(spec, available: int, rows: int | None) -> int:
     return min(available, limit) if limit else available
 
 
-def evaluate_pair(spec, mname: str, rows: int | None, network: str) -> dict:
+def overflow_nodes(graph, X, cfg) -> list[str]:
+    """Nodes whose sums of products leave ``cfg``'s range on this data (result meaningless)."""
+    from secinfer.ir.fixed_exec import run_fixed
+
+    found: list = []
+    run_fixed(graph, X, cfg, overflow="collect", overflows=found)
+    return sorted({getattr(r, "node", str(r)) for r in found})
+
+
+def evaluate_pair(spec, mname: str, rows: int | None, network: str, security: str | None = None) -> dict:
     """Run one bundled model through one protocol; compare with the oracle and the labels."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir import bundled
-    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.fixed_exec import derived_error_bound, run_fixed
     from secinfer.ir.float_exec import run_float
     from secinfer.ir.onnx_import import load_model
     from secinfer.runtime.launcher import run_local
@@ -42,10 +51,11 @@ def evaluate_pair(spec, mname: str, rows: int | None, network: str) -> dict:
     X, y = bundled.bundled_testset(mname)
     n = demo_rows(spec, len(X), rows)
     X, y = X[:n], y[:n]
+    security = security or spec.default_security
     cfg = get_config(spec.default_fixed)
     ref_ring = run_fixed(graph, X, cfg)
     ref_float = run_float(graph, X)
-    res = run_local(protocol=spec.name, security=spec.default_security, model_path=path, input_array=X,
+    res = run_local(protocol=spec.name, security=security, model_path=path, input_array=X,
                     network=network, fixed=cfg.name, options={}, timeout=1800, progress=False)
     out = np.asarray(res.output, dtype=np.float64).reshape(ref_float.shape)
     out_ring = None if res.output_ring is None else np.asarray(res.output_ring)
@@ -59,9 +69,13 @@ def evaluate_pair(spec, mname: str, rows: int | None, network: str) -> dict:
     if info["task"] == "classification":
         agree = float(np.mean(pred_secure == pred_ref))
     else:
-        agree = float(np.mean(np.abs(pred_secure - pred_ref) <= 1e-6 + 1e-3 * np.abs(pred_ref)))
+        # a protocol may compute a depth-one model at higher precision than the oracle (ASTRA
+        # folds the standardiser): both sides are then within the oracle's derived bound of
+        # the float model, so they agree within twice that bound
+        tol = 2 * derived_error_bound(graph, cfg, x=X)["bound"]
+        agree = float(np.mean(np.abs(pred_secure - pred_ref) <= tol))
     return {
-        "protocol": spec.name, "security": spec.default_security, "model": mname, "rows": int(n),
+        "protocol": spec.name, "security": security, "model": mname, "rows": int(n),
         "bit_exact": exact, "max_abs_err_vs_fixed": max_err, "prediction_agreement": agree,
         "metric": metric, "secure": bundled.score(mname, y, pred_secure)[metric],
         "float": bundled.score(mname, y, pred_float)[metric],
@@ -70,7 +84,9 @@ def evaluate_pair(spec, mname: str, rows: int | None, network: str) -> dict:
     }
 
 
-def run_demo(protocols=None, rows=None, network="none", as_json=False) -> int:
+def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines=False,
+             all_securities=True) -> int:
+    from secinfer.arith.fixed import get_config
     from secinfer.ir import bundled
     from secinfer.ir.onnx_import import load_model
     from secinfer.protocols import registry
@@ -80,33 +96,51 @@ def run_demo(protocols=None, rows=None, network="none", as_json=False) -> int:
     for pname in names:
         try:
             spec = registry.get(pname)
-        except SecinferError as e:
-            raise e
+        except SecinferError:
+            raise
         except Exception as e:  # noqa: BLE001 - a protocol whose dependencies are missing
             print(f"[{pname}] unavailable: {e}", file=sys.stderr)
             failures += 1
             continue
+        if spec.baseline_for and not (baselines or protocols):
+            print(f"[{pname}] in-repo baseline for {spec.baseline_for}: run by `secinfer bench "
+                  f"{spec.baseline_for}` (add --baselines to include it here)", file=sys.stderr)
+            continue
         if spec.insecure:
             print(f"[{pname}] NOTE: {spec.description}", file=sys.stderr)
+        securities = spec.securities if all_securities else (spec.default_security,)
         for mname in bundled.bundled_names():
-            try:
-                spec.check_model(load_model(str(bundled.bundled_path(mname))), spec.default_security)
-            except SecinferError:
+            graph = load_model(str(bundled.bundled_path(mname)))
+            runnable = []
+            for sec in securities:
+                try:
+                    spec.check_model(graph, sec)
+                    runnable.append(sec)
+                except SecinferError:
+                    pass
+            if not runnable:
                 continue
-            try:
-                r = evaluate_pair(spec, mname, rows, network)
-            except SecinferError as e:
-                print(f"[{pname}] {mname}: FAILED: {e}", file=sys.stderr)
-                failures += 1
+            X, _ = bundled.bundled_testset(mname)
+            over = overflow_nodes(graph, X, get_config(spec.default_fixed))
+            if over:
+                print(f"[{pname}] {mname}: skipped: its sums of products overflow {spec.default_fixed} "
+                      f"at {', '.join(over)} (needs a 64-bit ring)", file=sys.stderr)
                 continue
-            results.append(r)
-            if not as_json:
-                fixed = "bit-exact" if r["bit_exact"] else f"max err {r['max_abs_err_vs_fixed']:.2e}"
-                print(f"{pname:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs fixed-point ref: "
-                      f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
-                      f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
-                      f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
-                      f"{_fmt_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", flush=True)
+            for sec in runnable:
+                try:
+                    r = evaluate_pair(spec, mname, rows, network, sec)
+                except SecinferError as e:
+                    print(f"[{pname}] {mname} ({sec}): FAILED: {e}", file=sys.stderr)
+                    failures += 1
+                    continue
+                results.append(r)
+                if not as_json:
+                    fixed = "bit-exact" if r["bit_exact"] else f"max err {r['max_abs_err_vs_fixed']:.2e}"
+                    print(f"{pname:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs fixed-point ref: "
+                          f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
+                          f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
+                          f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
+                          f"{_fmt_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", flush=True)
     if as_json:
         print(json.dumps({"results": results}))
     return 1 if failures else 0

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rows", type=int, default=None, help="held-out rows per model (default: protocol's)")
     d.add_argument("--network", default="none")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--baselines", action="store_true", help="also run the in-repo baselines (aby3, falcon)")
+    d.add_argument("--default-security-only", action="store_true",
+                   help="only each protocol's default security level (default: every level it offers)")
 
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
@@ -87,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", help="ONNX file, bundled:NAME or zoo:NAME")
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
-    b.add_argument("suite", help="suite name, or 'list'")
+    b.add_argument("suite", help="runtime | he | fss | astra | stamp | crisp | all | list")
     b.add_argument("--out", default="results", help="results folder")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None, help="network profile(s), comma separated")

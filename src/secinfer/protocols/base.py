@@ -66,3 +66,4 @@ class ProtocolSpec:
     insecure: bool = False
     paper: str = ""
     demo_rows: int = 0  # held-out rows `secinfer demo` runs (0 = all)
+    baseline_for: str = ""  # set on in-repo baselines (e.g. "astra" on aby3): bench only, not demo

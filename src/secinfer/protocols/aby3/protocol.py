@@ -135,4 +135,5 @@ SPEC = ProtocolSpec(
     securities=("semi-honest", "malicious"), default_security="semi-honest",
     run_party=run_party, check_model=check_model, default_fixed="fx64f13",
     paper="astra-3pc-rings.txt (baseline, ref. 55)",
+    baseline_for="astra",
 )

@@ -71,4 +71,5 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt (baseline of 5.1)",
+    baseline_for="stamp",
 )
