@@ -130,8 +130,11 @@ def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: boo
 def _e2e(model_name: str, graph_path: str, x, security: str, network: str, options: dict) -> dict:
     from secinfer.runtime.launcher import run_local
 
+    # benchmark B moves ~GB of gate keys: a party busy decoding one can miss 3 s heartbeats
+    settings = {"peer_timeout": 120.0} if model_name == "muse-b" else None
     res = run_local(protocol="crisp", security=security, model_path=graph_path, input_array=x,
-                    network=network, fixed=None, options=options, timeout=3600, progress=False)
+                    network=network, fixed=None, options=options, timeout=3600, progress=False,
+                    cluster_settings=settings)
     lin = nonlin = 0
     for meter in res.meters.values():
         for key, (payload, _wire, _msgs) in meter.get("by_tag", {}).items():
