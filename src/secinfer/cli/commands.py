@@ -8,7 +8,7 @@ import sys
 import numpy as np
 
 from secinfer.cli.resolve import model_path
-from secinfer.errors import ConfigError, ShapeError
+from secinfer.errors import ConfigError
 
 
 def _warn_insecure(spec) -> None:
@@ -17,22 +17,11 @@ def _warn_insecure(spec) -> None:
               "in plaintext. Use it only as a reference.", file=sys.stderr)
 
 
-def _load_input(path: str) -> np.ndarray:
-    try:
-        x = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise ConfigError(f"input file {path!r} does not exist") from None
-    except (ValueError, EOFError, OSError) as e:
-        raise ConfigError(f"input file {path!r} is not a readable .npy array: {e or 'empty file'}") from None
-    if x.dtype.kind not in "iuf":
-        raise ShapeError(f"input file {path!r} holds {x.dtype} values; a numeric array is needed")
-    return x.astype(np.float64)
-
-
 def cmd_run(args) -> int:
     from secinfer.cli.main import _parse_options
     from secinfer.protocols import registry
     from secinfer.runtime.launcher import run_local
+    from secinfer.runtime.party import load_input_file
 
     spec = registry.get(args.protocol)
     _warn_insecure(spec)
@@ -40,7 +29,7 @@ def cmd_run(args) -> int:
     if security not in spec.securities:
         raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
     options = _parse_options(args.option, args.params)
-    x = _load_input(args.input)
+    x = load_input_file(args.input)
     mpath = model_path(args.model)
     res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
                     network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,

@@ -13,14 +13,7 @@ import sys
 import numpy as np
 
 from secinfer.errors import SecinferError
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
+from secinfer.runtime.launcher import format_bytes
 
 
 def demo_rows(spec, available: int, rows: int | None) -> int:
@@ -140,7 +133,7 @@ def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines
                           f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
                           f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
                           f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
-                          f"{_fmt_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", flush=True)
+                          f"{format_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", flush=True)
     if as_json:
         print(json.dumps({"results": results}))
     return 1 if failures else 0

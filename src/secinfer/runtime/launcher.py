@@ -77,10 +77,10 @@ class RunResult:
                  f"latency: offline {lat['offline']:.3f}s  online {lat['online']:.3f}s  "
                  f"total {lat['total']:.3f}s  (wall incl. process start {lat['wall']:.3f}s)",
                  f"rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
-                 f"traffic: {_fmt(self.bytes_total)} payload, {_fmt(self.wire_total)} on the wire, "
+                 f"traffic: {format_bytes(self.bytes_total)} payload, {format_bytes(self.wire_total)} on the wire, "
                  f"{self.messages} messages"]
         for role, b in self.bytes.items():
-            lines.append(f"  {role:<10} sent {_fmt(b['payload'])} payload ({_fmt(b['wire'])} wire)")
+            lines.append(f"  {role:<10} sent {format_bytes(b['payload'])} payload ({format_bytes(b['wire'])} wire)")
         if self.output is not None:
             out = np.asarray(self.output)
             lines.append("output: " + np.array2string(out if out.size <= 40 else out.reshape(-1)[:40],
@@ -88,7 +88,8 @@ class RunResult:
         return "\n".join(lines)
 
 
-def _fmt(n: float) -> str:
+def format_bytes(n: float) -> str:
+    """Human-readable byte count (B, KB, MB, GB, TB; powers of 1000)."""
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"

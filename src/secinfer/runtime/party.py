@@ -93,7 +93,8 @@ def _write_json_atomic(path: str | os.PathLike, data: dict) -> None:
     os.replace(tmp, p)
 
 
-def _load_input(path: str) -> np.ndarray:
+def load_input_file(path: str) -> np.ndarray:
+    """A numeric .npy array as float64; every failure is a ConfigError naming the file."""
     try:
         x = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -170,7 +171,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                 model = load_model(str(model_path))
                 spec.check_model(model, security)
             if role == spec.input_role:
-                x = _load_input(str(input_path))
+                x = load_input_file(str(input_path))
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
