@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from secinfer.arith.fixed import FX32, FX64
-from secinfer.errors import ProtocolAbort
+from secinfer.errors import PeerDeadError, ProtocolAbort
 from secinfer.ir.bundled import bundled_path, bundled_testset, predict_from_output
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
@@ -97,4 +97,7 @@ def test_malicious_falcon_detects_tampered_and_gate():
         m.flush()
         return eng.reveal_to(1, y)
     res, _ = run3(body, malicious=True, adversary=0, send_tag="fal/m/4")
-    assert isinstance(res[1], ProtocolAbort) and isinstance(res[2], ProtocolAbort)
+    # the party that detects raises ProtocolAbort; an honest party blocked on a message
+    # from the adversary (which stops when told of the abort) sees it dead: no output either
+    assert isinstance(res[1], ProtocolAbort) or isinstance(res[2], ProtocolAbort)
+    assert all(isinstance(res[i], (ProtocolAbort, PeerDeadError)) for i in (1, 2)), res

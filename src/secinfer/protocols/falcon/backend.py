@@ -38,7 +38,7 @@ class FalconBackend:
 
     # ---- small arithmetic helpers -----------------------------------------------------------
     def _mul(self, x: Pair, y: Pair) -> Pair:
-        (z,) = self.mpc.mult_round([("a", lambda u, v: self.ring.mul(u, v), x, y)])
+        (z,) = self.mpc.mult_round([("a", self.mpc.emul, x, y)])
         return self.mpc.trunc(z)
 
     def _scale_public(self, x: Pair, c: np.ndarray) -> Pair:

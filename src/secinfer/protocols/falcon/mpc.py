@@ -16,10 +16,12 @@ protocols with the non-linear layers computed without any trusted device.
   arithmetic domain and multiplied: 10 rounds for ReLU, as Falcon's [STAMP Table 7];
 * malicious: every product (arithmetic or AND) is verified with a triple as in
   ABY3/Falcon: rho and sigma are opened in the product's own round, the deltas of one
-  protocol are opened together at its end (one extra round). COST MODEL ONLY: the
-  triples come from a dealer emulation whose values every party can derive, so the
-  malicious Falcon+ run has the message pattern, sizes and rounds of the real checks
-  but is not secure; it exists to measure the baseline's cost, never to be deployed.
+  protocol are opened together at its end (one extra round). The triples are generated
+  by the three parties in the offline phase (``triples.py``: random replicated a, b from
+  the pairwise PRF keys, semi-honest c = f(a, b), joint shuffle, cut-and-choose and
+  bucket sacrifice [Furukawa et al. 2017 / Araki et al. 2017 as ABY3 and Falcon use it]).
+  The malicious truncation below still draws its mask r from the three-way key, which
+  every party knows: see docs/protocols/stamp.md (Falcon+) for what that means.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.net.channel import ArraySpec
+from secinfer.protocols.falcon.triples import Request, TripleSource
 from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -37,14 +40,20 @@ M32 = U64(0xFFFFFFFF)
 
 
 class FalconMPC:
-    def __init__(self, eng: Engine, cfg: FixedPointConfig) -> None:
+    def __init__(self, eng: Engine, cfg: FixedPointConfig, dry_run: bool = False) -> None:
+        """``dry_run``: no messages, no key use; records the triple requests (``requests``)
+        of a computation on zero shares of the right shapes (``triples.plan_requests``)."""
         self.eng, self.cfg = eng, cfg
+        self.dry = dry_run
+        self.requests: list[Request] = []
         self.ring = cfg.ring
         self.me = eng.me
         self.lane = U64((1 << cfg.ring_bits) - 1)
         self._pending: list[tuple[str, Pair]] = []
         self._n = 0
         self.stats = {"mult_rounds": 0, "products": 0}
+        self.emul = lambda u, v: self.ring.mul(u, v)   # the element-wise ring product
+        self.triples = TripleSource(self)
 
     # ---- helpers ----------------------------------------------------------------------
     def _tag(self, what: str) -> str:
@@ -76,22 +85,25 @@ class FalconMPC:
     def mult_round(self, items: list[tuple]) -> list[Pair]:
         """items: (kind, f, x, y) with kind "a" (ring, f bilinear) or "b" (AND); one round."""
         e, ring = self.eng, self.ring
-        tags, zs, checks, z3s = [], [], [], []
+        if self.dry:
+            return self._dry_round(items)
+        tags, zs, checks, z3s, trips = [], [], [], [], []
         for kind, f, x, y in items:
+            z3s.append(rss.bilinear_local(ring, f, x, y) if kind == "a" else rss.and_local(x, y) & self.lane)
+        if e.malicious:   # verified triples (offline, three-party generation: triples.py)
+            trips = [self.triples.take(self._request(kind, f, x, y, z3.shape))
+                     for (kind, f, x, y), z3 in zip(items, z3s)]
+        for (kind, f, x, y), z3 in zip(items, z3s):
             if kind == "a":
-                z3 = rss.bilinear_local(ring, f, x, y)
                 z = ring.add(z3, e.zero3(z3.shape))
             else:
-                z3 = rss.and_local(x, y) & self.lane
                 z = z3 ^ (e.zero3_xor(z3.shape) & self.lane)
             tag = self._tag("m")
             e.send_ring(e.prv, tag, z)
             tags.append(tag)
             zs.append(z)
-            z3s.append(z3)
         if e.malicious:   # open rho = x - a, sigma = y - b in the same round [ABY3 5.3]
-            for (kind, f, x, y), z3 in zip(items, z3s):
-                a, b, c = self._triple(kind, f, x.a.shape, y.a.shape, z3.shape)
+            for (kind, f, x, y), (a, b, c) in zip(items, trips):
                 rho = rss.sub(ring, x, a) if kind == "a" else rss.xor(x, a)
                 sig = rss.sub(ring, y, b) if kind == "a" else rss.xor(y, b)
                 tr, ts = self._tag("rho"), self._tag("sig")
@@ -125,17 +137,25 @@ class FalconMPC:
             return self.ring.reduce(x.a + x.b + miss)
         return (x.a ^ x.b ^ miss) & self.lane
 
-    def _triple(self, kind, f, xs, ys, zs):
-        """Dealer emulation (NOT secret, see the module docstring)."""
-        e, ring = self.eng, self.ring
-        a = e.public_draw(xs, "ta") & self.lane
-        b = e.public_draw(ys, "tb") & self.lane
-        c = ring.reduce(f(a, b)) if kind == "a" else (a & b)
-        return tuple(rss.public_pair(ring, self.me, v) for v in (a, b, c))
+    def _request(self, kind: str, f, x: Pair, y: Pair, zs: tuple) -> Request:
+        ew = x.a.shape == y.a.shape == tuple(zs) and (kind == "b" or f is self.emul)
+        return Request(kind, ew, None if ew else f, tuple(x.a.shape), tuple(y.a.shape), tuple(zs))
+
+    def _dry_round(self, items: list[tuple]) -> list[Pair]:
+        """Dry run: record each product's triple request, return zero shares of its shape."""
+        outs = []
+        for kind, f, x, y in items:
+            if kind == "b" or f is self.emul:
+                zs = np.broadcast_shapes(x.a.shape, y.a.shape)
+            else:
+                zs = np.shape(f(x.a, y.a))
+            self.requests.append(self._request(kind, f, x, y, zs))
+            outs.append(rss.zeros(zs))
+        return outs
 
     def flush(self) -> None:
         """Open every pending delta in one round; any non-zero aborts."""
-        if not self._pending:
+        if not self._pending or self.dry:
             return
         e = self.eng
         flat = Pair(np.concatenate([d.a.reshape(-1) for _, d in self._pending]),
@@ -157,6 +177,8 @@ class FalconMPC:
         e, ring, cfg = self.eng, self.ring, self.cfg
         f = cfg.frac_bits
         me = self.me
+        if self.dry:
+            return x
         if e.malicious:     # [ABY3 Pi_trunc2]: open x - r, add r >> f
             r = e.public_draw(x.a.shape, "tr") & self.lane
             rp = rss.public_pair(ring, me, r)
@@ -213,7 +235,7 @@ class FalconMPC:
         """Boolean bit -> arithmetic sharing, two product rounds (b0 xor b1, then xor b2)."""
         ring = self.ring
         a0, a1, a2 = (self.comp_pair(b, c) for c in range(3))
-        mul = lambda u, v: ring.mul(u, v)  # noqa: E731
+        mul = self.emul
         (t01,) = self.mult_round([("a", mul, a0, a1)])
         t = rss.sub(ring, rss.add(ring, a0, a1), rss.mul_public(ring, t01, U64(2)))
         (v,) = self.mult_round([("a", mul, t, a2)])
@@ -221,7 +243,7 @@ class FalconMPC:
 
     def relu(self, x: Pair) -> Pair:
         d = self.bit_to_arith(self.drelu(x))
-        (y,) = self.mult_round([("a", lambda u, v: self.ring.mul(u, v), x, d)])
+        (y,) = self.mult_round([("a", self.emul, x, d)])
         return y
 
     def maximum(self, a: Pair, b: Pair) -> Pair:
