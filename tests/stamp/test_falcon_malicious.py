@@ -91,6 +91,7 @@ def run_parties(fx, body, shares, adversary=None, attack=None, prepare=True, tam
                     dry = FalconMPC(eng, fx, dry_run=True)
                     zs = [rss.zeros(s.a.shape) for s in shares[i]]
                     body(dry, zs)
+                    m.trunc_pairs.prepare(dry.trunc_requests)
                     m.triples.prepare(dry.requests)
             if adversary == i and attack in ("product-a", "product-b"):
                 bump_next(eng, attack == "product-b")
@@ -197,6 +198,33 @@ def test_cheating_in_verified_product_aborts(attack):
     for i in range(3):
         assert isinstance(res[i], ProtocolAbort), res[i]
         assert res[i].check == "multiplication-check", res[i]
+
+
+@pytest.mark.parametrize("fx", [FX32, FX64], ids=["z2^32", "z2^64"])
+@pytest.mark.parametrize("prepare", [True, False], ids=["planned", "on-demand"])
+def test_truncation_pairs_generated_by_the_parties(fx, prepare):
+    """(r, r >> f) with r unknown to every party; the malicious truncation keeps the
+    probabilistic-truncation budget (+-1 unit for small values)."""
+    ring = fx.ring
+    v = (np.arange(60) - 30) / 16.0
+    x = ring.from_signed(np.round(v * 2.0 ** (2 * fx.frac_bits)).astype(np.int64))
+    shares = [[p] for p in _ring_shares(fx, x, 9)]
+
+    def body(m, sh):
+        if m.dry:
+            return [m.trunc(sh[0])]
+        r, rt = m.trunc_pairs.take(sh[0].a.shape)
+        m.trunc_pairs.queue.insert(0, (sh[0].a.shape, (r, rt)))
+        return [m.trunc(sh[0]), r, rt]
+    res = run_parties(fx, body, shares, prepare=prepare)
+    for r_ in res:
+        assert not isinstance(r_, Exception), r_
+    outs = [res[i][1] for i in range(3)]
+    y, r, rt = (rss.reconstruct(ring, [o[k] for o in outs]) for k in range(3))
+    assert np.array_equal(rt, ring.arshift(r, fx.frac_bits))
+    assert len(np.unique(r)) == r.size                    # random, not constant
+    assert np.abs(ring.to_signed(y) - ring.to_signed(fx.trunc(x))).max() <= 1
+    assert res[1][2].stats["triples_elementwise"] >= 2 * x.size * fx.ring_bits
 
 
 def _falcon_run(graph, x, fx, corrupt=None, monkeypatch=None):

@@ -20,8 +20,9 @@ protocols with the non-linear layers computed without any trusted device.
   by the three parties in the offline phase (``triples.py``: random replicated a, b from
   the pairwise PRF keys, semi-honest c = f(a, b), joint shuffle, cut-and-choose and
   bucket sacrifice [Furukawa et al. 2017 / Araki et al. 2017 as ABY3 and Falcon use it]).
-  The malicious truncation below still draws its mask r from the three-way key, which
-  every party knows: see docs/protocols/stamp.md (Falcon+) for what that means.
+  The malicious truncation's pairs (r, r >> f) are made by the parties too: r from l
+  random shared bits, each injected into Z_2^l with verified products [ABY3 5.1.1 /
+  Pi_trunc2] (``triples.TruncPairSource``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.falcon.triples import Request, TripleSource
+from secinfer.protocols.falcon.triples import Request, TripleSource, TruncPairSource
 from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -46,6 +47,7 @@ class FalconMPC:
         self.eng, self.cfg = eng, cfg
         self.dry = dry_run
         self.requests: list[Request] = []
+        self.trunc_requests: list[tuple] = []
         self.ring = cfg.ring
         self.me = eng.me
         self.lane = U64((1 << cfg.ring_bits) - 1)
@@ -54,6 +56,7 @@ class FalconMPC:
         self.stats = {"mult_rounds": 0, "products": 0}
         self.emul = lambda u, v: self.ring.mul(u, v)   # the element-wise ring product
         self.triples = TripleSource(self)
+        self.trunc_pairs = TruncPairSource(self)
 
     # ---- helpers ----------------------------------------------------------------------
     def _tag(self, what: str) -> str:
@@ -178,15 +181,15 @@ class FalconMPC:
         f = cfg.frac_bits
         me = self.me
         if self.dry:
+            self.trunc_requests.append(tuple(x.a.shape))
             return x
-        if e.malicious:     # [ABY3 Pi_trunc2]: open x - r, add r >> f
-            r = e.public_draw(x.a.shape, "tr") & self.lane
-            rp = rss.public_pair(ring, me, r)
-            d = rss.sub(ring, x, rp)
+        if e.malicious:     # [ABY3 Pi_trunc2]: open x - r, add r >> f (pair from triples.py)
+            r, rt = self.trunc_pairs.take(tuple(x.a.shape))
+            d = rss.sub(ring, x, r)
             tag = self._tag("trunc")
             self._open_send(d, tag)
             dv = ring.reduce(d.a + d.b + self._open_recv(d, tag))
-            return rss.public_pair(ring, me, ring.add(cfg.trunc(dv), ring.arshift(r, f)))
+            return rss.add_public(ring, me, rt, cfg.trunc(dv))
         # [ABY3 Pi_trunc1]: t0 = x_0 >> f (parties 0, 2), t1 = (x_1 + x_2) >> f (party 1),
         # re-shared as (t0, r, t1 - r) with r from the key of parties 0 and 1.
         shape = x.a.shape

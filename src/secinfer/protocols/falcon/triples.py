@@ -250,9 +250,72 @@ class TripleSource:
                 raise self.eng.ep.abort("triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
 
 
+class TruncPairSource:
+    """Pairs (r, r >> f) for the malicious truncation [ABY3 Pi_trunc2], made by the parties.
+
+    r = sum_i 2^i b_i from l random bits b_i, each a boolean replicated sharing from the
+    pairwise keys (every party misses one component, so no party knows a bit), injected
+    into Z_2^l by ``FalconMPC.bit_to_arith`` (two products per bit, each verified with a
+    triple of ``TripleSource``, checked before the pair is used). Then, locally,
+    r >> f (arithmetic shift, the oracle's truncation) = sum_{i >= f} 2^(i-f) b_i
+    - 2^(l-f) b_{l-1}. Cost per truncated element: 2l verified element-wise products
+    (offline)."""
+
+    def __init__(self, mpc) -> None:
+        self.mpc = mpc
+        self.queue: list[tuple[tuple, tuple[Pair, Pair]]] = []
+        self.stats = {"trunc_pairs": 0, "trunc_pair_products": 0}
+
+    def take(self, shape: tuple) -> tuple[Pair, Pair]:
+        if not self.queue:
+            with self.mpc.eng.ep.phase("offline"):
+                self.prepare([shape])
+        got, pair = self.queue.pop(0)
+        if got != tuple(shape):
+            raise ProtocolError(f"Falcon+ truncation plan mismatch: prepared {got}, needed {shape}")
+        return pair
+
+    def prepare(self, shapes: list[tuple]) -> None:
+        if not shapes:
+            return
+        mpc, ring = self.mpc, self.mpc.ring
+        bits_l, f = mpc.cfg.ring_bits, mpc.cfg.frac_bits
+        sizes = [int(np.prod(s)) for s in shapes]
+        n = sum(sizes)
+        rb = mpc.eng.random_pair((n, bits_l))
+        bits = Pair(rb.a & np.uint64(1), rb.b & np.uint64(1))
+        saved_src, saved_stats = mpc.triples, dict(mpc.stats)
+        mpc.triples = TripleSource(mpc)          # its own triples, generated on demand
+        try:
+            arith = mpc.bit_to_arith(bits)
+            mpc.flush()                          # every injection verified before use
+        finally:
+            gen = mpc.triples.stats
+            mpc.triples, mpc.stats = saved_src, saved_stats
+        for k, v in gen.items():
+            saved_src.stats[k] += v
+        self.stats["trunc_pair_products"] += 2 * n * bits_l
+        w = np.array([1 << i for i in range(bits_l)], dtype=object)
+        wt = np.array([(1 << (i - f)) if i >= f else 0 for i in range(bits_l)], dtype=object)
+        wt[-1] = (wt[-1] - (1 << (bits_l - f))) % (1 << bits_l)
+        w, wt = (np.array([int(v) % (1 << bits_l) for v in ws], dtype=np.uint64) for ws in (w, wt))
+
+        def combine(v, weights):
+            return ring.reduce(np.sum(ring.mul(v, weights[None, :]), axis=1, dtype=np.uint64))
+        r = rss.apply(arith, lambda v: combine(v, w))
+        rt = rss.apply(arith, lambda v: combine(v, wt))
+        off = 0
+        for s, m in zip(shapes, sizes):
+            sl = slice(off, off + m)
+            self.queue.append((tuple(s), (rss.apply(r, lambda v: v[sl].reshape(s)),
+                                          rss.apply(rt, lambda v: v[sl].reshape(s)))))
+            off += m
+        self.stats["trunc_pairs"] += n
+
+
 def plan_requests(mpc_cls, eng, cfg, backend_cls, backend_kwargs: dict, graph, env: dict, run_graph) -> list[Request]:
-    """The triples an online run will request, in order: a local dry run of the network on
-    zero shares (same shapes, no messages, no PRF use)."""
+    """The triples and truncation pairs an online run will request, in order: a local dry
+    run of the network on zero shares (same shapes, no messages, no PRF use)."""
     dry = mpc_cls(eng, cfg, dry_run=True)
     run_graph(eng.ring, eng.me, backend_cls(dry, **backend_kwargs), graph, dict(env))
-    return dry.requests
+    return dry.requests, dry.trunc_requests
