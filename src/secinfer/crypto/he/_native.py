@@ -50,6 +50,8 @@ _SIGNATURES: dict[str, list] = {
     "he_binop": [H, H, cint, H, H, OUT_H],
     "he_scalarop": [H, H, cint, H, f64, f64, OUT_H],
     "he_unop": [H, H, cint, H, i64, OUT_H],
+    "he_binop_into": [H, H, cint, H, H, H],
+    "he_rescale_into": [H, H, H, H],
     "he_rotate_hoisted": [H, H, H, P_i64, cint, P_u64],
     "he_lt_new": [H, P_i64, cint, P_f64, P_f64, cint, cint, cint, OUT_H],
     "he_lt_galois": [H, H, P_u64, cint, C.POINTER(cint)],

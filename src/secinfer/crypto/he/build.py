@@ -35,7 +35,8 @@ def _go_sources() -> list[Path]:
     files: list[Path] = []
     for pattern in _GO_INPUTS:
         files.extend(GO_DIR.glob(pattern))
-    return files
+    # Go test files (benchmarks) are not part of the library.
+    return [f for f in files if not f.name.endswith("_test.go")]
 
 
 def needs_build() -> bool:

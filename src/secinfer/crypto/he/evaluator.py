@@ -11,15 +11,22 @@ from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.objects import Ciphertext, EvalKeys, HEObject, Plaintext
 from secinfer.crypto.he.params import CKKSParams
 
-_ADD, _SUB, _MUL, _MULRELIN = 0, 1, 2, 3
+_ADD, _SUB, _MUL, _MULRELIN, _MULADD = 0, 1, 2, 3, 4
 _RESCALE, _RELIN, _CONJ, _ROT, _DROP = 0, 1, 2, 3, 4
 
 
 class Evaluator(HEObject):
     """Evaluates CKKS operations with a set of evaluation keys (may be ``None``).
 
-    Operations return new ciphertexts; inputs are never modified. Rotations need the
-    matching Galois keys, ``mul(..., relin=True)`` the relinearisation key.
+    Operations return new ciphertexts and never modify their inputs, unless an ``out=``
+    ciphertext is given (``add``, ``sub``, ``mul``, ``mul_plain``, ``rescale``): the
+    result is then written into ``out`` (which may be one of the operands, e.g.
+    ``mul_plain(ct, pt, out=ct)``) and ``out`` is returned; the result is bit-identical
+    to the allocating call. (Allocating add / sub / ciphertext x plaintext take their
+    outputs from a pool that closed ciphertexts return to, so closing temporaries
+    promptly keeps them cheap too.) :meth:`mul_plain_add` accumulates ``acc += a * pt``.
+    Rotations need the matching Galois keys, ``mul(..., relin=True)`` the
+    relinearisation key.
     """
 
     def __init__(self, params: CKKSParams, keys: EvalKeys | None = None) -> None:
@@ -37,7 +44,11 @@ class Evaluator(HEObject):
             raise HEArgumentError(f"operand must be a Ciphertext or Plaintext, got {type(x).__name__}")
         return self.params._own(x, "operand")
 
-    def _bin(self, op: int, a, b) -> Ciphertext:
+    def _bin(self, op: int, a, b, out=None) -> Ciphertext:
+        if out is not None:
+            N.call("he_binop_into", self.params.handle, self.handle, op, self._ct(a),
+                   self._operand(b), self._ct(out, "out"))
+            return out
         h = N.new_handle("he_binop", self.params.handle, self.handle, op, self._ct(a),
                          self._operand(b))
         return Ciphertext(self.params, h)
@@ -48,15 +59,34 @@ class Evaluator(HEObject):
 
     # ------------------------------------------------------------ arithmetic
 
-    def add(self, a: Ciphertext, b: Ciphertext | Plaintext) -> Ciphertext:
-        return self._bin(_ADD, a, b)
+    def add(self, a: Ciphertext, b: Ciphertext | Plaintext, out: Ciphertext | None = None) -> Ciphertext:
+        return self._bin(_ADD, a, b, out)
 
-    def sub(self, a: Ciphertext, b: Ciphertext | Plaintext) -> Ciphertext:
-        return self._bin(_SUB, a, b)
+    def sub(self, a: Ciphertext, b: Ciphertext | Plaintext, out: Ciphertext | None = None) -> Ciphertext:
+        return self._bin(_SUB, a, b, out)
 
-    def mul(self, a: Ciphertext, b: Ciphertext | Plaintext, relin: bool = True) -> Ciphertext:
+    def mul(self, a: Ciphertext, b: Ciphertext | Plaintext, relin: bool = True,
+            out: Ciphertext | None = None) -> Ciphertext:
         """Product (scale multiplies; call :meth:`rescale` afterwards)."""
-        return self._bin(_MULRELIN if relin and isinstance(b, Ciphertext) else _MUL, a, b)
+        return self._bin(_MULRELIN if relin and isinstance(b, Ciphertext) else _MUL, a, b, out)
+
+    def mul_plain(self, a: Ciphertext, pt: Plaintext, out: Ciphertext | None = None) -> Ciphertext:
+        """Ciphertext times an already encoded plaintext, at min(a.level, pt.level);
+        ``out=a`` multiplies in place. The plaintext's Montgomery form is computed on its
+        first product and kept with it (one more polynomial of memory)."""
+        if not isinstance(pt, Plaintext):
+            raise HEArgumentError(f"mul_plain takes a Plaintext, got {type(pt).__name__}")
+        return self._bin(_MUL, a, pt, out)
+
+    def mul_plain_add(self, a: Ciphertext, pt: Plaintext, acc: Ciphertext) -> Ciphertext:
+        """``acc += a * pt`` in place (multiply-accumulate); returns ``acc``. ``acc`` must
+        be another ciphertext than ``a``; its scale should be a.scale * pt.scale (otherwise
+        Lattigo first scales ``acc`` up by the integer ratio)."""
+        if not isinstance(pt, Plaintext):
+            raise HEArgumentError(f"mul_plain_add takes a Plaintext, got {type(pt).__name__}")
+        if acc is a:
+            raise HEArgumentError("the accumulator must be a different ciphertext than the factor")
+        return self._bin(_MULADD, a, pt, acc)
 
     def mul_rescale(self, a: Ciphertext, b: Ciphertext | Plaintext) -> Ciphertext:
         with self.mul(a, b) as t:
@@ -84,7 +114,11 @@ class Evaluator(HEObject):
         with out:
             return self.rescale(out)
 
-    def rescale(self, a: Ciphertext) -> Ciphertext:
+    def rescale(self, a: Ciphertext, out: Ciphertext | None = None) -> Ciphertext:
+        if out is not None:
+            N.call("he_rescale_into", self.params.handle, self.handle, self._ct(a),
+                   self._ct(out, "out"))
+            return out
         return self._un(_RESCALE, a)
 
     def relinearize(self, a: Ciphertext) -> Ciphertext:

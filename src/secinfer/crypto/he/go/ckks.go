@@ -39,10 +39,15 @@ type EvalKeys struct {
 type PT struct {
 	ph uint64
 	v  *rlwe.Plaintext
+	// Montgomery form of v, computed on the first multiplication (see fastops.go).
+	// Plaintexts are never modified after creation, so the cache cannot go stale.
+	mont     ring_Poly
+	montOnce sync.Once
 }
 type CT struct {
-	ph uint64
-	v  *rlwe.Ciphertext
+	ph   uint64
+	v    *rlwe.Ciphertext
+	pool *poolRef // set when the buffers came from (and go back to) the output pool
 }
 type Eval struct {
 	ph  uint64
@@ -89,7 +94,7 @@ func getEval(ph C.uint64_t, h C.uint64_t) *Eval {
 }
 
 func newCT(ph C.uint64_t, ct *rlwe.Ciphertext, out *C.uint64_t) {
-	*out = C.uint64_t(put(&CT{uint64(ph), ct}))
+	*out = C.uint64_t(put(&CT{ph: uint64(ph), v: ct}))
 }
 
 // ---------------------------------------------------------------- parameters
@@ -292,7 +297,7 @@ func he_encode(ph C.uint64_t, re, im *C.double, n C.int, logSlots C.int, level C
 	var err error
 	withLock(&p.mu, func() { err = p.enc.Encode(vals, pt) })
 	check(err, codeHE, "encode")
-	*out = C.uint64_t(put(&PT{uint64(ph), pt}))
+	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }
 
@@ -350,7 +355,7 @@ func he_decrypt(ph C.uint64_t, skh C.uint64_t, cth C.uint64_t, out *C.uint64_t, 
 		fail(codeArgument, "decrypt needs a degree-1 ciphertext (relinearise first)")
 	}
 	pt := rlwe.NewDecryptor(P, sk.v).DecryptNew(ct.v)
-	*out = C.uint64_t(put(&PT{uint64(ph), pt}))
+	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }
 
@@ -375,7 +380,7 @@ func he_ct_info(ph C.uint64_t, h C.uint64_t, out *C.double, errbuf *C.char, errl
 	if el.IsNTT {
 		ntt = 1
 	}
-	copy(f64s(out, 5), []float64{float64(el.Level()), float64(degree), el.Scale.Log2(), float64(el.LogDimensions.Cols), ntt})
+	copy(f64s(out, 5), []float64{float64(el.Level()), float64(degree), scaleLog2(el.Scale), float64(el.LogDimensions.Cols), ntt})
 	return codeOK
 }
 
@@ -388,29 +393,31 @@ func he_binop(ph C.uint64_t, evh C.uint64_t, op C.int, ah, bh C.uint64_t, out *C
 	defer recoverTo(&rc, errbuf, errlen)
 	e := getEval(ph, evh)
 	a := getCT(ph, ah)
-	var b rlwe.Operand
-	switch o := getAny(uint64(bh)).(type) {
-	case *CT:
-		bound(uint64(ph), o.ph, "ciphertext")
-		b = o.v
-	case *PT:
-		bound(uint64(ph), o.ph, "plaintext")
-		b = o.v
-	default:
-		fail(codeArgument, "operand %d is neither ciphertext nor plaintext", bh)
-	}
+	b, pt := operand(ph, bh)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var ct *rlwe.Ciphertext
 	var err error
-	switch op {
-	case 0:
+	// Fast paths (fastops.go): pooled output, cached Montgomery plaintext; same result.
+	var fast *CT
+	if bc, isCT := b.(*rlwe.Ciphertext); isCT && (op == 0 || op == 1) {
+		fast = e.addSubNew(op, a.v, bc)
+	} else if pt != nil && (op == 2 || op == 3) {
+		fast = e.mulPlainNew(a.v, pt)
+	}
+	if fast != nil {
+		fast.ph = uint64(ph)
+		*out = C.uint64_t(put(fast))
+		return codeOK
+	}
+	switch {
+	case op == 0:
 		ct, err = e.ev.AddNew(a.v, b)
-	case 1:
+	case op == 1:
 		ct, err = e.ev.SubNew(a.v, b)
-	case 2:
+	case op == 2:
 		ct, err = e.ev.MulNew(a.v, b)
-	case 3:
+	case op == 3:
 		ct, err = e.ev.MulRelinNew(a.v, b)
 	default:
 		fail(codeArgument, "unknown binary op %d", op)
@@ -500,7 +507,7 @@ func he_rotate_hoisted(ph C.uint64_t, evh C.uint64_t, ah C.uint64_t, ks *C.int64
 	check(err, codeHE, "hoisted rotation")
 	dst := u64s((*C.uint64_t)(outs), int(nk))
 	for i, k := range rots {
-		dst[i] = put(&CT{uint64(ph), res[k]})
+		dst[i] = put(&CT{ph: uint64(ph), v: res[k]})
 	}
 	return codeOK
 }

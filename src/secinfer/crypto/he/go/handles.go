@@ -110,8 +110,12 @@ func get[T any](h uint64, kind string) T {
 //export he_free_handle
 func he_free_handle(h C.uint64_t) {
 	tableMu.Lock()
+	o := table[uint64(h)]
 	delete(table, uint64(h))
 	tableMu.Unlock()
+	if c, ok := o.(*CT); ok && c.pool != nil {
+		recycle(c)
+	}
 }
 
 //export he_live_handles

@@ -104,7 +104,7 @@ func he_coeff_encode(ph C.uint64_t, vals *C.double, n C.int, level C.int, scale 
 	if pt.IsNTT {
 		r.NTT(pt.Value, pt.Value)
 	}
-	*out = C.uint64_t(put(&PT{uint64(ph), pt}))
+	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }
 
@@ -413,7 +413,7 @@ func he_expand(ph C.uint64_t, evh C.uint64_t, cth C.uint64_t, logGap C.int, outI
 			fail(codeArgument, "output buffer too small")
 		}
 		idx[w] = int64(i)
-		hs[w] = put(&CT{uint64(ph), c})
+		hs[w] = put(&CT{ph: uint64(ph), v: c})
 		w++
 	}
 	*written = C.int(w)

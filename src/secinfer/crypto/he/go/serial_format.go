@@ -246,7 +246,7 @@ func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.u
 		refs := []polyRef{{pt.Value, P.Q()}}
 		exactLen(rest, refs, "plaintext")
 		readPolys(rest, refs, "plaintext")
-		obj = &PT{uint64(ph), pt}
+		obj = &PT{ph: uint64(ph), v: pt}
 	case kindCT:
 		degree, level, meta, rest := readElement(b, "CT01", 2, P, "ciphertext")
 		if degree < 1 {
@@ -260,7 +260,7 @@ func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.u
 		}
 		exactLen(rest, refs, "ciphertext")
 		readPolys(rest, refs, "ciphertext")
-		obj = &CT{uint64(ph), ct}
+		obj = &CT{ph: uint64(ph), v: ct}
 	case kindLWE:
 		obj = unmarshalLWE(uint64(ph), P, b)
 	default:
