@@ -50,6 +50,9 @@ from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
 SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
+POOL_ITEMS = 1 << 20      # element-wise triples per pool (B = 2 from N = 2^20 on)
+BATCH_ELEMS = 1 << 23     # generated ring elements per batch (memory bound)
+TRUNC_CHUNK = 1 << 15     # truncation pairs per generation batch (x l bits)
 
 
 class Request(NamedTuple):
@@ -119,19 +122,47 @@ class TripleSource:
 
     # ---- generation ---------------------------------------------------------------------
     def prepare(self, reqs: list[Request]) -> None:
-        """Generate, shuffle, cut and sacrifice verified triples for ``reqs`` (in order)."""
+        """Generate, shuffle, cut and sacrifice verified triples for ``reqs`` (in order).
+
+        Element-wise requests are pooled (up to ``POOL_ITEMS`` items per pool) and the
+        groups processed in batches of about ``BATCH_ELEMS`` generated ring elements, to
+        bound memory (each batch costs its own 6 offline rounds)."""
         if not reqs:
             return
         groups = []
         for kind in ("a", "b"):
-            pool = [r for r in reqs if r.kind == kind and r.elementwise]
+            pool, n = [], 0
+            for r in (r for r in reqs if r.kind == kind and r.elementwise):
+                m = int(np.prod(r.zs))
+                if pool and n + m > POOL_ITEMS:
+                    groups.append(self._pool_group(kind, pool, n))
+                    pool, n = [], 0
+                pool.append(r)
+                n += m
             if pool:
-                n = sum(int(np.prod(r.zs)) for r in pool)
-                bsz, cut = bucket_params(n, None, None)
-                groups.append(_Group(kind, self._fn(kind, None, True), n, bsz, cut, pool))
+                groups.append(self._pool_group(kind, pool, n))
         for r in reqs:
             if not r.elementwise:
                 groups.append(_Group(r.kind, self._fn(r.kind, r.f, False), 1, SINGLE_BUCKET, SINGLE_BUCKET, [r]))
+        out: dict[int, tuple] = {}
+        batch, size = [], 0
+        for g in groups:
+            r = g.reqs[0]
+            elems = g.total * (3 if r.elementwise else int(np.prod(r.xs)) + int(np.prod(r.ys)) + int(np.prod(r.zs)))
+            if batch and size + elems > BATCH_ELEMS:
+                self._run_batch(batch, out)
+                batch, size = [], 0
+            batch.append(g)
+            size += elems
+        if batch:
+            self._run_batch(batch, out)
+        self.queue.extend((r.key, out[id(r)]) for r in reqs)
+
+    def _pool_group(self, kind: str, pool: list, n: int) -> _Group:
+        bsz, cut = bucket_params(n, None, None)
+        return _Group(kind, self._fn(kind, None, True), n, bsz, cut, pool)
+
+    def _run_batch(self, groups: list[_Group], out: dict) -> None:
         self._generate(groups)
         perm_seed = coin_toss(SimpleNamespace(ep=self.eng.ep, role=self.eng.names[self.eng.me], prg=self.eng.prg),
                               self._tag("coin"))
@@ -140,7 +171,6 @@ class TripleSource:
             g.a, g.b, g.c = (_take(s, perm) for s in (g.a, g.b, g.c))
         self._cut(groups)
         self._sacrifice(groups)
-        out: dict[int, tuple] = {}
         for g in groups:
             head = np.arange(g.cut, g.cut + g.n)       # the first row of the B x N buckets
             a, b, c = (_take(s, head) for s in (g.a, g.b, g.c))
@@ -157,7 +187,7 @@ class TripleSource:
                 self.stats["triples_bilinear"] += 1
             self.stats["triples_generated"] += g.total
             self.stats["triple_cut"] += g.cut
-        self.queue.extend((r.key, out[id(r)]) for r in reqs)
+            g.a = g.b = g.c = None
         self.stats["triple_batches"] += 1
 
     def _rand(self, g: _Group, shape: tuple) -> Pair:
@@ -276,8 +306,19 @@ class TruncPairSource:
         return pair
 
     def prepare(self, shapes: list[tuple]) -> None:
-        if not shapes:
-            return
+        """Pairs for ``shapes`` (in order), in chunks of about ``TRUNC_CHUNK`` elements."""
+        chunk, n = [], 0
+        for s in shapes:
+            m = int(np.prod(s))
+            if chunk and n + m > TRUNC_CHUNK:
+                self._prepare_chunk(chunk)
+                chunk, n = [], 0
+            chunk.append(tuple(s))
+            n += m
+        if chunk:
+            self._prepare_chunk(chunk)
+
+    def _prepare_chunk(self, shapes: list[tuple]) -> None:
         mpc, ring = self.mpc, self.mpc.ring
         bits_l, f = mpc.cfg.ring_bits, mpc.cfg.frac_bits
         sizes = [int(np.prod(s)) for s in shapes]
