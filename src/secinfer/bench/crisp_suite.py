@@ -1,7 +1,7 @@
 """``secinfer bench crisp``: CRISP (malicious client) against its semi-honest baseline
 [CRISP Table I (FC layer), Tables II-III (offline/online), Table V (MaxPool), Figs. 5-6 (ReLU)].
 
-Adapter over ``secinfer.protocols.crisp.bench.run``, which already returns rows and plots;
+Adapter over ``secinfer.bench.crisp_paper.run``, which already returns rows and plots;
 this adds the paper table each row reproduces and, for each MAC'd (malicious) figure, the
 ratio against the semi-honest run of the same invocation. ``--network`` is the shaping
 profile of the end-to-end runs (default ``lan``); several profiles run the suite once each.
@@ -15,7 +15,7 @@ _TABLE = {"relu": "fig5-6", "maxpool": "V", "fc": "I", "e2e": "II-III"}
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
-    from secinfer.protocols.crisp import bench as cb
+    from secinfer.bench import crisp_paper as cb
 
     profiles = split_profiles(network, ("lan",))
     prog = Progress("crisp", len(profiles))
