@@ -326,8 +326,9 @@ class TruncPairSource:
         rb = mpc.eng.random_pair((n, bits_l))
         bits = Pair(rb.a & np.uint64(1), rb.b & np.uint64(1))
         saved_src, saved_stats = mpc.triples, dict(mpc.stats)
-        mpc.triples = TripleSource(mpc)          # its own triples, generated on demand
+        mpc.triples = TripleSource(mpc)          # its own triples: the two injection rounds
         try:
+            mpc.triples.prepare([Request("a", True, None, (n, bits_l), (n, bits_l), (n, bits_l))] * 2)
             arith = mpc.bit_to_arith(bits)
             mpc.flush()                          # every injection verified before use
         finally:
