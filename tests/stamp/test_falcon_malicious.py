@@ -271,7 +271,9 @@ def _falcon_run(graph, x, fx, corrupt=None, monkeypatch=None):
     return run_local({r: party(k, r) for k, r in enumerate(spec.roles)}, timeout=300)
 
 
-def test_full_malicious_run_fx64_agrees_and_meters_triples_offline():
+def test_full_malicious_run_fx64_agrees_and_meters_triples_offline(monkeypatch):
+    from secinfer.protocols.falcon import triples
+    monkeypatch.setattr(triples, "TRUNC_CHUNK", 512)       # several truncation-pair batches
     g = load_model(bundled_path("digits-mlp"))
     x, _ = bundled_testset("digits-mlp")
     x = x[:16]
@@ -288,6 +290,8 @@ def test_full_malicious_run_fx64_agrees_and_meters_triples_offline():
     ph = info["meter"]["phases"]
     assert ph["offline"]["sent_payload"] > ph["online"]["sent_payload"]
     assert not any(k.startswith("online|") and "faltrip" in k for k in info["meter"]["by_tag"])
+    coins = [v for k, v in info["meter"]["by_tag"].items() if k.startswith("offline|sent|p0|astra/coin/")]
+    assert len(coins) >= 4 and all(v[2] == 1 for v in coins)    # a fresh coin-toss label per batch
 
 
 def test_full_malicious_run_bad_triple_aborts_with_no_output(monkeypatch):

@@ -55,6 +55,7 @@ class FalconMPC:
         self._n = 0
         self.stats = {"mult_rounds": 0, "products": 0}
         self.emul = lambda u, v: self.ring.mul(u, v)   # the element-wise ring product
+        self.trip_tick = 0                             # message labels of triple generation
         self.triples = TripleSource(self)
         self.trunc_pairs = TruncPairSource(self)
 

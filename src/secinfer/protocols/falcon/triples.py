@@ -88,13 +88,14 @@ class TripleSource:
         self.mpc = mpc
         self.eng, self.ring, self.lane = mpc.eng, mpc.ring, mpc.lane
         self.queue: list[tuple[tuple, tuple[Pair, Pair, Pair]]] = []
-        self._n = 0
         self.stats = {"triples_generated": 0, "triples_elementwise": 0, "triples_bilinear": 0,
                       "triple_batches": 0, "triple_cut": 0}
 
     def _tag(self, what: str) -> str:
-        self._n += 1
-        return f"faltrip/{what}/{self._n}"
+        """Unique over every source of the party (the coin toss derives its contribution
+        from the label: a repeated label would repeat the permutation)."""
+        self.mpc.trip_tick += 1
+        return f"faltrip/{what}/{self.mpc.trip_tick}"
 
     # ---- maps on item-stacked arrays ----------------------------------------------------
     def _fn(self, kind: str, f: Callable | None, elementwise: bool) -> Callable:
