@@ -44,17 +44,17 @@ class PrefixTamperEP:
         return getattr(self._ep, name)
 
 
-def bump_next(eng, boolean):
-    """The party adds a consistent error to its next reshared component (the value it
-    keeps and the value it sends): an additive attack on the next product it helps make."""
+def bump_next(eng, boolean, nth=1):
+    """The party adds a consistent error to its nth next reshared component (the value it
+    keeps and the value it sends): an additive attack on a product it helps make."""
     name = "zero3_xor" if boolean else "zero3"
     orig = getattr(eng, name)
-    state = {"done": False}
+    state = {"calls": 0}
 
     def wrapped(shape):
         z = orig(shape).copy()
-        if not state["done"]:
-            state["done"] = True
+        state["calls"] += 1
+        if state["calls"] == nth:
             flat = z.reshape(-1)
             flat[0] = (flat[0] ^ np.uint64(1)) if boolean else eng.ring.reduce(flat[0:1] + np.uint64(1))[0]
         return z
@@ -86,6 +86,8 @@ def run_parties(fx, body, shares, adversary=None, attack=None, prepare=True, tam
             m = FalconMPC(eng, fx)
             if adversary == i and attack in ("triple-a", "triple-b"):
                 bump_next(eng, attack == "triple-b")
+            if adversary == i and attack == "trunc-injection":   # 1st call: its triples, 2nd: a product
+                bump_next(eng, False, nth=2)
             if prepare:
                 with ep.phase("offline"):
                     dry = FalconMPC(eng, fx, dry_run=True)
@@ -246,6 +248,18 @@ def test_truncation_pairs_generated_by_the_parties(fx, prepare, chunk, monkeypat
         if fx is FX64:
             assert err.max() <= 1
     assert res[1][2].stats["triples_elementwise"] >= 2 * x.size * fx.ring_bits
+
+
+def test_cheating_in_truncation_pair_generation_aborts():
+    """A deviation in a verified bit-injection product of the truncation pairs is caught
+    by the multiplication check: every party aborts, no output."""
+    fx = FX32
+    x = fx.ring.reduce(np.arange(40, dtype=np.uint64) * np.uint64(1 << 20))
+    shares = [[p] for p in _ring_shares(fx, x, 11)]
+    res = run_parties(fx, lambda m, sh: [m.trunc(sh[0])], shares, adversary=1, attack="trunc-injection")
+    for i in range(3):
+        assert isinstance(res[i], ProtocolAbort), res[i]
+        assert res[i].check == "multiplication-check", res[i]
 
 
 def _falcon_run(graph, x, fx, corrupt=None, monkeypatch=None):
