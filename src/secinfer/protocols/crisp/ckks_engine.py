@@ -62,6 +62,15 @@ def _bits(x: float) -> int:
     return max(1, math.ceil(math.log2(max(x, 1.0))))
 
 
+
+def ct_pt_dot(ev, cts, pts):
+    """sum_i cts[i] * pts[i] as one new ciphertext (plaintext products: no relinearisation),
+    accumulated in place with the evaluator's multiply-add."""
+    acc = ev.mul(cts[0], pts[0], relin=False)
+    for ct, pt in zip(cts[1:], pts[1:]):
+        ev.mul_plain_add(ct, pt, acc)
+    return acc
+
 class Budget:
     """Digit size D, digits T, value bound B, flooding phi and scale Delta of one layer,
     from the number of product terms per coefficient (``terms``), the weight polynomial's
@@ -452,16 +461,8 @@ class CKKSLinear:
             for t in range(bud.T):
                 for rg in range(n_rg):
                     for blk in range(bud.n_blocks):
-                        acc = None
-                        for ch in range(bud.n_chunks):
-                            prod = ev.mul(cts[t, rg, ch], wpolys[ch, blk], relin=False)
-                            if acc is None:
-                                acc = prod
-                            else:
-                                nxt = ev.add(acc, prod)
-                                acc.close()
-                                prod.close()
-                                acc = nxt
+                        acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
+                                        [wpolys[ch, blk] for ch in range(bud.n_chunks)])
                         rmask = self.answer(ep, idx, acc, bud, prg)
                         rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
                         sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp.ckks_engine import SERVER, Budget, _bitfield
+from secinfer.protocols.crisp.ckks_engine import SERVER, Budget, _bitfield, ct_pt_dot
 
 
 class ConvLayout(Budget):
@@ -166,16 +166,8 @@ def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
     for b in range(n_):
         for mb in range(lay.n_mb):
             for t in range(lay.T):
-                acc = None
-                for cg in range(lay.n_cg):
-                    prod = ev.mul(cts[b, cg, t], kpolys[cg, mb], relin=False)
-                    if acc is None:
-                        acc = prod
-                    else:
-                        nxt = ev.add(acc, prod)
-                        acc.close()
-                        prod.close()
-                        acc = nxt
+                acc = ct_pt_dot(ev, [cts[b, cg, t] for cg in range(lay.n_cg)],
+                                [kpolys[cg, mb] for cg in range(lay.n_cg)])
                 rmask = eng.answer(ep, idx, acc, lay, prg)
                 ms, pos = lay.positions(mb)
                 sel = (b, slice(ms[0], ms[-1] + 1))
