@@ -31,9 +31,10 @@ def cmd_run(args) -> int:
     options = _parse_options(args.option, args.params)
     x = load_input_file(args.input)
     mpath = model_path(args.model)
+    settings = {"peer_timeout": args.peer_timeout} if args.peer_timeout else None
     res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
                     network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
-                    progress=not args.json)
+                    progress=not args.json, cluster_settings=settings)
     if args.output:
         np.save(args.output, res.output)
     if args.json:

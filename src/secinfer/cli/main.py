@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--output", default=None, help="write the output here (.npy)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--timeout", type=float, default=1800.0)
+    r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
+                   help="declare a silent peer dead after this long (default 3; raise it for very large "
+                        "models whose parties spend seconds in one computation)")
 
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
