@@ -77,15 +77,14 @@ def evaluate_pair(spec, mname: str, rows: int | None, network: str, security: st
     }
 
 
-def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines=False,
-             all_securities=True) -> int:
+def _plan(names, baselines: bool, explicit: bool, all_securities: bool) -> tuple[list, int]:
+    """(spec, model, security) jobs of the demo, with a note on stderr for what is skipped."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir import bundled
     from secinfer.ir.onnx_import import load_model
     from secinfer.protocols import registry
 
-    names = protocols or registry.names()
-    results, failures = [], 0
+    jobs, failures = [], 0
     for pname in names:
         try:
             spec = registry.get(pname)
@@ -95,7 +94,7 @@ def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines
             print(f"[{pname}] unavailable: {e}", file=sys.stderr)
             failures += 1
             continue
-        if spec.baseline_for and not (baselines or protocols):
+        if spec.baseline_for and not (baselines or explicit):
             print(f"[{pname}] in-repo baseline for {spec.baseline_for}: run by `secinfer bench "
                   f"{spec.baseline_for}` (add --baselines to include it here)", file=sys.stderr)
             continue
@@ -119,21 +118,38 @@ def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines
                 print(f"[{pname}] {mname}: skipped: its sums of products overflow {spec.default_fixed} "
                       f"at {', '.join(over)} (needs a 64-bit ring)", file=sys.stderr)
                 continue
-            for sec in runnable:
-                try:
-                    r = evaluate_pair(spec, mname, rows, network, sec)
-                except SecinferError as e:
-                    print(f"[{pname}] {mname} ({sec}): FAILED: {e}", file=sys.stderr)
-                    failures += 1
-                    continue
-                results.append(r)
-                if not as_json:
-                    fixed = "bit-exact" if r["bit_exact"] else f"max err {r['max_abs_err_vs_fixed']:.2e}"
-                    print(f"{pname:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs fixed-point ref: "
-                          f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
-                          f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
-                          f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
-                          f"{format_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", flush=True)
+            jobs += [(spec, mname, sec) for sec in runnable]
+    return jobs, failures
+
+
+def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines=False,
+             all_securities=True) -> int:
+    from tqdm import tqdm
+
+    from secinfer.protocols import registry
+
+    jobs, failures = _plan(protocols or registry.names(), baselines, bool(protocols), all_securities)
+    results = []
+    bar = tqdm(jobs, desc="[secinfer demo]", unit="run", file=sys.stderr, leave=False,
+               disable=as_json or not sys.stderr.isatty())
+    for spec, mname, sec in bar:
+        bar.set_postfix_str(f"{spec.name} {sec} {mname}")
+        try:
+            r = evaluate_pair(spec, mname, rows, network, sec)
+        except SecinferError as e:
+            tqdm.write(f"[{spec.name}] {mname} ({sec}): FAILED: {e}", file=sys.stderr)
+            failures += 1
+            continue
+        results.append(r)
+        if not as_json:
+            fixed = "bit-exact" if r["bit_exact"] else f"max err {r['max_abs_err_vs_fixed']:.2e}"
+            tqdm.write(f"{spec.name:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs fixed-point ref: "
+                       f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
+                       f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
+                       f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
+                       f"{format_bytes(r['bytes_total'])}  {r['rounds_online']} rounds", file=sys.stdout)
+            sys.stdout.flush()
+    bar.close()
     if as_json:
         print(json.dumps({"results": results}))
     return 1 if failures else 0

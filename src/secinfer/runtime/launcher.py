@@ -253,6 +253,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         logs: dict[str, Path] = {}
         exited: list[str] = []
         stopped: set = set()
+        bar = None
         try:
             for role in spec.roles:
                 logs[role] = work / f"party-{role}.log"
@@ -265,6 +266,8 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
+            bar = _party_bar(protocol, len(procs)) if progress else None
+            last_refresh = time.monotonic()
             deadline = time.monotonic() + timeout
             grace = float(settings.get("peer_timeout", 3.0)) + 4.0
             fail_at = None
@@ -274,6 +277,9 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                 for role, p in procs.items():
                     if role not in exited and p.poll() is not None:
                         exited.append(role)
+                        if bar is not None:
+                            bar.set_postfix_str(f"{role} {'done' if p.returncode == 0 else 'FAILED'}")
+                            bar.update(1)
                         if p.returncode != 0 and fail_at is None:
                             fail_at = now
                 if len(exited) == len(procs):
@@ -285,8 +291,13 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                     timed_out = True
                     stopped = _stop_all(procs)
                     break
+                if bar is not None and not bar.disable and now - last_refresh > 0.5:
+                    bar.refresh()
+                    last_refresh = now
                 time.sleep(0.02)
         finally:
+            if bar is not None:
+                bar.close()
             _stop_all(procs, grace=0.5)  # reaps everything; a no-op when all have exited
         wall = time.perf_counter() - t_wall
 
@@ -329,6 +340,14 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
     finally:
         if not keep_workdir:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _party_bar(protocol: str, n: int):
+    """A progress bar of finished parties with the elapsed time (only on a terminal)."""
+    from tqdm import tqdm
+
+    return tqdm(total=n, desc=f"[secinfer] {protocol}: parties finished", unit="party", file=sys.stderr,
+                disable=not sys.stderr.isatty(), leave=False)
 
 
 def _phase_latency(phase: str, records: dict, meters: dict) -> float:
