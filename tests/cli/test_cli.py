@@ -105,3 +105,16 @@ def test_demo_json_reports_oracle_agreement_for_reference():
     for r in rows:
         assert r["bit_exact"] and r["prediction_agreement"] == 1.0 and r["rows"] == 20
         assert r["bytes_total"] > 0 and r["rounds_online"] == 2
+
+
+@pytest.mark.parametrize("protocol,model", [("reference", "digits-mlp"), ("stamp", "digits-mlp"),
+                                            ("astra", "cancer-logreg")])
+def test_one_sample_without_batch_axis_is_a_batch_of_one(protocol, model, tmp_path):
+    X, _ = bundled.bundled_testset(model)
+    one = tmp_path / "one.npy"
+    np.save(one, X[3])
+    rc, so, se = _cli("run", "--protocol", protocol, "--model", f"bundled:{model}", "--input", str(one), "--json",
+                      timeout=180)
+    assert rc == 0, se
+    out = np.asarray(json.loads(so)["output"])
+    assert out.shape[0] == 1

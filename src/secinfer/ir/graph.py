@@ -273,6 +273,16 @@ class Graph:
         g.outputs = [TensorInfo(t.name, g.shapes[t.name], t.dtype) for t in self.outputs]
         return g
 
+    def batch_input(self, x) -> np.ndarray:
+        """One sample without its batch axis becomes a batch of one; a batch stays as it is.
+        (Single-input models; the shape itself is checked by ``check_input``.)"""
+        x = np.asarray(x)
+        exp = self.inputs[0].shape if len(self.inputs) == 1 else None
+        if exp is not None and x.ndim == len(exp) - 1 and all(
+                e is None or e == g for e, g in zip(exp[1:], x.shape)):
+            return x[None, ...]
+        return x
+
     def check_input(self, name: str, x: np.ndarray) -> None:
         info = next((t for t in self.inputs if t.name == name), None)
         if info is None:

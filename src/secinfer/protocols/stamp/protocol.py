@@ -52,7 +52,8 @@ def exchange_model(ep, me: int, job: PartyJob) -> tuple[Graph, int]:
     if me == CLIENT:
         if job.input is None:
             raise ProtocolError("the input party (p1) needs an input")
-        batch = int(np.asarray(job.input).shape[0])
+        job.input = public.batch_input(job.input)  # one sample without a batch axis is a batch of one
+        batch = int(job.input.shape[0])
         for p in (0, 2):
             ep.send(NAMES[p], "setup/batch", np.array([batch], dtype=np.int64))
     else:
