@@ -31,6 +31,9 @@ def cmd_run(args) -> int:
     options = _parse_options(args.option, args.params)
     x = load_input_file(args.input)
     mpath = model_path(args.model)
+    from secinfer.ir.onnx_import import load_model
+
+    spec.check_model(load_model(mpath), security)  # fail before starting any party process
     settings = {"peer_timeout": args.peer_timeout} if args.peer_timeout else None
     res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
                     network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
