@@ -109,7 +109,9 @@ def test_malformed_key_bytes_are_typed_errors():
     k0, _ = gate.gen(prg, 4, mac_key=3)
     data = k0.to_bytes()
     bad_inputs = [b"", b"garbage", data[:-1], data[:40], data + b"\x00",
-                  data.replace(b"fss-key/relu", b"fss-key/xxxx")]
+                  data[:8] + bytes([255]) + data[9:],     # unknown gate kind in the header
+                  bytes([99]) + data[1:],                 # unknown format version
+                  data[:56] + (1 << 40).to_bytes(8, "little") + data[64:]]  # absurd count
     for bad in bad_inputs:
         with pytest.raises(SerializationError):
             GateKey.from_bytes(bad)

@@ -23,35 +23,15 @@ import contextlib
 import queue
 import threading
 import time
-from dataclasses import dataclass
-
 import numpy as np
 
 from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
 from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, payload_nbytes
 from secinfer.net.meter import Meter
+from secinfer.spec import ArraySpec  # noqa: F401 - re-exported: protocols import it from here
 
 ABORT_TAG = "__abort__"
 DEFAULT_RECV_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """What a protocol step expects: dtype and exact shape (``None`` = any length)."""
-
-    dtype: np.dtype | type | str
-    shape: tuple
-    max_elems: int = 1 << 28
-
-    def check(self, a: np.ndarray, where: str) -> np.ndarray:
-        if a.dtype != np.dtype(self.dtype):
-            raise FrameError(f"{where}: expected dtype {np.dtype(self.dtype)}, got {a.dtype}")
-        if len(a.shape) != len(self.shape) or any(
-                s is not None and s != d for s, d in zip(self.shape, a.shape)):
-            raise FrameError(f"{where}: expected shape {self.shape}, got {a.shape}")
-        if a.size > self.max_elems:
-            raise FrameError(f"{where}: {a.size} elements exceed the limit {self.max_elems}")
-        return a
 
 
 class Endpoint(abc.ABC):

@@ -43,8 +43,7 @@ import numpy as np
 from secinfer.crypto.fss.dcf import DCFKeys, DCFParams, dcf_eval, dcf_gen
 from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, FrameError, SerializationError
-from secinfer.net.channel import ArraySpec
-from secinfer.net.codec import Header, decode_frame, encode_frame
+from secinfer.spec import ArraySpec
 
 KEY_FORMAT_VERSION = 1
 _KINDS = ("sign", "relu", "ars", "spline")
@@ -136,24 +135,29 @@ class GateKey:
         return [arrs[name] for name in self.gate.field_order()]
 
     def to_bytes(self) -> bytes:
-        hdr = Header(b"\x00" * 16, "dealer", f"fss-key/{self.gate.kind}", 0, "offline", 0)
-        return encode_frame(hdr, self.ordered_arrays())
+        """'meta' (8 little-endian uint64) then every other array's raw little-endian bytes in
+        ``field_order``; each shape and dtype follows from meta (``key_specs``), so the
+        format needs no per-array header."""
+        return b"".join(np.ascontiguousarray(a, dtype=np.dtype(a.dtype).newbyteorder("<")).tobytes()
+                        for a in self.ordered_arrays())
 
     @classmethod
     def from_bytes(cls, data: bytes, expect: "FSSGate | None" = None, party: int | None = None) -> "GateKey":
-        try:
-            hdr, arrays = decode_frame(bytes(data))
-        except FrameError as e:
-            raise SerializationError(f"FSS gate key bytes do not decode: {e}") from None
-        if not hdr.tag.startswith("fss-key/") or not arrays:
-            raise SerializationError(f"not an FSS gate key frame (tag {hdr.tag!r})")
-        gate, _, _ = FSSGate.from_meta(arrays[0])
-        if hdr.tag != f"fss-key/{gate.kind}":
-            raise SerializationError(f"FSS gate key frame tag {hdr.tag!r} does not match its header")
-        names = gate.field_order()
-        if len(arrays) != len(names):
-            raise SerializationError(f"FSS gate key: expected {len(names)} arrays, got {len(arrays)}")
-        return cls.from_arrays(dict(zip(names, arrays)), expect, party)
+        data = bytes(data)
+        if len(data) < 64:
+            raise SerializationError(f"FSS gate key bytes: {len(data)} bytes, shorter than the 64-byte header")
+        gate, _, count = FSSGate.from_meta(np.frombuffer(data[:64], dtype="<u8").astype(np.uint64))
+        specs = gate.key_specs(count)
+        sizes = [int(np.prod(sp.shape)) * np.dtype(sp.dtype).itemsize for sp in specs]
+        if len(data) != sum(sizes):
+            raise SerializationError(f"FSS gate key bytes: {len(data)} bytes, the header announces {sum(sizes)}")
+        arrays, off = [], 0
+        for sp, size in zip(specs, sizes):
+            dt = np.dtype(sp.dtype)
+            raw = np.frombuffer(data, dtype=dt.newbyteorder("<"), count=size // dt.itemsize, offset=off)
+            arrays.append(raw.astype(dt).reshape(sp.shape))
+            off += size
+        return cls.from_arrays(dict(zip(gate.field_order(), arrays)), expect, party)
 
     def nbytes(self) -> int:
         """Key material bytes (everything except the small 'meta' header array)."""
