@@ -378,6 +378,16 @@ class FSSGate:
         base = sh["mu"] if prefix else self._pub(party, np.ones_like(xm))
         return g.sub(g.add(sh["b_" + prefix + "mb"], g.select(xm, self._t_share(sh, prefix))), g.select(xm, base))
 
+    def _lift(self, party, xhat, xm, sh, prefix):
+        """Shares of x (prefix "") or mu x (prefix "mu_") from the opened x^ = x + r:
+        x = x^ - r + 2^n (m b - x^_M + x^_M t) in the lifted ring (gates with an "r" field)."""
+        g = self.group
+        lead = g.mul_u64(sh["mu"], xhat) if prefix else self._pub(party, xhat)
+        out = g.sub(lead, sh[prefix + "r"])
+        if self.lifted:
+            out = g.add(out, g.shl(self._lift_correction(party, xm, sh, prefix), self.n))
+        return out
+
 
 class SignGate(FSSGate):
     """DReLU: shares of 1{x >= 0} (and mu * 1{x >= 0}) [BCG+21 Sec. 4; CRISP Alg. 1 core]."""
@@ -447,15 +457,6 @@ class ReluGate(FSSGate):
             out = g.add(out, g.shl(g.select(c, sh["b_" + prefix + "mb"]), self.n))
         return out
 
-    def _lift(self, party, xhat, xm, sh, prefix):
-        g = self.group
-        # x = x^ - r + 2^n (m b - x^_M + x^_M t)
-        lead = g.mul_u64(sh["mu"], xhat) if prefix else self._pub(party, xhat)
-        out = g.sub(lead, sh[prefix + "r"])
-        if self.lifted:
-            out = g.add(out, g.shl(self._lift_correction(party, xm, sh, prefix), self.n))
-        return out
-
     def _combine(self, party, xhat, sh):
         xm = (xhat >> np.uint64(self.n - 1)) & np.uint64(1)
         c = np.uint64(1) - xm
@@ -505,14 +506,6 @@ class ArsGate(FSSGate):
         lead = g.mul_u64(sh["mu"], hi) if prefix else self._pub(party, hi)
         out = g.sub(g.sub(lead, sh[prefix + "r_hi"]), sh["b_" + prefix + "one"])
         return g.add(out, g.shl(self._lift_correction(party, xm, sh, prefix), self.n - self.f))
-
-    def _lift(self, party, xhat, xm, sh, prefix):
-        g = self.group
-        lead = g.mul_u64(sh["mu"], xhat) if prefix else self._pub(party, xhat)
-        out = g.sub(lead, sh[prefix + "r"])
-        if self.lifted:
-            out = g.add(out, g.shl(self._lift_correction(party, xm, sh, prefix), self.n))
-        return out
 
     def _combine(self, party, xhat, sh):
         xm = (xhat >> np.uint64(self.n - 1)) & np.uint64(1)

@@ -164,6 +164,25 @@ def run(profile: str = "lan", d: int = 784, securities=("semi-honest", "maliciou
     return report
 
 
+def _run_servers(body, sec: str, recv_timeout: float) -> dict:
+    """Run ``body(ep, role, keys)`` in P0, P1, P2 (in-process) after the key set-up; returns
+    each server's meter, or raises the first party's error."""
+    from secinfer.protocols.astra.keys import setup_keys
+
+    def party(role):
+        def f(ep):
+            with ep.phase("setup"):
+                keys = setup_keys(ep, role, PRG.fresh(), sec != "semi-honest")
+            body(ep, role, keys)
+            return ep.meter
+        return f
+    res = run_local({r: party(r) for r in SERVERS}, recv_timeout=recv_timeout)
+    for v in res.values():
+        if isinstance(v, BaseException):
+            raise v
+    return res
+
+
 def aes_circuit(profile: str = "lan", securities=("semi-honest", "malicious")) -> dict:
     """One AES-128 block as a boolean circuit [ASTRA Tables 3, 5]: ASTRA vs the replicated
     baseline ([4] semi-honest = ABY3's boolean protocol, [2]-style sacrifice malicious)."""
@@ -171,23 +190,12 @@ def aes_circuit(profile: str = "lan", securities=("semi-honest", "malicious")) -
     from secinfer.protocols.aby3.engine import Rep3Engine
     from secinfer.protocols.astra.circuits import circuit_stats, eval_offline, eval_online
     from secinfer.protocols.astra.engine import AstraEngine
-    from secinfer.protocols.astra.keys import setup_keys
     from secinfer.protocols.astra.triples import rand_shares
     circ = aes128_circuit()
     out = {"circuit": circuit_stats(circ)}
 
     def run3(body, sec):
-        def party(role):
-            def f(ep):
-                with ep.phase("setup"):
-                    keys = setup_keys(ep, role, PRG.fresh(), sec != "semi-honest")
-                body(ep, role, keys)
-                return ep.meter
-            return f
-        res = run_local({r: party(r) for r in SERVERS}, recv_timeout=600)
-        for v in res.values():
-            if isinstance(v, BaseException):
-                raise v
+        res = _run_servers(body, sec, recv_timeout=600)
         links: dict = {}
         for s_ in SERVERS:
             for (ph, dirn, peer, _t), c in res[s_].counters.items():
@@ -234,22 +242,11 @@ def micro_kernels(n: int = 4096, d: int = 784, cmp_n: int = 64) -> dict:
     from secinfer.protocols.aby3.engine import Rep3Engine
     from secinfer.protocols.astra.bitext import bitext_offline, bitext_online
     from secinfer.protocols.astra.engine import AstraEngine
-    from secinfer.protocols.astra.keys import setup_keys
     from secinfer.protocols.astra.triples import rand_shares
     out = {}
 
     def run3(body, sec):
-        def party(role):
-            def f(ep):
-                with ep.phase("setup"):
-                    keys = setup_keys(ep, role, PRG.fresh(), sec != "semi-honest")
-                body(ep, role, keys)
-                return ep.meter
-            return f
-        res = run_local({r: party(r) for r in SERVERS}, recv_timeout=300)
-        for v in res.values():
-            if isinstance(v, BaseException):
-                raise v
+        res = _run_servers(body, sec, recv_timeout=300)
         return {"online_bytes": sum(m.total("online") for m in res.values()),
                 "online_rounds": max(m.rounds("online") for m in res.values()),
                 "offline_bytes": sum(m.total("offline") for m in res.values()),
