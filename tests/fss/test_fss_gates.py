@@ -3,6 +3,7 @@ declared costs, key serialization and malformed keys."""
 
 import numpy as np
 import pytest
+from fss_helpers import run_local_gate
 
 from secinfer.arith.fixed import FX32, FX64
 from secinfer.crypto.fss.gates import GateKey, make_gate, wire_dtype
@@ -20,18 +21,6 @@ def _inputs(prg, n, count):
     top = (1 << n) - 1
     edges = [0, top, 1 << (n - 1), (1 << (n - 1)) - 1, 1, top - 1, (1 << (n - 1)) + 1, (1 << (n - 1)) - 2]
     return np.concatenate([np.array(edges, np.uint64), prg.ring((count,), n)])
-
-
-def _run_local_gate(gate, prg, x, mu=None):
-    """Deal keys, share x, do the (simulated) opening, evaluate both parties' keys."""
-    n = gate.n
-    mask = np.uint64((1 << n) - 1 if n < 64 else (1 << 64) - 1)
-    k0, k1 = gate.gen(prg, x.size, mac_key=mu)
-    x0 = prg.ring(x.shape, n)
-    x1 = (x - x0) & mask
-    xhat = (gate.masked_share(k0, x0).astype(np.uint64) + gate.masked_share(k1, x1).astype(np.uint64)) & mask
-    o0, o1 = gate.eval_local(k0, xhat), gate.eval_local(k1, xhat)
-    return {name: gate.group.to_int(gate.group.add(o0[name], o1[name])) for name in gate.outputs}
 
 
 def _expected(kind, n, f, x):
@@ -53,7 +42,7 @@ def test_gate_matches_plaintext(kind, n, k, mac, f):
     gate = make_gate(kind, n, k, mac=mac, frac_bits=f)
     x = np.arange(1 << n, dtype=np.uint64) if n == 8 else _inputs(prg, n, 400)
     mu = int(gate.group.to_int(gate.group.random(prg, ()))) if mac else None
-    got = _run_local_gate(gate, prg, x, mu)
+    got = run_local_gate(gate, prg, x, mu)
     want = _expected(kind, n, f, x)
     mod = 1 << k
     for name in gate.outputs:
@@ -67,7 +56,7 @@ def test_ars_agrees_with_fixed_point_trunc():
     for cfg in (FX32, FX64):
         gate = make_gate("ars", cfg.ring_bits, frac_bits=cfg.frac_bits)
         x = _inputs(prg, cfg.ring_bits, 300)
-        got = _run_local_gate(gate, prg, x)["y"]
+        got = run_local_gate(gate, prg, x)["y"]
         want = cfg.trunc(x)
         assert [int(v) for v in got] == [int(v) for v in want]
 

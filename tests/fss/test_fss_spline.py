@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from fss_helpers import run_local_gate
 
 from secinfer.crypto.fss.gates import GateKey, make_gate
 from secinfer.crypto.prg import PRG
@@ -19,15 +20,7 @@ def _plain(pieces, v):
 
 
 def _evaluate(gate, prg, x, mu=None):
-    n = gate.n
-    mask = np.uint64((1 << n) - 1 if n < 64 else (1 << 64) - 1)
-    k0, k1 = gate.gen(prg, x.size, mac_key=mu)
-    x0 = prg.ring(x.shape, n)
-    x1 = (x - x0) & mask
-    xhat = (gate.masked_share(k0, x0).astype(np.uint64) + gate.masked_share(k1, x1).astype(np.uint64)) & mask
-    o0, o1 = gate.eval_local(k0, xhat), gate.eval_local(k1, xhat)
-    g = gate.group
-    return {k: [int(v) for v in g.to_int(g.add(o0[k], o1[k]))] for k in gate.outputs}
+    return {k: [int(v) for v in arr] for k, arr in run_local_gate(gate, prg, x, mu).items()}
 
 
 N8 = [
