@@ -101,3 +101,61 @@ def test_malicious_falcon_detects_tampered_and_gate():
     # from the adversary (which stops when told of the abort) sees it dead: no output either
     assert isinstance(res[1], ProtocolAbort) or isinstance(res[2], ProtocolAbort)
     assert all(isinstance(res[i], (ProtocolAbort, PeerDeadError)) for i in (1, 2)), res
+
+
+def _falcon_run(g, x, fixed, security="semi-honest"):
+    from secinfer.crypto.prg import PRG
+    from secinfer.net.channel import run_local
+    from secinfer.protocols.base import PartyJob
+    from secinfer.protocols.registry import get
+    spec = get("falcon")
+
+    def party(k, role):
+        def f(ep):
+            job = PartyJob(role=role, security=security, fixed=fixed, prg=PRG.for_tests(70 + k),
+                           model=g if role == "p0" else None, input=x if role == "p1" else None)
+            return spec.run_party(role, ep, job)
+        return f
+    return run_local({r: party(k, r) for k, r in enumerate(spec.roles)}, timeout=600)
+
+
+@pytest.mark.parametrize("mal", [False, True])
+def test_falcon_pow_and_division(mal):
+    """Falcon's Pow (alpha public, 5 steps of DReLU + opening: 40 rounds) and division:
+    1/b within the iteration's relative error 5.4e-5 (+ truncation), or a truncation wrap."""
+    vals = np.array([0.02, 0.3, 0.5, 0.99, 1.0, 1.7, 3.3, 7.9, 31.0, 200.0, 1000.0, 4000.0])
+    b = FX32.encode(vals)
+    sh = dealer_pairs(b, 9)
+
+    def body(i, eng, ops):
+        m = FalconMPC(eng, FX32)
+        r0 = eng.ep.meter.rounds("online")
+        alpha = m.pow2(sh[i])
+        r1 = eng.ep.meter.rounds("online")
+        r = m.reciprocal(sh[i])
+        m.flush()
+        r2 = eng.ep.meter.rounds("online")
+        return alpha, eng.reveal_to(1, r), r1 - r0, r2 - r1
+    res, _ = run3(body, malicious=mal)
+    alpha, r, pow_rounds, div_rounds = res[1]
+    assert np.array_equal(alpha, np.floor(np.log2(ring.to_signed(b))).astype(np.int64))
+    assert all(res[i][0].tolist() == alpha.tolist() for i in (0, 2))      # alpha is public
+    assert pow_rounds == (45 if mal else 40)
+    assert div_rounds == (53 if mal else 46)     # Pow 40 + 6 (truncations overlap the next product)
+    got = FX32.decode(r)
+    ok = np.abs(got - 1 / vals) <= 1e-4 / vals + 3 * 2.0 ** -13 * np.maximum(1, 2.0 ** (12 - np.floor(np.log2(b))))
+    assert ok.mean() >= 0.75, (got, 1 / vals)
+
+
+def test_falcon_transformer_softmax_layernorm_fx64():
+    """Falcon+ softmax (running max, CrypTen exp, Falcon division) and LayerNorm (Falcon's
+    BN forward: Babylonian sqrt by divisions) against the oracle over Z_2^64."""
+    from secinfer.ir.zoo import build
+    g = load_model(build("stamp-transformer", seed=0, batch=2, seq=8, d_model=16, heads=2, d_ff=32,
+                         layers=1, vocab=16))
+    x = (np.arange(2 * 8 * 16).reshape(2, 8, 16) % 7) / 7.0
+    res = _falcon_run(g, x, FX64)
+    out = FX64.decode(res["p1"].output_ring)
+    ref = FX64.decode(run_fixed(g.with_batch(2), x, FX64))
+    assert np.abs(out - ref).max() < 0.05, np.abs(out - ref).max()
+    assert np.mean(np.argmax(out, -1) == np.argmax(ref, -1)) >= 0.9

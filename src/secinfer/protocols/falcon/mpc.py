@@ -27,6 +27,8 @@ protocols with the non-linear layers computed without any trusted device.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
@@ -244,6 +246,76 @@ class FalconMPC:
         t = rss.sub(ring, rss.add(ring, a0, a1), rss.mul_public(ring, t01, U64(2)))
         (v,) = self.mult_round([("a", mul, t, a2)])
         return rss.sub(ring, rss.add(ring, t, a2), rss.mul_public(ring, v, U64(2)))
+
+    # ---- Falcon's Pow and division ----------------------------------------------------------
+    def open_bits(self, b: Pair) -> np.ndarray:
+        """Open a boolean sharing (bit 0) to all three parties, after the pending checks
+        (malicious: the deltas are opened first, so nothing is revealed unchecked)."""
+        if self.dry:
+            return np.zeros(b.a.shape, dtype=np.uint64)
+        self.flush()
+        tag = self._tag("bit")
+        self._open_send(b, tag)
+        return self._reveal("b", b, self._open_recv(b, tag)) & U64(1)
+
+    def pow2(self, b: Pair) -> np.ndarray:
+        """Falcon's Pow [Falcon Sec. 3 'Pow'; falcon-public funcPow]: per element, the public
+        alpha with 2^alpha <= b < 2^(alpha+1) (b > 0, raw ring value), by a binary search over
+        the ceil(log2 l) bits of alpha (5 in Z_2^32): step j compares b with 2^(2^j + alpha)
+        by a DReLU and *opens* the bit, as Falcon does -- alpha is public (the leakage of
+        Falcon's protocol: the divisor's order of magnitude). 5 x (7 + 1) = 40 rounds."""
+        ring, bits = self.ring, self.cfg.ring_bits
+        alpha = np.zeros(b.a.shape, dtype=np.int64)
+        for j in range(int(math.ceil(math.log2(bits))) - 1, -1, -1):
+            t = alpha + (1 << j)
+            ok = t < bits - 1           # 2^t >= 2^(l-1) exceeds every positive value: known 0
+            thr = np.where(ok, np.left_shift(U64(1), np.clip(t, 0, bits - 2).astype(np.uint64)), U64(0))
+            c = self.open_bits(self.drelu(rss.add_public(ring, self.me, b, ring.neg(ring.reduce(thr)))))
+            alpha = np.where(ok & (c == 1), t, alpha)
+        return alpha
+
+    def _trunc_many(self, xs: list[Pair]) -> list[Pair]:
+        """Several truncations in one round (one message)."""
+        flat = Pair(np.concatenate([x.a.reshape(-1) for x in xs]), np.concatenate([x.b.reshape(-1) for x in xs]))
+        t = self.trunc(flat)
+        out, off = [], 0
+        for x in xs:
+            m = x.a.size
+            out.append(rss.apply(t, lambda v: v[off:off + m].reshape(x.a.shape)))
+            off += m
+        return out
+
+    def reciprocal(self, b: Pair) -> Pair:
+        """1/b for b > 0 by Falcon's division [Falcon 'Division'; falcon-public funcDivision]:
+        alpha = Pow(b) (public); b normalised to bn = b / 2^(alpha+1) in [0.5, 1) (a public
+        power-of-two scaling, one truncation); initial approximation w0 = 2.9142 - 2 bn;
+        e0 = 1 - bn w0; 1/bn ~ w0 (1 + e0)(1 + e0^2) (Falcon's PRECISE_DIVISION,
+        relative error e0^4 <= 0.0858^4 = 5.4e-5); scaled back by 2^(f-1-alpha).
+
+        Falcon computes at precision alpha + 1 with one alpha for the whole vector (its
+        code keeps the first element's); here alpha is per element and the arithmetic
+        stays at f fractional bits (the same steps; no overflow in Z_2^32).
+        Domain: b in [2^-f, 2^(f-1)) (alpha <= 2f - 1); larger divisors are not
+        normalised and the result is wrong. Rounds: Pow 40 + 1 + 2 + 2 + 2 + 1 = 48."""
+        ring, cfg, me = self.ring, self.cfg, self.me
+        f = cfg.frac_bits
+        alpha = self.pow2(b)
+        up = np.clip(2 * f - 1 - alpha, 0, 2 * f).astype(np.uint64)      # bn = trunc(b * 2^(2f-1-alpha))
+        (bn,) = self._trunc_many([rss.mul_public(ring, b, np.left_shift(U64(1), up))])
+        enc = lambda v: ring.reduce(np.asarray(cfg.encode(v), dtype=np.uint64))  # noqa: E731
+        w0 = rss.add_public(ring, me, rss.neg(ring, rss.mul_public(ring, bn, U64(2))), enc(2.9142))
+        (xw0,) = self.mult_round([("a", self.emul, bn, w0)])
+        (xw0,) = self._trunc_many([xw0])
+        e0 = rss.add_public(ring, me, rss.neg(ring, xw0), enc(1.0))
+        one_e0 = rss.add_public(ring, me, e0, enc(1.0))
+        e1, t = self.mult_round([("a", self.emul, e0, e0), ("a", self.emul, w0, one_e0)])
+        e1, t = self._trunc_many([e1, t])
+        (inv,) = self.mult_round([("a", self.emul, t, rss.add_public(ring, me, e1, enc(1.0)))])
+        (inv,) = self._trunc_many([inv])                                 # ~ 1/bn in (1, 2]
+        s = (f - 1) - alpha                                              # 1/b = (1/bn) 2^(f-1-alpha)
+        down = np.clip(f + np.minimum(s, 0), 0, f).astype(np.uint64)
+        (r,) = self._trunc_many([rss.mul_public(ring, inv, np.left_shift(U64(1), down))])
+        return rss.mul_public(ring, r, np.left_shift(U64(1), np.maximum(s, 0).astype(np.uint64)))
 
     def relu(self, x: Pair) -> Pair:
         d = self.bit_to_arith(self.drelu(x))
