@@ -31,11 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.crypto.fss.expand import MMOHash, fresh_seeds, split_seed_block
+from secinfer.crypto.fss.expand import MMOHash, fresh_seeds
 from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, SerializationError
 
 MAX_DOMAIN_BITS = 64
+_LSB_CLEAR = np.uint64(0xFFFFFFFFFFFFFFFE)
 CHUNK = 4096   # keys processed together: large batches are cut so the per-level arrays stay in cache
 
 
@@ -224,11 +225,9 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
                  for i in range(0, alpha.shape[0], CHUNK)]
         return tuple(DCFKeys(params, b, *(np.concatenate([getattr(p[b], f) for p in parts])  # type: ignore
                                           for f in DCFKeys.FIELDS)) for b in (0, 1))
-    n, gk = params.n, params.group
-    g = gk.raw                       # intermediate sums unreduced; stored words reduced mod 2^k
-    alpha = np.asarray(alpha, np.uint64).reshape(-1)
+    n, lim, pay = params.n, params.group.limbs, params.payload
     bsz = alpha.shape[0]
-    beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, params.payload, g.limbs))
+    beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, pay, lim))
     if n < 64 and np.any(alpha >> np.uint64(n)):
         raise ConfigError(f"DCF alpha must be < 2^{n}")
     h = MMOHash()
@@ -237,10 +236,14 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     root[1][:, 0] &= np.uint64(0xFFFFFFFFFFFFFFFE)
     s = [root[0].copy(), root[1].copy()]
     t = [np.zeros(bsz, np.uint8), np.ones(bsz, np.uint8)]
-    v_alpha = g.zeros((bsz, params.payload))
+    # Group values as limb planes (L contiguous (B, P) arrays, sums unreduced mod 2^(64 L);
+    # every entry modulus 2^k_j divides 2^(64 L), so one reduction of the stored words at the
+    # end gives the same key as reducing at every step).
+    beta_pl = _planes(beta)
+    v_alpha = [np.zeros((bsz, pay), np.uint64) for _ in range(lim)]
     s_cw = np.zeros((bsz, n, 2), np.uint64)
     t_cw = np.zeros((bsz, n), np.uint8)
-    v_cw = np.zeros((bsz, n, params.payload, g.limbs), np.uint64)
+    vcw_pl = np.zeros((lim, n, bsz, pay), np.uint64)     # level-major while generating
     nv = params.value_blocks
     gen_table = params.gen_tweak_table()
     for i in range(n):
@@ -248,43 +251,93 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         # Per-key tweaks so the hash returns [keep seed, lose seed, keep values, lose values]:
         # the keep/lose selection costs nothing.
         tw = gen_table[a]
-        s_keep, s_lose, t_keep, t_lose, v_keep, v_lose = [], [], [], [], [], []
-        for b in (0, 1):
-            blk = h.hash(s[b], tw)                           # (B, 2 + 2 nv, 2)
-            sk, tk = split_seed_block(blk[:, 0])
-            sl, tl = split_seed_block(blk[:, 1])
-            s_keep.append(sk), t_keep.append(tk), s_lose.append(sl), t_lose.append(tl)
-            v_keep.append(params.words_to_group(blk[:, 2:2 + nv], reduce=False))
-            v_lose.append(params.words_to_group(blk[:, 2 + nv:2 + 2 * nv], reduce=False))
-        scw = s_lose[0] ^ s_lose[1]
+        blk = [h.hash(s[b], tw) for b in (0, 1)]            # (B, 2 + 2 nv, 2) each
+        v_keep = [_word_planes(params, blk[b][:, 2:2 + nv]) for b in (0, 1)]
+        v_lose = [_word_planes(params, blk[b][:, 2 + nv:2 + 2 * nv]) for b in (0, 1)]
+        sl = [blk[b][:, 1].copy() for b in (0, 1)]
+        tl = [(sl[b][:, 0] & np.uint64(1)).astype(np.uint8) for b in (0, 1)]
+        tk = [(blk[b][:, 0, 0] & np.uint64(1)).astype(np.uint8) for b in (0, 1)]
+        scw = sl[0] ^ sl[1]
+        scw[:, 0] &= _LSB_CLEAR
         # The lose side is L exactly when alpha_i = 1: every x taking it has x < alpha.
-        e = g.add(g.sub(v_lose[1], v_lose[0]), g.select(a, beta))
-        tmp = g.sub(e, v_alpha)
-        vcw = params.reduce_entries(g.cond_neg(tmp, t[1]))
-        # V_alpha - d_keep + (-1)^t1 V_cw with (-1)^t1 V_cw = tmp simplifies to e - d_keep:
-        v_alpha = g.sub(g.add(e, v_keep[0]), v_keep[1])
-        tcw_keep = t_keep[0] ^ t_keep[1] ^ np.uint8(1)
-        tcw_lose = t_lose[0] ^ t_lose[1]
+        # e = v_lose1 - v_lose0 + alpha_i beta;  V_cw = (-1)^t1 (e - V_alpha)
+        a_mask = np.uint64(0) - a.astype(np.uint64)
+        e = _padd(_psub(v_lose[1], v_lose[0]), [x & a_mask[:, None] for x in beta_pl])
+        vcw = _pcond_neg(_psub(e, v_alpha), t[1])
+        for w in range(lim):
+            vcw_pl[w, i] = vcw[w]
+        # V_alpha - d_keep + (-1)^t1 V_cw with (-1)^t1 V_cw = e - V_alpha simplifies to e - d_keep:
+        v_alpha = _psub(_padd(e, v_keep[0]), v_keep[1])
+        tcw_keep = tk[0] ^ tk[1] ^ np.uint8(1)
+        tcw_lose = tl[0] ^ tl[1]
         keep_r = a.astype(bool)
         tcw_l = np.where(keep_r, tcw_lose, tcw_keep)
         tcw_r = np.where(keep_r, tcw_keep, tcw_lose)
-        s_cw[:, i], t_cw[:, i], v_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1)), vcw
+        s_cw[:, i], t_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1))
         for b in (0, 1):
-            s[b] = s_keep[b] ^ (scw & (np.uint64(0) - t[b].astype(np.uint64))[:, None])
-            t[b] = t_keep[b] ^ (t[b] & tcw_keep)
-    conv = [params.words_to_group(h.hash(s[b], params.convert_tweaks()), reduce=False) for b in (0, 1)]
-    final = params.reduce_entries(g.cond_neg(g.sub(g.sub(conv[1], conv[0]), v_alpha), t[1]))
+            nxt = blk[b][:, 0].copy()
+            nxt[:, 0] &= _LSB_CLEAR
+            nxt ^= scw & (np.uint64(0) - t[b].astype(np.uint64))[:, None]
+            s[b] = nxt
+            t[b] = tk[b] ^ (t[b] & tcw_keep)
+    conv = [_word_planes(params, h.hash(s[b], params.convert_tweaks())) for b in (0, 1)]
+    final = _pcond_neg(_psub(_psub(conv[1], conv[0]), v_alpha), t[1])
+    final = params.reduce_entries(np.stack(final, axis=-1))
+    v_cw = params.reduce_entries(np.ascontiguousarray(vcw_pl.transpose(2, 1, 3, 0)))
     keys = tuple(DCFKeys(params, b, root[b], s_cw.copy(), t_cw.copy(), v_cw.copy(), final.copy())
                  for b in (0, 1))
     return keys  # type: ignore[return-value]
 
 
-def _accumulate(planes: list, add: np.ndarray) -> None:
-    """planes (limb planes of an unreduced sum, in place) += add ((B, P, L) limbs)."""
-    lo = add[..., 0]
+# ---- limb-plane arithmetic (lists of L contiguous uint64 arrays, mod 2^(64 L)) ----------
+def _planes(a: np.ndarray) -> list:
+    """(..., L) limbs -> L contiguous arrays."""
+    return [np.ascontiguousarray(a[..., w]) for w in range(a.shape[-1])]
+
+
+def _word_planes(params: DCFParams, blocks: np.ndarray) -> list:
+    """(B, nv, 2) hash blocks -> the payload as limb planes (word p L + l is limb l of entry p)."""
+    b, lim, pay = blocks.shape[0], params.group.limbs, params.payload
+    w = blocks.reshape(b, -1)
+    return [w[:, l:pay * lim:lim] for l in range(lim)]
+
+
+def _padd(a: list, b: list) -> list:
+    lo = a[0] + b[0]
+    if len(a) == 1:
+        return [lo]
+    hi = a[1] + b[1]
+    hi += lo < a[0]
+    return [lo, hi]
+
+
+def _psub(a: list, b: list) -> list:
+    lo = a[0] - b[0]
+    if len(a) == 1:
+        return [lo]
+    hi = a[1] - b[1]
+    hi -= a[0] < b[0]
+    return [lo, hi]
+
+
+def _pcond_neg(a: list, bit: np.ndarray) -> list:
+    """(-1)^bit a = (a xor M) + bit with M all ones where bit = 1 (two's complement)."""
+    tb = bit.astype(np.uint64)[:, None]
+    m = np.uint64(0) - tb
+    lo = (a[0] ^ m) + tb
+    if len(a) == 1:
+        return [lo]
+    hi = a[1] ^ m
+    hi += lo < tb
+    return [lo, hi]
+
+
+def _accumulate(planes: list, add: list) -> None:
+    """planes (limb planes of an unreduced sum, in place) += add (limb planes)."""
+    lo = add[0]
     planes[0] += lo
     if len(planes) == 2:
-        planes[1] += add[..., 1]
+        planes[1] += add[1]
         planes[1] += planes[0] < lo
 
 
@@ -308,26 +361,31 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
         return np.concatenate([dcf_eval(keys.take(slice(i, i + CHUNK)), x[i:i + CHUNK])
                                for i in range(0, keys.count, CHUNK)])
     h = MMOHash()
-    bsz = keys.count
+    bsz, lim = keys.count, gk.limbs
     s = keys.seed.copy()
     t = np.full(bsz, keys.party, np.uint8)
-    # Accumulator as contiguous limb planes, updated in place (carries explicit).
-    planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(g.limbs)]
+    # Accumulator as contiguous limb planes, updated in place (carries explicit); the
+    # correction words level-major so that each level reads one contiguous block.
+    planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(lim)]
+    vcw = np.ascontiguousarray(np.moveaxis(keys.v_cw, (1, 3), (0, 1)))      # (n, L, B, P)
+    tcw = np.ascontiguousarray(keys.t_cw.T)                                  # (n, B)
+    scw = np.ascontiguousarray(keys.s_cw.transpose(1, 0, 2))                 # (n, B, 2)
     eval_table = params.eval_tweak_table()
     for i in range(n):
         side = _bits_msb_first(x, n, i)
         blk = h.hash(s, eval_table[side])
-        child, t_child = split_seed_block(blk[:, 0])
-        v = params.words_to_group(blk[:, 1:], reduce=False)
         t_mask = np.uint64(0) - t.astype(np.uint64)                 # t ? all ones : 0
-        _accumulate(planes, v)
-        _accumulate(planes, keys.v_cw[:, i] & t_mask[:, None, None])
-        tc = (keys.t_cw[:, i] >> side) & np.uint8(1)
-        s = child ^ (keys.s_cw[:, i] & t_mask[:, None])
+        _accumulate(planes, _word_planes(params, blk[:, 1:]))
+        _accumulate(planes, [c & t_mask[:, None] for c in vcw[i]])
+        tc = (tcw[i] >> side) & np.uint8(1)
+        t_child = (blk[:, 0, 0] & np.uint64(1)).astype(np.uint8)
+        s = blk[:, 0].copy()
+        s[:, 0] &= _LSB_CLEAR
+        s ^= scw[i] & t_mask[:, None]
         t = t_child ^ (t & tc)
-    conv = params.words_to_group(h.hash(s, params.convert_tweaks()), reduce=False)
+    conv = _word_planes(params, h.hash(s, params.convert_tweaks()))
     t_mask = np.uint64(0) - t.astype(np.uint64)
     _accumulate(planes, conv)
-    _accumulate(planes, keys.final & t_mask[:, None, None])
+    _accumulate(planes, [keys.final[..., w] & t_mask[:, None] for w in range(lim)])
     acc = np.stack(planes, axis=-1)
     return params.reduce_entries(g.neg(acc) if keys.party == 1 else acc)
