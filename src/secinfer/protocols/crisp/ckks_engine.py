@@ -343,10 +343,11 @@ class CKKSLinear:
 
         prm = self.params
         ev = Evaluator(prm)
-        with coeff_encode(prm, np.zeros(prm.n), 2.0 ** bud.log_delta, bud.level) as zero:
-            ct = prm.encrypt(zero, self.pk)
         pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
-        for pt in pts:
+        # Enc(p_0) + p_1 + ... : the same distribution as Enc(0) + p_0 + ..., one encoding less
+        with pts[0] as first:
+            ct = prm.encrypt(first, self.pk)
+        for pt in pts[1:]:
             nxt = ev.add(ct, pt)
             ct.close()
             pt.close()
@@ -507,11 +508,10 @@ class CKKSLinear:
                                     bud.level))
         for p, width in _chunks(bud.phi + 1):
             fp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
-            pts.append(coeff_encode(self.params, fp.astype(np.float64) * (2.0 ** (52 * p) / delta), delta,
-                                    bud.level))
-        # centre F: subtract 2^phi (exact: a power of two over Delta)
-        pts.append(coeff_encode(self.params, np.full(n, -(2.0 ** bud.phi) / delta), delta,
-                                bud.level))
+            fv = fp.astype(np.float64)
+            if p == bud.phi // 52:   # centre F: subtract 2^phi in this chunk (|fv| < 2^52 stays exact)
+                fv -= 2.0 ** (bud.phi - 52 * p)
+            pts.append(coeff_encode(self.params, fv * (2.0 ** (52 * p) / delta), delta, bud.level))
         return pts, r_ring
 
 
