@@ -99,9 +99,11 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
             if prm.malicious:
                 mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
                 ep.send(DEALER, "crisp/mu", mu)
-            receive_preprocessing(ep, prm, steps, 0, store)
-        # the server's own input-independent HE work: masks and weight plaintexts
+        # the server's own input-independent HE work: masks and weight plaintexts (while the
+        # dealer generates the keys; they queue in the transport meanwhile)
         he_offline = engine.prepare_server(steps, plan.weights, prg.derive("he-offline"))
+        if not ahead:
+            receive_preprocessing(ep, prm, steps, 0, store)
         ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
