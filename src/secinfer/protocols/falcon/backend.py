@@ -15,7 +15,7 @@ import numpy as np
 from secinfer.ir import fixed_ops
 from secinfer.ir.graph import Node, lift_2d
 from secinfer.arith.linalg import pool_patches
-from secinfer.errors import UnsupportedOpError
+from secinfer.errors import ProtocolError, UnsupportedOpError
 from secinfer.protocols.falcon.mpc import FalconMPC
 from secinfer.protocols.stamp import kernels
 from secinfer.sharing import replicated as rss
@@ -26,9 +26,14 @@ SQRT_ROUNDS = 4          # Falcon's BNLayer: 4 Babylonian square-root steps
 
 
 class FalconBackend:
-    def __init__(self, mpc: FalconMPC, sequential_max: bool = True) -> None:
+    def __init__(self, mpc: FalconMPC, sequential_max: bool = True, max_index: bool = True,
+                 bn: str = "falcon") -> None:
+        if bn not in ("falcon", "folded"):
+            raise ProtocolError(f"falcon_bn must be 'falcon' or 'folded', not {bn!r}")
         self.mpc = mpc
         self.seq = sequential_max
+        self.max_index = max_index and sequential_max
+        self.bn = bn
         self.ring = mpc.ring
         self.cfg = mpc.cfg
         self.me = mpc.me
@@ -81,11 +86,11 @@ class FalconBackend:
                 return pool_patches(v4, p["kernel"], p["strides"], p["pads"], p["dilations"],
                                     lowest if comp == 0 else np.uint64(0), bool(node.attrs["ceil_mode"]))
             cols = Pair(patches(x.a, self.me), patches(x.b, (self.me + 1) % 3))
-            y = self.mpc.max_reduce(cols, 2, self.seq)
+            y = self.mpc.max_reduce(cols, 2, self.seq, self.max_index)
             return rss.apply(y, lambda v: v.reshape(v.shape[0], v.shape[1], v.shape[3])) if one_d else y
         if op == "GlobalMaxPool":
             flat = rss.apply(x, lambda v: v.reshape(v.shape[0], v.shape[1], -1))
-            y = self.mpc.max_reduce(flat, 2, self.seq)
+            y = self.mpc.max_reduce(flat, 2, self.seq, self.max_index)
             return rss.apply(y, lambda v: v.reshape(x.a.shape[:2] + (1,) * (x.a.ndim - 2)))
         if op == "AveragePool":
             s = rss.apply(x, lambda v: fixed_ops.avgpool_sums(v, cfg, node.attrs))
@@ -95,9 +100,7 @@ class FalconBackend:
             s = rss.apply(x, lambda v: ring.reduce(v.sum(axis=ax, dtype=np.uint64, keepdims=True)))
             return self._scale_public(s, fixed_ops.global_avgpool_reciprocal(x.a.shape, cfg))
         if op == "BatchNormalization":
-            shp = (1, -1) + (1,) * (x.a.ndim - 2)
-            sc, sh = (rss.apply(q, lambda v: v.reshape(shp)) for q in ps)
-            return rss.add(ring, self._mul(x, sc), sh)
+            return self._batchnorm(x, ps)
         if op == "LayerNormalization":
             return self._layernorm(x, node, ps)
         if op == "Softmax":
@@ -112,6 +115,32 @@ class FalconBackend:
         funcBatchNorm]: the reciprocal of each divisor once (``FalconMPC.reciprocal``: Pow
         + normalised Goldschmidt-style steps), then one product with a (2 rounds)."""
         return self._mul(a, self._bcast(self.mpc.reciprocal(b), a.a.shape))
+
+    def _falcon_normalise(self, d: Pair, var: Pair) -> Pair:
+        """d / sqrt(var) as Falcon's BN forward does it [falcon-public BNLayer::forward]:
+        sigma = sqrt(var) by SQRT_ROUNDS = 4 Babylonian steps sigma <- (sigma + var/sigma)/2
+        from Falcon's initial guess 1.0 (each a Falcon division), then d / sigma."""
+        sigma = self._const(1.0, var.a.shape)
+        for _ in range(SQRT_ROUNDS):
+            sigma = self._scale_public(rss.add(self.ring, sigma, self._divide(var, sigma)), self.cfg.encode(0.5))
+        return self._divide(d, sigma)
+
+    def _batchnorm(self, x: Pair, ps: list[Pair]) -> Pair:
+        """Inference BatchNorm. The IR gives it folded, y = scale x + shift (the importer
+        folds mean, variance and epsilon into scale and shift). ``bn="falcon"`` (default,
+        the paper's Falcon+ [STAMP Table 7: BatchNorm 335 rounds, 224n bytes]) runs Falcon's
+        BN layer forward on the equivalent parameters gamma = scale, beta = shift, mean = 0,
+        var + eps = 1: the same steps, rounds and bytes as Falcon's BN (4 Babylonian square-
+        root divisions on the per-channel variance, the division of every element by sigma,
+        the product with gamma); the values are shares, the result is scale x + shift up to
+        the division's error. ``bn="folded"``: the product with the shared scale (2 rounds),
+        what a baseline that folds BatchNorm would do."""
+        shp = (1, -1) + (1,) * (x.a.ndim - 2)
+        sc, sh = (rss.apply(q, lambda v: v.reshape(shp)) for q in ps)
+        if self.bn == "falcon":
+            var = self._const(1.0, sc.a.shape)
+            x = self._falcon_normalise(x, var)
+        return rss.add(self.ring, self._mul(x, sc), sh)
 
     def _layernorm(self, x: Pair, node: Node, ps: list[Pair]) -> Pair:
         """Falcon's batch-normalisation forward [Falcon 'Batch Normalization'; falcon-public
@@ -133,10 +162,7 @@ class FalconBackend:
         var = self._scale_public(ssum(self._mul(d, d)), inv)
         eps = float(node.attrs.get("epsilon", 1e-5))
         var = rss.add_public(ring, self.me, var, cfg.encode(eps))
-        sigma = self._const(1.0, var.a.shape)                  # Falcon's INITIAL_GUESS = 1.0
-        for _ in range(SQRT_ROUNDS):
-            sigma = self._scale_public(rss.add(ring, sigma, self._divide(var, sigma)), cfg.encode(0.5))
-        out = self._divide(d, sigma)
+        out = self._falcon_normalise(d, var)
         if ps:
             out = self._mul(out, ps[0])
             if len(ps) > 1:
@@ -151,7 +177,7 @@ class FalconBackend:
         division of every exponential by the sum (``_divide``)."""
         ring, cfg = self.ring, self.cfg
         axis = int(node.attrs.get("axis", -1)) % x.a.ndim
-        mx = self.mpc.max_reduce(x, axis, self.seq)
+        mx = self.mpc.max_reduce(x, axis, self.seq, self.max_index)
         mx = rss.apply(mx, lambda v: np.broadcast_to(np.expand_dims(v, axis), x.a.shape).copy())
         d = rss.sub(ring, x, mx)                                   # <= 0
         e = rss.add_public(ring, self.me, self._scale_public(d, cfg.encode(2.0 ** -EXP_SQUARINGS)),

@@ -325,15 +325,35 @@ class FalconMPC:
     def maximum(self, a: Pair, b: Pair) -> Pair:
         return rss.add(self.ring, b, self.relu(rss.sub(self.ring, a, b)))
 
-    def max_reduce(self, x: Pair, axis: int, sequential: bool = True) -> Pair:
-        """Maximum along ``axis``. ``sequential``: Falcon's running maximum over the k
-        elements (k - 1 dependent comparisons, [Falcon funcMaxpool], the 12(w^2 - 1)
-        rounds of [STAMP Table 7]); otherwise a tree (ceil(log2 k) comparison layers)."""
+    def max_reduce(self, x: Pair, axis: int, sequential: bool = True, track_index: bool = False) -> Pair:
+        """Maximum along ``axis``. ``sequential``: Falcon's running maximum [falcon-public
+        funcMaxpool]: max <- a_i + ReLU(max - a_i) over the k elements, k - 1 dependent
+        comparisons of 10 rounds (the ReLU). ``track_index``: as Falcon's funcMaxpool, also
+        keep the one-hot argmax (its ``maxPrime``, k entries per output) updated after every
+        comparison by the comparison bit -- Table 7's 12(w^2 - 1) rounds count Falcon's
+        two-round select for it after the ReLU; here the bit is already arithmetic (the
+        ReLU injected it), so the update is one product in the ReLU's last round (bytes,
+        no extra round). Otherwise a tree (ceil(log2 k) comparison layers)."""
         x = rss.apply(x, lambda v: np.moveaxis(v, axis, -1))
+        ring = self.ring
         if sequential:
+            k = x.a.shape[-1]
             m = rss.apply(x, lambda v: np.ascontiguousarray(v[..., 0]))
-            for k in range(1, x.a.shape[-1]):
-                m = self.maximum(rss.apply(x, lambda v: np.ascontiguousarray(v[..., k])), m)
+            eye = np.eye(k, dtype=np.uint64)
+            idx = rss.public_pair(ring, self.me, np.broadcast_to(eye[0], x.a.shape).copy()) if track_index else None
+            for j in range(1, k):
+                xj = rss.apply(x, lambda v: np.ascontiguousarray(v[..., j]))
+                diff = rss.sub(ring, m, xj)
+                d = self.bit_to_arith(self.drelu(diff))          # [max >= a_j]
+                items = [("a", self.emul, diff, d)]
+                if track_index:
+                    ej = rss.public_pair(ring, self.me, np.broadcast_to(eye[j], x.a.shape).copy())
+                    items.append(("a", self.emul, rss.apply(d, lambda v: np.broadcast_to(v[..., None], x.a.shape).copy()),
+                                  rss.sub(ring, idx, ej)))
+                got = self.mult_round(items)
+                m = rss.add(ring, xj, got[0])
+                if track_index:
+                    idx = rss.add(ring, ej, got[1])
             return m
         while x.a.shape[-1] > 1:
             k = x.a.shape[-1]

@@ -39,7 +39,11 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     max_mode = job.options.get("falcon_max", "sequential")
     if max_mode not in ("sequential", "tree"):
         raise ProtocolError(f"falcon_max must be 'sequential' or 'tree', not {max_mode!r}")
-    backend = FalconBackend(mpc, sequential_max=max_mode == "sequential")
+    bk = {"sequential_max": max_mode == "sequential", "max_index": bool(job.options.get("falcon_max_index", True)),
+          "bn": job.options.get("falcon_bn", "falcon")}
+    if bk["bn"] not in ("falcon", "folded"):
+        raise ProtocolError(f"falcon_bn must be 'falcon' or 'folded', not {bk['bn']!r}")
+    backend = FalconBackend(mpc, **bk)
     env = share_model_and_input(eng, graph, job)
     if eng.malicious:   # offline: every triple and truncation pair of the online run, made by the parties
         with ep.phase("offline"):
@@ -47,7 +51,7 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
             dry_env = dict(env)
             dry_env[info_in.name] = rss.zeros(tuple(info_in.shape))
             reqs, truncs = plan_requests(FalconMPC, eng, job.fixed, FalconBackend,
-                                         {"sequential_max": max_mode == "sequential"}, graph, dry_env,
+                                         bk, graph, dry_env,
                                          executor.run_graph)
             mpc.trunc_pairs.prepare(truncs)
             mpc.triples.prepare(reqs)
