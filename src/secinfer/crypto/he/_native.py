@@ -72,6 +72,8 @@ _SIGNATURES: dict[str, list] = {
     "he_flood": [H, H, H, cint, C.c_char_p, csize, OUT_H],
     "he_noise": [H, H, H, H, P_f64],
     "he_poly": [H, H, cint, P_u64, cint, C.POINTER(cint)],
+    "he_popk_hash": [H, H, cint, cint, P_i64, cint, P_i64, cint, P_u64, P_bytes, P_bytes],
+    "he_popk_image": [H, H, cint, cint, P_i64, P_i64, P_u64],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }

@@ -1,0 +1,184 @@
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math/big"
+	"unsafe"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// The linear map of an RLWE public-key encryption with *arbitrary* (not only in-bound)
+// arguments, for the proof of plaintext knowledge of crisp (secinfer.crypto.zk.popk):
+//
+//	f(m, u, e0, e1) = (pk0 u + e0 + 2^logDelta m,  pk1 u + e1)   in R_Q at `level`
+//
+// exactly the equation of he_encrypt_rand. Arguments cross as signed multi-limb integer
+// vectors: component x is L_x rows of N int64 limbs, x_j = sum_l limb[l][j] 2^(40 l), so
+// values far beyond int64 (masked responses of ~100 bits) are exact. Components are laid
+// out m, u, e0, e1, one after the other.
+
+const popkLimbBits = 40
+
+// popkPoly writes sum_l src[l] 2^(40 l) (mod every prime of r) into dst.
+func popkPoly(r *ring.Ring, src []int64, L, N int, dst ring.Poly) {
+	for i, s := range r.SubRings[:r.Level()+1] {
+		q, bred := s.Modulus, s.BRedConstant
+		out := dst.Coeffs[i]
+		for l := 0; l < L; l++ {
+			pw := new(big.Int).Lsh(big.NewInt(1), uint(popkLimbBits*l))
+			w := pw.Mod(pw, new(big.Int).SetUint64(q)).Uint64()
+			row := src[l*N : (l+1)*N]
+			for j, v := range row {
+				var x uint64
+				if v >= 0 {
+					x = ring.BRedAdd(uint64(v), q, bred)
+				} else if x = ring.BRedAdd(uint64(-v), q, bred); x != 0 {
+					x = q - x
+				}
+				if l == 0 {
+					out[j] = x
+					continue
+				}
+				x = ring.BRed(x, w, q, bred)
+				if out[j] += x; out[j] >= q {
+					out[j] -= q
+				}
+			}
+		}
+	}
+}
+
+// popkImage returns f(z) in the NTT domain for one argument z (layout above).
+func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int) (ring.Poly, ring.Poly) {
+	var comp [4]ring.Poly
+	off := 0
+	for i, L := range ls {
+		comp[i] = r.NewPoly()
+		popkPoly(r, z[off:off+L*N], L, N, comp[i])
+		off += L * N
+	}
+	m, u, e0, e1 := comp[0], comp[1], comp[2], comp[3]
+	r.MulScalarBigint(m, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), m)
+	r.Add(e0, m, e0)
+	r.NTT(u, u)
+	r.NTT(e0, e0)
+	r.NTT(e1, e1)
+	c0, c1 := r.NewPoly(), r.NewPoly()
+	// pk is stored in NTT and Montgomery form: MulCoeffsMontgomery gives pk*u in NTT.
+	r.MulCoeffsMontgomery(u, pk.v.Value[0].Q, c0)
+	r.Add(c0, e0, c0)
+	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
+	r.Add(c1, e1, c1)
+	return c0, c1
+}
+
+func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*ring.Ring, *PK, [4]int, int) {
+	P := params(ph).P
+	pk := get[*PK](uint64(pkh), "public key")
+	bound(uint64(ph), pk.ph, "public key")
+	if int(level) < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	if int(logDelta) < 0 || int(logDelta) > 2000 {
+		fail(codeArgument, "logDelta %d out of range", logDelta)
+	}
+	var ls [4]int
+	for i, v := range i64s(limbs, 4) {
+		if v < 1 || v > 8 {
+			fail(codeArgument, "component %d: limb count %d not in 1..8", i, v)
+		}
+		ls[i] = int(v)
+	}
+	return P.RingQ().AtLevel(int(level)), pk, ls, P.N()
+}
+
+// he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  (NTT
+// residues, both components) with SHA-256 into out (32 bytes). The prover calls it with
+// nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses z_k, the
+// client's ciphertexts and the binary challenge; an honest transcript gives equal digests.
+//
+//export he_popk_hash
+func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
+	per := (ls[0] + ls[1] + ls[2] + ls[3]) * N
+	if rows < 1 || nct < 0 {
+		fail(codeArgument, "rows must be >= 1 and nct >= 0")
+	}
+	zs := i64s(z, int(rows)*per)
+	var hs []uint64
+	var ch []byte
+	if nct > 0 {
+		hs = u64s(cts, int(nct))
+		ch = inBytes((*C.uchar)(chal), C.size_t(int(rows)*int(nct)))
+	}
+	ctv := make([]*CT, len(hs))
+	for j, h := range hs {
+		ct := getCT(ph, C.uint64_t(h))
+		if ct.v.Degree() != 1 || ct.v.Level() != int(level) || !ct.v.IsNTT {
+			fail(codeArgument, "ciphertext %d: need degree 1, level %d, NTT domain", j, level)
+		}
+		ctv[j] = ct
+	}
+	for _, b := range ch {
+		if b > 1 {
+			fail(codeArgument, "challenge entries must be 0 or 1")
+		}
+	}
+	hsh := sha256.New()
+	hdr := make([]byte, 16)
+	binary.LittleEndian.PutUint32(hdr[0:], uint32(level))
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
+	hsh.Write([]byte("secinfer/crisp-popk/v1"))
+	hsh.Write(hdr)
+	buf := make([]byte, 8*N)
+	for k := 0; k < int(rows); k++ {
+		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
+		for j, ct := range ctv {
+			if ch[k*len(ctv)+j] == 1 {
+				r.Sub(c0, ct.v.Value[0], c0)
+				r.Sub(c1, ct.v.Value[1], c1)
+			}
+		}
+		for _, p := range []ring.Poly{c0, c1} {
+			for l := 0; l <= r.Level(); l++ {
+				for j, c := range p.Coeffs[l] {
+					binary.LittleEndian.PutUint64(buf[8*j:], c)
+				}
+				hsh.Write(buf)
+			}
+		}
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), 32), hsh.Sum(nil))
+	return codeOK
+}
+
+// he_popk_image writes f(z) for one argument z as coefficient-domain residues:
+// out[c][l][j], c in {0, 1}, l = 0..level (tests compare it with he_encrypt_rand and with
+// big-integer arithmetic).
+//
+//export he_popk_image
+func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, z *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
+	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
+	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N)
+	L := r.Level() + 1
+	dst := u64s(out, 2*L*N)
+	for c, p := range []ring.Poly{c0, c1} {
+		r.INTT(p, p)
+		for l := 0; l < L; l++ {
+			copy(dst[(c*L+l)*N:(c*L+l+1)*N], p.Coeffs[l])
+		}
+	}
+	return codeOK
+}

@@ -1,0 +1,90 @@
+"""The Go encryption map with big arguments (crypto/he/linmap.py) against two independent
+references: Lattigo-side encrypt_with_randomness (in-bound arguments) and schoolbook
+big-integer negacyclic arithmetic (arguments of ~100 bits)."""
+
+import numpy as np
+import pytest
+
+from secinfer.crypto import he
+from secinfer.crypto.he import linmap
+from secinfer.crypto.he.rlwe import coeff_encode
+
+
+@pytest.fixture(scope="module")
+def P10():
+    return he.get_params("ckks-n10-insecure", allow_insecure=True)
+
+
+@pytest.fixture(scope="module")
+def kp10(P10):
+    pair = P10.keygen()
+    yield pair
+    pair.close()
+
+
+def _negacyclic(a, b, q):
+    """a * b mod (X^N + 1, q), schoolbook over Python integers."""
+    n = len(a)
+    out = [0] * n
+    a = [int(v) for v in a]
+    for j, bj in enumerate(int(v) for v in b):
+        if bj == 0:
+            continue
+        for i in range(n):
+            k = i + j
+            if k < n:
+                out[k] += a[i] * bj
+            else:
+                out[k - n] -= a[i] * bj
+    return np.array([v % q for v in out], dtype=object)
+
+
+def _row(parts, ls):
+    return np.concatenate([linmap.to_limbs(p, l).reshape(-1) for p, l in zip(parts, ls)])
+
+
+def test_matches_encrypt_with_randomness_in_bound(P10, kp10):
+    rng = np.random.default_rng(1)
+    level, log_delta = 1, 30
+    m = rng.integers(0, 1 << 20, P10.n)
+    with coeff_encode(P10, m.astype(np.float64), 2.0 ** log_delta, level) as pt:
+        ct, r = he.encrypt_with_randomness(P10, pt, kp10.pk, seed=b"\x07" * 16)
+    ls = [2, 1, 1, 1]
+    c0, c1 = linmap.image(P10, kp10.pk, level, log_delta, ls, _row([m, r.u, r.e0, r.e1], ls))
+    assert np.array_equal(c0, ct.poly(0)) and np.array_equal(c1, ct.poly(1))
+    # hash of f(w) - ct is the hash of f(0) (= 0)
+    h = linmap.image_hash(P10, kp10.pk, level, log_delta, ls, _row([m, r.u, r.e0, r.e1], ls)[None],
+                          [ct], np.ones((1, 1), np.uint8))
+    zero = linmap.image_hash(P10, kp10.pk, level, log_delta, ls, np.zeros((1, 5 * P10.n), np.int64))
+    assert h == zero
+    ct.close()
+
+
+def test_matches_bigint_reference_for_large_arguments(P10, kp10):
+    rng = np.random.default_rng(2)
+    level, log_delta = 2, 77
+    big = lambda bits: np.array([int(v) for v in rng.integers(-(1 << 62), 1 << 62, P10.n)], dtype=object) \
+        * (1 << (bits - 62)) + np.array([int(v) for v in rng.integers(0, 1 << 40, P10.n)], dtype=object)
+    m, u, e0, e1 = big(95), big(70), big(64), big(80)
+    ls = [3, 2, 2, 3]
+    c0, c1 = linmap.image(P10, kp10.pk, level, log_delta, ls, _row([m, u, e0, e1], ls))
+    pk0, pk1 = kp10.pk.poly(0), kp10.pk.poly(1)
+    for lvl in (0, 2):
+        q = P10.q[lvl]
+        want0 = (_negacyclic(pk0[lvl], u, q) + np.array([(int(a) + (int(b) << log_delta)) % q
+                                                         for a, b in zip(e0, m)], dtype=object)) % q
+        want1 = (_negacyclic(pk1[lvl], u, q) + np.array([int(v) % q for v in e1], dtype=object)) % q
+        assert np.array_equal(want0, c0[lvl].astype(object))
+        assert np.array_equal(want1, c1[lvl].astype(object))
+
+
+def test_bad_arguments_are_typed_errors(P10, kp10):
+    ls = [1, 1, 1, 1]
+    with pytest.raises(he.HEArgumentError):
+        linmap.image(P10, kp10.pk, 1, 10, ls, np.zeros(3, np.int64))
+    with pytest.raises(he.HEArgumentError):
+        linmap.image(P10, kp10.pk, 9, 10, ls, np.zeros(4 * P10.n, np.int64))
+    with pytest.raises(he.HEArgumentError):
+        linmap.image_hash(P10, kp10.pk, 1, 10, [0, 1, 1, 1], np.zeros((1, 3 * P10.n), np.int64))
+    with pytest.raises(he.HEArgumentError):
+        linmap.to_limbs([1 << 200], 2)
