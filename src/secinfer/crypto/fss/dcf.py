@@ -21,6 +21,8 @@ as stored, entry j takes ceil(k_j / 8) bytes.
 
 Key of one party for one function (bytes as stored, see ``DCFParams.nbytes_per_key``):
     seed 16 | n x (s_cw 16 | t_cw 1 | V_cw W) | final W,     W = sum_j ceil(k_j / 8)
+(stored field by field, the correction-word fields level-major: level i of every key of a
+batch is one contiguous block, what batched evaluation reads)
 i.e. n (lambda + 2 + sum k_j) + lambda + sum k_j bits in the paper's count [BCG+21 Thm. 3.2],
 with the two control bits rounded up to a byte and each k_j up to whole bytes.
 """
@@ -158,9 +160,11 @@ class DCFKeys:
     params: DCFParams
     party: int
     seed: np.ndarray      # (B, 2) uint64
-    s_cw: np.ndarray      # (B, n, 2) uint64
-    t_cw: np.ndarray      # (B, n) uint8: bit 0 = t_cw^L, bit 1 = t_cw^R
-    v_cw: np.ndarray      # (B, n, P, L) uint64 (stored packed: (B, n, W) uint8)
+    # correction words level-major (level axis first), so that evaluating level i reads
+    # one contiguous block for the whole batch
+    s_cw: np.ndarray      # (n, B, 2) uint64
+    t_cw: np.ndarray      # (n, B) uint8: bit 0 = t_cw^L, bit 1 = t_cw^R
+    v_cw: np.ndarray      # (n, B, P, L) uint64 (stored packed: (n, B, W) uint8)
     final: np.ndarray     # (B, P, L) uint64    (stored packed: (B, W) uint8)
 
     FIELDS = ("seed", "s_cw", "t_cw", "v_cw", "final")
@@ -172,8 +176,8 @@ class DCFKeys:
     @staticmethod
     def stored_shapes(p: DCFParams, b: int) -> dict:
         """Field -> (shape, dtype) of the stored (packed) key arrays."""
-        return {"seed": ((b, 2), np.uint64), "s_cw": ((b, p.n, 2), np.uint64),
-                "t_cw": ((b, p.n), np.uint8), "v_cw": ((b, p.n, p.packed_bytes), np.uint8),
+        return {"seed": ((b, 2), np.uint64), "s_cw": ((p.n, b, 2), np.uint64),
+                "t_cw": ((p.n, b), np.uint8), "v_cw": ((p.n, b, p.packed_bytes), np.uint8),
                 "final": ((b, p.packed_bytes), np.uint8)}
 
     def arrays(self) -> dict:
@@ -210,7 +214,8 @@ class DCFKeys:
 
     def take(self, idx) -> "DCFKeys":
         """Keys of a subset / repetition of the batch (fancy indexing on the key axis)."""
-        return DCFKeys(self.params, self.party, *(getattr(self, f)[idx] for f in self.FIELDS))
+        return DCFKeys(self.params, self.party, self.seed[idx], self.s_cw[:, idx], self.t_cw[:, idx],
+                       self.v_cw[:, idx], self.final[idx])
 
 
 def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tuple[DCFKeys, DCFKeys]:
@@ -223,8 +228,10 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         beta = np.asarray(beta, np.uint64).reshape(alpha.shape[0], params.payload, params.group.limbs)
         parts = [dcf_gen(params, prg, alpha[i:i + CHUNK], beta[i:i + CHUNK])
                  for i in range(0, alpha.shape[0], CHUNK)]
-        return tuple(DCFKeys(params, b, *(np.concatenate([getattr(p[b], f) for p in parts])  # type: ignore
-                                          for f in DCFKeys.FIELDS)) for b in (0, 1))
+        cw = {f: np.concatenate([getattr(p[0], f) for p in parts], axis=1) for f in ("s_cw", "t_cw", "v_cw")}
+        return tuple(DCFKeys(params, b, np.concatenate([p[b].seed for p in parts]), cw["s_cw"], cw["t_cw"],
+                             cw["v_cw"], np.concatenate([p[b].final for p in parts]))
+                     for b in (0, 1))  # type: ignore[return-value]
     n, lim, pay = params.n, params.group.limbs, params.payload
     bsz = alpha.shape[0]
     beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, pay, lim))
@@ -241,8 +248,8 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     # end gives the same key as reducing at every step).
     beta_pl = _planes(beta)
     v_alpha = [np.zeros((bsz, pay), np.uint64) for _ in range(lim)]
-    s_cw = np.zeros((bsz, n, 2), np.uint64)
-    t_cw = np.zeros((bsz, n), np.uint8)
+    s_cw = np.zeros((n, bsz, 2), np.uint64)
+    t_cw = np.zeros((n, bsz), np.uint8)
     vcw_pl = np.zeros((lim, n, bsz, pay), np.uint64)     # level-major while generating
     nv = params.value_blocks
     gen_table = params.gen_tweak_table()
@@ -273,7 +280,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         keep_r = a.astype(bool)
         tcw_l = np.where(keep_r, tcw_lose, tcw_keep)
         tcw_r = np.where(keep_r, tcw_keep, tcw_lose)
-        s_cw[:, i], t_cw[:, i] = scw, tcw_l | (tcw_r << np.uint8(1))
+        s_cw[i], t_cw[i] = scw, tcw_l | (tcw_r << np.uint8(1))
         for b in (0, 1):
             nxt = blk[b][:, 0].copy()
             nxt[:, 0] &= _LSB_CLEAR
@@ -283,9 +290,9 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     conv = [_word_planes(params, h.hash(s[b], params.convert_tweaks())) for b in (0, 1)]
     final = _pcond_neg(_psub(_psub(conv[1], conv[0]), v_alpha), t[1])
     final = params.reduce_entries(np.stack(final, axis=-1))
-    v_cw = params.reduce_entries(np.ascontiguousarray(vcw_pl.transpose(2, 1, 3, 0)))
-    keys = tuple(DCFKeys(params, b, root[b], s_cw.copy(), t_cw.copy(), v_cw.copy(), final.copy())
-                 for b in (0, 1))
+    v_cw = params.reduce_entries(np.ascontiguousarray(vcw_pl.transpose(1, 2, 3, 0)))
+    # both parties' keys hold the same correction words (read-only arrays, shared)
+    keys = tuple(DCFKeys(params, b, root[b], s_cw, t_cw, v_cw, final) for b in (0, 1))
     return keys  # type: ignore[return-value]
 
 
@@ -367,16 +374,15 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
     # Accumulator as contiguous limb planes, updated in place (carries explicit); the
     # correction words level-major so that each level reads one contiguous block.
     planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(lim)]
-    vcw = np.ascontiguousarray(np.moveaxis(keys.v_cw, (1, 3), (0, 1)))      # (n, L, B, P)
-    tcw = np.ascontiguousarray(keys.t_cw.T)                                  # (n, B)
-    scw = np.ascontiguousarray(keys.s_cw.transpose(1, 0, 2))                 # (n, B, 2)
+    vcw, tcw, scw = keys.v_cw, keys.t_cw, keys.s_cw
     eval_table = params.eval_tweak_table()
     for i in range(n):
         side = _bits_msb_first(x, n, i)
         blk = h.hash(s, eval_table[side])
         t_mask = np.uint64(0) - t.astype(np.uint64)                 # t ? all ones : 0
         _accumulate(planes, _word_planes(params, blk[:, 1:]))
-        _accumulate(planes, [c & t_mask[:, None] for c in vcw[i]])
+        cw = vcw[i]
+        _accumulate(planes, [cw[..., w] & t_mask[:, None] for w in range(lim)])
         tc = (tcw[i] >> side) & np.uint8(1)
         t_child = (blk[:, 0, 0] & np.uint64(1)).astype(np.uint8)
         s = blk[:, 0].copy()

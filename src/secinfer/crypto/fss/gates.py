@@ -45,7 +45,7 @@ from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, FrameError, SerializationError
 from secinfer.spec import ArraySpec
 
-KEY_FORMAT_VERSION = 1
+KEY_FORMAT_VERSION = 2   # 2: DCF correction words stored level-major
 _KINDS = ("sign", "relu", "ars", "spline")
 _M64 = (1 << 64) - 1
 
