@@ -9,8 +9,12 @@ invocation and its communication saving, next to the paper's factors.
 ``--quick``: Network-A, -B, -C, LeNet, AlexNet and the Transformer at batch 8 (the paper uses 128);
 AlexNet and the Transformer semi-honest only (malicious Falcon+ generates its verification
 triples in-protocol, several minutes each for these two).
-Full: all eight networks at batch 128, VGG16 and ResNet18 at batch 8 (memory/time on a
-2-core machine; the JSON says which batch ran).
+Full: semi-honest, all eight networks at batch 128 except VGG16 and ResNet18 (batch 8:
+time on a 2-core machine); malicious, Network-A, -B, -C and LeNet at 128, AlexNet and the
+Transformer at 8, VGG16 and ResNet18 not run (malicious Falcon+ makes a verified triple of
+the shapes of every matrix product, 44 copies of a layer's operands per party: VGG16's
+4096 x 4096 layer alone needs about 12 GB per party). The JSON says which batch ran and
+what was skipped. All semi-honest runs come first, so a partial run keeps them.
 """
 
 from __future__ import annotations
@@ -22,10 +26,19 @@ QUICK_SEMI_HONEST_ONLY = ("alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
 FULL_BATCH_OVERRIDES = {"vgg16": 8, "resnet18": 8}
+FULL_MALICIOUS_BATCH_OVERRIDES = {"alexnet": 8, "stamp-transformer": 8}
+FULL_MALICIOUS_SKIP = {"vgg16": "malicious Falcon+ triple generation does not fit in 24 GB (about 12 GB per party "
+                                "for the 4096 x 4096 layer's triples alone)",
+                       "resnet18": "malicious Falcon+ triple generation does not fit in 24 GB (44 copies of every "
+                                   "convolution's operands per party)"}
 
 
 def run(quick: bool = False, network: str | None = None, networks=None, batch: int | None = None,
-        securities=("semi-honest", "malicious"), batches: dict | None = None) -> dict:
+        securities=("semi-honest", "malicious"), batches: dict | None = None, partial: str | None = None) -> dict:
+    """``partial``: a file to which each (network, security) result is appended as one JSON
+    line as soon as it is done (long runs keep what finished)."""
+    import json
+
     from secinfer.protocols.stamp import bench as sb
 
     profiles = parse_networks(network, tuple(sb.NET_PROFILES), ("lan", "wan"))
@@ -33,30 +46,50 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
     batch = int(batch or (QUICK_BATCH if quick else FULL_BATCH))
     if batches is None:
         batches = {} if quick else dict(FULL_BATCH_OVERRIDES)
-    def secs_for(name: str) -> tuple:
-        if quick and name in QUICK_SEMI_HONEST_ONLY:
-            return tuple(s for s in securities if s == "semi-honest") or tuple(securities)
-        return tuple(securities)
+    full_default = not quick and networks is None
 
-    prog = Progress("stamp", sum(len(secs_for(n)) for n in nets))
-    raw = {"networks": {}}
-    for name in nets:   # one network per call, so progress and partial results stay per network
-        r = sb.run(networks=(name,), batch=batch, securities=secs_for(name), profiles=tuple(profiles),
-                   batches=batches, progress=lambda m: prog(f"{m} (STAMP then Falcon+)"))
+    def plan(name: str, sec: str):
+        """(batch, None) to run, or (None, reason) to skip."""
+        if quick and name in QUICK_SEMI_HONEST_ONLY and sec != "semi-honest" and "semi-honest" in securities:
+            return None, "--quick: semi-honest only for this network"
+        if full_default and sec == "malicious":
+            if name in FULL_MALICIOUS_SKIP:
+                return None, FULL_MALICIOUS_SKIP[name]
+            return int(FULL_MALICIOUS_BATCH_OVERRIDES.get(name, batches.get(name, batch))), None
+        return int(batches.get(name, batch)), None
+
+    todo = [(sec, name) for sec in securities for name in nets]
+    prog = Progress("stamp", sum(1 for sec, name in todo if plan(name, sec)[0] is not None))
+    raw = {"networks": {}, "skipped": []}
+    for sec, name in todo:   # semi-honest first; one network per call, results kept per network
+        b, why = plan(name, sec)
+        if b is None:
+            raw["skipped"].append({"network": name, "security": sec, "reason": why})
+            continue
+        r = sb.run(networks=(name,), batch=b, securities=(sec,), profiles=tuple(profiles),
+                   progress=lambda m: prog(f"{m} (STAMP then Falcon+)"))
         for k, v in r.items():
             if k != "networks":
                 raw.setdefault(k, v)
-        raw["networks"].update(r["networks"])
+        e = r["networks"][name]
+        e["results"][sec]["batch"] = e["batch"]
+        slot = raw["networks"].setdefault(name, {"paper_name": e["paper_name"], "batch": e["batch"], "results": {}})
+        slot["results"][sec] = e["results"][sec]
+        if partial:
+            with open(partial, "a") as f:
+                f.write(json.dumps({"network": name, "security": sec, "batch": e["batch"],
+                                    "lines": sb.summary_lines(r), "result": e["results"][sec]}, default=str) + "\n")
     rows = []
     for name, e in raw["networks"].items():
         paper_name = e["paper_name"]
         for sec, res in e["results"].items():
             c = res["communication"]
+            bsz = res.get("batch", e["batch"])
             paper_comm = (res.get("paper") or {}).get("comm_MB_falcon_stamp_bus_at_128")
             paper_speed = (res.get("paper") or {}).get("speedup_semi_honest_chip") or {}
             for key, lat in res["latency"].items():
                 prof, dev = key.split("/", 1)
-                row = {"table": "1" if sec == "semi-honest" else "2", "network": paper_name, "batch": e["batch"],
+                row = {"table": "1" if sec == "semi-honest" else "2", "network": paper_name, "batch": bsz,
                        "security": sec, "profile": prof, "ltee": dev,
                        "stamp_s": lat["stamp"]["total_s"], "falcon_s": lat["falcon"]["total_s"],
                        "speedup_vs_falcon": lat["speedup"],
@@ -67,14 +100,14 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
                     row["paper_speedup_cpu"] = paper_speed.get(f"{prof}-cpu")
                     row["paper_speedup_gpu"] = paper_speed.get(f"{prof}-gpu")
                 rows.append(row)
-            rows.append({"table": "3" if sec == "semi-honest" else "4", "network": paper_name, "batch": e["batch"],
+            rows.append({"table": "3" if sec == "semi-honest" else "4", "network": paper_name, "batch": bsz,
                          "security": sec, "falcon_MB": c["falcon_interparty_MB"], "stamp_MB": c["stamp_interparty_MB"],
                          "stamp_bus_MB": c["stamp_bus_MB"], "comm_ratio_falcon_over_stamp": c["comm_ratio"],
                          "paper_comm_ratio": ratio(paper_comm[0], paper_comm[1]) if paper_comm else None,
                          "stamp_rounds": c["rounds"]["stamp"], "falcon_rounds": c["rounds"]["falcon"],
                          "rounds_ratio_falcon_over_stamp": ratio(c["rounds"]["falcon"], c["rounds"]["stamp"]),
                          "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"]})
-    return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)",
+    return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)", "skipped": raw["skipped"],
             "rows": rows, "plots": _plots(rows, profiles), "raw": raw, "seconds": prog.elapsed()}
 
 
