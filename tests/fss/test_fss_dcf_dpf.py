@@ -84,7 +84,8 @@ def test_key_sizes_equal_declared_formula(n, k, payload):
         if isinstance(params, DPFParams):
             assert params.nbytes_per_key() == 16 + n * 17 + entry
         else:
-            assert params.nbytes_per_key() == 16 + n * (17 + entry) + entry
+            # control bits: 2 per level, four levels to a byte
+            assert params.nbytes_per_key() == 16 + n * (16 + entry) + -(-2 * n // 8) + entry
 
 
 def test_dcf_mixed_entry_widths():
@@ -99,7 +100,7 @@ def test_dcf_mixed_entry_widths():
     y = p.reduce_entries(g.raw.add(dcf_eval(k0, xs), dcf_eval(k1, xs)))
     want = np.where((xs < alpha[:, None])[..., None, None], beta[:, None], np.uint64(0))
     assert np.array_equal(y, want)
-    assert p.nbytes_per_key() == 16 + 8 * (17 + 13 + 5 + 1) + 19
+    assert p.nbytes_per_key() == 16 + 8 * (16 + 13 + 5 + 1) + 2 + 19
     assert k0.nbytes() == 9 * p.nbytes_per_key()
     back = DCFKeys.from_arrays(p, 0, k0.arrays(), 9)
     assert np.array_equal(back.v_cw, k0.v_cw) and np.array_equal(back.final, k0.final)
@@ -115,16 +116,27 @@ def test_malformed_dcf_and_dpf_keys_are_typed_errors():
     assert DCFKeys.from_arrays(p, 0, arrays, 4).count == 4
     bad_shape = dict(arrays, s_cw=arrays["s_cw"][:, :-1])
     bad_dtype = dict(arrays, seed=arrays["seed"].astype(np.int64))
-    bad_tbits = dict(arrays, t_cw=np.full_like(arrays["t_cw"], 7))
     top = arrays["final"].copy()
     top[:, -1] |= np.uint8(0x80)          # bit 71 of a 70-bit entry
     unreduced = dict(arrays, final=top)
+    vtop = arrays["v_cw"].copy()
+    vtop[5, 2, -1] |= np.uint8(0x40)      # one level's correction word, bit 70 of a 70-bit entry
+    unreduced_cw = dict(arrays, v_cw=vtop)
     missing = {k: v for k, v in arrays.items() if k != "v_cw"}
-    for bad in (bad_shape, bad_dtype, bad_tbits, unreduced, missing):
+    for bad in (bad_shape, bad_dtype, unreduced, unreduced_cw, missing):
         with pytest.raises(SerializationError):
             DCFKeys.from_arrays(p, 0, bad, 4)
     with pytest.raises(SerializationError):
         DCFKeys.from_arrays(p, 2, arrays, 4)
+    # control bits packed four levels to a byte: with n = 15 the last byte has 2 spare bits
+    p15 = DCFParams(15, 70, 1)
+    k15, _ = dcf_gen(p15, prg, prg.ring((4,), 15), p15.group.random(prg, (4, 1)))
+    a15 = k15.arrays()
+    assert a15["t_cw"].shape == (4, 4) and DCFKeys.from_arrays(p15, 0, a15, 4).count == 4
+    spare = a15["t_cw"].copy()
+    spare[-1, 1] |= np.uint8(0x40)
+    with pytest.raises(SerializationError):
+        DCFKeys.from_arrays(p15, 0, dict(a15, t_cw=spare), 4)
     q = DPFParams(16, 8, 1)
     d0, _ = dpf_gen(q, prg, prg.ring((4,), 16), q.group.random(prg, (4, 1)))
     with pytest.raises(SerializationError):

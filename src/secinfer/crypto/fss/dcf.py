@@ -20,11 +20,11 @@ multiplies by 2^n needs only k - n bits. In memory every entry uses the L limbs 
 as stored, entry j takes ceil(k_j / 8) bytes.
 
 Key of one party for one function (bytes as stored, see ``DCFParams.nbytes_per_key``):
-    seed 16 | n x (s_cw 16 | t_cw 1 | V_cw W) | final W,     W = sum_j ceil(k_j / 8)
+    seed 16 | n x (s_cw 16 | V_cw W) | t_cw ceil(2n / 8) | final W,     W = sum_j ceil(k_j / 8)
 (stored field by field, the correction-word fields level-major: level i of every key of a
 batch is one contiguous block, what batched evaluation reads)
 i.e. n (lambda + 2 + sum k_j) + lambda + sum k_j bits in the paper's count [BCG+21 Thm. 3.2],
-with the two control bits rounded up to a byte and each k_j up to whole bytes.
+with the 2n control bits packed four levels to a byte and each k_j rounded up to whole bytes.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, SerializationError
 
 MAX_DOMAIN_BITS = 64
+
+
+def tbit_bytes(n: int) -> int:
+    """Bytes of the control-bit corrections: 2 bits per level, four levels per byte."""
+    return -(-2 * n // 8)
 _LSB_CLEAR = np.uint64(0xFFFFFFFFFFFFFFFE)
 CHUNK = 4096   # keys processed together: large batches are cut so the per-level arrays stay in cache
 
@@ -99,6 +104,28 @@ class DCFParams:
         by = a.view(np.uint8).reshape(a.shape[:-2] + (self.payload, 8 * self.group.limbs))
         return np.concatenate([by[..., j, :nb] for j, nb in enumerate(self.entry_bytes)], axis=-1)
 
+    @property
+    def byte_limits(self) -> np.ndarray:
+        """(W,) largest allowed value of each stored byte (the top byte of an entry whose width
+        is not a whole number of bytes has its unused bits clear): validates packed words
+        without unpacking them."""
+        out = np.full(self.packed_bytes, 0xFF, np.uint8)
+        pos = 0
+        for b, nb in zip(self.bits, self.entry_bytes):
+            pos += nb
+            if b % 8:
+                out[pos - 1] = (1 << (b % 8)) - 1
+        return out
+
+    def unpack_into(self, b: np.ndarray, buf: np.ndarray) -> np.ndarray:
+        """(B, W) packed bytes -> (B, P, L) uint64 view of ``buf`` ((B, P, 8 L) uint8 whose
+        padding bytes are zero and stay zero: every call rewrites only the entry bytes)."""
+        pos = 0
+        for j, nb in enumerate(self.entry_bytes):
+            buf[:, j, :nb] = b[:, pos:pos + nb]
+            pos += nb
+        return buf.view("<u8").reshape(b.shape[0], self.payload, self.group.limbs)
+
     def unpack(self, b: np.ndarray) -> np.ndarray:
         """Inverse of ``pack`` (no validation)."""
         lim = self.group.limbs
@@ -124,7 +151,7 @@ class DCFParams:
 
     def nbytes_per_key(self) -> int:
         w = self.packed_bytes
-        return 16 + self.n * (16 + 1 + w) + w
+        return 16 + self.n * (16 + w) + tbit_bytes(self.n) + w
 
     # tweak layout of the MMO hash (see expand.py)
     def seed_tweak(self, side):
@@ -160,11 +187,12 @@ class DCFKeys:
     params: DCFParams
     party: int
     seed: np.ndarray      # (B, 2) uint64
-    # correction words level-major (level axis first), so that evaluating level i reads
-    # one contiguous block for the whole batch
+    # Correction words level-major (level axis first), so that evaluating level i reads
+    # one contiguous block for the whole batch, and held as stored (packed): the value
+    # words are unpacked one level at a time during evaluation.
     s_cw: np.ndarray      # (n, B, 2) uint64
-    t_cw: np.ndarray      # (n, B) uint8: bit 0 = t_cw^L, bit 1 = t_cw^R
-    v_cw: np.ndarray      # (n, B, P, L) uint64 (stored packed: (n, B, W) uint8)
+    t_cw: np.ndarray      # (ceil(n/4), B) uint8: level i in bits 2(i mod 4) (t_cw^L), +1 (t_cw^R)
+    v_cw: np.ndarray      # (n, B, W) uint8, packed to the entry widths
     final: np.ndarray     # (B, P, L) uint64    (stored packed: (B, W) uint8)
 
     FIELDS = ("seed", "s_cw", "t_cw", "v_cw", "final")
@@ -177,13 +205,13 @@ class DCFKeys:
     def stored_shapes(p: DCFParams, b: int) -> dict:
         """Field -> (shape, dtype) of the stored (packed) key arrays."""
         return {"seed": ((b, 2), np.uint64), "s_cw": ((p.n, b, 2), np.uint64),
-                "t_cw": ((p.n, b), np.uint8), "v_cw": ((p.n, b, p.packed_bytes), np.uint8),
+                "t_cw": ((tbit_bytes(p.n), b), np.uint8), "v_cw": ((p.n, b, p.packed_bytes), np.uint8),
                 "final": ((b, p.packed_bytes), np.uint8)}
 
     def arrays(self) -> dict:
         """The key as stored / sent: correction words packed to their entry widths."""
         return {"seed": self.seed, "s_cw": self.s_cw, "t_cw": self.t_cw,
-                "v_cw": self.params.pack(self.v_cw), "final": self.params.pack(self.final)}
+                "v_cw": self.v_cw, "final": self.params.pack(self.final)}
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays().values())
@@ -203,13 +231,13 @@ class DCFKeys:
                 raise SerializationError(
                     f"DCF key field {name!r}: expected {np.dtype(dt)}{shape}, got {a.dtype}{a.shape}")
             out[name] = np.ascontiguousarray(a)
-        if np.any(out["t_cw"] > 3):
+        spare = 2 * params.n % 8
+        if spare and np.any(out["t_cw"][-1] >> np.uint8(spare)):
             raise SerializationError("DCF key: control-bit corrections out of range")
-        for name in ("v_cw", "final"):
-            v = params.unpack(out[name])
-            if not np.array_equal(v, params.reduce_entries(v)):
-                raise SerializationError(f"DCF key: correction words exceed their entry widths {params.bits}")
-            out[name] = v
+        lim = params.byte_limits
+        if np.any(lim != 0xFF) and (np.any(out["v_cw"] > lim) or np.any(out["final"] > lim)):
+            raise SerializationError(f"DCF key: correction words exceed their entry widths {params.bits}")
+        out["final"] = params.unpack(out["final"])
         return cls(params, party, **out)
 
     def take(self, idx) -> "DCFKeys":
@@ -249,7 +277,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     beta_pl = _planes(beta)
     v_alpha = [np.zeros((bsz, pay), np.uint64) for _ in range(lim)]
     s_cw = np.zeros((n, bsz, 2), np.uint64)
-    t_cw = np.zeros((n, bsz), np.uint8)
+    t_cw = np.zeros((tbit_bytes(n), bsz), np.uint8)
     vcw_pl = np.zeros((lim, n, bsz, pay), np.uint64)     # level-major while generating
     nv = params.value_blocks
     gen_table = params.gen_tweak_table()
@@ -280,7 +308,8 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         keep_r = a.astype(bool)
         tcw_l = np.where(keep_r, tcw_lose, tcw_keep)
         tcw_r = np.where(keep_r, tcw_keep, tcw_lose)
-        s_cw[i], t_cw[i] = scw, tcw_l | (tcw_r << np.uint8(1))
+        s_cw[i] = scw
+        t_cw[i // 4] |= (tcw_l | (tcw_r << np.uint8(1))) << np.uint8(2 * (i % 4))
         for b in (0, 1):
             nxt = blk[b][:, 0].copy()
             nxt[:, 0] &= _LSB_CLEAR
@@ -290,7 +319,7 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     conv = [_word_planes(params, h.hash(s[b], params.convert_tweaks())) for b in (0, 1)]
     final = _pcond_neg(_psub(_psub(conv[1], conv[0]), v_alpha), t[1])
     final = params.reduce_entries(np.stack(final, axis=-1))
-    v_cw = params.reduce_entries(np.ascontiguousarray(vcw_pl.transpose(1, 2, 3, 0)))
+    v_cw = params.pack(params.reduce_entries(vcw_pl.transpose(1, 2, 3, 0)))
     # both parties' keys hold the same correction words (read-only arrays, shared)
     keys = tuple(DCFKeys(params, b, root[b], s_cw, t_cw, v_cw, final) for b in (0, 1))
     return keys  # type: ignore[return-value]
@@ -375,15 +404,16 @@ def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
     # correction words level-major so that each level reads one contiguous block.
     planes = [np.zeros((bsz, params.payload), np.uint64) for _ in range(lim)]
     vcw, tcw, scw = keys.v_cw, keys.t_cw, keys.s_cw
+    buf = np.zeros((bsz, params.payload, 8 * lim), np.uint8)
     eval_table = params.eval_tweak_table()
     for i in range(n):
         side = _bits_msb_first(x, n, i)
         blk = h.hash(s, eval_table[side])
         t_mask = np.uint64(0) - t.astype(np.uint64)                 # t ? all ones : 0
         _accumulate(planes, _word_planes(params, blk[:, 1:]))
-        cw = vcw[i]
+        cw = params.unpack_into(vcw[i], buf)
         _accumulate(planes, [cw[..., w] & t_mask[:, None] for w in range(lim)])
-        tc = (tcw[i] >> side) & np.uint8(1)
+        tc = (tcw[i // 4] >> (side + np.uint8(2 * (i % 4)))) & np.uint8(1)
         t_child = (blk[:, 0, 0] & np.uint64(1)).astype(np.uint8)
         s = blk[:, 0].copy()
         s[:, 0] &= _LSB_CLEAR
