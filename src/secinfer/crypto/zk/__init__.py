@@ -1,0 +1,1 @@
+"""Zero-knowledge proofs (``popk``: proof of plaintext knowledge for RLWE ciphertexts)."""

@@ -1,0 +1,277 @@
+"""Proof of plaintext knowledge for a batch of RLWE public-key encryptions  [CRISP Fig. 2
+note a; the amortised Sigma protocol of MUSE / Overdrive, binary challenges].
+
+Statement (public: parameter set, pk = (pk0, pk1), level, Delta = 2^log_delta, digit bits
+D, support S of the message; ciphertexts c_1 .. c_n at that level):
+
+    for every j there are integer polynomials (m_j, u_j, e0_j, e1_j) with
+    c_j = f(m_j, u_j, e0_j, e1_j) := (pk0 u + e0 + Delta m,  pk1 u + e1)  in R_Q,
+    m_j zero outside S, and (proven) ||m_j|| <= 2^(D + slack), ||u_j||, ||e_j|| <= bounds
+
+(honest: m_j in [0, 2^D) on S, u ternary, |e| <= 20). f is R-linear, so the classic
+amortised protocol works, interactive (the verifier's challenge is drawn only after the
+ciphertexts and the commitment are fixed; no Fiat-Shamir):
+
+1. P samples V masks y_k (every coefficient of every component uniform in [-2^r, 2^r),
+   r = bitlen(n * bound) + k_rej per component) and sends h = SHA-256(f(y_1) .. f(y_V))
+   (the commitments A_k = f(y_k) compressed to one hash: the verifier recomputes them).
+2. V sends a fresh 128-bit seed; both expand it into M in {0,1}^(V x n).
+3. P computes z_k = y_k + sum_j M_kj w_j. If any coefficient falls outside
+   [-2^r + n bound, 2^r - n bound) it sends "restart" and goes back to 1 (at most
+   MAX_ATTEMPTS times); otherwise it sends the z_k, each coefficient packed at r + 1 bits.
+4. V checks every coefficient is in that range and
+   SHA-256(f(z_1) - sum_j M_1j c_j, ..) == h (exact RNS arithmetic in the Go layer).
+
+Soundness (docs/protocols/crisp.md has the argument): if some c_j has no preimage w with
+||w_x|| <= 2^(r_x + 1) for every component x, then for any fixed commitment at most half
+of the challenge rows {0,1}^n are answerable for each k (two answerable rows differing
+only in position j would give f(z - z') = +-c_j), so one attempt passes with probability
+<= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V = 2^-sec (plus a SHA-256 collision).
+Zero knowledge: given acceptance, each response coefficient is exactly uniform on its
+range whatever the witness (rejection sampling with uniform masks), and the hash is
+recomputable from the responses; a rejected attempt reveals only the hash of f(y), an
+RLWE encryption with large randomness (computationally hiding), and the rejection event,
+whose probability does not depend on the witness.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+
+import numpy as np
+
+from secinfer.crypto.he import linmap
+from secinfer.crypto.prg import PRG
+from secinfer.errors import ConfigError, FrameError
+
+SEC = 40                 # soundness 2^-SEC per proof, over all attempts
+MAX_ATTEMPTS = 16        # restarts after a rejection; 2^-3 per attempt for an honest prover
+N_MAX = 64               # ciphertexts per proof (callers split larger batches)
+U_BOUND = 1              # ternary u
+E_BOUND = 20             # Lattigo's Gaussian error, sigma 3.2 cut at 6 sigma (19.2)
+PK_ERR_BOUND = 19.2      # the public key's own error, same distribution
+LB = linmap.LIMB_BITS
+_MASK = (1 << LB) - 1
+HASH_BYTES = 32
+SEED_BYTES = 16
+
+
+def rows_for(sec: int = SEC) -> int:
+    """V: MAX_ATTEMPTS * 2^-V <= 2^-sec."""
+    return sec + math.ceil(math.log2(MAX_ATTEMPTS))
+
+
+def rejection_bits(n_ring: int, sec: int = SEC) -> int:
+    """k_rej: masks 2^k_rej times wider than the largest shift, so one attempt is rejected
+    with probability <= (#coefficients) 2^-k_rej <= 2^-3 (#coefficients <= V * 4N)."""
+    return math.ceil(math.log2(rows_for(sec) * 4 * n_ring)) + 3
+
+
+class ProvenBounds:
+    """What an accepted proof guarantees for *every* ciphertext of the batch (soundness
+    slack included): m_j has at most D + m_extra_bits bits, ||u_j|| <= u, ||e_j|| <= e.
+    Independent of D and of the batch size (n <= N_MAX)."""
+
+    def __init__(self, n_ring: int, sec: int = SEC, n_max: int = N_MAX) -> None:
+        k = rejection_bits(n_ring, sec)
+        self.m_extra_bits = n_max.bit_length() + k + 1
+        self.u = 1 << (n_max * U_BOUND).bit_length() + k + 1
+        self.e = 1 << (n_max * E_BOUND).bit_length() + k + 1
+        self.n_ring = n_ring
+
+    def noise_bound(self) -> float:
+        """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N 19.2 ||u|| + ||e0|| + N ||e1||
+        (honest key: e_pk Gaussian, s ternary)."""
+        n = self.n_ring
+        return n * PK_ERR_BOUND * self.u + self.e + n * self.e
+
+
+class Geometry:
+    """Sizes of one proof: V rows; per component (m on the support, u, e0, e1) the shift
+    bound n * bound, the mask exponent r, the packed width r + 1 and the Go limb count."""
+
+    def __init__(self, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> None:
+        if not 1 <= n <= N_MAX:
+            raise ConfigError(f"popk: {n} ciphertexts in one proof (1..{N_MAX})")
+        if not 1 <= D <= 52 or not 0 < support_size <= n_ring:
+            raise ConfigError("popk: digit bits must be 1..52 and the support within N")
+        self.N, self.n, self.D = n_ring, n, D
+        self.V = rows_for(sec)
+        self.k = rejection_bits(n_ring, sec)
+        self.count = [support_size, n_ring, n_ring, n_ring]
+        self.shift = [n * ((1 << D) - 1), n * U_BOUND, n * E_BOUND, n * E_BOUND]
+        self.r = [s.bit_length() + self.k for s in self.shift]
+        if max(self.r) > 100:
+            raise ConfigError("popk: responses wider than 100 bits")
+        self.width = [r + 1 for r in self.r]
+        self.limbs = [1 if r <= 61 else 2 for r in self.r]
+        self.fields = [[w] if w <= LB else [LB, w - LB] for w in self.width]
+        self.payload_bytes = sum(-(-self.V * c * f // 8) for c, fs in zip(self.count, self.fields) for f in fs)
+
+
+def challenge(seed: bytes, v: int, n: int) -> np.ndarray:
+    """The binary challenge matrix M (V x n) expanded from the verifier's seed."""
+    return PRG(bytes(seed), "crisp-popk/challenge").bits((v, n))
+
+
+def _split(x: int) -> tuple[int, int]:
+    return x & _MASK, x >> LB
+
+
+def _norm(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) with lo in [0, 2^40) representing the same lo + 2^40 hi."""
+    c = lo >> LB
+    return lo - (c << LB), hi + c
+
+
+def _pack_field(v: np.ndarray, w: int) -> bytes:
+    out = []
+    for row in v:     # one row at a time: bounded temporary memory
+        bits = np.unpackbits(row.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        out.append(bits[:, :w].reshape(-1))
+    return np.packbits(np.concatenate(out), bitorder="little").tobytes()
+
+
+def _unpack_field(buf: bytes, rows: int, count: int, w: int) -> np.ndarray:
+    bits = np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little", count=rows * count * w)
+    bits = bits.reshape(rows, count, w)
+    out = np.zeros((rows, count), np.int64)
+    for r in range(rows):
+        full = np.zeros((count, 64), np.uint8)
+        full[:, :w] = bits[r]
+        out[r] = np.packbits(full, axis=1, bitorder="little").view("<u8").reshape(-1).astype(np.int64)
+    return out
+
+
+class _Side:
+    def __init__(self, params, pk, level: int, log_delta: int, D: int, support, n: int, sec: int) -> None:
+        self.params, self.pk, self.level, self.log_delta = params, pk, int(level), int(log_delta)
+        self.support = np.asarray(support, np.int64).reshape(-1)
+        if self.support.size and (self.support.min() < 0 or self.support.max() >= params.n
+                                  or np.any(np.diff(self.support) <= 0)):
+            raise ConfigError("popk: support must be increasing positions within N")
+        self.g = Geometry(params.n, n, self.support.size, D, sec)
+
+    def _rows(self, parts) -> np.ndarray:
+        """Go-layer argument rows (V, sum L_x N) from per-component (lo, hi) values."""
+        g, n_ring = self.g, self.params.n
+        out = np.zeros((g.V, sum(g.limbs) * n_ring), np.int64)
+        off = 0
+        for i, (lo, hi) in enumerate(parts):
+            cols = self.support if i == 0 else slice(None)
+            limbs = [lo + (hi << LB)] if g.limbs[i] == 1 else [lo, hi]
+            for l, part in enumerate(limbs):
+                out[:, off + l * n_ring:off + (l + 1) * n_ring][:, cols] = part
+            off += g.limbs[i] * n_ring
+        return out
+
+    def _hash(self, parts, cts=(), m=None) -> bytes:
+        return linmap.image_hash(self.params, self.pk, self.level, self.log_delta, self.g.limbs,
+                                 self._rows(parts), cts, m)
+
+    def _offsets(self, i: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(2^r - shift, the exclusive limit 2^(r+1) - 2 shift) of component i, as (lo, hi)."""
+        g = self.g
+        return _split((1 << g.r[i]) - g.shift[i]), _split((1 << g.width[i]) - 2 * g.shift[i])
+
+
+def _inside(tlo, thi, lim) -> np.ndarray:
+    l_lo, l_hi = lim
+    return (thi >= 0) & ((thi < l_hi) | ((thi == l_hi) & (tlo < l_lo)))
+
+
+def _exact_sum(mf: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """M @ W exactly for binary M (V x n, float64) and int64 W (n x c) with |W| < 2^62:
+    26-bit slices through float64 BLAS (sums < 2^32, exact)."""
+    acc = np.zeros((mf.shape[0], w.shape[1]), np.int64)
+    for sh in (0, 26):
+        part = (w >> sh) & ((1 << 26) - 1)
+        acc += (mf @ part.astype(np.float64)).astype(np.int64) << sh
+    acc += (mf @ (w >> 52).astype(np.float64)).astype(np.int64) << 52
+    return acc
+
+
+class Prover(_Side):
+    """Client side. ``witnesses``: per ciphertext (m over all N coefficients, u, e0, e1),
+    int64 arrays of length N; m must vanish outside the support."""
+
+    def __init__(self, params, pk, level, log_delta, D, support, witnesses, prg: PRG, sec: int = SEC) -> None:
+        super().__init__(params, pk, level, log_delta, D, support, len(witnesses), sec)
+        m = np.stack([np.asarray(w[0], np.int64) for w in witnesses])
+        outside = np.ones(params.n, bool)
+        outside[self.support] = False
+        if np.any(m[:, outside]):
+            raise ConfigError("popk: a message has coefficients outside the proof's support")
+        self.w = [m[:, self.support]] + [np.stack([np.asarray(w[i], np.int64) for w in witnesses])
+                                         for i in (1, 2, 3)]
+        self.prg = prg
+        self._y = None
+
+    def commit(self) -> bytes:
+        """Fresh masks; returns h (32 bytes)."""
+        g = self.g
+        ys = []
+        for i in range(4):
+            shape, w = (g.V, g.count[i]), g.width[i]
+            lo = (self.prg.uint64(shape) & np.uint64((1 << min(w, LB)) - 1)).astype(np.int64)
+            hi = ((self.prg.uint64(shape) & np.uint64((1 << (w - LB)) - 1)).astype(np.int64)
+                  if w > LB else np.zeros(shape, np.int64))
+            p_lo, p_hi = _split(1 << g.r[i])
+            ys.append(_norm(lo - p_lo, hi - p_hi))
+        self._y = ys
+        return self._hash(ys)
+
+    def respond(self, seed: bytes, force: bool = False) -> bytes | None:
+        """Packed responses for the challenge from ``seed``, or None (reject: commit again).
+        ``force`` (tests: a cheating prover) packs them even when out of range."""
+        if self._y is None:
+            raise ConfigError("popk: respond() without a fresh commit()")
+        g = self.g
+        mf = challenge(seed, g.V, g.n).astype(np.float64)
+        ok, ts = True, []
+        for i, (ylo, yhi) in enumerate(self._y):
+            zlo, zhi = _norm(ylo + _exact_sum(mf, self.w[i]), yhi)
+            (c_lo, c_hi), lim = self._offsets(i)
+            tlo, thi = _norm(zlo + c_lo, zhi + c_hi)
+            ok = ok and bool(np.all(_inside(tlo, thi, lim)))
+            ts.append((tlo, thi))
+        self._y = None          # a mask is never used for two challenges
+        if not ok and not force:
+            return None
+        out = []
+        for i, (tlo, thi) in enumerate(ts):
+            vals = [tlo, thi]
+            for f, fw in enumerate(g.fields[i]):
+                out.append(_pack_field(vals[f].astype(np.uint64) & np.uint64((1 << fw) - 1), fw))
+        return b"".join(out)
+
+
+class Verifier(_Side):
+    """Server side, for the received (already validated) ciphertexts ``cts``."""
+
+    def __init__(self, params, pk, level, log_delta, D, support, cts, sec: int = SEC) -> None:
+        super().__init__(params, pk, level, log_delta, D, support, len(cts), sec)
+        self.cts = list(cts)
+
+    def check(self, h: bytes, seed: bytes, payload: bytes) -> tuple[bool, str]:
+        """(accepted, reason). A payload of the wrong length is a FrameError."""
+        g = self.g
+        if len(h) != HASH_BYTES or len(payload) != g.payload_bytes:
+            raise FrameError(f"crisp-popk: response of {len(payload)} bytes, expected {g.payload_bytes}")
+        pos, parts = 0, []
+        for i in range(4):
+            vals = []
+            for fw in g.fields[i]:
+                nb = -(-g.V * g.count[i] * fw // 8)
+                vals.append(_unpack_field(payload[pos:pos + nb], g.V, g.count[i], fw))
+                pos += nb
+            tlo, thi = vals[0], (vals[1] if len(vals) > 1 else np.zeros_like(vals[0]))
+            (c_lo, c_hi), lim = self._offsets(i)
+            if not np.all(_inside(tlo, thi, lim)):
+                return False, f"response component {'m u e0 e1'.split()[i]} out of range"
+            parts.append(_norm(tlo - c_lo, thi - c_hi))
+        m = challenge(seed, g.V, g.n)
+        if not hmac.compare_digest(self._hash(parts, self.cts, m), bytes(h)):
+            return False, "f(z) - M c does not match the commitment"
+        return True, ""

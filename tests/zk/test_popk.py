@@ -1,0 +1,132 @@
+"""The amortised proof of plaintext knowledge (crypto/zk/popk.py) on its own."""
+
+import numpy as np
+import pytest
+
+from secinfer.crypto import he
+from secinfer.crypto.he.rlwe import coeff_encode
+from secinfer.crypto.prg import PRG
+from secinfer.crypto.zk import popk
+from secinfer.errors import ConfigError, FrameError
+
+LEVEL, LOG_DELTA, D = 1, 40, 20
+
+
+@pytest.fixture(scope="module")
+def P():
+    return he.get_params("ckks-n10-insecure", allow_insecure=True)
+
+
+@pytest.fixture(scope="module")
+def kp(P):
+    pair = P.keygen()
+    yield pair
+    pair.close()
+
+
+def _support(P):
+    half = P.n // 2
+    return np.concatenate([np.arange(0, 100), half + np.arange(0, 100)])
+
+
+def _encrypt(P, kp, prg, n, digits=None):
+    sup = _support(P)
+    out = []
+    for j in range(n):
+        m = np.zeros(P.n, np.int64)
+        m[sup] = (prg.uint64(sup.size) & np.uint64((1 << D) - 1)).astype(np.int64)
+        if digits is not None and j == 0:
+            m[sup[0]] = digits
+        with coeff_encode(P, m.astype(np.float64), 2.0 ** LOG_DELTA, LEVEL) as pt:
+            ct, r = he.encrypt_with_randomness(P, pt, kp.pk, seed=prg.seed())
+        out.append((ct, [m, r.u, r.e0, r.e1]))
+    return out
+
+
+def _run(P, kp, batch, prg, tamper=None, force=False):
+    cts = [c for c, _ in batch]
+    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [w for _, w in batch], prg.derive("p"))
+    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), cts)
+    vprg = prg.derive("v")
+    for attempt in range(popk.MAX_ATTEMPTS):
+        h = prover.commit()
+        seed = vprg.seed()
+        z = prover.respond(seed, force=force)
+        if z is None:
+            continue
+        if tamper:
+            h, z = tamper(h, z)
+        return verifier.check(h, seed, z), attempt
+    return (False, "attempts exhausted"), popk.MAX_ATTEMPTS
+
+
+def test_honest_proof_accepted_over_many_seeds(P, kp):
+    attempts = []
+    for s in range(12):
+        prg = PRG.for_tests(s)
+        batch = _encrypt(P, kp, prg, 1 + s % 4)
+        (ok, why), att = _run(P, kp, batch, prg)
+        assert ok, why
+        attempts.append(att)
+    assert max(attempts) <= 3
+
+
+def test_geometry_and_soundness_parameters(P):
+    g = popk.Geometry(P.n, 4, 200, D)
+    assert g.V == 44 and popk.MAX_ATTEMPTS * 2.0 ** -g.V <= 2.0 ** -40
+    # masks 2^k_rej wider than the largest shift; the packed widths
+    assert all(r == s.bit_length() + g.k for r, s in zip(g.r, g.shift))
+    pb = popk.ProvenBounds(P.n)
+    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e >= 2 ** (g.r[2] + 1)
+    assert 2 ** (D + pb.m_extra_bits) >= 2 ** (g.r[0] + 1)
+    with pytest.raises(ConfigError):
+        popk.Geometry(P.n, popk.N_MAX + 1, 10, D)
+
+
+@pytest.mark.parametrize("case", ["digit", "noise", "random"])
+def test_malformed_ciphertext_rejected(P, kp, case):
+    prg = PRG.for_tests(99)
+    if case == "digit":     # one digit far above 2^D
+        batch = _encrypt(P, kp, prg, 3, digits=1 << (D + 30))
+    else:
+        batch = _encrypt(P, kp, prg, 3)
+        ct, w = batch[1]
+        if case == "noise":     # e0 += 2^30 in one coefficient
+            e = np.zeros(P.n)
+            e[5] = 2.0 ** 30 / 2.0 ** LOG_DELTA
+            with coeff_encode(P, e, 2.0 ** LOG_DELTA, LEVEL) as pt:
+                ct2 = he.Evaluator(P).add(ct, pt)
+            w = [w[0], w[1], w[2].copy(), w[3]]
+            w[2][5] += 1 << 30
+        else:                   # c * (random polynomial): no short preimage
+            r = (prg.uint64(P.n) & np.uint64((1 << 40) - 1)).astype(np.float64)
+            with coeff_encode(P, r, 1.0, LEVEL) as pt:
+                ct2 = he.Evaluator(P).mul(ct, pt, relin=False)
+        batch[1] = (ct2, w)
+    for force in (False, True):
+        (ok, why), _ = _run(P, kp, batch, prg.derive(str(force)), force=force)
+        assert not ok
+
+
+def test_tampered_hash_or_response_rejected(P, kp):
+    prg = PRG.for_tests(7)
+    batch = _encrypt(P, kp, prg, 2)
+    flip_h = lambda h, z: (bytes([h[0] ^ 1]) + h[1:], z)
+    (ok, _), _ = _run(P, kp, batch, prg.derive("a"), tamper=flip_h)
+    assert not ok
+    for pos in (0, 1000, -1):
+        def flip_z(h, z, pos=pos):
+            b = bytearray(z)
+            b[pos] ^= 0x10
+            return h, bytes(b)
+        (ok, _), _ = _run(P, kp, batch, prg.derive(f"b{pos}"), tamper=flip_z)
+        assert not ok
+
+
+def test_wrong_size_response_is_frame_error(P, kp):
+    prg = PRG.for_tests(8)
+    batch = _encrypt(P, kp, prg, 2)
+    with pytest.raises(FrameError):
+        _run(P, kp, batch, prg, tamper=lambda h, z: (h, z[:-1]))
+    with pytest.raises(FrameError):
+        _run(P, kp, batch, prg, tamper=lambda h, z: (h, z + b"\0"))
