@@ -66,6 +66,8 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
+    ParamSpec("ckks-n12-wide-insecure", 12, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
+              "tests only: the modulus chain of ckks-n14-128 on a small ring"),
 )}
 
 SECURE_SETS = tuple(n for n, s in PARAMETER_SETS.items() if not s.insecure)
