@@ -23,7 +23,9 @@ from secinfer.protocols.crisp.ckks_engine import CKKSLinear, LayerBudget
 sys.path.insert(0, os.path.dirname(__file__))
 from crisp_helpers import add_at, run_crisp  # noqa: E402
 
-HE_TEST = {"he_params": "ckks-n12-insecure", "allow_insecure_he": True}
+# malicious budgets are sized for the client's *proven* bounds (proof slack): they need the
+# 300-bit modulus chain of ckks-n14-128, here on a small insecure ring
+HE_TEST = {"he_params": "ckks-n12-wide-insecure", "allow_insecure_he": True}
 MLP = load_model(bundled.bundled_path("digits-mlp"))
 CNN = load_model(bundled.bundled_path("digits-cnn"))
 X, _ = bundled.bundled_testset("digits-mlp")
@@ -93,7 +95,9 @@ def test_largest_muse_b_layer_exact_at_production_parameters():
     mu = grp.random(prg, ())
     eng_c = CKKSLinear(grp, 13, True, "ckks-n14-128")
     eng_s = CKKSLinear(grp, 13, True, "ckks-n14-128")
-    bud = LayerBudget(eng_s.params, 104, 576, 64, wbits, 40)
+    from secinfer.protocols.crisp.proof import hardened
+
+    bud = hardened(LayerBudget(eng_s.params, 104, 576, 64, wbits, 40), eng_s.params, 40)
     assert bud.log_delta + bud.B + bud.sigma + 2 <= bud.log_q
     assert bud.D == 52 and bud.T == 2
 
@@ -130,8 +134,8 @@ def test_channel_packed_conv_exact(c, m):
             "out_shape": [1, m, 5, 5], "wbits": 11,
             "attrs": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
                       "dilations": [1, 1], "group": 1}}
-    eng_c = CKKSLinear(grp, 13, True, "ckks-n12-insecure", allow_insecure=True)
-    eng_s = CKKSLinear(grp, 13, True, "ckks-n12-insecure", allow_insecure=True)
+    eng_c = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
+    eng_s = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
     lay = he_conv.conv_layout(step, eng_s.params, 104, 40)
     assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
     v0, v1, w0, w1 = (grp.random(prg, (1, c, 9, 9)) for _ in range(4))

@@ -17,7 +17,7 @@ def test_digits_mlp_malicious_over_sockets():
     x = X[40:42]
     res = run_local(protocol="crisp", security="malicious", model_path=str(bundled.bundled_path("digits-mlp")),
                     input_array=x, network="none", fixed=None,
-                    options={"he_params": "ckks-n12-insecure", "allow_insecure_he": True}, timeout=300)
+                    options={"he_params": "ckks-n12-wide-insecure", "allow_insecure_he": True}, timeout=300)
     g = load_model(bundled.bundled_path("digits-mlp"))
     np.testing.assert_array_equal(res.output_ring, run_fixed(g, x, FX64))
     assert res.rounds["online"] >= 6

@@ -48,7 +48,7 @@ import math
 import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
-from secinfer.errors import ConfigError, FrameError, InsecureParametersError
+from secinfer.errors import ConfigError, FrameError, InsecureParametersError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp import lifted, linops
 
@@ -76,20 +76,26 @@ class Budget:
     from the number of product terms per coefficient (``terms``), the weight polynomial's
     nonzeros (``nnz``) and the number of products accumulated per answer (``n_acc``)."""
 
-    def __init__(self, params, k: int, terms: int, nnz: int, n_acc: int, wbits: int, sigma: int) -> None:
+    def __init__(self, params, k: int, terms: int, nnz: int, n_acc: int, wbits: int, sigma: int,
+                 proven=None) -> None:
+        self._args = (params, k, terms, nnz, n_acc, wbits, sigma)
         self.half = params.n // 2
-        fresh = (2 * params.n + 1) * GAUSS_BOUND
+        # honest client: fresh-encryption noise, digits < 2^D; malicious client: what its
+        # proof of plaintext knowledge guarantees (``proven``, crypto.zk.popk.ProvenBounds)
+        fresh = (2 * params.n + 1) * GAUSS_BOUND if proven is None else proven.noise_bound()
+        extra = 0 if proven is None else proven.m_extra_bits
         self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(n_acc)
         self.phi = self.noise_bits + sigma
         self.log_delta = self.phi + 2
         self.log_q = params.q_level(params.max_level).bit_length() - 1
-        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(terms) + wbits + 1)
+        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(terms) + wbits + 1 + extra)
         self.D = min(MAX_DIGIT, k, room)
         if self.D < 8:
             raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
-                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8})")
+                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8}"
+                              f"{', with the proof slack' if proven else ''})")
         self.T = -(-k // self.D)
-        self.B = _bits(terms) + self.D + wbits + 1
+        self.B = _bits(terms) + self.D + extra + wbits + 1
         self.sigma = sigma
         # Work at the lowest level whose modulus still holds Delta 2^(B + sigma + 1) with
         # room: smaller ciphertexts both ways, cheaper products (the digits were sized for
@@ -97,6 +103,10 @@ class Budget:
         need = self.log_delta + self.B + sigma + 3
         self.level = next(lv for lv in range(params.max_level + 1)
                           if params.q_level(lv).bit_length() - 1 >= need)
+
+    def rebudget(self, proven) -> None:
+        """Recompute for a malicious client's proven bounds (the layout fields stay)."""
+        Budget.__init__(self, *self._args, proven=proven)
 
 
 class LayerBudget(Budget):
@@ -178,7 +188,8 @@ class CKKSLinear:
 
     name = "ckks"
     insecure = False
-    missing = "zero-knowledge proof of plaintext knowledge [CRISP Fig. 2 note a]"
+    # the proof of plaintext knowledge (protocols/crisp/proof.py) relies on this
+    missing = "proof that the client's public key is well formed (pk1 uniform, pk0 + pk1 s small)"
 
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
@@ -192,9 +203,14 @@ class CKKSLinear:
         self._prepared: dict = {}  # server: (step, budget) -> mask ciphertexts made offline
         self._wcache: dict = {}    # server: weight / kernel plaintexts made offline
         self.stats: dict = {}     # client side: largest decryption noise seen (log2), Delta
+        self.prg = None           # client: encryption randomness and proof masks
+        self._zk = None           # the current layer group's proof batch (malicious only)
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
-    def setup_client(self, ep) -> None:
+    def setup_client(self, ep, prg=None) -> None:
+        from secinfer.crypto.prg import PRG
+
+        self.prg = prg if prg is not None else PRG.fresh("crisp-client-he")
         kp = self.params.keygen()
         self.sk, self.pk = kp.sk, kp.pk
         ep.send(SERVER, "crisp/he-pk", np.frombuffer(self.pk.to_bytes(), np.uint8))
@@ -210,7 +226,29 @@ class CKKSLinear:
 
     # ---- helpers -----------------------------------------------------------------------
     def _budget(self, k_in, n_out, wbits) -> LayerBudget:
-        return LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma)
+        return self._harden(LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma))
+
+    def _harden(self, bud):
+        """Malicious client: size the budget for its *proven* bounds [CRISP Fig. 2 note a]."""
+        from secinfer.protocols.crisp import proof
+
+        return proof.hardened(bud, self.params, self.sigma) if bud is not None and self.malicious else bud
+
+    def _conv_layout(self, step):
+        from secinfer.protocols.crisp import he_conv
+
+        return self._harden(he_conv.conv_layout(step, self.params, self.g.bits, self.sigma))
+
+    def _zk_begin(self, side: str, idx: int, group: int, bud, total: int, prg=None) -> None:
+        """Announce the next ``total`` client ciphertexts (one layer group) to the proof."""
+        from secinfer.protocols.crisp import proof
+
+        if not self.malicious:
+            return
+        if side == CLIENT:
+            self._zk = proof.ClientBatch(self, idx, group, bud, total)
+        else:
+            self._zk = proof.ServerBatch(self, idx, group, bud, total, prg.derive(f"popk{group}"))
 
     def _digits(self, rows: np.ndarray, bud: LayerBudget) -> list:
         """T digits of D bits of each element (float64, exact: D <= 52)."""
@@ -238,8 +276,9 @@ class CKKSLinear:
     def client(self, ep, idx: int, step: dict, v1: np.ndarray, w1, tamper) -> tuple:
         from secinfer.protocols.crisp import he_conv
 
-        lay = he_conv.conv_layout(step, self.params, self.g.bits, self.sigma)
+        lay = self._conv_layout(step)
         if lay is not None:
+            self._zk_begin(CLIENT, idx, 0, lay, v1.shape[0] * lay.n_cg * lay.T)
             return he_conv.client_conv(self, ep, idx, step, lay, v1, w1, tamper)
         g = self.g
         groups, finish = rows_and_mats(step, None, v1, None)
@@ -257,6 +296,7 @@ class CKKSLinear:
                 d_im = self._digits(rows_im, bud)
             n_rows = rows.shape[0]
             n_rg = -(-n_rows // bud.rows_per)
+            self._zk_begin(CLIENT, idx, gi, bud, bud.T * n_rg * bud.n_chunks)
             for t in range(bud.T):
                 for rg in range(n_rg):
                     for ch in range(bud.n_chunks):
@@ -309,20 +349,29 @@ class CKKSLinear:
         return out
 
     def encrypt_send(self, ep, idx, poly, bud, tamper) -> None:
-        from secinfer.crypto.he.rlwe import coeff_encode
+        from secinfer.crypto.he.rlwe import coeff_encode, encrypt_with_randomness
 
         prm = self.params
+        wit = None
         with coeff_encode(prm, poly, 2.0 ** bud.log_delta, bud.level) as pt:
-            ct = prm.encrypt(pt, self.pk)
+            if self.malicious:   # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
+                ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
+                ct, wit = tamper("popk-ct", idx, (ct, [poly.astype(np.int64), r.u, r.e0, r.e1]))
+            else:
+                ct = prm.encrypt(pt, self.pk)
         raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
         ct.close()
         ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
+        if wit is not None:
+            self._zk.add(ep, wit, tamper)
 
     def answer(self, ep, idx, acc, bud, prg) -> np.ndarray:
         """Add a mask ciphertext (prepared offline when possible) and send one answer;
         returns R mod 2^k (length N), the server's share of the answer."""
         from secinfer.crypto.he.evaluator import Evaluator
 
+        if self._zk is not None and self._zk.pending:
+            raise ProtocolError("crisp/ckks: answer computed before the client's proof was checked")
         queue = self._prepared.get(_mask_key(idx, bud))
         mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
         ev = Evaluator(self.params)
@@ -364,7 +413,7 @@ class CKKSLinear:
         for idx, st in enumerate(steps):
             if st.get("op") != "lin":
                 continue
-            lay = he_conv.conv_layout(st, self.params, self.g.bits, self.sigma)
+            lay = self._conv_layout(st)
             if lay is not None:
                 plan = [(lay, st["in_shape"][0] * lay.n_mb * lay.T)]
                 self._wcache[idx] = he_conv.kernel_polys(self, lay, weights[idx]["w"])
@@ -412,7 +461,10 @@ class CKKSLinear:
         from secinfer.crypto.he.objects import Ciphertext
 
         (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
-        return self._load_client_ct(raw, bud, Ciphertext)
+        ct = self._load_client_ct(raw, bud, Ciphertext)
+        if self._zk is not None:     # the batch's proof runs when its last ciphertext is in
+            self._zk.add(ep, ct)
+        return ct
 
     # ---- server ------------------------------------------------------------------------
     def server(self, ep, idx: int, step: dict, weights: dict, v0, w0, mu, prg) -> tuple:
@@ -422,8 +474,9 @@ class CKKSLinear:
         w, b = weights["w"], weights["b"]
         if int(np.max(np.abs(w), initial=0)) >= 1 << int(step["wbits"]):
             raise ConfigError("crisp/ckks: weight exceeds the announced bound")
-        lay = he_conv.conv_layout(step, self.params, g.bits, self.sigma)
+        lay = self._conv_layout(step)
         if lay is not None:
+            self._zk_begin(SERVER, idx, 0, lay, step["in_shape"][0] * lay.n_cg * lay.T, prg)
             mask_re, mask_im = he_conv.server_conv(self, ep, idx, step, lay, w, prg)
         else:
             mask_re, mask_im = self._server_rows(ep, idx, step, w, prg)
@@ -452,6 +505,7 @@ class CKKSLinear:
             n_rows = _rows_of(step, k_in, len(groups))
             n_rg = -(-n_rows // bud.rows_per)
             wpolys = self._wcache.pop((idx, gi), None) or self._weight_polys(mat, bud)
+            self._zk_begin(SERVER, idx, gi, bud, bud.T * n_rg * bud.n_chunks, prg)
             cts = {}
             for t in range(bud.T):
                 for rg in range(n_rg):

@@ -44,7 +44,7 @@ class PlainInsecureLinear:
     insecure = True
     missing = ""
 
-    def setup_client(self, ep) -> None:
+    def setup_client(self, ep, prg=None) -> None:
         pass
 
     def setup_server(self, ep) -> None:

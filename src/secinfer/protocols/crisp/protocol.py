@@ -207,7 +207,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         if x.size != int(np.prod(in_shape)):
             raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
         x = x.reshape(in_shape)
-        engine.setup_client(ep)
+        engine.setup_client(ep, job.prg.derive("crisp-client-he"))
     ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
         if ahead:

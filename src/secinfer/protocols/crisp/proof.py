@@ -1,0 +1,136 @@
+"""The client's proof of plaintext knowledge inside Pi_Lin  [CRISP Fig. 2 note a].
+
+Every ciphertext the client sends to the HE engine is covered: the engine announces how
+many ciphertexts a layer group will carry (``begin``), the client records each one's
+witness as it encrypts (``ClientBatch.add``) and the server each validated ciphertext
+(``ServerBatch.add``); when N_MAX of them (or the group's last) are in, the parties run
+one proof (``crypto.zk.popk``), so the server has checked every ciphertext before it
+computes on any of them and before anything derived from them returns to the client.
+
+Messages of proof k of linear step i (attempt a = 0, 1, ..; restarts are rare, 2^-3):
+
+    client -> server  crisp/lin/i/popk/k/h<a>    32-byte hash of the commitments
+    server -> client  crisp/lin/i/popk/k/ch<a>   16-byte fresh challenge seed
+    client -> server  crisp/lin/i/popk/k/z<a>    packed responses, or one 0 byte = restart
+
+A failed check aborts with ``ProtocolAbort("crisp-popk", suspect="client")``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.crypto.zk import popk
+from secinfer.errors import ProtocolError
+from secinfer.net.channel import ArraySpec
+
+SERVER, CLIENT = "server", "client"
+CHECK = "crisp-popk"
+
+
+def support_positions(bud, n_ring: int) -> np.ndarray:
+    """Coefficients where the client's digits may be non-zero (real half and MAC half):
+    rows r S + [0, c) of the row layout, [0, C_b Hp Wp) of the channel-packed one."""
+    half = n_ring // 2
+    if hasattr(bud, "Hp"):
+        base = np.arange(bud.C_b * bud.Hp * bud.Wp, dtype=np.int64)
+    else:
+        base = (np.arange(bud.rows_per)[:, None] * bud.S + np.arange(bud.c)[None, :]).reshape(-1)
+    if base.size == 0 or base.max() >= half:
+        raise ProtocolError("crisp: layout exceeds half the ring (no room for the MAC half)")
+    return np.concatenate([base, half + base]).astype(np.int64)
+
+
+def _chunks(total: int) -> list:
+    return [min(popk.N_MAX, total - s) for s in range(0, total, popk.N_MAX)]
+
+
+class _Batch:
+    def __init__(self, eng, idx: int, group: int, bud, total: int) -> None:
+        self.eng, self.idx, self.group, self.bud = eng, idx, group, bud
+        self.todo = _chunks(total)
+        self.items: list = []
+        self.proof_no = 0
+        self.support = support_positions(bud, eng.params.n)
+
+    @property
+    def done(self) -> bool:
+        return not self.todo and not self.items
+
+    def _tag(self, what: str, a: int) -> str:
+        return f"crisp/lin/{self.idx}/popk/{self.group}.{self.proof_no}/{what}{a}"
+
+    def _full(self) -> bool:
+        if not self.todo:
+            raise ProtocolError(f"crisp: more client ciphertexts than announced at step {self.idx}")
+        return len(self.items) == self.todo[0]
+
+    def _next(self) -> None:
+        self.items = []
+        self.todo.pop(0)
+        self.proof_no += 1
+
+
+class ClientBatch(_Batch):
+    def add(self, ep, witness, tamper) -> None:
+        self.items.append(witness)
+        if self._full():
+            self._prove(ep, tamper)
+            self._next()
+
+    def _prove(self, ep, tamper) -> None:
+        e, b = self.eng, self.bud
+        prover = popk.Prover(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items,
+                             e.prg.derive(f"popk/{self.idx}/{self.group}.{self.proof_no}"), e.sigma)
+        for a in range(popk.MAX_ATTEMPTS):
+            h = tamper("popk-h", self.idx, prover.commit())
+            ep.send(SERVER, self._tag("h", a), np.frombuffer(h, np.uint8))
+            (seed,) = ep.recv(SERVER, self._tag("ch", a), ArraySpec(np.uint8, (popk.SEED_BYTES,)))
+            z = prover.respond(seed.tobytes(), force=bool(tamper("popk-force", self.idx, False)))
+            if z is None:
+                ep.send(SERVER, self._tag("z", a), np.zeros(1, np.uint8))
+                continue
+            z = tamper("popk-z", self.idx, z)
+            ep.send(SERVER, self._tag("z", a), np.frombuffer(z, np.uint8))
+            return
+        raise ProtocolError(f"crisp: no proof attempt accepted in {popk.MAX_ATTEMPTS} (step {self.idx})")
+
+
+class ServerBatch(_Batch):
+    def __init__(self, eng, idx, group, bud, total, prg) -> None:
+        super().__init__(eng, idx, group, bud, total)
+        self.prg = prg
+        self.pending = 0      # received, not yet proven
+
+    def add(self, ep, ct) -> None:
+        self.items.append(ct)
+        self.pending += 1
+        if self._full():
+            self._verify(ep)
+            self.pending = 0
+            self._next()
+
+    def _verify(self, ep) -> None:
+        e, b = self.eng, self.bud
+        ver = popk.Verifier(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items, e.sigma)
+        spec_z = ArraySpec(np.uint8, (None,), max_elems=ver.g.payload_bytes)
+        for a in range(popk.MAX_ATTEMPTS):
+            (h,) = ep.recv(CLIENT, self._tag("h", a), ArraySpec(np.uint8, (popk.HASH_BYTES,)))
+            seed = self.prg.seed()          # drawn only now: the ciphertexts and h are fixed
+            ep.send(CLIENT, self._tag("ch", a), np.frombuffer(seed, np.uint8))
+            (z,) = ep.recv(CLIENT, self._tag("z", a), spec_z)
+            if z.size == 1 and z[0] == 0:
+                continue
+            ok, why = ver.check(h.tobytes(), seed, z.tobytes())
+            if not ok:
+                raise ep.abort(CHECK, CLIENT, f"step {self.idx}: {why}")
+            return
+        raise ep.abort(CHECK, CLIENT, f"step {self.idx}: no accepted proof in {popk.MAX_ATTEMPTS} attempts")
+
+
+def hardened(bud, params, sec: int):
+    """Re-derive a layer budget from what the proof guarantees (soundness slack included)
+    instead of the honest bounds, so a client that passes the proof with out-of-range but
+    provable values still cannot break the masking / flooding argument."""
+    bud.rebudget(popk.ProvenBounds(params.n, sec))
+    return bud
