@@ -109,4 +109,28 @@ def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, ele
 TABLE7_STAMP = {"ReLU": {"rounds": 2, "bytes_per_n": 5.0, "ltee_bytes_per_n": 25 / 3},
                 "BatchNorm": {"rounds": 2, "bytes_per_n": 4.0, "ltee_bytes_per_n": 16 / 3},
                 "Softmax": {"rounds": 2, "bytes_per_n": 20 / 3, "ltee_bytes_per_n": 44 / 3}}
-TABLE7_FALCON = {"ReLU": {"rounds": 10, "bytes_per_n": 16.0}, "BatchNorm": {"rounds": 335, "bytes_per_n": 224.0}}
+TABLE7_FALCON = {"ReLU": {"rounds": 10, "bytes_per_n": 16.0}, "BatchNorm": {"rounds": 335, "bytes_per_n": 224.0},
+                 "MaxPool_per_comparison": {"rounds": 12}}
+
+
+def falcon_declared_rounds(kind: str, k: int = 1) -> int:
+    """Rounds (dependency depth, semi-honest) of this implementation's Falcon+ protocols
+    (``protocols/falcon``), checked by ``tests/stamp/test_falcon_costs.py``; next to the
+    paper's [STAMP Table 7] in ``TABLE7_FALCON``. k = window / row length.
+
+    ReLU 10 (DReLU: carry-save + 5-level prefix carry, 7 AND rounds; bit injection 2; the
+    product 1) = Table 7. MaxPool 10 per comparison (Table 7: 12, Falcon's two-round select
+    of the argmax after the ReLU; ours shares the ReLU's last round). Pow 40 (5 x DReLU +
+    opening); the reciprocal 47 (Pow + normalisation and three products, truncations
+    overlapping); BatchNorm 243 and LayerNorm 245 (4 Babylonian divisions, one division,
+    the products; Table 7: 335); softmax 10 (k - 1) (running max) + 65 (CrypTen exp 17,
+    the division). Depth of the deepest party (the one-way truncation messages make the
+    three parties' depths differ by up to 2)."""
+    fixed = {"ReLU": 10, "Pow": 40, "Reciprocal": 47, "BatchNorm": 243, "LayerNorm": 245}
+    if kind in fixed:
+        return fixed[kind]
+    if kind == "MaxPool":
+        return 10 * (k - 1)
+    if kind == "Softmax":
+        return 10 * (k - 1) + 65
+    raise ValueError(kind)
