@@ -177,3 +177,40 @@ def test_maxpool_tree_with_macs():
 
 def test_low_bits():
     assert int(low_bits(np.array([[0x1234567890, 5]], np.uint64), 16)[0]) == 0x7890
+
+
+def test_relu_online_with_key_pieces_equals_one_batch():
+    """A batch delivered as consecutive key pieces: one message, same outputs as the whole
+    batch; pieces that do not cover the input are refused."""
+    from secinfer.errors import ConfigError
+
+    n, k = 64, 104
+    prg = PRG.for_tests(77)
+    gate = make_gate("relu", n, k, mac=True)
+    mu = 0x1234567890ABCDEF1234 % (1 << k)
+    count = 300
+    x = np.concatenate([np.array([0, (1 << n) - 1, 1 << (n - 1), (1 << (n - 1)) - 1], np.uint64),
+                        prg.ring((count - 4,), n)])
+    xs = _share(prg, x, n)
+    pieces = [(PreprocessingStore("P0"), PreprocessingStore("P1")) for _ in range(3)]
+    sizes = [128, 128, 44]
+    for i, (st, size) in enumerate(zip(pieces, sizes)):
+        Dealer(PRG.for_tests(90 + i)).produce(gate, "relu", size, st, mac_key=mu)
+
+    def party(b):
+        def fn(ep):
+            keys = [StoreProvider(st[b]).take("relu", expect=gate, party=b) for st in pieces]
+            with ep.phase("online"):
+                out = gate.online(ep, PARTIES[1 - b], keys, xs[b], "relu1")
+                with pytest.raises(ConfigError):
+                    gate.online(ep, PARTIES[1 - b], keys[:2], xs[b], "relu2")
+            return out, ep.meter
+        return fn
+
+    res = run_local({p: party(b) for b, p in enumerate(PARTIES)})
+    (o0, m0), (o1, m1) = res["P0"], res["P1"]
+    g = gate.group
+    assert [int(v) for v in g.to_int(g.add(o0["relu"], o1["relu"]))] == [max(_signed(v, n), 0) for v in x]
+    assert [int(v) for v in g.to_int(g.add(o0["mu_x"], o1["mu_x"]))] == [(mu * _signed(v, n)) % (1 << k) for v in x]
+    for meter in (m0, m1):
+        assert meter.messages("online", "sent") == 1 and meter.total("online", "sent") == count * n // 8

@@ -143,7 +143,12 @@ class GateKey:
 
     @classmethod
     def from_bytes(cls, data: bytes, expect: "FSSGate | None" = None, party: int | None = None) -> "GateKey":
-        data = bytes(data)
+        if isinstance(data, np.ndarray):      # a received frame: read it in place, no extra copy
+            if data.dtype != np.uint8 or data.ndim != 1:
+                raise SerializationError("FSS gate key bytes must be a flat uint8 array")
+            data = np.ascontiguousarray(data)
+        else:
+            data = bytes(data)
         if len(data) < 64:
             raise SerializationError(f"FSS gate key bytes: {len(data)} bytes, shorter than the 64-byte header")
         gate, _, count = FSSGate.from_meta(np.frombuffer(data[:64], dtype="<u8").astype(np.uint64))
@@ -155,7 +160,7 @@ class GateKey:
         for sp, size in zip(specs, sizes):
             dt = np.dtype(sp.dtype)
             raw = np.frombuffer(data, dtype=dt.newbyteorder("<"), count=size // dt.itemsize, offset=off)
-            arrays.append(raw.astype(dt).reshape(sp.shape))
+            arrays.append(raw.astype(dt, copy=True).reshape(sp.shape))
             off += size
         return cls.from_arrays(dict(zip(gate.field_order(), arrays)), expect, party)
 
@@ -326,21 +331,42 @@ class FSSGate:
         r_low = key.shares["r"][:, 0]
         return ((x_share.reshape(-1) + r_low) & mask).astype(wire_dtype(self.n))
 
-    def open_masked(self, ep, peer: str, key: GateKey, x_share: np.ndarray, tag: str) -> np.ndarray:
-        """Send our masked share, receive the peer's, return x^ = x + r mod 2^n (uint64, flat)."""
-        mine = self.masked_share(key, x_share)
+    @staticmethod
+    def _pieces(key) -> list:
+        """A key batch, or the list of consecutive pieces one batch was delivered in."""
+        keys = list(key) if isinstance(key, (list, tuple)) else [key]
+        if not keys:
+            raise ConfigError("no gate key given")
+        return keys
+
+    def _split(self, keys: list, flat: np.ndarray) -> list:
+        if sum(k.count for k in keys) != flat.shape[0]:
+            raise ConfigError(f"{self!r}: key pieces hold {sum(k.count for k in keys)} instances, "
+                              f"input has {flat.shape[0]}")
+        return np.split(flat, np.cumsum([k.count for k in keys])[:-1])
+
+    def open_masked(self, ep, peer: str, key, x_share: np.ndarray, tag: str) -> np.ndarray:
+        """Send our masked share, receive the peer's, return x^ = x + r mod 2^n (uint64, flat).
+        ``key``: one key batch or the list of its pieces (one message either way)."""
+        keys = self._pieces(key)
+        parts = self._split(keys, np.asarray(x_share, np.uint64).reshape(-1))
+        mine = np.concatenate([self.masked_share(k, p) for k, p in zip(keys, parts)])
         ep.send(peer, tag, mine)
-        (theirs,) = ep.recv(peer, tag, ArraySpec(wire_dtype(self.n), (key.count,)))
+        (theirs,) = ep.recv(peer, tag, ArraySpec(wire_dtype(self.n), (mine.shape[0],)))
         if self.n % 8 and np.any(theirs.astype(np.uint64) >> np.uint64(self.n)):
             raise FrameError(f"{ep.me} <- {peer} [{tag}]: masked value exceeds {self.n} bits")
         mask = np.uint64(_M64 if self.n == 64 else (1 << self.n) - 1)
         return (mine.astype(np.uint64) + theirs.astype(np.uint64)) & mask
 
-    def online(self, ep, peer: str, key: GateKey, x_share: np.ndarray, tag: str) -> dict:
-        """The whole online phase for this party: one round, then local evaluation."""
+    def online(self, ep, peer: str, key, x_share: np.ndarray, tag: str) -> dict:
+        """The whole online phase for this party: one round, then local evaluation (piece by
+        piece when ``key`` is a list of pieces, so only one piece is expanded at a time)."""
         shape = np.asarray(x_share).shape
-        xhat = self.open_masked(ep, peer, key, x_share, tag)
-        out = self.eval_local(key, xhat)
+        keys = self._pieces(key)
+        xhat = self.open_masked(ep, peer, keys, x_share, tag)
+        outs = [self.eval_local(k, xh) for k, xh in zip(keys, self._split(keys, xhat))]
+        out = {name: np.concatenate([o[name] for o in outs]) if len(outs) > 1 else outs[0][name]
+               for name in outs[0]}
         return {k: v.reshape(shape + (self.group.limbs,)) for k, v in out.items()}
 
     def eval_local(self, key: GateKey, xhat: np.ndarray) -> dict:

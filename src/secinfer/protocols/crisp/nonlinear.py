@@ -32,8 +32,8 @@ def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: 
     """Run one gate batch on the share ``x_share`` (shape + (L,)) over Z_2^k."""
     g = Z2k(prm.k)
     gate = prm.gate(kind)
-    key = take_gate_key(store, prm, kind, idx, pos, 1 if peer == SERVER else 0)
     shape = x_share.shape[:-1]
+    key = take_gate_key(store, prm, kind, idx, pos, 1 if peer == SERVER else 0)
     low = lifted.low_bits(g, x_share, prm.n).reshape(-1)
     if tamper is not None:
         low = tamper("open", idx, low)  # Delta 1: the client's share entering the gate

@@ -37,6 +37,15 @@ from secinfer.protocols.crisp.plan import gate_list
 
 SERVER, CLIENT, DEALER = "server", "client", "dealer"
 _MAX_KEY_BYTES = 1 << 31
+# Gate keys travel and are stored in pieces of at most this many gates (~84 MB per party for
+# a ReLU with MACs at n = 64): the dealer holds one piece at a time, a party evaluates one
+# piece at a time, and no frame is so large that decoding it stalls a party for seconds.
+KEY_PIECE = 16384
+
+
+def key_pieces(count: int) -> list:
+    """Sizes of the pieces a batch of ``count`` gate keys is delivered in."""
+    return [min(KEY_PIECE, count - s) for s in range(0, count, KEY_PIECE)]
 
 
 def wipe(store: PreprocessingStore) -> None:
@@ -62,12 +71,25 @@ class Params:
         return make_gate(kind, self.n, self.k, mac=self.malicious)
 
 
-def gate_label(step: int, pos: int) -> str:
-    return f"gate/{step}/{pos}"
+def gate_label(step: int, pos: int, piece: int = 0) -> str:
+    return f"gate/{step}/{pos}" + (f"/{piece}" if piece else "")
 
 
-def take_gate_key(store: PreprocessingStore, prm: "Params", kind: str, step: int, pos: int, party: int):
-    return store.take(gate_label(step, pos), GateKey.kind, expect=prm.gate(kind), party=party)
+def gate_labels(steps: list) -> list:
+    """(label, step, pos, kind, piece size) of every stored key piece, in plan order."""
+    return [(gate_label(i, j, p), i, j, kind, size) for (i, j, kind, count) in gate_list(steps)
+            for p, size in enumerate(key_pieces(count))]
+
+
+def take_gate_key(store: PreprocessingStore, prm: "Params", kind: str, step: int, pos: int, party: int) -> list:
+    """This party's key pieces for gate batch (step, pos), each taken (and so destroyed) once;
+    the gate checks that they cover its input exactly."""
+    gate = prm.gate(kind)
+    keys = [store.take(gate_label(step, pos), GateKey.kind, expect=gate, party=party)]
+    present = set(store.labels())
+    while gate_label(step, pos, len(keys)) in present:
+        keys.append(store.take(gate_label(step, pos, len(keys)), GateKey.kind, expect=gate, party=party))
+    return keys
 
 
 def take_in_mask(store: PreprocessingStore) -> dict:
@@ -94,14 +116,25 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
         ep.send(CLIENT, "crisp/in-mask", r_in, g.sub(mur, m0))
     else:
         ep.send(CLIENT, "crisp/in-mask", r_in)
-    key_bytes = 0
-    for (i, j, kind, count) in gate_list(steps):
+    import time
+
+    key_bytes, by_kind, t_gen, t_ser = 0, {}, 0.0, 0.0
+    for (label, i, j, kind, size) in gate_labels(steps):
         gate = prm.gate(kind)
-        k0, k1 = gate.gen(prg.derive(f"gate/{i}/{j}"), count, mac_key=mu)
-        ep.send(SERVER, f"crisp/key/{i}/{j}", np.frombuffer(k0.to_bytes(), np.uint8))
-        ep.send(CLIENT, f"crisp/key/{i}/{j}", np.frombuffer(k1.to_bytes(), np.uint8))
-        key_bytes += k0.nbytes() + k1.nbytes()
-    return {"key_bytes": key_bytes}
+        t0 = time.perf_counter()
+        k0, k1 = gate.gen(prg.derive(label), size, mac_key=mu)
+        t1 = time.perf_counter()
+        b0, b1 = k0.to_bytes(), k1.to_bytes()
+        t_ser += time.perf_counter() - t1
+        t_gen += t1 - t0
+        del k0, k1
+        ep.send(SERVER, "crisp/key/" + label[5:], np.frombuffer(b0, np.uint8))
+        ep.send(CLIENT, "crisp/key/" + label[5:], np.frombuffer(b1, np.uint8))
+        key_bytes += len(b0) + len(b1)
+        ent = by_kind.setdefault(gate.cost().gate, {"gates": 0, "bytes_both": 0})
+        ent["gates"] += size
+        ent["bytes_both"] += len(b0) + len(b1)
+    return {"key_bytes": key_bytes, "key_bytes_by_gate": by_kind, "keygen_s": t_gen, "key_serialise_s": t_ser}
 
 
 def store_path(directory, role: str) -> str:
@@ -131,10 +164,10 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
         st1.put("in-mask", ArrayItem({"r": r_in, "mu_r": g.sub(g.mul(r_in, mu_arr[None, :]), m0)}))
     else:
         st1.put("in-mask", ArrayItem({"r": r_in}))
-    for (i, j, kind, count) in gate_list(steps):
-        k0, k1 = prm.gate(kind).gen(prg.derive(f"gate/{i}/{j}"), count, mac_key=mu)
-        st0.put(gate_label(i, j), k0)
-        st1.put(gate_label(i, j), k1)
+    for (label, i, j, kind, size) in gate_labels(steps):
+        k0, k1 = prm.gate(kind).gen(prg.derive(label), size, mac_key=mu)
+        st0.put(label, k0)
+        st1.put(label, k1)
     st0.save(server_path)
     st1.save(client_path)
     return {"server_bytes": st0.nbytes(), "client_bytes": st1.nbytes()}
@@ -143,7 +176,7 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
 def load_ahead(path, prm: Params, steps: list, party: int) -> PreprocessingStore:
     """Load (and delete) a store made by ``produce_ahead``; check it covers this plan."""
     store = PreprocessingStore.load(path)
-    need = {"in-mask"} | {gate_label(i, j) for (i, j, _, _) in gate_list(steps)}
+    need = {"in-mask"} | {lab[0] for lab in gate_labels(steps)}
     if party == 0 and prm.malicious:
         need.add("mu")
     if set(store.labels()) != need:
@@ -169,10 +202,11 @@ def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: Prepr
         else:
             (r_in,) = ep.recv(DEALER, "crisp/in-mask", spec)
             store.put("in-mask", ArrayItem({"r": r_in}))
-    for (i, j, kind, count) in gate_list(steps):
+    for (label, i, j, kind, size) in gate_labels(steps):
         gate = prm.gate(kind)
-        (raw,) = ep.recv(DEALER, f"crisp/key/{i}/{j}", ArraySpec(np.uint8, (None,), max_elems=_MAX_KEY_BYTES))
-        key = GateKey.from_bytes(raw.tobytes(), expect=gate, party=party)   # validated
-        if key.count != count:
-            raise ProtocolError(f"crisp: dealer key batch {i}/{j} holds {key.count} gates, plan says {count}")
-        store.put(gate_label(i, j), key)
+        (raw,) = ep.recv(DEALER, "crisp/key/" + label[5:], ArraySpec(np.uint8, (None,), max_elems=_MAX_KEY_BYTES))
+        key = GateKey.from_bytes(raw, expect=gate, party=party)   # validated (exact length)
+        del raw
+        if key.count != size:
+            raise ProtocolError(f"crisp: dealer key piece {label} holds {key.count} gates, plan says {size}")
+        store.put(label, key)
