@@ -1,0 +1,162 @@
+"""CRISP's proof of plaintext knowledge for the client's ciphertexts [Fig. 2 note a],
+end to end: honest runs stay exact, every kind of malformed ciphertext or proof message
+makes the server abort (check ``crisp-popk``) before it answers, and the client gets
+nothing."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from secinfer.arith.fixed import FX64
+from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.rlwe import coeff_encode
+from secinfer.errors import FrameError, PeerAbortedError, ProtocolAbort
+from secinfer.ir import bundled
+from secinfer.ir.fixed_exec import run_fixed
+from secinfer.ir.onnx_import import load_model
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crisp_helpers import run_crisp  # noqa: E402
+
+HE = {"he_params": "ckks-n12-wide-insecure", "allow_insecure_he": True}
+MLP = load_model(bundled.bundled_path("digits-mlp"))
+CNN = load_model(bundled.bundled_path("digits-cnn"))
+X, _ = bundled.bundled_testset("digits-mlp")
+
+
+def _once(point, fn, force=False):
+    """Apply ``fn`` at the first occurrence of ``point``; optionally make the client's prover
+    send its responses even when they are out of range (a cheating prover)."""
+    state = {"done": False}
+
+    def tamper(p, idx, a):
+        if p == "popk-force":
+            return force
+        if p == point and not state["done"]:
+            state["done"] = True
+            return fn(a)
+        return a
+    return tamper
+
+
+def _add_plain(ct, pos, value):
+    """ct + (value at coefficient pos, in c0): scale-Delta plaintext, exact."""
+    vals = np.zeros(ct.params.n)
+    vals[pos] = value / 2.0 ** ct.log_scale
+    with coeff_encode(ct.params, vals, 2.0 ** ct.log_scale, ct.level) as pt:
+        out = Evaluator(ct.params).add(ct, pt)
+    ct.close()
+    return out
+
+
+def _assert_popk_abort(res):
+    assert isinstance(res["server"], ProtocolAbort), res["server"]
+    assert res["server"].check == "crisp-popk" and res["server"].suspect == "client"
+    assert isinstance(res["client"], BaseException)       # no output for the client
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_honest_runs_pass_the_proof_and_stay_exact(model):
+    g, x = (MLP, X[20:22]) if model == "mlp" else (CNN, X[30:31])
+    res = run_crisp(g, x, "malicious", linear="ckks", extra=HE)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, x, FX64))
+    assert "plaintext knowledge" not in res["client"].info["missing"]
+
+
+POS = 20      # a coefficient of the first layer's real half whose input has non-zero weights
+
+
+def _digit(bits):
+    """One digit raised by 2^bits + 1 (odd: a real change of the share in Z_2^n, whatever
+    the weight; the ciphertext really encrypts it); the cheater's witness says so when it
+    fits int64, else it keeps the honest one."""
+    def fn(a):
+        ct, (m, u, e0, e1) = a
+        if bits < 62:
+            m = m.copy()
+            m[POS] += (1 << bits) + 1
+        ct = _add_plain(ct, POS, 2.0 ** bits * 2.0 ** ct.log_scale)
+        return _add_plain(ct, POS, 2.0 ** ct.log_scale), [m, u, e0, e1]
+    return fn
+
+
+def _noise(bits):
+    """e0 raised by 2^bits in one coefficient, witness consistent."""
+    def fn(a):
+        ct, (m, u, e0, e1) = a
+        e0 = e0.copy()
+        e0[5] += 1 << bits
+        return _add_plain(ct, 5, 2.0 ** bits), [m, u, e0, e1]
+    return fn
+
+
+def _random_ct(a):                # c * r for a random polynomial r: no short preimage known
+    ct, w = a
+    rng = np.random.default_rng(5)
+    r = rng.integers(0, 1 << 40, ct.params.n).astype(np.float64)
+    with coeff_encode(ct.params, r, 1.0, ct.level) as pt:
+        out = Evaluator(ct.params).mul(ct, pt, relin=False)
+    ct.close()
+    return out, w
+
+
+@pytest.mark.parametrize("force", [False, True])
+@pytest.mark.parametrize("bad", ["digit-2^100", "noise-2^40", "random"])
+def test_malformed_client_ciphertext_aborts(bad, force):
+    fn = {"digit-2^100": _digit(100), "noise-2^40": _noise(40), "random": _random_ct}[bad]
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE,
+                    tamper=_once("popk-ct", fn, force))
+    _assert_popk_abort(res)
+
+
+def test_dishonest_but_provable_values_are_harmless():
+    """Within the soundness slack the proof accepts (by design); the budget is sized for
+    the proven bounds, so a larger noise still decrypts exactly, and a changed digit is a
+    changed share, which the MAC check catches."""
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _noise(20)))
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, X[:1], FX64))
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _digit(56)))
+    assert isinstance(res["server"], ProtocolAbort) and res["server"].check == "crisp-consistency"
+    assert isinstance(res["client"], PeerAbortedError)
+
+
+def test_malformed_ciphertext_in_conv_layer_aborts():
+    res = run_crisp(CNN, X[:1], "malicious", linear="ckks", extra=HE,
+                    tamper=_once("popk-ct", _noise(40), True))
+    _assert_popk_abort(res)
+
+
+def _flip(pos):
+    def fn(b):
+        b = bytearray(b)
+        b[pos] ^= 0x04
+        return bytes(b)
+    return fn
+
+
+@pytest.mark.parametrize("point,pos", [("popk-h", 0), ("popk-z", -1)])
+def test_tampered_commitment_or_response_aborts(point, pos):
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once(point, _flip(pos)))
+    _assert_popk_abort(res)
+
+
+@pytest.mark.parametrize("cut", [lambda z: z[:-1], lambda z: b"\x07"])
+def test_wrong_size_response_is_typed_error(cut):
+    """A response of the wrong length (a 1-byte message other than the restart byte 0
+    included) is a FrameError at the server, before any check or computation."""
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-z", cut))
+    assert isinstance(res["server"], FrameError), res["server"]
+    assert "crisp-popk" in str(res["server"])
+    assert isinstance(res["client"], BaseException)
+
+
+def test_semi_honest_runs_without_the_proof():
+    res = run_crisp(MLP, X[:1], "semi-honest", linear="ckks", extra=HE)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, X[:1], FX64))
