@@ -70,6 +70,10 @@ class MessageTooLargeError(FrameError):
     """A frame exceeds the size cap."""
 
 
+class InboxFullError(NetworkError):
+    """A peer sent more bytes than this party's per-peer inbox holds before it consumed them."""
+
+
 class TimeoutError_(NetworkError):
     """A receive did not complete within its deadline."""
 

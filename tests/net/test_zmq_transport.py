@@ -329,3 +329,69 @@ def test_frozen_peer_is_detected_by_missing_heartbeats(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+# ---- inbox bound and latency accounting -----------------------------------------------------
+def test_a_peer_flooding_the_inbox_is_cut_off(tmp_path):
+    from secinfer.errors import InboxFullError
+
+    c = _cluster(tmp_path)
+    eps = _endpoints(c, per_party={"b": {"max_inbox": 64 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        assert a.max_inbox >= 1 << 30  # generous default
+        chunk = np.zeros(16 * 1024 // 8, dtype=np.uint64)
+        for _ in range(8):             # b consumes nothing meanwhile
+            a.send("b", "flood", chunk)
+        deadline = time.monotonic() + 10
+        while "a" not in b._fatal and time.monotonic() < deadline:
+            time.sleep(0.01)
+        got = 0
+        with pytest.raises(InboxFullError, match=r"a sent more than the inbox limit of 65536 bytes"):
+            for _ in range(8):
+                b.recv("a", "flood", ANY_U, timeout=10)
+                got += 1
+        assert got == 3                # what fitted is delivered in order, then the error
+        assert b._queued["a"] == 0
+        with pytest.raises(InboxFullError):  # the peer stays cut off
+            b.send("a", "x", np.ones(1))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_consumed_frames_free_the_inbox(tmp_path):
+    c = _cluster(tmp_path)
+    eps = _endpoints(c, per_party={"b": {"max_inbox": 64 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        chunk = np.zeros(16 * 1024 // 8, dtype=np.uint64)
+        for _ in range(20):            # 320 KiB in total, never more than 2 frames waiting
+            a.send("b", "x", chunk)
+            b.recv("a", "x", ANY_U, timeout=10)
+        assert b._queued["a"] == 0 and "a" not in b._fatal
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_release_time_counts_the_latency_from_the_senders_stamp(tmp_path):
+    import struct
+
+    c = _cluster(tmp_path, network="lat=20")
+    eps = _endpoints(c)
+    a = eps["a"]
+    try:
+        st = lambda t: struct.pack("<d", t)  # noqa: E731
+        assert a._same_clock["b"]              # loopback: one CLOCK_MONOTONIC
+        # sent 5 ms before it arrived: released 20 ms after it was sent
+        assert a._release_time("b", 100.0, st(99.995)) == pytest.approx(100.015)
+        # a stamp from the future (or a foreign clock) holds nothing back beyond arrival + latency
+        assert a._release_time("b", 100.0, st(500.0)) == pytest.approx(100.020)
+        # a frame older than the latency is released on arrival
+        assert a._release_time("b", 100.0, st(1.0)) == pytest.approx(100.0)
+        a._same_clock["b"] = False             # another host: arrival + latency
+        assert a._release_time("b", 100.0, st(99.995)) == pytest.approx(100.020)
+    finally:
+        for e in eps.values():
+            e.close(flush=False)

@@ -195,3 +195,168 @@ def _plots(rows, profiles, raw) -> list:
                       "series": {"ASTRA": [num(r["astra_online_bits_per_op"]) for r in km],
                                  "ABY3": [num(r["aby3_online_bits_per_op"]) for r in km]}})
     return plots
+
+
+# ---- real processes: `secinfer bench astra-real` ------------------------------------------
+
+REAL = {"quick": {"queries": 40, "warmup": 10}, "full": {"queries": 200, "warmup": 20}}
+PAPER_LAN_MS = {  # [ASTRA Tables 6, 8] LAN online latency in ms: (ASTRA, ABY3); RTT 0.47 ms
+    ("regression", "semi-honest"): (0.61, 0.62), ("regression", "malicious"): (1.07, 1.56),
+    ("classification", "semi-honest"): (1.58, 3.48), ("classification", "malicious"): (2.53, 4.42),
+}
+
+
+def query_intervals(meters: dict) -> list[dict]:
+    """Per-query intervals (seconds) from the parties' marks of one multi-query session.
+
+    ``server``: from the moment the later of P1, P2 holds its share of the query ("shared")
+    to the client holding the checked output ("output") -- the servers' online work as
+    [ASTRA 6] counts it (input sharing excluded, the output's way to the client included);
+    ``upload``: the client starts sharing ("query") -> shared; ``online``: the sum, the
+    client's whole online phase. The marks are CLOCK_MONOTONIC, one clock on one host.
+    """
+    def marks(role, name):
+        return [t for n, t in meters[role].get("marks", []) if n == name]
+    q, out = marks("client", "query"), marks("client", "output")
+    sh = [marks(p, "shared") for p in ("p1", "p2")]
+    n = min(len(q), len(out), *(len(s) for s in sh))
+    res = []
+    for i in range(n):
+        start = max(s[i] for s in sh)
+        res.append({"upload": start - q[i], "server": out[i] - start, "online": out[i] - q[i]})
+    return res
+
+
+def _linear_onnx(path, d: int, classifier: bool, seed: int = 7):
+    """x (1, d) -> Gemm [-> Sigmoid]: the benchmark's linear / logistic regression model."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from secinfer.crypto.prg import PRG
+
+    g = PRG(seed.to_bytes(16, "big"), "astra-real-bench")   # benchmark data, not protocol randomness
+    w = (g.uint64((d, 1)).astype(np.float64) / 2.0 ** 63 - 1.0) * (1.7 / np.sqrt(d))
+    x = (g.uint64((1, d)).astype(np.float64) / 2.0 ** 63 - 1.0) * 1.7
+    nodes = [helper.make_node("Gemm", ["x", "W", "b"], ["z" if classifier else "y"])]
+    if classifier:
+        nodes.append(helper.make_node("Sigmoid", ["z"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "astra-bench", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+        [numpy_helper.from_array(w.astype(np.float32), "W"), numpy_helper.from_array(np.array([0.1], np.float32), "b")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return x
+
+
+def _stats(vals) -> dict:
+    import numpy as np
+    a = 1e3 * np.asarray(vals, np.float64)
+    return {"median_ms": float(np.median(a)), "p10_ms": float(np.percentile(a, 10)),
+            "p90_ms": float(np.percentile(a, 90)), "min_ms": float(a.min())}
+
+
+def real_latency(protocol: str, security: str, task: str, d: int, queries: int, warmup: int,
+                 network: str = "lan", workdir=None) -> dict:
+    """One real multi-process session (``runtime.launcher.run_local``: one OS process per
+    role, CURVE sockets on loopback, the ``network`` profile applied to every frame) that
+    answers ``queries`` queries one after the other; statistics over the queries after the
+    first ``warmup``."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.net.shaping import parse_profile
+    from secinfer.protocols.astra import model as mdl
+    from secinfer.runtime.launcher import run_local
+
+    cls = task == "classification"
+    with tempfile.TemporaryDirectory(prefix="astra-real-", dir=workdir) as tmp:
+        path = Path(tmp) / f"linear-{d}-{task}.onnx"
+        x = _linear_onnx(path, d, cls)
+        load0 = os.getloadavg()[0]
+        r = run_local(protocol, security, path, x, network=network, options={"queries": queries},
+                      timeout=60.0 + 2.0 * queries)
+        load1 = os.getloadavg()[0]
+        from secinfer.arith.fixed import FX64
+        lm = mdl.to_linear(load_model(str(path)))
+        want = mdl.oracle(mdl.resolve_wfrac(lm, FX64), x, FX64)
+    iv = query_intervals(r.meters)[warmup:]
+    if not iv:
+        raise ValueError(f"{queries} queries leave nothing after {warmup} warm-up queries")
+    lat = parse_profile(network).latency
+    online_rounds = r.rounds["online"]
+    got = np.asarray(r.output_ring).reshape(-1)
+    return {"protocol": protocol, "security": security, "task": task, "d": d, "network": network,
+            "queries": queries, "warmup": warmup, "measured": len(iv),
+            "server": _stats([v["server"] for v in iv]), "upload": _stats([v["upload"] for v in iv]),
+            "online": _stats([v["online"] for v in iv]),
+            "online_rounds": online_rounds, "server_rounds": online_rounds - 1,
+            "floor_server_ms": 1e3 * (online_rounds - 1) * lat,
+            "online_bytes_per_query": r.bytes_by_phase["online"] / queries,
+            "correct": bool(np.array_equal(got, np.asarray(want).reshape(-1))),
+            "load_avg": [load0, load1]}
+
+
+def run_real(quick: bool = False, network: str | None = None, d: int = 784, queries: int | None = None,
+             warmup: int | None = None, protocols=("astra", "aby3")) -> dict:
+    """``secinfer bench astra-real``: real processes, ``lan`` (default) per-query latency of
+    ASTRA and ABY3 at d = 784 next to the link model and the paper [Tables 6, 8], plus the
+    modelled WAN throughput ratio [Tables 7, 9] from the same invocation."""
+    from secinfer.protocols.astra import bench as ab
+
+    cfg = REAL["quick" if quick else "full"]
+    queries = int(queries or cfg["queries"])
+    warmup = int(cfg["warmup"] if warmup is None else warmup)
+    nets = parse_networks(network, ("lan", "wan", "none"), ("lan",))
+    settings = [(s, t) for s in ("semi-honest", "malicious") for t in ("regression", "classification")]
+    prog = Progress("astra-real", len(nets) * len(settings) * len(protocols) + 2)
+    raw: dict = {"real": [], "model": {}}
+    for net in nets:
+        for sec, task in settings:
+            for proto in protocols:
+                prog(f"{proto} {sec} {task} d={d}: {queries} queries, real processes, network {net}")
+                raw["real"].append(real_latency(proto, sec, task, d, queries, warmup, net))
+    for prof in ("lan", "wan"):
+        prog(f"link model {prof} (in-process metered run of both protocols)")
+        raw["model"][prof] = ab.run(profile=prof, d=d, sweep=(), restricted=False, micro=False)
+    rows = []
+    for r in raw["real"]:
+        if r["protocol"] != "astra":
+            continue
+        base = next((b for b in raw["real"] if b["protocol"] == "aby3" and b["security"] == r["security"]
+                     and b["task"] == r["task"] and b["network"] == r["network"]), None)
+        pred = next(p for p in raw["model"]["lan"]["prediction"]
+                    if p["security"] == r["security"] and p["task"] == r["task"])
+        wan = next(p for p in raw["model"]["wan"]["prediction"]
+                   if p["security"] == r["security"] and p["task"] == r["task"])
+        paper = PAPER_LAN_MS[(r["task"], r["security"])]
+        row = {"table": "6/8 real", "profile": r["network"], "security": r["security"], "task": r["task"], "d": d,
+               "queries": r["measured"], "astra_server_ms_median": r["server"]["median_ms"],
+               "astra_server_ms_p90": r["server"]["p90_ms"], "astra_upload_ms_median": r["upload"]["median_ms"],
+               "astra_online_ms_median": r["online"]["median_ms"], "astra_server_rounds": r["server_rounds"],
+               "astra_floor_server_ms": r["floor_server_ms"],
+               "model_astra_online_ms": 1e3 * pred["astra"]["online_latency_s"],
+               "paper_astra_ms": paper[0], "paper_aby3_ms": paper[1],
+               "target_met": r["server"]["median_ms"] <= paper[0] if r["network"] == "lan" else None,
+               "astra_correct": r["correct"], "load_avg": r["load_avg"],
+               "wan_model_improv_throughput": wan["ratio_online_throughput"],
+               "paper_wan_improv_throughput": PAPER_THROUGHPUT[(r["task"], r["security"], "wan")]}
+        if base is not None:
+            row.update({"aby3_server_ms_median": base["server"]["median_ms"], "aby3_server_ms_p90": base["server"]["p90_ms"],
+                        "aby3_server_rounds": base["server_rounds"], "aby3_correct": base["correct"],
+                        "improv_server_latency": base["server"]["median_ms"] / r["server"]["median_ms"]})
+        rows.append(row)
+    plots = [{"title": f"Real-process online latency (servers' part), d = {d}", "kind": "bar",
+              "x": [f"{'mal.' if r['security'] == 'malicious' else 'semi'} {r['task'][:5]}. {r['profile']}" for r in rows],
+              "xlabel": "setting", "ylabel": "milliseconds (median)", "logy": True, "file": "astra_real_latency.png",
+              "series": {"ASTRA": [num(r["astra_server_ms_median"]) for r in rows],
+                         "ABY3": [num(r.get("aby3_server_ms_median")) for r in rows],
+                         "paper ASTRA": [num(r["paper_astra_ms"]) for r in rows],
+                         "rounds x latency": [num(r["astra_floor_server_ms"]) for r in rows]}}]
+    return {"suite": "astra-real", "network": ",".join(nets), "baseline": "in-repo ABY3 (same run)",
+            "interval": query_intervals.__doc__.strip().split("\n\n")[0], "rows": rows, "plots": plots,
+            "raw": raw, "seconds": prog.elapsed()}

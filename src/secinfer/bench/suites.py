@@ -27,6 +27,7 @@ SUITES = {
     "he": ("secinfer.bench.micro_suites", "run_he"),
     "fss": ("secinfer.bench.micro_suites", "run_fss"),
     "astra": ("secinfer.bench.astra_suite", "run"),
+    "astra-real": ("secinfer.bench.astra_suite", "run_real"),
     "stamp": ("secinfer.bench.stamp_suite", "run"),
     "crisp": ("secinfer.bench.crisp_suite", "run"),
 }

@@ -69,6 +69,17 @@ class Endpoint(abc.ABC):
             self.meter.leave(name, time.time())
             self._phase = prev
 
+    def mark(self, name: str) -> None:
+        """Record a named instant (``time.monotonic()``) in the meter (benchmark timing)."""
+        self.meter.mark(name, time.monotonic())
+
+    def restart_rounds(self) -> None:
+        """Count rounds afresh (every party calls it at the same point, e.g. before each of
+        several queries run over one endpoint): the meter then shows one run's rounds."""
+        for ph in PHASES:
+            if ph != "setup":
+                self.meter.depth[ph] = 0
+
     # ---- messaging ---------------------------------------------------------------------
     def _check_peer(self, peer: str) -> None:
         if peer not in self._seq_out:

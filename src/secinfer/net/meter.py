@@ -36,6 +36,10 @@ class Meter:
     # barrier) to the moment the last party left it, without counting a party's wait for
     # the others to finish the previous phase.
     windows: dict = field(default_factory=dict)
+    # (name, time.monotonic()) events a protocol marks (e.g. "query", "shared", "output" of
+    # every query), so a benchmark can time intervals across parties on one host:
+    # CLOCK_MONOTONIC is one system-wide clock on Linux.
+    marks: list = field(default_factory=list)
 
     def enter(self, phase: str, t: float) -> None:
         w = self.windows.setdefault(phase, [t, t])
@@ -44,6 +48,9 @@ class Meter:
     def leave(self, phase: str, t: float) -> None:
         w = self.windows.setdefault(phase, [t, t])
         w[1] = max(w[1], t)
+
+    def mark(self, name: str, t: float) -> None:
+        self.marks.append((name, t))
 
     def record(self, phase: str, direction: str, peer: str, tag: str, payload: int, wire: int) -> None:
         self.counters[(phase, direction, peer, tag)].add(payload, wire)
@@ -86,6 +93,7 @@ class Meter:
                 "window": self.windows.get(ph),
                 "by_peer": {d: dict(v) for d, v in by_peer[ph].items()},
             } for ph in ("setup", "offline", "online")},
+            "marks": [[n, t] for n, t in self.marks],
             "by_tag": {f"{ph}|{d}|{p}|{t}": [c.payload, c.wire, c.messages]
                        for (ph, d, p, t), c in sorted(self.counters.items()) if not t.startswith("__")},
         }

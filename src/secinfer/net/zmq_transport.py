@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 import itertools
 import math
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -53,17 +54,19 @@ from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from secinfer.crypto.identity import Identity
-from secinfer.errors import (AuthenticationError, FrameError, MessageTooLargeError, NetworkError, PeerDeadError,
-                             PeerUnreachableError, TimeoutError_)
+from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
+                             PeerDeadError, PeerUnreachableError, TimeoutError_)
 from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
 from secinfer.net.codec import DEFAULT_MAX_FRAME
-from secinfer.net.shaping import NONE, LinkProfile, TokenBucket
+from secinfer.net.shaping import NONE, LinkProfile, TokenBucket, fine_timer_slack
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"secinfer"
 HARD_CAP_SLACK = 1 << 20
+MIN_INBOX = 1 << 30   # default per-peer inbox bound: max(1 GiB, 2 x the frame cap)
 
 K_HELLO, K_DATA, K_BYE, K_ACK = b"H", b"D", b"B", b"A"
+_STAMP = struct.Struct("<d")  # a data frame's send time (time.monotonic()), for the latency model
 C_DATA, C_CLOSE, C_QUIT = b"D", b"C", b"Q"
 _CLOSED = object()
 _ids = itertools.count()
@@ -99,7 +102,7 @@ class ZmqEndpoint(Endpoint):
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
                  connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
-                 connect: bool = True) -> None:
+                 connect: bool = True, max_inbox: int | None = None) -> None:
         super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
         if len(session_id) != 16:
             raise NetworkError("session id must be 16 bytes")
@@ -110,6 +113,12 @@ class ZmqEndpoint(Endpoint):
         self.heartbeat_interval = heartbeat_interval
         self.peer_timeout = peer_timeout
         self.hard_cap = max_frame + max(HARD_CAP_SLACK, max_frame // 8)
+        # bytes a peer may have waiting here (received, not yet consumed by the protocol):
+        # beyond that the peer is cut off with InboxFullError instead of exhausting memory
+        self.max_inbox = max(MIN_INBOX, 2 * max_frame) if max_inbox is None else int(max_inbox)
+        if self.max_inbox < 1:
+            raise NetworkError(f"max_inbox must be positive, got {max_inbox}")
+        self._queued = {p: 0 for p in self.peers}
         self._by_key = {p.public_key: p.role for p in peers}
         self._cv = threading.Condition()
         self._inbox: dict[str, collections.deque] = {p: collections.deque() for p in self.peers}
@@ -135,7 +144,15 @@ class ZmqEndpoint(Endpoint):
         self._link_lock = {p: threading.Lock() for p in self.peers}
         self._pending = {p: 0 for p in self.peers}
         self._paced = {p: i.out_profile.bandwidth is not None for p, i in self.info.items()}
+        self._buckets = {p: TokenBucket(i.out_profile.bandwidth) for p, i in self.info.items()}
+        # on a loopback link both ends read the same CLOCK_MONOTONIC: the one-way latency is
+        # counted from the sender's send time, so the real transport time is part of it
+        self._same_clock = {p: _is_loopback(i.url) for p, i in self.info.items()}
+        self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
         self._push: dict | None = None
+        self._shaped = any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values())
+        if self._shaped:
+            fine_timer_slack()  # this (protocol) thread waits for release times; the I/O thread inherits it
         # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
         # connection does not hold up the heartbeats on the control connection
         self._ctx = zmq.Context(io_threads=2)
@@ -237,15 +254,19 @@ class ZmqEndpoint(Endpoint):
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
         lock = self._link_lock[peer]
         with lock:
-            # fast path (unshaped link, nothing queued or in flight to the I/O thread): the
+            now = time.monotonic()
+            # the link's token bucket says when the frame may leave (now, unless paced and in debt)
+            ready = self._buckets[peer].reserve(len(frame), now) if self._paced[peer] else now
+            stamp = _STAMP.pack(ready)
+            # fast path (may leave now, nothing queued or in flight to the I/O thread): the
             # protocol thread writes to the data socket itself, under the link's lock
-            if not self._paced[peer] and self._pending[peer] == 0 and self._push is not None:
-                if _try_send(self._push[peer], [K_DATA, frame]):
+            if ready <= now and self._pending[peer] == 0 and self._push is not None:
+                if _try_send(self._push[peer], [K_DATA, frame, stamp]):
                     self._count_sent(len(frame))
                     return
             self._pending[peer] += 1
         with self._send_lock:
-            self._cmd.send_multipart([C_DATA, peer.encode(), frame], copy=len(frame) < 65536)
+            self._cmd.send_multipart([C_DATA, peer.encode(), stamp, frame], copy=len(frame) < 65536)
 
     def _count_sent(self, n: int) -> None:
         with self._stats_lock:  # both threads send, on different links
@@ -269,6 +290,7 @@ class ZmqEndpoint(Endpoint):
                         q.popleft()
                         if isinstance(item, Exception):
                             raise item
+                        self._queued[peer] -= len(item)
                         return item
                     wake = min(release, deadline)
                 else:
@@ -397,8 +419,6 @@ class ZmqEndpoint(Endpoint):
         poller = zmq.Poller()
         for s in (zap, cmd, pull, *monitors):
             poller.register(s, zmq.POLLIN)
-        buckets = {p: TokenBucket(i.out_profile.bandwidth) for p, i in self.info.items()}
-        paced = {p: i.out_profile.bandwidth is not None for p, i in self.info.items()}
         outq: dict[str, collections.deque] = {p: collections.deque() for p in self.info}
         next_hb = 0.0
         closing = False
@@ -443,8 +463,8 @@ class ZmqEndpoint(Endpoint):
                         return
                     if kind == C_DATA:
                         peer = msg[1].bytes.decode()
-                        frame = msg[2]
-                        parts = [K_DATA, frame]
+                        stamp, frame = msg[2].bytes, msg[3]
+                        parts = [K_DATA, frame, stamp]
                     elif kind == C_CLOSE and not closing:
                         closing = True
                         for p in push:
@@ -454,12 +474,12 @@ class ZmqEndpoint(Endpoint):
                     else:
                         continue
                     t_now = time.monotonic()
+                    ready = _STAMP.unpack(stamp)[0]
                     with self._link_lock[peer]:
-                        if not paced[peer] and not outq[peer] and _try_send(push[peer], parts):
+                        if ready <= t_now and not outq[peer] and _try_send(push[peer], parts):
                             self._pending[peer] -= 1
                             self._count_sent(len(frame))
                             continue
-                        ready = buckets[peer].reserve(len(frame), t_now) if paced[peer] else t_now
                         if outq[peer]:
                             ready = max(ready, outq[peer][-1][0])
                         outq[peer].append((ready, parts))
@@ -552,16 +572,25 @@ class ZmqEndpoint(Endpoint):
             if peer not in self._last_seen:
                 self._hello_now = True  # tell everyone at once that we hear this peer
             self._last_seen[peer] = now
-            if kind == K_DATA and len(parts) == 2:
+            if kind == K_DATA and len(parts) == 3 and len(parts[2]) == _STAMP.size:
                 n = len(parts[1])
                 self.stats["frames_recv"] += 1
                 self.stats["bytes_recv"] += n
+                if peer in self._fatal:
+                    return  # cut off (inbox overflow, reset connection): nothing more is kept
                 if n > self.max_frame:
                     item: object = MessageTooLargeError(
                         f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
+                elif self._queued[peer] + n > self.max_inbox:
+                    item = InboxFullError(
+                        f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
+                        f"before they were consumed ({self._queued[peer]} queued + a frame of {n}); "
+                        f"peer cut off (raise max_inbox if a protocol step really queues that much)")
+                    self._fatal[peer] = item
                 else:
                     item = parts[1].buffer  # no copy: the frame owns the memory, decode copies out
-                self._inbox[peer].append((now + self.info[peer].in_profile.latency, item))
+                    self._queued[peer] += n
+                self._inbox[peer].append((self._release_time(peer, now, parts[2].bytes), item))
             elif kind == K_HELLO and len(parts) == 2:
                 self._on_hello(peer, parts[1].bytes)
             elif kind == K_BYE:
@@ -576,6 +605,19 @@ class ZmqEndpoint(Endpoint):
                 self._inbox[peer].append((0.0, FrameError(f"{self.me} <- {peer}: malformed transport message")))
             self._cv.notify_all()
 
+    def _release_time(self, peer: str, arrival: float, stamp: bytes) -> float:
+        """When a frame that arrived at ``arrival`` reaches the protocol: ``latency`` after it
+        was sent (same host: the sender's stamp; the real loopback time counts towards the
+        modelled latency) but never before it arrived nor later than ``arrival + latency``
+        (so a peer's stamp cannot hold its frames back, and a foreign clock is harmless)."""
+        lat = self._latency[peer]
+        if lat == 0.0:
+            return arrival
+        if self._same_clock[peer]:
+            t = _STAMP.unpack(stamp)[0] + lat
+            return arrival if t < arrival else min(t, arrival + lat)
+        return arrival + lat
+
     def _on_hello(self, peer: str, body: bytes) -> None:
         sid, rest = body[:16], body[16:]
         claimed, _, heard = rest.decode(errors="replace").partition("|")
@@ -588,3 +630,8 @@ class ZmqEndpoint(Endpoint):
                 f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
         elif self.me in heard.split(","):
             self._heard_us.add(peer)
+
+
+def _is_loopback(url: str) -> bool:
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")

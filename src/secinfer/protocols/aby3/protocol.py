@@ -12,6 +12,8 @@ online   C shares its query; dot product (semi-honest: 3 elements per output; ma
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
@@ -20,7 +22,7 @@ from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
 from secinfer.protocols.astra.engine import packed_spec, unpack
 from secinfer.protocols.astra import model as mdl
 from secinfer.protocols.astra.keys import setup_keys
-from secinfer.protocols.astra.protocol import _await_close, _close, _header
+from secinfer.protocols.astra.protocol import _await_close, _close, _header, online_phase, repeat_queries
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.crypto.gc.circuit import msb_add3_circuit
 
@@ -31,7 +33,7 @@ ROLES = SERVERS + (M, C)
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     try:
-        return _run(role, ep, job)
+        return repeat_queries(role, ep, job, _run)
     except PeerAbortedError as e:
         ep.abort(e.check, e.suspect, e.detail)
         raise
@@ -68,9 +70,11 @@ def _run(role, ep, job):
     if role == C:
         fw_, fx = fw
         with ep.phase("offline"):
+            gc.collect()
             for p in SERVERS:
                 ep.recv_one(p, "rep3/ready", ArraySpec(np.uint8, (1,)))
-        with ep.phase("online"):
+        with online_phase(ep):
+            ep.mark("query")
             owner_send(ep, keys, C, "X", mdl.encode_input(x, fx, cfg))
             size = x.shape[0] * n
             obits = 1 if cls else 64
@@ -86,6 +90,7 @@ def _run(role, ep, job):
                     if not np.array_equal(_dig("out", comps[i]), hashes[(i + 2) % 3]):
                         raise ep.abort("rec-consistency", None, "output component and hash disagree")
             v = comps[0] + comps[1] + comps[2]
+            ep.mark("output")
         _close(ep)
         if cls:
             bit = (v & np.uint64(1)).astype(np.int64).reshape(-1, n)
@@ -105,9 +110,11 @@ def _run(role, ep, job):
             if cls:
                 beng.preprocess(batch * n * msb_add3_circuit(64).and_count)
             eng.verify()
+        gc.collect()   # offline garbage collected now, not during the online phase
         ep.send(C, "rep3/ready", np.ones(1, np.uint8))
-    with ep.phase("online"):
+    with online_phase(ep):
         X = eng.input(C, (batch, k), "X")
+        ep.mark("shared")
         Y = eng.matmul(X, W)
         Y = Y + B.map(lambda a: np.broadcast_to(a[None, :], (batch, n)))
         Y = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))

@@ -21,6 +21,11 @@ outputs are bit-identical to the fixed-point oracle; classifiers output class la
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import threading
+from dataclasses import replace
+
 import numpy as np
 
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
@@ -47,8 +52,11 @@ def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
     return (a + b) & (np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1))
 
 
-def _owner_send(ep, keys, owner, label, x, bits, attack):
-    lam = _owner_lambda(keys, owner, label, x.shape, bits)
+def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
+    """Pi_sh by an outside owner: m = x + lambda to P1 and P2 (``lam`` precomputed offline,
+    or drawn here)."""
+    if lam is None:
+        lam = _owner_lambda(keys, owner, label, x.shape, bits)
     m = (np.asarray(x, np.uint64) + lam)
     if bits < 64:
         m &= np.uint64((1 << bits) - 1)
@@ -82,9 +90,61 @@ def _header(ep, role, job: PartyJob):
     return (None, k, n, cls, (fw, fx), classes, None)
 
 
+MAX_QUERIES = 100_000
+_gc_lock = threading.Lock()
+_gc_pauses = [0, False]   # nesting count (parties may share a process in tests), was enabled
+
+
+@contextlib.contextmanager
+def online_phase(ep):
+    """``ep.phase("online")`` without the cyclic garbage collector: paused during (the online
+    step allocates little; a full collection of the interpreter's heap would add milliseconds
+    to one query), restored after. Parties collect at the end of their offline phase."""
+    with _gc_lock:
+        if _gc_pauses[0] == 0:
+            _gc_pauses[1] = gc.isenabled()
+            gc.disable()
+        _gc_pauses[0] += 1
+    try:
+        with ep.phase("online"):
+            yield ep
+    finally:
+        with _gc_lock:
+            _gc_pauses[0] -= 1
+            if _gc_pauses[0] == 0 and _gc_pauses[1]:
+                gc.enable()
+
+
+def query_count(options: dict) -> int:
+    """``options["queries"]``: how many queries one session answers one after the other
+    (benchmarks: per-query latency after warm-up). Every party must get the same count."""
+    q = options.get("queries", 1)
+    if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_QUERIES:
+        raise ProtocolError(f"option queries must be an integer in 1..{MAX_QUERIES}, got {q!r}")
+    return q
+
+
+def repeat_queries(role: str, ep, job: PartyJob, body) -> PartyResult:
+    """Run ``body(role, ep, job)`` once per query over the same endpoint.
+
+    Every query is a complete session run (key set-up, header, offline, online, close) with
+    its own randomness: query i > 0 uses ``job.prg.derive("query-i")``, so no key, mask or
+    label repeats between queries. Round counting restarts with every query (the meter then
+    shows one query's rounds; bytes add up over all queries).
+    """
+    n = query_count(job.options)
+    res = None
+    for i in range(n):
+        ep.restart_rounds()
+        res = body(role, ep, job if i == 0 else replace(job, prg=job.prg.derive(f"query-{i}")))
+    if n > 1:
+        res.info["queries"] = n
+    return res
+
+
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     try:
-        return _run_party(role, ep, job)
+        return repeat_queries(role, ep, job, _run_party)
     except PeerAbortedError as e:
         # relay: a peer's abort reaches every party, so nobody waits for a message that
         # will never come; the session's secrets die with this call's locals
@@ -188,10 +248,12 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         if fair:
             # [Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
+        gc.collect()   # garbage of the offline phase: collected now, not during the online one
         # preprocessing done: the client may send its query (keeps the online clock honest)
         ep.send(C, "astra/ready", np.ones(1, np.uint8))
-    with ep.phase("online"):
+    with online_phase(ep):
         X = eng.share_online(C, X, "X")
+        ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
         U = eng.matmul_online(X, W, U, prep)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
@@ -222,12 +284,16 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
     with ep.phase("offline"):
         if fair:
             pad = job.prg.derive("astra-pad").ring((size,), bits)
+            lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
+        lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
+        gc.collect()
         for p in SERVERS:
             ep.recv_one(p, "astra/ready", _ACK)
-    with ep.phase("online"):
-        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack)
+    with online_phase(ep):
+        ep.mark("query")       # the client starts sharing its query
+        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x)
         if fair:
-            _owner_send(ep, keys, C, "pad", pad, bits, attack)
+            _owner_send(ep, keys, C, "pad", pad, bits, attack, lam_pad)
             got = []
             for p in SERVERS:
                 try:
@@ -240,6 +306,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             val = (v - pad) if bits == 64 else (v ^ pad)
         else:
             val = _receive_output(ep, size, malicious, bits)
+        ep.mark("output")      # reconstructed and checked: the client holds the output
     _close(ep)
     ring = cfg.ring
     if cls:
@@ -264,14 +331,12 @@ def _receive_output(ep, size: int, malicious: bool, bits: int) -> np.ndarray:
     spec, t = packed_spec(bits, (size,)), "astra/out/y"
     hs = ArraySpec(np.uint8, (32,))
 
-    def val(peer, tag):
-        return unpack(ep.recv_one(peer, tag, spec), bits, (size,))
-    l1 = val("p0", t + "/l1")
-    hl2 = ep.recv_one("p0", t + "/hl2", hs) if malicious else None
-    m = val("p1", t + "/m")
-    hl1 = ep.recv_one("p1", t + "/hl1", hs) if malicious else None
-    l2 = val("p2", t + "/l2")
-    hm = ep.recv_one("p2", t + "/hm", hs) if malicious else None
+    def val(peer, tag):   # one frame per server: its component (+ the hash of the next one's)
+        got = ep.recv(peer, tag, spec, *((hs,) if malicious else ()))
+        return unpack(got[0], bits, (size,)), (got[1] if malicious else None)
+    l1, hl2 = val("p0", t + "/l1")
+    m, hl1 = val("p1", t + "/m")
+    l2, hm = val("p2", t + "/l2")
     if malicious:
         for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
             if not np.array_equal(digest("out", val), h):
