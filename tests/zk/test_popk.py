@@ -130,3 +130,19 @@ def test_wrong_size_response_is_frame_error(P, kp):
         _run(P, kp, batch, prg, tamper=lambda h, z: (h, z[:-1]))
     with pytest.raises(FrameError):
         _run(P, kp, batch, prg, tamper=lambda h, z: (h, z + b"\0"))
+
+
+def test_precommitted_first_message_verifies_and_is_used_once(P, kp):
+    prg = PRG.for_tests(21)
+    batch = _encrypt(P, kp, prg, 3)
+    pre = popk.precommit(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), 3, prg.derive("pre"))
+    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [w for _, w in batch], prg.derive("p"))
+    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [c for c, _ in batch])
+    h = prover.commit(pre)
+    assert h == pre[1]
+    seed = prg.seed()
+    z = prover.respond(seed)
+    if z is not None:                    # (a 2^-3 rejection would mean: commit afresh)
+        assert verifier.check(h, seed, z) == (True, "")
+    with pytest.raises(ConfigError):     # one response per commitment
+        prover.respond(seed)

@@ -192,6 +192,27 @@ def _exact_sum(mf: np.ndarray, w: np.ndarray) -> np.ndarray:
     return acc
 
 
+def _masks(g: Geometry, prg: PRG) -> list:
+    """y_1..y_V per component as (lo, hi), every coefficient uniform in [-2^r, 2^r)."""
+    ys = []
+    for i in range(4):
+        shape, w = (g.V, g.count[i]), g.width[i]
+        lo = (prg.uint64(shape) & np.uint64((1 << min(w, LB)) - 1)).astype(np.int64)
+        hi = ((prg.uint64(shape) & np.uint64((1 << (w - LB)) - 1)).astype(np.int64)
+              if w > LB else np.zeros(shape, np.int64))
+        p_lo, p_hi = _split(1 << g.r[i])
+        ys.append(_norm(lo - p_lo, hi - p_hi))
+    return ys
+
+
+def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple[bytes, bytes]:
+    """The witness-independent first message, ahead of time: (mask seed, h) for a proof
+    of n ciphertexts with this geometry. Use it once (``Prover.commit(pre)``)."""
+    side = _Side(params, pk, level, log_delta, D, support, n, sec)
+    seed = prg.seed()
+    return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")))
+
+
 class Prover(_Side):
     """Client side. ``witnesses``: per ciphertext (m over all N coefficients, u, e0, e1),
     int64 arrays of length N; m must vanish outside the support."""
@@ -208,19 +229,14 @@ class Prover(_Side):
         self.prg = prg
         self._y = None
 
-    def commit(self) -> bytes:
-        """Fresh masks; returns h (32 bytes)."""
-        g = self.g
-        ys = []
-        for i in range(4):
-            shape, w = (g.V, g.count[i]), g.width[i]
-            lo = (self.prg.uint64(shape) & np.uint64((1 << min(w, LB)) - 1)).astype(np.int64)
-            hi = ((self.prg.uint64(shape) & np.uint64((1 << (w - LB)) - 1)).astype(np.int64)
-                  if w > LB else np.zeros(shape, np.int64))
-            p_lo, p_hi = _split(1 << g.r[i])
-            ys.append(_norm(lo - p_lo, hi - p_hi))
-        self._y = ys
-        return self._hash(ys)
+    def commit(self, pre: tuple[bytes, bytes] | None = None) -> bytes:
+        """Fresh masks; returns h (32 bytes). ``pre`` = (seed, h) from :func:`precommit`
+        (made offline for the same geometry: the masks are regenerated from the seed)."""
+        if pre is not None:
+            self._y = _masks(self.g, PRG(pre[0], "crisp-popk/masks"))
+            return pre[1]
+        self._y = _masks(self.g, self.prg)
+        return self._hash(self._y)
 
     def respond(self, seed: bytes, force: bool = False) -> bytes | None:
         """Packed responses for the challenge from ``seed``, or None (reject: commit again).

@@ -205,6 +205,7 @@ class CKKSLinear:
         self.stats: dict = {}     # client side: largest decryption noise seen (log2), Delta
         self.prg = None           # client: encryption randomness and proof masks
         self._zk = None           # the current layer group's proof batch (malicious only)
+        self._precommit: dict = {}  # client: proof first messages made offline
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep, prg=None) -> None:
@@ -431,6 +432,28 @@ class CKKSLinear:
                 q.extend(self.mask_ciphertext(bud, sub) for _ in range(n))
                 count += n
         return {"mask_ciphertexts": count}
+
+    def prepare_client(self, steps: list) -> dict:
+        """Offline (client, malicious): the witness-independent first message of every
+        proof of plaintext knowledge the online phase will run."""
+        from secinfer.protocols.crisp import proof
+
+        if not self.malicious:
+            return {}
+        jobs = []
+        for idx, st in enumerate(steps):
+            if st.get("op") != "lin":
+                continue
+            lay = self._conv_layout(st)
+            if lay is not None:
+                jobs.append((idx, 0, lay, st["in_shape"][0] * lay.n_cg * lay.T))
+                continue
+            groups, _ = rows_and_mats(st, None, None, None)
+            for gi, (_, _, k_in, n_out) in enumerate(groups):
+                bud = self._budget(k_in, n_out, int(st["wbits"]))
+                n_rg = -(-_rows_of(st, k_in, len(groups)) // bud.rows_per)
+                jobs.append((idx, gi, bud, bud.T * n_rg * bud.n_chunks))
+        return proof.precommit_all(self, jobs)
 
     def release(self) -> None:
         """Free every prepared ciphertext / plaintext (end of session, or abort)."""

@@ -47,6 +47,9 @@ class PlainInsecureLinear:
     def setup_client(self, ep, prg=None) -> None:
         pass
 
+    def prepare_client(self, steps) -> dict:
+        return {}
+
     def setup_server(self, ep) -> None:
         pass
 

@@ -41,6 +41,18 @@ def support_positions(bud, n_ring: int) -> np.ndarray:
     return np.concatenate([base, half + base]).astype(np.int64)
 
 
+def precommit_all(eng, jobs) -> dict:
+    """Client, offline: (mask seed, h) for every proof of the announced layer groups
+    ``jobs`` = [(idx, group, budget, ciphertexts)], keyed by proof and geometry."""
+    for idx, group, bud, total in jobs:
+        sup = support_positions(bud, eng.params.n)
+        for k, cnt in enumerate(_chunks(total)):
+            key = (idx, group, k, bud.level, bud.log_delta, bud.D, cnt, sup.size)
+            eng._precommit[key] = popk.precommit(eng.params, eng.pk, bud.level, bud.log_delta, bud.D, sup,
+                                                 cnt, eng.prg.derive(f"popk-pre/{idx}/{group}.{k}"), eng.sigma)
+    return {"popk_precommits": len(eng._precommit)}
+
+
 def _chunks(total: int) -> list:
     return [min(popk.N_MAX, total - s) for s in range(0, total, popk.N_MAX)]
 
@@ -65,6 +77,11 @@ class _Batch:
             raise ProtocolError(f"crisp: more client ciphertexts than announced at step {self.idx}")
         return len(self.items) == self.todo[0]
 
+    def _key(self) -> tuple:
+        b = self.bud
+        return (self.idx, self.group, self.proof_no, b.level, b.log_delta, b.D, len(self.items),
+                self.support.size)
+
     def _next(self) -> None:
         self.items = []
         self.todo.pop(0)
@@ -82,8 +99,9 @@ class ClientBatch(_Batch):
         e, b = self.eng, self.bud
         prover = popk.Prover(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items,
                              e.prg.derive(f"popk/{self.idx}/{self.group}.{self.proof_no}"), e.sigma)
+        pre = e._precommit.pop(self._key(), None)
         for a in range(popk.MAX_ATTEMPTS):
-            h = tamper("popk-h", self.idx, prover.commit())
+            h = tamper("popk-h", self.idx, prover.commit(pre if a == 0 and pre else None))
             ep.send(SERVER, self._tag("h", a), np.frombuffer(h, np.uint8))
             (seed,) = ep.recv(SERVER, self._tag("ch", a), ArraySpec(np.uint8, (popk.SEED_BYTES,)))
             z = prover.respond(seed.tobytes(), force=bool(tamper("popk-force", self.idx, False)))

@@ -215,6 +215,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         else:
             store = PreprocessingStore(CLIENT)
             receive_preprocessing(ep, prm, steps, 1, store)
+        engine.prepare_client(steps)     # proof commitments (witness-independent)
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
