@@ -181,14 +181,12 @@ def _inside(tlo, thi, lim) -> np.ndarray:
     return (thi >= 0) & ((thi < l_hi) | ((thi == l_hi) & (tlo < l_lo)))
 
 
-def _exact_sum(mf: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """M @ W exactly for binary M (V x n, float64) and int64 W (n x c) with |W| < 2^62:
-    26-bit slices through float64 BLAS (sums < 2^32, exact)."""
-    acc = np.zeros((mf.shape[0], w.shape[1]), np.int64)
-    for sh in (0, 26):
-        part = (w >> sh) & ((1 << 26) - 1)
-        acc += (mf @ part.astype(np.float64)).astype(np.int64) << sh
-    acc += (mf @ (w >> 52).astype(np.float64)).astype(np.int64) << 52
+def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """M @ W for binary M (V x n) and int64 W (n x c): row-selected int64 additions (exact
+    while |sum| < 2^63; honest witnesses are < 2^58)."""
+    acc = np.zeros((m.shape[0], w.shape[1]), np.int64)
+    for j in range(w.shape[0]):
+        acc[m[:, j].astype(bool)] += w[j]
     return acc
 
 
@@ -244,7 +242,7 @@ class Prover(_Side):
         if self._y is None:
             raise ConfigError("popk: respond() without a fresh commit()")
         g = self.g
-        mf = challenge(seed, g.V, g.n).astype(np.float64)
+        mf = challenge(seed, g.V, g.n)
         ok, ts = True, []
         for i, (ylo, yhi) in enumerate(self._y):
             zlo, zhi = _norm(ylo + _exact_sum(mf, self.w[i]), yhi)
