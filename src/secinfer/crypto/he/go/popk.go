@@ -10,6 +10,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"math/big"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -141,20 +143,50 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 	hsh.Write([]byte("secinfer/crisp-popk/v1"))
 	hsh.Write(hdr)
 	buf := make([]byte, 8*N)
-	for k := 0; k < int(rows); k++ {
-		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
-		for j, ct := range ctv {
-			if ch[k*len(ctv)+j] == 1 {
-				r.Sub(c0, ct.v.Value[0], c0)
-				r.Sub(c1, ct.v.Value[1], c1)
+	// Rows are independent: evaluate a block of them concurrently (Lattigo's ring
+	// operations are pure functions of their arguments), then hash in order.
+	workers := runtime.NumCPU()
+	if workers > 4 {
+		workers = 4
+	}
+	type image struct{ c0, c1 ring.Poly }
+	for base := 0; base < int(rows); base += workers {
+		end := base + workers
+		if end > int(rows) {
+			end = int(rows)
+		}
+		block := make([]image, end-base)
+		panics := make([]any, end-base)
+		var wg sync.WaitGroup
+		for k := base; k < end; k++ {
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				defer func() { panics[k-base] = recover() }()
+				c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
+				for j, ct := range ctv {
+					if ch[k*len(ctv)+j] == 1 {
+						r.Sub(c0, ct.v.Value[0], c0)
+						r.Sub(c1, ct.v.Value[1], c1)
+					}
+				}
+				block[k-base] = image{c0, c1}
+			}(k)
+		}
+		wg.Wait()
+		for _, p := range panics {
+			if p != nil {
+				panic(p)
 			}
 		}
-		for _, p := range []ring.Poly{c0, c1} {
-			for l := 0; l <= r.Level(); l++ {
-				for j, c := range p.Coeffs[l] {
-					binary.LittleEndian.PutUint64(buf[8*j:], c)
+		for _, im := range block {
+			for _, p := range []ring.Poly{im.c0, im.c1} {
+				for l := 0; l <= r.Level(); l++ {
+					for j, c := range p.Coeffs[l] {
+						binary.LittleEndian.PutUint64(buf[8*j:], c)
+					}
+					hsh.Write(buf)
 				}
-				hsh.Write(buf)
 			}
 		}
 	}
