@@ -9,6 +9,7 @@ import "C"
 import (
 	"math"
 	"math/big"
+	"math/bits"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -42,6 +43,54 @@ func setSigned(r *ring.Ring, p ring.Poly, j int, x *big.Int) {
 	tmp := new(big.Int)
 	for l, s := range r.SubRings[:r.Level()+1] {
 		p.Coeffs[l][j] = tmp.Mod(x, new(big.Int).SetUint64(s.Modulus)).Uint64()
+	}
+}
+
+// f64Residues writes an integral float64 x = mant * 2^e (|mant| < 2^53) into every RNS
+// level as (mant mod q) * (2^e mod q) mod q: the same residues as converting x to a big.Int
+// and reducing it, without allocating per coefficient.
+type f64Residues struct {
+	mods []uint64
+	pow2 [][]uint64 // pow2[l][e] = 2^e mod q_l, e < 1024
+}
+
+func newF64Residues(r *ring.Ring) *f64Residues {
+	f := &f64Residues{}
+	for _, s := range r.SubRings[:r.Level()+1] {
+		q := s.Modulus
+		tab := make([]uint64, 1024)
+		tab[0] = 1 % q
+		for e := 1; e < 1024; e++ {
+			hi, lo := bits.Mul64(tab[e-1], 2)
+			tab[e] = bits.Rem64(hi, lo, q)
+		}
+		f.mods = append(f.mods, q)
+		f.pow2 = append(f.pow2, tab)
+	}
+	return f
+}
+
+func (f *f64Residues) set(p ring.Poly, j int, x float64) {
+	neg := x < 0
+	if neg {
+		x = -x
+	}
+	frac, e := math.Frexp(x) // x = frac * 2^e, frac in [0.5, 1)
+	var mant uint64
+	shift := 0
+	if e <= 53 {
+		mant = uint64(x) // exact: x is an integer below 2^53
+	} else {
+		mant = uint64(math.Ldexp(frac, 53)) // exact: 53-bit significand
+		shift = e - 53
+	}
+	for l, q := range f.mods {
+		hi, lo := bits.Mul64(mant%q, f.pow2[l][shift])
+		v := bits.Rem64(hi, lo, q)
+		if neg && v != 0 {
+			v = q - v
+		}
+		p.Coeffs[l][j] = v
 	}
 }
 
@@ -88,16 +137,16 @@ func he_coeff_encode(ph C.uint64_t, vals *C.double, n C.int, level C.int, scale 
 	}
 	r := P.RingQ().AtLevel(int(level))
 	pt := rlwe.NewPlaintext(P, int(level))
-	bf := new(big.Float)
-	bi := new(big.Int)
+	enc := newF64Residues(r)
 	for j, v := range f64s(vals, int(n)) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			fail(codeArgument, "coefficient %d is not finite", j)
 		}
 		x := math.Round(v * float64(scale))
-		bf.SetFloat64(x)
-		bf.Int(bi)
-		setSigned(r, pt.Value, j, bi)
+		if math.IsInf(x, 0) {
+			fail(codeArgument, "coefficient %d overflows after scaling", j)
+		}
+		enc.set(pt.Value, j, x)
 	}
 	pt.Scale = rlwe.NewScale(float64(scale))
 	pt.IsBatched = false
