@@ -87,3 +87,15 @@ def test_intervals_from_marks():
     iv = query_intervals(meters)
     assert [round(v["upload"], 6) for v in iv] == [0.3, 0.1]
     assert [round(v["server"], 6) for v in iv] == [0.6, 0.4]
+
+
+def test_real_process_bench_row_small():
+    """The `secinfer bench astra-real` measurement on real processes, tiny: it runs, the
+    output is the oracle's, and every query contributes one interval."""
+    from secinfer.bench.astra_suite import real_latency
+
+    r = real_latency("astra", "malicious", "classification", d=16, queries=3, warmup=1, network="lat=1")
+    assert r["correct"] and r["measured"] == 2
+    assert r["server_rounds"] == r["online_rounds"] - 1 == 5
+    assert r["floor_server_ms"] == pytest.approx(5.0)
+    assert r["server"]["min_ms"] >= 5.0 * 0.95   # never faster than rounds x latency

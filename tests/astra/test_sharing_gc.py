@@ -60,3 +60,14 @@ def test_half_gates_garbling_and_authenticity():
     out2 = gcm.evaluate(circ, bad, act)
     other = gcm.select(g.out_zero[:, 0], y ^ 1, R)
     assert not np.any(np.all(out2[:, 0] == other, axis=-1))
+
+
+def test_online_label_check_hashes_like_the_commitments():
+    from secinfer.crypto.gc import garble as gcm
+    from secinfer.protocols.astra.bitext import _label_hashes
+
+    labels = np.random.default_rng(5).integers(0, 2**63, (3, 64, 2), dtype=np.uint64)
+    assert _label_hashes(labels) == gcm.label_hash(labels).tobytes()
+    flipped = labels.copy()
+    flipped[1, 7, 0] ^= np.uint64(1)
+    assert _label_hashes(flipped) != gcm.label_hash(labels).tobytes()
