@@ -130,22 +130,30 @@ def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: boo
 def _e2e(model_name: str, graph_path: str, x, security: str, network: str, options: dict) -> dict:
     from secinfer.runtime.launcher import run_local
 
-    # benchmark B moves ~GB of gate keys: a party busy decoding one can miss 3 s heartbeats
-    settings = {"peer_timeout": 120.0} if model_name == "muse-b" else None
+    # default peer timeout for every model: since the dealer's keys travel in pieces of
+    # <= 16384 gates (crisp.offline.KEY_PIECE), no party is busy with one frame for seconds
+    settings = None
     res = run_local(protocol="crisp", security=security, model_path=graph_path, input_array=x,
                     network=network, fixed=None, options=options, timeout=3600, progress=False,
                     cluster_settings=settings)
     lin = nonlin = 0
-    for meter in res.meters.values():
+    off = {"dealer_to_server_keys": 0, "dealer_to_client_keys": 0, "dealer_input_masks": 0,
+           "server_client": 0, "other": 0}
+    for role, meter in res.meters.items():
         for key, (payload, _wire, _msgs) in meter.get("by_tag", {}).items():
-            ph, d, _p, tag = key.split("|", 3)
-            if ph != "online" or d != "sent":
+            ph, d, peer, tag = key.split("|", 3)
+            if d != "sent":
+                continue
+            if ph == "offline":
+                off[_offline_item(role, peer, tag)] += payload
+            if ph != "online":
                 continue
             if tag.startswith("crisp/lin/"):
                 lin += payload
             elif tag.startswith("crisp/g/"):
                 nonlin += payload
     srv = (res.parties.get("server") or {}).get("info", {}) if isinstance(res.parties, dict) else {}
+    dealer = (res.parties.get("dealer") or {}).get("info", {}) if isinstance(res.parties, dict) else {}
     return {"kind": "e2e", "model": model_name, "security": security, "network": network,
             "batch": int(np.shape(x)[0]), "online_s": res.latency_s.get("online"),
             "offline_s": res.latency_s.get("offline"), "setup_s": res.latency_s.get("setup"),
@@ -153,8 +161,25 @@ def _e2e(model_name: str, graph_path: str, x, security: str, network: str, optio
             "online_linear_bytes": lin, "online_nonlinear_bytes": nonlin,
             "online_linear_s": (srv.get("online_seconds") or {}).get("linear"),
             "online_nonlinear_s": (srv.get("online_seconds") or {}).get("nonlinear"),
+            **{f"offline_bytes_{k}": v for k, v in off.items()},
+            "offline_dealer_keygen_s": dealer.get("keygen_s"), "offline_dealer_serialise_s": dealer.get("key_serialise_s"),
+            **{f"offline_key_bytes_per_gate_{g}": round(v["bytes_both"] / 2 / v["gates"], 1)
+               for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},
+            **{f"offline_gates_{g}": v["gates"] for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},
             "rounds_online": res.rounds.get("online", 0), "linear_engine": srv.get("linear_engine"),
             "he_params": options.get("he_params", "ckks-n14-128")}
+
+
+def _offline_item(role: str, peer: str, tag: str) -> str:
+    """Which part of the offline traffic a message is: the dealer's FSS keys (F_FSS, which
+    the paper's Table II may count as ideal) or input masks, or server <-> client bytes."""
+    if role == "dealer":
+        if tag.startswith("crisp/key/"):
+            return "dealer_to_server_keys" if peer == "server" else "dealer_to_client_keys"
+        return "dealer_input_masks"
+    if {role, peer} == {"server", "client"}:
+        return "server_client"
+    return "other"
 
 
 def _model_file(name: str, tmp: str) -> tuple[str, np.ndarray]:

@@ -287,8 +287,8 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
         # the keep/lose selection costs nothing.
         tw = gen_table[a]
         blk = [h.hash(s[b], tw) for b in (0, 1)]            # (B, 2 + 2 nv, 2) each
-        v_keep = [_word_planes(params, blk[b][:, 2:2 + nv]) for b in (0, 1)]
-        v_lose = [_word_planes(params, blk[b][:, 2 + nv:2 + 2 * nv]) for b in (0, 1)]
+        v_keep = [_word_planes(params, blk[b][:, 2:2 + nv], contiguous=True) for b in (0, 1)]
+        v_lose = [_word_planes(params, blk[b][:, 2 + nv:2 + 2 * nv], contiguous=True) for b in (0, 1)]
         sl = [blk[b][:, 1].copy() for b in (0, 1)]
         tl = [(sl[b][:, 0] & np.uint64(1)).astype(np.uint8) for b in (0, 1)]
         tk = [(blk[b][:, 0, 0] & np.uint64(1)).astype(np.uint8) for b in (0, 1)]
@@ -319,7 +319,9 @@ def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tupl
     conv = [_word_planes(params, h.hash(s[b], params.convert_tweaks())) for b in (0, 1)]
     final = _pcond_neg(_psub(_psub(conv[1], conv[0]), v_alpha), t[1])
     final = params.reduce_entries(np.stack(final, axis=-1))
-    v_cw = params.pack(params.reduce_entries(vcw_pl.transpose(1, 2, 3, 0)))
+    # pack (keeps each entry's whole bytes), then clear the unused top bits of partial bytes
+    v_cw = params.pack(vcw_pl.transpose(1, 2, 3, 0))
+    v_cw &= params.byte_limits
     # both parties' keys hold the same correction words (read-only arrays, shared)
     keys = tuple(DCFKeys(params, b, root[b], s_cw, t_cw, v_cw, final) for b in (0, 1))
     return keys  # type: ignore[return-value]
@@ -331,10 +333,14 @@ def _planes(a: np.ndarray) -> list:
     return [np.ascontiguousarray(a[..., w]) for w in range(a.shape[-1])]
 
 
-def _word_planes(params: DCFParams, blocks: np.ndarray) -> list:
-    """(B, nv, 2) hash blocks -> the payload as limb planes (word p L + l is limb l of entry p)."""
+def _word_planes(params: DCFParams, blocks: np.ndarray, contiguous: bool = False) -> list:
+    """(B, nv, 2) hash blocks -> the payload as limb planes (word p L + l is limb l of entry p);
+    strided views, or (``contiguous``) one de-interleaving copy for repeated use."""
     b, lim, pay = blocks.shape[0], params.group.limbs, params.payload
     w = blocks.reshape(b, -1)
+    if contiguous:
+        t = np.ascontiguousarray(w[:, :pay * lim].reshape(b, pay, lim).transpose(2, 0, 1))
+        return [t[l] for l in range(lim)]
     return [w[:, l:pay * lim:lim] for l in range(lim)]
 
 
