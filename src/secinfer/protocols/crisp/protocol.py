@@ -101,9 +101,13 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
                 ep.send(DEALER, "crisp/mu", mu)
         # the server's own input-independent HE work: masks and weight plaintexts (while the
         # dealer generates the keys; they queue in the transport meanwhile)
+        t_off = time.perf_counter()
         he_offline = engine.prepare_server(steps, plan.weights, prg.derive("he-offline"))
+        off_s = {"he_prepare": time.perf_counter() - t_off}
         if not ahead:
+            t_off = time.perf_counter()
             receive_preprocessing(ep, prm, steps, 0, store)
+            off_s["receive_keys"] = time.perf_counter() - t_off
         ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
@@ -149,6 +153,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         timing["check_and_output"] = time.perf_counter() - t0
     wipe(store)
     info = _info(engine, prm, checks, timing)
+    info["offline_seconds"] = off_s
     info.update(he_offline)
     return PartyResult(info=info)
 
@@ -209,13 +214,18 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         x = x.reshape(in_shape)
         engine.setup_client(ep, job.prg.derive("crisp-client-he"))
     ahead = job.options.get("preprocessing_dir")
+    off_s: dict = {}
     with ep.phase("offline"):
         if ahead:
             store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
         else:
             store = PreprocessingStore(CLIENT)
+            t_off = time.perf_counter()
             receive_preprocessing(ep, prm, steps, 1, store)
+            off_s["receive_keys"] = time.perf_counter() - t_off
+        t_off = time.perf_counter()
         engine.prepare_client(steps)     # proof commitments (witness-independent)
+        off_s["proof_commitments"] = time.perf_counter() - t_off
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
@@ -247,7 +257,8 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         lifted.check_reduced(g, y0, "client <- server output")
         y = lifted.low_bits(g, g.add(y0, y1.reshape(-1, g.limbs)), prm.n).reshape(out_shape)
     wipe(store)
-    return PartyResult(output=cfg.decode(y), output_ring=y, info=_info(engine, prm, checks))
+    return PartyResult(output=cfg.decode(y), output_ring=y,
+                       info={**_info(engine, prm, checks), "offline_seconds": off_s})
 
 
 # ---- dealer ------------------------------------------------------------------------------
