@@ -154,6 +154,7 @@ def _e2e(model_name: str, graph_path: str, x, security: str, network: str, optio
                 nonlin += payload
     srv = (res.parties.get("server") or {}).get("info", {}) if isinstance(res.parties, dict) else {}
     dealer = (res.parties.get("dealer") or {}).get("info", {}) if isinstance(res.parties, dict) else {}
+    cli = (res.parties.get("client") or {}).get("info", {}) if isinstance(res.parties, dict) else {}
     return {"kind": "e2e", "model": model_name, "security": security, "network": network,
             "batch": int(np.shape(x)[0]), "online_s": res.latency_s.get("online"),
             "offline_s": res.latency_s.get("offline"), "setup_s": res.latency_s.get("setup"),
@@ -163,6 +164,8 @@ def _e2e(model_name: str, graph_path: str, x, security: str, network: str, optio
             "online_nonlinear_s": (srv.get("online_seconds") or {}).get("nonlinear"),
             **{f"offline_bytes_{k}": v for k, v in off.items()},
             "offline_dealer_keygen_s": dealer.get("keygen_s"), "offline_dealer_serialise_s": dealer.get("key_serialise_s"),
+            **{f"offline_server_{k}_s": v for k, v in (srv.get("offline_seconds") or {}).items()},
+            **{f"offline_client_{k}_s": v for k, v in (cli.get("offline_seconds") or {}).items()},
             **{f"offline_key_bytes_per_gate_{g}": round(v["bytes_both"] / 2 / v["gates"], 1)
                for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},
             **{f"offline_gates_{g}": v["gates"] for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},

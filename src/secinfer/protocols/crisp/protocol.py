@@ -216,6 +216,11 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     ahead = job.options.get("preprocessing_dir")
     off_s: dict = {}
     with ep.phase("offline"):
+        # proof commitments (witness-independent) first: the dealer's keys queue in the
+        # transport while the client computes them
+        t_off = time.perf_counter()
+        engine.prepare_client(steps)
+        off_s["proof_commitments"] = time.perf_counter() - t_off
         if ahead:
             store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
         else:
@@ -223,9 +228,6 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             t_off = time.perf_counter()
             receive_preprocessing(ep, prm, steps, 1, store)
             off_s["receive_keys"] = time.perf_counter() - t_off
-        t_off = time.perf_counter()
-        engine.prepare_client(steps)     # proof commitments (witness-independent)
-        off_s["proof_commitments"] = time.perf_counter() - t_off
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
