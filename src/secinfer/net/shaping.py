@@ -7,10 +7,13 @@ The socket transport applies it per directed link, on real frames:
   whole wire frame) is handed to the socket only when the bucket holds ``n`` tokens,
   refilled at the link's bandwidth (burst ``BURST_BYTES``); frames queue behind each other
   per link and links are independent, as on separate wires;
-* the **receiver** stamps each frame's arrival time and releases it to the protocol no
-  earlier than arrival + one-way latency.
+* the **receiver** releases each frame to the protocol one-way latency after it was sent:
+  the sender stamps the time the frame may leave; on a loopback link (one clock) the
+  release is stamp + latency clamped to [arrival, arrival + latency], so the real loopback
+  time is part of the modelled latency rather than added to it; from another host,
+  arrival + latency.
 
-So a frame of n bytes costs ~ n / bandwidth + latency + the real loopback time, and a
+So a frame of n bytes costs ~ n / bandwidth + max(latency, real loopback time), and a
 protocol with r sequential rounds pays r * latency. Control traffic (heartbeats,
 close handshakes) is neither paced nor delayed.
 

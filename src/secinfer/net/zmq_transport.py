@@ -14,12 +14,14 @@ Threads. One background I/O thread owns every socket. The protocol thread hands 
 to it through an in-process PAIR socket (no copy for large frames). The I/O thread:
 
 * answers ZAP requests;
-* receives frames, stamps arrival time and appends them to per-peer inboxes (a frame
-  over the cap becomes a ``MessageTooLargeError`` in order; libzmq's ``maxmsgsize`` is
+* receives frames and appends them to per-peer inboxes with their release time (a frame
+  over the cap becomes a ``MessageTooLargeError`` in order; more than ``max_inbox`` bytes
+  waiting from one peer cut it off with ``InboxFullError``; libzmq's ``maxmsgsize`` is
   set to cap + slack, a frame above that drops the connection and the reconnection is
   reported as a ``FrameError``, since frames may have been lost);
-* paces outgoing frames per link with a token bucket and the receiver releases a frame
-  at arrival + one-way latency (``secinfer.net.shaping``);
+* sends the paced frames whose time has come (the protocol thread reserves a link's
+  token bucket and sends a frame that may leave at once itself); every data frame carries
+  its send time and the receiver releases it one-way latency later (``secinfer.net.shaping``);
 * sends a heartbeat to every peer every ``heartbeat_interval`` seconds; a peer silent
   for ``peer_timeout`` seconds is dead and pending and future receives from it raise
   ``PeerDeadError``; so is a peer whose connection dropped (libzmq monitor event) and
