@@ -99,3 +99,13 @@ def test_real_process_bench_row_small():
     assert r["server_rounds"] == r["online_rounds"] - 1 == 5
     assert r["floor_server_ms"] == pytest.approx(5.0)
     assert r["server"]["min_ms"] >= 5.0 * 0.95   # never faster than rounds x latency
+
+
+def test_real_wan_throughput_row_small():
+    """Throughput on the paper's WAN links (per-link RTTs): ASTRA's semi-honest dot product
+    uses only the P1-P2 link (RTT 81.7 ms), so one batch takes at least that one-way delay."""
+    from secinfer.bench.astra_suite import PAPER_WAN_LINKS, real_throughput
+
+    r = real_throughput("astra", "semi-honest", "regression", d=16, batch=4)
+    assert r["server_s"] >= PAPER_WAN_LINKS[("p1", "p2")] / 2e3 * 0.95
+    assert r["throughput_per_min"] == pytest.approx(60 * 4 / r["server_s"])

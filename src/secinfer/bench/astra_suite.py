@@ -256,6 +256,41 @@ def _stats(vals) -> dict:
             "p90_ms": float(np.percentile(a, 90)), "min_ms": float(a.min())}
 
 
+# [ASTRA 6, "Network & Hardware"] WAN: per-link RTTs, 25 Mbit/s; the client and the model
+# owner get LAN links (the paper's figures count the servers' work only)
+PAPER_WAN_LINKS = {("p0", "p1"): 201.928, ("p1", "p2"): 81.736, ("p0", "p2"): 229.792}
+REAL_WAN_BATCH = {"quick": 50, "full": 200}
+
+
+def paper_wan_links() -> dict:
+    from secinfer.net.shaping import parse_profile
+    return {frozenset(k): parse_profile(f"bw=3.125,lat={rtt / 2:g}") for k, rtt in PAPER_WAN_LINKS.items()}
+
+
+def real_throughput(protocol: str, security: str, task: str, d: int, batch: int, workdir=None) -> dict:
+    """Online throughput with real processes on the paper's WAN (per-link RTTs, 25 Mbit/s
+    between the servers): one batch of ``batch`` queries, throughput = batch / the servers'
+    online interval, in queries per minute [ASTRA Tables 7, 9]."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from secinfer.runtime.launcher import run_local
+
+    cls = task == "classification"
+    with tempfile.TemporaryDirectory(prefix="astra-wan-", dir=workdir) as tmp:
+        path = Path(tmp) / f"linear-{d}-{task}.onnx"
+        x = np.repeat(_linear_onnx(path, d, cls), batch, axis=0)
+        r = run_local(protocol, security, path, x, network="lan", timeout=1800.0,
+                      cluster_settings={"links": paper_wan_links(), "peer_timeout": 30.0})
+    iv = query_intervals(r.meters)[0]
+    return {"protocol": protocol, "security": security, "task": task, "d": d, "batch": batch,
+            "server_s": iv["server"], "upload_s": iv["upload"], "online_rounds": r.rounds["online"],
+            "throughput_per_min": 60.0 * batch / iv["server"],
+            "online_bytes": r.bytes_by_phase["online"]}
+
+
 def real_latency(protocol: str, security: str, task: str, d: int, queries: int, warmup: int,
                  network: str = "lan", workdir=None) -> dict:
     """One real multi-process session (``runtime.launcher.run_local``: one OS process per
@@ -315,9 +350,15 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
     settings = [(s, t) for s in ("semi-honest", "malicious") for t in ("regression", "classification")]
     prog = Progress("astra-real", len(nets) * len(settings) * len(protocols) + 2)
     raw: dict = {"real": [], "model": {}}
+    wan_batch = REAL_WAN_BATCH["quick" if quick else "full"]
+    raw["wan_throughput"] = []
     for net in nets:
         for sec, task in settings:
             for proto in protocols:
+                if net == "wan":   # throughput on the paper's WAN links, one batch
+                    prog(f"{proto} {sec} {task} d={d}: batch of {wan_batch}, real processes, paper WAN links")
+                    raw["wan_throughput"].append(real_throughput(proto, sec, task, d, wan_batch))
+                    continue
                 prog(f"{proto} {sec} {task} d={d}: {queries} queries, real processes, network {net}")
                 raw["real"].append(real_latency(proto, sec, task, d, queries, warmup, net))
     for prof in ("lan", "wan"):
@@ -350,13 +391,29 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
                         "aby3_server_rounds": base["server_rounds"], "aby3_correct": base["correct"],
                         "improv_server_latency": base["server"]["median_ms"] / r["server"]["median_ms"]})
         rows.append(row)
+    for r in raw["wan_throughput"]:
+        if r["protocol"] != "astra":
+            continue
+        base = next((b for b in raw["wan_throughput"] if b["protocol"] == "aby3" and b["security"] == r["security"]
+                     and b["task"] == r["task"]), None)
+        wan = next(p for p in raw["model"]["wan"]["prediction"]
+                   if p["security"] == r["security"] and p["task"] == r["task"])
+        rows.append({"table": "7/9 real", "profile": "paper-wan", "security": r["security"], "task": r["task"], "d": d,
+                     "batch": r["batch"], "astra_server_s": r["server_s"],
+                     "astra_throughput_per_min": r["throughput_per_min"],
+                     "aby3_server_s": base and base["server_s"],
+                     "aby3_throughput_per_min": base and base["throughput_per_min"],
+                     "improv_throughput": base and r["throughput_per_min"] / base["throughput_per_min"],
+                     "wan_model_improv_throughput": wan["ratio_online_throughput"],
+                     "paper_improv_throughput": PAPER_THROUGHPUT[(r["task"], r["security"], "wan")]})
+    rows_lat = [r for r in rows if r["table"] == "6/8 real"]
     plots = [{"title": f"Real-process online latency (servers' part), d = {d}", "kind": "bar",
-              "x": [f"{'mal.' if r['security'] == 'malicious' else 'semi'} {r['task'][:5]}. {r['profile']}" for r in rows],
+              "x": [f"{'mal.' if r['security'] == 'malicious' else 'semi'} {r['task'][:5]}. {r['profile']}" for r in rows_lat],
               "xlabel": "setting", "ylabel": "milliseconds (median)", "logy": True, "file": "astra_real_latency.png",
-              "series": {"ASTRA": [num(r["astra_server_ms_median"]) for r in rows],
-                         "ABY3": [num(r.get("aby3_server_ms_median")) for r in rows],
-                         "paper ASTRA": [num(r["paper_astra_ms"]) for r in rows],
-                         "rounds x latency": [num(r["astra_floor_server_ms"]) for r in rows]}}]
+              "series": {"ASTRA": [num(r["astra_server_ms_median"]) for r in rows_lat],
+                         "ABY3": [num(r.get("aby3_server_ms_median")) for r in rows_lat],
+                         "paper ASTRA": [num(r["paper_astra_ms"]) for r in rows_lat],
+                         "rounds x latency": [num(r["astra_floor_server_ms"]) for r in rows_lat]}}] if rows_lat else []
     return {"suite": "astra-real", "network": ",".join(nets), "baseline": "in-repo ABY3 (same run)",
             "interval": query_intervals.__doc__.strip().split("\n\n")[0], "rows": rows, "plots": plots,
             "raw": raw, "seconds": prog.elapsed()}
