@@ -10,11 +10,11 @@ invocation and its communication saving, next to the paper's factors.
 AlexNet and the Transformer semi-honest only (malicious Falcon+ generates its verification
 triples in-protocol, several minutes each for these two).
 Full: semi-honest, all eight networks at batch 128 except VGG16 and ResNet18 (batch 8:
-time on a 2-core machine); malicious, Network-A, -B, -C and LeNet at 128, AlexNet and the
-Transformer at 8, VGG16 and ResNet18 not run (malicious Falcon+ makes a verified triple of
-the shapes of every matrix product, 44 copies of a layer's operands per party: VGG16's
-4096 x 4096 layer alone needs about 12 GB per party). The JSON says which batch ran and
-what was skipped. All semi-honest runs come first, so a partial run keeps them.
+time on a 2-core machine); malicious, Network-A and -B at 128, Network-C and LeNet at 32,
+AlexNet and the Transformer at 8, VGG16 and ResNet18 not run: malicious Falcon+ makes a
+verified triple of the shapes of every matrix product, 44 copies of a layer's operands
+per party (VGG16's 4096 x 4096 layer alone needs about 12 GB per party; Network-C at 128
+was OOM-killed at 17.8 GB). The JSON says which batch ran and what was skipped. All semi-honest runs come first, so a partial run keeps them.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ QUICK_SEMI_HONEST_ONLY = ("alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
 FULL_BATCH_OVERRIDES = {"vgg16": 8, "resnet18": 8}
-FULL_MALICIOUS_BATCH_OVERRIDES = {"alexnet": 8, "stamp-transformer": 8}
+# malicious Falcon+ keeps 44 copies of a layer's triple operands per party: Network-C at
+# batch 128 was OOM-killed at 17.8 GB resident (2026-11-22), so 32 for the conv networks
+FULL_MALICIOUS_BATCH_OVERRIDES = {"network-c": 32, "lenet": 32, "alexnet": 8, "stamp-transformer": 8}
 FULL_MALICIOUS_SKIP = {"vgg16": "malicious Falcon+ triple generation does not fit in 24 GB (about 12 GB per party "
                                 "for the 4096 x 4096 layer's triples alone)",
                        "resnet18": "malicious Falcon+ triple generation does not fit in 24 GB (44 copies of every "
