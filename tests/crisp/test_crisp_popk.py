@@ -65,7 +65,8 @@ def test_honest_runs_pass_the_proof_and_stay_exact(model):
     res = run_crisp(g, x, "malicious", linear="ckks", extra=HE)
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, x, FX64))
-    assert "plaintext knowledge" not in res["client"].info["missing"]
+    missing = res["client"].info["missing"]
+    assert "plaintext knowledge" not in missing and "public key" in missing    # truthful
 
 
 POS = 20      # a coefficient of the first layer's real half whose input has non-zero weights
@@ -160,3 +161,4 @@ def test_semi_honest_runs_without_the_proof():
     res = run_crisp(MLP, X[:1], "semi-honest", linear="ckks", extra=HE)
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, X[:1], FX64))
+    assert res["client"].info["missing"] == ""

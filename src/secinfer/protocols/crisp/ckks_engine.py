@@ -188,14 +188,16 @@ class CKKSLinear:
 
     name = "ckks"
     insecure = False
-    # the proof of plaintext knowledge (protocols/crisp/proof.py) relies on this
-    missing = "proof that the client's public key is well formed (pk1 uniform, pk0 + pk1 s small)"
+    # malicious client: the proof of plaintext knowledge (protocols/crisp/proof.py) covers
+    # every ciphertext but relies on this (docs/protocols/crisp.md, "Remaining gap")
+    MISSING_MALICIOUS = "proof that the client's public key is well formed (pk1 uniform, pk0 + pk1 s small)"
 
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
         from secinfer.crypto.he.params import get_params
 
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
+        self.missing = self.MISSING_MALICIOUS if malicious else ""
         self.params = get_params(params_name, allow_insecure=True)
         if self.params.insecure and not allow_insecure:
             raise InsecureParametersError(f"crisp/ckks: {params_name} is a test-only parameter set")
