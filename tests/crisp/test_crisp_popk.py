@@ -61,7 +61,7 @@ def _assert_popk_abort(res):
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_honest_runs_pass_the_proof_and_stay_exact(model):
-    g, x = (MLP, X[20:22]) if model == "mlp" else (CNN, X[30:31])
+    g, x = (MLP, X[20:22]) if model == "mlp" else (CNN, X[30:32])
     res = run_crisp(g, x, "malicious", linear="ckks", extra=HE)
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, x, FX64))
@@ -162,3 +162,21 @@ def test_semi_honest_runs_without_the_proof():
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, X[:1], FX64))
     assert res["client"].info["missing"] == ""
+
+
+def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
+    """40 inputs: a layer group of 80 client ciphertexts runs as proofs of 64 + 16."""
+    from secinfer.crypto.zk import popk
+
+    sizes = []
+    orig = popk.Prover.__init__
+
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        sizes.append(self.g.n)
+    monkeypatch.setattr(popk.Prover, "__init__", init)
+    x = X[:40]
+    res = run_crisp(MLP, x, "malicious", linear="ckks", extra=HE)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
+    assert popk.N_MAX in sizes and max(sizes) == popk.N_MAX and min(sizes) < popk.N_MAX
