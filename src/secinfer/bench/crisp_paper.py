@@ -294,8 +294,8 @@ def run(quick: bool = False, network: str | None = None, include_muse_b: bool = 
     return {"suite": "crisp", "network": network, "rows": rows, "plots": plots, "muse_b_he_ciphertexts": he_counts,
             "notes": ("ReLU online bytes are n = 64 bits per element per party in one round with or without "
                       "MACs; the paper's '2 KB for 2^18 ReLUs' cannot hold for any protocol that opens x + r. "
-                      "HE linear layers: exact coefficient packing, ckks-n14-128; ZK proof of plaintext "
-                      "knowledge not implemented (see docs/protocols/crisp.md). "
+                      "HE linear layers: exact coefficient packing, ckks-n14-128; proof of plaintext "
+                      "knowledge included in the malicious online figures (see docs/protocols/crisp.md). "
                       "Offline bytes are the dealer's FSS keys (rows offline_bytes_dealer_to_*_keys); any DCF key "
                       "is >= n (lambda + 2) bits per party, >= 26.5 MB per party for benchmark A's gates, so a "
                       "5 MB offline figure cannot include F_FSS keys; the server<->client offline bytes are "
