@@ -9,8 +9,8 @@ invocation and its communication saving, next to the paper's factors.
 ``--quick``: Network-A, -B, -C, LeNet, AlexNet and the Transformer at batch 8 (the paper uses 128);
 AlexNet and the Transformer semi-honest only (malicious Falcon+ generates its verification
 triples in-protocol, several minutes each for these two).
-Full: semi-honest, all eight networks at batch 128 except VGG16 and ResNet18 (batch 8:
-time on a 2-core machine); malicious, Network-A and -B at 128, Network-C and LeNet at 32,
+Full: semi-honest, all eight networks at batch 128 except ResNet18 (batch 8: its Falcon+
+run takes 5 min at 8 on a 2-core machine); malicious, Network-A and -B at 128, Network-C and LeNet at 32,
 AlexNet and the Transformer at 8, VGG16 and ResNet18 not run: malicious Falcon+ makes a
 verified triple of the shapes of every matrix product, 44 copies of a layer's operands
 per party (VGG16's 4096 x 4096 layer alone needs about 12 GB per party; Network-C at 128
@@ -25,7 +25,7 @@ QUICK_NETWORKS = ("secureml-a", "network-b", "network-c", "lenet", "alexnet", "s
 QUICK_SEMI_HONEST_ONLY = ("alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
-FULL_BATCH_OVERRIDES = {"vgg16": 8, "resnet18": 8}
+FULL_BATCH_OVERRIDES = {"resnet18": 8}     # VGG16 at 128: ~5 min, 2026-11-22
 # malicious Falcon+ keeps 44 copies of a layer's triple operands per party: Network-C at
 # batch 128 was OOM-killed at 17.8 GB resident (2026-11-22), so 32 for the conv networks
 FULL_MALICIOUS_BATCH_OVERRIDES = {"network-c": 32, "lenet": 32, "alexnet": 8, "stamp-transformer": 8}
