@@ -112,3 +112,69 @@ def test_altered_softmax_step2_value():
         return eng.reveal_to(1, y)
     res, _ = run3(body, malicious=True, adversary=1, send_tag="stamp/exp'")
     _check_aborted(res, 1, ["softmax-step2"])
+
+
+# ---- shared masked openings: sigma = W - B (weights) and rho = X - A (an activation) ------
+def _shared_operand_body(tamper_second=None, tamper_rho_second=None):
+    """x @ W and y @ W share W's sigma (opened once by ``prepare``); y feeds two products,
+    which share y's rho. ``tamper_second``: that party adds 1 to its product component of
+    the second product with W only (consistently), i.e. after sigma has been shared."""
+    from types import SimpleNamespace
+    w = _rand((8, 3), 22, 0.5)
+    y = _rand((6, 8), 23)
+    v = _rand((8, 3), 24, 0.5)
+    xs, ws, ys, vs = dealer_pairs(X, 1), dealer_pairs(w, 2), dealer_pairs(y, 3), dealer_pairs(v, 4)
+    g1 = Node("g1", "Gemm", ["x", "w"], ["h1"], {})
+    g2 = Node("g2", "Gemm", ["y", "w"], ["h2"], {})
+    g3 = Node("g3", "Gemm", ["y", "v"], ["h3"], {})
+    graph = SimpleNamespace(nodes=[g1, g2, g3], weight_info={"w": None, "v": None})
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops)
+        be.prepare(graph, {"w": ws[i], "v": vs[i]})
+        h1 = be.product(g1, xs[i], ws[i], None, [RELU], [[]], (6, 3))
+        if tamper_second == i:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1))
+        h2 = be.product(g2, ys[i], ws[i], None, [RELU], [[]], (6, 3))
+        if tamper_second == i:
+            eng.zero3 = honest_zero3
+        if tamper_rho_second == i:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1 << 31))
+        h3 = be.product(g3, ys[i], vs[i], None, [RELU], [[]], (6, 3))
+        out = eng.reveal_to(1, Pair(np.concatenate([h1.a, h2.a, h3.a]), np.concatenate([h1.b, h2.b, h3.b])))
+        return out, dict(be.counts)
+    return body, (w, y, v)
+
+
+def test_shared_sigma_and_rho_honest_run_is_exact():
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir import fixed_ops
+    body, (w, y, v) = _shared_operand_body()
+    res, _ = run3(body, malicious=True)
+    for r in res.values():
+        assert not isinstance(r, Exception), r
+    out, counts = res[1]
+    ref = np.concatenate([fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32),
+                          fixed_ops.relu(fixed_ops.gemm(y, w, None, FX32), FX32),
+                          fixed_ops.relu(fixed_ops.gemm(y, v, None, FX32), FX32)])
+    assert np.array_equal(out, ref)
+    assert counts["sigma_reused"] == 3 and counts["rho_reused"] == 1
+
+
+@pytest.mark.parametrize("adversary", [0, 2])
+def test_tampered_multiplication_with_shared_sigma(adversary):
+    """The error goes into the second product with W, whose check reuses the sigma
+    opened for the first (and offline): still caught."""
+    body, _ = _shared_operand_body(tamper_second=adversary)
+    res, _ = run3(body, malicious=True)
+    _check_aborted(res, adversary, ["multiplication-check"])
+
+
+def test_tampered_multiplication_with_shared_rho():
+    """A 2^31 error (the worst case for a check over Z_2^32) in the product that reuses
+    the first product's rho = y - A: caught (the LTEE triple makes the check exact)."""
+    body, _ = _shared_operand_body(tamper_rho_second=0)
+    res, _ = run3(body, malicious=True)
+    _check_aborted(res, 0, ["multiplication-check"])

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.ir.graph import Node
+from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.executor import LINEAR
 from secinfer.protocols.stamp.nonlinear import Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -38,7 +39,33 @@ class StampBackend:
         self.eng, self.ops = eng, ops
         self.ring = eng.ring
         self._rot = 0
-        self.counts = {"device_calls": 0, "products": 0}
+        self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0}
+        # malicious multiplication check: named triple operands whose masked opening is
+        # shared by several products (``prepare``, ``product``)
+        self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
+        self._acts: dict[str, tuple[str, Pair, np.ndarray]] = {}      # activation -> (a id, A, rho)
+        self._uses: dict[str, int] = {}                                 # activation -> products left
+
+    def prepare(self, graph: Graph, env: dict) -> None:
+        """Malicious, offline: for every weight tensor that is the second operand of a
+        product, get the LTEEs' named operand B and open sigma = W - B once (one round for
+        all of them). Every product with that weight then uses a triple (A_j, B, A_j B) with
+        a fresh A_j and skips opening sigma (``Engine.reshare_verified``). B is uniform and
+        known to no party, so sigma reveals nothing about W; W is fixed, so it is the same
+        sigma every time. Activations that are the first operand of several products
+        (attention's Q, K, V from one input) share their A and rho likewise."""
+        names, first = [], {}
+        for node in graph.nodes:
+            if node.op not in LINEAR or len(node.inputs) < 2:
+                continue
+            if node.inputs[1] in graph.weight_info and node.inputs[1] not in names:
+                names.append(node.inputs[1])
+            if node.inputs[0] not in graph.weight_info:
+                first[node.inputs[0]] = first.get(node.inputs[0], 0) + 1
+        self._uses = {k: v for k, v in first.items() if v > 1}
+        bs = [self.ops.operand("b", f"w/{name}", env[name].a.shape) for name in names]
+        sigmas = self.eng.open_many([rss.sub(self.ring, env[n], b) for n, b in zip(names, bs)], "rss/sigma")
+        self._weights = {n: (f"w/{n}", b, s) for n, b, s in zip(names, bs, sigmas)}
 
     # ---- job construction ------------------------------------------------------------
     def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool) -> Pair:
@@ -92,9 +119,38 @@ class StampBackend:
                  and z3.shape[0] == out_shape[0])
         if not eng.malicious:
             return self._run(z3, steps, plist, out_shape, "3of3", split)
-        triple = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape)
-        z = eng.reshare_verified(f, x, w, z3, triple)
+        z = self._verified(node, f, x, w, z3)
         return self._run(z, steps, plist, out_shape, "rss", split)
+
+    def _verified(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray) -> Pair:
+        """Reshare the product and queue its check, sharing sigma (weights) and rho
+        (activations with several products) as set up by ``prepare``."""
+        seq = self.counts["products"]
+        wk = self._weights.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if wk is not None and wk[1].a.shape != w.a.shape:
+            wk = None
+        xname = node.inputs[0] if node.inputs else None
+        xk = self._acts.get(xname) if xname is not None else None
+        if xk is not None and xk[1].a.shape != x.a.shape:
+            xk = None
+        a_id = xk[0] if xk is not None else f"x/{seq}"
+        a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
+                                  b_id=None if wk is None else wk[0], a_known=xk is not None,
+                                  b_known=wk is not None)
+        a = a if xk is None else xk[1]
+        b = b if wk is None else wk[1]
+        z, rho = self.eng.reshare_verified(f, x, w, z3, (a, b, c), rho=None if xk is None else xk[2],
+                                           sigma=None if wk is None else wk[2])
+        self.counts["sigma_reused"] += wk is not None
+        self.counts["rho_reused"] += xk is not None
+        if xname in self._uses:
+            self._uses[xname] -= 1
+            if self._uses[xname] <= 0:
+                self._acts.pop(xname, None)
+                del self._uses[xname]
+            elif xk is None:
+                self._acts[xname] = (a_id, a, rho)
+        return z
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:
         steps, plist = self._node_steps(nodes, 0, params)

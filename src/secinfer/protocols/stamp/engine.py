@@ -195,24 +195,51 @@ class Engine:
                 raise self.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
         return self.ring.reduce(x.a + x.b + miss)
 
+    def open_many(self, xs: list[Pair], tag: str = "rss/open-many") -> list[np.ndarray]:
+        """Open several sharings to everyone in one round (malicious: the second holder's
+        hash is compared, as ``open_all``); no pending checks are flushed."""
+        if not xs:
+            return []
+        flat = Pair(np.concatenate([x.a.reshape(-1) for x in xs]), np.concatenate([x.b.reshape(-1) for x in xs]))
+        self._open_send(flat, tag)
+        v = self._open_recv(flat, tag)
+        out, k = [], 0
+        for x in xs:
+            out.append(v[k:k + x.a.size].reshape(x.a.shape))
+            k += x.a.size
+        return out
+
     def reshare_verified(self, f, x: Pair, y: Pair, z3: np.ndarray, triple: tuple[Pair, Pair, Pair],
-                         tag: str = "rss/reshare") -> Pair:
+                         tag: str = "rss/reshare", rho: np.ndarray | None = None,
+                         sigma: np.ndarray | None = None) -> tuple[Pair, np.ndarray]:
         """Reshare z = f(x, y) and, in the same round, open rho = x - a and sigma = y - b
         of a replicated triple c = f(a, b); delta = z - c - f(rho, b) - f(a, sigma) - f(rho, sigma)
-        is kept and opened by ``flush_checks`` before anything is revealed [ABY3 5.3 /
-        Furukawa et al. 2017, as STAMP Protocol 5 step 1 uses it]."""
+        is kept and checked to be zero by ``flush_checks`` before anything is revealed [ABY3 5.3 /
+        Furukawa et al. 2017, as STAMP Protocol 5 step 1 uses it].
+
+        ``sigma`` (or ``rho``) already opened: the triple shares its b (or a) with an earlier
+        one whose y - b (x - a) was opened for the same y (x) -- the model weights, opened
+        once in the offline phase, or an activation feeding several products. The triple is
+        made by the LTEEs, so c = f(a, b) holds exactly and delta equals the error the
+        adversary put into z, whichever operand is shared (docs/protocols/stamp.md).
+        Returns (z, rho)."""
         ring = self.ring
         a, b, c = triple
         shape = z3.shape
         zc = ring.add(z3, self.zero3(shape)).reshape(-1)
         self.send_ring(self.prv, tag, zc)
-        rho_p, sig_p = rss.sub(ring, x, a), rss.sub(ring, y, b)
-        self._open_send(rho_p, tag + "/rho")
-        self._open_send(sig_p, tag + "/sigma")
+        rho_p = rss.sub(ring, x, a) if rho is None else None
+        sig_p = rss.sub(ring, y, b) if sigma is None else None
+        if rho_p is not None:
+            self._open_send(rho_p, tag + "/rho")
+        if sig_p is not None:
+            self._open_send(sig_p, tag + "/sigma")
         (zn,) = self.recv_ring(self.nxt, tag, zc.size)
         z = Pair(zc.reshape(shape), zn.reshape(shape))
-        rho = self._open_recv(rho_p, tag + "/rho")
-        sigma = self._open_recv(sig_p, tag + "/sigma")
+        if rho_p is not None:
+            rho = self._open_recv(rho_p, tag + "/rho")
+        if sig_p is not None:
+            sigma = self._open_recv(sig_p, tag + "/sigma")
         fa = lambda u, v: ring.reduce(f(u, v))  # noqa: E731
         d = rss.sub(ring, z, c)
         d = rss.sub(ring, d, rss.Pair(fa(rho, b.a), fa(rho, b.b)))
@@ -220,17 +247,25 @@ class Engine:
         d = rss.add_public(ring, self.me, d, ring.neg(fa(rho, sigma)))
         self._pending.append(d)
         self.stats["mult_checks"] += 1
-        return z
+        return z, rho
 
     def flush_checks(self, tag: str = "rss/mcheck") -> None:
-        """Open every pending delta in one round; a non-zero one aborts."""
+        """Check that every pending delta is zero, in one round of 32-byte messages.
+
+        Party p holds (d_p, d_{p+1}) and lacks d_{p+2}; if d = 0 then d_{p+2} = -(d_p + d_{p+1}).
+        Each party sends the hash of its second component to the previous party (which
+        lacks exactly that one) and compares the hash it receives with its own prediction
+        [ABY3 5.3: compare views by hash]. With one corrupted party c, party c+1 compares
+        only honest copies (its own, and c+2's copy of d_c), whose sum is the error c put
+        into the products, so any non-zero delta makes an honest party abort."""
         if not self._pending:
             return
-        flat = Pair(np.concatenate([d.a.reshape(-1) for d in self._pending]),
-                    np.concatenate([d.b.reshape(-1) for d in self._pending]))
+        ring = self.ring
+        da = np.concatenate([ring.reduce(d.a).reshape(-1) for d in self._pending]).astype(U64)
+        db = np.concatenate([ring.reduce(d.b).reshape(-1) for d in self._pending]).astype(U64)
         self._pending = []
-        self._open_send(flat, tag)
-        delta = self._open_recv(flat, tag)
-        if np.any(delta):
+        self.ep.send(self.names[self.prv], tag, digest(db))
+        (h,) = self.ep.recv(self.names[self.nxt], tag, ArraySpec(np.uint8, (32,)))
+        if not np.array_equal(h, digest(ring.neg(ring.add(da, db)).astype(U64))):
             raise self.ep.abort("multiplication-check", None,
                                 "a multiplication result does not match its verification triple")

@@ -433,9 +433,41 @@ class Device:
         self.cnt.float_ops += 2 * n
         return _kernels().softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
 
+    def _operand(self, name: str, spec: dict, ctr: int, n: int) -> list:
+        """The three components of triple operand ``name`` (a or b). With ``<name>_id`` the
+        operand is named: derived from that name alone, so later triples can share it (the
+        model weights' b, an activation's a; see ``Engine.reshare_verified``); else it is
+        fresh at the operation's counter."""
+        ring = self.cfg.ring
+        ident = spec.get(f"{name}_id")
+        if ident is None:
+            return [self._elems(c, f"t{name}/{c}", ctr, n) & ring.mask for c in range(3)]
+        if not isinstance(ident, str) or not 0 < len(ident) <= 200:
+            raise Refused("bad-request", "operand name")
+        return [self._elems(c, f"t{name.upper()}/{ident}/{c}", 0, n) & ring.mask for c in range(3)]
+
+    def cmd_operand(self, arrays):
+        """The host's two components of a named triple operand (e.g. the b that masks a
+        weight tensor, opened once as sigma = W - b). meta = [op, n_op, ctr, sub]."""
+        self._need_ready()
+        try:
+            spec = json.loads(bytes(arrays[1]).decode())
+            name, shape = str(spec["which"]), tuple(int(d) for d in spec["shape"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise Refused("bad-request", f"operand spec: {e}") from None
+        n = int(np.prod(shape))
+        if name not in ("a", "b") or spec.get(f"{name}_id") is None or not 0 < n <= 1 << 27:
+            raise Refused("bad-request", "operand request")
+        comps = self._operand(name, spec, 0, n)
+        d = self.index
+        return [comps[d], comps[(d + 1) % 3]]
+
     def cmd_triple(self, arrays):
         """A replicated multiplication triple (A, B, C = f(A, B)) for the malicious check of
-        a linear layer [STAMP Protocol 5 step 1 / ABY3 5.3]; meta = [op, n_op, ctr, sub]."""
+        a linear layer [STAMP Protocol 5 step 1 / ABY3 5.3]; meta = [op, n_op, ctr, sub].
+        Spec: kind, attrs, shapes x, w, c; optional a_id / b_id (named operands, see
+        ``_operand``) and a_known / b_known (the host already holds that operand's
+        components: they are not sent again). C is always fresh (counter)."""
         self._need_ready()
         kernels = _kernels()
         meta = arrays[0]
@@ -451,9 +483,7 @@ class Device:
         ctr = self._begin(meta, "triple", ("s", 0))
         ring = self.cfg.ring
         d = self.index
-        comps = {}
-        for name, shp, n in (("a", xs, sizes[0]), ("b", ws, sizes[1])):
-            comps[name] = [self._elems(c, f"t{name}/{c}", ctr, n) & ring.mask for c in range(3)]
+        comps = {"a": self._operand("a", spec, ctr, sizes[0]), "b": self._operand("b", spec, ctr, sizes[1])}
         a = ring.reduce(sum(comps["a"])).reshape(xs)
         b = ring.reduce(sum(comps["b"])).reshape(ws)
         c = f(a, b).reshape(-1)
@@ -463,7 +493,12 @@ class Device:
         cc = [self._zero_comp(k, "tc", ctr, sizes[2], self.cfg.ring_bits) for k in range(3)]
         cc[0] = ring.add(cc[0], c)
         nx = (d + 1) % 3
-        return [comps["a"][d], comps["a"][nx], comps["b"][d], comps["b"][nx], cc[d], cc[nx]]
+        empty = np.zeros(0, dtype=np.uint64)
+        out = []
+        for name in ("a", "b"):
+            known = bool(spec.get(f"{name}_known"))
+            out += [empty, empty] if known else [comps[name][d], comps[name][nx]]
+        return out + [cc[d], cc[nx]]
 
     def cmd_stats(self, arrays):
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,

@@ -76,6 +76,7 @@ class StampOps:
         self.ctr = 0         # every LTEE counter (all advance by n per operation [4.2])
         self.triple_stats = np.zeros(5, dtype=np.int64)   # device work spent on triples
         self.triple_bus = 0
+        self._n_op = 0
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -249,17 +250,32 @@ class StampOps:
         return [g.astype(U64) for g in got]
 
     # ---- preprocessing for the malicious multiplication check ---------------------------
-    def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple) -> tuple[Pair, Pair, Pair]:
+    def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple, a_id: str | None = None,
+               b_id: str | None = None, a_known: bool = False,
+               b_known: bool = False) -> tuple[Pair | None, Pair | None, Pair]:
         """A replicated triple from the LTEEs: each LTEE derives the same random A, B,
-        computes C = f(A, B) and releases its host's two components of each."""
+        computes C = f(A, B) and releases its host's two components of each. Named
+        operands (``a_id``/``b_id``) are shared with other triples; an operand the host
+        already holds (``*_known``) is not sent again and comes back as None."""
         size = max(int(np.prod(s)) for s in (xs, ws, cs))
         self._n_op = 3 * size
-        spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs)}
+        spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs),
+                "a_id": a_id, "b_id": b_id, "a_known": a_known, "b_known": b_known}
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         a0, a1, b0, b1, c0, c1 = self._dev("triple", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0
         self.triple_stats += self.link.refresh_stats() - before
         self.op += 1
         self.ctr += self._n_op
-        return (Pair(a0.reshape(xs), a1.reshape(xs)), Pair(b0.reshape(ws), b1.reshape(ws)),
-                Pair(c0.reshape(cs), c1.reshape(cs)))
+        a = None if a_known else Pair(a0.reshape(xs), a1.reshape(xs))
+        b = None if b_known else Pair(b0.reshape(ws), b1.reshape(ws))
+        return a, b, Pair(c0.reshape(cs), c1.reshape(cs))
+
+    def operand(self, which: str, ident: str, shape: tuple) -> Pair:
+        """This host's two components of a named triple operand (``ltee_device._operand``)."""
+        spec = {"which": which, f"{which}_id": ident, "shape": [int(d) for d in shape]}
+        before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
+        c0, c1 = self._dev("operand", self._meta(0), spec_bytes(spec), kind="triple")
+        self.triple_bus += self.link.meter.total - bus0
+        self.triple_stats += self.link.refresh_stats() - before
+        return Pair(c0.reshape(shape), c1.reshape(shape))

@@ -105,7 +105,11 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         ops = StampOps(eng, link)
         backend = StampBackend(eng, ops)
         env = share_model_and_input(eng, graph, job)
+        if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
+            with ep.phase("offline"):
+                backend.prepare(graph, env)
         stats0 = link.refresh_stats().copy()
+        tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
@@ -114,9 +118,9 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
             out = env[graph.output_names[0]]
             y = eng.reveal_to(CLIENT, out)
             cpu = time.thread_time() - cpu0
-            online_bus = link.meter.total - bus0 - ops.triple_bus
+            online_bus = link.meter.total - bus0 - (ops.triple_bus - tbus0)
             online_tx = link.meter.transactions - tx0
-        stats = link.refresh_stats() - stats0 - ops.triple_stats
+        stats = link.refresh_stats() - stats0 - (ops.triple_stats - tstats0)
         info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
                         "online_bytes": online_bus, "online_transactions": online_tx,
                         "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind},
