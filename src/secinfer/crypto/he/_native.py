@@ -74,6 +74,10 @@ _SIGNATURES: dict[str, list] = {
     "he_poly": [H, H, cint, P_u64, cint, C.POINTER(cint)],
     "he_popk_hash": [H, H, cint, cint, P_i64, cint, P_i64, cint, P_u64, P_bytes, P_bytes],
     "he_popk_image": [H, H, cint, cint, P_i64, P_i64, P_u64],
+    "he_keygen_seeded": [H, C.c_char_p, csize, C.c_char_p, csize, P_i64, P_i64, OUT_H, OUT_H],
+    "he_pk_from_parts": [H, C.c_char_p, csize, P_u64, OUT_H],
+    "he_keyproof_hash": [H, H, P_i64, cint, P_i64, cint, P_bytes, P_bytes],
+    "he_keyproof_image": [H, H, P_i64, P_i64, P_u64],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }

@@ -86,4 +86,49 @@ def image(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, limbs,
     return out[0], out[1]
 
 
-__all__ = ["LIMB_BITS", "image", "image_hash", "to_limbs", "Ciphertext"]
+# ---- the well-formedness map of a public key: F(s, e) = e - a s over all Q primes
+# (a = pk1; argument rows: ls[0] limbs of s, then ls[1] limbs of e; go/pkproof.go)
+
+
+def _key_limbs(limbs) -> np.ndarray:
+    ls = np.ascontiguousarray(limbs, dtype=np.int64).reshape(-1)
+    if ls.shape != (2,) or np.any(ls < 1) or np.any(ls > 8):
+        raise HEArgumentError("limbs must give 1..8 limbs for each of s, e")
+    return ls
+
+
+def key_image_hash(params: CKKSParams, pk: PublicKey, limbs, rows: np.ndarray,
+                   chal: np.ndarray | None = None) -> bytes:
+    """SHA-256 over A_k = F(rows[k]) - chal[k] pk0 (NTT residues over Q, domain-separated);
+    ``chal`` None: A_k = F(rows[k]) (the prover's commitments)."""
+    ls = _key_limbs(limbs)
+    per = int(ls.sum()) * params.n
+    z = np.ascontiguousarray(rows, dtype=np.int64)
+    if z.ndim != 2 or z.shape[1] != per or z.shape[0] < 1:
+        raise HEArgumentError(f"rows must have shape (k >= 1, {per})")
+    if chal is not None:
+        ch = np.ascontiguousarray(chal, dtype=np.uint8).reshape(-1)
+        if ch.shape != (z.shape[0],):
+            raise HEArgumentError("challenge must have one bit per row")
+    else:
+        ch = np.zeros(1, dtype=np.uint8)
+    out = np.zeros(32, dtype=np.uint8)
+    N.call("he_keyproof_hash", params.handle, params._own(pk, "public key"), N.ptr(ls, N.i64),
+           z.shape[0], N.ptr(z, N.i64), int(chal is not None), N.ptr(ch, N.C.c_ubyte),
+           N.ptr(out, N.C.c_ubyte))
+    return out.tobytes()
+
+
+def key_image(params: CKKSParams, pk: PublicKey, limbs, row: np.ndarray) -> np.ndarray:
+    """F(row) = e - a s as coefficient-domain residues (QCount, N)."""
+    ls = _key_limbs(limbs)
+    z = np.ascontiguousarray(row, dtype=np.int64).reshape(-1)
+    if z.size != int(ls.sum()) * params.n:
+        raise HEArgumentError("row has the wrong length for these limb counts")
+    out = np.zeros((len(params.q), params.n), dtype=np.uint64)
+    N.call("he_keyproof_image", params.handle, params._own(pk, "public key"), N.ptr(ls, N.i64),
+           N.ptr(z, N.i64), N.ptr(out, N.u64))
+    return out
+
+
+__all__ = ["LIMB_BITS", "image", "image_hash", "key_image", "key_image_hash", "to_limbs", "Ciphertext"]

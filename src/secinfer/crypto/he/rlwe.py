@@ -157,6 +157,40 @@ def encrypt_with_randomness(params: CKKSParams, pt: Plaintext, pk: PublicKey,
     return Ciphertext(params, h), EncryptionRandomness(u.copy(), e0.copy(), e1.copy())
 
 
+def keygen_seeded(params: CKKSParams, a_seed: bytes, key_seed: bytes):
+    """Key pair for a uniform a chosen by the *other* party (expanded from ``a_seed``,
+    16..32 bytes): s ternary and e Gaussian (the parameter set's distributions) sampled
+    from ``key_seed`` (>= 16 bytes, from the injected PRG), pk0 = e - a s over Q.
+    Returns (KeyPair, s, e) with s, e as centred int64 arrays (the witness of the
+    well-formedness proof, ``secinfer.crypto.zk.keyproof``). The public key is valid over
+    Q only: encrypt with :func:`encrypt_with_randomness` (Lattigo's encryptor refuses it)."""
+    from secinfer.crypto.he.params import KeyPair
+
+    a_seed, key_seed = bytes(a_seed), bytes(key_seed)
+    if not 16 <= len(a_seed) <= 32 or len(key_seed) < 16:
+        raise HEArgumentError("a_seed must have 16..32 bytes and key_seed at least 16")
+    s = np.zeros(params.n, dtype=np.int64)
+    e = np.zeros(params.n, dtype=np.int64)
+    skh, pkh = C.c_uint64(0), C.c_uint64(0)
+    N.call("he_keygen_seeded", params.handle, a_seed, len(a_seed), key_seed, len(key_seed),
+           N.ptr(s, N.i64), N.ptr(e, N.i64), C.byref(skh), C.byref(pkh))
+    return KeyPair(SecretKey(params, int(skh.value)), PublicKey(params, int(pkh.value))), s, e
+
+
+def public_key_from_parts(params: CKKSParams, a_seed: bytes, pk0: np.ndarray) -> PublicKey:
+    """The verifier's copy of a key made by :func:`keygen_seeded`: a from its own seed and
+    the received pk0 as coefficient-domain residues of shape (QCount, N), each reduced
+    below its prime (checked). Valid over Q only."""
+    a_seed = bytes(a_seed)
+    if not 16 <= len(a_seed) <= 32:
+        raise HEArgumentError("a_seed must have 16..32 bytes")
+    p = np.ascontiguousarray(pk0, dtype=np.uint64)
+    if p.shape != (len(params.q), params.n):
+        raise HEArgumentError(f"pk0 must have shape ({len(params.q)}, {params.n})")
+    h = N.new_handle("he_pk_from_parts", params.handle, a_seed, len(a_seed), N.ptr(p, N.u64))
+    return PublicKey(params, h)
+
+
 # ---------------------------------------------------------------- flooding and noise
 
 

@@ -62,34 +62,40 @@ def rows_for(sec: int = SEC) -> int:
     return sec + math.ceil(math.log2(MAX_ATTEMPTS))
 
 
-def rejection_bits(n_ring: int, sec: int = SEC) -> int:
+def rejection_bits(n_ring: int, sec: int = SEC, components: int = 4) -> int:
     """k_rej: masks 2^k_rej times wider than the largest shift, so one attempt is rejected
-    with probability <= (#coefficients) 2^-k_rej <= 2^-3 (#coefficients <= V * 4N)."""
-    return math.ceil(math.log2(rows_for(sec) * 4 * n_ring)) + 3
+    with probability <= (#coefficients) 2^-k_rej <= 2^-3 (#coefficients <= V * components * N)."""
+    return math.ceil(math.log2(rows_for(sec) * components * n_ring)) + 3
 
 
 class ProvenBounds:
-    """What an accepted proof guarantees for *every* ciphertext of the batch (soundness
-    slack included): m_j has at most D + m_extra_bits bits, ||u_j|| <= u, ||e_j|| <= e.
-    Independent of D and of the batch size (n <= N_MAX)."""
+    """What accepted proofs guarantee (soundness slack included): for *every* ciphertext of
+    a batch, m_j has at most D + m_extra_bits bits, ||u_j|| <= u, ||e_j|| <= e (independent
+    of D and of the batch size n <= N_MAX); for the client's public key (its proof of
+    well-formedness, ``keyproof``), pk0 + a s = e_pk with ||s|| <= s_pk, ||e_pk|| <= e_pk."""
 
     def __init__(self, n_ring: int, sec: int = SEC, n_max: int = N_MAX) -> None:
+        from secinfer.crypto.zk.keyproof import KeyGeometry
+
         k = rejection_bits(n_ring, sec)
         self.m_extra_bits = n_max.bit_length() + k + 1
         self.u = 1 << (n_max * U_BOUND).bit_length() + k + 1
         self.e = 1 << (n_max * E_BOUND).bit_length() + k + 1
+        self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
         self.n_ring = n_ring
 
     def noise_bound(self) -> float:
-        """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N 19.2 ||u|| + ||e0|| + N ||e1||
-        (honest key: e_pk Gaussian, s ternary)."""
+        """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N ||e_pk|| ||u|| + ||e0|| + N ||e1|| ||s||
+        with every norm the proven one (the key's as well)."""
         n = self.n_ring
-        return n * PK_ERR_BOUND * self.u + self.e + n * self.e
+        return float(n * self.e_pk * self.u + self.e + n * self.e * self.s_pk)
 
 
 class Geometry:
     """Sizes of one proof: V rows; per component (m on the support, u, e0, e1) the shift
     bound n * bound, the mask exponent r, the packed width r + 1 and the Go limb count."""
+
+    names = ("m", "u", "e0", "e1")
 
     def __init__(self, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> None:
         if not 1 <= n <= N_MAX:
@@ -101,13 +107,19 @@ class Geometry:
         self.k = rejection_bits(n_ring, sec)
         self.count = [support_size, n_ring, n_ring, n_ring]
         self.shift = [n * ((1 << D) - 1), n * U_BOUND, n * E_BOUND, n * E_BOUND]
-        self.r = [s.bit_length() + self.k for s in self.shift]
-        if max(self.r) > 100:
-            raise ConfigError("popk: responses wider than 100 bits")
-        self.width = [r + 1 for r in self.r]
-        self.limbs = [1 if r <= 61 else 2 for r in self.r]
-        self.fields = [[w] if w <= LB else [LB, w - LB] for w in self.width]
-        self.payload_bytes = sum(-(-self.V * c * f // 8) for c, fs in zip(self.count, self.fields) for f in fs)
+        _widths(self)
+
+
+def _widths(g) -> None:
+    """Mask exponents r, packed widths, Go limb counts and payload size of a geometry
+    (``g.shift``, ``g.count``, ``g.k``, ``g.V`` set)."""
+    g.r = [s.bit_length() + g.k for s in g.shift]
+    if max(g.r) > 100:
+        raise ConfigError("popk: responses wider than 100 bits")
+    g.width = [r + 1 for r in g.r]
+    g.limbs = [1 if r <= 61 else 2 for r in g.r]
+    g.fields = [[w] if w <= LB else [LB, w - LB] for w in g.width]
+    g.payload_bytes = sum(-(-g.V * c * f // 8) for c, fs in zip(g.count, g.fields) for f in fs)
 
 
 def challenge(seed: bytes, v: int, n: int) -> np.ndarray:
@@ -193,7 +205,7 @@ def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _masks(g: Geometry, prg: PRG) -> list:
     """y_1..y_V per component as (lo, hi), every coefficient uniform in [-2^r, 2^r)."""
     ys = []
-    for i in range(4):
+    for i in range(len(g.count)):
         shape, w = (g.V, g.count[i]), g.width[i]
         lo = (prg.uint64(shape) & np.uint64((1 << min(w, LB)) - 1)).astype(np.int64)
         hi = ((prg.uint64(shape) & np.uint64((1 << (w - LB)) - 1)).astype(np.int64)
@@ -264,6 +276,8 @@ class Prover(_Side):
 class Verifier(_Side):
     """Server side, for the received (already validated) ciphertexts ``cts``."""
 
+    CHECK = "crisp-popk"
+
     def __init__(self, params, pk, level, log_delta, D, support, cts, sec: int = SEC) -> None:
         super().__init__(params, pk, level, log_delta, D, support, len(cts), sec)
         self.cts = list(cts)
@@ -272,9 +286,9 @@ class Verifier(_Side):
         """(accepted, reason). A payload of the wrong length is a FrameError."""
         g = self.g
         if len(h) != HASH_BYTES or len(payload) != g.payload_bytes:
-            raise FrameError(f"crisp-popk: response of {len(payload)} bytes, expected {g.payload_bytes}")
+            raise FrameError(f"{self.CHECK}: response of {len(payload)} bytes, expected {g.payload_bytes}")
         pos, parts = 0, []
-        for i in range(4):
+        for i in range(len(g.count)):
             vals = []
             for fw in g.fields[i]:
                 nb = -(-g.V * g.count[i] * fw // 8)
@@ -283,7 +297,7 @@ class Verifier(_Side):
             tlo, thi = vals[0], (vals[1] if len(vals) > 1 else np.zeros_like(vals[0]))
             (c_lo, c_hi), lim = self._offsets(i)
             if not np.all(_inside(tlo, thi, lim)):
-                return False, f"response component {'m u e0 e1'.split()[i]} out of range"
+                return False, f"response component {g.names[i]} out of range"
             parts.append(_norm(tlo - c_lo, thi - c_hi))
         m = challenge(seed, g.V, g.n)
         if not hmac.compare_digest(self._hash(parts, self.cts, m), bytes(h)):

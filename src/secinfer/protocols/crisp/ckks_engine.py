@@ -35,10 +35,10 @@ Exactness and hiding (bounds checked here, argued in the docs):
   v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
 * Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``).
 
-MISSING (stated, not hidden): the zero-knowledge proof of plaintext knowledge for the
-client's ciphertexts [Fig. 2 note a]. Without it a malicious client could encrypt
-out-of-range digits or inflated noise and break the statistical masking bound above;
-the MAC check does not cover that. See docs/protocols/crisp.md.
+Malicious client: every client ciphertext is covered by a proof of plaintext knowledge
+and the client's public key by a proof of well-formedness (server-chosen a = pk1, short
+(s, e) with pk0 + a s = e), and the budget above is sized for the *proven* bounds
+(``proof.py``, docs/protocols/crisp.md).
 """
 
 from __future__ import annotations
@@ -188,16 +188,12 @@ class CKKSLinear:
 
     name = "ckks"
     insecure = False
-    # malicious client: the proof of plaintext knowledge (protocols/crisp/proof.py) covers
-    # every ciphertext but relies on this (docs/protocols/crisp.md, "Remaining gap")
-    MISSING_MALICIOUS = "proof that the client's public key is well formed (pk1 uniform, pk0 + pk1 s small)"
-
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
         from secinfer.crypto.he.params import get_params
 
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
-        self.missing = self.MISSING_MALICIOUS if malicious else ""
+        self.missing = ""      # malicious: ciphertexts and the public key are proven
         self.params = get_params(params_name, allow_insecure=True)
         if self.params.insecure and not allow_insecure:
             raise InsecureParametersError(f"crisp/ckks: {params_name} is a test-only parameter set")
@@ -210,17 +206,29 @@ class CKKSLinear:
         self._precommit: dict = {}  # client: proof first messages made offline
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
-    def setup_client(self, ep, prg=None) -> None:
+    def setup_client(self, ep, prg=None, tamper=None) -> None:
         from secinfer.crypto.prg import PRG
 
         self.prg = prg if prg is not None else PRG.fresh("crisp-client-he")
-        kp = self.params.keygen()
+        if self.malicious:   # a = pk1 from the server, pk0 proven well formed (proof.py)
+            from secinfer.protocols.crisp import proof
+
+            kp = proof.key_setup_client(self, ep, self.prg.derive("key"),
+                                        tamper or (lambda point, idx, a: a))
+        else:
+            kp = self.params.keygen()
+            ep.send(SERVER, "crisp/he-pk", np.frombuffer(kp.pk.to_bytes(), np.uint8))
         self.sk, self.pk = kp.sk, kp.pk
-        ep.send(SERVER, "crisp/he-pk", np.frombuffer(self.pk.to_bytes(), np.uint8))
 
-    def setup_server(self, ep) -> None:
+    def setup_server(self, ep, prg=None) -> None:
         from secinfer.crypto.he.objects import PublicKey
+        from secinfer.crypto.prg import PRG
 
+        if self.malicious:
+            from secinfer.protocols.crisp import proof
+
+            self.pk = proof.key_setup_server(self, ep, prg if prg is not None else PRG.fresh("crisp-he-setup"))
+            return
         (raw,) = ep.recv(CLIENT, "crisp/he-pk", ArraySpec(np.uint8, (None,), max_elems=1 << 26))
         try:
             self.pk = self.params.load(raw.tobytes(), PublicKey)
@@ -396,9 +404,16 @@ class CKKSLinear:
         prm = self.params
         ev = Evaluator(prm)
         pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
-        # Enc(p_0) + p_1 + ... : the same distribution as Enc(0) + p_0 + ..., one encoding less
+        # Enc(p_0) + p_1 + ... : the same distribution as Enc(0) + p_0 + ..., one encoding less.
+        # Malicious client: only the proven (pk0, a) over Q may be used, so the Q-only
+        # encryption (c0 = pk0 u + e0 + p, c1 = a u + e1; Lattigo's also uses pk's P part).
         with pts[0] as first:
-            ct = prm.encrypt(first, self.pk)
+            if self.malicious:
+                from secinfer.crypto.he.rlwe import encrypt_with_randomness
+
+                ct, _ = encrypt_with_randomness(prm, first, self.pk, seed=prg.seed())
+            else:
+                ct = prm.encrypt(first, self.pk)
         for pt in pts[1:]:
             nxt = ev.add(ct, pt)
             ct.close()

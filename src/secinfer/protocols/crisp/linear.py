@@ -44,13 +44,13 @@ class PlainInsecureLinear:
     insecure = True
     missing = ""
 
-    def setup_client(self, ep, prg=None) -> None:
+    def setup_client(self, ep, prg=None, tamper=None) -> None:
         pass
 
     def prepare_client(self, steps) -> dict:
         return {}
 
-    def setup_server(self, ep) -> None:
+    def setup_server(self, ep, prg=None) -> None:
         pass
 
     def prepare_server(self, steps, weights, prg) -> dict:

@@ -14,18 +14,32 @@ Messages of proof k of linear step i (attempt a = 0, 1, ..; restarts are rare, 2
     client -> server  crisp/lin/i/popk/k/z<a>    packed responses, or one 0 byte = restart
 
 A failed check aborts with ``ProtocolAbort("crisp-popk", suspect="client")``.
+
+The statement is relative to the client's public key, so in the setup phase the key
+itself is proven well formed (``crypto.zk.keyproof``, :func:`key_setup_server` /
+:func:`key_setup_client`):
+
+    server -> client  crisp/he-a           16-byte fresh seed of a = pk1 (uniform in R_Q)
+    client -> server  crisp/he-pk0         pk0 = e - a s, coefficient residues (QCount, N)
+    client -> server  crisp/he-pk/h<a>     32-byte hash of the commitments
+    server -> client  crisp/he-pk/ch<a>    16-byte fresh challenge seed
+    client -> server  crisp/he-pk/z<a>     packed responses, or one 0 byte = restart
+
+and a failed key proof aborts with ``ProtocolAbort("crisp-pk", suspect="client")``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from secinfer.crypto.zk import popk
-from secinfer.errors import ProtocolError
+from secinfer.crypto.zk import keyproof, popk
+from secinfer.errors import FrameError, ProtocolError
 from secinfer.net.channel import ArraySpec
 
 SERVER, CLIENT = "server", "client"
 CHECK = "crisp-popk"
+KEY_CHECK = "crisp-pk"
+A_SEED_BYTES = 16
 
 
 def support_positions(bud, n_ring: int) -> np.ndarray:
@@ -152,3 +166,64 @@ def hardened(bud, params, sec: int):
     provable values still cannot break the masking / flooding argument."""
     bud.rebudget(popk.ProvenBounds(params.n, sec))
     return bud
+
+
+# ---- setup: the client's public key, proven well formed --------------------------------
+def key_setup_server(eng, ep, prg):
+    """Server: choose a (seed), receive pk0, verify the proof of short (s, e) with
+    pk0 + a s = e; returns the Q-only public key (pk0, a) the engine then uses."""
+    from secinfer.crypto.he.errors import HEError
+    from secinfer.crypto.he.rlwe import public_key_from_parts
+
+    prm = eng.params
+    a_seed = prg.seed()[:A_SEED_BYTES]
+    ep.send(CLIENT, "crisp/he-a", np.frombuffer(a_seed, np.uint8))
+    (pk0,) = ep.recv(CLIENT, "crisp/he-pk0", ArraySpec(np.uint64, (len(prm.q), prm.n)))
+    try:
+        pk = public_key_from_parts(prm, a_seed, pk0)
+    except HEError as e:
+        raise FrameError(f"crisp: client pk0 rejected: {e}") from None
+    ver = keyproof.KeyVerifier(prm, pk, eng.sigma)
+    spec_z = ArraySpec(np.uint8, (None,), max_elems=ver.g.payload_bytes)
+    for a in range(popk.MAX_ATTEMPTS):
+        (h,) = ep.recv(CLIENT, f"crisp/he-pk/h{a}", ArraySpec(np.uint8, (popk.HASH_BYTES,)))
+        seed = prg.seed()          # drawn only now: pk0 and h are fixed
+        ep.send(CLIENT, f"crisp/he-pk/ch{a}", np.frombuffer(seed, np.uint8))
+        (z,) = ep.recv(CLIENT, f"crisp/he-pk/z{a}", spec_z)
+        if z.size == 1 and z[0] == 0:
+            continue
+        ok, why = ver.check(h.tobytes(), seed, z.tobytes())
+        if not ok:
+            pk.close()
+            raise ep.abort(KEY_CHECK, CLIENT, f"public key: {why}")
+        return pk
+    pk.close()
+    raise ep.abort(KEY_CHECK, CLIENT, f"public key: no accepted proof in {popk.MAX_ATTEMPTS} attempts")
+
+
+def key_setup_client(eng, ep, prg, tamper):
+    """Client: key pair for the server's a, pk0 to the server, proof of short (s, e)."""
+    from secinfer.crypto.he import linmap
+    from secinfer.crypto.he.rlwe import keygen_seeded, public_key_from_parts
+
+    prm = eng.params
+    (a_seed,) = ep.recv(SERVER, "crisp/he-a", ArraySpec(np.uint8, (A_SEED_BYTES,)))
+    kp, s, e = keygen_seeded(prm, a_seed.tobytes(), prg.seed())
+    s2, e2 = tamper("pk-key", 0, (s, e))
+    if s2 is not s or e2 is not e:       # tests: a dishonest key, pk0 = e' - a s' exactly
+        pk0 = linmap.key_image(prm, kp.pk, [1, 1], np.concatenate([s2, e2]))
+        kp.pk.close()
+        kp.pk = public_key_from_parts(prm, a_seed.tobytes(), pk0)
+        s, e = s2, e2
+    ep.send(SERVER, "crisp/he-pk0", tamper("pk0", 0, kp.pk.poly(0)))
+    prover = keyproof.KeyProver(prm, kp.pk, s, e, prg.derive("keyproof"), eng.sigma)
+    for a in range(popk.MAX_ATTEMPTS):
+        ep.send(SERVER, f"crisp/he-pk/h{a}", np.frombuffer(tamper("pk-h", 0, prover.commit()), np.uint8))
+        (seed,) = ep.recv(SERVER, f"crisp/he-pk/ch{a}", ArraySpec(np.uint8, (popk.SEED_BYTES,)))
+        z = prover.respond(seed.tobytes(), force=bool(tamper("pk-force", 0, False)))
+        if z is None:
+            ep.send(SERVER, f"crisp/he-pk/z{a}", np.zeros(1, np.uint8))
+            continue
+        ep.send(SERVER, f"crisp/he-pk/z{a}", np.frombuffer(tamper("pk-z", 0, z), np.uint8))
+        return kp
+    raise ProtocolError(f"crisp: no key-proof attempt accepted in {popk.MAX_ATTEMPTS}")

@@ -86,7 +86,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         ep.send(CLIENT, "crisp/plan", raw)
         ep.send(DEALER, "crisp/plan", raw)
         steps = plan.public
-        engine.setup_server(ep)
+        engine.setup_server(ep, prg.derive("he-setup"))
     ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
         mu = None
@@ -159,10 +159,12 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
 
 
 def _info(engine, prm: Params, checks, timing=None) -> dict:
-    return {"online_seconds": timing or {},"linear_engine": engine.name, "insecure": bool(engine.insecure),
-            "missing": engine.missing,
+    info = {"online_seconds": timing or {}, "linear_engine": engine.name, "insecure": bool(engine.insecure),
             "ring_bits": prm.n, "share_ring_bits": prm.k, "checked_vectors": len(checks),
             "dealer": "trusted offline dealer (F_FSS) [CRISP III-B]"}
+    if engine.missing:
+        info["missing"] = engine.missing
+    return info
 
 
 def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
@@ -212,7 +214,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         if x.size != int(np.prod(in_shape)):
             raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
         x = x.reshape(in_shape)
-        engine.setup_client(ep, job.prg.derive("crisp-client-he"))
+        engine.setup_client(ep, job.prg.derive("crisp-client-he"), tamper)
     ahead = job.options.get("preprocessing_dir")
     off_s: dict = {}
     with ep.phase("offline"):

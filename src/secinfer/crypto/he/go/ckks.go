@@ -31,6 +31,9 @@ type SK struct {
 type PK struct {
 	ph uint64
 	v  *rlwe.PublicKey
+	// qOnly: only the Q part is meaningful (a key rebuilt from a proven (pk0, a) over Q,
+	// pkproof.go); Lattigo's own encryption, which also uses the P part, refuses it.
+	qOnly bool
 }
 type EvalKeys struct {
 	ph uint64
@@ -148,7 +151,7 @@ func he_keygen(ph C.uint64_t, skOut, pkOut *C.uint64_t, errbuf *C.char, errlen C
 	kgen := rlwe.NewKeyGenerator(p.P)
 	sk, pk := kgen.GenKeyPairNew()
 	*skOut = C.uint64_t(put(&SK{uint64(ph), sk}))
-	*pkOut = C.uint64_t(put(&PK{uint64(ph), pk}))
+	*pkOut = C.uint64_t(put(&PK{ph: uint64(ph), v: pk}))
 	return codeOK
 }
 
@@ -157,7 +160,7 @@ func he_pk_from_sk(ph C.uint64_t, skh C.uint64_t, pkOut *C.uint64_t, errbuf *C.c
 	defer recoverTo(&rc, errbuf, errlen)
 	sk := getSK(ph, skh)
 	pk := rlwe.NewKeyGenerator(params(ph).P).GenPublicKeyNew(sk.v)
-	*pkOut = C.uint64_t(put(&PK{uint64(ph), pk}))
+	*pkOut = C.uint64_t(put(&PK{ph: uint64(ph), v: pk}))
 	return codeOK
 }
 
@@ -332,6 +335,9 @@ func he_encrypt(ph C.uint64_t, keyh C.uint64_t, pth C.uint64_t, out *C.uint64_t,
 	switch k := getAny(uint64(keyh)).(type) {
 	case *PK:
 		bound(uint64(ph), k.ph, "public key")
+		if k.qOnly {
+			fail(codeArgument, "this public key is valid over Q only: use he_encrypt_rand")
+		}
 		key = k.v
 	case *SK:
 		bound(uint64(ph), k.ph, "secret key")

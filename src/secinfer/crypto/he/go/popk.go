@@ -58,6 +58,55 @@ func popkPoly(r *ring.Ring, src []int64, L, N int, dst ring.Poly) {
 	}
 }
 
+// popkHashRows hashes tag, hdr and then, for k = 0..rows-1 in order, the NTT residues of
+// every polynomial image(k) returns. Rows are independent: they are evaluated
+// concurrently (Lattigo's ring operations are pure functions of their arguments), one
+// worker per CPU, and hashed in order.
+func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k int) []ring.Poly) []byte {
+	hsh := sha256.New()
+	hsh.Write([]byte(tag))
+	hsh.Write(hdr)
+	buf := make([]byte, 8*r.N())
+	workers := runtime.NumCPU()
+	if workers > 4 {
+		workers = 4
+	}
+	for base := 0; base < rows; base += workers {
+		end := base + workers
+		if end > rows {
+			end = rows
+		}
+		block := make([][]ring.Poly, end-base)
+		panics := make([]any, end-base)
+		var wg sync.WaitGroup
+		for k := base; k < end; k++ {
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				defer func() { panics[k-base] = recover() }()
+				block[k-base] = image(k)
+			}(k)
+		}
+		wg.Wait()
+		for _, p := range panics {
+			if p != nil {
+				panic(p)
+			}
+		}
+		for _, im := range block {
+			for _, p := range im {
+				for l := 0; l <= r.Level(); l++ {
+					for j, c := range p.Coeffs[l] {
+						binary.LittleEndian.PutUint64(buf[8*j:], c)
+					}
+					hsh.Write(buf)
+				}
+			}
+		}
+	}
+	return hsh.Sum(nil)
+}
+
 // popkImage returns f(z) in the NTT domain for one argument z (layout above).
 func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int) (ring.Poly, ring.Poly) {
 	var comp [4]ring.Poly
@@ -135,62 +184,21 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 			fail(codeArgument, "challenge entries must be 0 or 1")
 		}
 	}
-	hsh := sha256.New()
 	hdr := make([]byte, 16)
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(level))
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
-	hsh.Write([]byte("secinfer/crisp-popk/v1"))
-	hsh.Write(hdr)
-	buf := make([]byte, 8*N)
-	// Rows are independent: evaluate a block of them concurrently (Lattigo's ring
-	// operations are pure functions of their arguments), then hash in order.
-	workers := runtime.NumCPU()
-	if workers > 4 {
-		workers = 4
-	}
-	type image struct{ c0, c1 ring.Poly }
-	for base := 0; base < int(rows); base += workers {
-		end := base + workers
-		if end > int(rows) {
-			end = int(rows)
-		}
-		block := make([]image, end-base)
-		panics := make([]any, end-base)
-		var wg sync.WaitGroup
-		for k := base; k < end; k++ {
-			wg.Add(1)
-			go func(k int) {
-				defer wg.Done()
-				defer func() { panics[k-base] = recover() }()
-				c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
-				for j, ct := range ctv {
-					if ch[k*len(ctv)+j] == 1 {
-						r.Sub(c0, ct.v.Value[0], c0)
-						r.Sub(c1, ct.v.Value[1], c1)
-					}
-				}
-				block[k-base] = image{c0, c1}
-			}(k)
-		}
-		wg.Wait()
-		for _, p := range panics {
-			if p != nil {
-				panic(p)
+	sum := popkHashRows(r, int(rows), "secinfer/crisp-popk/v1", hdr, func(k int) []ring.Poly {
+		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
+		for j, ct := range ctv {
+			if ch[k*len(ctv)+j] == 1 {
+				r.Sub(c0, ct.v.Value[0], c0)
+				r.Sub(c1, ct.v.Value[1], c1)
 			}
 		}
-		for _, im := range block {
-			for _, p := range []ring.Poly{im.c0, im.c1} {
-				for l := 0; l <= r.Level(); l++ {
-					for j, c := range p.Coeffs[l] {
-						binary.LittleEndian.PutUint64(buf[8*j:], c)
-					}
-					hsh.Write(buf)
-				}
-			}
-		}
-	}
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), 32), hsh.Sum(nil))
+		return []ring.Poly{c0, c1}
+	})
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(out)), 32), sum)
 	return codeOK
 }
 

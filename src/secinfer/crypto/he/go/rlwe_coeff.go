@@ -578,6 +578,9 @@ func he_flood(ph C.uint64_t, pkh C.uint64_t, cth C.uint64_t, logBound C.int, see
 	P := params(ph).P
 	pk := get[*PK](uint64(pkh), "public key")
 	bound(uint64(ph), pk.ph, "public key")
+	if pk.qOnly {
+		fail(codeArgument, "this public key is valid over Q only: flooding encrypts with Lattigo's encryptor")
+	}
 	ct := getCT(ph, cth)
 	if ct.v.Degree() != 1 {
 		fail(codeArgument, "flooding needs a degree-1 ciphertext")

@@ -144,6 +144,9 @@ func he_marshal(ph C.uint64_t, h C.uint64_t, kind *C.int, out **C.uchar, outlen 
 		*kind = kindSK
 	case *PK:
 		bound(uint64(ph), o.ph, "public key")
+		if o.qOnly {
+			fail(codeArgument, "a Q-only public key is not serialised (send pk0 over Q and the seed of a)")
+		}
 		b = writePolys(header("PK01"), refsQP(P, o.v.Value[1], refsQP(P, o.v.Value[0], nil)))
 		*kind = kindPK
 	case *EvalKeys:
@@ -204,7 +207,7 @@ func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.u
 		refs := refsQP(P, pk.Value[1], refsQP(P, pk.Value[0], nil))
 		exactLen(rest, refs, "public key")
 		readPolys(rest, refs, "public key")
-		obj = &PK{uint64(ph), pk}
+		obj = &PK{ph: uint64(ph), v: pk}
 	case kindEVK:
 		f, rest := readHeader(b, "EK01", 2, "evaluation keys")
 		hasRlk, ngal := f[0], int(f[1])
