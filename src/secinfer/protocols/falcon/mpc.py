@@ -160,21 +160,24 @@ class FalconMPC:
         return outs
 
     def flush(self) -> None:
-        """Open every pending delta in one round; any non-zero aborts."""
+        """Check that every pending delta is zero, in one round of 32-byte messages (as
+        STAMP's ``Engine.flush_checks`` [ABY3 5.3: compare by hash]): party p sends the hash
+        of its second component to the party that lacks it, and compares the hash it
+        receives with -(d_p + d_{p+1}) (arithmetic) or d_p ^ d_{p+1} (boolean); any non-zero
+        delta makes an honest party abort."""
         if not self._pending or self.dry:
             return
-        e = self.eng
-        flat = Pair(np.concatenate([d.a.reshape(-1) for _, d in self._pending]),
-                    np.concatenate([d.b.reshape(-1) for _, d in self._pending]))
+        e, ring = self.eng, self.ring
+        da = np.concatenate([d.a.reshape(-1) for _, d in self._pending])
+        db = np.concatenate([d.b.reshape(-1) for _, d in self._pending])
         kinds = np.concatenate([np.full(d.a.size, k == "b") for k, d in self._pending])
         self._pending = []
         tag = self._tag("delta")
-        self._open_send(flat, tag)
-        miss = self._open_recv(flat, tag)
-        arith = self.ring.reduce(flat.a + flat.b + miss)
-        boolean = (flat.a ^ flat.b ^ miss) & self.lane
-        bad = np.where(kinds, boolean, arith)
-        if np.any(bad):
+        mine = np.where(kinds, db & self.lane, ring.reduce(db)).astype(U64)
+        want = np.where(kinds, (da ^ db) & self.lane, ring.neg(ring.add(da, db))).astype(U64)
+        e.ep.send(e.names[e.prv], tag, digest(mine))
+        (h,) = e.ep.recv(e.names[e.nxt], tag, ArraySpec(np.uint8, (32,)))
+        if not np.array_equal(h, digest(want)):
             raise e.ep.abort("multiplication-check", None, "a product does not match its verification triple")
 
     # ---- truncation ---------------------------------------------------------------------
