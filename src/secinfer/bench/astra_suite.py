@@ -270,7 +270,9 @@ def paper_wan_links() -> dict:
 def real_throughput(protocol: str, security: str, task: str, d: int, batch: int, workdir=None) -> dict:
     """Online throughput with real processes on the paper's WAN (per-link RTTs, 25 Mbit/s
     between the servers): one batch of ``batch`` queries, throughput = batch / the servers'
-    online interval, in queries per minute [ASTRA Tables 7, 9]."""
+    online interval, in queries per minute [ASTRA Tables 7, 9]. ASTRA runs the paper's
+    message structure (``reveal="paper"``): the tables compare the servers' links, and the
+    direct reveal would move the semi-honest output off them onto the client's LAN link."""
     import tempfile
     from pathlib import Path
 
@@ -283,6 +285,7 @@ def real_throughput(protocol: str, security: str, task: str, d: int, batch: int,
         path = Path(tmp) / f"linear-{d}-{task}.onnx"
         x = np.repeat(_linear_onnx(path, d, cls), batch, axis=0)
         r = run_local(protocol, security, path, x, network="lan", timeout=1800.0,
+                      options={"reveal": "paper"} if protocol == "astra" else None,
                       cluster_settings={"links": paper_wan_links(), "peer_timeout": 30.0})
     iv = query_intervals(r.meters)[0]
     return {"protocol": protocol, "security": security, "task": task, "d": d, "batch": batch,
@@ -292,7 +295,7 @@ def real_throughput(protocol: str, security: str, task: str, d: int, batch: int,
 
 
 def real_latency(protocol: str, security: str, task: str, d: int, queries: int, warmup: int,
-                 network: str = "lan", workdir=None) -> dict:
+                 network: str = "lan", workdir=None, options: dict | None = None) -> dict:
     """One real multi-process session (``runtime.launcher.run_local``: one OS process per
     role, CURVE sockets on loopback, the ``network`` profile applied to every frame) that
     answers ``queries`` queries one after the other; statistics over the queries after the
@@ -313,7 +316,7 @@ def real_latency(protocol: str, security: str, task: str, d: int, queries: int, 
         path = Path(tmp) / f"linear-{d}-{task}.onnx"
         x = _linear_onnx(path, d, cls)
         load0 = os.getloadavg()[0]
-        r = run_local(protocol, security, path, x, network=network, options={"queries": queries},
+        r = run_local(protocol, security, path, x, network=network, options={**(options or {}), "queries": queries},
                       timeout=60.0 + 2.0 * queries)
         load1 = os.getloadavg()[0]
         from secinfer.arith.fixed import FX64

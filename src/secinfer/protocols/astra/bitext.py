@@ -29,7 +29,7 @@ import numpy as np
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import bits_of, msb_sub3_circuit, msb_sub_circuit
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import H_SPEC, digest
+from secinfer.protocols.astra.engine import H_SPEC, digest, pack
 from secinfer.sharing.astra import AShare
 
 
@@ -51,10 +51,18 @@ def bitext_offline(eng, a: AShare, bool_eng) -> dict:
     return _offline_s(eng, a, bool_eng, n, lab)
 
 
-def bitext_online(eng, a: AShare, prep: dict, bool_eng) -> AShare:
+def bitext_online(eng, a: AShare, prep: dict, bool_eng, to: str | None = None,
+                  pending_verify: dict | None = None) -> AShare | None:
+    """Online half: [[msb(a)]]^B; or, semi-honest with ``to`` (an outside party, the
+    client), msb(a) revealed to ``to`` directly: P2 sends it the circuit's output
+    y = msb(a) xor r and P0 the mask r, instead of [[y]]^B-sharing y with P1 first (one
+    round less; ``to`` computes y xor r and sees a uniformly masked y and r, as it would
+    see m and the two masks in [Fig. 4]'s reconstruction)."""
     if eng.malicious:
-        return _online_m(eng, a, prep, bool_eng)
-    return _online_s(eng, a, prep, bool_eng)
+        if to is not None:
+            raise ValueError("the direct reveal of bit extraction is semi-honest only")
+        return _online_m(eng, a, prep, bool_eng, pending_verify)
+    return _online_s(eng, a, prep, bool_eng, to)
 
 
 # ---- semi-honest ------------------------------------------------------------------------
@@ -77,6 +85,7 @@ def _offline_s(eng, a, beng, n, lab):
                     gcm.select(zeros["u2"], bits_of(lam, l), r_gc),
                     gcm.select(zeros["u3"], rbit[:, None], r_gc))
             prep["r"] = AShare(1, None, lr1, lr2)
+            prep["rbit"] = rbit
         else:
             mr = (rbit.astype(np.uint64) ^ lr1 ^ lr2)
             ep.send("p2", t + "/mr", mr)
@@ -94,10 +103,23 @@ def _offline_s(eng, a, beng, n, lab):
     return prep
 
 
-def _online_s(eng, a, prep, beng):
+def _online_s(eng, a, prep, beng, to=None):
     ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
     circ = msb_sub_circuit(l)
     t = f"astra/bx/{prep['lab']}"
+    if to is not None:
+        if role == "p0":
+            ep.send(to, "astra/out/y/r", pack(prep["rbit"], 1))
+        elif role == "p1":
+            ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        else:
+            k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
+            out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"]})
+            yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
+            if eng.cheat("wrong_out_share"):
+                yb = yb ^ np.uint64(1)
+            ep.send(to, "astra/out/y/y", pack(yb, 1))
+        return None
     if role == "p1":
         ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
         my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint8, (n,))).astype(np.uint64) & np.uint64(1)
@@ -197,13 +219,20 @@ def _label_hashes(labels: np.ndarray) -> bytes:
     return b"".join(sha(b"gc-com" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16))
 
 
-def _online_m(eng, a, prep, beng):
+def _online_m(eng, a, prep, beng, pending=None):
+    """``pending``: a verify message started before (``AstraEngine.verify_start``); the
+    other evaluator's is received before that evaluator's next frame (ordered links)."""
     ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+
+    def verified(peer):
+        if pending is not None:
+            eng.verify_finish(pending, (peer,))
     circ = msb_sub3_circuit(l)
     t = f"astra/bx/{prep['lab']}"
     zero = np.zeros(n, np.uint64)
     if role == "p1":
         ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        verified("p2")
         y, hout = ep.recv("p2", t + "/y", ArraySpec(np.uint8, (n,)), H_SPEC)
         y = y & np.uint8(1)
         expect = gcm.select(prep["out_zero"][:, 0], y, prep["r_gc"])
@@ -211,6 +240,7 @@ def _online_m(eng, a, prep, beng):
             raise ep.abort("bitext-y", "p2", "y does not match the output label")
         ys = AShare(1, y.astype(np.uint64), zero, None)
     elif role == "p2":
+        verified("p1")
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         _check_open(ep, k1, prep["c1"], bits_of(a.m, l), "p1")
         out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"],

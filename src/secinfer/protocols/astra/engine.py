@@ -130,6 +130,13 @@ class AstraEngine:
         """One round: every server sends every other server its running hashes (one message,
         sorted by check name), then compares what it expected; abort on the first mismatch.
         Amortises all hash checks of [ASTRA 4.2] into a single message per pair."""
+        self.verify_finish(self.verify_start())
+
+    def verify_start(self) -> dict:
+        """First half of ``verify``: send the running hashes and fix the expected ones.
+        Callers may run further steps that fold nothing into the hashes (e.g. the garbled
+        comparison, whose checks are immediate) before ``verify_finish``, so the verify
+        message travels in parallel with them; it must finish before anything is revealed."""
         ep = self.ep
         servers = [p for p in ("p0", "p1", "p2") if p != self.role]
         for p in servers:
@@ -137,13 +144,25 @@ class AstraEngine:
             arr = np.stack([np.frombuffer(self.out_h[(p, c)].digest(), np.uint8) for c in names]) \
                 if names else np.zeros((0, 32), np.uint8)
             ep.send(p, "astra/verify", arr)
-        for p in servers:
-            names = sorted(c for (q, c) in self.in_h if q == p)
-            got = ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(names), 32)))
-            for i, c in enumerate(names):
-                if not np.array_equal(got[i], np.frombuffer(self.in_h[(p, c)].digest(), np.uint8)):
-                    raise ep.abort(c, p, "hash check failed")
+        expected = {p: [(c, np.frombuffer(self.in_h[(p, c)].digest(), np.uint8))
+                        for c in sorted(c for (q, c) in self.in_h if q == p)] for p in servers}
         self.out_h, self.in_h = {}, {}
+        return expected
+
+    def verify_finish(self, expected: dict, peers=None) -> None:
+        """Second half of ``verify``: receive the hashes of ``peers`` (default: all whose
+        message is still due) and compare. Messages between two parties are ordered, so a
+        step between the halves that receives from a server calls this for that server
+        first."""
+        if self.out_h or self.in_h:
+            raise ConfigError("a hash check was folded between verify_start and verify_finish")
+        ep = self.ep
+        for p in list(expected) if peers is None else [q for q in peers if q in expected]:
+            want = expected.pop(p)
+            got = ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(want), 32)))
+            for i, (c, h) in enumerate(want):
+                if not np.array_equal(got[i], h):
+                    raise ep.abort(c, p, "hash check failed")
 
     # ---- input sharing: Pi_sh [Fig. 1], Pi_sh^m [4.2] -------------------------------
     @staticmethod
@@ -391,19 +410,7 @@ class AstraEngine:
         t = f"astra/mul/{lab}"
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
-            # [m_z]_i = (i-1) m_x m_y - m_x [l_y]_i - m_y [l_x]_i + [l_z]_i + [gamma]_i
-            if "base" in prep:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
-                share = R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
-                mxy = self._prod(x.m, y.m, ps, False) if self.malicious else None
-                mstar_y = prep.get("mstar_y")
-            else:
-                lx, ly, lz = (x.l1, y.l1, z.l1) if i == 1 else (x.l2, y.l2, z.l2)
-                mxy = self._prod(x.m, y.m, ps, keep=False)
-                share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)),
-                              prep["g_sum"])
-                if i == 2:
-                    share = R.add(share, mxy)
-                mstar_y = R.add(y.m, prep["dy"]) if self.malicious else None
+            share, mxy, mstar_y = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
             sent = R.add(share, 1) if self.cheat("wrong_mz") else share
             self.send(other, t + "/mz", sent)
@@ -427,6 +434,53 @@ class AstraEngine:
             for p in EVALUATORS:
                 self.send_hash(p, "mul-mz", mstar)
         return z
+
+    def _mz_share(self, x, y, z, prep):
+        """Evaluator i's additive part of m_z [Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
+        m_y [l_x]_i + [l_z]_i + [gamma]_i; also m_x m_y and m*_y (malicious)."""
+        R, ps, i = self.R, prep["prod_shape"], 1 if self.role == "p1" else 2
+        if "base" in prep:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
+            share = R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
+            mxy = self._prod(x.m, y.m, ps, False) if self.malicious else None
+            return share, mxy, prep.get("mstar_y")
+        lx, ly, lz = (x.l1, y.l1, z.l1) if i == 1 else (x.l2, y.l2, z.l2)
+        mxy = self._prod(x.m, y.m, ps, keep=False)
+        share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)),
+                      prep["g_sum"])
+        if i == 2:
+            share = R.add(share, mxy)
+        return share, mxy, (R.add(y.m, prep["dy"]) if self.malicious else None)
+
+    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
+        """Semi-honest only: z = x * y (or X @ W) with m_z left as additive parts, not
+        exchanged: evaluator i holds [m_z]_i in the returned share's ``m``, P0 the masks as
+        usual. Only for a value that is revealed next with ``open_parts_to``."""
+        if self.malicious:
+            raise ConfigError("additive-part reveal is semi-honest only")
+        if self.role == "p0":
+            return z
+        return z.with_m(self._mz_share(x, y, z, prep)[0])
+
+    def open_parts_to(self, receiver: str, sh: AShare, label: str, public=None) -> None:
+        """Reveal v towards an outside party from additive parts of m_v (semi-honest, the
+        variant of [Fig. 4] output reconstruction that skips the evaluators' exchange).
+
+        Evaluator i sends [m_v]_i -/+ rho with rho from k_12 (P0 does not know it), P0 sends
+        lambda_v = lambda_{v,1} + lambda_{v,2}; the receiver computes part_1 + part_2 -
+        lambda_v (+ ``public``, a public term P1 adds). See docs/protocols/astra.md for why
+        this view is the same as [Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2})."""
+        R, t, role = self.R, f"astra/out/{label}", self.role
+        lab = self._label("rho")
+        if role == "p0":
+            self.ep.send(receiver, t + "/lam", pack(R.add(sh.l1, sh.l2), self.bits))
+            return
+        rho = self.draw("12", lab, sh.shape)
+        part = R.add(sh.m, rho) if role == "p1" else R.sub(sh.m, rho)
+        if role == "p1" and public is not None:
+            part = R.add(part, public)
+        if self.cheat("wrong_out_share"):
+            part = R.add(part, 1)
+        self.ep.send(receiver, t + ("/m1" if role == "p1" else "/m2"), pack(part, self.bits))
 
     # ---- truncation (fixed point) -----------------------------------------------------
     def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, dict]:

@@ -159,6 +159,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError(f"astra security must be one of {SPEC.securities}")
     malicious = job.security != "semi-honest"
     attack = job.options.get("attack")
+    reveal_mode(job.options)   # a bad value fails at once, in every party
     with ep.phase("setup"):
         keys = setup_keys(ep, role, job.prg, malicious, attack)
         lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
@@ -251,15 +252,34 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
         # preprocessing done: the client may send its query (keeps the online clock honest)
         ep.send(C, "astra/ready", np.ones(1, np.uint8))
+    direct = reveal_mode(job.options) == "direct"
     with online_phase(ep):
         X = eng.share_online(C, X, "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
+        if direct and not eng.malicious and not cls:
+            # one round: additive parts of m_y straight to the client (docs/protocols/astra.md)
+            U = eng.products_parts(X, W, U, prep)
+            Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
+            Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+            eng.open_parts_to(C, Y, "y")
+            _await_close(ep)
+            return PartyResult(info={"role": role})
         U = eng.matmul_online(X, W, U, prep)
         Y = U + B.map(lambda a: a[None, :])
+        pending = None
+        if cls and direct and eng.malicious and not fair:
+            # the verify message travels while the comparison runs; it is checked before
+            # anything is revealed (the comparison folds no hash)
+            pending = eng.verify_start()
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
             A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            out, out_eng = bitext_online(eng, A, bx, beng), beng
+            if direct and not eng.malicious:
+                # y from P2 and the mask r from P0 straight to the client (one round less)
+                bitext_online(eng, A, bx, beng, to=C)
+                _await_close(ep)
+                return PartyResult(info={"role": role})
+            out, out_eng = bitext_online(eng, A, bx, beng, pending_verify=pending), beng
         else:
             out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
         if fair:
@@ -269,7 +289,9 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
             v = frec_online(out_eng, out + pad, fprep, "out")
             ep.send(C, "astra/fair/out", v)
         else:
-            if eng.malicious:
+            if pending is not None:
+                eng.verify_finish(pending)
+            elif eng.malicious:
                 eng.verify()
             out_eng.open_to(C, out, "y")
     _await_close(ep)
@@ -304,6 +326,8 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             if v is None:
                 raise ep.abort("fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
+        elif reveal_mode(job.options) == "direct" and not malicious:
+            val = _receive_direct(ep, size, bits)
         else:
             val = _receive_output(ep, size, malicious, bits)
         ep.mark("output")      # reconstructed and checked: the client holds the output
@@ -316,6 +340,38 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
     # exact oracle truncation: from f_x + f_w fractional bits down to f
     v = ring.arshift(val.reshape(batch, n), fw[0] + fw[1] - cfg.frac_bits)
     return PartyResult(output=cfg.decode(v), output_ring=v, info={"classifier": False})
+
+
+def _receive_direct(ep, size: int, bits: int) -> np.ndarray:
+    """Client side of the semi-honest one-round reveals (``reveal="direct"``):
+    regression: lambda_y from P0, the additive parts of m_y from P1 and P2 (re-randomised
+    with rho from k_12), y = part_1 + part_2 - lambda_y; classification: the garbled
+    comparison's masked output bit from P2 and its mask r from P0, class = y xor r."""
+    if bits == 1:
+        spec = packed_spec(1, (size,))
+        r = unpack(ep.recv_one("p0", "astra/out/y/r", spec), 1, (size,))
+        y = unpack(ep.recv_one("p2", "astra/out/y/y", spec), 1, (size,))
+        return (y ^ r) & np.uint64(1)
+    spec = packed_spec(64, (size,))
+    lam = ep.recv_one("p0", "astra/out/y/lam", spec)
+    m1 = ep.recv_one("p1", "astra/out/y/m1", spec)
+    m2 = ep.recv_one("p2", "astra/out/y/m2", spec)
+    return m1 + m2 - lam
+
+
+REVEALS = ("direct", "paper")
+
+
+def reveal_mode(options: dict) -> str:
+    """``options["reveal"]``: ``direct`` (default) sends the client what it needs with the
+    fewest server rounds (semi-honest: additive parts / the comparison's masked bit straight
+    to the client; malicious classification: the verify message overlaps the comparison);
+    ``paper`` keeps the message structure of [ASTRA Fig. 4, 6] (the evaluators reconstruct
+    m first, verify after the comparison). Every party must get the same value."""
+    r = options.get("reveal", "direct")
+    if r not in REVEALS:
+        raise ProtocolError(f"option reveal must be one of {REVEALS}, got {r!r}")
+    return r
 
 
 def _two_of_three(got: list) -> np.ndarray | None:
