@@ -178,3 +178,59 @@ def test_tampered_multiplication_with_shared_rho():
     body, _ = _shared_operand_body(tamper_rho_second=0)
     res, _ = run3(body, malicious=True)
     _check_aborted(res, 0, ["multiplication-check"])
+
+
+# ---- malicious input sharing through the first product's mask (rho = X - A) -------------
+def _masked_input_body(split_rho=False):
+    from secinfer.arith.fixed import FX32
+    w = _rand((8, 3), 22, 0.5)
+    ws = dealer_pairs(w, 2)
+    g = Node("g", "Gemm", ["input", "w"], ["h"], {})
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops)
+        if split_rho and i == 1:
+            honest_send = eng.send_ring
+
+            def send_ring(peer, tag, *arrays):
+                if tag == "stamp/input-rho" and peer == 2:
+                    arrays = [eng.ring.add(arrays[0], np.uint64(1))]
+                return honest_send(peer, tag, *arrays)
+            eng.send_ring = send_ring
+        x = be.masked_input(1, X if i == 1 else None, X.shape, "input", 1)
+        h = be.product(g, x, ws[i], None, [RELU], [[]], (6, 3))
+        return eng.reveal_to(1, h)
+    return body, w
+
+
+def test_masked_input_honest_run_is_exact():
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir import fixed_ops
+    body, w = _masked_input_body()
+    res, meters = run3(body, malicious=True)
+    for r in res.values():
+        assert not isinstance(r, Exception), r
+    assert np.array_equal(res[1], fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32))
+    # the owner sent rho = X - A to the two others (2n elements); nobody sent an input share
+    assert meters[1][0].total("online", tag_prefix="stamp/input-rho") == 2 * 4 * X.size
+    assert sum(m[0].total("online", tag_prefix="rss/input") for m in meters.values()) == 0
+
+
+def test_input_owner_sending_two_different_rhos():
+    """The input owner (p1) sends p0 and p2 different rho = X - A: they compare hashes
+    before anything is revealed."""
+    body, _ = _masked_input_body(split_rho=True)
+    res, _ = run3(body, malicious=True)
+    for i in (0, 2):
+        assert isinstance(res[i], ProtocolAbort), res[i]
+    assert "input-consistency" in {res[i].check for i in (0, 2)}
+
+
+def test_only_the_owner_device_releases_a_whole_input_mask():
+    def body(i, eng, ops):
+        return ops.operand("a", "in1/input", (4,), full=True)
+    res, _ = run3(body, malicious=True)
+    assert isinstance(res[0], ProtocolAbort) and res[0].check == "ltee-policy"
+    assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-policy"
+    pair, whole = res[1]
+    assert whole.shape == (4,)

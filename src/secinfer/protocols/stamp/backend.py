@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from secinfer.errors import ProtocolError
 from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine
@@ -121,6 +122,50 @@ class StampBackend:
             return self._run(z3, steps, plist, out_shape, "3of3", split)
         z = self._verified(node, f, x, w, z3)
         return self._run(z, steps, plist, out_shape, "rss", split)
+
+    def can_mask_input(self, graph: Graph, name: str) -> int:
+        """Malicious: the number of products that take input ``name`` as their first
+        operand, if every consumer is such a product (then ``masked_input`` applies), else 0."""
+        cons = graph.consumers().get(name, [])
+        if not self.eng.malicious or name in graph.output_names or not cons:
+            return 0
+        ok = all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == name and c.inputs[1] != name
+                 for c in cons)
+        return len(cons) if ok else 0
+
+    def masked_input(self, owner: int, x: np.ndarray | None, shape: tuple, name: str, products: int) -> Pair:
+        """Malicious input sharing through the first product's verification operand A: the
+        owner's LTEE gives its host the whole A (only for an ``in<owner>/`` name), the owner
+        sends rho = X - A to the two others, and X is shared as rho + A. rho is exactly what
+        the first product's check would open (``Engine.reshare_verified``), so input sharing
+        and that opening cost 2n ring elements instead of n + 3n. The two receivers compare
+        hashes of rho before anything is revealed (``input-consistency``: one of them
+        sends the hash, the other compares it before the sender's next message); A is uniform and
+        unknown to them, so rho hides X."""
+        eng, ring = self.eng, self.ring
+        a_id = f"in{owner}/{name}"
+        n = int(np.prod(shape))
+        if eng.me == owner:
+            a, whole = self.ops.operand("a", a_id, shape, full=True)
+            if x is None or tuple(x.shape) != tuple(shape):
+                raise ProtocolError(f"input owner needs an array of shape {shape}")
+            rho = ring.sub(ring.reduce(np.asarray(x, np.uint64)), whole)
+            for p in ((owner + 1) % 3, (owner + 2) % 3):
+                eng.send_ring(p, "stamp/input-rho", rho)
+        else:
+            a = self.ops.operand("a", a_id, shape)
+            (rho,) = eng.recv_ring(owner, "stamp/input-rho", n)
+            rho = rho.reshape(shape)
+            # one receiver tells the other the hash of its copy; checked before the
+            # sender's next message is received (``Engine.expect_hash``)
+            first, second = (owner + 1) % 3, (owner + 2) % 3
+            if eng.me == first:
+                eng.send_hash(second, "stamp/input-rho/h", rho)
+            else:
+                eng.expect_hash(first, "stamp/input-rho/h", rho, "input-consistency")
+        self._acts[name] = (a_id, a, rho)
+        self._uses[name] = products
+        return rss.add_public(ring, eng.me, a, rho)
 
     def _verified(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray) -> Pair:
         """Reshare the product and queue its check, sharing sigma (weights) and rho

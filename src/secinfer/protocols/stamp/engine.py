@@ -31,6 +31,33 @@ def digest(*arrays: np.ndarray) -> np.ndarray:
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
+class _CheckedEndpoint:
+    """Endpoint proxy: before the next message from a peer is received, the hashes that
+    peer was told to send first (``Engine.expect_hash``) are received and compared."""
+
+    def __init__(self, ep) -> None:
+        self._ep = ep
+        self.expected: dict[str, list] = {}
+
+    def _check(self, peer: str) -> None:
+        for etag, h, check in self.expected.pop(peer, []):
+            (got,) = self._ep.recv(peer, etag, ArraySpec(np.uint8, (32,)))
+            if not np.array_equal(got, h):
+                raise self._ep.abort(check, None, "two parties received different copies of one value")
+
+    def recv(self, peer: str, tag: str, *specs):
+        self._check(peer)
+        return self._ep.recv(peer, tag, *specs)
+
+    def drain(self) -> None:
+        """Compare every expected hash now (its message is the next one from its peer)."""
+        for peer in list(self.expected):
+            self._check(peer)
+
+    def __getattr__(self, name):
+        return getattr(self._ep, name)
+
+
 class Engine:
     """Party ``me`` of three; ``names[p]`` is party p's role name on the endpoint."""
 
@@ -38,7 +65,7 @@ class Engine:
                  prg: PRG) -> None:
         if me not in (0, 1, 2):
             raise ProtocolError(f"party index {me} out of range")
-        self.ep, self.names, self.me, self.cfg = ep, names, me, cfg
+        self.ep, self.names, self.me, self.cfg = _CheckedEndpoint(ep), names, me, cfg
         self.ring = cfg.ring
         self.malicious = malicious
         self.prg = prg
@@ -249,6 +276,18 @@ class Engine:
         self.stats["mult_checks"] += 1
         return z, rho
 
+    def send_hash(self, peer: int, tag: str, value: np.ndarray) -> None:
+        """Tell ``peer`` the hash of a value both received from the same sender."""
+        self.ep.send(self.names[peer], tag, digest(np.ascontiguousarray(value, dtype=U64)))
+
+    def expect_hash(self, peer: int, tag: str, value: np.ndarray, check: str) -> None:
+        """``peer`` sent (``send_hash``) the hash of its copy of ``value``: compare it, just
+        before the next message from that peer is received -- so the comparison rides on
+        messages that flow anyway and costs no round; a mismatch aborts with ``check``
+        (at the latest in ``flush_checks``, before anything is revealed)."""
+        self.ep.expected.setdefault(self.names[peer], []).append(
+            (tag, digest(np.ascontiguousarray(value, dtype=U64)), check))
+
     def flush_checks(self, tag: str = "rss/mcheck") -> None:
         """Check that every pending delta is zero, in one round of 32-byte messages.
 
@@ -257,7 +296,9 @@ class Engine:
         lacks exactly that one) and compares the hash it receives with its own prediction
         [ABY3 5.3: compare views by hash]. With one corrupted party c, party c+1 compares
         only honest copies (its own, and c+2's copy of d_c), whose sum is the error c put
-        into the products, so any non-zero delta makes an honest party abort."""
+        into the products, so any non-zero delta makes an honest party abort.
+        Hashes still expected from ``expect_hash`` are compared first."""
+        self.ep.drain()
         if not self._pending:
             return
         ring = self.ring

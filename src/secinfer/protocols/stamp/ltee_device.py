@@ -460,6 +460,14 @@ class Device:
             raise Refused("bad-request", "operand request")
         comps = self._operand(name, spec, 0, n)
         d = self.index
+        if spec.get("full"):
+            # the whole A of an input mask goes only to the input owner named in its id
+            # ("in<owner>/..."): it then opens rho = X - A itself [docs: stamp.md]
+            if name != "a" or not str(spec["a_id"]).startswith(f"in{d}/"):
+                raise Refused("policy", "only the input owner's device releases a whole input mask")
+            return [comps[d], comps[(d + 1) % 3], self.cfg.ring.reduce(sum(comps))]
+        if str(spec.get(f"{name}_id")).startswith("in") and name == "b":
+            raise Refused("bad-request", "input masks are a-operands")
         return [comps[d], comps[(d + 1) % 3]]
 
     def cmd_triple(self, arrays):

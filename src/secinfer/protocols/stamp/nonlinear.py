@@ -271,11 +271,13 @@ class StampOps:
         b = None if b_known else Pair(b0.reshape(ws), b1.reshape(ws))
         return a, b, Pair(c0.reshape(cs), c1.reshape(cs))
 
-    def operand(self, which: str, ident: str, shape: tuple) -> Pair:
-        """This host's two components of a named triple operand (``ltee_device._operand``)."""
-        spec = {"which": which, f"{which}_id": ident, "shape": [int(d) for d in shape]}
+    def operand(self, which: str, ident: str, shape: tuple, full: bool = False):
+        """This host's two components of a named triple operand (``ltee_device._operand``);
+        ``full``: also the whole value (the input owner's own input mask only)."""
+        spec = {"which": which, f"{which}_id": ident, "shape": [int(d) for d in shape], "full": full}
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
-        c0, c1 = self._dev("operand", self._meta(0), spec_bytes(spec), kind="triple")
+        got = self._dev("operand", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0
         self.triple_stats += self.link.refresh_stats() - before
-        return Pair(c0.reshape(shape), c1.reshape(shape))
+        pair = Pair(got[0].reshape(shape), got[1].reshape(shape))
+        return (pair, got[2].reshape(shape)) if full else pair

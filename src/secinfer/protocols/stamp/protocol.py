@@ -77,7 +77,10 @@ def share_model_and_input(eng: Engine, graph: Graph, job: PartyJob) -> dict:
     return env
 
 
-def share_input(eng: Engine, graph: Graph, job: PartyJob, env: dict) -> None:
+def share_input(eng: Engine, graph: Graph, job: PartyJob, env: dict, backend: StampBackend | None = None) -> None:
+    """Malicious STAMP, when the input feeds products only: shared through the first
+    product's verification mask (``StampBackend.masked_input``); else the replicated
+    input sharing (``Engine.input``; Falcon+ calls this without a backend)."""
     info = graph.inputs[0]
     shape = tuple(info.shape)
     x = None
@@ -85,7 +88,11 @@ def share_input(eng: Engine, graph: Graph, job: PartyJob, env: dict) -> None:
         x = np.asarray(job.input, dtype=np.float64)
         graph.check_input(info.name, x)
         x = eng.cfg.encode(x)
-    env[info.name] = eng.input(CLIENT, x, shape)
+    products = backend.can_mask_input(graph, info.name) if backend is not None else 0
+    if products:
+        env[info.name] = backend.masked_input(CLIENT, x, shape, info.name, products)
+    else:
+        env[info.name] = eng.input(CLIENT, x, shape)
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -113,7 +120,7 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            share_input(eng, graph, job, env)
+            share_input(eng, graph, job, env, backend)
             env = executor.run_graph(eng.ring, me, backend, graph, env)
             out = env[graph.output_names[0]]
             y = eng.reveal_to(CLIENT, out)
