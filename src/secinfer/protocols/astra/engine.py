@@ -461,23 +461,28 @@ class AstraEngine:
             return z
         return z.with_m(self._mz_share(x, y, z, prep)[0])
 
-    def open_parts_to(self, receiver: str, sh: AShare, label: str, public=None) -> None:
+    def parts_pad(self, shape) -> np.ndarray | None:
+        """Offline: the pad rho (from k_12) that re-randomises the additive parts of one
+        ``open_parts_to``; every server calls it (labels stay in step), P0 gets None."""
+        lab = self._label("rho")
+        return self.draw("12", lab, shape) if self.role in EVALUATORS else None
+
+    def open_parts_to(self, receiver: str, sh: AShare, label: str, rho=None) -> None:
         """Reveal v towards an outside party from additive parts of m_v (semi-honest, the
         variant of [Fig. 4] output reconstruction that skips the evaluators' exchange).
 
         Evaluator i sends [m_v]_i -/+ rho with rho from k_12 (P0 does not know it), P0 sends
         lambda_v = lambda_{v,1} + lambda_{v,2}; the receiver computes part_1 + part_2 -
-        lambda_v (+ ``public``, a public term P1 adds). See docs/protocols/astra.md for why
-        this view is the same as [Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2})."""
+        lambda_v. See docs/protocols/astra.md for why
+        this view is the same as [Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2}). ``rho`` from
+        ``parts_pad`` in the offline phase, else drawn here."""
         R, t, role = self.R, f"astra/out/{label}", self.role
-        lab = self._label("rho")
+        if rho is None:
+            rho = self.parts_pad(sh.shape)
         if role == "p0":
             self.ep.send(receiver, t + "/lam", pack(R.add(sh.l1, sh.l2), self.bits))
             return
-        rho = self.draw("12", lab, sh.shape)
         part = R.add(sh.m, rho) if role == "p1" else R.sub(sh.m, rho)
-        if role == "p1" and public is not None:
-            part = R.add(part, public)
         if self.cheat("wrong_out_share"):
             part = R.add(part, 1)
         self.ep.send(receiver, t + ("/m1" if role == "p1" else "/m2"), pack(part, self.bits))

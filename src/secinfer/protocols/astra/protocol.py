@@ -243,6 +243,8 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
             omask = output_mask(eng, bx) if cls else \
                 Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
             omask = AShare(oe.bits, None, omask.l1, omask.l2)
+        direct = reveal_mode(job.options) == "direct"
+        rho = eng.parts_pad((batch * n,)) if direct and not eng.malicious and not cls else None
         eng.finish_offline()
         if eng.malicious:
             eng.verify()
@@ -252,7 +254,6 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
         # preprocessing done: the client may send its query (keeps the online clock honest)
         ep.send(C, "astra/ready", np.ones(1, np.uint8))
-    direct = reveal_mode(job.options) == "direct"
     with online_phase(ep):
         X = eng.share_online(C, X, "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
@@ -261,7 +262,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
             U = eng.products_parts(X, W, U, prep)
             Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
             Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            eng.open_parts_to(C, Y, "y")
+            eng.open_parts_to(C, Y, "y", rho)
             _await_close(ep)
             return PartyResult(info={"role": role})
         U = eng.matmul_online(X, W, U, prep)
