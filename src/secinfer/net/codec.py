@@ -17,7 +17,7 @@ corrupted or oversized frame is a ``FrameError`` and never a crash or a huge all
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,8 +38,7 @@ PHASES = ("setup", "offline", "online")
 _MAX_NDIM = 8
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):   # immutable; a named tuple is cheaper to build than a frozen dataclass
     session_id: bytes
     sender: str
     tag: str
@@ -52,6 +51,14 @@ def payload_nbytes(arrays) -> int:
     return sum(int(np.asarray(a).nbytes) for a in arrays)
 
 
+_U8, _U16 = struct.Struct("<B"), struct.Struct("<H")
+_TAIL = struct.Struct("<QBIH")        # seq, phase, depth, n_arrays
+_ARR = struct.Struct("<BB")           # dtype code, ndim
+_DIMS = [struct.Struct(f"<{k}Q") for k in range(_MAX_NDIM + 1)]
+_PHASE_CODE = {p: i for i, p in enumerate(PHASES)}
+_HEAD_MIN = 16 + 1 + 2 + _TAIL.size   # a header without names and arrays
+
+
 def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     if len(header.session_id) != 16:
         raise FrameError("session id must be 16 bytes")
@@ -59,20 +66,22 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
     tag = header.tag.encode()
     if len(sender) > 255 or len(tag) > 65535:
         raise FrameError("sender or tag name too long")
-    parts = [header.session_id, struct.pack("<B", len(sender)), sender,
-             struct.pack("<H", len(tag)), tag,
-             struct.pack("<QBIH", header.seq, PHASES.index(header.phase), header.depth, len(arrays))]
+    parts = [header.session_id, _U8.pack(len(sender)), sender, _U16.pack(len(tag)), tag,
+             _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays))]
     bodies = []
     for a in arrays:
         a = np.asarray(a)
-        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-        code = _CODES.get(np.dtype(dt.str.replace(">", "<")))
-        if code is None:
-            raise FrameError(f"dtype {a.dtype} cannot be sent")
+        dt = a.dtype
+        code = _CODES.get(dt)
+        if code is None:   # big-endian or otherwise unusual: its little-endian equivalent
+            dt = dt.newbyteorder("<") if dt.byteorder == ">" else dt
+            code = _CODES.get(np.dtype(dt.str.replace(">", "<")))
+            if code is None:
+                raise FrameError(f"dtype {a.dtype} cannot be sent")
         if a.ndim > _MAX_NDIM:
             raise FrameError(f"arrays of more than {_MAX_NDIM} dimensions cannot be sent")
-        parts.append(struct.pack("<BB", code, a.ndim))
-        parts.append(struct.pack(f"<{a.ndim}Q", *a.shape))
+        parts.append(_ARR.pack(code, a.ndim))
+        parts.append(_DIMS[a.ndim].pack(*a.shape))
         bodies.append(np.ascontiguousarray(a, dtype=DTYPES[code]).tobytes())
     head = b"".join(parts)
     total = _PREFIX.size + len(head) + sum(len(b) for b in bodies)
@@ -81,69 +90,71 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
     return b"".join([_PREFIX.pack(MAGIC, VERSION, 0, len(head)), head, *bodies])
 
 
-class _Reader:
-    def __init__(self, buf: memoryview, start: int, end: int) -> None:
-        self.buf, self.pos, self.end = buf, start, end
-
-    def take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > self.end:
-            raise FrameError("truncated frame header")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return out
-
-    def unpack(self, fmt: str):
-        s = struct.Struct(fmt)
-        return s.unpack(self.take(s.size))
-
-
 def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
-    if len(data) > max_frame:
-        raise MessageTooLargeError(f"frame of {len(data)} bytes exceeds the cap of {max_frame} bytes")
-    if len(data) < _PREFIX.size:
-        raise FrameError(f"frame of {len(data)} bytes is shorter than the fixed prefix")
+    size = len(data)
+    if size > max_frame:
+        raise MessageTooLargeError(f"frame of {size} bytes exceeds the cap of {max_frame} bytes")
+    if size < _PREFIX.size:
+        raise FrameError(f"frame of {size} bytes is shorter than the fixed prefix")
     magic, version, _flags, head_len = _PREFIX.unpack_from(data, 0)
     if magic != MAGIC:
         raise FrameError("bad frame magic (not a secinfer frame)")
     if version != VERSION:
         raise FrameError(f"protocol version {version} not supported (this build speaks {VERSION})")
-    view = memoryview(data)
     end_head = _PREFIX.size + head_len
-    if end_head > len(data):
+    if end_head > size or head_len < _HEAD_MIN:
         raise FrameError("truncated frame header")
-    r = _Reader(view, _PREFIX.size, end_head)
+    # every read below is checked against end_head before it happens
+    pos = _PREFIX.size
+    session_id = bytes(data[pos:pos + 16])
+    pos += 16
+    ls = data[pos]
+    pos += 1
+    if pos + ls + 2 > end_head:
+        raise FrameError("truncated frame header")
     try:
-        session_id = bytes(r.take(16))
-        (ls,) = r.unpack("<B")
-        sender = bytes(r.take(ls)).decode()
-        (lt,) = r.unpack("<H")
-        tag = bytes(r.take(lt)).decode()
-        seq, phase_i, depth, n_arrays = r.unpack("<QBIH")
+        sender = bytes(data[pos:pos + ls]).decode()
+        pos += ls
+        (lt,) = _U16.unpack_from(data, pos)
+        pos += 2
+        if pos + lt + _TAIL.size > end_head:
+            raise FrameError("truncated frame header")
+        tag = bytes(data[pos:pos + lt]).decode()
     except UnicodeDecodeError:
         raise FrameError("frame header holds invalid UTF-8") from None
+    pos += lt
+    seq, phase_i, depth, n_arrays = _TAIL.unpack_from(data, pos)
+    pos += _TAIL.size
     if phase_i >= len(PHASES):
         raise FrameError(f"unknown phase code {phase_i}")
     specs = []
-    pos = end_head
+    off = end_head
     for _ in range(n_arrays):
-        code, ndim = r.unpack("<BB")
+        if pos + _ARR.size > end_head:
+            raise FrameError("truncated frame header")
+        code, ndim = _ARR.unpack_from(data, pos)
+        pos += _ARR.size
         if code not in DTYPES:
             raise FrameError(f"unknown dtype code {code}")
         if ndim > _MAX_NDIM:
             raise FrameError(f"array with {ndim} dimensions")
-        shape = r.unpack(f"<{ndim}Q")
+        dims = _DIMS[ndim]
+        if pos + dims.size > end_head:
+            raise FrameError("truncated frame header")
+        shape = dims.unpack_from(data, pos)
+        pos += dims.size
+        dt = DTYPES[code]
         n = 1
         for d in shape:
             n *= d
-            if n * DTYPES[code].itemsize > len(data):
+            if n * dt.itemsize > size:
                 raise FrameError("array shape larger than the frame")
-        nbytes = n * DTYPES[code].itemsize
-        specs.append((DTYPES[code], shape, pos, nbytes))
-        pos += nbytes
-    if r.pos != end_head:
+        nbytes = n * dt.itemsize
+        specs.append((dt, shape, off, n))
+        off += nbytes
+    if pos != end_head:
         raise FrameError("frame header length mismatch")
-    if pos != len(data):
-        raise FrameError(f"frame payload is {len(data) - end_head} bytes, header announces {pos - end_head}")
-    arrays = [np.frombuffer(data, dtype=dt, count=nb // dt.itemsize, offset=off).reshape(shape).copy()
-              for dt, shape, off, nb in specs]
+    if off != size:
+        raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
+    arrays = [np.frombuffer(data, dtype=dt, count=n, offset=o).reshape(shape).copy() for dt, shape, o, n in specs]
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays

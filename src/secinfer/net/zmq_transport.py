@@ -69,7 +69,12 @@ MIN_INBOX = 1 << 30   # default per-peer inbox bound: max(1 GiB, 2 x the frame c
 
 K_HELLO, K_DATA, K_BYE, K_ACK = b"H", b"D", b"B", b"A"
 _STAMP = struct.Struct("<d")  # a data frame's send time (time.monotonic()), for the latency model
-C_DATA, C_CLOSE, C_QUIT = b"D", b"C", b"Q"
+C_DATA, C_CLOSE, C_QUIT, C_WAKE = b"D", b"C", b"Q", b"W"
+# the protocol thread sleeps until this long before a frame's release time, then spins, so
+# that a timed wake-up's lateness (tens of microseconds on a VM) is not added to every hop
+SPIN_BEFORE_RELEASE = 60e-6
+# while the protocol thread reads the PULL socket itself, the I/O thread looks again this often
+RX_RETRY = 0.005
 _CLOSED = object()
 _ids = itertools.count()
 
@@ -80,10 +85,11 @@ _HANDSHAKE_EVENTS = {
 }
 
 
-def _try_send(sock, parts) -> bool:
-    """Never block the I/O thread: a PUSH with no live connection refuses (zmq.Again)."""
+def _try_send(sock, parts, copy: bool = False) -> bool:
+    """Never block the I/O thread: a PUSH with no live connection refuses (zmq.Again).
+    ``copy``: small frames are cheaper to copy than to wrap zero-copy."""
     try:
-        sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
+        sock.send_multipart(parts, flags=zmq.NOBLOCK, copy=copy)
         return True
     except zmq.Again:
         return False
@@ -152,6 +158,13 @@ class ZmqEndpoint(Endpoint):
         self._same_clock = {p: _is_loopback(i.url) for p, i in self.info.items()}
         self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
         self._push: dict | None = None
+        # the PULL socket: read by the I/O thread, or by the protocol thread itself while it
+        # waits in a receive (no hand-off between threads on the critical path); whoever holds
+        # _rx_lock reads it (a ZeroMQ socket may move between threads behind a lock)
+        self._pull = None
+        self._rx_lock = threading.Lock()
+        self._rx_want = False           # the protocol thread waits for the socket: the I/O thread lets go
+        self._ack_due: list[str] = []   # "bye"s received by the protocol thread, acknowledged by the I/O thread
         self._shaped = any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values())
         if self._shaped:
             fine_timer_slack()  # this (protocol) thread waits for release times; the I/O thread inherits it
@@ -263,7 +276,7 @@ class ZmqEndpoint(Endpoint):
             # fast path (may leave now, nothing queued or in flight to the I/O thread): the
             # protocol thread writes to the data socket itself, under the link's lock
             if ready <= now and self._pending[peer] == 0 and self._push is not None:
-                if _try_send(self._push[peer], [K_DATA, frame, stamp]):
+                if _try_send(self._push[peer], [K_DATA, frame, stamp], len(frame) < 65536):
                     self._count_sent(len(frame))
                     return
             self._pending[peer] += 1
@@ -278,12 +291,12 @@ class ZmqEndpoint(Endpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
-        with self._cv:
-            while True:
+        q = self._inbox[peer]
+        while True:
+            with self._cv:
                 self._raise_io_error()
                 now = time.monotonic()
-                q = self._inbox[peer]
-                wake = deadline
+                release = None
                 if q:
                     release, item = q[0]
                     if item is _CLOSED:
@@ -294,7 +307,6 @@ class ZmqEndpoint(Endpoint):
                             raise item
                         self._queued[peer] -= len(item)
                         return item
-                    wake = min(release, deadline)
                 else:
                     if peer in self._fatal:
                         raise self._fatal[peer]
@@ -302,7 +314,56 @@ class ZmqEndpoint(Endpoint):
                         raise PeerDeadError(f"{self.me}: peer {peer} is dead: {self._dead[peer]}")
                 if now >= deadline:
                     raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
-                self._cv.wait(max(0.0, min(wake - now, 0.5)))
+            if release is not None:
+                # the frame is here but not yet due: sleep, then spin the last microseconds
+                _sleep_until(min(release, deadline))
+                continue
+            self._wait_for_frames(q, deadline)
+
+    def _wait_for_frames(self, q, deadline: float) -> None:
+        """Nothing from the peer yet: read the PULL socket in this thread (every message goes
+        through ``_on_message`` as in the I/O thread, so heartbeats, byes and other peers'
+        frames are handled alike). Only one thread polls the socket at a time: the I/O thread
+        holds ``_rx_lock`` while it does and lets go when woken with ``_rx_want`` set; after
+        the receive it takes the socket back within ``RX_RETRY``."""
+        lock = self._rx_lock
+        self._rx_want = True
+        try:
+            if not lock.acquire(blocking=False):
+                with self._send_lock:
+                    self._cmd.send(C_WAKE)       # interrupt the I/O thread's poll
+                if not lock.acquire(timeout=max(0.0, min(deadline - time.monotonic(), 0.5))):
+                    return
+            try:
+                pull = self._pull
+                if pull is None:                 # the I/O thread has stopped
+                    with self._cv:
+                        if not q:
+                            self._cv.wait(max(0.0, min(deadline - time.monotonic(), 0.05)))
+                    return
+                if not self._drain(pull):
+                    wait = min(deadline - time.monotonic(), 0.05)
+                    if wait > 0 and pull.poll(max(1, math.ceil(wait * 1000))):
+                        self._drain(pull)
+            finally:
+                lock.release()
+        finally:
+            self._rx_want = False
+
+    def _drain(self, pull) -> int:
+        """Read every message waiting on the PULL socket (caller holds ``_rx_lock``)."""
+        n = 0
+        while n < 1000:
+            try:
+                parts = pull.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            n += 1
+            self._on_message(parts)
+        if self._ack_due and threading.current_thread() is not self._thread:
+            with self._send_lock:   # the I/O thread owns the control sockets: it sends the acks
+                self._cmd.send(C_WAKE)
+        return n
 
     def close(self, flush: bool = True, timeout: float | None = None) -> None:
         """Say bye (bounded wait for acknowledgements if ``flush``), stop the thread, linger 0."""
@@ -392,6 +453,7 @@ class ZmqEndpoint(Endpoint):
             self._started.set()
             return
         self._push = push
+        self._pull = pull
         self._started.set()
         try:
             self._io_loop(zap, cmd, pull, push, ctl, monitors)
@@ -400,10 +462,10 @@ class ZmqEndpoint(Endpoint):
                 self._io_error = e
                 self._cv.notify_all()
         finally:
-            for lk in self._link_lock.values():
+            for lk in (*self._link_lock.values(), self._rx_lock):
                 lk.acquire()
-            self._push = None  # the protocol thread must not touch the sockets any more
-            for lk in self._link_lock.values():
+            self._push = self._pull = None  # the protocol thread must not touch the sockets any more
+            for lk in (*self._link_lock.values(), self._rx_lock):
                 lk.release()
             for s in [*push.values(), *ctl.values()]:
                 try:
@@ -421,6 +483,11 @@ class ZmqEndpoint(Endpoint):
         poller = zmq.Poller()
         for s in (zap, cmd, pull, *monitors):
             poller.register(s, zmq.POLLIN)
+        # the same without the PULL socket: used while the protocol thread reads it itself
+        # (it holds _rx_lock), looking again every RX_RETRY seconds
+        poller_rx = zmq.Poller()
+        for s in (zap, cmd, *monitors):
+            poller_rx.register(s, zmq.POLLIN)
         outq: dict[str, collections.deque] = {p: collections.deque() for p in self.info}
         next_hb = 0.0
         closing = False
@@ -452,10 +519,25 @@ class ZmqEndpoint(Endpoint):
                                 self._count_sent(len(parts[1]))
                 if q:
                     wake = min(wake, now + 0.02 if blocked else q[0][0])
+            if self._ack_due:
+                self._send_acks(ctl)
+            # poll the PULL socket only while owning it (the protocol thread may be reading it)
+            own = not self._rx_want and self._rx_lock.acquire(blocking=False)
+            if not own:
+                wake = min(wake, now + RX_RETRY)
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
-            for sock, _ev in poller.poll(timeout_ms):
+            try:
+                ready = (poller if own else poller_rx).poll(timeout_ms)
+                if own and any(sock is pull for sock, _ev in ready):
+                    self._drain(pull)
+            finally:
+                if own:
+                    self._rx_lock.release()
+            if self._ack_due:
+                self._send_acks(ctl)
+            for sock, _ev in ready:
                 if sock is pull:
-                    self._on_message(pull, ctl)
+                    continue
                 elif sock is zap:
                     self._on_zap(zap)
                 elif sock is cmd:
@@ -463,6 +545,8 @@ class ZmqEndpoint(Endpoint):
                     kind = msg[0].bytes
                     if kind == C_QUIT:
                         return
+                    if kind == C_WAKE:
+                        continue  # the protocol thread wants the PULL socket, or acks are due
                     if kind == C_DATA:
                         peer = msg[1].bytes.decode()
                         stamp, frame = msg[2].bytes, msg[3]
@@ -563,8 +647,14 @@ class ZmqEndpoint(Endpoint):
                 self._handshake_errors[peer] = why
                 self._cv.notify_all()
 
-    def _on_message(self, pull, ctl) -> None:
-        parts = pull.recv_multipart(copy=False)
+    def _send_acks(self, ctl) -> None:
+        with self._cv:
+            due, self._ack_due = self._ack_due, []
+        for p in due:
+            _try_send(ctl[p], [K_ACK])
+
+    def _on_message(self, parts) -> None:
+        """One received message (either thread, holding ``_rx_lock``)."""
         now = time.monotonic()
         peer = parts[0].get("User-Id")
         if peer not in self._inbox:
@@ -600,7 +690,7 @@ class ZmqEndpoint(Endpoint):
                     self._bye_from.add(peer)
                     self._bye_at[peer] = now
                     self._inbox[peer].append((0.0, _CLOSED))
-                _try_send(ctl[peer], [K_ACK])
+                self._ack_due.append(peer)
             elif kind == K_ACK:
                 self._acked.add(peer)
             else:
@@ -632,6 +722,15 @@ class ZmqEndpoint(Endpoint):
                 f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
         elif self.me in heard.split(","):
             self._heard_us.add(peer)
+
+
+def _sleep_until(t: float) -> None:
+    """Return at ``t`` (``time.monotonic()``): sleep until shortly before, then spin."""
+    left = t - time.monotonic()
+    if left > SPIN_BEFORE_RELEASE:
+        time.sleep(left - SPIN_BEFORE_RELEASE)
+    while time.monotonic() < t:
+        pass
 
 
 def _is_loopback(url: str) -> bool:
