@@ -137,23 +137,43 @@ def _norm(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo - (c << LB), hi + c
 
 
+def _bit_positions(n: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Word index and bit shift of value i's first bit in a stream of w-bit values packed
+    LSB first into little-endian 64-bit words (value i occupies bits [i w, i w + w))."""
+    pos = np.arange(n, dtype=np.uint64) * np.uint64(w)
+    return (pos >> np.uint64(6)).astype(np.int64), pos & np.uint64(63)
+
+
 def _pack_field(v: np.ndarray, w: int) -> bytes:
-    out = []
-    for row in v:     # one row at a time: bounded temporary memory
-        bits = np.unpackbits(row.astype("<u8").view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
-        out.append(bits[:, :w].reshape(-1))
-    return np.packbits(np.concatenate(out), bitorder="little").tobytes()
+    """Values below 2^w (w <= 64) as one LSB-first bit stream, ceil(n w / 8) bytes (the
+    byte order of numpy's packbits(bitorder="little") over each value's w low bits).
+    Vectorised: the parts of the values starting in a word are OR-reduced into it, and
+    the (at most one) value straddling into the next word adds its high part there."""
+    v = np.ascontiguousarray(v, dtype=np.uint64).reshape(-1)
+    n = v.size
+    k, sh = _bit_positions(n, w)
+    words = np.zeros((n * w + 63) // 64 + 1, dtype=np.uint64)
+    if n:
+        starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+        words[k[starts]] = np.bitwise_or.reduceat(v << sh, starts)
+        over = np.flatnonzero(sh > np.uint64(64 - w))
+        words[k[over] + 1] |= v[over] >> (np.uint64(64) - sh[over])
+    return words.astype("<u8").tobytes()[:-(-n * w // 8)]
 
 
 def _unpack_field(buf: bytes, rows: int, count: int, w: int) -> np.ndarray:
-    bits = np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little", count=rows * count * w)
-    bits = bits.reshape(rows, count, w)
-    out = np.zeros((rows, count), np.int64)
-    for r in range(rows):
-        full = np.zeros((count, 64), np.uint8)
-        full[:, :w] = bits[r]
-        out[r] = np.packbits(full, axis=1, bitorder="little").view("<u8").reshape(-1).astype(np.int64)
-    return out
+    """Inverse of :func:`_pack_field` for rows x count values of w bits (int64)."""
+    n = rows * count
+    nbytes = -(-n * w // 8)
+    words = np.zeros((n * w + 63) // 64 + 1, dtype="<u8")
+    words.view(np.uint8)[:nbytes] = np.frombuffer(buf, np.uint8, count=nbytes)
+    k, sh = _bit_positions(n, w)
+    out = words[k] >> sh
+    up = sh > np.uint64(0)
+    out[up] |= words[k[up] + 1] << (np.uint64(64) - sh[up])
+    if w < 64:
+        out &= np.uint64((1 << w) - 1)
+    return out.reshape(rows, count).astype(np.int64)
 
 
 class _Side:

@@ -201,6 +201,7 @@ class CKKSLinear:
         self._prepared: dict = {}  # server: (step, budget) -> mask ciphertexts made offline
         self._wcache: dict = {}    # server: weight / kernel plaintexts made offline
         self.stats: dict = {}     # client side: largest decryption noise seen (log2), Delta
+        self.timing: dict = {}    # seconds spent in the proofs (both sides), for the result info
         self.prg = None           # client: encryption randomness and proof masks
         self._zk = None           # the current layer group's proof batch (malicious only)
         self._precommit: dict = {}  # client: proof first messages made offline

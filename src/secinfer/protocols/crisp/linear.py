@@ -43,6 +43,7 @@ class PlainInsecureLinear:
     name = "plain-insecure"
     insecure = True
     missing = ""
+    timing: dict = {}
 
     def setup_client(self, ep, prg=None, tamper=None) -> None:
         pass

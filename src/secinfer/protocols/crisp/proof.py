@@ -30,6 +30,8 @@ and a failed key proof aborts with ``ProtocolAbort("crisp-pk", suspect="client")
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from secinfer.crypto.zk import keyproof, popk
@@ -40,6 +42,13 @@ SERVER, CLIENT = "server", "client"
 CHECK = "crisp-popk"
 KEY_CHECK = "crisp-pk"
 A_SEED_BYTES = 16
+
+
+def _tick(eng, key: str, t0: float) -> float:
+    """Add the seconds since t0 to eng.timing[key] (reported in the result info)."""
+    t1 = time.perf_counter()
+    eng.timing[key] = eng.timing.get(key, 0.0) + t1 - t0
+    return t1
 
 
 def support_positions(bud, n_ring: int) -> np.ndarray:
@@ -115,10 +124,14 @@ class ClientBatch(_Batch):
                              e.prg.derive(f"popk/{self.idx}/{self.group}.{self.proof_no}"), e.sigma)
         pre = e._precommit.pop(self._key(), None)
         for a in range(popk.MAX_ATTEMPTS):
+            t0 = time.perf_counter()
             h = tamper("popk-h", self.idx, prover.commit(pre if a == 0 and pre else None))
+            _tick(e, "popk_commit", t0)
             ep.send(SERVER, self._tag("h", a), np.frombuffer(h, np.uint8))
             (seed,) = ep.recv(SERVER, self._tag("ch", a), ArraySpec(np.uint8, (popk.SEED_BYTES,)))
+            t0 = time.perf_counter()
             z = prover.respond(seed.tobytes(), force=bool(tamper("popk-force", self.idx, False)))
+            _tick(e, "popk_respond", t0)
             if z is None:
                 ep.send(SERVER, self._tag("z", a), np.zeros(1, np.uint8))
                 continue
@@ -150,10 +163,13 @@ class ServerBatch(_Batch):
             (h,) = ep.recv(CLIENT, self._tag("h", a), ArraySpec(np.uint8, (popk.HASH_BYTES,)))
             seed = self.prg.seed()          # drawn only now: the ciphertexts and h are fixed
             ep.send(CLIENT, self._tag("ch", a), np.frombuffer(seed, np.uint8))
+            t0 = time.perf_counter()
             (z,) = ep.recv(CLIENT, self._tag("z", a), spec_z)
+            t0 = _tick(e, "popk_wait_response", t0)
             if z.size == 1 and z[0] == 0:
                 continue
             ok, why = ver.check(h.tobytes(), seed, z.tobytes())
+            _tick(e, "popk_verify", t0)
             if not ok:
                 raise ep.abort(CHECK, CLIENT, f"step {self.idx}: {why}")
             return

@@ -164,6 +164,8 @@ def _info(engine, prm: Params, checks, timing=None) -> dict:
             "dealer": "trusted offline dealer (F_FSS) [CRISP III-B]"}
     if engine.missing:
         info["missing"] = engine.missing
+    if engine.timing:
+        info["proof_seconds"] = dict(engine.timing)
     return info
 
 

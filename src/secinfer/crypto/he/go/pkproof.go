@@ -136,13 +136,12 @@ func he_pk_from_parts(ph C.uint64_t, aseed *C.uchar, aseedlen C.size_t, pk0 *C.u
 // in the limb layout of popk.go (ls[0] limbs of s, then ls[1] limbs of e).
 func keyImage(r *ring.Ring, pk *PK, ls [2]int, z []int64, N int) ring.Poly {
 	s, e := r.NewPoly(), r.NewPoly()
-	popkPoly(r, z[:ls[0]*N], ls[0], N, s)
-	popkPoly(r, z[ls[0]*N:(ls[0]+ls[1])*N], ls[1], N, e)
+	popkPoly(r, z[:ls[0]*N], ls[0], N, nil, false, s)
+	popkPoly(r, z[ls[0]*N:(ls[0]+ls[1])*N], ls[1], N, nil, false, e)
 	r.NTT(s, s)
 	r.NTT(e, e)
-	// pk is stored in NTT and Montgomery form: MulCoeffsMontgomery gives a*s in NTT.
-	r.MulCoeffsMontgomery(s, pk.v.Value[1].Q, s)
-	r.Sub(e, s, e)
+	// pk is stored in NTT and Montgomery form: the Montgomery product gives a*s in NTT.
+	r.MulCoeffsMontgomeryThenSub(s, pk.v.Value[1].Q, e)
 	return e
 }
 

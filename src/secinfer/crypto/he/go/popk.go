@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -29,105 +30,126 @@ import (
 
 const popkLimbBits = 40
 
-// popkPoly writes sum_l src[l] 2^(40 l) (mod every prime of r) into dst.
-func popkPoly(r *ring.Ring, src []int64, L, N int, dst ring.Poly) {
+// popkPoly writes (add = false) or adds (add = true) scale * sum_l src[l] 2^(40 l) mod
+// every prime of r into dst (scale nil: 1). Limbs below 2q (all but huge top limbs) are
+// reduced by a branch-free conditional subtraction, the rest by Barrett; the limb weight
+// (times the scale) is one Barrett product, skipped when it is 1. (q < 2^61, so every
+// intermediate below fits a signed 64-bit comparison.)
+func popkPoly(r *ring.Ring, src []int64, L, N int, scale *big.Int, add bool, dst ring.Poly) {
 	for i, s := range r.SubRings[:r.Level()+1] {
 		q, bred := s.Modulus, s.BRedConstant
+		qb := new(big.Int).SetUint64(q)
+		twoQ := 2 * q
 		out := dst.Coeffs[i]
 		for l := 0; l < L; l++ {
 			pw := new(big.Int).Lsh(big.NewInt(1), uint(popkLimbBits*l))
-			w := pw.Mod(pw, new(big.Int).SetUint64(q)).Uint64()
+			if scale != nil {
+				pw.Mul(pw, scale)
+			}
+			w := pw.Mod(pw, qb).Uint64()
+			one := w == 1
+			set := l == 0 && !add
 			row := src[l*N : (l+1)*N]
 			for j, v := range row {
-				var x uint64
-				if v >= 0 {
-					x = ring.BRedAdd(uint64(v), q, bred)
-				} else if x = ring.BRedAdd(uint64(-v), q, bred); x != 0 {
-					x = q - x
+				// branch-free |v| mod q and sign (values are random: branches mispredict)
+				neg := uint64(v >> 63)
+				x := (uint64(v) ^ neg) - neg
+				if x >= twoQ { // rare: only huge top limbs
+					x = ring.BRedAdd(x, q, bred)
 				}
-				if l == 0 {
+				d := x - q
+				x = d + (q & uint64(int64(d)>>63))
+				y := (x &^ neg) | ((q - x) & neg) // q - x when negative (q when x = 0: fixed below)
+				d = y - q
+				x = d + (q & uint64(int64(d)>>63))
+				if !one {
+					x = ring.BRed(x, w, q, bred)
+				}
+				if set {
 					out[j] = x
 					continue
 				}
-				x = ring.BRed(x, w, q, bred)
-				if out[j] += x; out[j] >= q {
-					out[j] -= q
-				}
+				d = out[j] + x - q
+				out[j] = d + (q & uint64(int64(d)>>63))
 			}
 		}
 	}
 }
 
-// popkHashRows hashes tag, hdr and then, for k = 0..rows-1 in order, the NTT residues of
-// every polynomial image(k) returns. Rows are independent: they are evaluated
-// concurrently (Lattigo's ring operations are pure functions of their arguments), one
-// worker per CPU, and hashed in order.
+// popkHashRows returns SHA-256(tag || hdr || d_0 || .. || d_(rows-1)) where d_k is the
+// SHA-256 of the NTT residues of every polynomial image(k) returns. Rows are independent:
+// a pool of one worker per CPU (Lattigo's ring operations are pure functions of their
+// arguments) takes rows one at a time, evaluates and hashes them, so neither the
+// evaluation nor the hashing waits for a whole block, and only one row per worker is
+// held in memory.
 func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k int) []ring.Poly) []byte {
-	hsh := sha256.New()
-	hsh.Write([]byte(tag))
-	hsh.Write(hdr)
-	buf := make([]byte, 8*r.N())
+	digests := make([][sha256.Size]byte, rows)
+	panics := make([]any, rows)
 	workers := runtime.NumCPU()
 	if workers > 4 {
 		workers = 4
 	}
-	for base := 0; base < rows; base += workers {
-		end := base + workers
-		if end > rows {
-			end = rows
-		}
-		block := make([][]ring.Poly, end-base)
-		panics := make([]any, end-base)
-		var wg sync.WaitGroup
-		for k := base; k < end; k++ {
-			wg.Add(1)
-			go func(k int) {
-				defer wg.Done()
-				defer func() { panics[k-base] = recover() }()
-				block[k-base] = image(k)
-			}(k)
-		}
-		wg.Wait()
-		for _, p := range panics {
-			if p != nil {
-				panic(p)
-			}
-		}
-		for _, im := range block {
-			for _, p := range im {
-				for l := 0; l <= r.Level(); l++ {
-					for j, c := range p.Coeffs[l] {
-						binary.LittleEndian.PutUint64(buf[8*j:], c)
-					}
-					hsh.Write(buf)
+	if workers > rows {
+		workers = rows
+	}
+	var next int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 8*r.N())
+			for {
+				k := int(atomic.AddInt64(&next, 1) - 1)
+				if k >= rows {
+					return
 				}
+				func() {
+					defer func() { panics[k] = recover() }()
+					h := sha256.New()
+					for _, p := range image(k) {
+						for l := 0; l <= r.Level(); l++ {
+							for j, c := range p.Coeffs[l] {
+								binary.LittleEndian.PutUint64(buf[8*j:], c)
+							}
+							h.Write(buf)
+						}
+					}
+					h.Sum(digests[k][:0])
+				}()
 			}
+		}()
+	}
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
 		}
+	}
+	hsh := sha256.New()
+	hsh.Write([]byte(tag))
+	hsh.Write(hdr)
+	for k := range digests {
+		hsh.Write(digests[k][:])
 	}
 	return hsh.Sum(nil)
 }
 
-// popkImage returns f(z) in the NTT domain for one argument z (layout above).
+// popkImage returns f(z) in the NTT domain for one argument z (layout above): three
+// coefficient passes (Delta m + e0 in one), three NTTs, two fused multiply-adds.
 func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int) (ring.Poly, ring.Poly) {
-	var comp [4]ring.Poly
-	off := 0
-	for i, L := range ls {
-		comp[i] = r.NewPoly()
-		popkPoly(r, z[off:off+L*N], L, N, comp[i])
-		off += L * N
-	}
-	m, u, e0, e1 := comp[0], comp[1], comp[2], comp[3]
-	r.MulScalarBigint(m, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), m)
-	r.Add(e0, m, e0)
+	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
+	c0, u, c1 := r.NewPoly(), r.NewPoly(), r.NewPoly()
+	popkPoly(r, z[:o1], ls[0], N, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), false, c0)
+	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
+	popkPoly(r, z[o1:o2], ls[1], N, nil, false, u)
+	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, false, c1)
 	r.NTT(u, u)
-	r.NTT(e0, e0)
-	r.NTT(e1, e1)
-	c0, c1 := r.NewPoly(), r.NewPoly()
-	// pk is stored in NTT and Montgomery form: MulCoeffsMontgomery gives pk*u in NTT.
-	r.MulCoeffsMontgomery(u, pk.v.Value[0].Q, c0)
-	r.Add(c0, e0, c0)
-	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
-	r.Add(c1, e1, c1)
+	r.NTT(c0, c0)
+	r.NTT(c1, c1)
+	// pk is stored in NTT and Montgomery form: the Montgomery product gives pk*u in NTT.
+	r.MulCoeffsMontgomeryThenAdd(u, pk.v.Value[0].Q, c0)
+	r.MulCoeffsMontgomeryThenAdd(u, pk.v.Value[1].Q, c1)
 	return c0, c1
 }
 
