@@ -32,7 +32,9 @@ ATTACKS = [
     ("reg", "p0", "bad_triple", {"trip-cut", "trip-bucket"}),  # a bad triple inside Pi_trip
     ("clf", "p1", "bad_gc", {"gc-consistency"}),           # a garbler sends an inconsistent GC
     ("clf", "p0", "bad_key", {"gc-key"}),                  # ... or an inconsistent key
-    ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt
+    ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt (the client checks it)
+    ("clf", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share of the class bit
+    ("clf", "p2", "wrong_mz", {"mul-mz"}),                 # verify overlapping the comparison still fires
     ("reg", "p0", "split_key", {"key-setup"}),             # different k_P to P1 and P2 [2.2]
     ("reg", "client", "split_key", {"key-setup"}),         # different owner keys
 ]
@@ -50,6 +52,18 @@ def test_attack_makes_honest_parties_abort(models, kind, party, step, checks):
     assert fired & checks, fired
     if party != "client":
         assert isinstance(res["client"], ProtocolAbort)   # the client gets no output
+
+
+@pytest.mark.parametrize("party,step,checks", [("p1", "bad_gc", {"gc-consistency"}), ("p0", "bad_key", {"gc-key"}),
+                                                ("p2", "wrong_y", {"bitext-y"}),
+                                                ("p0", "wrong_out_share", {"rec-consistency"})])
+def test_classification_attacks_abort_with_the_papers_reveal(models, party, step, checks):
+    """The same checks with ``reveal="paper"`` (P1 checks y; verify after the comparison)."""
+    est, x = models["clf"]
+    res, _ = run_protocol(est, x, "malicious", {"attack": {"party": party, "step": step}, "reveal": "paper"})
+    honest = [p for p in ("p0", "p1", "p2", "client", "model_owner") if p != party]
+    assert all(isinstance(res[p], ProtocolAbort) for p in honest), res
+    assert {res[p].check for p in honest} & checks
 
 
 @pytest.mark.parametrize("kind", ["reg", "clf"])

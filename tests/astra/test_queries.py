@@ -96,22 +96,23 @@ def test_real_process_bench_row_small():
 
     r = real_latency("astra", "malicious", "classification", d=16, queries=3, warmup=1, network="lat=1")
     assert r["correct"] and r["measured"] == 2
-    # default reveal="direct": the verify message overlaps the comparison (4 server rounds,
-    # the paper's structure has 5)
-    assert r["server_rounds"] == r["online_rounds"] - 1 == 4
-    assert r["floor_server_ms"] == pytest.approx(4.0)
-    assert r["server"]["min_ms"] >= 4.0 * 0.95   # never faster than rounds x latency
+    # default reveal="direct": the verify message overlaps the comparison and y goes to the
+    # client from P2 (3 server rounds; the paper's structure has 5)
+    assert r["server_rounds"] == r["online_rounds"] - 1 == 3
+    assert r["floor_server_ms"] == pytest.approx(3.0)
+    assert r["server"]["min_ms"] >= 3.0 * 0.95   # never faster than rounds x latency
 
 
 @pytest.mark.parametrize("security,classifier,reveal,rounds", [
     ("semi-honest", False, "direct", 1), ("semi-honest", False, "paper", 2),
     ("semi-honest", True, "direct", 3), ("semi-honest", True, "paper", 4),
-    ("malicious", True, "paper", 5)])
+    ("malicious", True, "direct", 3), ("malicious", True, "paper", 5),
+    ("malicious", False, "direct", 3), ("malicious", False, "paper", 3)])
 def test_server_rounds_per_reveal_mode(security, classifier, reveal, rounds):
     """Server rounds (online rounds minus the client's upload) of both message structures,
     on real processes: ``direct`` saves the evaluators' exchange (semi-honest regression),
-    P2's share of y with P1 (semi-honest classification) and the separate verify round
-    (malicious classification); ``paper`` is [ASTRA Fig. 4, 6]'s."""
+    P2's share of y with P1 (semi-honest classification), the separate verify round and
+    P2's y to P1 (malicious classification); ``paper`` is [ASTRA Fig. 4, 6]'s."""
     from secinfer.bench.astra_suite import real_latency
 
     r = real_latency("astra", security, "classification" if classifier else "regression", d=16, queries=2,

@@ -60,7 +60,7 @@ def bitext_online(eng, a: AShare, prep: dict, bool_eng, to: str | None = None,
     see m and the two masks in [Fig. 4]'s reconstruction)."""
     if eng.malicious:
         if to is not None:
-            raise ValueError("the direct reveal of bit extraction is semi-honest only")
+            return _online_m_direct(eng, a, prep, pending_verify)
         return _online_m(eng, a, prep, bool_eng, pending_verify)
     return _online_s(eng, a, prep, bool_eng, to)
 
@@ -253,6 +253,58 @@ def _online_m(eng, a, prep, beng, pending=None):
     else:
         ys = AShare(1, None, zero, zero)
     return ys + prep["r1"] + prep["r2"]
+
+
+def _out_label_hashes(labels: np.ndarray) -> np.ndarray:
+    """H("gc-out" || label) of each of n output labels (n, 2) uint64 -> (n, 32) uint8."""
+    raw = np.ascontiguousarray(labels, np.uint64).tobytes()
+    sha = hashlib.sha256
+    return np.frombuffer(b"".join(sha(b"gc-out" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16)),
+                         np.uint8).reshape(-1, 32)
+
+
+def _online_m_direct(eng, a, prep, pending):
+    """Malicious online half whose output goes to the client straight from P2 (reveal
+    "direct"): P1 sends the labels of m_a and is done; P2 evaluates and keeps y and the
+    hash of its output label; P0 prepares the hashes of both output labels of every value
+    (it garbled them). ``open_direct_to`` then sends the client y and H(L_y) from P2 and the
+    pair (H(L_0), H(L_1)) from P0, and the client runs the check "bitext-y" that P1 runs in
+    [ASTRA 5.4]: a corrupt P2 cannot name the label of the other bit (P0 and P1 are honest
+    then, so the pair is right). Returns the state for ``open_direct_to``."""
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    circ = msb_sub3_circuit(l)
+    t = f"astra/bx/{prep['lab']}"
+    st = {"rest": prep["r1"] + prep["r2"]}     # [[msb(a)]]^B = y xor [[r1 xor r2]]^B
+    if role == "p1":
+        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+    elif role == "p2":
+        if pending is not None:
+            eng.verify_finish(pending, ("p1",))   # P1's verify message precedes its labels
+        k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
+        _check_open(ep, k1, prep["c1"], bits_of(a.m, l), "p1")
+        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"],
+                                                   "u4": prep["k4"], "u5": prep["k5"]})
+        yb = gcm.decode(out, prep["dec"])[:, 0]
+        if eng.cheat("wrong_y"):
+            yb = yb ^ np.uint8(1)
+        st.update(y=yb.astype(np.uint64) & np.uint64(1), hy=_out_label_hashes(out[:, 0]))
+    else:
+        zero = prep["out_zero"][:, 0]
+        st["pair"] = np.stack([_out_label_hashes(zero), _out_label_hashes(zero ^ prep["r_gc"])], axis=1)
+    return st
+
+
+def open_direct_to(beng, receiver: str, st: dict, label: str) -> None:
+    """Pi_rec^m [Fig. 6] of [[r1 xor r2]]^B towards ``receiver``, plus y and the output-label
+    check material (see ``_online_m_direct``); run after ``verify``."""
+    rest, role, t = st["rest"], beng.role, f"astra/out/{label}"
+    if role == "p0":
+        l1 = rest.l1 ^ np.uint64(1) if beng.cheat("wrong_out_share") else rest.l1
+        beng.ep.send(receiver, t + "/l1", pack(l1, 1), digest("out", rest.l2), st["pair"])
+    elif role == "p1":
+        beng.ep.send(receiver, t + "/m", pack(rest.m, 1), digest("out", rest.l1))
+    else:
+        beng.ep.send(receiver, t + "/l2", pack(rest.l2, 1), digest("out", rest.m), pack(st["y"], 1), st["hy"])
 
 
 def output_mask(eng, prep: dict) -> AShare:

@@ -31,7 +31,7 @@ import numpy as np
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra import model as mdl
-from secinfer.protocols.astra.bitext import bitext_offline, bitext_online
+from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine, digest, pack, packed_spec, unpack
 from secinfer.protocols.astra.keys import setup_keys
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
@@ -280,6 +280,13 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
                 bitext_online(eng, A, bx, beng, to=C)
                 _await_close(ep)
                 return PartyResult(info={"role": role})
+            if direct and not fair:
+                # y and its label check go to the client from P2 (one round less)
+                st = bitext_online(eng, A, bx, beng, to=C, pending_verify=pending)
+                eng.verify_finish(pending)
+                open_direct_to(beng, C, st, "y")
+                _await_close(ep)
+                return PartyResult(info={"role": role})
             out, out_eng = bitext_online(eng, A, bx, beng, pending_verify=pending), beng
         else:
             out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
@@ -329,6 +336,8 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             val = (v - pad) if bits == 64 else (v ^ pad)
         elif reveal_mode(job.options) == "direct" and not malicious:
             val = _receive_direct(ep, size, bits)
+        elif reveal_mode(job.options) == "direct" and cls:
+            val = _receive_direct_m(ep, size)
         else:
             val = _receive_output(ep, size, malicious, bits)
         ep.mark("output")      # reconstructed and checked: the client holds the output
@@ -360,13 +369,32 @@ def _receive_direct(ep, size: int, bits: int) -> np.ndarray:
     return m1 + m2 - lam
 
 
+def _receive_direct_m(ep, size: int) -> np.ndarray:
+    """Client side of the malicious classification reveal ``direct``: Pi_rec^m [Fig. 6] of
+    [[r1 xor r2]]^B (value + hash from the second holder, per component) and y from P2 with
+    the check "bitext-y" [ASTRA 5.4]: H(L_y) from P2 must be P0's hash of the label of y."""
+    spec, hs = packed_spec(1, (size,)), ArraySpec(np.uint8, (32,))
+    t = "astra/out/y"
+    l1p, hl2, pair = ep.recv("p0", t + "/l1", spec, hs, ArraySpec(np.uint8, (size, 2, 32)))
+    mp, hl1 = ep.recv("p1", t + "/m", spec, hs)
+    l2p, hm, yp, hy = ep.recv("p2", t + "/l2", spec, hs, spec, ArraySpec(np.uint8, (size, 32)))
+    l1, m, l2, y = (unpack(v, 1, (size,)) for v in (l1p, mp, l2p, yp))
+    for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
+        if not np.array_equal(digest("out", val), h):
+            raise ep.abort("rec-consistency", None, f"{name} and its hash disagree")
+    if not np.array_equal(pair[np.arange(size), y.astype(np.int64)], hy):
+        raise ep.abort("bitext-y", "p2", "y does not match the output label")
+    return (y ^ m ^ l1 ^ l2) & np.uint64(1)
+
+
 REVEALS = ("direct", "paper")
 
 
 def reveal_mode(options: dict) -> str:
     """``options["reveal"]``: ``direct`` (default) sends the client what it needs with the
     fewest server rounds (semi-honest: additive parts / the comparison's masked bit straight
-    to the client; malicious classification: the verify message overlaps the comparison);
+    to the client; malicious classification: the verify message overlaps the comparison
+    and P2 sends y with its output-label hash to the client, who checks it);
     ``paper`` keeps the message structure of [ASTRA Fig. 4, 6] (the evaluators reconstruct
     m first, verify after the comparison). Every party must get the same value."""
     r = options.get("reveal", "direct")
