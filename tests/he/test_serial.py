@@ -126,3 +126,25 @@ def test_forged_fingerprint_caught_by_shape_validation(P, objects):
         forged = hdr.pack(magic, ver, kind, P.fingerprint, length) + data[hdr.size:]
         with pytest.raises(he.HESerializationError):
             P.load(forged)
+
+
+def test_coefficients_are_packed_at_their_prime_width(P, kp, objects):
+    """Each residue row takes ceil(N bitlen(q) / 8) bytes (not 8 N); values at or above
+    their prime and bytes changed in a row are caught or decode to other residues."""
+    ct = objects["ct"]
+    level = ct.level
+    row = [(P.n * int(q).bit_length() + 7) // 8 for q in P.q[: level + 1]]
+    data = ct.to_bytes()
+    assert 0 < len(data) - he.objects._HEADER.size - 2 * sum(row) < 512     # + tag, shape, metadata
+    assert len(data) < 2 * (level + 1) * P.n * 8 * 0.8
+    back = P.load(data)
+    for c in (0, 1):
+        np.testing.assert_array_equal(back.poly(c), ct.poly(c))
+    # the last coefficient of the last row: all ones is >= that 40-bit-ish prime
+    w = int(P.q[level]).bit_length()
+    bad = bytearray(data)
+    tail = P.n * w % 8
+    assert tail == 0
+    bad[-(w // 8):] = b"\xff" * (w // 8)
+    with pytest.raises(he.HESerializationError):
+        P.load(bytes(bad))

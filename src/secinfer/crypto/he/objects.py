@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from secinfer.crypto.he.params import CKKSParams
 
 MAGIC = b"SIHE"
-VERSION = 1
+VERSION = 2   # 2: residues packed at their prime's bit width
 _HEADER = struct.Struct("<4sBB16sQ")  # magic, version, kind, params fingerprint, payload length
 
 KIND_SK, KIND_PK, KIND_EVK, KIND_PT, KIND_CT, KIND_LWE = 1, 2, 3, 4, 5, 6

@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sort"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -46,19 +47,41 @@ func refsGadget(P ckksParams, g *rlwe.GadgetCiphertext, out []polyRef) []polyRef
 	return out
 }
 
+// Each residue row is written at w = bitlen(q) bits per coefficient (its prime's width,
+// not 64), LSB first, little-endian, the row padded to a whole byte with zero bits: a
+// ciphertext at ckks-n14-128's top level takes 300 instead of 448 bits per coefficient.
+
+func rowBytes(n int, q uint64) int { return (n*bits.Len64(q) + 7) / 8 }
+
 func polysSize(refs []polyRef) int {
 	n := 0
 	for _, r := range refs {
-		n += len(r.p.Coeffs) * r.p.N() * 8
+		for l := range r.p.Coeffs {
+			n += rowBytes(r.p.N(), r.moduli[l])
+		}
 	}
 	return n
 }
 
 func writePolys(out []byte, refs []polyRef) []byte {
 	for _, r := range refs {
-		for _, row := range r.p.Coeffs {
+		for l, row := range r.p.Coeffs {
+			w := uint(bits.Len64(r.moduli[l]))
+			var acc uint64
+			var nb uint
 			for _, c := range row {
-				out = binary.LittleEndian.AppendUint64(out, c)
+				acc |= c << nb
+				if nb+w >= 64 {
+					out = binary.LittleEndian.AppendUint64(out, acc)
+					acc = c >> (64 - nb) // Go: a shift by 64 gives 0
+					nb = nb + w - 64
+				} else {
+					nb += w
+				}
+			}
+			for ; nb > 0; nb -= min(nb, 8) {
+				out = append(out, byte(acc))
+				acc >>= 8
 			}
 		}
 	}
@@ -70,13 +93,26 @@ func readPolys(b []byte, refs []polyRef, what string) {
 	for _, r := range refs {
 		for l, row := range r.p.Coeffs {
 			q := r.moduli[l]
+			w := uint(bits.Len64(q))
+			mask := uint64(1)<<w - 1
+			nbytes := rowBytes(len(row), q)
+			buf := make([]byte, nbytes+9) // zero tail: 9-byte reads never leave the buffer
+			copy(buf, b[off:off+nbytes])
+			off += nbytes
 			for j := range row {
-				v := binary.LittleEndian.Uint64(b[off:])
-				off += 8
-				if v >= q {
+				p := uint(j) * w
+				i, sh := p>>3, p&7
+				v := binary.LittleEndian.Uint64(buf[i:]) >> sh
+				if sh+w > 64 {
+					v |= uint64(buf[i+8]) << (64 - sh)
+				}
+				if v &= mask; v >= q {
 					fail(codeSerial, "%s: coefficient not reduced modulo its prime", what)
 				}
 				row[j] = v
+			}
+			if used := uint(len(row)) * w; used%8 != 0 && buf[nbytes-1]>>(used%8) != 0 {
+				fail(codeSerial, "%s: non-zero padding bits", what)
 			}
 		}
 	}
