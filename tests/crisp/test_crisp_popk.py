@@ -179,3 +179,46 @@ def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
     assert popk.N_MAX in sizes and max(sizes) == popk.N_MAX and min(sizes) < popk.N_MAX
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_no_answer_leaves_the_server_before_the_proof_is_checked(model, monkeypatch):
+    """The server computes a group's answers while the client answers the challenge, but
+    sends them only after the check: with a malformed first-layer ciphertext no answer
+    (crisp/lin/*/res) is ever sent, and in an honest run every answer of a group is sent
+    after the response of the group's proof was received."""
+    from secinfer.net.channel import Endpoint
+
+    log = []
+    orig_send, orig_recv = Endpoint.send, Endpoint.recv
+
+    def send(self, peer, tag, *arrays):
+        log.append(("send", self.me, tag))
+        return orig_send(self, peer, tag, *arrays)
+
+    def recv(self, peer, tag, *specs, **kw):
+        out = orig_recv(self, peer, tag, *specs, **kw)
+        log.append(("recv", self.me, tag))
+        return out
+    monkeypatch.setattr(Endpoint, "send", send)
+    monkeypatch.setattr(Endpoint, "recv", recv)
+    g = MLP if model == "mlp" else CNN
+    res = run_crisp(g, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _noise(40), True))
+    _assert_popk_abort(res)
+    assert not [e for e in log if e[0] == "send" and e[2].endswith("/res")]
+    log.clear()
+    res = run_crisp(g, X[:1], "malicious", linear="ckks", extra=HE)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    open_, answers = set(), 0       # steps with a challenge out and no response read yet
+    for k, me, t in log:
+        if me != "server":
+            continue
+        step = t.split("/")[2] if t.startswith("crisp/lin/") else None
+        if k == "send" and "/popk/" in t and "/ch" in t:
+            open_.add(step)
+        elif k == "recv" and "/popk/" in t and "/z" in t:
+            open_.discard(step)
+        elif k == "send" and t.endswith("/res"):
+            assert step not in open_, f"answer of step {step} sent before the proof's response"
+            answers += 1
+    assert answers > 0 and not open_

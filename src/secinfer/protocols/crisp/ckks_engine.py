@@ -378,22 +378,36 @@ class CKKSLinear:
             self._zk.add(ep, wit, tamper)
 
     def answer(self, ep, idx, acc, bud, prg) -> np.ndarray:
-        """Add a mask ciphertext (prepared offline when possible) and send one answer;
-        returns R mod 2^k (length N), the server's share of the answer."""
+        """Mask and send one answer at once (see :meth:`masked_answer`, :meth:`send_answers`)."""
+        raw, rmask = self.masked_answer(idx, acc, bud, prg)
+        self.send_answers(ep, idx, [raw])
+        return rmask
+
+    def masked_answer(self, idx, acc, bud, prg) -> tuple:
+        """acc + a mask ciphertext (prepared offline when possible), serialised, not sent;
+        returns (bytes, R mod 2^k of length N: the server's share of the answer). May run
+        before the client's proof is settled: nothing leaves the server here."""
         from secinfer.crypto.he.evaluator import Evaluator
 
-        if self._zk is not None and self._zk.pending:
-            raise ProtocolError("crisp/ckks: answer computed before the client's proof was checked")
         queue = self._prepared.get(_mask_key(idx, bud))
         mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
         ev = Evaluator(self.params)
         out = ev.add(acc, mask_ct)
         acc.close()
         mask_ct.close()
-        ep.send(CLIENT, f"crisp/lin/{idx}/res", np.frombuffer(out.to_bytes(), np.uint8))
+        raw = np.frombuffer(out.to_bytes(), np.uint8)
         out.close()
         ev.close()
-        return rmask
+        return raw, rmask
+
+    def send_answers(self, ep, idx, raws) -> None:
+        """Send answers -- only after the client's proof for their ciphertexts is checked."""
+        if self._zk is not None:
+            self._zk.settle(ep)
+            if self._zk.pending:
+                raise ProtocolError("crisp/ckks: answer computed before the client's proof was checked")
+        for raw in raws:
+            ep.send(CLIENT, f"crisp/lin/{idx}/res", raw)
 
     def mask_ciphertext(self, bud, prg):
         """A fresh public-key encryption of -Delta R + F (R: statistical mask, F: flooding).
@@ -501,6 +515,8 @@ class CKKSLinear:
     def recv_client_ct(self, ep, idx, bud):
         from secinfer.crypto.he.objects import Ciphertext
 
+        if self._zk is not None:     # a full proof of this group: its response comes first
+            self._zk.settle(ep)
         (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
         ct = self._load_client_ct(raw, bud, Ciphertext)
         if self._zk is not None:     # the batch's proof runs when its last ciphertext is in
@@ -554,17 +570,22 @@ class CKKSLinear:
                         cts[t, rg, ch] = self.recv_client_ct(ep, idx, bud)
             m_re = g.zeros((n_rows, n_out))
             m_im = g.zeros((n_rows, n_out))
+            # every answer of the group is computed (while the client answers the proof's
+            # challenge), then sent once the proof is checked (send_answers settles it)
+            raws = []
             for t in range(bud.T):
                 for rg in range(n_rg):
                     for blk in range(bud.n_blocks):
                         acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
                                         [wpolys[ch, blk] for ch in range(bud.n_chunks)])
-                        rmask = self.answer(ep, idx, acc, bud, prg)
+                        raw, rmask = self.masked_answer(idx, acc, bud, prg)
+                        raws.append(raw)
                         rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
                         sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
                         m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
                         if self.malicious:
                             m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+            self.send_answers(ep, idx, raws)
             for p in wpolys.values():
                 p.close()
             for c in cts.values():

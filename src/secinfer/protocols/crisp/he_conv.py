@@ -163,17 +163,20 @@ def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
                 cts[b, cg, t] = eng.recv_client_ct(ep, idx, lay)
     m_re = g.zeros((n_, lay.M, lay.OH, lay.OW))
     m_im = g.zeros((n_, lay.M, lay.OH, lay.OW))
+    raws = []     # computed while the client answers the proof, sent after the check
     for b in range(n_):
         for mb in range(lay.n_mb):
             for t in range(lay.T):
                 acc = ct_pt_dot(ev, [cts[b, cg, t] for cg in range(lay.n_cg)],
                                 [kpolys[cg, mb] for cg in range(lay.n_cg)])
-                rmask = eng.answer(ep, idx, acc, lay, prg)
+                raw, rmask = eng.masked_answer(idx, acc, lay, prg)
+                raws.append(raw)
                 ms, pos = lay.positions(mb)
                 sel = (b, slice(ms[0], ms[-1] + 1))
                 m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], lay.D * t))
                 if eng.malicious:
                     m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + lay.half], lay.D * t))
+    eng.send_answers(ep, idx, raws)
     for p in kpolys.values():
         p.close()
     for c in cts.values():

@@ -142,38 +142,60 @@ class ClientBatch(_Batch):
 
 
 class ServerBatch(_Batch):
+    """Server side. When a proof's last ciphertext is in, the server reads h and issues the
+    challenge at once (``add``), but reads and checks the response only in ``settle``,
+    which the engine calls before anything derived from the batch leaves the server: the
+    products and masked answers are computed while the client responds, and sent only
+    after the check."""
+
     def __init__(self, eng, idx, group, bud, total, prg) -> None:
         super().__init__(eng, idx, group, bud, total)
         self.prg = prg
         self.pending = 0      # received, not yet proven
+        self._open = None     # (verifier, attempt, seed, h) of the challenge issued
 
     def add(self, ep, ct) -> None:
+        self.settle(ep)       # no-op: the engine settles before it reads the next ciphertext
         self.items.append(ct)
         self.pending += 1
         if self._full():
-            self._verify(ep)
-            self.pending = 0
-            self._next()
+            e, b = self.eng, self.bud
+            ver = popk.Verifier(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items, e.sigma)
+            self._challenge(ep, ver, 0)
 
-    def _verify(self, ep) -> None:
-        e, b = self.eng, self.bud
-        ver = popk.Verifier(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items, e.sigma)
+    def _challenge(self, ep, ver, a: int) -> None:
+        (h,) = ep.recv(CLIENT, self._tag("h", a), ArraySpec(np.uint8, (popk.HASH_BYTES,)))
+        seed = self.prg.seed()          # drawn only now: the ciphertexts and h are fixed
+        ep.send(CLIENT, self._tag("ch", a), np.frombuffer(seed, np.uint8))
+        self._open = (ver, a, seed, h)
+
+    def settle(self, ep) -> None:
+        """Read the response to the issued challenge and check it (restarts included);
+        abort on failure. Afterwards nothing of this group is unproven."""
+        if self._open is None:
+            return
+        e = self.eng
+        ver, a, seed, h = self._open
         spec_z = ArraySpec(np.uint8, (None,), max_elems=ver.g.payload_bytes)
-        for a in range(popk.MAX_ATTEMPTS):
-            (h,) = ep.recv(CLIENT, self._tag("h", a), ArraySpec(np.uint8, (popk.HASH_BYTES,)))
-            seed = self.prg.seed()          # drawn only now: the ciphertexts and h are fixed
-            ep.send(CLIENT, self._tag("ch", a), np.frombuffer(seed, np.uint8))
+        while True:
             t0 = time.perf_counter()
             (z,) = ep.recv(CLIENT, self._tag("z", a), spec_z)
             t0 = _tick(e, "popk_wait_response", t0)
             if z.size == 1 and z[0] == 0:
+                a += 1
+                if a == popk.MAX_ATTEMPTS:
+                    raise ep.abort(CHECK, CLIENT, f"step {self.idx}: no accepted proof in {a} attempts")
+                self._challenge(ep, ver, a)
+                _, a, seed, h = self._open
                 continue
             ok, why = ver.check(h.tobytes(), seed, z.tobytes())
             _tick(e, "popk_verify", t0)
             if not ok:
                 raise ep.abort(CHECK, CLIENT, f"step {self.idx}: {why}")
-            return
-        raise ep.abort(CHECK, CLIENT, f"step {self.idx}: no accepted proof in {popk.MAX_ATTEMPTS} attempts")
+            break
+        self._open = None
+        self.pending = 0
+        self._next()
 
 
 def hardened(bud, params, sec: int):
