@@ -257,53 +257,58 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
     with online_phase(ep):
         X = eng.share_online(C, X, "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
-        if direct and not eng.malicious and not cls:
-            # one round: additive parts of m_y straight to the client (docs/protocols/astra.md)
-            U = eng.products_parts(X, W, U, prep)
-            Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
-            Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            eng.open_parts_to(C, Y, "y", rho)
-            _await_close(ep)
-            return PartyResult(info={"role": role})
-        U = eng.matmul_online(X, W, U, prep)
-        Y = U + B.map(lambda a: a[None, :])
-        pending = None
-        if cls and direct and eng.malicious and not fair:
-            # the verify message travels while the comparison runs; it is checked before
-            # anything is revealed (the comparison folds no hash)
-            pending = eng.verify_start()
-        if cls:
-            # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
-            A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            if direct and not eng.malicious:
-                # y from P2 and the mask r from P0 straight to the client (one round less)
-                bitext_online(eng, A, bx, beng, to=C)
-                _await_close(ep)
-                return PartyResult(info={"role": role})
-            if direct and not fair:
-                # y and its label check go to the client from P2 (one round less)
-                st = bitext_online(eng, A, bx, beng, to=C, pending_verify=pending)
-                eng.verify_finish(pending)
-                open_direct_to(beng, C, st, "y")
-                _await_close(ep)
-                return PartyResult(info={"role": role})
-            out, out_eng = bitext_online(eng, A, bx, beng, pending_verify=pending), beng
-        else:
-            out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
-        if fair:
-            from secinfer.protocols.astra.fair import frec_online
-            pad = out_eng.share_online(C, pad, "pad")
-            eng.verify()
-            v = frec_online(out_eng, out + pad, fprep, "out")
-            ep.send(C, "astra/fair/out", v)
-        else:
-            if pending is not None:
-                eng.verify_finish(pending)
-            elif eng.malicious:
-                eng.verify()
-            out_eng.open_to(C, out, "y")
+        _server_online(ep, eng, beng, X, W, U, B, prep, bx if cls else None, cls, shift, fair,
+                       (pad, fprep) if fair else None, direct, rho)
     _await_close(ep)
     return PartyResult(info={"role": role})
+
+
+def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairprep, direct, rho) -> None:
+    """A server's online steps after the query is shared (one of the reveal modes)."""
+    role = eng.role
+    if direct and not eng.malicious and not cls:
+        # one round: additive parts of m_y straight to the client (docs/protocols/astra.md)
+        U = eng.products_parts(X, W, U, prep)
+        Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
+        Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+        eng.open_parts_to(C, Y, "y", rho)
+        return
+    U = eng.matmul_online(X, W, U, prep)
+    Y = U + B.map(lambda a: a[None, :])
+    pending = None
+    if cls and direct and eng.malicious and not fair:
+        # the verify message travels while the comparison runs; it is checked before
+        # anything is revealed (the comparison folds no hash)
+        pending = eng.verify_start()
+    if cls:
+        # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
+        A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
+        if direct and not eng.malicious:
+            # y from P2 and the mask r from P0 straight to the client (one round less)
+            bitext_online(eng, A, bx, beng, to=C)
+            return
+        if direct and not fair:
+            # y and its label check go to the client from P2 (two rounds less with the overlap)
+            st = bitext_online(eng, A, bx, beng, to=C, pending_verify=pending)
+            eng.verify_finish(pending)
+            open_direct_to(beng, C, st, "y")
+            return
+        out, out_eng = bitext_online(eng, A, bx, beng, pending_verify=pending), beng
+    else:
+        out, out_eng = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), eng
+    if fair:
+        from secinfer.protocols.astra.fair import frec_online
+        pad, fprep = fairprep
+        pad = out_eng.share_online(C, pad, "pad")
+        eng.verify()
+        v = frec_online(out_eng, out + pad, fprep, "out")
+        ep.send(C, "astra/fair/out", v)
+        return
+    if pending is not None:
+        eng.verify_finish(pending)
+    elif eng.malicious:
+        eng.verify()
+    out_eng.open_to(C, out, "y")
 
 
 def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) -> PartyResult:
