@@ -164,6 +164,7 @@ class ZmqEndpoint(Endpoint):
         self._pull = None
         self._rx_lock = threading.Lock()
         self._rx_want = False           # the protocol thread waits for the socket: the I/O thread lets go
+        self._rx_left = 0.0             # when the protocol thread last stopped reading it
         self._ack_due: list[str] = []   # "bye"s received by the protocol thread, acknowledged by the I/O thread
         self._shaped = any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values())
         if self._shaped:
@@ -346,6 +347,7 @@ class ZmqEndpoint(Endpoint):
                     if wait > 0 and pull.poll(max(1, math.ceil(wait * 1000))):
                         self._drain(pull)
             finally:
+                self._rx_left = time.monotonic()
                 lock.release()
         finally:
             self._rx_want = False
@@ -353,7 +355,7 @@ class ZmqEndpoint(Endpoint):
     def _drain(self, pull) -> int:
         """Read every message waiting on the PULL socket (caller holds ``_rx_lock``)."""
         n = 0
-        while n < 1000:
+        while n < 1000 and pull.get(zmq.EVENTS) & zmq.POLLIN:   # (no zmq.Again exception per call)
             try:
                 parts = pull.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -521,8 +523,11 @@ class ZmqEndpoint(Endpoint):
                     wake = min(wake, now + 0.02 if blocked else q[0][0])
             if self._ack_due:
                 self._send_acks(ctl)
-            # poll the PULL socket only while owning it (the protocol thread may be reading it)
-            own = not self._rx_want and self._rx_lock.acquire(blocking=False)
+            # poll the PULL socket only while owning it (the protocol thread may be reading it);
+            # take it back only after the protocol thread left it alone for RX_RETRY, so that
+            # a protocol receiving often rarely has to wake this thread to get it
+            own = (not self._rx_want and now - self._rx_left >= RX_RETRY
+                   and self._rx_lock.acquire(blocking=False))
             if not own:
                 wake = min(wake, now + RX_RETRY)
             timeout_ms = max(0, math.ceil((wake - time.monotonic()) * 1000))
