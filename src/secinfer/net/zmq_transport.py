@@ -72,7 +72,7 @@ _STAMP = struct.Struct("<d")  # a data frame's send time (time.monotonic()), for
 C_DATA, C_CLOSE, C_QUIT, C_WAKE = b"D", b"C", b"Q", b"W"
 # the protocol thread sleeps until this long before a frame's release time, then spins, so
 # that a timed wake-up's lateness (tens of microseconds on a VM) is not added to every hop
-SPIN_BEFORE_RELEASE = 60e-6
+SPIN_BEFORE_RELEASE = 30e-6
 # while the protocol thread reads the PULL socket itself, the I/O thread looks again this often
 RX_RETRY = 0.005
 _CLOSED = object()
