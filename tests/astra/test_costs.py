@@ -133,3 +133,21 @@ def test_trunc_error_budget():
     diff = RING64.to_signed(RING64.sub(t, FX64.trunc(v)))
     assert set(np.unique(diff)) <= {0, 1}
     assert traffic(meters, "online") == 0 and traffic(meters, "offline") == 64 * n
+
+
+def test_verify_halves_refuse_a_hash_folded_in_between():
+    """``verify_start`` fixes the expected hashes; a check folded before ``verify_finish``
+    would never be compared, so it is refused."""
+    from secinfer.errors import ConfigError
+    from secinfer.net.channel import LocalHub
+    from secinfer.protocols.astra.engine import AstraEngine
+
+    class _Keys:
+        pass
+    eng = AstraEngine(LocalHub(["p0", "p1", "p2"])["p1"], "p1", _Keys(), "malicious")
+    eng.expect_hash("p2", "x", np.ones(2, np.uint64))
+    pending = eng.verify_start()
+    assert [c for c, _ in pending["p2"]] == ["x"] and pending["p0"] == []
+    eng.send_hash("p2", "late", np.ones(1, np.uint64))
+    with pytest.raises(ConfigError, match="folded between"):
+        eng.verify_finish(pending)

@@ -221,6 +221,36 @@ def test_closed_peer_fails_receives_at_once(pair):
         a.send("b", "x", np.ones(1))
 
 
+def test_a_waiting_receiver_reads_the_socket_itself_and_acknowledges_a_bye(pair):
+    """The protocol thread waiting in a receive reads the socket itself (direct receive):
+    frames of other peers and heartbeats are filed alike, a "bye" that it reads ends the
+    receive at once and is still acknowledged (by the I/O thread), so the closing side's
+    close() does not wait for its timeout."""
+    a, b = pair
+    got: dict = {}
+
+    def wait_in_recv():
+        try:
+            a.recv("b", "never", ANY_F, timeout=20)
+        except Exception as e:  # noqa: BLE001 - examined below
+            got["err"] = e
+        got["t"] = time.monotonic()
+
+    t = threading.Thread(target=wait_in_recv)
+    t.start()
+    deadline = time.monotonic() + 5
+    while not a._rx_want and time.monotonic() < deadline:   # a's protocol side holds the socket
+        time.sleep(0.001)
+    assert a._rx_want
+    t0 = time.monotonic()
+    b.close(timeout=4.0)
+    closed = time.monotonic() - t0
+    t.join(10)
+    assert isinstance(got.get("err"), PeerDeadError) and got["t"] - t0 < 3
+    assert "b" in a._bye_from
+    assert closed < 3.0   # the ack came (the bounded wait would have taken 4 s)
+
+
 def test_abort_reaches_the_peer(pair):
     a, b = pair
     err = a.abort("mac-check", "b", "tag mismatch")
