@@ -103,6 +103,18 @@ class Budget:
         need = self.log_delta + self.B + sigma + 3
         self.level = next(lv for lv in range(params.max_level + 1)
                           if params.q_level(lv).bit_length() - 1 >= need)
+        # Answers are rescaled by their top `drop` primes (product Q_d) before they are
+        # sent: Delta' = Delta / Q_d and Q' = Q / Q_d keep the range condition (both sides
+        # divide by Q_d), and the rounding error rho <= 1/2 + N/2 (ternary s) costs
+        # rho Q_d / Delta <= 2^-6 of a unit when log2 Q_d <= phi - log2 N - 4, so the
+        # noise stays below Delta/4 (1 + 2^-4) < Delta/2. Post-processing of the masked
+        # answer: it reveals nothing more; it only makes the answer smaller.
+        self.drop, qd_bits = 0, 0.0
+        for lv in range(self.level, 0, -1):
+            qd_bits += math.log2(params.q[lv])
+            if qd_bits > self.phi - math.log2(params.n) - 4:
+                break
+            self.drop += 1
 
     def rebudget(self, proven) -> None:
         """Recompute for a malicious client's proven bounds (the layout fields stay)."""
@@ -342,15 +354,24 @@ class CKKSLinear:
         from secinfer.crypto.he.objects import Ciphertext
 
         prm = self.params
-        ct = prm.load(raw.tobytes(), Ciphertext)
+        try:
+            ct = prm.load(raw.tobytes(), Ciphertext)
+        except Exception as e:  # noqa: BLE001
+            raise FrameError(f"crisp/ckks: answer rejected: {e}") from None
+        if ct.degree != 1 or ct.level != bud.level - bud.drop:
+            ct.close()
+            raise FrameError("crisp/ckks: answer has the wrong degree or level")
         with prm.decrypt(ct, self.sk) as pt:
             res = pt.poly(0)
         ct.close()
+        qd = 1              # the primes the server divided the answer by (Budget.drop)
+        for lv in range(bud.level - bud.drop + 1, bud.level + 1):
+            qd *= prm.q[lv]
         out = []
         for off in ((0, bud.half) if self.malicious else (0,)):
             x = _crt(res[:, (pos + off).reshape(-1)], prm.q[:res.shape[0]])
             q = prm.q_level(res.shape[0] - 1)
-            x = np.where(x > q // 2, x - q, x)
+            x = np.where(x > q // 2, x - q, x) * qd         # back at the scale Delta
             half = 1 << (bud.log_delta - 1)
             v = np.array([(int(c) + half) >> bud.log_delta for c in x], dtype=object)
             eps = max((abs(int(c) - (int(r) << bud.log_delta)) for c, r in zip(x, v)), default=0)
@@ -395,6 +416,10 @@ class CKKSLinear:
         out = ev.add(acc, mask_ct)
         acc.close()
         mask_ct.close()
+        for _ in range(bud.drop):     # smaller answers: see Budget.drop
+            nxt = ev.rescale(out)
+            out.close()
+            out = nxt
         raw = np.frombuffer(out.to_bytes(), np.uint8)
         out.close()
         ev.close()
