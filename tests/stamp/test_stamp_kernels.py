@@ -138,3 +138,34 @@ def test_fused_matmul_relu_cost_is_two_rounds():
     assert sum(m[0].total("online") for m in meters.values()) == \
         costmodel.declared("3of3", n, "semi-honest", elem=4)["bytes"] + 4 * n
     assert np.array_equal(y, fixed_ops.relu(fixed_ops.gemm(x, w, None, cfg), cfg))
+
+
+def test_malicious_product_cost_matches_declaration():
+    """Verified product with its weight's sigma opened offline: measured bytes of the
+    offline sigma opening, the product (reshare + rho + the duplicated device path) and the
+    delta check equal the declarations (no sigma online)."""
+    from types import SimpleNamespace
+    x, w = _rand((6, 12), 31), _rand((12, 5), 32, 0.5)
+    node, relu = Node("g", "Gemm", ["x", "w"], ["h"], {}), Node("r", "Relu", [], [], {})
+    xs, ws = dealer_pairs(x, 33), dealer_pairs(w, 34)
+    out = {}
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops)
+        m = eng.ep.meter
+        b0 = m.total("online")
+        be.prepare(SimpleNamespace(nodes=[node], weight_info={"w": None}), {"w": ws[i]})
+        b1 = m.total("online")
+        y = be.product(node, xs[i], ws[i], None, [relu], [[]], (6, 5))
+        b2 = m.total("online")
+        eng.flush_checks()
+        b3 = m.total("online")
+        out[i] = (b1 - b0, b2 - b1, b3 - b2)
+        return y
+    res, _ = run3(body, malicious=True)
+    assert not any(isinstance(r, Exception) for r in res.values())
+    sig, prod, check = (sum(v[k] for v in out.values()) for k in range(3))
+    assert sig == costmodel.declared_sigma_offline([w.size])
+    assert prod == (costmodel.declared_verified_product(x.size, 30)["bytes"]
+                    + costmodel.declared("rss", 30, "malicious", elem=4)["bytes"])
+    assert check == costmodel.DELTA_CHECK_BYTES

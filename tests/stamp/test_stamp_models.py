@@ -72,3 +72,23 @@ def test_spec_declares_roles_and_rejects_fair():
     with pytest.raises(ProtocolError):
         spec.check_model(g, "fair")
     spec.check_model(g, "malicious")
+
+
+@pytest.mark.parametrize("security", ["semi-honest", "malicious"])
+def test_small_transformer_fused_scaling(security):
+    """Attention's Q * (1/sqrt(d)) after the head split runs in the Q projection's device
+    chain (executor ``_scalar_mul_after_moves``): output within the softmax budget of the
+    oracle (2 units), one device call fewer per layer than products + softmaxes + norms."""
+    from secinfer.ir.zoo import build
+    g = load_model(build("stamp-transformer", seed=3, batch=3, seq=4, d_model=8, heads=2, d_ff=16,
+                         layers=1, vocab=16))
+    x = PRG.for_tests(5).uint64((3, 4, 8)).astype(np.float64) / 2.0 ** 64
+    res = run_model(g, x, security)
+    ref = run_fixed(g, x, FX32)
+    err = np.abs(FX32.ring.to_signed(res["p1"].output_ring) - FX32.ring.to_signed(ref))
+    assert err.max() <= 2
+    info = res["p0"].info
+    # 1 layer: Q, K, V, QK^T, AV, out-proj, FFN1(+ReLU), FFN2, head = 9 products; the Mul
+    # is inside Q's chain (no product of its own); 2 LayerNorms and a softmax on their own
+    assert info["products"] == 9
+    assert info["device_calls"] == 9 + 2 + 1

@@ -76,6 +76,9 @@ class FalconBackend:
         op, ring, cfg = node.op, self.ring, self.cfg
         if op == "Relu":
             return self.mpc.relu(x)
+        if op == "Mul":   # by a one-element weight (the executor's fused scaling): as ``product``
+            (z,) = self.mpc.mult_round([("a", kernels.bilinear("Mul", {}, ring), x, ps[0])])
+            return self.mpc.trunc(z)
         if op == "MaxPool":
             p = lift_2d(node)
             one_d = p["spatial"] == 1

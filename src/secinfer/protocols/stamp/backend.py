@@ -21,7 +21,7 @@ from secinfer.protocols.stamp.nonlinear import Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
-_PER_SAMPLE = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+_PER_SAMPLE = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
 
 

@@ -68,10 +68,11 @@ def device_seconds(profile: DeviceProfile, bus_bytes: int, transactions: int, op
 
 
 # ---- declared inter-party costs of this implementation (bytes of payload, 4-byte ring) ------
-def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: int = 8) -> dict:
+def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: int = 4) -> dict:
     """Inter-party payload bytes (all parties together) and rounds of one device protocol
-    on n input elements and n_out output elements. Elements travel as uint64 words on
-    the wire (``elem`` = 8); the paper counts 4-byte ring elements (elem = 4).
+    on n input elements (data and parameters, summed over the jobs of the batch split) and
+    n_out output elements. Ring elements travel as 4-byte words (``Engine.wire``), the
+    paper's count; the exp path's mantissa is 8 bytes and its exponent 4.
 
     rss (ReLU, MaxPool, BatchNorm, LayerNorm [Protocol 4]):
       semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out.
@@ -91,6 +92,37 @@ def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: i
     else:
         raise ValueError(kind)
     return {"bytes": b * elem, "rounds": 2}
+
+
+def declared_verified_product(n_x: int, n_out: int, rho_open: bool = True, elem: int = 4) -> dict:
+    """Malicious product, before its device step (``StampBackend._verified``), all parties:
+    the reshare of the 3-out-of-3 product (each party its component to the previous one,
+    3 n_out elements) and, in the same round, the opening of rho = x - a (3 n_x elements and
+    three 32-byte hashes) unless an earlier product of the same x (or the masked input)
+    already opened it. sigma = W - b is not here: it is opened once per weight in the
+    offline phase (``declared_sigma_offline``). The delta check of all pending products
+    costs 3 x 32 bytes per check (``DELTA_CHECK_BYTES``), before each reveal."""
+    b = 3 * n_out * elem + ((3 * n_x * elem + 3 * 32) if rho_open else 0)
+    return {"bytes": b, "rounds": 1}
+
+
+def declared_sigma_offline(weight_sizes: list[int], elem: int = 4) -> int:
+    """Offline, malicious: sigma = W - b of every weight that is a product's second operand,
+    opened together (3 elements per weight element and three 32-byte hashes)."""
+    return 3 * sum(weight_sizes) * elem + 3 * 32 if weight_sizes else 0
+
+
+DELTA_CHECK_BYTES = 3 * 32
+
+
+def declared_input(n: int, security: str, masked: bool = False, elem: int = 4) -> int:
+    """Input sharing of n elements by its owner: semi-honest one message of n elements
+    (``Engine.input``); malicious with ``masked`` (the input feeds products only,
+    ``StampBackend.masked_input``): rho = X - A to both others, 2n, and one 32-byte hash,
+    which also replaces the first product's rho opening."""
+    if security == "malicious" and masked:
+        return 2 * n * elem + 32
+    return n * elem
 
 
 def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, elem: int = 4) -> int:

@@ -7,7 +7,8 @@ non-linear protocols being compared [STAMP 5.1 "Falcon+"].
 Linear nodes (Conv, Gemm, MatMul, Mul of two shared tensors) are computed locally as a
 3-out-of-3 product; the backend finishes them (re-share, truncation, bias) together
 with the chain of non-linear nodes that follows when each intermediate tensor has a
-single consumer: MatMulReLU, MatMulMaxPoolReLU, MatMulBatchNormReLU [STAMP 4.3-4.4].
+single consumer: MatMulReLU, MatMulMaxPoolReLU, MatMulBatchNormReLU [STAMP 4.3-4.4], or a
+Mul by a one-element weight after movement ops (``_scalar_mul_after_moves``).
 Movement ops and additions are local on both components.
 """
 
@@ -62,6 +63,25 @@ def _follow(graph: Graph, start: str, allowed: tuple, consumers: dict, outputs: 
     return chain
 
 
+def _scalar_mul_after_moves(graph: Graph, start: str, consumers: dict, outputs: set) -> tuple[list, Node | None]:
+    """Movement ops (single consumers) ending in a Mul by a one-element weight: the Mul
+    commutes with the moves, so it can run in the product's device chain before them
+    (attention's Q * 1/sqrt(d) after the head split). Returns (moves, mul) or ([], None)."""
+    cur, moves = start, []
+    while cur not in outputs and len(consumers.get(cur, [])) == 1:
+        nxt = consumers[cur][0]
+        if nxt.op in MOVEMENT and nxt.inputs and nxt.inputs[0] == cur and len(nxt.outputs) == 1:
+            moves.append(nxt)
+            cur = nxt.outputs[0]
+            continue
+        if (nxt.op == "Mul" and len(nxt.inputs) == 2 and nxt.inputs[0] == cur
+                and nxt.inputs[1] in graph.weight_info
+                and int(np.prod(graph.weight_info[nxt.inputs[1]].shape)) == 1):
+            return moves, nxt
+        break
+    return [], None
+
+
 def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
     """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name."""
     consumers = graph.consumers()
@@ -86,10 +106,22 @@ def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair
         elif op in LINEAR:
             bias = ins[2] if op in ("Gemm", "Conv") and len(ins) > 2 else None
             chain = _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
+            moves, smul = ([], None) if chain else _scalar_mul_after_moves(graph, node.outputs[0], consumers,
+                                                                            outputs)
+            if smul is not None:
+                chain = [smul]
             params = [[env[i] for i in c.inputs[1:]] for c in chain]
             last = chain[-1].outputs[0] if chain else node.outputs[0]
-            env[last] = backend.product(node, ins[0], ins[1], bias, chain, params, tuple(graph.shapes[last]))
+            shape = graph.shapes[node.outputs[0]] if smul is not None else graph.shapes[last]
+            y = backend.product(node, ins[0], ins[1], bias, chain, params, tuple(shape))
+            for mv in moves:   # the scaled product through the moves (smul only)
+                rest = [env[i] for i in mv.inputs[1:]]
+                ya = MOVEMENT[mv.op](mv, [y.a] + [p.a for p in rest])[0]
+                yb = MOVEMENT[mv.op](mv, [y.b] + [p.b for p in rest])[0]
+                y = Pair(np.asarray(ya, np.uint64), np.asarray(yb, np.uint64))
+            env[last] = y
             done.update(c.name for c in chain)
+            done.update(mv.name for mv in moves)
         elif op in CHAIN_OPS:
             chain = [node] + _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
             params = [[env[i] for i in c.inputs[1:]] for c in chain]

@@ -31,7 +31,7 @@ from secinfer.ir.graph import Node, lift_2d
 
 _MAX_DIMS = 6
 _MAX_ELEMS = 1 << 27
-DEVICE_NODE_OPS = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+DEVICE_NODE_OPS = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                    "BatchNormalization", "LayerNormalization", "Sigmoid", "Tanh", "Erf", "Gelu",
                    "Exp", "Sqrt", "Softmax")
 _EXP_OPS = ("Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt", "Softmax")
@@ -127,6 +127,8 @@ def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
         cnt.int_ops += x.size + 3 * y.size              # window sums, multiply, shift
     elif op == "BatchNormalization":
         cnt.int_ops += 3 * x.size                       # multiply, shift, add [4.4]
+    elif op == "Mul":
+        cnt.int_ops += 2 * x.size                       # multiply by the scale, shift
     elif op == "LayerNormalization":
         cnt.float_ops += 8 * x.size                     # decode, mean, variance, scale, encode
         cnt.exp_ops += max(1, x.size // max(1, x.shape[-1]))   # one sqrt per row
