@@ -400,24 +400,34 @@ class AstraEngine:
     def mul_online(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
         return self._products_online(x, y, z, prep)
 
-    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: dict) -> AShare:
-        return self._products_online(x, w, u, prep)
+    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: dict, mstar_first: bool = False) -> AShare:
+        """``mstar_first`` (malicious): send P0 m* (hash) before the m_z exchange, when P0's
+        answer is on the longer path (the product is revealed next); otherwise m_z first
+        (the comparison needs it)."""
+        return self._products_online(x, w, u, prep, mstar_first)
 
-    def _products_online(self, x, y, z, prep):
+    def _products_online(self, x, y, z, prep, mstar_first: bool = False):
         ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
         ps = prep["prod_shape"]
         out_shape = z.shape
         t = f"astra/mul/{lab}"
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
-            share, mxy, mstar_y = self._mz_share(x, y, z, prep)
+            def to_p0():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
+                mstar_y = prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"])
+                mstar_x = R.add(x.m, prep["dx"])
+                if i == 1:
+                    self.send("p0", t + "/mstar", mstar_x, mstar_y)
+                else:
+                    ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, mstar_y))
+            if self.malicious and mstar_first:
+                to_p0()
+            share, mxy, _ = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
             sent = R.add(share, 1) if self.cheat("wrong_mz") else share
             self.send(other, t + "/mz", sent)
-            if self.malicious and i == 1:
-                self.send("p0", t + "/mstar", R.add(x.m, prep["dx"]), mstar_y)
-            elif self.malicious:
-                ep.send("p0", t + "/hmstar", digest("mstar", R.add(x.m, prep["dx"]), mstar_y))
+            if self.malicious and not mstar_first:
+                to_p0()
             mz = R.add(share, self.recv1(other, t + "/mz", out_shape))
             if self.malicious:
                 expect = R.add(R.sub(mz, mxy), prep["dz_sum"])

@@ -273,7 +273,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
         eng.open_parts_to(C, Y, "y", rho)
         return
-    U = eng.matmul_online(X, W, U, prep)
+    U = eng.matmul_online(X, W, U, prep, mstar_first=not cls)
     Y = U + B.map(lambda a: a[None, :])
     pending = None
     if cls and direct and eng.malicious and not fair:
