@@ -75,6 +75,8 @@ C_DATA, C_CLOSE, C_QUIT, C_WAKE = b"D", b"C", b"Q", b"W"
 SPIN_BEFORE_RELEASE = 30e-6
 # while the protocol thread reads the PULL socket itself, the I/O thread looks again this often
 RX_RETRY = 0.005
+# plain ints: pyzmq's enum constants cost a few microseconds per use on the receive path
+_EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _CLOSED = object()
 _ids = itertools.count()
 
@@ -344,7 +346,7 @@ class ZmqEndpoint(Endpoint):
                     return
                 if not self._drain(pull):
                     wait = min(deadline - time.monotonic(), 0.05)
-                    if wait > 0 and pull.poll(max(1, math.ceil(wait * 1000))):
+                    if wait > 0 and zmq.zmq_poll([(pull, _POLLIN)], max(1, math.ceil(wait * 1000))):
                         self._drain(pull)
             finally:
                 self._rx_left = time.monotonic()
@@ -355,7 +357,7 @@ class ZmqEndpoint(Endpoint):
     def _drain(self, pull) -> int:
         """Read every message waiting on the PULL socket (caller holds ``_rx_lock``)."""
         n = 0
-        while n < 1000 and pull.get(zmq.EVENTS) & zmq.POLLIN:   # (no zmq.Again exception per call)
+        while n < 1000 and pull.get(_EVENTS) & _POLLIN:   # (no zmq.Again exception per call)
             try:
                 parts = pull.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
