@@ -50,7 +50,6 @@ MAX_ATTEMPTS = 16        # restarts after a rejection; 2^-3 per attempt for an h
 N_MAX = 64               # ciphertexts per proof (callers split larger batches)
 U_BOUND = 1              # ternary u
 E_BOUND = 20             # Lattigo's Gaussian error, sigma 3.2 cut at 6 sigma (19.2)
-PK_ERR_BOUND = 19.2      # the public key's own error, same distribution
 LB = linmap.LIMB_BITS
 _MASK = (1 << LB) - 1
 HASH_BYTES = 32
