@@ -132,8 +132,7 @@ def _split(x: int) -> tuple[int, int]:
 
 def _norm(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) with lo in [0, 2^40) representing the same lo + 2^40 hi."""
-    c = lo >> LB
-    return lo - (c << LB), hi + c
+    return lo & _MASK, hi + (lo >> LB)      # lo - 2^40 floor(lo / 2^40) = lo mod 2^40
 
 
 def _bit_positions(n: int, w: int) -> tuple[np.ndarray, np.ndarray]:
