@@ -51,6 +51,12 @@ func popkPoly(r *ring.Ring, src []int64, L, N int, scale *big.Int, add bool, dst
 			set := l == 0 && !add
 			row := src[l*N : (l+1)*N]
 			for j, v := range row {
+				if v == 0 { // m off its support: long runs of zeros (a well-predicted branch)
+					if set {
+						out[j] = 0
+					}
+					continue
+				}
 				// branch-free |v| mod q and sign (values are random: branches mispredict)
 				neg := uint64(v >> 63)
 				x := (uint64(v) ^ neg) - neg
