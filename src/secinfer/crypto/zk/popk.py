@@ -241,6 +241,13 @@ def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: i
     return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")))
 
 
+def expand_masks(pre: tuple, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> tuple:
+    """(seed, h) -> (seed, h, masks): regenerate a precommitment's masks ahead of use (idle
+    time), for a Prover of exactly this geometry. Each is still used once."""
+    g = Geometry(n_ring, n, support_size, D, sec)
+    return pre[0], pre[1], _masks(g, PRG(pre[0], "crisp-popk/masks"))
+
+
 class Prover(_Side):
     """Client side. ``witnesses``: per ciphertext (m over all N coefficients, u, e0, e1),
     int64 arrays of length N; m must vanish outside the support."""
@@ -257,11 +264,12 @@ class Prover(_Side):
         self.prg = prg
         self._y = None
 
-    def commit(self, pre: tuple[bytes, bytes] | None = None) -> bytes:
+    def commit(self, pre: tuple | None = None) -> bytes:
         """Fresh masks; returns h (32 bytes). ``pre`` = (seed, h) from :func:`precommit`
-        (made offline for the same geometry: the masks are regenerated from the seed)."""
+        (made offline for the same geometry: the masks are regenerated from the seed), or
+        (seed, h, masks) with the masks already regenerated (:func:`expand_masks`)."""
         if pre is not None:
-            self._y = _masks(self.g, PRG(pre[0], "crisp-popk/masks"))
+            self._y = pre[2] if len(pre) == 3 else _masks(self.g, PRG(pre[0], "crisp-popk/masks"))
             return pre[1]
         self._y = _masks(self.g, self.prg)
         return self._hash(self._y)

@@ -73,7 +73,18 @@ def precommit_all(eng, jobs) -> dict:
             key = (idx, group, k, bud.level, bud.log_delta, bud.D, cnt, sup.size)
             eng._precommit[key] = popk.precommit(eng.params, eng.pk, bud.level, bud.log_delta, bud.D, sup,
                                                  cnt, eng.prg.derive(f"popk-pre/{idx}/{group}.{k}"), eng.sigma)
+    expand_next(eng)
     return {"popk_precommits": len(eng._precommit)}
+
+
+def expand_next(eng) -> None:
+    """Client: regenerate the masks of the next unused precommitment now (offline for the
+    first proof, then right after each response, while the server verifies), so that
+    committing is not on the online critical path. One proof's masks are held at a time."""
+    for key, pre in eng._precommit.items():       # insertion order = proof order
+        if len(pre) == 2:
+            eng._precommit[key] = popk.expand_masks(pre, eng.params.n, key[6], key[7], key[5], eng.sigma)
+        return
 
 
 def _chunks(total: int) -> list:
@@ -137,6 +148,7 @@ class ClientBatch(_Batch):
                 continue
             z = tamper("popk-z", self.idx, z)
             ep.send(SERVER, self._tag("z", a), np.frombuffer(z, np.uint8))
+            expand_next(e)     # idle until the answers arrive: prepare the next proof
             return
         raise ProtocolError(f"crisp: no proof attempt accepted in {popk.MAX_ATTEMPTS} (step {self.idx})")
 
