@@ -57,3 +57,19 @@ def test_fair_honest_run(reg):
     res, _ = run_protocol(est, x, "fair")
     assert not any(isinstance(v, BaseException) for v in res.values())
     assert np.max(np.abs(res["client"].output[:, 0] - est.predict(x))) < 0.5
+
+
+def test_fair_classification_checks_the_pads_input_consistency():
+    """The client's pad is shared in the boolean ring (its own engine); its Pi_sh^m check
+    must still be folded into the verify the servers run before Pi_fRec (a pad sent
+    inconsistently to P1 and P2 makes every honest party abort)."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = load_breast_cancer(return_X_y=True)
+    est = LogisticRegression(max_iter=5000).fit(x[:300], y[:300])
+    res, _ = run_protocol(est, x[300:304], "fair",
+                          {"attack": {"party": "client", "step": "inconsistent_mx", "label": "pad"}}, timeout=10)
+    for p in ("p0", "p1", "p2", "model_owner"):
+        assert isinstance(res[p], ProtocolAbort), (p, res[p])
+    assert {res[p].check for p in ("p1", "p2")} == {"sh-consistency"}

@@ -132,37 +132,48 @@ class AstraEngine:
         Amortises all hash checks of [ASTRA 4.2] into a single message per pair."""
         self.verify_finish(self.verify_start())
 
-    def verify_start(self) -> dict:
-        """First half of ``verify``: send the running hashes and fix the expected ones.
-        Callers may run further steps that fold nothing into the hashes (e.g. the garbled
-        comparison, whose checks are immediate) before ``verify_finish``, so the verify
-        message travels in parallel with them; it must finish before anything is revealed."""
+    def verify_start(self, peers=None) -> dict:
+        """First half of ``verify``: send the running hashes and fix the expected ones, for
+        every other server or only ``peers``. Callers may run further steps that fold nothing
+        for those servers (e.g. the garbled comparison, whose checks are immediate) before
+        ``verify_finish``, so the verify message travels in parallel with them; it must
+        finish before anything is revealed (``open_to`` refuses while a check is pending).
+        With ``peers``, a check whose hashes are complete can leave before the others are
+        (the evaluators' input check travels with their m_z exchange)."""
         ep = self.ep
-        servers = [p for p in ("p0", "p1", "p2") if p != self.role]
+        servers = [p for p in ("p0", "p1", "p2") if p != self.role and (peers is None or p in peers)]
+        expected = {}
         for p in servers:
             names = sorted(c for (q, c) in self.out_h if q == p)
             if names:   # every check is folded by both ends, so an empty message is not sent
-                ep.send(p, "astra/verify", np.stack([np.frombuffer(self.out_h[(p, c)].digest(), np.uint8)
+                ep.send(p, "astra/verify", np.stack([np.frombuffer(self.out_h.pop((p, c)).digest(), np.uint8)
                                                      for c in names]))
-        expected = {p: [(c, np.frombuffer(self.in_h[(p, c)].digest(), np.uint8))
-                        for c in sorted(c for (q, c) in self.in_h if q == p)] for p in servers}
-        self.out_h, self.in_h = {}, {}
-        return {p: w for p, w in expected.items() if w}
+            want = [(c, np.frombuffer(self.in_h.pop((p, c)).digest(), np.uint8))
+                    for c in sorted(c for (q, c) in self.in_h if q == p)]
+            if want:
+                expected[p] = want
+        return expected
 
     def verify_finish(self, expected: dict, peers=None) -> None:
         """Second half of ``verify``: receive the hashes of ``peers`` (default: all whose
         message is still due) and compare. Messages between two parties are ordered, so a
         step between the halves that receives from a server calls this for that server
         first."""
-        if self.out_h or self.in_h:
-            raise ConfigError("a hash check was folded between verify_start and verify_finish")
         ep = self.ep
         for p in list(expected) if peers is None else [q for q in peers if q in expected]:
+            if any(q == p for q, _ in self.out_h) or any(q == p for q, _ in self.in_h):
+                raise ConfigError(f"a hash check with {p} was folded between verify_start and verify_finish")
             want = expected.pop(p)
             got = ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(want), 32)))
             for i, (c, h) in enumerate(want):
                 if not np.array_equal(got[i], h):
                     raise ep.abort(c, p, "hash check failed")
+
+    def require_verified(self) -> None:
+        """Every reveal is preceded by the checks [ASTRA 4.2]: refuse while a folded hash
+        has not been compared (a programming error, never a peer's)."""
+        if self.malicious and (self.out_h or self.in_h):
+            raise ConfigError(f"reveal with unverified hash checks {sorted(set(self.out_h) | set(self.in_h))}")
 
     # ---- input sharing: Pi_sh [Fig. 1], Pi_sh^m [4.2] -------------------------------
     @staticmethod
@@ -255,6 +266,7 @@ class AstraEngine:
         component also comes as a hash from its second holder [Fig. 6].
         """
         ep, t, role = self.ep, f"astra/out/{label}", self.role
+        self.require_verified()
         bad = self.cheat("wrong_out_share")
         # one frame per server: its component, and (malicious) the hash of the component
         # the receiver gets as a value from the next server

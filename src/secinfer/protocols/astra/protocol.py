@@ -60,7 +60,7 @@ def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
     m = (np.asarray(x, np.uint64) + lam)
     if bits < 64:
         m &= np.uint64((1 << bits) - 1)
-    bad = AstraEngine_attack(attack, owner, "inconsistent_mx")
+    bad = AstraEngine_attack(attack, owner, "inconsistent_mx") and attack.get("label", label) == label
     ep.send("p1", f"astra/sh/{label}", pack(m, bits))
     ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
 
