@@ -35,6 +35,9 @@ ATTACKS = [
     ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt (the client checks it)
     ("clf", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share of the class bit
     ("clf", "p2", "wrong_mz", {"mul-mz"}),                 # verify overlapping the comparison still fires
+    ("reg", "client", "inconsistent_mstar", {"mul-mz"}),   # client-assisted m*: a wrong m*_x to P0
+    ("clf", "client", "inconsistent_mstar", {"mul-mz"}),
+    ("reg", "p1", "wrong_mstar_y", {"mul-mstar"}),         # ... a wrong m*_w to P0 (offline)
     ("reg", "p0", "split_key", {"key-setup"}),             # different k_P to P1 and P2 [2.2]
     ("reg", "client", "split_key", {"key-setup"}),         # different owner keys
 ]
@@ -52,6 +55,15 @@ def test_attack_makes_honest_parties_abort(models, kind, party, step, checks):
     assert fired & checks, fired
     if party != "client":
         assert isinstance(res["client"], ProtocolAbort)   # the client gets no output
+
+
+def test_client_splitting_its_delta_key_aborts_at_setup(models):
+    """k_C12 (client-assisted m*) reaches P1 and P2 from the client: they compare hashes."""
+    est, x = models["reg"]
+    res, _ = run_protocol(est, x, "malicious", {"attack": {"party": "client", "step": "split_key", "key": "C12"}})
+    for p in ("p0", "p1", "p2", "model_owner"):
+        assert isinstance(res[p], ProtocolAbort), (p, res[p])
+    assert {res[p].check for p in ("p1", "p2")} == {"key-setup"}
 
 
 @pytest.mark.parametrize("party,step,checks", [("p1", "bad_gc", {"gc-consistency"}), ("p0", "bad_key", {"gc-key"}),

@@ -107,12 +107,13 @@ def test_real_process_bench_row_small():
     ("semi-honest", False, "direct", 1), ("semi-honest", False, "paper", 2),
     ("semi-honest", True, "direct", 3), ("semi-honest", True, "paper", 4),
     ("malicious", True, "direct", 3), ("malicious", True, "paper", 5),
-    ("malicious", False, "direct", 3), ("malicious", False, "paper", 3)])
+    ("malicious", False, "direct", 2), ("malicious", False, "paper", 3)])
 def test_server_rounds_per_reveal_mode(security, classifier, reveal, rounds):
     """Server rounds (online rounds minus the client's upload) of both message structures,
     on real processes: ``direct`` saves the evaluators' exchange (semi-honest regression),
     P2's share of y with P1 (semi-honest classification), the separate verify round and
-    P2's y to P1 (malicious classification); ``paper`` is [ASTRA Fig. 4, 6]'s."""
+    P2's y to P1 (malicious classification), P0's wait for P1's m* (malicious regression:
+    client-assisted m*); ``paper`` is [ASTRA Fig. 4, 6, 8]'s."""
     from secinfer.bench.astra_suite import real_latency
 
     r = real_latency("astra", security, "classification" if classifier else "regression", d=16, queries=2,

@@ -1,3 +1,5 @@
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -39,17 +41,18 @@ def test_msb_circuits_plain():
     assert c.and_count <= 3 * 64 and c.and_depth <= 8   # ~2l ANDs, log(l)+1 depth [ASTRA 5.4]
 
 
-def test_half_gates_garbling_and_authenticity():
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "native"])
+def test_half_gates_garbling_and_authenticity(native):
     prg = PRG.for_tests(2)
     circ = msb_sub_circuit(64)
     n = 40
     u1, u2 = prg.uint64((n,)), prg.uint64((n,))
     r = prg.bits((n, 1))
     R, zeros = gcm.input_labels(circ, n, prg.uint64)
-    g = gcm.garble(circ, R, zeros)
+    g = gcm.garble(circ, R, zeros, native=native)
     act = {"u1": gcm.select(zeros["u1"], bits_of(u1, 64), R), "u2": gcm.select(zeros["u2"], bits_of(u2, 64), R),
            "u3": gcm.select(zeros["u3"], r, R)}
-    out = gcm.evaluate(circ, g.tables, act)
+    out = gcm.evaluate(circ, g.tables, act, native=native)
     y = gcm.decode(out, g.decode)[:, 0]
     assert np.array_equal(y, ((u1 - u2) >> np.uint64(63)).astype(np.uint8) ^ r[:, 0])
     # the evaluator's output label is exactly the garbler's label for y (authenticity)
@@ -57,17 +60,53 @@ def test_half_gates_garbling_and_authenticity():
     # a tampered table changes the output label into garbage (not the other valid label)
     bad = g.tables.copy()
     bad[:, -1, 0, 0] ^= np.uint64(1 << 40)
-    out2 = gcm.evaluate(circ, bad, act)
+    out2 = gcm.evaluate(circ, bad, act, native=native)
     other = gcm.select(g.out_zero[:, 0], y ^ 1, R)
     assert not np.any(np.all(out2[:, 0] == other, axis=-1))
 
 
-def test_online_label_check_hashes_like_the_commitments():
-    from secinfer.crypto.gc import garble as gcm
-    from secinfer.protocols.astra.bitext import _label_hashes
+@pytest.mark.parametrize("make", [msb_sub_circuit, msb_sub3_circuit, msb_add3_circuit])
+def test_native_garbling_equals_the_numpy_reference(make):
+    """The native kernel (crypto/he/go/gc.go) against the numpy code: the same tables, output
+    labels and evaluation for every instance of a batch (tweaks depend on the instance)."""
+    assert gcm._native_lib() is not None, "the native library must be built (make install)"
+    prg = PRG.for_tests(7)
+    circ = make(64)
+    n = 5
+    R, zeros = gcm.input_labels(circ, n, prg.uint64)
+    g0, g1 = gcm.garble(circ, R, zeros, native=False), gcm.garble(circ, R, zeros, native=True)
+    assert np.array_equal(g0.tables, g1.tables) and np.array_equal(g0.out_zero, g1.out_zero)
+    act = {k: gcm.select(z, prg.bits(z.shape[:2]), R) for k, z in zeros.items()}
+    assert np.array_equal(gcm.evaluate(circ, g0.tables, act, native=False),
+                          gcm.evaluate(circ, g0.tables, act, native=True))
+    tampered = g0.tables.copy()
+    tampered[2, 17, 1, 1] ^= np.uint64(1)
+    assert np.array_equal(gcm.evaluate(circ, tampered, act, native=False),
+                          gcm.evaluate(circ, tampered, act, native=True))
 
+
+def test_native_label_hash_equals_hashlib():
     labels = np.random.default_rng(5).integers(0, 2**63, (3, 64, 2), dtype=np.uint64)
-    assert _label_hashes(labels) == gcm.label_hash(labels).tobytes()
+    raw = labels.tobytes()
+    want = b"".join(hashlib.sha256(b"gc-com" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16))
+    assert gcm.label_hash(labels, native=True).tobytes() == want
+    assert gcm.label_hash(labels, native=False).tobytes() == want
     flipped = labels.copy()
     flipped[1, 7, 0] ^= np.uint64(1)
-    assert _label_hashes(flipped) != gcm.label_hash(labels).tobytes()
+    assert gcm.label_hash(flipped).tobytes() != want
+
+
+def test_native_gc_rejects_a_bad_program():
+    from secinfer.crypto.he.errors import HEArgumentError
+
+    circ = msb_sub_circuit(8)
+    R, zeros = gcm.input_labels(circ, 1, PRG.for_tests(3).uint64)
+    g = gcm.garble(circ, R, zeros, native=True)
+    prog = gcm._program(circ).copy()
+    prog[-1, 3] = circ.n_wires            # an output wire past the end
+    circ.__dict__["_gc_program"] = prog
+    try:
+        with pytest.raises(HEArgumentError, match="out of range"):
+            gcm.evaluate(circ, g.tables, zeros, native=True)
+    finally:
+        del circ.__dict__["_gc_program"]

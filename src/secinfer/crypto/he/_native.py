@@ -78,6 +78,9 @@ _SIGNATURES: dict[str, list] = {
     "he_pk_from_parts": [H, C.c_char_p, csize, P_u64, OUT_H],
     "he_keyproof_hash": [H, H, P_i64, cint, P_i64, cint, P_bytes, P_bytes],
     "he_keyproof_image": [H, H, P_i64, P_i64, P_u64],
+    "he_gc_eval": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64],
+    "he_gc_garble": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64, P_u64],
+    "he_label_hash": [P_bytes, cint, P_u64, cint, P_bytes],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }

@@ -207,16 +207,8 @@ def _offline_m(eng, a, beng, n, lab):
 def _check_open(ep, keys, coms, bits, suspect):
     idx = bits.astype(np.int64)[..., None, None]
     want = np.take_along_axis(coms, idx, axis=-2)[..., 0, :]
-    if _label_hashes(keys) != np.ascontiguousarray(want, np.uint8).tobytes():
+    if gcm.label_hash(keys).tobytes() != np.ascontiguousarray(want, np.uint8).tobytes():
         raise ep.abort("gc-key", suspect, "an opened input label does not match its commitment")
-
-
-def _label_hashes(labels: np.ndarray) -> bytes:
-    """``gcm.label_hash(labels)`` as one byte string (the same hashes, in order), without
-    a numpy operation per label: on the online path (P2 checks P1's l labels)."""
-    raw = np.ascontiguousarray(labels, np.uint64).tobytes()
-    sha = hashlib.sha256
-    return b"".join(sha(b"gc-com" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16))
 
 
 def _online_m(eng, a, prep, beng, pending=None):

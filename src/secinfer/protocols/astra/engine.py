@@ -284,15 +284,23 @@ class AstraEngine:
         """Offline half of z = x * y (elementwise, equal shapes)."""
         return self._products_offline(x, y, x.shape, None)
 
-    def matmul_offline(self, x: AShare, w: AShare) -> tuple[AShare, dict]:
-        """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m."""
+    def matmul_offline(self, x: AShare, w: AShare, client_delta: tuple | None = None) -> tuple[AShare, dict]:
+        """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m.
+
+        ``client_delta = (owner, label)`` (malicious, X input by an outside owner, W's masked
+        value known offline): the owner itself sends P0 m*_x = m_x + delta_x with its upload,
+        delta_x drawn from the key k_C12 the owner shares with P1 and P2 (P0 does not hold
+        it), and P1 sends m*_w (P2 its hash) in the offline phase, so P0's H(m*_z) no longer
+        waits for an evaluator's message (docs/protocols/astra.md, "Client-assisted m*")."""
         b, k = x.shape
         k2, n = w.shape
         if k != k2:
             raise ConfigError(f"matmul shapes {x.shape} @ {w.shape}")
-        return self._products_offline(x, w, (b, n), (b, k, n))
+        if client_delta is not None and (not self.malicious or (self.role != "p0" and w.m is None)):
+            raise ConfigError("client-assisted m* needs malicious security and W's masked value offline")
+        return self._products_offline(x, w, (b, n), (b, k, n), client_delta)
 
-    def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape):
+    def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape, client_delta=None):
         ep, R, role = self.ep, self.R, self.role
         lab = self._label("mul")
         prep: dict = {"prod_shape": prod_shape}
@@ -316,6 +324,7 @@ class AstraEngine:
             prep.update(g1=g1)
         else:
             prep.update(g2=self.recv1("p0", f"astra/mul/{lab}/g2", g_shape))
+        prep["client_delta"] = client_delta
         if self.malicious:
             self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
         prep["lab"] = lab
@@ -345,12 +354,25 @@ class AstraEngine:
                 prep["coef"] = R.sub(y.m, ly) if i == 2 else R.neg(ly)
                 if self.malicious:
                     prep["mstar_y"] = R.add(y.m, prep["dy"])
+                    if prep["client_delta"] is not None:   # m*_y offline [Fig. 8, moved]
+                        t = f"astra/mul/{prep['lab']}"
+                        if i == 1:
+                            bad = self.cheat("wrong_mstar_y")
+                            self.send("p0", t + "/mstar_y", R.add(prep["mstar_y"], 1) if bad else prep["mstar_y"])
+                        else:
+                            self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep["mstar_y"]))
             else:
                 prep["g_sum"] = g
         elif self.malicious:
             prep["p0_const"] = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep["g1"], prep["g2"])), 2)),
                                      total(prep["chi"]))
             prep["lx"], prep["ly"] = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
+            if prep["client_delta"] is not None:
+                t = f"astra/mul/{prep['lab']}"
+                my = self.recv1("p1", t + "/mstar_y", y.shape)
+                if not np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)):
+                    raise self.ep.abort("mul-mstar", None, "m*_y from P1 does not match P2's hash")
+                prep["p0_mstar_y"] = my
 
     def _prod(self, a, b, prod_shape, keep: bool):
         """Elementwise a*b, or a@b (summed) / per-product a[:,:,None]*b[None] (keep=True)."""
@@ -373,8 +395,10 @@ class AstraEngine:
         pshape = prod_shape if prod_shape is not None else out_shape
         ex = lambda a, w: self._expand(a, w, prod_shape)  # noqa: E731
         if role in EVALUATORS:
-            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8]
-            dx = self.draw("12", lab + "/dx", x.shape)
+            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8];
+            # client-assisted: delta_x from k_C12, which x's owner holds too
+            cd = prep.get("client_delta")
+            dx = self.draw("12", lab + "/dx", x.shape) if cd is None else self.draw("C12", cd[1] + "/dx", x.shape)
             dy = self.draw("12", lab + "/dy", y.shape)
             dz = self.draw("12", lab + "/dz", pshape)
             lx = x.l1 if role == "p1" else x.l2
@@ -419,37 +443,61 @@ class AstraEngine:
         return self._products_online(x, w, u, prep, mstar_first)
 
     def _products_online(self, x, y, z, prep, mstar_first: bool = False):
+        return self.products_recv(self.products_send(x, y, z, prep, mstar_first))
+
+    def products_send(self, x, y, z, prep, mstar_first: bool = False) -> dict:
+        """First half of the online product: the evaluators send their m_z share (and, in
+        [Fig. 8]'s structure, m*_x, m*_y / their hash to P0). Returns the state for
+        ``products_recv``; steps in between may send (e.g. a verify message) but not receive
+        from the other evaluator."""
         ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
         ps = prep["prod_shape"]
-        out_shape = z.shape
         t = f"astra/mul/{lab}"
+        st = {"x": x, "y": y, "z": z, "prep": prep}
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
-            def to_p0():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
+            to_p0 = self.malicious and prep.get("client_delta") is None
+
+            def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
                 mstar_y = prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"])
                 mstar_x = R.add(x.m, prep["dx"])
                 if i == 1:
                     self.send("p0", t + "/mstar", mstar_x, mstar_y)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, mstar_y))
-            if self.malicious and mstar_first:
-                to_p0()
+            if to_p0 and mstar_first:
+                send_mstar()
             share, mxy, _ = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
             sent = R.add(share, 1) if self.cheat("wrong_mz") else share
             self.send(other, t + "/mz", sent)
-            if self.malicious and not mstar_first:
-                to_p0()
-            mz = R.add(share, self.recv1(other, t + "/mz", out_shape))
+            if to_p0 and not mstar_first:
+                send_mstar()
+            st.update(share=share, mxy=mxy, other=other)
+        return st
+
+    def products_recv(self, st: dict) -> AShare:
+        """Second half: the evaluators complete m_z (malicious: fold the expected H(m*_z));
+        P0 (malicious) gets m*_x, m*_y and folds H(m*_z) for the evaluators."""
+        ep, R, role = self.ep, self.R, self.role
+        x, y, z, prep = st["x"], st["y"], st["z"], st["prep"]
+        ps, t = prep["prod_shape"], f"astra/mul/{prep['lab']}"
+        if role in EVALUATORS:
+            mz = R.add(st["share"], self.recv1(st["other"], t + "/mz", z.shape))
             if self.malicious:
-                expect = R.add(R.sub(mz, mxy), prep["dz_sum"])
+                expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
                 self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
-            mx, my = self.recv("p1", t + "/mstar", x.shape, y.shape)
-            h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
-            if not np.array_equal(h, digest("mstar", mx, my)):
-                raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
+            cd = prep.get("client_delta")
+            if cd is not None:   # m*_x from x's owner with its upload, m*_y received offline
+                mx = prep.pop("mstar_x") if "mstar_x" in prep else self.recv1(cd[0], f"astra/sh/{cd[1]}*", x.shape)
+                my = prep["p0_mstar_y"]
+            else:
+                mx, my = self.recv("p1", t + "/mstar", x.shape, y.shape)
+                h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
+                if not np.array_equal(h, digest("mstar", mx, my)):
+                    raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
             mstar = R.sub(R.sub(prep["p0_const"], self._prod(mx, prep["ly"], ps, False)),
                           self._prod(prep["lx"], my, ps, False))

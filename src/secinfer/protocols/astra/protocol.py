@@ -52,9 +52,10 @@ def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
     return (a + b) & (np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1))
 
 
-def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
+def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None, delta=None):
     """Pi_sh by an outside owner: m = x + lambda to P1 and P2 (``lam`` precomputed offline,
-    or drawn here)."""
+    or drawn here). With ``delta`` (client-assisted m*, 64-bit only) also m* = m + delta to
+    P0, delta from k_C12 (``engine.matmul_offline``)."""
     if lam is None:
         lam = _owner_lambda(keys, owner, label, x.shape, bits)
     m = (np.asarray(x, np.uint64) + lam)
@@ -63,6 +64,20 @@ def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
     bad = AstraEngine_attack(attack, owner, "inconsistent_mx") and attack.get("label", label) == label
     ep.send("p1", f"astra/sh/{label}", pack(m, bits))
     ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
+    if delta is not None:
+        mstar = m + delta
+        if AstraEngine_attack(attack, owner, "inconsistent_mstar"):
+            mstar = mstar + np.uint64(1)
+        ep.send("p0", f"astra/sh/{label}*", mstar)
+
+
+def client_assisted(job: PartyJob) -> bool:
+    """Client-assisted m* (docs/protocols/astra.md): malicious with abort, ``reveal="direct"``."""
+    return job.security == "malicious" and reveal_mode(job.options) == "direct"
+
+
+def _client_delta(keys, shape) -> np.ndarray:
+    return keys.stream("C12", "X/dx").ring(tuple(shape), 64)   # = the evaluators' draw in the engine
 
 
 def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
@@ -161,7 +176,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     attack = job.options.get("attack")
     reveal_mode(job.options)   # a bad value fails at once, in every party
     with ep.phase("setup"):
-        keys = setup_keys(ep, role, job.prg, malicious, attack)
+        keys = setup_keys(ep, role, job.prg, malicious, attack, ("C12",) if client_assisted(job) else ())
         lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
         if role == C:
             x = np.asarray(job.input, np.float64)
@@ -229,7 +244,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         B, _ = eng.share_offline(M, shape["b"], "b")
         W = eng.share_online(M, W, "W")
         B = eng.share_online(M, B, "b")
-        U, prep = eng.matmul_offline(X, W)
+        U, prep = eng.matmul_offline(X, W, (C, "X") if client_assisted(job) else None)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
@@ -256,7 +271,9 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         ep.send(C, "astra/ready", np.ones(1, np.uint8))
     with online_phase(ep):
         X = eng.share_online(C, X, "X")
-        ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
+        if role == "p0" and client_assisted(job):
+            prep["mstar_x"] = eng.recv1(C, "astra/sh/X*", X.shape)
+        ep.mark("shared")      # the servers hold their parts of the query: their online work starts
         _server_online(ep, eng, beng, X, W, U, B, prep, bx if cls else None, cls, shift, fair,
                        (pad, fprep) if fair else None, direct, rho)
     _await_close(ep)
@@ -272,6 +289,17 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
         Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
         eng.open_parts_to(C, Y, "y", rho)
+        return
+    if direct and eng.malicious and not fair and not cls:
+        # two server rounds: the m_z exchange (with the evaluators' input check) while P0
+        # sends H(m*_z) from the client's m*_x; then the output (docs/protocols/astra.md)
+        st = eng.products_send(X, W, U, prep)
+        pending = eng.verify_start(peers=("p1", "p2")) if role != "p0" else {}
+        U = eng.products_recv(st)
+        pending.update(eng.verify_start())
+        eng.verify_finish(pending)
+        Y = U + B.map(lambda a: a[None, :])
+        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y")
         return
     U = eng.matmul_online(X, W, U, prep, mstar_first=not cls)
     Y = U + B.map(lambda a: a[None, :])
@@ -321,12 +349,13 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             pad = job.prg.derive("astra-pad").ring((size,), bits)
             lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
         lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
+        delta_x = _client_delta(keys, x.shape) if client_assisted(job) else None
         gc.collect()
         for p in SERVERS:
             ep.recv_one(p, "astra/ready", _ACK)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
-        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x)
+        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x, delta_x)
         if fair:
             _owner_send(ep, keys, C, "pad", pad, bits, attack, lam_pad)
             got = []

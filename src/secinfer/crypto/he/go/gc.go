@@ -1,0 +1,186 @@
+package main
+
+/*
+#include <stdint.h>
+*/
+import "C"
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"encoding/binary"
+	"sync"
+	"unsafe"
+)
+
+// Garbled circuits for secinfer.crypto.gc: free-XOR + half-gates garbling and evaluation
+// over a flat gate program, the same arithmetic as the numpy reference in
+// secinfer/crypto/gc/garble.py (tested equal there), one gate at a time with AES-NI
+// instead of one numpy call per level. Labels are 128-bit values stored as two uint64
+// words (little-endian in memory); the permute bit is bit 0 of word 0.
+//
+// Gate hash (tweakable correlation-robust hash from a fixed-key permutation):
+//     H(L, t) = AES_K(sigma(L) xor t) xor sigma(L),  sigma(w0, w1) = (w0 xor w1, w0),
+// the tweak xored into word 0 only. The program is int32 rows (op, a, b, out, gid) with
+// op 0 = XOR, 1 = INV, 2 = AND; an AND gate's tweaks are 2 (inst * nAnd + gid) and that
+// plus one, gid its index in the tables.
+
+const (
+	gcXOR = 0
+	gcINV = 1
+	gcAND = 2
+)
+
+var (
+	gcCipherMu sync.Mutex
+	gcCiphers  = map[[16]byte]cipher.Block{}
+)
+
+func gcCipher(key *C.uchar) cipher.Block {
+	var k [16]byte
+	copy(k[:], unsafe.Slice((*byte)(unsafe.Pointer(key)), 16))
+	gcCipherMu.Lock()
+	defer gcCipherMu.Unlock()
+	b, ok := gcCiphers[k]
+	if !ok {
+		var err error
+		b, err = aes.NewCipher(k[:])
+		check(err, codeArgument, "gc key")
+		gcCiphers[k] = b
+	}
+	return b
+}
+
+// gcHash returns H((w0, w1), t).
+func gcHash(b cipher.Block, w0, w1, t uint64) (uint64, uint64) {
+	var blk [16]byte
+	s0 := w0 ^ w1
+	binary.LittleEndian.PutUint64(blk[0:], s0^t)
+	binary.LittleEndian.PutUint64(blk[8:], w0)
+	b.Encrypt(blk[:], blk[:])
+	return binary.LittleEndian.Uint64(blk[0:]) ^ s0, binary.LittleEndian.Uint64(blk[8:]) ^ w0
+}
+
+func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, int, int) {
+	if nprog < 0 || nAnd < 0 || nWires < 1 || batch < 1 {
+		fail(codeArgument, "gc: bad sizes (program %d, and %d, wires %d, batch %d)", nprog, nAnd, nWires, batch)
+	}
+	p := unsafe.Slice((*int32)(unsafe.Pointer(prog)), int(nprog)*5)
+	nw, na := int32(nWires), int32(nAnd)
+	for i := 0; i < int(nprog); i++ {
+		op, a, b, o, g := p[5*i], p[5*i+1], p[5*i+2], p[5*i+3], p[5*i+4]
+		if op < gcXOR || op > gcAND || a < 0 || a >= nw || o < 0 || o >= nw ||
+			(op != gcINV && (b < 0 || b >= nw)) || (op == gcAND && (g < 0 || g >= na)) {
+			fail(codeArgument, "gc: program row %d out of range", i)
+		}
+	}
+	return p, int(nAnd), int(nWires), int(batch)
+}
+
+//export he_gc_eval
+func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, tables, wires *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
+	blk := gcCipher(key)
+	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
+	for inst := 0; inst < bs; inst++ {
+		W := w[inst*nw*2 : (inst+1)*nw*2]
+		T := tab[inst*na*4 : (inst+1)*na*4]
+		for i := 0; i+5 <= len(p); i += 5 {
+			a, b, o := int(p[i+1])*2, int(p[i+2])*2, int(p[i+3])*2
+			switch p[i] {
+			case gcXOR:
+				W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
+			case gcINV:
+				W[o], W[o+1] = W[a], W[a+1]
+			default:
+				g := int(p[i+4])
+				base := uint64(inst*na+g) * 2
+				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
+				h0, h1 := gcHash(blk, a0, a1, base)
+				k0, k1 := gcHash(blk, b0, b1, base+1)
+				o0, o1 := h0^k0, h1^k1
+				if a0&1 == 1 {
+					o0, o1 = o0^T[4*g], o1^T[4*g+1]
+				}
+				if b0&1 == 1 {
+					o0, o1 = o0^T[4*g+2]^a0, o1^T[4*g+3]^a1
+				}
+				W[o], W[o+1] = o0, o1
+			}
+		}
+	}
+	return 0
+}
+
+//export he_gc_garble
+func he_gc_garble(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, r, tables, wires *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
+	blk := gcCipher(key)
+	R := unsafe.Slice((*uint64)(unsafe.Pointer(r)), 2)
+	r0, r1 := R[0], R[1]
+	if r0&1 != 1 {
+		fail(codeArgument, "gc: the offset R must have its permute bit set")
+	}
+	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
+	for inst := 0; inst < bs; inst++ {
+		W := w[inst*nw*2 : (inst+1)*nw*2]
+		T := tab[inst*na*4 : (inst+1)*na*4]
+		for i := 0; i+5 <= len(p); i += 5 {
+			a, b, o := int(p[i+1])*2, int(p[i+2])*2, int(p[i+3])*2
+			switch p[i] {
+			case gcXOR:
+				W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
+			case gcINV:
+				W[o], W[o+1] = W[a]^r0, W[a+1]^r1
+			default:
+				g := int(p[i+4])
+				base := uint64(inst*na+g) * 2
+				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
+				ha0, ha1 := gcHash(blk, a0, a1, base)
+				hb0, hb1 := gcHash(blk, b0, b1, base+1)
+				hA0, hA1 := gcHash(blk, a0^r0, a1^r1, base)
+				hB0, hB1 := gcHash(blk, b0^r0, b1^r1, base+1)
+				tg0, tg1 := ha0^hA0, ha1^hA1
+				if b0&1 == 1 {
+					tg0, tg1 = tg0^r0, tg1^r1
+				}
+				te0, te1 := hb0^hB0^a0, hb1^hB1^a1
+				o0, o1 := ha0^hb0, ha1^hb1
+				if a0&1 == 1 {
+					o0, o1 = o0^tg0, o1^tg1
+				}
+				if b0&1 == 1 {
+					o0, o1 = o0^te0^a0, o1^te1^a1
+				}
+				W[o], W[o+1] = o0, o1
+				T[4*g], T[4*g+1], T[4*g+2], T[4*g+3] = tg0, tg1, te0, te1
+			}
+		}
+	}
+	return 0
+}
+
+// he_label_hash writes SHA-256(prefix || label bytes) for n labels of 16 bytes.
+//
+//export he_label_hash
+func he_label_hash(prefix *C.uchar, plen C.int, labels *C.uint64_t, n C.int, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	if plen < 0 || plen > 64 || n < 0 {
+		fail(codeArgument, "label hash: bad sizes")
+	}
+	pre := unsafe.Slice((*byte)(unsafe.Pointer(prefix)), int(plen))
+	lab := unsafe.Slice((*byte)(unsafe.Pointer(labels)), int(n)*16)
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(out)), int(n)*32)
+	buf := make([]byte, 0, int(plen)+16)
+	for i := 0; i < int(n); i++ {
+		buf = append(append(buf[:0], pre...), lab[16*i:16*i+16]...)
+		sum := sha256.Sum256(buf)
+		copy(dst[32*i:], sum[:])
+	}
+	return 0
+}
