@@ -24,7 +24,8 @@ ATTACKS = [
     # (model, corrupt party, step, checks that may fire first at an honest party)
     ("reg", "p0", "wrong_gamma", {"prc"}),                 # P0 shares a wrong gamma [Fig. 8, Lemma 4.3]
     ("reg", "p1", "wrong_chi", {"prc"}),                   # an evaluator sends a wrong chi share
-    ("reg", "p2", "wrong_mz", {"mul-mz"}),                 # an evaluator sends a wrong m_z share
+    ("reg", "p2", "wrong_mz", {"mul-mz", "rec-consistency"}),  # an evaluator sends a wrong m_z share
+    ("reg", "p1", "consistent_mz", {"mul-mz"}),            # ... and keeps its own m_z in step with it
     ("reg", "client", "inconsistent_mx", {"sh-consistency", "mul-mstar"}),  # m_x differs at P1, P2
     ("reg", "model_owner", "inconsistent_mx", {"sh-consistency", "mul-mstar"}),
     ("reg", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share in reconstruction
@@ -34,10 +35,11 @@ ATTACKS = [
     ("clf", "p0", "bad_key", {"gc-key"}),                  # ... or an inconsistent key
     ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt (the client checks it)
     ("clf", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share of the class bit
-    ("clf", "p2", "wrong_mz", {"mul-mz"}),                 # verify overlapping the comparison still fires
-    ("reg", "client", "inconsistent_mstar", {"mul-mz"}),   # client-assisted m*: a wrong m*_x to P0
-    ("clf", "client", "inconsistent_mstar", {"mul-mz"}),
-    ("reg", "p1", "wrong_mstar_y", {"mul-mstar"}),         # ... a wrong m*_w to P0 (offline)
+    ("clf", "p1", "wrong_mz", {"mul-mz", "gc-key"}),       # P2 holds a wrong m_a: P1's labels fail its check
+    ("clf", "p1", "consistent_mz", {"mul-mz"}),            # both hold m_z + 1: the client's mul-mz check
+    ("reg", "p1", "wrong_mstar", {"mul-mstar"}),           # P1 sends P0 a wrong m*_x [Fig. 8]
+    ("clf", "p1", "wrong_mstar", {"mul-mstar"}),
+    ("reg", "p1", "wrong_mstar_y", {"mul-mstar"}),         # ... a wrong m*_w (offline, receiver-checked)
     ("reg", "p0", "split_key", {"key-setup"}),             # different k_P to P1 and P2 [2.2]
     ("reg", "client", "split_key", {"key-setup"}),         # different owner keys
 ]
@@ -55,15 +57,6 @@ def test_attack_makes_honest_parties_abort(models, kind, party, step, checks):
     assert fired & checks, fired
     if party != "client":
         assert isinstance(res["client"], ProtocolAbort)   # the client gets no output
-
-
-def test_client_splitting_its_delta_key_aborts_at_setup(models):
-    """k_C12 (client-assisted m*) reaches P1 and P2 from the client: they compare hashes."""
-    est, x = models["reg"]
-    res, _ = run_protocol(est, x, "malicious", {"attack": {"party": "client", "step": "split_key", "key": "C12"}})
-    for p in ("p0", "p1", "p2", "model_owner"):
-        assert isinstance(res[p], ProtocolAbort), (p, res[p])
-    assert {res[p].check for p in ("p1", "p2")} == {"key-setup"}
 
 
 @pytest.mark.parametrize("party,step,checks", [("p1", "bad_gc", {"gc-consistency"}), ("p0", "bad_key", {"gc-key"}),

@@ -209,9 +209,8 @@ PAPER_LAN_MS = {  # [ASTRA Tables 6, 8] LAN online latency in ms: (ASTRA, ABY3);
 def query_intervals(meters: dict) -> list[dict]:
     """Per-query intervals (seconds) from the parties' marks of one multi-query session.
 
-    ``server``: from the moment the last server holds its part of the query ("shared": P1,
-    P2 their m_x; P0 at once, or with client-assisted m* its m*_x) to the client holding the
-    checked output ("output") -- the servers' online work as
+    ``server``: from the moment the later of P1, P2 holds its share of the query ("shared")
+    to the client holding the checked output ("output") -- the servers' online work as
     [ASTRA 6] counts it (input sharing excluded, the output's way to the client included);
     ``upload``: the client starts sharing ("query") -> shared; ``online``: the sum, the
     client's whole online phase. The marks are CLOCK_MONOTONIC, one clock on one host.
@@ -219,7 +218,7 @@ def query_intervals(meters: dict) -> list[dict]:
     def marks(role, name):
         return [t for n, t in meters.get(role, {}).get("marks", []) if n == name]
     q, out = marks("client", "query"), marks("client", "output")
-    sh = [marks(p, "shared") for p in ("p0", "p1", "p2") if marks(p, "shared")]
+    sh = [marks(p, "shared") for p in ("p1", "p2")]
     n = min(len(q), len(out), *(len(s) for s in sh))
     res = []
     for i in range(n):

@@ -259,11 +259,12 @@ class AstraEngine:
             raise ep.abort("rec-consistency", None, "lambda_1 from P0 and its hash from P1 differ")
         return R.sub(R.sub(sh.m, l1), sh.l2)
 
-    def open_to(self, receiver: str, sh: AShare, label: str) -> None:
+    def open_to(self, receiver: str, sh: AShare, label: str, extra=()) -> None:
         """Server side of reconstructing [[v]] towards an outside party (the client).
 
         Semi-honest: P1 sends m, P0 sends lambda_1, P2 sends lambda_2. Malicious: every
-        component also comes as a hash from its second holder [Fig. 6].
+        component also comes as a hash from its second holder [Fig. 6]. ``extra`` arrays
+        ride in the same frame (the client-checked H(m*_z) / H(expected)).
         """
         ep, t, role = self.ep, f"astra/out/{label}", self.role
         self.require_verified()
@@ -276,31 +277,31 @@ class AstraEngine:
             val, tag, hashed = sh.m, "/m", sh.l1
         else:
             val, tag, hashed = sh.l2, "/l2", sh.m
-        extra = (digest("out", hashed),) if self.malicious else ()
-        ep.send(receiver, t + tag, pack(val, self.bits), *extra)
+        hashes = (digest("out", hashed),) if self.malicious else ()
+        ep.send(receiver, t + tag, pack(val, self.bits), *hashes, *extra)
 
     # ---- multiplication: Pi_mul^s [Fig. 3], Pi_mul^m [Fig. 8] ---------------------------
     def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, dict]:
         """Offline half of z = x * y (elementwise, equal shapes)."""
         return self._products_offline(x, y, x.shape, None)
 
-    def matmul_offline(self, x: AShare, w: AShare, client_delta: tuple | None = None) -> tuple[AShare, dict]:
+    def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, dict]:
         """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m.
 
-        ``client_delta = (owner, label)`` (malicious, X input by an outside owner, W's masked
-        value known offline): the owner itself sends P0 m*_x = m_x + delta_x with its upload,
-        delta_x drawn from the key k_C12 the owner shares with P1 and P2 (P0 does not hold
-        it), and P1 sends m*_w (P2 its hash) in the offline phase, so P0's H(m*_z) no longer
-        waits for an evaluator's message (docs/protocols/astra.md, "Client-assisted m*")."""
+        ``check_at`` (malicious, W's masked value known offline): the outside party that
+        receives U's reveal runs the mul-mz comparison of [Fig. 8] -- P0's H(m*_z) against
+        both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep["mz_check"]``)
+        instead of P0's verify message to the evaluators -- and P1 sends m*_w (P2 its hash)
+        in the offline phase (docs/protocols/astra.md, "Receiver-checked products")."""
         b, k = x.shape
         k2, n = w.shape
         if k != k2:
             raise ConfigError(f"matmul shapes {x.shape} @ {w.shape}")
-        if client_delta is not None and (not self.malicious or (self.role != "p0" and w.m is None)):
-            raise ConfigError("client-assisted m* needs malicious security and W's masked value offline")
-        return self._products_offline(x, w, (b, n), (b, k, n), client_delta)
+        if check_at is not None and (not self.malicious or (self.role != "p0" and w.m is None)):
+            raise ConfigError("a receiver-checked product needs malicious security and W's masked value offline")
+        return self._products_offline(x, w, (b, n), (b, k, n), check_at)
 
-    def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape, client_delta=None):
+    def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape, check_at=None):
         ep, R, role = self.ep, self.R, self.role
         lab = self._label("mul")
         prep: dict = {"prod_shape": prod_shape}
@@ -324,7 +325,7 @@ class AstraEngine:
             prep.update(g1=g1)
         else:
             prep.update(g2=self.recv1("p0", f"astra/mul/{lab}/g2", g_shape))
-        prep["client_delta"] = client_delta
+        prep["check_at"] = check_at
         if self.malicious:
             self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
         prep["lab"] = lab
@@ -354,7 +355,7 @@ class AstraEngine:
                 prep["coef"] = R.sub(y.m, ly) if i == 2 else R.neg(ly)
                 if self.malicious:
                     prep["mstar_y"] = R.add(y.m, prep["dy"])
-                    if prep["client_delta"] is not None:   # m*_y offline [Fig. 8, moved]
+                    if prep["check_at"] is not None:   # m*_y offline [Fig. 8, moved]
                         t = f"astra/mul/{prep['lab']}"
                         if i == 1:
                             bad = self.cheat("wrong_mstar_y")
@@ -367,12 +368,13 @@ class AstraEngine:
             prep["p0_const"] = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep["g1"], prep["g2"])), 2)),
                                      total(prep["chi"]))
             prep["lx"], prep["ly"] = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
-            if prep["client_delta"] is not None:
+            if prep["check_at"] is not None:
                 t = f"astra/mul/{prep['lab']}"
                 my = self.recv1("p1", t + "/mstar_y", y.shape)
                 if not np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)):
                     raise self.ep.abort("mul-mstar", None, "m*_y from P1 does not match P2's hash")
-                prep["p0_mstar_y"] = my
+                # the m*_y l_x term of m*_z is known now: only -m*_x l_y is left online
+                prep["p0_const"] = R.sub(prep["p0_const"], self._prod(prep["lx"], my, ps, False))
 
     def _prod(self, a, b, prod_shape, keep: bool):
         """Elementwise a*b, or a@b (summed) / per-product a[:,:,None]*b[None] (keep=True)."""
@@ -395,10 +397,8 @@ class AstraEngine:
         pshape = prod_shape if prod_shape is not None else out_shape
         ex = lambda a, w: self._expand(a, w, prod_shape)  # noqa: E731
         if role in EVALUATORS:
-            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8];
-            # client-assisted: delta_x from k_C12, which x's owner holds too
-            cd = prep.get("client_delta")
-            dx = self.draw("12", lab + "/dx", x.shape) if cd is None else self.draw("C12", cd[1] + "/dx", x.shape)
+            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8]
+            dx = self.draw("12", lab + "/dx", x.shape)
             dy = self.draw("12", lab + "/dy", y.shape)
             dz = self.draw("12", lab + "/dz", pshape)
             lx = x.l1 if role == "p1" else x.l2
@@ -456,20 +456,23 @@ class AstraEngine:
         st = {"x": x, "y": y, "z": z, "prep": prep}
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
-            to_p0 = self.malicious and prep.get("client_delta") is None
+            to_p0 = self.malicious
+            y_offline = prep.get("check_at") is not None   # m*_y went to P0 offline
 
             def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
-                mstar_y = prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"])
                 mstar_x = R.add(x.m, prep["dx"])
+                if self.cheat("wrong_mstar"):
+                    mstar_x = R.add(mstar_x, 1)
+                mstar_y = () if y_offline else (prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"]),)
                 if i == 1:
-                    self.send("p0", t + "/mstar", mstar_x, mstar_y)
+                    self.send("p0", t + "/mstar", mstar_x, *mstar_y)
                 else:
-                    ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, mstar_y))
+                    ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             if to_p0 and mstar_first:
                 send_mstar()
             share, mxy, _ = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
-            sent = R.add(share, 1) if self.cheat("wrong_mz") else share
+            sent = R.add(share, 1) if (self.cheat("wrong_mz") or self.cheat("consistent_mz")) else share
             self.send(other, t + "/mz", sent)
             if to_p0 and not mstar_first:
                 send_mstar()
@@ -484,25 +487,32 @@ class AstraEngine:
         ps, t = prep["prod_shape"], f"astra/mul/{prep['lab']}"
         if role in EVALUATORS:
             mz = R.add(st["share"], self.recv1(st["other"], t + "/mz", z.shape))
+            if self.cheat("consistent_mz"):
+                mz = R.add(mz, 1)   # test hook: with ``sent`` below, both evaluators hold m_z + 1
             if self.malicious:
                 expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
-                self.expect_hash("p0", "mul-mz", expect)
+                if prep.get("check_at") is not None:
+                    prep["mz_check"] = digest("mul-mz", expect)   # compared by the receiver (below)
+                else:
+                    self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
-            cd = prep.get("client_delta")
-            if cd is not None:   # m*_x from x's owner with its upload, m*_y received offline
-                mx = prep.pop("mstar_x") if "mstar_x" in prep else self.recv1(cd[0], f"astra/sh/{cd[1]}*", x.shape)
-                my = prep["p0_mstar_y"]
-            else:
-                mx, my = self.recv("p1", t + "/mstar", x.shape, y.shape)
-                h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
-                if not np.array_equal(h, digest("mstar", mx, my)):
-                    raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
+            y_offline = prep.get("check_at") is not None   # m*_y received (and checked) offline
+            got = self.recv("p1", t + "/mstar", x.shape, *(() if y_offline else (y.shape,)))
+            h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
+            if not np.array_equal(h, digest("mstar", *got)):
+                raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
-            mstar = R.sub(R.sub(prep["p0_const"], self._prod(mx, prep["ly"], ps, False)),
-                          self._prod(prep["lx"], my, ps, False))
-            for p in EVALUATORS:
-                self.send_hash(p, "mul-mz", mstar)
+            mstar = R.sub(prep["p0_const"], self._prod(got[0], prep["ly"], ps, False))
+            if not y_offline:
+                mstar = R.sub(mstar, self._prod(prep["lx"], got[1], ps, False))
+            if prep.get("check_at") is not None:
+                # receiver-checked: the party the product is revealed to compares H(m*_z) with
+                # both evaluators' H(m_z - m_x m_y + delta_z) (docs/protocols/astra.md)
+                prep["mz_check"] = digest("mul-mz", mstar)
+            else:
+                for p in EVALUATORS:
+                    self.send_hash(p, "mul-mz", mstar)
         return z
 
     def _mz_share(self, x, y, z, prep):

@@ -11,7 +11,6 @@ so that O can [[.]]-share like P0 does in Pi_sh [ASTRA Fig. 1]):
     P     p0           p0 p1 p2
     M1/M2 model_owner  M p0 p1 / M p0 p2
     C1/C2 client       C p0 p1 / C p0 p2
-    C12   client       C p1 p2          (only with ``extra``: client-assisted m*, malicious)
 
 The sampler draws the key from its job PRG and sends it to the other holders. With malicious
 security the two receivers of a three-holder key exchange SHA-256 hashes of what they got
@@ -40,8 +39,6 @@ KEYS = {
     "C1": (C, (C, "p0", "p1")),
     "C2": (C, (C, "p0", "p2")),
 }
-# set up only when asked for: the client's delta_x for client-assisted m* (``engine.matmul_offline``)
-OPTIONAL_KEYS = {"C12": (C, (C, "p1", "p2"))}
 _KEY_SPEC = ArraySpec(np.uint8, (16,))
 _H_SPEC = ArraySpec(np.uint8, (32,))
 
@@ -78,21 +75,18 @@ class Keys:
         return self._keys[name]
 
 
-def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None, extra=()) -> Keys:
-    """Run inside ``ep.phase("setup")`` by every party; returns its Keys. ``extra`` names
-    keys of ``OPTIONAL_KEYS`` to set up as well (every party must pass the same)."""
+def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None) -> Keys:
+    """Run inside ``ep.phase("setup")`` by every party; returns its Keys."""
     mine: dict[str, bytes] = {}
     present = set(ep.peers) | {role}
-    table = {**KEYS, **{n: OPTIONAL_KEYS[n] for n in extra}}
-    keys = {n: v for n, v in table.items() if set(v[1]) <= present}
+    keys = {n: v for n, v in KEYS.items() if set(v[1]) <= present}
     for name, (sampler, holders) in keys.items():
         if role == sampler:
             mine[name] = prg.derive(f"astra-key-{name}").seed()
             for h in holders:
                 if h != role:
                     k = np.frombuffer(mine[name], dtype=np.uint8)
-                    if (_cheat(attack, role, "split_key") and h == holders[-1] and len(holders) == 3
-                            and attack.get("key", name) == name):
+                    if _cheat(attack, role, "split_key") and h == holders[-1] and len(holders) == 3:
                         k = k ^ np.uint8(1)      # test hook: a different key to one receiver
                     ep.send(h, f"astra/key/{name}", k)
     for name, (sampler, holders) in keys.items():
@@ -109,5 +103,5 @@ def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None, 
         for name, other in checks:
             got = ep.recv_one(other, f"astra/keyh/{name}", _H_SPEC)
             if not np.array_equal(got, _h(mine[name])):
-                raise ep.abort("key-setup", table[name][0], f"key {name} differs between receivers")
+                raise ep.abort("key-setup", KEYS[name][0], f"key {name} differs between receivers")
     return Keys(role, mine)

@@ -52,10 +52,9 @@ def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
     return (a + b) & (np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1))
 
 
-def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None, delta=None):
+def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
     """Pi_sh by an outside owner: m = x + lambda to P1 and P2 (``lam`` precomputed offline,
-    or drawn here). With ``delta`` (client-assisted m*, 64-bit only) also m* = m + delta to
-    P0, delta from k_C12 (``engine.matmul_offline``)."""
+    or drawn here)."""
     if lam is None:
         lam = _owner_lambda(keys, owner, label, x.shape, bits)
     m = (np.asarray(x, np.uint64) + lam)
@@ -64,20 +63,12 @@ def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None, delta=None):
     bad = AstraEngine_attack(attack, owner, "inconsistent_mx") and attack.get("label", label) == label
     ep.send("p1", f"astra/sh/{label}", pack(m, bits))
     ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
-    if delta is not None:
-        mstar = m + delta
-        if AstraEngine_attack(attack, owner, "inconsistent_mstar"):
-            mstar = mstar + np.uint64(1)
-        ep.send("p0", f"astra/sh/{label}*", mstar)
 
 
-def client_assisted(job: PartyJob) -> bool:
-    """Client-assisted m* (docs/protocols/astra.md): malicious with abort, ``reveal="direct"``."""
+def receiver_checked(job: PartyJob) -> bool:
+    """Receiver-checked products (docs/protocols/astra.md): malicious with abort and
+    ``reveal="direct"``: the client runs the mul-mz comparison on the revealed product."""
     return job.security == "malicious" and reveal_mode(job.options) == "direct"
-
-
-def _client_delta(keys, shape) -> np.ndarray:
-    return keys.stream("C12", "X/dx").ring(tuple(shape), 64)   # = the evaluators' draw in the engine
 
 
 def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
@@ -176,7 +167,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     attack = job.options.get("attack")
     reveal_mode(job.options)   # a bad value fails at once, in every party
     with ep.phase("setup"):
-        keys = setup_keys(ep, role, job.prg, malicious, attack, ("C12",) if client_assisted(job) else ())
+        keys = setup_keys(ep, role, job.prg, malicious, attack)
         lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
         if role == C:
             x = np.asarray(job.input, np.float64)
@@ -244,7 +235,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         B, _ = eng.share_offline(M, shape["b"], "b")
         W = eng.share_online(M, W, "W")
         B = eng.share_online(M, B, "b")
-        U, prep = eng.matmul_offline(X, W, (C, "X") if client_assisted(job) else None)
+        U, prep = eng.matmul_offline(X, W, C if receiver_checked(job) else None)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
@@ -271,9 +262,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         ep.send(C, "astra/ready", np.ones(1, np.uint8))
     with online_phase(ep):
         X = eng.share_online(C, X, "X")
-        if role == "p0" and client_assisted(job):
-            prep["mstar_x"] = eng.recv1(C, "astra/sh/X*", X.shape)
-        ep.mark("shared")      # the servers hold their parts of the query: their online work starts
+        ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
         _server_online(ep, eng, beng, X, W, U, B, prep, bx if cls else None, cls, shift, fair,
                        (pad, fprep) if fair else None, direct, rho)
     _await_close(ep)
@@ -291,15 +280,16 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         eng.open_parts_to(C, Y, "y", rho)
         return
     if direct and eng.malicious and not fair and not cls:
-        # two server rounds: the m_z exchange (with the evaluators' input check) while P0
-        # sends H(m*_z) from the client's m*_x; then the output (docs/protocols/astra.md)
+        # receiver-checked product (docs/protocols/astra.md): the evaluators exchange their
+        # m_z parts with the input check (sh-consistency) and send their components; P0
+        # checks m*_x (P1 / P2's hash) and sends its component and H(m*_z) straight to the
+        # client, who runs the mul-mz check: two server rounds on every path
         st = eng.products_send(X, W, U, prep)
-        pending = eng.verify_start(peers=("p1", "p2")) if role != "p0" else {}
+        pending = eng.verify_start() if role != "p0" else {}
         U = eng.products_recv(st)
-        pending.update(eng.verify_start())
         eng.verify_finish(pending)
         Y = U + B.map(lambda a: a[None, :])
-        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y")
+        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", (prep["mz_check"],))
         return
     U = eng.matmul_online(X, W, U, prep, mstar_first=not cls)
     Y = U + B.map(lambda a: a[None, :])
@@ -319,7 +309,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
             # y and its label check go to the client from P2 (two rounds less with the overlap)
             st = bitext_online(eng, A, bx, beng, to=C, pending_verify=pending)
             eng.verify_finish(pending)
-            open_direct_to(beng, C, st, "y")
+            open_direct_to(beng, C, st, "y", (prep["mz_check"],))
             return
         out, out_eng = bitext_online(eng, A, bx, beng, pending_verify=pending), beng
     else:
@@ -349,13 +339,12 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             pad = job.prg.derive("astra-pad").ring((size,), bits)
             lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
         lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
-        delta_x = _client_delta(keys, x.shape) if client_assisted(job) else None
         gc.collect()
         for p in SERVERS:
             ep.recv_one(p, "astra/ready", _ACK)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
-        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x, delta_x)
+        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x)
         if fair:
             _owner_send(ep, keys, C, "pad", pad, bits, attack, lam_pad)
             got = []
@@ -373,7 +362,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:
-            val = _receive_output(ep, size, malicious, bits)
+            val = _receive_output(ep, size, malicious, bits, mz_check=receiver_checked(job))
         ep.mark("output")      # reconstructed and checked: the client holds the output
     _close(ep)
     ring = cfg.ring
@@ -409,9 +398,10 @@ def _receive_direct_m(ep, size: int) -> np.ndarray:
     the check "bitext-y" [ASTRA 5.4]: H(L_y) from P2 must be P0's hash of the label of y."""
     spec, hs = packed_spec(1, (size,)), ArraySpec(np.uint8, (32,))
     t = "astra/out/y"
-    l1p, hl2, pair = ep.recv("p0", t + "/l1", spec, hs, ArraySpec(np.uint8, (size, 2, 32)))
-    mp, hl1 = ep.recv("p1", t + "/m", spec, hs)
-    l2p, hm, yp, hy = ep.recv("p2", t + "/l2", spec, hs, spec, ArraySpec(np.uint8, (size, 32)))
+    l1p, hl2, pair, c0 = ep.recv("p0", t + "/l1", spec, hs, ArraySpec(np.uint8, (size, 2, 32)), hs)
+    mp, hl1, c1 = ep.recv("p1", t + "/m", spec, hs, hs)
+    l2p, hm, yp, hy, c2 = ep.recv("p2", t + "/l2", spec, hs, spec, ArraySpec(np.uint8, (size, 32)), hs)
+    _check_mz(ep, c0, c1, c2)
     l1, m, l2, y = (unpack(v, 1, (size,)) for v in (l1p, mp, l2p, yp))
     for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
         if not np.array_equal(digest("out", val), h):
@@ -445,17 +435,31 @@ def _two_of_three(got: list) -> np.ndarray | None:
     return None
 
 
-def _receive_output(ep, size: int, malicious: bool, bits: int) -> np.ndarray:
-    """Client side of Pi_rec (malicious: Pi_rec^m [Fig. 6] towards C)."""
+def _check_mz(ep, h0, h1, h2) -> None:
+    """Receiver-checked product [Fig. 8's check at the output's receiver]: P0's H(m*_z) must equal
+    both evaluators' H(m_z - m_x m_y + delta_z). With one corrupt server at least two of the
+    three are honest, so a wrong m_z (even one both evaluators hold) aborts."""
+    if not (np.array_equal(h0, h1) and np.array_equal(h0, h2)):
+        raise ep.abort("mul-mz", None, "H(m*_z) from P0 and the evaluators' hashes differ")
+
+
+def _receive_output(ep, size: int, malicious: bool, bits: int, mz_check: bool = False) -> np.ndarray:
+    """Client side of Pi_rec (malicious: Pi_rec^m [Fig. 6] towards C; ``mz_check``: each
+    frame also carries the client-checked product hash)."""
     spec, t = packed_spec(bits, (size,)), "astra/out/y"
     hs = ArraySpec(np.uint8, (32,))
+    checks = []
 
     def val(peer, tag):   # one frame per server: its component (+ the hash of the next one's)
-        got = ep.recv(peer, tag, spec, *((hs,) if malicious else ()))
+        got = ep.recv(peer, tag, spec, *((hs,) if malicious else ()), *((hs,) if mz_check else ()))
+        if mz_check:
+            checks.append(got[2])
         return unpack(got[0], bits, (size,)), (got[1] if malicious else None)
     l1, hl2 = val("p0", t + "/l1")
     m, hl1 = val("p1", t + "/m")
     l2, hm = val("p2", t + "/l2")
+    if mz_check:
+        _check_mz(ep, *checks)
     if malicious:
         for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
             if not np.array_equal(digest("out", val), h):
