@@ -36,7 +36,7 @@ ATTACKS = [
     ("clf", "p2", "wrong_y", {"bitext-y"}),                # a wrong y from P2 in BitExt (the client checks it)
     ("clf", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share of the class bit
     ("clf", "p1", "wrong_mz", {"mul-mz", "gc-key"}),       # P2 holds a wrong m_a: P1's labels fail its check
-    ("clf", "p1", "consistent_mz", {"mul-mz"}),            # both hold m_z + 1: the client's mul-mz check
+    ("clf", "p1", "consistent_mz", {"mul-mz"}),            # both hold m_z + 1: P2 checks before the comparison's output
     ("reg", "p1", "wrong_mstar", {"mul-mstar"}),           # P1 sends P0 a wrong m*_x [Fig. 8]
     ("clf", "p1", "wrong_mstar", {"mul-mstar"}),
     ("reg", "p1", "wrong_mstar_y", {"mul-mstar"}),         # ... a wrong m*_w (offline, receiver-checked)
@@ -57,6 +57,17 @@ def test_attack_makes_honest_parties_abort(models, kind, party, step, checks):
     assert fired & checks, fired
     if party != "client":
         assert isinstance(res["client"], ProtocolAbort)   # the client gets no output
+
+
+def test_a_shifted_comparison_never_reaches_the_client(models):
+    """A corrupt P1 that makes both evaluators hold m_z + 1 (consistent) would, if P2 revealed
+    the comparison's y before the mul-mz check, give a colluding client msb(a + e) for a
+    chosen e (a binary search on the decision value). P2 (honest) must abort on mul-mz
+    itself, before it sends y: had it sent y, the client's check would have fired first and
+    P2 would end with the client's relayed abort instead."""
+    est, x = models["clf"]
+    res, _ = run_protocol(est, x, "malicious", {"attack": {"party": "p1", "step": "consistent_mz"}})
+    assert isinstance(res["p2"], ProtocolAbort) and res["p2"].check == "mul-mz"
 
 
 @pytest.mark.parametrize("party,step,checks", [("p1", "bad_gc", {"gc-consistency"}), ("p0", "bad_key", {"gc-key"}),

@@ -286,19 +286,18 @@ def _online_m_direct(eng, a, prep, pending):
     return st
 
 
-def open_direct_to(beng, receiver: str, st: dict, label: str, extra=()) -> None:
+def open_direct_to(beng, receiver: str, st: dict, label: str) -> None:
     """Pi_rec^m [Fig. 6] of [[r1 xor r2]]^B towards ``receiver``, plus y and the output-label
-    check material (see ``_online_m_direct``); run after ``verify``. ``extra`` arrays ride
-    in the same frame (the client-checked H(m*_z) / H(expected))."""
+    check material (see ``_online_m_direct``); run after ``verify``."""
     rest, role, t = st["rest"], beng.role, f"astra/out/{label}"
     beng.require_verified()
     if role == "p0":
         l1 = rest.l1 ^ np.uint64(1) if beng.cheat("wrong_out_share") else rest.l1
-        beng.ep.send(receiver, t + "/l1", pack(l1, 1), digest("out", rest.l2), st["pair"], *extra)
+        beng.ep.send(receiver, t + "/l1", pack(l1, 1), digest("out", rest.l2), st["pair"])
     elif role == "p1":
-        beng.ep.send(receiver, t + "/m", pack(rest.m, 1), digest("out", rest.l1), *extra)
+        beng.ep.send(receiver, t + "/m", pack(rest.m, 1), digest("out", rest.l1))
     else:
-        beng.ep.send(receiver, t + "/l2", pack(rest.l2, 1), digest("out", rest.m), pack(st["y"], 1), st["hy"], *extra)
+        beng.ep.send(receiver, t + "/l2", pack(rest.l2, 1), digest("out", rest.m), pack(st["y"], 1), st["hy"])
 
 
 def output_mask(eng, prep: dict) -> AShare:
