@@ -138,21 +138,36 @@ class AstraEngine:
         for those servers (e.g. the garbled comparison, whose checks are immediate) before
         ``verify_finish``, so the verify message travels in parallel with them; it must
         finish before anything is revealed (``open_to`` refuses while a check is pending).
-        With ``peers``, a check whose hashes are complete can leave before the others are
-        (the evaluators' input check travels with their m_z exchange)."""
-        ep = self.ep
+        With ``peers``, a check whose hashes are complete can leave before the others are."""
         servers = [p for p in ("p0", "p1", "p2") if p != self.role and (peers is None or p in peers)]
         expected = {}
         for p in servers:
-            names = sorted(c for (q, c) in self.out_h if q == p)
-            if names:   # every check is folded by both ends, so an empty message is not sent
-                ep.send(p, "astra/verify", np.stack([np.frombuffer(self.out_h.pop((p, c)).digest(), np.uint8)
-                                                     for c in names]))
-            want = [(c, np.frombuffer(self.in_h.pop((p, c)).digest(), np.uint8))
-                    for c in sorted(c for (q, c) in self.in_h if q == p)]
+            out = self.verify_payload(p)
+            if out is not None:   # every check is folded by both ends, so an empty message is not sent
+                self.ep.send(p, "astra/verify", out)
+            want = self.verify_expected(p)
             if want:
                 expected[p] = want
         return expected
+
+    def verify_payload(self, peer: str) -> np.ndarray | None:
+        """The running hashes for ``peer`` as (checks, 32) bytes, sorted by check name (None
+        if there is none), and forget them: the part of a verify message that another frame
+        to ``peer`` may carry instead (``products_send``)."""
+        names = sorted(c for (q, c) in self.out_h if q == peer)
+        if not names:
+            return None
+        return np.stack([np.frombuffer(self.out_h.pop((peer, c)).digest(), np.uint8) for c in names])
+
+    def verify_expected(self, peer: str) -> list:
+        """The hashes expected from ``peer`` [(check, 32 bytes)], sorted, and forget them."""
+        return [(c, np.frombuffer(self.in_h.pop((peer, c)).digest(), np.uint8))
+                for c in sorted(c for (q, c) in self.in_h if q == peer)]
+
+    def verify_compare(self, peer: str, want: list, got: np.ndarray) -> None:
+        for i, (c, h) in enumerate(want):
+            if not np.array_equal(got[i], h):
+                raise self.ep.abort(c, peer, "hash check failed")
 
     def verify_finish(self, expected: dict, peers=None) -> None:
         """Second half of ``verify``: receive the hashes of ``peers`` (default: all whose
@@ -164,10 +179,7 @@ class AstraEngine:
             if any(q == p for q, _ in self.out_h) or any(q == p for q, _ in self.in_h):
                 raise ConfigError(f"a hash check with {p} was folded between verify_start and verify_finish")
             want = expected.pop(p)
-            got = ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(want), 32)))
-            for i, (c, h) in enumerate(want):
-                if not np.array_equal(got[i], h):
-                    raise ep.abort(c, p, "hash check failed")
+            self.verify_compare(p, want, ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(want), 32))))
 
     def require_verified(self) -> None:
         """Every reveal is preceded by the checks [ASTRA 4.2]: refuse while a folded hash
@@ -445,11 +457,13 @@ class AstraEngine:
     def _products_online(self, x, y, z, prep, mstar_first: bool = False):
         return self.products_recv(self.products_send(x, y, z, prep, mstar_first))
 
-    def products_send(self, x, y, z, prep, mstar_first: bool = False) -> dict:
+    def products_send(self, x, y, z, prep, mstar_first: bool = False, with_verify: bool = False) -> dict:
         """First half of the online product: the evaluators send their m_z share (and, in
         [Fig. 8]'s structure, m*_x, m*_y / their hash to P0). Returns the state for
         ``products_recv``; steps in between may send (e.g. a verify message) but not receive
-        from the other evaluator."""
+        from the other evaluator. ``with_verify``: the m_z frame also carries the verify
+        hashes for the other evaluator (the input checks folded so far), compared when it
+        arrives -- one frame fewer each way."""
         ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
         ps = prep["prod_shape"]
         t = f"astra/mul/{lab}"
@@ -470,13 +484,18 @@ class AstraEngine:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             if to_p0 and mstar_first:
                 send_mstar()
-            share, mxy, _ = self._mz_share(x, y, z, prep)
+            share = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
             sent = R.add(share, 1) if (self.cheat("wrong_mz") or self.cheat("consistent_mz")) else share
-            self.send(other, t + "/mz", sent)
+            carry = ()
+            if with_verify:
+                out = self.verify_payload(other)
+                st["want"] = self.verify_expected(other)
+                carry = () if out is None else (out,)
+            self.ep.send(other, t + "/mz", pack(sent, self.bits), *carry)
             if to_p0 and not mstar_first:
                 send_mstar()
-            st.update(share=share, mxy=mxy, other=other)
+            st.update(share=share, other=other)
         return st
 
     def products_recv(self, st: dict) -> AShare:
@@ -486,11 +505,17 @@ class AstraEngine:
         x, y, z, prep = st["x"], st["y"], st["z"], st["prep"]
         ps, t = prep["prod_shape"], f"astra/mul/{prep['lab']}"
         if role in EVALUATORS:
-            mz = R.add(st["share"], self.recv1(st["other"], t + "/mz", z.shape))
+            want = st.get("want") or []
+            specs = (ArraySpec(np.uint8, (len(want), 32)),) if want else ()
+            got = self.ep.recv(st["other"], t + "/mz", packed_spec(self.bits, z.shape), *specs)
+            if want:
+                self.verify_compare(st["other"], want, got[1])
+            mz = R.add(st["share"], unpack(got[0], self.bits, z.shape))
             if self.cheat("consistent_mz"):
                 mz = R.add(mz, 1)   # test hook: with ``sent`` below, both evaluators hold m_z + 1
             if self.malicious:
-                expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
+                mxy = self._prod(x.m, y.m, ps, False)   # after the send: off the other's path
+                expect = R.add(R.sub(mz, mxy), prep["dz_sum"])
                 if prep.get("check_at") is not None:
                     prep["mz_check"] = digest("mul-mz", expect)   # compared by the receiver (below)
                 else:
@@ -517,19 +542,16 @@ class AstraEngine:
 
     def _mz_share(self, x, y, z, prep):
         """Evaluator i's additive part of m_z [Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
-        m_y [l_x]_i + [l_z]_i + [gamma]_i; also m_x m_y and m*_y (malicious)."""
+        m_y [l_x]_i + [l_z]_i + [gamma]_i."""
         R, ps, i = self.R, prep["prod_shape"], 1 if self.role == "p1" else 2
         if "base" in prep:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
-            share = R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
-            mxy = self._prod(x.m, y.m, ps, False) if self.malicious else None
-            return share, mxy, prep.get("mstar_y")
+            return R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
         lx, ly, lz = (x.l1, y.l1, z.l1) if i == 1 else (x.l2, y.l2, z.l2)
-        mxy = self._prod(x.m, y.m, ps, keep=False)
         share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)),
                       prep["g_sum"])
         if i == 2:
-            share = R.add(share, mxy)
-        return share, mxy, (R.add(y.m, prep["dy"]) if self.malicious else None)
+            share = R.add(share, self._prod(x.m, y.m, ps, keep=False))
+        return share
 
     def products_parts(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
         """Semi-honest only: z = x * y (or X @ W) with m_z left as additive parts, not
@@ -539,7 +561,7 @@ class AstraEngine:
             raise ConfigError("additive-part reveal is semi-honest only")
         if self.role == "p0":
             return z
-        return z.with_m(self._mz_share(x, y, z, prep)[0])
+        return z.with_m(self._mz_share(x, y, z, prep))
 
     def parts_pad(self, shape) -> np.ndarray | None:
         """Offline: the pad rho (from k_12) that re-randomises the additive parts of one

@@ -287,10 +287,8 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         # m_z parts with the input check (sh-consistency) and send their components; P0
         # checks m*_x (P1 / P2's hash) and sends its component and H(m*_z) straight to the
         # client, who runs the mul-mz check: two server rounds on every path
-        st = eng.products_send(X, W, U, prep)
-        pending = eng.verify_start() if role != "p0" else {}
+        st = eng.products_send(X, W, U, prep, with_verify=True)   # the input check rides along
         U = eng.products_recv(st)
-        eng.verify_finish(pending)
         Y = U + B.map(lambda a: a[None, :])
         eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", (prep["mz_check"],))
         return
