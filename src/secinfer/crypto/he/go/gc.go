@@ -78,13 +78,10 @@ func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, in
 	return p, int(nAnd), int(nWires), int(batch)
 }
 
-//export he_gc_eval
-func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, tables, wires *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
-	defer recoverTo(&rc, errbuf, errlen)
-	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
-	blk := gcCipher(key)
-	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
-	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
+// gcRun walks the program over every instance: the evaluator (garble == false) turns
+// active labels into active labels with the tables; the garbler (garble == true) turns
+// zero-labels into zero-labels and writes the tables (T_G, T_E) of every AND gate.
+func gcRun(blk cipher.Block, p []int32, na, nw, bs int, tab, w []uint64, garble bool, r0, r1 uint64) {
 	for inst := 0; inst < bs; inst++ {
 		W := w[inst*nw*2 : (inst+1)*nw*2]
 		T := tab[inst*na*4 : (inst+1)*na*4]
@@ -94,14 +91,27 @@ func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int,
 			case gcXOR:
 				W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
 			case gcINV:
-				W[o], W[o+1] = W[a], W[a+1]
+				if garble {
+					W[o], W[o+1] = W[a]^r0, W[a+1]^r1
+				} else {
+					W[o], W[o+1] = W[a], W[a+1]
+				}
 			default:
 				g := int(p[i+4])
 				base := uint64(inst*na+g) * 2
 				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
-				h0, h1 := gcHash(blk, a0, a1, base)
-				k0, k1 := gcHash(blk, b0, b1, base+1)
-				o0, o1 := h0^k0, h1^k1
+				ha0, ha1 := gcHash(blk, a0, a1, base)
+				hb0, hb1 := gcHash(blk, b0, b1, base+1)
+				if garble { // half gates [Zahur-Rosulek-Evans]
+					hA0, hA1 := gcHash(blk, a0^r0, a1^r1, base)
+					hB0, hB1 := gcHash(blk, b0^r0, b1^r1, base+1)
+					T[4*g], T[4*g+1] = ha0^hA0, ha1^hA1
+					if b0&1 == 1 {
+						T[4*g], T[4*g+1] = T[4*g]^r0, T[4*g+1]^r1
+					}
+					T[4*g+2], T[4*g+3] = hb0^hB0^a0, hb1^hB1^a1
+				}
+				o0, o1 := ha0^hb0, ha1^hb1
 				if a0&1 == 1 {
 					o0, o1 = o0^T[4*g], o1^T[4*g+1]
 				}
@@ -112,6 +122,15 @@ func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int,
 			}
 		}
 	}
+}
+
+//export he_gc_eval
+func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, tables, wires *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
+	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
+	gcRun(gcCipher(key), p, na, nw, bs, tab, w, false, 0, 0)
 	return 0
 }
 
@@ -119,49 +138,13 @@ func he_gc_eval(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int,
 func he_gc_garble(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, r, tables, wires *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
-	blk := gcCipher(key)
 	R := unsafe.Slice((*uint64)(unsafe.Pointer(r)), 2)
-	r0, r1 := R[0], R[1]
-	if r0&1 != 1 {
+	if R[0]&1 != 1 {
 		fail(codeArgument, "gc: the offset R must have its permute bit set")
 	}
 	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
 	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
-	for inst := 0; inst < bs; inst++ {
-		W := w[inst*nw*2 : (inst+1)*nw*2]
-		T := tab[inst*na*4 : (inst+1)*na*4]
-		for i := 0; i+5 <= len(p); i += 5 {
-			a, b, o := int(p[i+1])*2, int(p[i+2])*2, int(p[i+3])*2
-			switch p[i] {
-			case gcXOR:
-				W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
-			case gcINV:
-				W[o], W[o+1] = W[a]^r0, W[a+1]^r1
-			default:
-				g := int(p[i+4])
-				base := uint64(inst*na+g) * 2
-				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
-				ha0, ha1 := gcHash(blk, a0, a1, base)
-				hb0, hb1 := gcHash(blk, b0, b1, base+1)
-				hA0, hA1 := gcHash(blk, a0^r0, a1^r1, base)
-				hB0, hB1 := gcHash(blk, b0^r0, b1^r1, base+1)
-				tg0, tg1 := ha0^hA0, ha1^hA1
-				if b0&1 == 1 {
-					tg0, tg1 = tg0^r0, tg1^r1
-				}
-				te0, te1 := hb0^hB0^a0, hb1^hB1^a1
-				o0, o1 := ha0^hb0, ha1^hb1
-				if a0&1 == 1 {
-					o0, o1 = o0^tg0, o1^tg1
-				}
-				if b0&1 == 1 {
-					o0, o1 = o0^te0^a0, o1^te1^a1
-				}
-				W[o], W[o+1] = o0, o1
-				T[4*g], T[4*g+1], T[4*g+2], T[4*g+3] = tg0, tg1, te0, te1
-			}
-		}
-	}
+	gcRun(gcCipher(key), p, na, nw, bs, tab, w, true, R[0], R[1])
 	return 0
 }
 
