@@ -73,6 +73,31 @@ def test_dot_product_cost(security):
         assert online[16] == online[64] == 2 * 64                 # independent of d [Fig. 11]
 
 
+@pytest.mark.parametrize("k", [16, 64])
+def test_receiver_checked_dot_product_cost(k):
+    """Malicious prediction with ``reveal="direct"``: m*_w offline, d + 2 elements online in
+    one round, and the three mul-mz hashes (P0's H(m*_z), the evaluators' H(m_z - m_x m_w +
+    delta_z)) agree in an honest run -- what the client compares."""
+    def body(eng):
+        with eng.ep.phase("offline"):
+            x, w = rand_input(eng, (1, k), "x"), rand_input(eng, (k, 1), "w")
+            u, prep = eng.matmul_offline(x, w, check_at="client")
+            eng.finish_offline()
+            eng.verify()
+        with eng.ep.phase("online"):
+            u = eng.products_recv(eng.products_send(x, w, u, prep, with_verify=True))
+        with eng.ep.phase("setup"):
+            return [eng.open_all(s, f"o{i}") for i, s in enumerate((x, w, u))], prep["mz_check"]
+    res, meters = run_servers("malicious", body, bucket=2, opened=0)
+    (x, w, u), h0 = res["p0"]
+    assert np.array_equal(u, RING64.matmul(x, w))
+    assert np.array_equal(res["p1"][1], h0) and np.array_equal(res["p2"][1], h0)
+    want = matmul_cost(1, k, 1, "malicious", 64, bucket=2, opened=0, receiver_checked=True)
+    assert traffic(meters, "online") == want["online_bits"] == (k + 2) * 64
+    assert traffic(meters, "offline") == want["offline_bits"]
+    assert rounds(meters, "online") == want["online_rounds"]
+
+
 def test_matmul_batch_semi_honest():
     res, meters = run_servers("semi-honest", _dp_body(3, 20, 4))
     x, w, u = res["p2"]

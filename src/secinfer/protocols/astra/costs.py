@@ -22,12 +22,19 @@ def mul_cost(n: int, security: str, l: int = 64, bucket: int = 2, opened: int = 
 
 
 def matmul_cost(b: int, k: int, n: int, security: str, l: int = 64, bucket: int = 2,
-                opened: int = 0) -> dict:
-    """U = X (b x k) @ W (k x n): Pi_dp^s [Fig. 11] / Pi_dp^m [Lemma 5.1] per output."""
+                opened: int = 0, receiver_checked: bool = False) -> dict:
+    """U = X (b x k) @ W (k x n): Pi_dp^s [Fig. 11] / Pi_dp^m [Lemma 5.1] per output.
+
+    ``receiver_checked`` (``AstraEngine.matmul_offline(check_at=...)``, W's masked value
+    known offline): m*_w moves to the offline phase and the mul-mz hashes travel with the
+    output to its receiver, so the kernel itself needs one online round."""
     if security == "semi-honest":
         return {"offline_bits": b * n * l, "online_bits": 2 * b * n * l, "online_rounds": 1}
     prods = b * k * n
-    return {"offline_bits": ((9 * bucket + 3) * prods + 9 * opened) * l,
+    offline = ((9 * bucket + 3) * prods + 9 * opened) * l
+    if receiver_checked:
+        return {"offline_bits": offline + k * n * l, "online_bits": (2 * b * n + b * k) * l, "online_rounds": 1}
+    return {"offline_bits": offline,
             # 2 per output (m_u exchange) + m*_x, m*_w once per wire: 2d + 2 for b = n = 1
             "online_bits": (2 * b * n + b * k + k * n) * l, "online_rounds": 2}
 
