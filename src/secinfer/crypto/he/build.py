@@ -1,11 +1,15 @@
 """Build the Lattigo c-shared library (``python -m secinfer.crypto.he.build``).
 
+The library also carries the native FSS kernels (``go/fss_*.go`` and the AES-NI hash in
+``go/fss_aes.c``, compiled by cgo with the system C compiler that c-shared builds need
+anyway; bound in ``secinfer.crypto.fss.native``).
+
 The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
 dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against
 the committed ``go.sum``. The library is written to ``_lib/libsecinferhe.so``; the cgo
 header that ``go build`` emits is discarded (it is build output, never committed).
 
-The library is rebuilt when it is missing or older than any Go source, both here and
+The library is rebuilt when it is missing or older than any Go or C source, both here and
 lazily on first import (see ``_native.load``). A missing Go toolchain raises
 :class:`HENativeBuildError` with instructions.
 """
@@ -28,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 GO_DIR = HERE / "go"
 LIB_DIR = HERE / "_lib"
 LIB_PATH = LIB_DIR / "libsecinferhe.so"
-_GO_INPUTS = ("*.go", "go.mod", "go.sum")
+_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum")
 
 
 def _go_sources() -> list[Path]:
