@@ -117,6 +117,25 @@ def test_native_dcf_equals_numpy(n, k, payload, widths, count):
     assert np.array_equal(y, params.reduce_entries(want))
 
 
+@pytest.mark.parametrize("n,k,payload,widths,count", [SHAPES[1], SHAPES[4], SHAPES[6]])
+def test_kernels_agree_with_either_aes(n, k, payload, widths, count):
+    """The kernels with the crypto/aes hash (the fallback where AES-NI is missing) give the
+    same keys and shares as the default one."""
+    params = DCFParams(n, k, payload, widths)
+    prg = PRG.for_tests(2500 + n)
+    alpha = prg.ring((count,), n)
+    beta = params.reduce_entries(params.group.random(prg, (count, payload)))
+    roots = [prg.uint64((count, 2)) & np.array([~np.uint64(1), ~np.uint64(0)], np.uint64) for _ in (0, 1)]
+    gens = [native.dcf_gen(params, alpha, beta, *roots, impl=impl) for impl in ["default"] + IMPLS]
+    for other in gens[1:]:
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(gens[0], other))
+    key = DCFKeys(params, 1, roots[1], *gens[0])
+    x = prg.ring((count, 2), n)
+    outs = [native.dcf_eval(key, x, impl=impl) for impl in ["default"] + IMPLS]
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    assert np.array_equal(outs[0], dcf_eval(key, x, backend="numpy"))
+
+
 def test_native_gen_draws_root_seeds_like_chunked_numpy(monkeypatch):
     """Batches longer than dcf.CHUNK: the numpy generator draws root seeds chunk by chunk;
     the native path draws them in the same order and so deals the same keys."""

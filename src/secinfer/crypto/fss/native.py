@@ -193,8 +193,7 @@ def _shape_args(params) -> tuple:
 # ---- kernels ---------------------------------------------------------------------------
 def mmo_hash(seeds: np.ndarray, tweaks: np.ndarray, impl: str = "default") -> np.ndarray:
     """``expand.MMOHash.hash`` natively: (B, 2) seeds, (T,) or (B, T) tweaks -> (B, T, 2)."""
-    if impl not in MMO_IMPLS:
-        raise ConfigError(f"MMO implementation must be one of {sorted(MMO_IMPLS)}, got {impl!r}")
+    code = _impl(impl)
     seeds = np.asarray(seeds)
     if seeds.ndim != 2:
         raise ConfigError(f"FSS native: seeds must be (B, 2) uint64, got shape {seeds.shape}")
@@ -207,14 +206,22 @@ def mmo_hash(seeds: np.ndarray, tweaks: np.ndarray, impl: str = "default") -> np
     tweaks = _buf(tweaks, np.uint64, (t,) if tweaks.ndim == 1 else (b, t), "tweaks")
     out = _out((b, t, 2), np.uint64)
     _call("fss_mmo_hash", _p(seeds, P_u64), b, _p(tweaks, P_u64), t, b if tweaks.ndim == 2 else 0,
-          _p(out, P_u64), out.size, MMO_IMPLS[impl])
+          _p(out, P_u64), out.size, code)
     return out
 
 
-def dcf_gen(params, alpha: np.ndarray, beta: np.ndarray, root0: np.ndarray, root1: np.ndarray):
+def _impl(impl: str) -> int:
+    if impl not in MMO_IMPLS:
+        raise ConfigError(f"MMO implementation must be one of {sorted(MMO_IMPLS)}, got {impl!r}")
+    return MMO_IMPLS[impl]
+
+
+def dcf_gen(params, alpha: np.ndarray, beta: np.ndarray, root0: np.ndarray, root1: np.ndarray,
+            impl: str = "default"):
     """Correction words of B DCF keys from alpha (B,), reduced beta (B, P, L) and the two
     parties' root seeds (B, 2) (lowest bit clear): (s_cw, t_cw, v_cw, final) in the layout of
-    ``dcf.DCFKeys`` (final unpacked, (B, P, L))."""
+    ``dcf.DCFKeys`` (final unpacked, (B, P, L)). ``impl`` picks the AES of the hash
+    ("default", "go" = crypto/aes, "aesni"); the results are the same."""
     b, lim, pay, n = int(alpha.shape[0]), params.group.limbs, params.payload, params.n
     alpha = _buf(alpha, np.uint64, (b,), "alpha")
     beta = _buf(beta, np.uint64, (b, pay, lim), "beta")
@@ -228,12 +235,12 @@ def dcf_gen(params, alpha: np.ndarray, beta: np.ndarray, root0: np.ndarray, root
     _call("fss_dcf_gen", *shape_args, b, _p(alpha, P_u64), alpha.size, _p(beta, P_u64), beta.size,
           _p(root0, P_u64), root0.size, _p(root1, P_u64), root1.size, _p(s_cw, P_u64), s_cw.size,
           _p(t_cw, P_u8), t_cw.size, _p(v_cw, P_u8), v_cw.size, _p(final, P_u64), final.size,
-          _threads(), 0)
+          _threads(), _impl(impl))
     del keep
     return s_cw, t_cw, v_cw, final
 
 
-def dcf_eval(keys, x: np.ndarray) -> np.ndarray:
+def dcf_eval(keys, x: np.ndarray, impl: str = "default") -> np.ndarray:
     """Party ``keys.party``'s shares at x (B, M) uint64: (B, M, P, L). Every key field is
     checked against the shapes its params and count fix (``SerializationError``)."""
     params = keys.params
@@ -255,6 +262,6 @@ def dcf_eval(keys, x: np.ndarray) -> np.ndarray:
     _call("fss_dcf_eval", *shape_args, keys.party, b, m,
           _p(fields["seed"], P_u64), fields["seed"].size, _p(fields["s_cw"], P_u64), fields["s_cw"].size,
           _p(fields["t_cw"], P_u8), fields["t_cw"].size, _p(fields["v_cw"], P_u8), fields["v_cw"].size,
-          _p(final, P_u64), final.size, _p(x, P_u64), x.size, _p(out, P_u64), out.size, _threads(), 0)
+          _p(final, P_u64), final.size, _p(x, P_u64), x.size, _p(out, P_u64), out.size, _threads(), _impl(impl))
     del keep
     return out

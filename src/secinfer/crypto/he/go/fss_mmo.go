@@ -1,6 +1,7 @@
 package main
 
 /*
+#include <stddef.h>
 #include <stdint.h>
 */
 import "C"
@@ -25,9 +26,10 @@ import (
 // words, word 0 first, each little-endian in memory: the layout of the numpy (B, T, 2)
 // uint64 arrays, so a buffer of words is hashed in place without conversion.
 //
-// Two implementations of the batched in-place hash, selected once: an 8-block AES-NI
-// pipeline in C (fss_aes.c, x86-64 with the AES instructions) and Go's crypto/aes one
-// block at a time (everywhere). Both are checked against `cryptography`'s AES by
+// Two implementations of the batched in-place hash: an 8-block AES-NI pipeline in C
+// (fss_aes.c, x86-64 with the AES instructions), used by default where available, and Go's
+// crypto/aes one block at a time (everywhere; the DCF kernels of fss_dcf.c call it back
+// through fss_go_mmo). Both are checked against `cryptography`'s AES by
 // tests/fss/test_fss_native.py through fss_mmo_hash.
 
 const mmoKeyLabel = "secinfer/fss/mmo-fixed-key/v1"
@@ -87,11 +89,21 @@ func mmoGo(buf []uint64) {
 
 // mmoHashInPlace replaces every block x of buf (len(buf) even) by AES_K(x) xor x.
 func mmoHashInPlace(buf []uint64, impl int) {
-	if impl == mmoImplGo || !aesniAvailable() || impl != mmoImplAESNI && impl != mmoImplAuto {
+	if useAESNI(impl) == 0 {
 		mmoGo(buf)
 		return
 	}
 	aesniMMO(buf)
+}
+
+// fss_go_mmo is the crypto/aes hash for the C kernels (where AES-NI is missing or the
+// caller asked for this implementation): nblocks blocks of buf in place.
+//
+//export fss_go_mmo
+func fss_go_mmo(buf *C.uint64_t, nblocks C.size_t) {
+	if nblocks > 0 {
+		mmoGo(unsafe.Slice((*uint64)(unsafe.Pointer(buf)), 2*int(nblocks)))
+	}
 }
 
 // mmoImplName reports the implementation mmoHashInPlace uses by default.
@@ -170,12 +182,7 @@ func fss_mmo_hash(seeds *C.uint64_t, nseeds C.int64_t, tweaks *C.uint64_t, ntwea
 	if b < 0 || t < 0 || (tweakRows != 0 && int(tweakRows) != b) {
 		fail(codeArgument, "fss_mmo_hash: bad sizes (%d seeds, %d tweaks, %d tweak rows)", b, t, tweakRows)
 	}
-	if int(impl) == mmoImplAESNI && !aesniAvailable() {
-		fail(codeArgument, "fss_mmo_hash: the AES-NI implementation is not available here")
-	}
-	if int(impl) < 0 || int(impl) > mmoImplAESNI {
-		fail(codeArgument, "fss_mmo_hash: unknown implementation %d", impl)
-	}
+	checkImpl(int(impl))
 	rows := 1
 	if tweakRows != 0 {
 		rows = b
