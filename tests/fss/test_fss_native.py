@@ -310,3 +310,10 @@ def test_missing_library_falls_back_or_raises(monkeypatch):
     prg = PRG.for_tests(6000)
     k0, _ = dcf_gen(params, prg, prg.ring((3,), 8), params.group.zeros((3, 1)))   # numpy, still works
     assert k0.count == 3
+
+
+def test_missing_c_compiler_is_a_clear_build_error(monkeypatch):
+    from secinfer.crypto.he import build
+    monkeypatch.setenv("CC", "no-such-c-compiler-here")
+    with pytest.raises(NativeBuildError, match="C compiler"):
+        build.find_cc()

@@ -60,10 +60,24 @@ def find_go() -> str:
                 break
     if go is None:
         raise HENativeBuildError(
-            "the Go toolchain (>= 1.23) is needed to build secinfer's HE library "
-            "(Lattigo v6) but `go` was not found on PATH; install Go from https://go.dev/dl/ "
-            "and run `python -m secinfer.crypto.he.build`")
+            "the Go toolchain (>= 1.23) is needed to build secinfer's native library "
+            "(Lattigo v6 HE and the FSS kernels) but `go` was not found on PATH; install Go from "
+            "https://go.dev/dl/ and run `python -m secinfer.crypto.he.build`")
     return go
+
+
+def find_cc() -> str:
+    """The C compiler cgo will use (``$CC``, else gcc): c-shared builds and the FSS kernels
+    (``go/fss_*.c``) need one."""
+    cc = os.environ.get("CC", "").split()
+    name = cc[0] if cc else "gcc"
+    path = shutil.which(name)
+    if path is None:
+        raise HENativeBuildError(
+            f"a C compiler is needed to build secinfer's native library (cgo: c-shared library, "
+            f"FSS kernels) but {name!r} was not found on PATH; install gcc (e.g. `apt-get install "
+            f"gcc`) or set CC to clang, then run `python -m secinfer.crypto.he.build`")
+    return path
 
 
 def build(force: bool = False, quiet: bool = False) -> Path:
@@ -72,6 +86,7 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     if not force and not needs_build():
         return LIB_PATH
     go = find_go()
+    find_cc()
     LIB_DIR.mkdir(exist_ok=True)
     tag = hashlib.sha256(str(LIB_DIR).encode()).hexdigest()[:16]
     with open(Path(tempfile.gettempdir()) / f"secinfer-he-build-{tag}.lock", "w") as lock:
