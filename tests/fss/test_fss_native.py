@@ -317,3 +317,18 @@ def test_missing_c_compiler_is_a_clear_build_error(monkeypatch):
     monkeypatch.setenv("CC", "no-such-c-compiler-here")
     with pytest.raises(NativeBuildError, match="C compiler"):
         build.find_cc()
+
+
+def test_key_buffer_is_the_serialized_format():
+    """GateKey.to_buffer (what the dealer sends) holds exactly the bytes of the documented
+    format: meta, then every field's little-endian bytes in field order."""
+    from secinfer.crypto.fss.gates import GateKey
+    gate = make_gate("ars", 32, 72, mac=True, frac_bits=13)
+    prg = PRG.for_tests(7000)
+    k0, _ = gate.gen(prg, 33, mac_key=gate.group.random(prg, ()))
+    want = b"".join(np.ascontiguousarray(a, dtype=np.dtype(a.dtype).newbyteorder("<")).tobytes()
+                    for a in k0.ordered_arrays())
+    buf = k0.to_buffer()
+    assert buf.dtype == np.uint8 and buf.ndim == 1 and buf.tobytes() == want == k0.to_bytes()
+    back = GateKey.from_bytes(buf, expect=gate, party=0)
+    assert back.to_bytes() == want
