@@ -165,29 +165,26 @@ def info() -> str:
 
 
 # ---- buffer checks -------------------------------------------------------------------
-def _buf(a, dtype, shape: tuple, what: str, err=ConfigError, copy_ok: bool = True) -> np.ndarray:
-    """``a`` as a C-contiguous array of exactly ``dtype`` and ``shape`` (else ``err``)."""
+def _buf(a, dtype, shape: tuple, what: str, err=ConfigError) -> np.ndarray:
+    """``a`` as a C-contiguous, aligned array of exactly ``dtype`` and ``shape`` (else
+    ``err``); a strided array is copied, never handed over as it is."""
     if not isinstance(a, np.ndarray) or a.dtype != np.dtype(dtype) or a.shape != tuple(shape):
         got = f"{a.dtype}{a.shape}" if isinstance(a, np.ndarray) else type(a).__name__
         raise err(f"FSS native: {what} must be {np.dtype(dtype)}{tuple(shape)}, got {got}")
     if not a.flags.c_contiguous or not a.flags.aligned:
-        if not copy_ok:
-            raise err(f"FSS native: {what} must be C-contiguous")
         a = np.ascontiguousarray(a)
     return a
 
 
-def _out(shape: tuple, dtype) -> np.ndarray:
-    return np.empty(shape, dtype)
-
-
 def _p(a: np.ndarray, ptype):
+    """A ctypes pointer to ``a``'s data (the pointer object keeps ``a`` alive)."""
     return a.ctypes.data_as(ptype)
 
 
 def _shape_args(params) -> tuple:
+    """(n, k, P, entry widths, P): the shape arguments every DCF export starts with."""
     bits = np.asarray(params.bits, np.int32)
-    return (bits, (params.n, params.out_bits, params.payload, _p(bits, P_i32), bits.size))
+    return (params.n, params.out_bits, params.payload, _p(bits, P_i32), bits.size)
 
 
 # ---- kernels ---------------------------------------------------------------------------
@@ -204,7 +201,7 @@ def mmo_hash(seeds: np.ndarray, tweaks: np.ndarray, impl: str = "default") -> np
         raise ConfigError(f"FSS native: tweaks must be (T,) or (B, T), got shape {tweaks.shape}")
     t = tweaks.shape[-1]
     tweaks = _buf(tweaks, np.uint64, (t,) if tweaks.ndim == 1 else (b, t), "tweaks")
-    out = _out((b, t, 2), np.uint64)
+    out = np.empty((b, t, 2), np.uint64)
     _call("fss_mmo_hash", _p(seeds, P_u64), b, _p(tweaks, P_u64), t, b if tweaks.ndim == 2 else 0,
           _p(out, P_u64), out.size, code)
     return out
@@ -222,21 +219,20 @@ def dcf_gen(params, alpha: np.ndarray, beta: np.ndarray, root0: np.ndarray, root
     parties' root seeds (B, 2) (lowest bit clear): (s_cw, t_cw, v_cw, final) in the layout of
     ``dcf.DCFKeys`` (final unpacked, (B, P, L)). ``impl`` picks the AES of the hash
     ("default", "go" = crypto/aes, "aesni"); the results are the same."""
-    b, lim, pay, n = int(alpha.shape[0]), params.group.limbs, params.payload, params.n
+    alpha = np.asarray(alpha)
+    b, lim, pay = int(alpha.shape[0]) if alpha.ndim == 1 else -1, params.group.limbs, params.payload
     alpha = _buf(alpha, np.uint64, (b,), "alpha")
     beta = _buf(beta, np.uint64, (b, pay, lim), "beta")
     root0 = _buf(root0, np.uint64, (b, 2), "root seed 0")
     root1 = _buf(root1, np.uint64, (b, 2), "root seed 1")
     from secinfer.crypto.fss.dcf import DCFKeys
     shapes = DCFKeys.stored_shapes(params, b)
-    s_cw, t_cw, v_cw = (_out(*shapes[f]) for f in ("s_cw", "t_cw", "v_cw"))
-    final = _out((b, pay, lim), np.uint64)
-    keep, shape_args = _shape_args(params)
-    _call("fss_dcf_gen", *shape_args, b, _p(alpha, P_u64), alpha.size, _p(beta, P_u64), beta.size,
+    s_cw, t_cw, v_cw = (np.empty(*shapes[f]) for f in ("s_cw", "t_cw", "v_cw"))
+    final = np.empty((b, pay, lim), np.uint64)
+    _call("fss_dcf_gen", *_shape_args(params), b, _p(alpha, P_u64), alpha.size, _p(beta, P_u64), beta.size,
           _p(root0, P_u64), root0.size, _p(root1, P_u64), root1.size, _p(s_cw, P_u64), s_cw.size,
           _p(t_cw, P_u8), t_cw.size, _p(v_cw, P_u8), v_cw.size, _p(final, P_u64), final.size,
           _threads(), _impl(impl))
-    del keep
     return s_cw, t_cw, v_cw, final
 
 
@@ -257,11 +253,9 @@ def dcf_eval(keys, x: np.ndarray, impl: str = "default") -> np.ndarray:
         raise ConfigError(f"DCF eval: expected {b} rows of points, got shape {np.shape(x)}")
     m = int(x.shape[1])
     x = _buf(x, np.uint64, (b, m), "points")
-    out = _out((b, m, pay, lim), np.uint64)
-    keep, shape_args = _shape_args(params)
-    _call("fss_dcf_eval", *shape_args, keys.party, b, m,
+    out = np.empty((b, m, pay, lim), np.uint64)
+    _call("fss_dcf_eval", *_shape_args(params), keys.party, b, m,
           _p(fields["seed"], P_u64), fields["seed"].size, _p(fields["s_cw"], P_u64), fields["s_cw"].size,
           _p(fields["t_cw"], P_u8), fields["t_cw"].size, _p(fields["v_cw"], P_u8), fields["v_cw"].size,
           _p(final, P_u64), final.size, _p(x, P_u64), x.size, _p(out, P_u64), out.size, _threads(), _impl(impl))
-    del keep
     return out
