@@ -124,8 +124,9 @@ def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits:
     x = list(sizes)
 
     def series(key):
-        out = {v: [num(next((rw[key] for rw in rows if rw["variant"] == v and rw["count"] == c), None)) for c in x]
-               for v in ("plain", "mac")}
+        tag = " (native)" if primary == "native" else ""
+        out = {v + tag: [num(next((rw[key] for rw in rows if rw["variant"] == v and rw["count"] == c), None))
+                         for c in x] for v in ("plain", "mac")}
         if any(key + "_numpy" in rw for rw in rows):
             out.update({f"{v} (numpy)": [num(next((rw.get(key + "_numpy") for rw in rows
                                                    if rw["variant"] == v and rw["count"] == c), None)) for c in x]
