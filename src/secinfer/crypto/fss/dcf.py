@@ -25,6 +25,10 @@ Key of one party for one function (bytes as stored, see ``DCFParams.nbytes_per_k
 batch is one contiguous block, what batched evaluation reads)
 i.e. n (lambda + 2 + sum k_j) + lambda + sum k_j bits in the paper's count [BCG+21 Thm. 3.2],
 with the 2n control bits packed four levels to a byte and each k_j rounded up to whole bytes.
+
+``dcf_gen`` and ``dcf_eval`` run the native kernels by default (``native.py``; C and Go in
+the HE library's module) and this numpy code otherwise; the numpy code is the reference
+the kernels are tested against (same keys byte for byte, same shares).
 """
 
 from __future__ import annotations

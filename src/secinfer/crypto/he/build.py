@@ -1,8 +1,8 @@
 """Build the Lattigo c-shared library (``python -m secinfer.crypto.he.build``).
 
-The library also carries the native FSS kernels (``go/fss_*.go`` and the AES-NI hash in
-``go/fss_aes.c``, compiled by cgo with the system C compiler that c-shared builds need
-anyway; bound in ``secinfer.crypto.fss.native``).
+The library also carries the native FSS kernels (``go/fss_*.go``, ``go/fss_dcf.c`` and the
+AES-NI hash ``go/fss_aes.c``, compiled by cgo with the system C compiler that c-shared
+builds need anyway; bound in ``secinfer.crypto.fss.native``).
 
 The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
 dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against
@@ -10,7 +10,7 @@ the committed ``go.sum``. The library is written to ``_lib/libsecinferhe.so``; t
 header that ``go build`` emits is discarded (it is build output, never committed).
 
 The library is rebuilt when it is missing or older than any Go or C source, both here and
-lazily on first import (see ``_native.load``). A missing Go toolchain raises
+lazily on first import (see ``_native.load``). A missing Go toolchain or C compiler raises
 :class:`HENativeBuildError` with instructions.
 """
 
@@ -67,10 +67,11 @@ def find_go() -> str:
 
 
 def find_cc() -> str:
-    """The C compiler cgo will use (``$CC``, else gcc): c-shared builds and the FSS kernels
-    (``go/fss_*.c``) need one."""
+    """The C compiler cgo will use (``$CC``, else Go's default: clang on macOS and the BSDs,
+    gcc elsewhere): c-shared builds and the FSS kernels (``go/fss_*.c``) need one."""
     cc = os.environ.get("CC", "").split()
-    name = cc[0] if cc else "gcc"
+    default = "clang" if sys.platform == "darwin" or "bsd" in sys.platform else "gcc"
+    name = cc[0] if cc else default
     path = shutil.which(name)
     if path is None:
         raise HENativeBuildError(
