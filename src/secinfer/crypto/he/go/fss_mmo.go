@@ -41,11 +41,14 @@ const (
 )
 
 var (
-	mmoOnce   sync.Once
-	mmoCipher cipher.Block
-	mmoKey    [16]byte
+	mmoOnce    sync.Once
+	mmoCipher  cipher.Block
+	mmoKey     [16]byte
+	mmoInitErr string
 )
 
+// mmoInit sets the hash up once; every export calls it first and fails (every time) if
+// the setup failed.
 func mmoInit() {
 	mmoOnce.Do(func() {
 		var probe [2]byte
@@ -53,17 +56,22 @@ func mmoInit() {
 		if *(*uint16)(unsafe.Pointer(&probe[0])) != 1 {
 			// The word <-> byte view below assumes little-endian memory (as numpy's does
 			// on the machines this runs on); refuse rather than compute different keys.
-			panic(heFailure{codeInternal, "the FSS kernels need a little-endian machine"})
+			mmoInitErr = "the FSS kernels need a little-endian machine"
+			return
 		}
 		sum := sha256.Sum256([]byte(mmoKeyLabel))
 		copy(mmoKey[:], sum[:16])
 		c, err := aes.NewCipher(mmoKey[:])
 		if err != nil {
-			panic(heFailure{codeInternal, "AES key setup: " + err.Error()})
+			mmoInitErr = "AES key setup: " + err.Error()
+			return
 		}
 		mmoCipher = c
 		aesniSetup(mmoKey[:])
 	})
+	if mmoInitErr != "" {
+		fail(codeInternal, "%s", mmoInitErr)
+	}
 }
 
 // wordBytes views a word buffer as its bytes (little-endian machine, checked in mmoInit).
