@@ -48,6 +48,8 @@ def test_fss_adapter_rows_ratios_and_plots(tmp_path):
             assert x["ratio_eval_vs_plain"] > 0
         else:
             assert "ratio_eval_vs_plain" not in x
+        if x["backend"] == "native":   # the numpy reference measured in the same run
+            assert x["ratio_eval_native_vs_numpy"] > 0 and x["ratio_keygen_native_vs_numpy"] > 0
     _check_plots(r, tmp_path)
 
 

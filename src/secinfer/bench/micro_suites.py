@@ -5,8 +5,10 @@ Neither paper has a table for these primitives alone; the in-run baselines are
 * he: the first parameter set measured (``ckks-n13-128``), so larger sets show as a
   slow-down factor; hoisted rotation is also given against a plain rotation;
 * fss: the semi-honest ReLU gate in Z_2^n of the same run, so the MAC'd gate of
-  [CRISP V-B] (lifted ring Z_2^(n+40)) shows as its overhead factor. ``--network``
-  adds a link model of the one online round (one-way latency + bytes / bandwidth).
+  [CRISP V-B] (lifted ring Z_2^(n+40)) shows as its overhead factor; and, for the
+  native kernels, the numpy reference of the same gate in the same run
+  (``ratio_*_native_vs_numpy``). ``--network`` adds a link model of the one online round
+  (one-way latency + bytes / bandwidth).
 """
 
 from __future__ import annotations
@@ -83,22 +85,35 @@ def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits:
     by = {}
     for r in raw["results"]:
         variant = "mac" if r["out_bits"] != r["n_bits"] else "plain"
-        by[(variant, r["count"])] = r
+        by[(variant, r["count"], r.get("backend", "numpy"))] = r
+    primary = raw["results"][0].get("backend", "numpy") if raw["results"] else "numpy"
     for r in raw["results"]:
         variant = "mac" if r["out_bits"] != r["n_bits"] else "plain"
-        row = {"gate": r["gate"], "variant": variant, "n_bits": r["n_bits"], "out_bits": r["out_bits"],
-               "count": r["count"], "keygen_us_per_relu": r["keygen_us_per_relu"],
+        if r.get("backend", "numpy") != primary:
+            continue
+        row = {"gate": r["gate"], "variant": variant, "backend": primary, "n_bits": r["n_bits"],
+               "out_bits": r["out_bits"], "count": r["count"], "keygen_us_per_relu": r["keygen_us_per_relu"],
                "eval_us_per_relu": r["eval_us_per_relu"],
                "eval_cpu_us_per_relu": 1e6 * r["eval_cpu_seconds_per_party"] / r["count"],
                "key_bytes_per_relu": r["key_bytes_measured"],
                "online_bits_per_relu": r["online_bits_per_relu_per_party"], "online_rounds": r["online_rounds"]}
+        ref = by.get((variant, r["count"], "numpy")) if primary != "numpy" else None
+        if ref:
+            # same-run numpy reference of the same gate: native time / numpy time (< 1 is faster)
+            row["keygen_us_per_relu_numpy"] = ref["keygen_us_per_relu"]
+            row["eval_us_per_relu_numpy"] = ref["eval_us_per_relu"]
+            row["ratio_keygen_native_vs_numpy"] = ratio(r["keygen_seconds"], ref["keygen_seconds"])
+            row["ratio_eval_native_vs_numpy"] = ratio(r["eval_seconds_per_party"], ref["eval_seconds_per_party"])
+            row["ratio_keygen_cpu_native_vs_numpy"] = ratio(r["keygen_cpu_seconds"], ref["keygen_cpu_seconds"])
+            row["ratio_eval_cpu_native_vs_numpy"] = ratio(r["eval_cpu_seconds_per_party"],
+                                                          ref["eval_cpu_seconds_per_party"])
         for prof in profiles:
             link = parse_profile(prof)
             nbytes = r["online_bits_per_relu_per_party"] * r["count"] / 8
             row[f"online_{link.name}_model_s"] = (r["eval_seconds_per_party"] + r["online_rounds"] * link.latency
                                                   + (nbytes / link.bandwidth if link.bandwidth else 0.0))
         if variant == "mac":
-            p = by.get(("plain", r["count"]))
+            p = by.get(("plain", r["count"], primary))
             if p:
                 row["ratio_eval_vs_plain"] = ratio(r["eval_seconds_per_party"], p["eval_seconds_per_party"])
                 row["ratio_keygen_vs_plain"] = ratio(r["keygen_seconds"], p["keygen_seconds"])
@@ -109,8 +124,14 @@ def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits:
     x = list(sizes)
 
     def series(key):
-        return {v: [num(next((rw[key] for rw in rows if rw["variant"] == v and rw["count"] == c), None)) for c in x]
-                for v in ("plain", "mac")}
+        tag = " (native)" if primary == "native" else ""
+        out = {v + tag: [num(next((rw[key] for rw in rows if rw["variant"] == v and rw["count"] == c), None))
+                         for c in x] for v in ("plain", "mac")}
+        if any(key + "_numpy" in rw for rw in rows):
+            out.update({f"{v} (numpy)": [num(next((rw.get(key + "_numpy") for rw in rows
+                                                   if rw["variant"] == v and rw["count"] == c), None)) for c in x]
+                        for v in ("plain", "mac")})
+        return out
     plots = [
         {"title": f"FSS ReLU gate: one party's evaluation (n = {n_bits})", "kind": "line", "x": x, "logx": True,
          "xlabel": "ReLUs in the batch", "ylabel": "microseconds per ReLU", "logy": False,
@@ -122,5 +143,6 @@ def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits:
          "xlabel": "ReLUs in the batch", "ylabel": "bytes", "logy": False, "file": "fss_key_bytes.png",
          "series": series("key_bytes_per_relu")},
     ]
-    return {"suite": "fss", "network": ",".join(profiles), "baseline": "plain semi-honest ReLU gate, same run",
+    return {"suite": "fss", "network": ",".join(profiles),
+            "baseline": "plain semi-honest ReLU gate, same run; numpy FSS reference (same run) for the native rows",
             "rows": rows, "plots": plots, "raw": raw, "seconds": prog.elapsed()}

@@ -25,6 +25,10 @@ Key of one party for one function (bytes as stored, see ``DCFParams.nbytes_per_k
 batch is one contiguous block, what batched evaluation reads)
 i.e. n (lambda + 2 + sum k_j) + lambda + sum k_j bits in the paper's count [BCG+21 Thm. 3.2],
 with the 2n control bits packed four levels to a byte and each k_j rounded up to whole bytes.
+
+``dcf_gen`` and ``dcf_eval`` run the native kernels by default (``native.py``; C and Go in
+the HE library's module) and this numpy code otherwise; the numpy code is the reference
+the kernels are tested against (same keys byte for byte, same shares).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from secinfer.crypto.fss import native
 from secinfer.crypto.fss.expand import MMOHash, fresh_seeds
 from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError, SerializationError
@@ -246,15 +251,48 @@ class DCFKeys:
                        self.v_cw[:, idx], self.final[idx])
 
 
-def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray) -> tuple[DCFKeys, DCFKeys]:
+def dcf_gen(params: DCFParams, prg, alpha: np.ndarray, beta: np.ndarray, *,
+            backend: str | None = None) -> tuple[DCFKeys, DCFKeys]:
     """Keys for f^<_{alpha[i], beta[i]} for every i [BCG+21 Fig. 1, Gen^<].
 
-    alpha: (B,) uint64 < 2^n; beta: (B, P, L) group elements.
+    alpha: (B,) uint64 < 2^n; beta: (B, P, L) group elements. ``backend``: "native",
+    "numpy" or "auto" (default: see ``native.resolve``); both give the same keys from the
+    same PRG.
     """
     alpha = np.asarray(alpha, np.uint64).reshape(-1)
+    if alpha.shape[0] and native.resolve(backend) == "native":
+        return _dcf_gen_native(params, prg, alpha, beta)
+    return _dcf_gen_numpy(params, prg, alpha, beta)
+
+
+def _root_seeds(prg, bsz: int) -> list:
+    """Both parties' root seeds (lowest bit clear), drawn from ``prg`` in the order of the
+    numpy generator (two draws per chunk of ``CHUNK`` keys), so both backends agree."""
+    parts = ([], [])
+    for i in range(0, bsz, CHUNK):
+        c = min(CHUNK, bsz - i)
+        for b in (0, 1):
+            parts[b].append(fresh_seeds(prg, c))
+    roots = [np.concatenate(p) if len(p) > 1 else p[0] for p in parts]
+    for r in roots:
+        r[:, 0] &= _LSB_CLEAR
+    return roots
+
+
+def _dcf_gen_native(params: DCFParams, prg, alpha: np.ndarray, beta) -> tuple[DCFKeys, DCFKeys]:
+    bsz, lim, pay = alpha.shape[0], params.group.limbs, params.payload
+    beta = params.reduce_entries(np.asarray(beta, np.uint64).reshape(bsz, pay, lim))
+    if params.n < 64 and np.any(alpha >> np.uint64(params.n)):
+        raise ConfigError(f"DCF alpha must be < 2^{params.n}")
+    root = _root_seeds(prg, bsz)
+    s_cw, t_cw, v_cw, final = native.dcf_gen(params, np.ascontiguousarray(alpha), beta, root[0], root[1])
+    return tuple(DCFKeys(params, b, root[b], s_cw, t_cw, v_cw, final) for b in (0, 1))  # type: ignore
+
+
+def _dcf_gen_numpy(params: DCFParams, prg, alpha: np.ndarray, beta) -> tuple[DCFKeys, DCFKeys]:
     if alpha.shape[0] > CHUNK:
         beta = np.asarray(beta, np.uint64).reshape(alpha.shape[0], params.payload, params.group.limbs)
-        parts = [dcf_gen(params, prg, alpha[i:i + CHUNK], beta[i:i + CHUNK])
+        parts = [_dcf_gen_numpy(params, prg, alpha[i:i + CHUNK], beta[i:i + CHUNK])
                  for i in range(0, alpha.shape[0], CHUNK)]
         cw = {f: np.concatenate([getattr(p[0], f) for p in parts], axis=1) for f in ("s_cw", "t_cw", "v_cw")}
         return tuple(DCFKeys(params, b, np.concatenate([p[b].seed for p in parts]), cw["s_cw"], cw["t_cw"],
@@ -383,24 +421,33 @@ def _accumulate(planes: list, add: list) -> None:
         planes[1] += planes[0] < lo
 
 
-def dcf_eval(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
+def dcf_eval(keys: DCFKeys, x: np.ndarray, *, backend: str | None = None) -> np.ndarray:
     """Party ``keys.party``'s shares of f^<(x): key i is evaluated at x[i] (or at every x[i, :]).
 
-    x: (B,) or (B, M) uint64 < 2^n. Returns (B, P, L) or (B, M, P, L).
+    x: (B,) or (B, M) uint64 < 2^n. Returns (B, P, L) or (B, M, P, L). ``backend`` as for
+    ``dcf_gen``; both give the same shares.
     """
     params, gk, n = keys.params, keys.params.group, keys.params.n
-    g = gk.raw
     x = np.asarray(x, np.uint64)
-    if x.shape[0] != keys.count or x.ndim not in (1, 2):
+    if x.ndim not in (1, 2) or x.shape[0] != keys.count:
         raise ConfigError(f"DCF eval: expected {keys.count} points (or rows of points), got shape {x.shape}")
     if n < 64 and np.any(x >> np.uint64(n)):
         raise ConfigError(f"DCF eval: points must be < 2^{n}")
+    if x.size and native.resolve(backend) == "native":
+        out = native.dcf_eval(keys, x.reshape(keys.count, -1))
+        return out.reshape(x.shape + (params.payload, gk.limbs))
+    return _dcf_eval_numpy(keys, x)
+
+
+def _dcf_eval_numpy(keys: DCFKeys, x: np.ndarray) -> np.ndarray:
+    params, gk, n = keys.params, keys.params.group, keys.params.n
+    g = gk.raw
     if x.ndim == 2:
         m = x.shape[1]
         rep = keys.take(np.repeat(np.arange(keys.count), m))
-        return dcf_eval(rep, x.reshape(-1)).reshape(keys.count, m, params.payload, gk.limbs)
+        return _dcf_eval_numpy(rep, x.reshape(-1)).reshape(keys.count, m, params.payload, gk.limbs)
     if keys.count > CHUNK:
-        return np.concatenate([dcf_eval(keys.take(slice(i, i + CHUNK)), x[i:i + CHUNK])
+        return np.concatenate([_dcf_eval_numpy(keys.take(slice(i, i + CHUNK)), x[i:i + CHUNK])
                                for i in range(0, keys.count, CHUNK)])
     h = MMOHash()
     bsz, lim = keys.count, gk.limbs

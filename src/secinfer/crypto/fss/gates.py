@@ -138,8 +138,19 @@ class GateKey:
         """'meta' (8 little-endian uint64) then every other array's raw little-endian bytes in
         ``field_order``; each shape and dtype follows from meta (``key_specs``), so the
         format needs no per-array header."""
-        return b"".join(np.ascontiguousarray(a, dtype=np.dtype(a.dtype).newbyteorder("<")).tobytes()
-                        for a in self.ordered_arrays())
+        return self.to_buffer().tobytes()
+
+    def to_buffer(self) -> np.ndarray:
+        """The bytes of ``to_bytes`` as one flat uint8 array, written with a single copy of
+        each field (what a dealer sends: no intermediate bytes objects to join)."""
+        arrays = self.ordered_arrays()
+        buf = np.empty(sum(a.nbytes for a in arrays), np.uint8)
+        off = 0
+        for a in arrays:
+            le = np.dtype(a.dtype).newbyteorder("<")
+            np.copyto(buf[off:off + a.nbytes].view(le).reshape(a.shape), a, casting="equiv")
+            off += a.nbytes
+        return buf
 
     @classmethod
     def from_bytes(cls, data: bytes, expect: "FSSGate | None" = None, party: int | None = None) -> "GateKey":

@@ -1,12 +1,16 @@
 """Build the Lattigo c-shared library (``python -m secinfer.crypto.he.build``).
 
+The library also carries the native FSS kernels (``go/fss_*.go``, ``go/fss_dcf.c`` and the
+AES-NI hash ``go/fss_aes.c``, compiled by cgo with the system C compiler that c-shared
+builds need anyway; bound in ``secinfer.crypto.fss.native``).
+
 The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
 dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against
 the committed ``go.sum``. The library is written to ``_lib/libsecinferhe.so``; the cgo
 header that ``go build`` emits is discarded (it is build output, never committed).
 
-The library is rebuilt when it is missing or older than any Go source, both here and
-lazily on first import (see ``_native.load``). A missing Go toolchain raises
+The library is rebuilt when it is missing or older than any Go or C source, both here and
+lazily on first import (see ``_native.load``). A missing Go toolchain or C compiler raises
 :class:`HENativeBuildError` with instructions.
 """
 
@@ -28,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 GO_DIR = HERE / "go"
 LIB_DIR = HERE / "_lib"
 LIB_PATH = LIB_DIR / "libsecinferhe.so"
-_GO_INPUTS = ("*.go", "go.mod", "go.sum")
+_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum")
 
 
 def _go_sources() -> list[Path]:
@@ -56,10 +60,25 @@ def find_go() -> str:
                 break
     if go is None:
         raise HENativeBuildError(
-            "the Go toolchain (>= 1.23) is needed to build secinfer's HE library "
-            "(Lattigo v6) but `go` was not found on PATH; install Go from https://go.dev/dl/ "
-            "and run `python -m secinfer.crypto.he.build`")
+            "the Go toolchain (>= 1.23) is needed to build secinfer's native library "
+            "(Lattigo v6 HE and the FSS kernels) but `go` was not found on PATH; install Go from "
+            "https://go.dev/dl/ and run `python -m secinfer.crypto.he.build`")
     return go
+
+
+def find_cc() -> str:
+    """The C compiler cgo will use (``$CC``, else Go's default: clang on macOS and the BSDs,
+    gcc elsewhere): c-shared builds and the FSS kernels (``go/fss_*.c``) need one."""
+    cc = os.environ.get("CC", "").split()
+    default = "clang" if sys.platform == "darwin" or "bsd" in sys.platform else "gcc"
+    name = cc[0] if cc else default
+    path = shutil.which(name)
+    if path is None:
+        raise HENativeBuildError(
+            f"a C compiler is needed to build secinfer's native library (cgo: c-shared library, "
+            f"FSS kernels) but {name!r} was not found on PATH; install gcc (e.g. `apt-get install "
+            f"gcc`) or set CC to clang, then run `python -m secinfer.crypto.he.build`")
+    return path
 
 
 def build(force: bool = False, quiet: bool = False) -> Path:
@@ -68,6 +87,7 @@ def build(force: bool = False, quiet: bool = False) -> Path:
     if not force and not needs_build():
         return LIB_PATH
     go = find_go()
+    find_cc()
     LIB_DIR.mkdir(exist_ok=True)
     tag = hashlib.sha256(str(LIB_DIR).encode()).hexdigest()[:16]
     with open(Path(tempfile.gettempdir()) / f"secinfer-he-build-{tag}.lock", "w") as lock:

@@ -124,13 +124,13 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
         t0 = time.perf_counter()
         k0, k1 = gate.gen(prg.derive(label), size, mac_key=mu)
         t1 = time.perf_counter()
-        b0, b1 = k0.to_bytes(), k1.to_bytes()
+        b0, b1 = k0.to_buffer(), k1.to_buffer()
         t_ser += time.perf_counter() - t1
         t_gen += t1 - t0
         del k0, k1
-        ep.send(SERVER, "crisp/key/" + label[5:], np.frombuffer(b0, np.uint8))
-        ep.send(CLIENT, "crisp/key/" + label[5:], np.frombuffer(b1, np.uint8))
-        key_bytes += len(b0) + len(b1)
+        ep.send(SERVER, "crisp/key/" + label[5:], b0)
+        ep.send(CLIENT, "crisp/key/" + label[5:], b1)
+        key_bytes += b0.nbytes + b1.nbytes
         ent = by_kind.setdefault(gate.cost().gate, {"gates": 0, "bytes_both": 0})
         ent["gates"] += size
         ent["bytes_both"] += len(b0) + len(b1)
