@@ -202,6 +202,44 @@ def bool_reconstruct(pairs: list[Pair]) -> np.ndarray:
     return pairs[0].a ^ pairs[1].a ^ pairs[2].a
 
 
+# ---- replicated sharing over a small prime field Z_p (components in [0, p), uint64) -----------
+# Used by Falcon's private compare [Falcon Alg. 1] (p = 67): the same convention, + mod p.
+def mod_add(p: int, x: Pair, y: Pair) -> Pair:
+    q = np.uint64(p)
+    return Pair((x.a + y.a) % q, (x.b + y.b) % q)
+
+
+def mod_sub(p: int, x: Pair, y: Pair) -> Pair:
+    q = np.uint64(p)
+    return Pair((x.a + q - y.a) % q, (x.b + q - y.b) % q)
+
+
+def mod_mul_public(p: int, x: Pair, c) -> Pair:
+    q = np.uint64(p)
+    c = np.asarray(c, dtype=np.uint64) % q
+    return Pair(x.a * c % q, x.b * c % q)
+
+
+def mod_add_public(p: int, party: int, x: Pair, c) -> Pair:
+    """x + c for public c in Z_p: added to component 0 (party 0's a, party 2's b)."""
+    _check_party(party)
+    q = np.uint64(p)
+    c = np.asarray(c, dtype=np.uint64) % q
+    a = (x.a + c) % q if party == 0 else x.a + np.zeros_like(c)
+    b = (x.b + c) % q if nxt(party) == 0 else x.b + np.zeros_like(c)
+    return Pair(a, b)
+
+
+def mod_mul_local(p: int, x: Pair, y: Pair) -> np.ndarray:
+    """3-out-of-3 sharing of x * y in Z_p (element-wise): x_p (y_p + y_{p+1}) + x_{p+1} y_p."""
+    q = np.uint64(p)
+    return (x.a * ((y.a + y.b) % q) + x.b * y.a) % q
+
+
+def mod_reconstruct(p: int, pairs: list[Pair]) -> np.ndarray:
+    return (pairs[0].a + pairs[1].a + pairs[2].a) % np.uint64(p)
+
+
 # ---- object form used by the ABY3 baseline (secinfer.protocols.aby3) --------------------------
 # Same convention: party idx holds a = x_idx, b = x_{idx+1}. Over Z_2 (bits = 1) + is XOR.
 @dataclass

@@ -32,24 +32,36 @@ import math
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
+from secinfer.errors import ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.falcon.triples import Request, TripleSource, TruncPairSource
+from secinfer.protocols.falcon import compare
+from secinfer.protocols.falcon.compare import PcSource
+from secinfer.protocols.falcon.triples import P, Request, TripleSource, TruncPairSource
 from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
-M32 = U64(0xFFFFFFFF)
+SMALL = ("p", "bit")        # kinds sent as one byte per element
+
+
+DRELU_MODES = ("pc", "carry")
 
 
 class FalconMPC:
-    def __init__(self, eng: Engine, cfg: FixedPointConfig, dry_run: bool = False) -> None:
-        """``dry_run``: no messages, no key use; records the triple requests (``requests``)
-        of a computation on zero shares of the right shapes (``triples.plan_requests``)."""
+    def __init__(self, eng: Engine, cfg: FixedPointConfig, dry_run: bool = False, drelu: str = "pc") -> None:
+        """``dry_run``: no messages, no key use; records the triple requests (``requests``),
+        truncation pairs and comparison preprocessing of a computation on zero shares of the
+        right shapes (``triples.plan_requests``). ``drelu``: "pc" (default, Falcon's wrap
+        and private compare over Z_p, ``compare.py``) or "carry" (the bit-sliced carry chain)."""
+        if drelu not in DRELU_MODES:
+            raise ProtocolError(f"falcon_drelu must be one of {DRELU_MODES}, not {drelu!r}")
         self.eng, self.cfg = eng, cfg
         self.dry = dry_run
+        self.drelu_mode = drelu
         self.requests: list[Request] = []
         self.trunc_requests: list[tuple] = []
+        self.pc_requests: list[int] = []
         self.ring = cfg.ring
         self.me = eng.me
         self.lane = U64((1 << cfg.ring_bits) - 1)
@@ -60,6 +72,7 @@ class FalconMPC:
         self.trip_tick = 0                             # message labels of triple generation
         self.triples = TripleSource(self)
         self.trunc_pairs = TruncPairSource(self)
+        self.pc = PcSource(self)
 
     # ---- helpers ----------------------------------------------------------------------
     def _tag(self, what: str) -> str:
@@ -71,16 +84,46 @@ class FalconMPC:
         z = np.zeros_like(x.a)
         return Pair(x.a if self.me == c else z, x.b if (self.me + 1) % 3 == c else z.copy())
 
-    def _open_send(self, x: Pair, tag: str) -> None:
-        e = self.eng
-        e.send_ring(e.nxt, tag, x.a)
-        if e.malicious:
-            e.ep.send(e.names[e.prv], tag + "/h", digest(self.ring.reduce(x.b)))
+    # ---- wire and openings: "a" ring elements, "b" AND words (l-bit lanes), "p" Z_p
+    # elements, "bit" single bits; "p" and "bit" travel as one byte each -------------------
+    def canon(self, kind: str, v: np.ndarray) -> np.ndarray:
+        """The reduced uint64 form of a component (what is sent and hashed)."""
+        v = np.asarray(v, dtype=U64)
+        if kind == "a":
+            return self.ring.reduce(v)
+        if kind == "b":
+            return v & self.lane
+        if kind == "p":
+            return v % U64(P)
+        return v & U64(1)
 
-    def _open_recv(self, x: Pair, tag: str) -> np.ndarray:
+    def send_vals(self, peer: int, tag: str, kind: str, v: np.ndarray) -> None:
         e = self.eng
-        (miss,) = e.recv_ring(e.prv, tag, x.a.size)
-        miss = miss.reshape(x.a.shape)
+        if kind in SMALL:
+            e.ep.send(e.names[peer], tag, np.ascontiguousarray(self.canon(kind, v).reshape(-1), dtype=np.uint8))
+        else:
+            e.send_ring(peer, tag, v)
+
+    def recv_vals(self, peer: int, tag: str, kind: str, n: int) -> np.ndarray:
+        e = self.eng
+        if kind in SMALL:
+            (v,) = e.ep.recv(e.names[peer], tag, ArraySpec(np.uint8, (int(n),)))
+            v = v.astype(U64)
+            if kind == "p" and np.any(v >= U64(P)):
+                raise e.ep.abort("malformed-share", e.names[peer], "a Z_p share out of range")
+            return v
+        (v,) = e.recv_ring(peer, tag, n)
+        return v
+
+    def _open_send(self, x: Pair, tag: str, kind: str = "a") -> None:
+        e = self.eng
+        self.send_vals(e.nxt, tag, kind, x.a)
+        if e.malicious:
+            e.ep.send(e.names[e.prv], tag + "/h", digest(self.canon(kind, x.b)))
+
+    def _open_recv(self, x: Pair, tag: str, kind: str = "a") -> np.ndarray:
+        e = self.eng
+        miss = self.recv_vals(e.prv, tag, kind, x.a.size).reshape(x.a.shape)
         if e.malicious:
             (h,) = e.ep.recv(e.names[e.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
             if not np.array_equal(h, digest(miss)):
@@ -89,69 +132,114 @@ class FalconMPC:
 
     # ---- one round of independent products ----------------------------------------------
     def mult_round(self, items: list[tuple]) -> list[Pair]:
-        """items: (kind, f, x, y) with kind "a" (ring, f bilinear) or "b" (AND); one round."""
+        """items: (kind, f, x, y) with kind "a" (ring, f bilinear), "b" (AND) or "p" (Z_p,
+        element-wise, f None); one round."""
+        return self.mult_open_round(items, ())[0]
+
+    def mult_open_round(self, items: list[tuple], opens: tuple | list) -> tuple[list[Pair], list[np.ndarray]]:
+        """``mult_round`` and, in the same round, the opening to everyone of ``opens``
+        ((kind, Pair) pairs, sent first and received first). Returns (products, opened values).
+        Opened values are not preceded by a delta check: open only uniformly masked values here."""
         e, ring = self.eng, self.ring
         if self.dry:
-            return self._dry_round(items)
+            return self._dry_round(items), [np.zeros(x.a.shape, dtype=U64) for _, x in opens]
         tags, zs, checks, z3s, trips = [], [], [], [], []
         for kind, f, x, y in items:
-            z3s.append(rss.bilinear_local(ring, f, x, y) if kind == "a" else rss.and_local(x, y) & self.lane)
+            if kind == "p" and not (f is None and x.a.shape == y.a.shape):
+                raise ProtocolError("Z_p products are element-wise on equal shapes")
+            if kind == "a":
+                z3s.append(rss.bilinear_local(ring, f, x, y))
+            elif kind == "b":
+                z3s.append(rss.and_local(x, y) & self.lane)
+            else:
+                z3s.append(rss.mod_mul_local(P, x, y))
         if e.malicious:   # verified triples (offline, three-party generation: triples.py)
             trips = [self.triples.take(self._request(kind, f, x, y, z3.shape))
                      for (kind, f, x, y), z3 in zip(items, z3s)]
+        open_tags = []
+        for kind, x in opens:
+            t = self._tag("open")
+            self._open_send(x, t, kind)
+            open_tags.append(t)
         for (kind, f, x, y), z3 in zip(items, z3s):
             if kind == "a":
                 z = ring.add(z3, e.zero3(z3.shape))
-            else:
+            elif kind == "b":
                 z = z3 ^ (e.zero3_xor(z3.shape) & self.lane)
+            else:
+                z = (z3 + e.zero3_mod(z3.shape, P)) % U64(P)
             tag = self._tag("m")
-            e.send_ring(e.prv, tag, z)
+            self.send_vals(e.prv, tag, kind, z)
             tags.append(tag)
             zs.append(z)
         if e.malicious:   # open rho = x - a, sigma = y - b in the same round [ABY3 5.3]
             for (kind, f, x, y), (a, b, c) in zip(items, trips):
-                rho = rss.sub(ring, x, a) if kind == "a" else rss.xor(x, a)
-                sig = rss.sub(ring, y, b) if kind == "a" else rss.xor(y, b)
+                rho, sig = self._diff(kind, x, a), self._diff(kind, y, b)
                 tr, ts = self._tag("rho"), self._tag("sig")
-                self._open_send(rho, tr)
-                self._open_send(sig, ts)
+                self._open_send(rho, tr, kind)
+                self._open_send(sig, ts, kind)
                 checks.append((kind, f, (a, b, c), rho, sig, tr, ts))
+        opened = [self._reveal(kind, x, self._open_recv(x, t, kind)) for (kind, x), t in zip(opens, open_tags)]
         outs = []
-        for k, (tag, z) in enumerate(zip(tags, zs)):
-            (zn,) = e.recv_ring(e.nxt, tag, z.size)
+        for (kind, *_), tag, z in zip(items, tags, zs):
+            zn = self.recv_vals(e.nxt, tag, kind, z.size)
             outs.append(Pair(z, zn.reshape(z.shape)))
         for (kind, f, (a, b, c), rho, sig, tr, ts), out in zip(checks, outs):
-            r = self._reveal(kind, rho, self._open_recv(rho, tr))
-            s = self._reveal(kind, sig, self._open_recv(sig, ts))
+            r = self._reveal(kind, rho, self._open_recv(rho, tr, kind))
+            s = self._reveal(kind, sig, self._open_recv(sig, ts, kind))
             if kind == "a":
                 d = rss.sub(ring, out, c)
                 d = rss.sub(ring, d, Pair(ring.reduce(f(r, b.a)), ring.reduce(f(r, b.b))))
                 d = rss.sub(ring, d, Pair(ring.reduce(f(a.a, s)), ring.reduce(f(a.b, s))))
                 d = rss.add_public(ring, self.me, d, ring.neg(ring.reduce(f(r, s))))
-            else:
+            elif kind == "b":
                 d = rss.xor(out, c)
                 d = rss.xor(d, Pair(r & b.a, r & b.b))
                 d = rss.xor(d, Pair(a.a & s, a.b & s))
                 d = rss.xor_public(self.me, d, r & s)
+            else:
+                d = rss.mod_sub(P, out, c)
+                d = rss.mod_sub(P, d, rss.mod_mul_public(P, b, r))
+                d = rss.mod_sub(P, d, rss.mod_mul_public(P, a, s))
+                d = rss.mod_add_public(P, self.me, d, (U64(P) - r * s % U64(P)) % U64(P))
             self._pending.append((kind, d))
         self.stats["mult_rounds"] += 1
         self.stats["products"] += len(items)
-        return outs
+        return outs, opened
+
+    def _diff(self, kind: str, x: Pair, a: Pair) -> Pair:
+        if kind == "a":
+            return rss.sub(self.ring, x, a)
+        if kind == "b":
+            return rss.xor(x, a)
+        return rss.mod_sub(P, x, a)
 
     def _reveal(self, kind: str, x: Pair, miss: np.ndarray) -> np.ndarray:
         if kind == "a":
             return self.ring.reduce(x.a + x.b + miss)
+        if kind == "p":
+            return (x.a + x.b + miss) % U64(P)
+        if kind == "bit":
+            return (x.a ^ x.b ^ miss) & U64(1)
         return (x.a ^ x.b ^ miss) & self.lane
 
+    def open_many(self, opens: list[tuple[str, Pair]]) -> list[np.ndarray]:
+        """Open several sharings ((kind, Pair)) to everyone in one round, after the pending
+        delta checks (malicious: nothing is revealed before every product is verified)."""
+        if self.dry:
+            return [np.zeros(x.a.shape, dtype=U64) for _, x in opens]
+        self.flush()
+        return self.mult_open_round([], opens)[1]
+
     def _request(self, kind: str, f, x: Pair, y: Pair, zs: tuple) -> Request:
-        ew = x.a.shape == y.a.shape == tuple(zs) and (kind == "b" or f is self.emul)
+        ew = x.a.shape == y.a.shape == tuple(zs) and (kind in ("b", "p") or f is self.emul)
         return Request(kind, ew, None if ew else f, tuple(x.a.shape), tuple(y.a.shape), tuple(zs))
 
     def _dry_round(self, items: list[tuple]) -> list[Pair]:
         """Dry run: record each product's triple request, return zero shares of its shape."""
         outs = []
         for kind, f, x, y in items:
-            if kind == "b" or f is self.emul:
+            if kind in ("b", "p") or f is self.emul:
                 zs = np.broadcast_shapes(x.a.shape, y.a.shape)
             else:
                 zs = np.shape(f(x.a, y.a))
@@ -163,21 +251,28 @@ class FalconMPC:
         """Check that every pending delta is zero, in one round of 32-byte messages (as
         STAMP's ``Engine.flush_checks`` [ABY3 5.3: compare by hash]): party p sends the hash
         of its second component to the party that lacks it, and compares the hash it
-        receives with -(d_p + d_{p+1}) (arithmetic) or d_p ^ d_{p+1} (boolean); any non-zero
+        receives with -(d_p + d_{p+1}) (ring, Z_p) or d_p ^ d_{p+1} (boolean); any non-zero
         delta makes an honest party abort."""
         if not self._pending or self.dry:
             return
         e, ring = self.eng, self.ring
-        da = np.concatenate([d.a.reshape(-1) for _, d in self._pending])
-        db = np.concatenate([d.b.reshape(-1) for _, d in self._pending])
-        kinds = np.concatenate([np.full(d.a.size, k == "b") for k, d in self._pending])
+        mine, want = [], []
+        for kind, d in self._pending:
+            da, db = d.a.reshape(-1), d.b.reshape(-1)
+            if kind == "b":
+                mine.append(db & self.lane)
+                want.append((da ^ db) & self.lane)
+            elif kind == "p":
+                mine.append(db % U64(P))
+                want.append((U64(2 * P) - (da + db) % U64(P)) % U64(P))
+            else:
+                mine.append(ring.reduce(db))
+                want.append(ring.neg(ring.add(da, db)))
         self._pending = []
         tag = self._tag("delta")
-        mine = np.where(kinds, db & self.lane, ring.reduce(db)).astype(U64)
-        want = np.where(kinds, (da ^ db) & self.lane, ring.neg(ring.add(da, db))).astype(U64)
-        e.ep.send(e.names[e.prv], tag, digest(mine))
+        e.ep.send(e.names[e.prv], tag, digest(np.concatenate(mine).astype(U64)))
         (h,) = e.ep.recv(e.names[e.nxt], tag, ArraySpec(np.uint8, (32,)))
-        if not np.array_equal(h, digest(want)):
+        if not np.array_equal(h, digest(np.concatenate(want).astype(U64))):
             raise e.ep.abort("multiplication-check", None, "a product does not match its verification triple")
 
     # ---- truncation ---------------------------------------------------------------------
@@ -216,7 +311,27 @@ class FalconMPC:
         return Pair((x.a << U64(k)) & self.lane, (x.b << U64(k)) & self.lane)
 
     def drelu(self, x: Pair) -> Pair:
-        """Boolean sharing (bit 0) of [x >= 0]: 7 AND rounds [Falcon DReLU via the wrap]."""
+        """Boolean sharing (bit 0) of [x >= 0]: Falcon's wrap and private compare over Z_p
+        (``compare.sign``, 7 rounds in Z_2^32), or the carry chain (option "carry")."""
+        if self.drelu_mode == "carry":
+            return self._drelu_carry(x)
+        res = compare.sign(self, x)
+        return rss.xor_public(self.me, Pair(res.g.a & U64(1), res.g.b & U64(1)), res.e)
+
+    def _select(self, e: np.ndarray, v: Pair, vg: Pair) -> Pair:
+        """v [x >= 0] from e, v and v g when [x >= 0] = e xor g: e v + (1 - 2e) v g (local)."""
+        ring = self.ring
+        return rss.add(ring, rss.mul_public(ring, v, e), rss.mul_public(ring, vg, ring.reduce(U64(1) - U64(2) * e)))
+
+    def sign_bits(self, x: Pair) -> np.ndarray:
+        """[x >= 0] opened to all three parties (Falcon's Pow opens its comparison bits)."""
+        if self.drelu_mode == "carry":
+            return self.open_bits(self.drelu(x))
+        return compare.sign(self, x, open_bit=True).bit
+
+    def _drelu_carry(self, x: Pair) -> Pair:
+        """Boolean sharing (bit 0) of [x >= 0] by a bit-sliced carry chain: the wrap of
+        x_0 + x_1 + x_2 by a carry-save step and a parallel-prefix carry chain, 7 AND rounds."""
         bits = self.cfg.ring_bits
         A, B, C = (self.comp_pair(x, c) for c in range(3))
         s = rss.xor(rss.xor(A, B), C)
@@ -224,17 +339,17 @@ class FalconMPC:
         carry = self._shl(rss.xor(mj, C), 1)
         P0 = rss.xor(s, carry)
         (G,) = self.mult_round([("b", None, s, carry)])
-        P = P0
+        Pk = P0
         k = 1
         while k < bits - 1:
-            items = [("b", None, P, self._shl(G, k))]
+            items = [("b", None, Pk, self._shl(G, k))]
             last = 2 * k >= bits - 1
             if not last:
-                items.append(("b", None, P, self._shl(P, k)))
+                items.append(("b", None, Pk, self._shl(Pk, k)))
             got = self.mult_round(items)
             G = rss.xor(G, got[0])
             if not last:
-                P = got[1]
+                Pk = got[1]
             k *= 2
         sh = U64(bits - 1)
         msb = Pair(((P0.a >> sh) ^ (G.a >> U64(bits - 2))) & U64(1), ((P0.b >> sh) ^ (G.b >> U64(bits - 2))) & U64(1))
@@ -256,10 +371,8 @@ class FalconMPC:
         (malicious: the deltas are opened first, so nothing is revealed unchecked)."""
         if self.dry:
             return np.zeros(b.a.shape, dtype=np.uint64)
-        self.flush()
-        tag = self._tag("bit")
-        self._open_send(b, tag)
-        return self._reveal("b", b, self._open_recv(b, tag)) & U64(1)
+        (v,) = self.open_many([("b", b)])
+        return v & U64(1)
 
     def pow2(self, b: Pair) -> np.ndarray:
         """Falcon's Pow [Falcon Sec. 3 'Pow'; falcon-public funcPow]: per element, the public
@@ -273,7 +386,7 @@ class FalconMPC:
             t = alpha + (1 << j)
             ok = t < bits - 1           # 2^t >= 2^(l-1) exceeds every positive value: known 0
             thr = np.where(ok, np.left_shift(U64(1), np.clip(t, 0, bits - 2).astype(np.uint64)), U64(0))
-            c = self.open_bits(self.drelu(rss.add_public(ring, self.me, b, ring.neg(ring.reduce(thr)))))
+            c = self.sign_bits(rss.add_public(ring, self.me, b, ring.neg(ring.reduce(thr))))
             alpha = np.where(ok & (c == 1), t, alpha)
         return alpha
 
@@ -321,9 +434,15 @@ class FalconMPC:
         return rss.mul_public(ring, r, np.left_shift(U64(1), np.maximum(s, 0).astype(np.uint64)))
 
     def relu(self, x: Pair) -> Pair:
-        d = self.bit_to_arith(self.drelu(x))
-        (y,) = self.mult_round([("a", self.emul, x, d)])
-        return y
+        """ReLU(x) = x [x >= 0]. "pc": the product x g runs in the comparison's first round and
+        the bit is applied locally (7 rounds in Z_2^32); "carry": the bit injected into Z_2^l
+        (2 rounds) and one product: 10 rounds."""
+        if self.drelu_mode == "carry":
+            d = self.bit_to_arith(self.drelu(x))
+            (y,) = self.mult_round([("a", self.emul, x, d)])
+            return y
+        res = compare.sign(self, x, lambda g: [("a", self.emul, x, g)])
+        return self._select(res.e, x, res.outs[0])
 
     def maximum(self, a: Pair, b: Pair) -> Pair:
         return rss.add(self.ring, b, self.relu(rss.sub(self.ring, a, b)))
@@ -331,12 +450,12 @@ class FalconMPC:
     def max_reduce(self, x: Pair, axis: int, sequential: bool = True, track_index: bool = False) -> Pair:
         """Maximum along ``axis``. ``sequential``: Falcon's running maximum [falcon-public
         funcMaxpool]: max <- a_i + ReLU(max - a_i) over the k elements, k - 1 dependent
-        comparisons of 10 rounds (the ReLU). ``track_index``: as Falcon's funcMaxpool, also
-        keep the one-hot argmax (its ``maxPrime``, k entries per output) updated after every
-        comparison by the comparison bit -- Table 7's 12(w^2 - 1) rounds count Falcon's
-        two-round select for it after the ReLU; here the bit is already arithmetic (the
-        ReLU injected it), so the update is one product in the ReLU's last round (bytes,
-        no extra round). Otherwise a tree (ceil(log2 k) comparison layers)."""
+        comparisons (a ReLU each: 7 rounds with "pc", 10 with "carry"). ``track_index``: as
+        Falcon's funcMaxpool, also keep the one-hot argmax (its ``maxPrime``, k entries per
+        output) updated after every comparison by the comparison bit -- Table 7's
+        12(w^2 - 1) rounds count Falcon's two-round select for it after the ReLU; here the
+        update is one more product in the ReLU's product round (bytes, no extra round).
+        Otherwise a tree (ceil(log2 k) comparison layers)."""
         x = rss.apply(x, lambda v: np.moveaxis(v, axis, -1))
         ring = self.ring
         if sequential:
@@ -344,16 +463,29 @@ class FalconMPC:
             m = rss.apply(x, lambda v: np.ascontiguousarray(v[..., 0]))
             eye = np.eye(k, dtype=np.uint64)
             idx = rss.public_pair(ring, self.me, np.broadcast_to(eye[0], x.a.shape).copy()) if track_index else None
+            spread = lambda v: np.broadcast_to(v[..., None], x.a.shape).copy()  # noqa: E731
             for j in range(1, k):
                 xj = rss.apply(x, lambda v: np.ascontiguousarray(v[..., j]))
                 diff = rss.sub(ring, m, xj)
-                d = self.bit_to_arith(self.drelu(diff))          # [max >= a_j]
-                items = [("a", self.emul, diff, d)]
-                if track_index:
-                    ej = rss.public_pair(ring, self.me, np.broadcast_to(eye[j], x.a.shape).copy())
-                    items.append(("a", self.emul, rss.apply(d, lambda v: np.broadcast_to(v[..., None], x.a.shape).copy()),
-                                  rss.sub(ring, idx, ej)))
-                got = self.mult_round(items)
+                ej = rss.public_pair(ring, self.me, np.broadcast_to(eye[j], x.a.shape).copy()) if track_index else None
+                if self.drelu_mode == "carry":
+                    d = self.bit_to_arith(self.drelu(diff))          # [max >= a_j]
+                    items = [("a", self.emul, diff, d)]
+                    if track_index:
+                        items.append(("a", self.emul, rss.apply(d, spread), rss.sub(ring, idx, ej)))
+                    got = self.mult_round(items)
+                else:                                                # products with the mask bit g
+                    di = rss.sub(ring, idx, ej) if track_index else None
+
+                    def prods(g, diff=diff, di=di):
+                        items = [("a", self.emul, diff, g)]
+                        if track_index:
+                            items.append(("a", self.emul, rss.apply(g, spread), di))
+                        return items
+                    res = compare.sign(self, diff, prods)
+                    got = [self._select(res.e, diff, res.outs[0])]
+                    if track_index:
+                        got.append(self._select(spread(res.e), di, res.outs[1]))
                 m = rss.add(ring, xj, got[0])
                 if track_index:
                     idx = rss.add(ring, ej, got[1])

@@ -124,6 +124,25 @@ class Engine:
         lab = self._label("zerob")
         return (self._draw(self._k_own, lab, n) ^ self._draw(self._k_prev, lab, n)).reshape(shape)
 
+    def _draw_mod(self, prf: PRF, label: str, n: int, p: int) -> np.ndarray:
+        """n values mod p from full 64-bit words (bias < p / 2^64 per value)."""
+        return np.frombuffer(prf.keystream(label, 0, 8 * n), dtype=U64) % U64(p)
+
+    def zero3_mod(self, shape, p: int) -> np.ndarray:
+        """This party's component of a 3-out-of-3 sharing of zero in Z_p (a small prime field:
+        Falcon's private compare [Falcon Alg. 1] reshares its products there)."""
+        n = int(np.prod(shape))
+        lab = self._label("zerop")
+        own, prev = self._draw_mod(self._k_own, lab, n, p), self._draw_mod(self._k_prev, lab, n, p)
+        return ((own + U64(p) - prev) % U64(p)).reshape(shape)
+
+    def random_pair_mod(self, shape, p: int) -> Pair:
+        """``random_pair`` in Z_p: a replicated sharing of a uniform element nobody knows."""
+        n = int(np.prod(shape))
+        lab = self._label("randp")
+        return Pair(self._draw_mod(self._k_prev, lab, n, p).reshape(shape),
+                    self._draw_mod(self._k_own, lab, n, p).reshape(shape))
+
     def public_draw(self, shape, label: str) -> np.ndarray:
         """Values all three parties derive alike (three-way key): NOT secret from any party."""
         n = int(np.prod(shape))
