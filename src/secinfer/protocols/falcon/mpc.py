@@ -203,8 +203,9 @@ class FalconMPC:
                 d = rss.mod_sub(P, d, rss.mod_mul_public(P, a, s))
                 d = rss.mod_add_public(P, self.me, d, (U64(P) - r * s % U64(P)) % U64(P))
             self._pending.append((kind, d))
-        self.stats["mult_rounds"] += 1
-        self.stats["products"] += len(items)
+        if items:
+            self.stats["mult_rounds"] += 1
+            self.stats["products"] += len(items)
         return outs, opened
 
     def _diff(self, kind: str, x: Pair, a: Pair) -> Pair:
