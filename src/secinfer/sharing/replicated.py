@@ -202,42 +202,73 @@ def bool_reconstruct(pairs: list[Pair]) -> np.ndarray:
     return pairs[0].a ^ pairs[1].a ^ pairs[2].a
 
 
-# ---- replicated sharing over a small prime field Z_p (components in [0, p), uint64) -----------
+# ---- replicated sharing over a small prime field Z_p -------------------------------------------
 # Used by Falcon's private compare [Falcon Alg. 1] (p = 67): the same convention, + mod p.
+# For p < 128 the components are uint16 (every sum and product below stays under 2^16 before
+# its reduction, done by table lookup); otherwise uint64 with %.
+_MOD_TABLES: dict[int, np.ndarray] = {}
+
+
+def mod_dtype(p: int):
+    return np.uint16 if p < 128 else np.uint64
+
+
+def mod_reduce(p: int, v) -> np.ndarray:
+    """v mod p in the field's dtype (v non-negative, below 2^16 when p < 128)."""
+    if p < 128:
+        tab = _MOD_TABLES.get(p)
+        if tab is None:
+            tab = _MOD_TABLES.setdefault(p, (np.arange(1 << 16, dtype=np.uint32) % p).astype(np.uint16))
+        return tab[np.asarray(v, dtype=np.uint16)]
+    return np.asarray(v, dtype=np.uint64) % np.uint64(p)
+
+
+def _m(p: int, v) -> np.ndarray:
+    return np.asarray(v, dtype=mod_dtype(p))
+
+
 def mod_add(p: int, x: Pair, y: Pair) -> Pair:
-    q = np.uint64(p)
-    return Pair((x.a + y.a) % q, (x.b + y.b) % q)
+    return Pair(mod_reduce(p, _m(p, x.a) + _m(p, y.a)), mod_reduce(p, _m(p, x.b) + _m(p, y.b)))
 
 
 def mod_sub(p: int, x: Pair, y: Pair) -> Pair:
-    q = np.uint64(p)
-    return Pair((x.a + q - y.a) % q, (x.b + q - y.b) % q)
+    q = mod_dtype(p)(p)
+    return Pair(mod_reduce(p, _m(p, x.a) + q - _m(p, y.a)), mod_reduce(p, _m(p, x.b) + q - _m(p, y.b)))
+
+
+def _public_mod(p: int, c) -> np.ndarray:
+    """A public value mod p in the field's dtype (unsigned values below 2^16 by table)."""
+    c = np.asarray(c)
+    if p < 128 and c.dtype in (np.uint8, np.uint16):
+        return mod_reduce(p, c)
+    return mod_reduce(p, np.asarray(c, dtype=np.uint64) % np.uint64(p))
 
 
 def mod_mul_public(p: int, x: Pair, c) -> Pair:
-    q = np.uint64(p)
-    c = np.asarray(c, dtype=np.uint64) % q
-    return Pair(x.a * c % q, x.b * c % q)
+    c = _public_mod(p, c)
+    return Pair(mod_reduce(p, _m(p, x.a) * c), mod_reduce(p, _m(p, x.b) * c))
 
 
 def mod_add_public(p: int, party: int, x: Pair, c) -> Pair:
     """x + c for public c in Z_p: added to component 0 (party 0's a, party 2's b)."""
     _check_party(party)
-    q = np.uint64(p)
-    c = np.asarray(c, dtype=np.uint64) % q
-    a = (x.a + c) % q if party == 0 else x.a + np.zeros_like(c)
-    b = (x.b + c) % q if nxt(party) == 0 else x.b + np.zeros_like(c)
+    c = _public_mod(p, c)
+    a = mod_reduce(p, _m(p, x.a) + c) if party == 0 else _m(p, x.a) + np.zeros_like(c)
+    b = mod_reduce(p, _m(p, x.b) + c) if nxt(party) == 0 else _m(p, x.b) + np.zeros_like(c)
     return Pair(a, b)
 
 
 def mod_mul_local(p: int, x: Pair, y: Pair) -> np.ndarray:
     """3-out-of-3 sharing of x * y in Z_p (element-wise): x_p (y_p + y_{p+1}) + x_{p+1} y_p."""
+    xa, xb, ya, yb = (_m(p, v) for v in (x.a, x.b, y.a, y.b))
+    if p < 128:                          # < 127 * 252 + 126 * 126 < 2^16
+        return mod_reduce(p, xa * (ya + yb) + xb * ya)
     q = np.uint64(p)
-    return (x.a * ((y.a + y.b) % q) + x.b * y.a) % q
+    return (xa * ((ya + yb) % q) + xb * ya) % q
 
 
 def mod_reconstruct(p: int, pairs: list[Pair]) -> np.ndarray:
-    return (pairs[0].a + pairs[1].a + pairs[2].a) % np.uint64(p)
+    return (np.asarray(pairs[0].a, np.uint64) + pairs[1].a + pairs[2].a) % np.uint64(p)
 
 
 # ---- object form used by the ABY3 baseline (secinfer.protocols.aby3) --------------------------

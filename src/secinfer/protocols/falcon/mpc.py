@@ -87,20 +87,20 @@ class FalconMPC:
     # ---- wire and openings: "a" ring elements, "b" AND words (l-bit lanes), "p" Z_p
     # elements, "bit" single bits; "p" and "bit" travel as one byte each -------------------
     def canon(self, kind: str, v: np.ndarray) -> np.ndarray:
-        """The reduced uint64 form of a component (what is sent and hashed)."""
-        v = np.asarray(v, dtype=U64)
+        """The reduced form of a component as it travels (and is hashed): uint64 ring
+        elements or words, one byte per Z_p element or bit."""
         if kind == "a":
             return self.ring.reduce(v)
         if kind == "b":
-            return v & self.lane
+            return np.asarray(v, dtype=U64) & self.lane
         if kind == "p":
-            return v % U64(P)
-        return v & U64(1)
+            return rss.mod_reduce(P, v).astype(np.uint8)
+        return (np.asarray(v) & 1).astype(np.uint8)
 
     def send_vals(self, peer: int, tag: str, kind: str, v: np.ndarray) -> None:
         e = self.eng
         if kind in SMALL:
-            e.ep.send(e.names[peer], tag, np.ascontiguousarray(self.canon(kind, v).reshape(-1), dtype=np.uint8))
+            e.ep.send(e.names[peer], tag, np.ascontiguousarray(self.canon(kind, v).reshape(-1)))
         else:
             e.send_ring(peer, tag, v)
 
@@ -108,10 +108,9 @@ class FalconMPC:
         e = self.eng
         if kind in SMALL:
             (v,) = e.ep.recv(e.names[peer], tag, ArraySpec(np.uint8, (int(n),)))
-            v = v.astype(U64)
-            if kind == "p" and np.any(v >= U64(P)):
+            if kind == "p" and np.any(v >= P):
                 raise e.ep.abort("malformed-share", e.names[peer], "a Z_p share out of range")
-            return v
+            return v.astype(rss.mod_dtype(P) if kind == "p" else U64)
         (v,) = e.recv_ring(peer, tag, n)
         return v
 
@@ -126,7 +125,7 @@ class FalconMPC:
         miss = self.recv_vals(e.prv, tag, kind, x.a.size).reshape(x.a.shape)
         if e.malicious:
             (h,) = e.ep.recv(e.names[e.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(h, digest(miss)):
+            if not np.array_equal(h, digest(self.canon(kind, miss))):
                 raise e.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
         return miss
 
@@ -167,7 +166,7 @@ class FalconMPC:
             elif kind == "b":
                 z = z3 ^ (e.zero3_xor(z3.shape) & self.lane)
             else:
-                z = (z3 + e.zero3_mod(z3.shape, P)) % U64(P)
+                z = rss.mod_reduce(P, z3 + e.zero3_mod(z3.shape, P))
             tag = self._tag("m")
             self.send_vals(e.prv, tag, kind, z)
             tags.append(tag)
@@ -219,7 +218,7 @@ class FalconMPC:
         if kind == "a":
             return self.ring.reduce(x.a + x.b + miss)
         if kind == "p":
-            return (x.a + x.b + miss) % U64(P)
+            return rss.mod_reduce(P, rss.mod_reduce(P, x.a + x.b) + miss)
         if kind == "bit":
             return (x.a ^ x.b ^ miss) & U64(1)
         return (x.a ^ x.b ^ miss) & self.lane

@@ -104,7 +104,7 @@ class TripleSource:
         if kind == "b":
             return lambda u, v: (u & v) & lane
         if kind == "p":
-            return lambda u, v: (u * v) % np.uint64(P)
+            return lambda u, v: rss.mod_reduce(P, u * v)
         if elementwise:
             return lambda u, v: ring.mul(u, v)
 
@@ -213,7 +213,7 @@ class TripleSource:
             if g.kind == "a":
                 z = ring.add(rss.bilinear_local(ring, g.fn, g.a, g.b), e.zero3(self._c_shape(g)))
             elif g.kind == "p":
-                z = (rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P)) % np.uint64(P)
+                z = rss.mod_reduce(P, rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P))
             else:
                 z = (rss.and_local(g.a, g.b) & self.lane) ^ (e.zero3_xor(self._c_shape(g)) & self.lane)
             tag = self._tag("c")
