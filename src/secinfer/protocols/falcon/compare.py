@@ -134,7 +134,7 @@ class PcSource:
     def __init__(self, mpc) -> None:
         self.mpc = mpc
         self.buf: list[PcMaterial] = []
-        self.stats = {"pc_elements": 0, "pc_products": 0}
+        self.stats = {"pc_elements": 0, "pc_batches": 0}
 
     def available(self) -> int:
         return sum(m.r.a.shape[0] for m in self.buf)
@@ -184,14 +184,13 @@ class PcSource:
             mpc.flush()                               # every product verified before use
             if mal and mpc.triples.queue:
                 raise ProtocolError("Falcon+ comparison preprocessing left triples unused")
-            products = mpc.stats["products"] - saved_stats["products"]
             gen = dict(mpc.triples.stats) if mal else {}
         finally:
             mpc.triples, mpc.stats, mpc._pending = saved_src, saved_stats, saved_pending
         for key, v in gen.items():
             saved_src.stats[key] += v
         self.stats["pc_elements"] += k
-        self.stats["pc_products"] += products
+        self.stats["pc_batches"] += 1
         return _compact(mat)
 
 

@@ -22,8 +22,11 @@ PRF keys of ``Engine.setup_keys`` (no dealer, nothing any party can derive alone
 Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacrifice):
 
 * element-wise ring products (f = multiplication, equal shapes) of a whole network are
-  pooled into one vector of N scalar triples over Z_2^l, and AND gates into one vector of
-  N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed together);
+  pooled into one vector of N scalar triples over Z_2^l, products over Z_67 (Falcon's
+  private compare, ``compare.py``) into one vector of Z_67 triples, and AND gates into
+  one vector of N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed
+  together); the sacrifice's tau = E_h - E_j is exact in Z_67 as in the rings, so the
+  bucket bound is the same;
   B, C = ``astra.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
   A.1, following Araki et al.]);
 * every other product (matrix product, convolution, broadcast product) needs a triple
