@@ -81,9 +81,16 @@ def test_digits_mlp_fx64_predictions_agree():
                           predict_from_output("digits-mlp", FX64.decode(ref)))
 
 
-def test_falcon_runs_digits_cnn_fx32():
+def test_falcon_runs_digits_cnn_fx32(monkeypatch):
+    """Both DReLU variants; the private compare's preprocessing made before the online
+    phase or (above ``PC_UPFRONT_MAX``) just before each comparison: the same online
+    messages either way, and its CPU time is not online time."""
+    from secinfer.protocols.falcon import compare
     g = load_model(bundled_path("digits-cnn"))
     x, _ = bundled_testset("digits-cnn")
+    monkeypatch.setattr(compare, "PC_UPFRONT_MAX", 0)
+    jit = run_model(g, x[:12], "semi-honest", protocol="falcon")
+    monkeypatch.undo()
     res = run_model(g, x[:12], "semi-honest", protocol="falcon")
     carry = run_model(g, x[:12], "semi-honest", protocol="falcon", options={"falcon_drelu": "carry"})
     assert res["p1"].output.shape == carry["p1"].output.shape == (12, 10)
@@ -95,6 +102,10 @@ def test_falcon_runs_digits_cnn_fx32():
     # one ReLU layer, 7 rounds against 10; the depth of the whole run can differ by one more
     # (the one-way truncation messages of the next layer meet a different last round)
     assert 3 <= rounds[1] - rounds[0] <= 4, rounds
+    on = [r["p1"].info["meter"]["phases"]["online"] for r in (res, jit)]
+    assert on[0]["rounds"] == on[1]["rounds"] and on[0]["sent_payload"] == on[1]["sent_payload"]
+    assert info["pc_just_in_time_cpu_s"] == 0 < jit["p1"].info["pc_just_in_time_cpu_s"]
+    assert jit["p1"].info["pc_elements"] == info["pc_elements"]
 
 
 def test_malicious_falcon_detects_tampered_and_gate():

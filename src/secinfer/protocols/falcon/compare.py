@@ -41,6 +41,7 @@ a triple made by the parties (``triples.TripleSource``) and checked before use.
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -52,6 +53,8 @@ from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
 PC_CHUNK = 1 << 13        # elements per preprocessing batch (memory bound)
+PC_UPFRONT_MAX = 1 << 22  # comparisons prepared before the online phase (~0.7 GB per party);
+                          # beyond, each comparison's batch is made just before it (offline)
 
 
 class PcMaterial(NamedTuple):
@@ -134,7 +137,7 @@ class PcSource:
     def __init__(self, mpc) -> None:
         self.mpc = mpc
         self.buf: list[PcMaterial] = []
-        self.stats = {"pc_elements": 0, "pc_batches": 0}
+        self.stats = {"pc_elements": 0, "pc_batches": 0, "pc_just_in_time_cpu_s": 0.0}
 
     def available(self) -> int:
         return sum(m.r.a.shape[0] for m in self.buf)
@@ -145,9 +148,11 @@ class PcSource:
             mpc.pc_requests.append(n_el)
             return _zero_material(n_el, mpc.cfg.ring_bits)
         short = n_el - self.available()
-        if short > 0:
+        if short > 0:     # not prepared: made now, metered offline, its CPU time counted apart
+            t0 = time.thread_time()
             with mpc.eng.ep.phase("offline"):
                 self.prepare([short])
+            self.stats["pc_just_in_time_cpu_s"] += time.thread_time() - t0
         parts, need = [], n_el
         while need:
             head = self.buf[0]
