@@ -66,8 +66,7 @@ def _shares(fx, x, seed=7):
     rng = np.random.default_rng(seed)
     pairs = rss.share(ring, x, lambda s: rng.integers(0, 2 ** 64 - 1, size=s, dtype=np.uint64, endpoint=True))
     k = min(8, x.size)
-    comps = [np.array([p.a for p in pairs])]           # component j = party j's a
-    comps = comps[0]
+    comps = np.array([p.a for p in pairs])             # component j = party j's a
     comps[0][:k] = ring.reduce(U64(2 ** 64 - 1))
     comps[1][:k] = ring.reduce(U64(2 ** 64 - 1))
     comps[2][:k] = ring.add(x[:k], U64(2))
@@ -88,7 +87,6 @@ def test_drelu_relu_and_opened_sign_exact(fx, mal):
     plaintext on every value, including 0, +-1, +-2^(l-1) and shares that wrap."""
     x = _boundary_values(fx)
     sh = _shares(fx, x)
-    ring = fx.ring
     bits_seen = {}
 
     def compute(m, s):

@@ -144,8 +144,9 @@ class PcSource:
 
     def take(self, n_el: int) -> PcMaterial:
         mpc = self.mpc
-        if mpc.dry:
-            mpc.pc_requests.append(n_el)
+        if mpc.dry or n_el == 0:
+            if n_el:
+                mpc.pc_requests.append(n_el)
             return _zero_material(n_el, mpc.cfg.ring_bits)
         short = n_el - self.available()
         if short > 0:     # not prepared: made now, metered offline, its CPU time counted apart
