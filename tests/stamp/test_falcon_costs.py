@@ -8,7 +8,7 @@ from secinfer.arith.fixed import FX32
 from secinfer.ir.graph import Node
 from secinfer.protocols.falcon.backend import FalconBackend
 from secinfer.protocols.falcon.mpc import FalconMPC
-from secinfer.protocols.stamp.costmodel import TABLE7_FALCON, falcon_declared_rounds
+from secinfer.protocols.stamp.costmodel import TABLE7_FALCON, falcon_declared_relu_bytes, falcon_declared_rounds
 from stamp_harness import dealer_pairs, run3
 
 _rng = np.random.default_rng(3)
@@ -44,31 +44,46 @@ def rss_slice(p, k):
     return Pair(np.ascontiguousarray(p.a[..., :k]), np.ascontiguousarray(p.b[..., :k]))
 
 
+@pytest.mark.parametrize("drelu", ["pc", "carry"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_falcon_rounds_match_declared(case):
+def test_falcon_rounds_match_declared(case, drelu):
     fn, k = CASES[case]
     kind = case.split("-")[0]
 
     def body(i, eng, ops):
-        m = FalconMPC(eng, FX32)
+        m = FalconMPC(eng, FX32, drelu=drelu)
         be = FalconBackend(m)
         r0 = eng.ep.meter.rounds("online")
         fn(m, be, i)
         m.flush()
         return eng.ep.meter.rounds("online") - r0
     res, _ = run3(body)
-    assert max(res.values()) == falcon_declared_rounds(kind, k)     # the deepest party
+    assert max(res.values()) == falcon_declared_rounds(kind, k, drelu)     # the deepest party
 
 
-def test_relu_bytes_and_table7():
-    """ReLU: 10 rounds as Table 7; 56 bytes per element and party (Table 7: 16): the
-    bit-sliced carry chain sends one 32-bit word per AND and element (11 ANDs), the bit
-    injection 2 words, the product 1 word."""
+@pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
+@pytest.mark.parametrize("drelu", ["pc", "carry"])
+def test_relu_bytes_and_rounds_against_table7(drelu, mal):
+    """ReLU per element and party, against Table 7 (10 rounds, 16n bytes): "pc" 7 rounds
+    and 40 bytes (open c 4, the 31 Z_p products of the private compare 1 each, open d 1,
+    the product x g 4); "carry" 10 rounds and 56 bytes (11 AND words, bit injection 2
+    words, the product 1 word). Malicious: rho and sigma of every product, 32-byte hashes,
+    and one more round (the deltas are checked before d is opened / after the ReLU)."""
+    sec = "malicious" if mal else "semi-honest"
+
     def body(i, eng, ops):
-        m = FalconMPC(eng, FX32)
-        b0 = eng.ep.meter.summary()["phases"]["online"]["sent_payload"]
+        m = FalconMPC(eng, FX32, drelu=drelu)
+        with eng.ep.phase("offline"):
+            m.pc.prepare([X.size] if drelu == "pc" else [])
+        b0, r0 = eng.ep.meter.total("online"), eng.ep.meter.rounds("online")
         m.relu(SH[0][i])
-        return eng.ep.meter.summary()["phases"]["online"]["sent_payload"] - b0
-    res, _ = run3(body)
-    assert all(v == 56 * X.size for v in res.values())
-    assert falcon_declared_rounds("ReLU") == TABLE7_FALCON["ReLU"]["rounds"]
+        m.flush()
+        return eng.ep.meter.total("online") - b0, eng.ep.meter.rounds("online") - r0
+    res, _ = run3(body, malicious=mal)
+    want = falcon_declared_relu_bytes(X.size, sec, drelu)
+    assert [res[i][0] for i in range(3)] == [want] * 3
+    assert want == (({"pc": 40, "carry": 56}[drelu] * X.size) if not mal else
+                    ({"pc": 110 * X.size + 15 * 32, "carry": 168 * X.size + 29 * 32}[drelu]))
+    assert max(res[i][1] for i in range(3)) == falcon_declared_rounds("ReLU", 1, drelu) + mal
+    assert falcon_declared_rounds("ReLU", 1, "carry") == TABLE7_FALCON["ReLU"]["rounds"]
+    assert falcon_declared_rounds("ReLU", 1, "pc") == TABLE7_FALCON["ReLU"]["rounds"] - 3

@@ -14,7 +14,11 @@ run takes 5 min at 8 on a 2-core machine); malicious, Network-A and -B at 128, N
 AlexNet and the Transformer at 8, VGG16 and ResNet18 not run: malicious Falcon+ makes a
 verified triple of the shapes of every matrix product, 44 copies of a layer's operands
 per party (VGG16's 4096 x 4096 layer alone needs about 12 GB per party; Network-C at 128
-was OOM-killed at 17.8 GB). The JSON says which batch ran and what was skipped. All semi-honest runs come first, so a partial run keeps them.
+was OOM-killed at 17.8 GB). The JSON says which batch ran and what was skipped.
+Falcon+'s comparisons (Falcon's private compare, the default since 2026-11-24) need
+preprocessing made by the parties offline: about 26,000 comparisons per second here, so
+VGG16 at 128 and ResNet18 at 8 (some 30M comparisons each) add roughly 20-25 minutes each.
+All semi-honest runs come first, so a partial run keeps them.
 """
 
 from __future__ import annotations

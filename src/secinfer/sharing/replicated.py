@@ -202,6 +202,75 @@ def bool_reconstruct(pairs: list[Pair]) -> np.ndarray:
     return pairs[0].a ^ pairs[1].a ^ pairs[2].a
 
 
+# ---- replicated sharing over a small prime field Z_p -------------------------------------------
+# Used by Falcon's private compare [Falcon Alg. 1] (p = 67): the same convention, + mod p.
+# For p < 128 the components are uint16 (every sum and product below stays under 2^16 before
+# its reduction, done by table lookup); otherwise uint64 with %.
+_MOD_TABLES: dict[int, np.ndarray] = {}
+
+
+def mod_dtype(p: int):
+    return np.uint16 if p < 128 else np.uint64
+
+
+def mod_reduce(p: int, v) -> np.ndarray:
+    """v mod p in the field's dtype (v non-negative, below 2^16 when p < 128)."""
+    if p < 128:
+        tab = _MOD_TABLES.get(p)
+        if tab is None:
+            tab = _MOD_TABLES.setdefault(p, (np.arange(1 << 16, dtype=np.uint32) % p).astype(np.uint16))
+        return tab[np.asarray(v, dtype=np.uint16)]
+    return np.asarray(v, dtype=np.uint64) % np.uint64(p)
+
+
+def _m(p: int, v) -> np.ndarray:
+    return np.asarray(v, dtype=mod_dtype(p))
+
+
+def mod_add(p: int, x: Pair, y: Pair) -> Pair:
+    return Pair(mod_reduce(p, _m(p, x.a) + _m(p, y.a)), mod_reduce(p, _m(p, x.b) + _m(p, y.b)))
+
+
+def mod_sub(p: int, x: Pair, y: Pair) -> Pair:
+    q = mod_dtype(p)(p)
+    return Pair(mod_reduce(p, _m(p, x.a) + q - _m(p, y.a)), mod_reduce(p, _m(p, x.b) + q - _m(p, y.b)))
+
+
+def _public_mod(p: int, c) -> np.ndarray:
+    """A public value mod p in the field's dtype (unsigned values below 2^16 by table)."""
+    c = np.asarray(c)
+    if p < 128 and c.dtype in (np.uint8, np.uint16):
+        return mod_reduce(p, c)
+    return mod_reduce(p, np.asarray(c, dtype=np.uint64) % np.uint64(p))
+
+
+def mod_mul_public(p: int, x: Pair, c) -> Pair:
+    c = _public_mod(p, c)
+    return Pair(mod_reduce(p, _m(p, x.a) * c), mod_reduce(p, _m(p, x.b) * c))
+
+
+def mod_add_public(p: int, party: int, x: Pair, c) -> Pair:
+    """x + c for public c in Z_p: added to component 0 (party 0's a, party 2's b)."""
+    _check_party(party)
+    c = _public_mod(p, c)
+    a = mod_reduce(p, _m(p, x.a) + c) if party == 0 else _m(p, x.a) + np.zeros_like(c)
+    b = mod_reduce(p, _m(p, x.b) + c) if nxt(party) == 0 else _m(p, x.b) + np.zeros_like(c)
+    return Pair(a, b)
+
+
+def mod_mul_local(p: int, x: Pair, y: Pair) -> np.ndarray:
+    """3-out-of-3 sharing of x * y in Z_p (element-wise): x_p (y_p + y_{p+1}) + x_{p+1} y_p."""
+    xa, xb, ya, yb = (_m(p, v) for v in (x.a, x.b, y.a, y.b))
+    if p < 128:                          # < 127 * 252 + 126 * 126 < 2^16
+        return mod_reduce(p, xa * (ya + yb) + xb * ya)
+    q = np.uint64(p)
+    return (xa * ((ya + yb) % q) + xb * ya) % q
+
+
+def mod_reconstruct(p: int, pairs: list[Pair]) -> np.ndarray:
+    return (np.asarray(pairs[0].a, np.uint64) + pairs[1].a + pairs[2].a) % np.uint64(p)
+
+
 # ---- object form used by the ABY3 baseline (secinfer.protocols.aby3) --------------------------
 # Same convention: party idx holds a = x_idx, b = x_{idx+1}. Over Z_2 (bits = 1) + is XOR.
 @dataclass

@@ -22,8 +22,11 @@ PRF keys of ``Engine.setup_keys`` (no dealer, nothing any party can derive alone
 Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacrifice):
 
 * element-wise ring products (f = multiplication, equal shapes) of a whole network are
-  pooled into one vector of N scalar triples over Z_2^l, and AND gates into one vector of
-  N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed together);
+  pooled into one vector of N scalar triples over Z_2^l, products over Z_67 (Falcon's
+  private compare, ``compare.py``) into one vector of Z_67 triples, and AND gates into
+  one vector of N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed
+  together); the sacrifice's tau = E_h - E_j is exact in Z_67 as in the rings, so the
+  bucket bound is the same;
   B, C = ``astra.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
   A.1, following Araki et al.]);
 * every other product (matrix product, convolution, broadcast product) needs a triple
@@ -49,6 +52,7 @@ from secinfer.protocols.astra.triples import bucket_params, coin_toss
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
+P = 67                    # the field of Falcon's private compare [Falcon Alg. 1]: p > l + 2 for l <= 64
 SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
 POOL_ITEMS = 1 << 20      # element-wise triples per pool (B = 2 from N = 2^20 on)
 BATCH_ELEMS = 1 << 23     # generated ring elements per batch (memory bound)
@@ -56,7 +60,7 @@ TRUNC_CHUNK = 1 << 15     # truncation pairs per generation batch (x l bits)
 
 
 class Request(NamedTuple):
-    kind: str                  # "a": ring product, "b": AND
+    kind: str                  # "a": ring product, "b": AND, "p": product in Z_p
     elementwise: bool          # f is the element-wise ring product (or AND) on equal shapes
     f: Callable | None         # the bilinear map (kind "a", not element-wise)
     xs: tuple
@@ -102,6 +106,8 @@ class TripleSource:
         ring, lane = self.ring, self.lane
         if kind == "b":
             return lambda u, v: (u & v) & lane
+        if kind == "p":
+            return lambda u, v: rss.mod_reduce(P, u * v)
         if elementwise:
             return lambda u, v: ring.mul(u, v)
 
@@ -131,7 +137,7 @@ class TripleSource:
         if not reqs:
             return
         groups = []
-        for kind in ("a", "b"):
+        for kind in ("a", "b", "p"):
             pool, n = [], 0
             for r in (r for r in reqs if r.kind == kind and r.elementwise):
                 m = int(np.prod(r.zs))
@@ -192,6 +198,8 @@ class TripleSource:
         self.stats["triple_batches"] += 1
 
     def _rand(self, g: _Group, shape: tuple) -> Pair:
+        if g.kind == "p":
+            return self.eng.random_pair_mod((g.total,) + tuple(shape), P)
         p = self.eng.random_pair((g.total,) + tuple(shape))
         return Pair(p.a & self.lane, p.b & self.lane) if g.kind == "b" else p
 
@@ -207,13 +215,15 @@ class TripleSource:
                 g.a, g.b = self._rand(g, r.xs), self._rand(g, r.ys)
             if g.kind == "a":
                 z = ring.add(rss.bilinear_local(ring, g.fn, g.a, g.b), e.zero3(self._c_shape(g)))
+            elif g.kind == "p":
+                z = rss.mod_reduce(P, rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P))
             else:
                 z = (rss.and_local(g.a, g.b) & self.lane) ^ (e.zero3_xor(self._c_shape(g)) & self.lane)
             tag = self._tag("c")
-            e.send_ring(e.prv, tag, z)
+            self.mpc.send_vals(e.prv, tag, g.kind, z)
             sent.append((tag, z))
         for g, (tag, z) in zip(groups, sent):
-            (zn,) = e.recv_ring(e.nxt, tag, z.size)
+            zn = self.mpc.recv_vals(e.nxt, tag, g.kind, z.size)
             g.c = Pair(z, zn.reshape(z.shape))
 
     def _c_shape(self, g: _Group) -> tuple:
@@ -225,9 +235,9 @@ class TripleSource:
         tags = []
         for kind, x in items:
             t = self._tag("open")
-            self.mpc._open_send(x, t)
+            self.mpc._open_send(x, t, kind)
             tags.append(t)
-        return [self.mpc._reveal(kind, x, self.mpc._open_recv(x, t)) for (kind, x), t in zip(items, tags)]
+        return [self.mpc._reveal(kind, x, self.mpc._open_recv(x, t, kind)) for (kind, x), t in zip(items, tags)]
 
     def _cut(self, groups: list[_Group]) -> None:
         """Step 3: open the first C triples of every group and check them."""
@@ -257,6 +267,8 @@ class TripleSource:
         for g, h, o in work:
             if g.kind == "a":
                 items += [("a", rss.sub(ring, h[0], o[0])), ("a", rss.sub(ring, h[1], o[1]))]
+            elif g.kind == "p":
+                items += [("p", rss.mod_sub(P, h[0], o[0])), ("p", rss.mod_sub(P, h[1], o[1]))]
             else:
                 items += [("b", rss.xor(h[0], o[0])), ("b", rss.xor(h[1], o[1]))]
         vals = self._open(items)
@@ -270,6 +282,11 @@ class TripleSource:
                 t = rss.sub(ring, t, Pair(ring.reduce(fn(rho, o[1].a)), ring.reduce(fn(rho, o[1].b))))
                 t = rss.sub(ring, t, Pair(ring.reduce(fn(o[0].a, sig)), ring.reduce(fn(o[0].b, sig))))
                 t = rss.add_public(ring, me, t, ring.neg(ring.reduce(fn(rho, sig))))
+            elif g.kind == "p":
+                t = rss.mod_sub(P, h[2], o[2])
+                t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[1], rho))
+                t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[0], sig))
+                t = rss.mod_add_public(P, me, t, (np.uint64(P) - fn(rho, sig)) % np.uint64(P))
             else:
                 t = rss.xor(h[2], o[2])
                 t = rss.xor(t, Pair(rho & o[1].a, rho & o[1].b))
@@ -356,9 +373,11 @@ class TruncPairSource:
         self.stats["trunc_pairs"] += n
 
 
-def plan_requests(mpc_cls, eng, cfg, backend_cls, backend_kwargs: dict, graph, env: dict, run_graph) -> list[Request]:
-    """The triples and truncation pairs an online run will request, in order: a local dry
-    run of the network on zero shares (same shapes, no messages, no PRF use)."""
-    dry = mpc_cls(eng, cfg, dry_run=True)
+def plan_requests(mpc_cls, mpc_kwargs: dict, eng, cfg, backend_cls, backend_kwargs: dict, graph, env: dict,
+                  run_graph) -> tuple[list[Request], list[tuple], list[int]]:
+    """The triples, truncation pairs and comparison preprocessing (element counts) an
+    online run will request, in order: a local dry run of the network on zero shares (same
+    shapes, no messages, no PRF use)."""
+    dry = mpc_cls(eng, cfg, dry_run=True, **mpc_kwargs)
     run_graph(eng.ring, eng.me, backend_cls(dry, **backend_kwargs), graph, dict(env))
-    return dry.requests, dry.trunc_requests
+    return dry.requests, dry.trunc_requests, dry.pc_requests

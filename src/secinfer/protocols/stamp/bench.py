@@ -67,8 +67,10 @@ def _input(graph, batch: int, seed: int) -> np.ndarray:
     return prg.uint64(shape).astype(np.float64) / 2.0 ** 64   # inputs in [0, 1)
 
 
-def run_protocol(protocol: str, graph, x: np.ndarray, security: str, seed: int = 0) -> dict:
-    """One in-process run; returns the three parties' infos and the client's output."""
+def run_protocol(protocol: str, graph, x: np.ndarray, security: str, seed: int = 0,
+                 options: dict | None = None) -> dict:
+    """One in-process run; returns the three parties' infos and the client's output.
+    ``options``: protocol options of the job (e.g. ``{"falcon_drelu": "carry"}``)."""
     spec = get(protocol)
 
     def party(k, role):
@@ -76,7 +78,7 @@ def run_protocol(protocol: str, graph, x: np.ndarray, security: str, seed: int =
             prg = PRG(bytes([k + 1]) * 16, f"stamp-bench/{seed}")
             job = PartyJob(role=role, security=security, fixed=FX32, prg=prg,
                            model=graph if role == spec.model_role else None,
-                           input=x if role == spec.input_role else None)
+                           input=x if role == spec.input_role else None, options=dict(options or {}))
             return spec.run_party(role, ep, job)
         return f
     t0 = time.perf_counter()
@@ -96,8 +98,11 @@ def run_protocol(protocol: str, graph, x: np.ndarray, security: str, seed: int =
             raise v
     infos = [res[r].info for r in spec.roles]
     online = [i["meter"]["phases"]["online"] for i in infos]
+    offline = [i["meter"]["phases"]["offline"] for i in infos]
     out = {"wall_s": wall, "cpu_s": [i["online_cpu_s"] for i in infos],
            "bytes_sent": [o["sent_payload"] for o in online], "rounds": max(o["rounds"] for o in online),
+           "offline_bytes_sent": [o["sent_payload"] for o in offline],
+           "offline_rounds": max(o["rounds"] for o in offline),
            "output": res[spec.input_role].output_ring}
     if protocol == "stamp":
         out["bus_bytes"] = [i["bus"]["online_bytes"] for i in infos]
@@ -122,9 +127,10 @@ def model_latency(m: dict, profile: str, device: str | None) -> dict:
 
 def run(networks=None, batch: int = 128, securities=("semi-honest", "malicious"), profiles=("lan", "wan"),
         devices=("ltee-chip", "ltee-soc"), seed: int = 0, batches: dict | None = None,
-        progress: Callable[[str], None] | None = None) -> dict:
+        progress: Callable[[str], None] | None = None, falcon_options: dict | None = None) -> dict:
     """STAMP vs Falcon+ for each network. ``batches`` overrides the batch per network (for
-    networks too large for this machine at ``batch``; the result says which batch ran)."""
+    networks too large for this machine at ``batch``; the result says which batch ran).
+    ``falcon_options``: options of the Falcon+ runs (e.g. ``{"falcon_drelu": "carry"}``)."""
     from secinfer.ir.onnx_import import load_model
     from secinfer.ir.zoo import build
 
@@ -132,7 +138,7 @@ def run(networks=None, batch: int = 128, securities=("semi-honest", "malicious")
     report = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
               "profiles": NET_PROFILES, "devices": {k: v.description for k, v in costmodel.PROFILES.items()},
               "ltee": "emulation (separate OS process per party); device time modelled, see costmodel.py",
-              "requested_batch": batch, "networks": {}}
+              "requested_batch": batch, "falcon_options": dict(falcon_options or {}), "networks": {}}
     for name in networks:
         b = int((batches or {}).get(name, batch))
         graph = load_model(build(name, seed=seed, batch=b))
@@ -142,7 +148,7 @@ def run(networks=None, batch: int = 128, securities=("semi-honest", "malicious")
             if progress:
                 progress(f"{name} batch {b} {sec}")
             st = run_protocol("stamp", graph, x, sec, seed)
-            fa = run_protocol("falcon", graph, x, sec, seed)
+            fa = run_protocol("falcon", graph, x, sec, seed, falcon_options)
             st_out, fa_out = st.pop("output"), fa.pop("output")
             agree = float(np.mean(np.argmax(FX32.decode(st_out).reshape(b, -1), 1) ==
                                   np.argmax(FX32.decode(fa_out).reshape(b, -1), 1)))

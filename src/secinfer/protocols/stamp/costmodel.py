@@ -28,6 +28,7 @@ used by the tests against the metered bytes and rounds, next to the paper's Tabl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 CYCLES_INT = 12
@@ -145,24 +146,77 @@ TABLE7_FALCON = {"ReLU": {"rounds": 10, "bytes_per_n": 16.0}, "BatchNorm": {"rou
                  "MaxPool_per_comparison": {"rounds": 12}}
 
 
-def falcon_declared_rounds(kind: str, k: int = 1) -> int:
+def _pc_depth(ring_bits: int) -> int:
+    """Rounds of Falcon's DReLU here (``falcon/compare.py``): open c = x + r, the product
+    tree over the l terms of the private compare in Z_p (ceil(log2 l) rounds), open d."""
+    return 2 + math.ceil(math.log2(ring_bits))
+
+
+def falcon_declared_rounds(kind: str, k: int = 1, drelu: str = "pc", ring_bits: int = 32) -> int:
     """Rounds (dependency depth, semi-honest) of this implementation's Falcon+ protocols
     (``protocols/falcon``), checked by ``tests/stamp/test_falcon_costs.py``; next to the
     paper's [STAMP Table 7] in ``TABLE7_FALCON``. k = window / row length.
 
-    ReLU 10 (DReLU: carry-save + 5-level prefix carry, 7 AND rounds; bit injection 2; the
-    product 1) = Table 7. MaxPool 10 per comparison (Table 7: 12, Falcon's two-round select
-    of the argmax after the ReLU; ours shares the ReLU's last round). Pow 40 (5 x DReLU +
-    opening); the reciprocal 47 (Pow + normalisation and three products, truncations
-    overlapping); BatchNorm 243 and LayerNorm 245 (4 Babylonian divisions, one division,
-    the products; Table 7: 335); softmax 10 (k - 1) (running max) + 65 (CrypTen exp 17,
-    the division). Depth of the deepest party (the one-way truncation messages make the
-    three parties' depths differ by up to 2)."""
-    fixed = {"ReLU": 10, "Pow": 40, "Reciprocal": 47, "BatchNorm": 243, "LayerNorm": 245}
+    ``drelu="pc"`` (default; Falcon's wrap and private compare over Z_p, ``compare.py``), in
+    Z_2^32: ReLU 7 = open c + 5 Z_p product rounds + open d (the product x g rides in the
+    first round, the bit is applied locally; Table 7: 10). MaxPool 7 per comparison (Table
+    7: 12). Pow 35 (5 comparisons whose bit is opened with d); reciprocal 42 (Pow + 7);
+    BatchNorm 218 and LayerNorm 220 (5 reciprocals + 8 / + 10; Table 7: 335); softmax
+    7 (k - 1) + 60 (running max, then CrypTen exp 17 and the division). In Z_2^64 the
+    comparison is 8 rounds (6 Z_p levels).
+
+    ``drelu="carry"`` (the bit-sliced carry chain, Z_2^32 only): ReLU 10 (7 AND rounds,
+    bit injection 2, the product 1), MaxPool 10 per comparison, Pow 40 (5 x (7 + 1)),
+    reciprocal 47, BatchNorm 243, LayerNorm 245, softmax 10 (k - 1) + 65.
+    Depth of the deepest party (the one-way truncation messages make the three parties'
+    depths differ by up to 2)."""
+    if drelu == "pc":
+        d = _pc_depth(ring_bits)
+        relu, step = d, d
+        steps = math.ceil(math.log2(ring_bits))
+    elif drelu == "carry":
+        if ring_bits != 32:
+            raise ValueError("the carry chain's declared rounds are for Z_2^32")
+        relu, step, steps = 10, 8, 5
+    else:
+        raise ValueError(drelu)
+    recip = steps * step + 7
+    fixed = {"ReLU": relu, "Pow": steps * step, "Reciprocal": recip, "BatchNorm": 5 * recip + 8,
+             "LayerNorm": 5 * recip + 10}
     if kind in fixed:
         return fixed[kind]
     if kind == "MaxPool":
-        return 10 * (k - 1)
+        return relu * (k - 1)
     if kind == "Softmax":
-        return 10 * (k - 1) + 65
+        return relu * (k - 1) + recip + 18
     raise ValueError(kind)
+
+
+def falcon_declared_relu_bytes(n: int, security: str = "semi-honest", drelu: str = "pc", ring_bits: int = 32,
+                               relu: bool = True) -> int:
+    """Payload bytes one party sends for a ReLU (``relu``) or a DReLU on n elements (every
+    party sends the same), checked by ``tests/stamp/test_falcon_costs.py``. Ring elements
+    travel in w = l/8 bytes, Z_p elements in one byte.
+
+    "pc", semi-honest: open c (w), the l - 1 products of the Z_p tree (one byte each), open
+    d (1), ReLU: the product x g (w): 2w + l bytes per element (40 in Z_2^32; Table 7: 16).
+    Malicious: each product also opens rho and sigma (3 elements per product), every opening
+    and product round adds a 32-byte hash, and one 32-byte hash checks the deltas before d.
+    "carry": 11 AND words, 2 ring products of the bit injection, the product: 14 words (56
+    bytes in Z_2^32); malicious 3 per product."""
+    w = ring_bits // 8
+    mal = security == "malicious"
+    per = 3 if mal else 1
+    if drelu == "pc":
+        tree_rounds = math.ceil(math.log2(ring_bits))
+        b = w + per * (ring_bits - 1) + 1 + (per * w if relu else 0)
+        hashes = (1 + 2 * tree_rounds + (2 if relu else 0) + 1 + 1) if mal else 0
+    elif drelu == "carry":
+        if ring_bits != 32:
+            raise ValueError("the carry chain's declared bytes are for Z_2^32")
+        products = 11 + (3 if relu else 0)
+        b = per * w * products
+        hashes = (2 * products + 1) if mal else 0
+    else:
+        raise ValueError(drelu)
+    return b * n + 32 * hashes

@@ -124,6 +124,43 @@ class Engine:
         lab = self._label("zerob")
         return (self._draw(self._k_own, lab, n) ^ self._draw(self._k_prev, lab, n)).reshape(shape)
 
+    def _draw_mod(self, prf: PRF, label: str, n: int, p: int) -> np.ndarray:
+        """n uniform values of Z_p, in ``rss.mod_dtype(p)``. p < 128: bytes below the
+        largest multiple of p under 256 are kept (rejection: exactly uniform, about 1.3 bytes
+        of keystream per value), further blocks drawn if needed; otherwise floor(v p / 2^64)
+        of 64-bit words v (statistical distance < p / 2^64 per value)."""
+        if p < 128:
+            top = (256 // p) * p
+            out, got, block = [], 0, 0
+            while got < n:
+                want = n - got
+                m = want + want // 3 + 64
+                raw = np.frombuffer(prf.keystream(label, block, m), dtype=np.uint8)
+                block += prf.blocks_for(m)
+                keep = raw[raw < top][:want]
+                out.append(keep)
+                got += keep.size
+            v = out[0] if len(out) == 1 else np.concatenate(out)
+            return rss.mod_reduce(p, v)
+        v = np.frombuffer(prf.keystream(label, 0, 8 * n), dtype=U64)
+        hi, lo = v >> U64(32), v & U64(0xFFFFFFFF)
+        return (hi * U64(p) + ((lo * U64(p)) >> U64(32))) >> U64(32)
+
+    def zero3_mod(self, shape, p: int) -> np.ndarray:
+        """This party's component of a 3-out-of-3 sharing of zero in Z_p (a small prime field:
+        Falcon's private compare [Falcon Alg. 1] reshares its products there)."""
+        n = int(np.prod(shape))
+        lab = self._label("zerop")
+        own, prev = self._draw_mod(self._k_own, lab, n, p), self._draw_mod(self._k_prev, lab, n, p)
+        return rss.mod_reduce(p, own + rss.mod_dtype(p)(p) - prev).reshape(shape)
+
+    def random_pair_mod(self, shape, p: int) -> Pair:
+        """``random_pair`` in Z_p: a replicated sharing of a uniform element nobody knows."""
+        n = int(np.prod(shape))
+        lab = self._label("randp")
+        return Pair(self._draw_mod(self._k_prev, lab, n, p).reshape(shape),
+                    self._draw_mod(self._k_own, lab, n, p).reshape(shape))
+
     def public_draw(self, shape, label: str) -> np.ndarray:
         """Values all three parties derive alike (three-way key): NOT secret from any party."""
         n = int(np.prod(shape))

@@ -1,0 +1,335 @@
+"""Falcon's DReLU (wrap + private compare over Z_67, ``falcon/compare.py``): exact against
+the plaintext sign on boundary and random values, both rings and securities; the private
+compare's boundary cases with chosen masks; and one deviation per checked step (malicious):
+every honest party aborts and p1 gets no output."""
+
+import numpy as np
+import pytest
+
+from secinfer.arith.fixed import FX32, FX64
+from secinfer.crypto.prg import PRG
+from secinfer.errors import PeerDeadError, ProtocolAbort
+from secinfer.net.channel import run_local
+from secinfer.protocols.falcon.compare import PcMaterial
+from secinfer.protocols.falcon.mpc import FalconMPC
+from secinfer.protocols.falcon.triples import P
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
+from secinfer.protocols.stamp.engine import Engine
+
+NAMES = ("p0", "p1", "p2")
+U64 = np.uint64
+
+
+def _run(fx, malicious, compute, shares, setup=None, timeout=120):
+    """compute(mpc, share) -> list of Pairs (online), revealed to p1. The triples and the
+    comparison preprocessing are planned by a dry run and made offline first; ``setup(i,
+    eng, mpc)`` then installs a deviation (a party's tampering) before the online phase."""
+    def party(i):
+        def f(ep):
+            with ep.phase("setup"):
+                eng = Engine(ep, NAMES, i, fx, malicious, PRG.for_tests(60 + i))
+                eng.setup_keys()
+            m = FalconMPC(eng, fx)
+            with ep.phase("offline"):
+                dry = FalconMPC(eng, fx, dry_run=True)
+                compute(dry, rss.zeros(shares[i].a.shape))
+                if malicious:
+                    m.triples.prepare(dry.requests)
+                m.pc.prepare(dry.pc_requests)
+            if setup:
+                setup(i, eng, m)
+            with ep.phase("online"):
+                outs = compute(m, shares[i])
+                m.flush()
+                return [eng.reveal_to(1, o) for o in outs], outs
+        return f
+    res = run_local({n: party(i) for i, n in enumerate(NAMES)}, timeout=timeout)
+    return [res[n] for n in NAMES]
+
+
+def _boundary_values(fx, n_random=300, seed=5):
+    bits = fx.ring_bits
+    L, H = 1 << bits, 1 << (bits - 1)
+    special = [0, 1, 2, 3, L - 1, L - 2, L - 3, H - 1, H - 2, H, H + 1, H + 2, H // 2, H // 2 - 1, L - H // 2,
+               (1 << (bits - 2)) - 1, L - (1 << (bits - 2))]
+    rng = np.random.default_rng(seed)
+    rand = rng.integers(0, 2 ** 63, size=n_random, dtype=np.uint64) * U64(2) + rng.integers(0, 2, n_random,
+                                                                                               dtype=np.uint64)
+    return fx.ring.reduce(np.concatenate([np.array(special, dtype=object).astype(np.uint64), rand]))
+
+
+def _shares(fx, x, seed=7):
+    """Random components, plus rows whose components wrap twice (L-1, L-1, x+2) and never
+    (0, 0, x)."""
+    ring = fx.ring
+    rng = np.random.default_rng(seed)
+    pairs = rss.share(ring, x, lambda s: rng.integers(0, 2 ** 64 - 1, size=s, dtype=np.uint64, endpoint=True))
+    k = min(8, x.size)
+    comps = np.array([p.a for p in pairs])             # component j = party j's a
+    comps[0][:k] = ring.reduce(U64(2 ** 64 - 1))
+    comps[1][:k] = ring.reduce(U64(2 ** 64 - 1))
+    comps[2][:k] = ring.add(x[:k], U64(2))
+    comps[0][k:2 * k] = 0
+    comps[1][k:2 * k] = 0
+    comps[2][k:2 * k] = x[k:2 * k]
+    return rss.pairs_from_components([comps[0], comps[1], comps[2]])
+
+
+def _signed_ref(fx, x):
+    return (fx.ring.to_signed(x) >= 0).astype(np.uint64)
+
+
+@pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
+@pytest.mark.parametrize("fx", [FX32, FX64], ids=["z2^32", "z2^64"])
+def test_drelu_relu_and_opened_sign_exact(fx, mal):
+    """[x >= 0] (boolean sharing), ReLU (arithmetic) and the opened sign bit (Pow) equal the
+    plaintext on every value, including 0, +-1, +-2^(l-1) and shares that wrap."""
+    x = _boundary_values(fx)
+    sh = _shares(fx, x)
+    bits_seen = {}
+
+    def compute(m, s):
+        d = m.drelu(s)
+        y = m.relu(s)
+        bits_seen[m.me] = m.sign_bits(s)
+        return [y, Pair(d.a & U64(1), d.b & U64(1))]
+    res = _run(fx, mal, compute, sh)
+    for r in res:
+        assert not isinstance(r, Exception), r
+    ref = _signed_ref(fx, x)
+    assert np.array_equal(res[1][0][0], np.where(ref == 1, x, 0))
+    d = rss.bool_reconstruct([r[1][1] for r in res]) & U64(1)
+    assert np.array_equal(d, ref)
+    assert all(np.array_equal(bits_seen[i], ref) for i in range(3))
+
+
+def _material(fx, r_low, rho, beta, m, seed=11):
+    """Dealer sharings (test only) of chosen comparison preprocessing, per party."""
+    ring, n = fx.ring, fx.ring_bits - 1
+    rng = np.random.default_rng(seed)
+    draw = lambda s: rng.integers(0, 2 ** 64 - 1, size=s, dtype=np.uint64, endpoint=True)  # noqa: E731
+
+    def share_p(v):
+        v = np.asarray(v, dtype=np.uint64) % U64(P)
+        c0, c1 = draw(v.shape) % U64(P), draw(v.shape) % U64(P)
+        return rss.pairs_from_components([c0, c1, (v + U64(2 * P) - c0 - c1) % U64(P)])
+    rbits = (r_low[:, None] >> np.arange(n, dtype=np.uint64)[None, :]) & U64(1)
+    g = rho ^ beta
+    parts = [rss.share(ring, ring.add(r_low, rho << U64(n)), draw), rss.share(ring, g, draw),
+             share_p(rbits), share_p(rbits * beta[:, None]), share_p(beta), share_p(m),
+             share_p(m * rbits[:, n - 1]), share_p(m * beta)]
+    return [PcMaterial(*(p[i] for p in parts)) for i in range(3)]
+
+
+@pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
+def test_private_compare_boundaries_with_chosen_masks(mal):
+    """The comparison c' < r' at its boundaries (r' = c', c' +- 1, c' = 2^n - 1, r' = 0 and
+    2^n - 1), both directions beta, both top bits rho: the masks are chosen (test dealer)
+    and x = c - r, so the opened c is the one wanted."""
+    fx = FX32
+    ring, n = fx.ring, fx.ring_bits - 1
+    top = (1 << n) - 1
+    cases = []
+    for cl, rl in [(5, 5), (5, 6), (6, 5), (top, top), (top, 0), (0, top), (0, 0), (top, top - 1),
+                   (top - 1, top), (1 << (n - 1), (1 << (n - 1)) - 1), ((1 << (n - 1)) - 1, 1 << (n - 1))]:
+        for rho in (0, 1):
+            for beta in (0, 1):
+                for chi in (0, 1):                       # msb(c)
+                    cases.append((cl + (chi << n), rl, rho, beta))
+    c = np.array([v[0] for v in cases], dtype=np.uint64)
+    r_low = np.array([v[1] for v in cases], dtype=np.uint64)
+    rho = np.array([v[2] for v in cases], dtype=np.uint64)
+    beta = np.array([v[3] for v in cases], dtype=np.uint64)
+    m = (np.arange(len(cases), dtype=np.uint64) % U64(P - 1)) + U64(1)
+    x = ring.sub(c, ring.add(r_low, rho << U64(n)))
+    mats = _material(fx, r_low, rho, beta, m)
+    sh = _shares(fx, x, 13)
+
+    def setup(i, eng, mpc):
+        mpc.pc.buf = [mats[i]]
+
+    def compute(m_, s):
+        return [m_.relu(s)]
+    res = _run(fx, mal, compute, sh, setup)
+    for r in res:
+        assert not isinstance(r, Exception), r
+    assert np.array_equal(res[1][0][0], np.where(_signed_ref(fx, x) == 1, x, 0))
+
+
+# ---- malicious: one deviation per step ---------------------------------------------------
+def _assert_all_honest_abort(res, adversary, checks):
+    honest = [i for i in range(3) if i != adversary]
+    seen = set()
+    for i in honest:
+        assert isinstance(res[i], (ProtocolAbort, PeerDeadError)), f"honest party {i}: {res[i]!r}"
+        if isinstance(res[i], ProtocolAbort):
+            seen.add(res[i].check)
+    assert isinstance(res[1], ProtocolAbort), "p1 must abort with no output"
+    assert all(isinstance(res[i], ProtocolAbort) for i in honest), res
+    assert seen & set(checks), seen
+
+
+def _bump_send(eng, prefix, nth):
+    """The party adds 1 (mod p for one-byte Z_p shares) to the first element of its nth
+    sent message with a tag starting with ``prefix`` (not the hash copies): its copy of a
+    share differs from the copy the other holder has."""
+    honest = eng.ep.send
+    state = {"n": 0}
+
+    def send(peer, tag, *arrays):
+        if tag.startswith(prefix) and not tag.endswith("/h"):
+            state["n"] += 1
+            if state["n"] == nth:
+                a = arrays[0].copy()
+                a[0] = (a[0] + 1) % P if a.dtype == np.uint8 else a[0] + a.dtype.type(1)
+                arrays = (a,) + arrays[1:]
+        return honest(peer, tag, *arrays)
+    eng.ep.send = send
+
+
+def _bump_zero(eng, name, nth, p=None):
+    """The party adds 1 to its nth reshared product component (kept and sent alike): an
+    additive error in a product it helps compute."""
+    honest = getattr(eng, name)
+    state = {"n": 0}
+
+    def wrapped(shape, *args):
+        z = honest(shape, *args).copy()
+        state["n"] += 1
+        if state["n"] == nth:
+            z.reshape(-1)[0] = (z.reshape(-1)[0] + U64(1)) % U64(p) if p else eng.ring.reduce(z.reshape(-1)[0] + U64(1))
+        return z
+    setattr(eng, name, wrapped)
+
+
+X32 = _boundary_values(FX32, 60)
+
+
+@pytest.mark.parametrize("attack,adversary,checks", [
+    ("open-c", 0, ["reconstruct-consistency"]),          # the masked value c = x + r
+    ("open-d", 2, ["reconstruct-consistency"]),          # the private compare's product d
+    ("zp-product", 1, ["multiplication-check"]),         # a product of the Z_p tree
+    ("bit-product", 0, ["multiplication-check"]),        # x g: the bit applied to x
+])
+def test_deviation_in_the_comparison_aborts(attack, adversary, checks):
+    """An inconsistent share in an opening (c, d) is caught by the other holder's hash; an
+    additive error in a product (Z_p tree, x g) by the delta check, which runs before d is
+    opened: no honest party sends its share of d then."""
+    sh = _shares(FX32, X32)
+    sent = {i: [] for i in range(3)}
+
+    def setup(i, eng, mpc):
+        honest_send = eng.ep.send
+
+        def record(peer, tag, *arrays):
+            sent[i].append(tag)
+            return honest_send(peer, tag, *arrays)
+        eng.ep.send = record
+        if i != adversary:
+            return
+        if attack == "open-c":
+            _bump_send(eng, "fal/open/", 1)
+        elif attack == "open-d":
+            _bump_send(eng, "fal/open/", 2)
+        elif attack == "zp-product":
+            _bump_zero(eng, "zero3_mod", 3, P)
+        else:
+            _bump_zero(eng, "zero3", 1)
+    res = _run(FX32, True, lambda m, s: [m.relu(s)], sh, setup)
+    _assert_all_honest_abort(res, adversary, checks)
+    if attack in ("zp-product", "bit-product"):
+        for i in range(3):
+            if i != adversary:
+                opens = [t for t in sent[i] if t.startswith("fal/open/") and not t.endswith("/h")]
+                assert len(opens) == 1, opens            # c only: d was never sent
+
+
+@pytest.mark.parametrize("where", ["preprocessing-product", "zp-triple"])
+def test_deviation_in_the_offline_phase_aborts(where):
+    """An error in a product of the comparison preprocessing (caught by the batch's check
+    before use) or in a Z_p triple the party helps generate (cut or sacrifice)."""
+    sh = _shares(FX32, X32)
+
+    def party(i):
+        def f(ep):
+            with ep.phase("setup"):
+                eng = Engine(ep, NAMES, i, FX32, True, PRG.for_tests(60 + i))
+                eng.setup_keys()
+            m = FalconMPC(eng, FX32)
+            with ep.phase("offline"):
+                dry = FalconMPC(eng, FX32, dry_run=True)
+                dry.relu(rss.zeros(X32.shape))
+                if i == 2 and where == "zp-triple":
+                    _bump_zero(eng, "zero3_mod", 1, P)
+                m.triples.prepare(dry.requests)
+                if i == 2 and where == "preprocessing-product":
+                    # the batch first reshares its own Z_p triples (one call), then its products
+                    _bump_zero(eng, "zero3_mod", 2, P)
+                m.pc.prepare(dry.pc_requests)
+            with ep.phase("online"):
+                y = m.relu(sh[i])
+                m.flush()
+                return eng.reveal_to(1, y)
+        return f
+    out = run_local({n: party(i) for i, n in enumerate(NAMES)}, timeout=120)
+    res = [out[n] for n in NAMES]
+    checks = ["multiplication-check"] if where == "preprocessing-product" else ["triple-cut", "triple-sacrifice"]
+    _assert_all_honest_abort(res, 2, checks)
+
+
+def test_whole_protocol_deviation_in_private_compare_aborts(monkeypatch):
+    """Through ``run_party`` (digits MLP, malicious): p2 adds an error to a Z_p product of
+    an online private compare; every honest party aborts and p1 gets no output."""
+    from secinfer.ir.bundled import bundled_path, bundled_testset
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols.base import PartyJob
+    from secinfer.protocols.registry import get
+    g = load_model(bundled_path("digits-mlp"))
+    x, _ = bundled_testset("digits-mlp")
+    honest = Engine.zero3_mod
+
+    def zero3_mod(self, shape, p):
+        z = honest(self, shape, p)
+        if self.me == 2 and self.ep._phase == "online" and not getattr(self, "_spoiled", False):
+            self._spoiled = True
+            z = z.copy()
+            z.reshape(-1)[0] = (z.reshape(-1)[0] + U64(5)) % U64(p)
+        return z
+    monkeypatch.setattr(Engine, "zero3_mod", zero3_mod)
+    spec = get("falcon")
+
+    def party(k, role):
+        def f(ep):
+            job = PartyJob(role=role, security="malicious", fixed=FX32, prg=PRG.for_tests(80 + k),
+                           model=g if role == "p0" else None, input=x[:4] if role == "p1" else None)
+            return spec.run_party(role, ep, job)
+        return f
+    out = run_local({r: party(k, r) for k, r in enumerate(spec.roles)}, timeout=300)
+    _assert_all_honest_abort([out[r] for r in spec.roles], 2, ["multiplication-check"])
+
+
+def test_opened_values_are_masked():
+    """What the comparison opens hides the sign: on small positive x (whose carry eta is
+    almost always 0) the opened beta' = [d = 0] = eta xor beta is 1 about half the time, and
+    a non-zero d takes many values of Z_p^* (the random multiplier)."""
+    fx = FX32
+    x = np.arange(1, 401, dtype=np.uint64)
+    sh = _shares(fx, x)
+    seen = {}
+
+    def setup(i, eng, mpc):
+        honest_open = mpc.open_many
+
+        def open_many(opens):
+            got = honest_open(opens)
+            seen.setdefault(i, []).append(got[0])
+            return got
+        mpc.open_many = open_many
+    res = _run(fx, False, lambda m, s: [m.relu(s)], sh, setup)
+    assert all(not isinstance(r, Exception) for r in res), res
+    d = seen[0][0]
+    assert all(np.array_equal(seen[i][0], d) for i in range(3))
+    assert 0.4 < np.mean(d == 0) < 0.6, np.mean(d == 0)
+    assert len(np.unique(d[d != 0])) >= 50
+    assert np.array_equal(res[1][0][0], x)
