@@ -36,8 +36,11 @@ def _splittable(nodes: list[Node]) -> bool:
 
 
 class StampBackend:
-    def __init__(self, eng: Engine, ops: StampOps) -> None:
+    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None) -> None:
+        """``output_receiver``: the party that learns the graph's output; when set, the
+        executor fuses the last product with the opening (``product_output``)."""
         self.eng, self.ops = eng, ops
+        self.output_receiver = output_receiver
         self.ring = eng.ring
         self._rot = 0
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0}
@@ -102,20 +105,48 @@ class StampBackend:
         return steps, flat
 
     # ---- backend interface -------------------------------------------------------------
-    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
-                params: list[list[Pair]], out_shape: tuple) -> Pair:
-        ring, eng = self.ring, self.eng
-        f = kernels.bilinear(node.op, node.attrs, ring)
-        z3 = rss.bilinear_local(ring, f, x, w)
+    def _local_product(self, node: Node, x: Pair, w: Pair, bias: Pair | None):
+        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it."""
+        f = kernels.bilinear(node.op, node.attrs, self.ring)
+        z3 = rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:
             steps.append({"op": "bias", "axis": 1 if node.op == "Conv" else -1, "param": 0})
             plist.append(bias)
+        self.counts["products"] += 1
+        return f, z3, steps, plist
+
+    def product_output(self, node: Node, x: Pair, w: Pair, bias: Pair | None, out_shape: tuple) -> np.ndarray | None:
+        """The graph's last product, with no non-linearity after it, fused with the opening
+        to ``output_receiver`` (``StampOps.output``): its exact truncation and bias run in
+        the receiver's LTEE, which returns the plaintext output to its own host (returned
+        there; None at the other parties). Semi-honest: one round from the local product.
+        Malicious: the product is re-shared and verified first (``_verified``), and every
+        pending check is completed (``Engine.flush_checks``) before anything goes towards
+        the receiver: three rounds instead of five (re-share, device path 2, check,
+        opening)."""
+        eng = self.eng
+        f, z3, steps, plist = self._local_product(node, x, w, bias)
+        spec = {"shape": [int(d) for d in z3.shape], "out_shape": [int(d) for d in out_shape],
+                "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
+        self.counts["device_calls"] += 1
+        r = self.output_receiver
+        if r is None:
+            raise ProtocolError("no output receiver set for the fused output step")
+        if not eng.malicious:
+            return self.ops.output(Job(r, spec, z3, plist), r)
+        z = self._verified(node, f, x, w, z3)
+        eng.flush_checks()   # [Protocol 5 step 1, malicious]: verified before it leaves
+        return self.ops.output(Job(r, spec, z, plist), r)
+
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair:
+        eng = self.eng
+        f, z3, steps, plist = self._local_product(node, x, w, bias)
         nsteps, nparams = self._node_steps(chain, len(plist), params)
         steps += nsteps
         plist += nparams
-        self.counts["products"] += 1
         split = (_splittable(chain) and len(out_shape) >= 1 and z3.ndim >= 1
                  and z3.shape[0] == out_shape[0])
         if not eng.malicious:

@@ -31,7 +31,7 @@ import numpy as np
 from secinfer.errors import ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp import kernels
-from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
 from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, expand, zero_component
 from secinfer.sharing.replicated import Pair
@@ -237,6 +237,67 @@ class StampOps:
             oshape = kernels.out_shape(job.spec)
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
+
+    def output(self, job: Job, receiver: int) -> np.ndarray | None:
+        """The fused output step: the graph's last product goes, masked, to ``receiver``
+        (the output party), whose LTEE unmasks it, truncates exactly, adds the bias and
+        returns the plaintext output to its own host only (``ltee_device.cmd_output``): one
+        round instead of the device path's two plus the opening. Protocol 5 steps 2-5 with
+        the opening in place of the re-sharing; one job, not split across the batch [4.2]:
+        only the receiver's LTEE may produce the output. Returns the output at the
+        receiver, None elsewhere.
+
+        Semi-honest: ``job.data`` is this party's 3-out-of-3 component of the product; the
+        two others mask theirs with GenMaskShare components and send them [Protocol 5 steps
+        2-3]. Malicious: ``job.data`` is the verified 2-out-of-3 product -- the caller has
+        run the delta check (``Engine.flush_checks``) before, so the receiver's LTEE only
+        ever sees a verified product. Party r-1 sends c = z_{r-1} + m + z_r (m: GenMask of
+        stream r-1, the component r lacks), party r+1 the hash of z_{r-1} + m, which r's
+        host compares with c - z_r (``output-consistency``: a copy and a hash of the one
+        component r lacks, as the malicious opening); each of them adds its LTEE's MAC of
+        the vector it vouches for (c, resp. z_{r+1}), and r's LTEE refuses unless both
+        MACs hold, so r's host cannot alter what its LTEE truncates (a shifted product
+        would tell it bits below the truncation)."""
+        eng, ring = self.eng, self.eng.ring
+        me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
+        kernels.validate(job.spec)
+        n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+        oshape = kernels.out_shape(job.spec)
+        self._n_op = 3 * max(n_in, int(np.prod(oshape)))
+        r = receiver
+        lo, hi = (r - 1) % 3, (r + 1) % 3
+        y = None
+        if not mal:
+            if me != r:
+                (sd,) = self._dev("outmask", self._meta(0, 0, n_in), kind="mask")
+                eng.send_ring(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
+            else:
+                parts = [eng.recv_ring(p, "stamp/out'", n_in)[0] for p in (lo, hi)]
+                s = ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))
+                (y,) = self._dev("output", self._meta(0, 0), spec_bytes(job.spec), eng.pack(s), kind="output")
+        else:
+            flat = self._flat_pair(job)
+            if me != r:
+                (sd,) = self._dev("outmask", self._meta(0, 1, n_in), kind="mask")
+                zm = ring.add(flat.a if me == lo else flat.b, self._mask(sd, n_in, ring.mask))   # z_{r-1} + m
+                if me == lo:        # holds (z_{r-1}, z_r)
+                    c = eng.pack(ring.add(zm, flat.b))
+                    (tag,) = self._dev("outmac", self._meta(0, n_in), c, kind="mac")
+                    ep.send(names[r], "stamp/out'", c, tag)
+                else:               # holds (z_{r+1}, z_{r-1})
+                    (tag,) = self._dev("outmac", self._meta(0, n_in), eng.pack(flat.a), kind="mac")
+                    ep.send(names[r], "stamp/out'/h", digest(zm), tag)
+            else:                   # holds (z_r, z_{r+1})
+                c, t_lo = ep.recv(names[lo], "stamp/out'", ArraySpec(eng.wire, (n_in,)), ArraySpec(np.uint8, (16,)))
+                h, t_hi = ep.recv(names[hi], "stamp/out'/h", ArraySpec(np.uint8, (32,)), ArraySpec(np.uint8, (16,)))
+                if not np.array_equal(h, digest(ring.sub(c.astype(U64), flat.a))):
+                    raise ep.abort("output-consistency", None,
+                                   "the two copies of the output step's masked component disagree")
+                (y,) = self._dev("output", self._meta(0, 1), spec_bytes(job.spec), c, eng.pack(flat.b), t_lo, t_hi,
+                                 kind="output")
+        self.op += 1
+        self.ctr += self._n_op
+        return None if y is None else ring.reduce(y).reshape(oshape)
 
     def _recv_dup(self, first: int, second: int, tag: str, dtypes: list, n: int, check: str):
         """Receive step 2's message; malicious: the second holder's copy must be identical."""
