@@ -43,7 +43,7 @@ class StampBackend:
         self.output_receiver = output_receiver
         self.ring = eng.ring
         self._rot = 0
-        self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0}
+        self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0}
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
@@ -131,6 +131,7 @@ class StampBackend:
         spec = {"shape": [int(d) for d in z3.shape], "out_shape": [int(d) for d in out_shape],
                 "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
         self.counts["device_calls"] += 1
+        self.counts["output_fused"] += 1
         r = self.output_receiver
         if r is None:
             raise ProtocolError("no output receiver set for the fused output step")

@@ -136,6 +136,37 @@ def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, ele
     return per_eval * (2 if security == "malicious" else 1)
 
 
+def declared_output(n: int, security: str, elem: int = 4) -> dict:
+    """The fused output step (``StampOps.output``): the graph's last product opened to the
+    output party r through its LTEE's exact truncation; n = product elements plus bias
+    elements, all parties. One job, not split across the batch [4.2].
+
+    semi-honest: the two non-receivers' masked 3-out-of-3 components, 2n elements, 1 round
+      (the whole last layer: from the local product to the output at r).
+    malicious: c = z_{r-1} + m + z_r from party r-1 (n elements and its LTEE's 16-byte MAC),
+      the hash of z_{r-1} + m from party r+1 (32 bytes and a 16-byte MAC): n elements + 64
+      bytes, 1 round; it follows the verified product (``declared_verified_product``, 1
+      round) and the delta check of all pending products (``DELTA_CHECK_BYTES``, 1 round):
+      3 rounds for the last layer, against 5 unfused (re-share, device path 2, check, opening)."""
+    if security == "malicious":
+        return {"bytes": n * elem + 32 + 2 * 16, "rounds": 1}
+    return {"bytes": 2 * n * elem, "rounds": 1}
+
+
+def declared_output_bus(n: int, n_out: int, security: str, receiver: int = 1, elem: int = 4) -> list[int]:
+    """LTEE bus data bytes *per party* of the fused output step (excluding request headers
+    and 16-byte seeds). Not split [4.2]: the receiver's LTEE unmasks and truncates the
+    whole batch, so its party carries all of it (the cost model charges per party, the
+    latency takes the slowest). semi-honest: the receiver passes the masked sum in (n) and
+    gets the output back (n_out). malicious: the receiver passes c and its component
+    z_{r+1} (2n) and the two MACs (32 bytes) and gets n_out back; each non-receiver passes
+    the vector its LTEE MACs (n) and gets the 16-byte MAC."""
+    mal = security == "malicious"
+    out = [(elem * n + 16) if mal else 0 for _ in range(3)]
+    out[receiver] = elem * ((2 * n if mal else n) + n_out) + (32 if mal else 0)
+    return out
+
+
 # The paper's analytical figures [STAMP Table 7], semi-honest, 4-byte elements, per
 # input element n (per party, the batch split over three parties).
 TABLE7_STAMP = {"ReLU": {"rounds": 2, "bytes_per_n": 5.0, "ltee_bytes_per_n": 25 / 3},
