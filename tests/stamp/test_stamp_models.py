@@ -108,8 +108,9 @@ def _declared_network_a(batch: int, security: str, fused: bool) -> int:
     total = cm.declared_input(batch * 784, security, masked=mal)
     for k, (fin, fout) in enumerate(layers):
         n, n_out = 3 * fout + batch * fout, batch * fout   # three jobs' bias + the data
-        if mal:
-            total += cm.declared_verified_product(batch * fin, n_out, rho_open=k > 0)["bytes"]
+        if mal:   # no product opens rho: the input's comes with the masked input, the others'
+            #        from the LTEEs of the device step before (StampBackend._act_setup)
+            total += cm.declared_verified_product(batch * fin, n_out, rho_open=False)["bytes"]
         if k < 2 or not fused:
             total += cm.declared("rss" if mal else "3of3", n, security, n_out)["bytes"]
         else:
@@ -134,6 +135,7 @@ def test_network_a_rounds_and_bytes(security, fused, rounds):
     assert max(o["rounds"] for o in online) == rounds
     assert sum(o["sent_payload"] for o in online) == _declared_network_a(3, security, fused)
     assert res["p1"].info["output_fused"] == int(fused)
+    assert res["p1"].info["rho_from_device"] == (2 if security == "malicious" else 0)
 
 
 def _product_then_moves_model():

@@ -527,6 +527,8 @@ class Device:
         octr = self._slot(("s", 0), sub)
         if n_out > self._slot_size():
             raise Refused("bad-request", "output larger than the operation slot")
+        if spec.get("act"):
+            return self._act_result(meta, mode, hat, sub, y)
         seeds = {c: self._seed(c, f"out/{t}", octr) for c in range(3)}
         self.aes_bytes += 16 * n_out
         real = ring.add(y, zero_component(seeds, t, n_out, ring.mask))
@@ -535,6 +537,24 @@ class Device:
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
+
+    def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
+        """Malicious, the result y feeds products only: share it as A + rho, with A the
+        first operand mask of the next product's triple (``_act_comps``) and rho = y - A
+        public, instead of a fresh zero-sharing [docs: stamp.md, "rho from the LTEEs"].
+        The evaluator (hat 0) gets the real component A_t + rho (t = d+1, the third party,
+        receives it from its host), the leader (hat 1) gets rho itself, which the third party
+        compares with A_t + rho - A_t; every other component of the sharing is a component
+        of A, which each host already holds. rho is what the next product's check would
+        open, so nothing new is revealed and the opening is saved."""
+        if mode != 0 or not self.malicious:
+            raise Refused("policy", "activation masks are for the malicious replicated path")
+        d, ring = self.index, self.cfg.ring
+        leader = (d - 1) % 3 if hat == 0 else d
+        comps = self._act_comps(int(meta[0]), sub, leader, y.size)
+        rho = ring.sub(y, ring.reduce(comps[0] + comps[1] + comps[2]))
+        self.cnt.int_ops += 3 * y.size
+        return [ring.add(comps[(d + 1) % 3], rho)] if hat == 0 else [rho]
 
     def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
         """[Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
@@ -579,7 +599,31 @@ class Device:
             return [self._elems(c, f"t{name}/{c}", ctr, n) & ring.mask for c in range(3)]
         if not isinstance(ident, str) or not 0 < len(ident) <= 200:
             raise Refused("bad-request", "operand name")
+        if ident.startswith("act/"):
+            return self._act_operand(name, ident, spec.get("a_seg"), n)
         return [self._elems(c, f"t{name.upper()}/{ident}/{c}", 0, n) & ring.mask for c in range(3)]
+
+    def _act_comps(self, op: int, sub: int, leader: int, n: int) -> list:
+        """The three components of one job's segment of an activation mask A: derived from
+        the device operation that produced the activation, the job's slot and its leader.
+        In ``cmd_eval`` the leader is not taken from the host but inferred from this device's
+        own index and role (evaluator: d-1, leader: d), so only the two LTEEs that
+        legitimately evaluate a job ever compute y - A for that job's A."""
+        return [self._elems(c, f"tA/act/{op}/{sub}/{leader}/{c}", 0, n) & self.cfg.ring.mask for c in range(3)]
+
+    def _act_operand(self, name: str, ident: str, segs, n: int) -> list:
+        """A named operand "act/<op>": the activation mask A of the device operation <op>,
+        the concatenation of its jobs' segments [(slot, leader, elements), ...]."""
+        try:
+            op = int(ident[4:])
+            segs = [(int(a), int(b), int(k)) for a, b, k in segs]
+        except (TypeError, ValueError):
+            raise Refused("bad-request", "activation operand") from None
+        if (name != "a" or not 1 <= len(segs) <= 3 or sum(k for _, _, k in segs) != n
+                or any(a not in (0, 1, 2) or b not in (0, 1, 2) or k < 0 for a, b, k in segs)):
+            raise Refused("bad-request", "activation operand segments")
+        parts = [self._act_comps(op, a, b, k) for a, b, k in segs]
+        return [np.concatenate([p[c] for p in parts]) for c in range(3)]
 
     def cmd_operand(self, arrays):
         """The host's two components of a named triple operand (e.g. the b that masks a

@@ -53,6 +53,10 @@ class Job:
     data: object
     params: list = field(default_factory=list)
     result: Pair | None = None
+    # malicious rss path, result feeding products only: this host's two components of the
+    # job's segment of the next product's mask A (flat), and the rho = y - A it learns
+    act: Pair | None = None
+    rho: np.ndarray | None = None
 
 
 def split_batch(n: int, parts: int = 3) -> list[tuple[int, int]]:
@@ -196,8 +200,12 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
-                job.result = Pair(self._comp(sd, me, zb.size), zb)
+                if job.act is not None:   # holds (A_e, A_t): the real component is A_t + rho
+                    (zb,) = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                    job.result, job.rho = Pair(job.act.a, zb), ring.sub(zb, job.act.b)
+                else:
+                    sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                    job.result = Pair(self._comp(sd, me, zb.size), zb)
                 eng.send_ring(t, "stamp/z", zb)
             elif me == i and mal:
                 fl = s["flat"]
@@ -210,15 +218,27 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                sd, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
-                job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
-                eng.send_ring(t, "stamp/z^", padded)
+                if job.act is not None:   # holds (A_i, A_e); its LTEE gives it rho, for the third party
+                    (rho,) = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                    job.result, job.rho = Pair(job.act.a, job.act.b), rho
+                    eng.send_ring(t, "stamp/rho^", rho)
+                else:
+                    sd, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                    job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
+                    eng.send_ring(t, "stamp/z^", padded)
             elif me == i:
                 (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
                 job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
         for job, s in zip(jobs, st):
             i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
             if me != t:
+                continue
+            if job.act is not None:       # holds (A_t, A_i); A_t + rho from e, rho from i: compared
+                (real,) = eng.recv_ring(e, "stamp/z", n_out)
+                (rho,) = eng.recv_ring(i, "stamp/rho^", n_out)
+                if not np.array_equal(ring.sub(real, job.act.a), rho):
+                    raise ep.abort("relu-step5", None, "the two LTEE evaluations' results disagree")
+                job.result, job.rho = Pair(real, job.act.b), rho
                 continue
             (sd,) = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
             zi = self._comp(sd, (me + 1) % 3, n_out)
@@ -312,8 +332,8 @@ class StampOps:
 
     # ---- preprocessing for the malicious multiplication check ---------------------------
     def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple, a_id: str | None = None,
-               b_id: str | None = None, a_known: bool = False,
-               b_known: bool = False) -> tuple[Pair | None, Pair | None, Pair]:
+               b_id: str | None = None, a_known: bool = False, b_known: bool = False,
+               a_seg: list | None = None) -> tuple[Pair | None, Pair | None, Pair]:
         """A replicated triple from the LTEEs: each LTEE derives the same random A, B,
         computes C = f(A, B) and releases its host's two components of each. Named
         operands (``a_id``/``b_id``) are shared with other triples; an operand the host
@@ -322,6 +342,8 @@ class StampOps:
         self._n_op = 3 * size
         spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs),
                 "a_id": a_id, "b_id": b_id, "a_known": a_known, "b_known": b_known}
+        if a_seg is not None:     # an activation mask "act/<op>" (``StampBackend._act_setup``)
+            spec["a_seg"] = a_seg
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         a0, a1, b0, b1, c0, c1 = self._dev("triple", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0
@@ -332,10 +354,13 @@ class StampOps:
         b = None if b_known else Pair(b0.reshape(ws), b1.reshape(ws))
         return a, b, Pair(c0.reshape(cs), c1.reshape(cs))
 
-    def operand(self, which: str, ident: str, shape: tuple, full: bool = False):
+    def operand(self, which: str, ident: str, shape: tuple, full: bool = False, seg: list | None = None):
         """This host's two components of a named triple operand (``ltee_device._operand``);
-        ``full``: also the whole value (the input owner's own input mask only)."""
+        ``full``: also the whole value (the input owner's own input mask only); ``seg``: the
+        job segments of an activation mask "act/<op>"."""
         spec = {"which": which, f"{which}_id": ident, "shape": [int(d) for d in shape], "full": full}
+        if seg is not None:
+            spec["a_seg"] = seg
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         got = self._dev("operand", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0
