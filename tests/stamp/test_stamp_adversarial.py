@@ -250,8 +250,10 @@ def _act_body(tamper_product=None):
                             shapes={"x": (6, 8), "h": (6, 3), "r": (6, 3), "o": (6, 2)},
                             input_names=["x"], output_names=["o"])
 
+    seen = {}
+
     def body(i, eng, ops):
-        be = StampBackend(eng, ops)
+        be = StampBackend(eng, ops, output_receiver=1)
         be.prepare(graph, {"w": ws[i], "v": vs[i]})
         h = be.product(g1, xs[i], ws[i], None, [relu], [[]], (6, 3))
         if tamper_product == i:
@@ -259,32 +261,45 @@ def _act_body(tamper_product=None):
             eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1 << 31))
         m = eng.ep.meter
         rho0 = m.total("online", tag_prefix="rss/reshare/rho")
-        o = be.product(g2, h, vs[i], None, [], [], (6, 2))
-        rho_bytes = m.total("online", tag_prefix="rss/reshare/rho") - rho0
-        return eng.reveal_to(1, o), dict(be.counts), rho_bytes
-    return body, (w, v)
+        # the last product fused with the opening: the ReLU step is the only rss step
+        o = be.product_output(g2, h, vs[i], None, (6, 2))
+        seen[i] = (dict(be.counts), m.total("online", tag_prefix="rss/reshare/rho") - rho0)
+        return o
+    return body, (w, v), seen
 
 
 def test_rho_from_the_device_step_honest_run_is_exact():
     from secinfer.arith.fixed import FX32
     from secinfer.ir import fixed_ops
-    body, (w, v) = _act_body()
+    body, (w, v), seen = _act_body()
     res, _ = run3(body, malicious=True)
     for r in res.values():
         assert not isinstance(r, Exception), r
-    out, counts, rho_bytes = res[1]
-    assert np.array_equal(out, fixed_ops.gemm(fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32), v, None, FX32))
+    assert np.array_equal(res[1], fixed_ops.gemm(fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32), v, None, FX32))
+    counts = seen[1][0]
     assert counts["rho_from_device"] == 1 and counts["rho_reused"] == 1
-    assert sum(res[i][2] for i in range(3)) == 0   # the second product opened no rho
+    assert sum(seen[i][1] for i in range(3)) == 0   # the second product opened no rho
+
+
+def _check_stopped(res, adversary, check):
+    """Every honest party stops with no output: an abort (one of them with ``check``), or,
+    when it waited for the adversary, which stopped after the abort, a dead peer."""
+    from secinfer.errors import PeerDeadError
+    honest = [i for i in range(3) if i != adversary]
+    for i in honest:
+        assert res[i] is None or isinstance(res[i], (ProtocolAbort, PeerDeadError)), f"party {i}: {res[i]!r}"
+    if adversary != 1:
+        assert isinstance(res[1], (ProtocolAbort, PeerDeadError)), "p1 must stop with no output"
+    assert check in {res[i].check for i in honest if isinstance(res[i], ProtocolAbort)}
 
 
 @pytest.mark.parametrize("adversary,tag", [(0, "stamp/rho^"), (2, "stamp/rho^"), (1, "stamp/z")])
 def test_altered_rho_or_real_component_from_the_device_step(adversary, tag):
     """The leader forwards rho (from its LTEE), the evaluator A_t + rho: the third party
     compares them, whichever is altered."""
-    body, _ = _act_body()
+    body, _, _ = _act_body()
     res, _ = run3(body, malicious=True, adversary=adversary, send_tag=tag)
-    _check_aborted(res, adversary, ["relu-step5"])
+    _check_stopped(res, adversary, "relu-step5")
 
 
 class _ShiftEvalLink:
@@ -307,21 +322,21 @@ class _ShiftEvalLink:
 def test_altered_value_passed_to_the_device_with_rho(adversary):
     """Each party is the evaluator of one job and the leader of another: altering what it
     passes to its LTEE changes one of the two evaluations, and the third party sees it."""
-    body, _ = _act_body()
+    body, _, _ = _act_body()
 
     def shifted(i, eng, ops):
         if i == adversary:
             ops.link = _ShiftEvalLink(ops.link)
         return body(i, eng, ops)
     res, _ = run3(shifted, malicious=True)
-    _check_aborted(res, adversary, ["relu-step5"])
+    _check_stopped(res, adversary, "relu-step5")
 
 
 def test_tampered_multiplication_with_rho_from_the_device():
     """A 2^31 error in the product whose rho came from the LTEEs: caught by the check."""
-    body, _ = _act_body(tamper_product=2)
+    body, _, _ = _act_body(tamper_product=2)
     res, _ = run3(body, malicious=True)
-    _check_aborted(res, 2, ["multiplication-check"])
+    _check_stopped(res, 2, "multiplication-check")
 
 
 def test_activation_masks_policy():
