@@ -75,7 +75,9 @@ def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: i
     paper's count; the exp path's mantissa is 8 bytes and its exponent 4.
 
     rss (ReLU, MaxPool, BatchNorm, LayerNorm [Protocol 4]):
-      semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out.
+      semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out
+      (the real component and its padded copy, or, when the result feeds products only,
+      A_t + rho and rho: the same count, and the next product opens no rho).
     3of3 (MatMul + truncation + non-linearity [Protocol 5], semi-honest): 2n + n_out.
     exp (softmax [Protocol 6]): mantissa and exponent words instead of one element in step 2.
     """
@@ -98,8 +100,9 @@ def declared_verified_product(n_x: int, n_out: int, rho_open: bool = True, elem:
     """Malicious product, before its device step (``StampBackend._verified``), all parties:
     the reshare of the 3-out-of-3 product (each party its component to the previous one,
     3 n_out elements) and, in the same round, the opening of rho = x - a (3 n_x elements and
-    three 32-byte hashes) unless an earlier product of the same x (or the masked input)
-    already opened it. sigma = W - b is not here: it is opened once per weight in the
+    three 32-byte hashes) unless an earlier product of the same x, the masked input, or the
+    LTEEs of the device step that made x (``StampBackend._act_setup``: its step 5 carries
+    rho, at the cost of the step-5 copies it replaces) already gave it. sigma = W - b is not here: it is opened once per weight in the
     offline phase (``declared_sigma_offline``). The delta check of all pending products
     costs 3 x 32 bytes per check (``DELTA_CHECK_BYTES``), before each reveal."""
     b = 3 * n_out * elem + ((3 * n_x * elem + 3 * 32) if rho_open else 0)

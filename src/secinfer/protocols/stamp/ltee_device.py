@@ -27,7 +27,11 @@ Release rules (what the host may obtain), with d this device's party index:
   output), at most once per session, and only as the truncation (and bias) of a product
   whose masked components the other two hosts sent under output masks that no device
   releases to the output party's host; in the malicious setting only if the other two
-  LTEEs' MACs vouch for every vector the output party's host passes in.
+  LTEEs' MACs vouch for every vector the output party's host passes in;
+* rho = y - A for an activation mask A (the next product's triple operand, malicious)
+  only from an evaluation, with A's label bound to the operation, the job's slot and the
+  job's leader as this device infers it from its own index and role -- so only the two
+  LTEEs that legitimately evaluate a job ever compute y - A for that job's A.
 Every request names the operation number and the counter it expects; an older
 operation or a counter that does not match is refused (stale counter), and each kind
 of request is served once per operation.

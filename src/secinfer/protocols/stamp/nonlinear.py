@@ -20,6 +20,13 @@ the duplicated (hat) counters; the third party receives the real output share tw
 (once from each LTEE, the second one padded for it alone) and compares. The 3-out-of-3
 path is not used in the malicious setting: the product is first verified
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal) and then goes through the ``rss`` path.
+When the result feeds products only, the two LTEEs share it as A + rho instead, A being
+the next product's triple mask: the evaluator's LTEE gives the real component A_t + rho,
+the leader's gives rho, the third party compares (``Job.act``; the next product opens no rho).
+
+``output``: the graph's last product fused with the opening to the output party, whose
+LTEE truncates and returns the plaintext (one job, one round; malicious: after the
+product's check, with a copy and a hash and the LTEEs' MACs).
 """
 
 from __future__ import annotations
