@@ -4,9 +4,9 @@ Semi-honest: a linear node's 3-out-of-3 product goes straight into the device pa
 (truncation, bias and the following ReLU / MaxPool / BatchNorm fused, [Protocol 5]);
 two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
-(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the duplicated device path runs [Protocol 5 blue];
-a device step whose result feeds products only hands them their rho (``_act_setup``).
-Batches are split across the three parties [4.2]. The graph's last product, with nothing
+(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
+duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
+products only hands them their rho (``_act_setup``). Batches are split across the three parties [4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
 """

@@ -102,9 +102,10 @@ def declared_verified_product(n_x: int, n_out: int, rho_open: bool = True, elem:
     3 n_out elements) and, in the same round, the opening of rho = x - a (3 n_x elements and
     three 32-byte hashes) unless an earlier product of the same x, the masked input, or the
     LTEEs of the device step that made x (``StampBackend._act_setup``: its step 5 carries
-    rho, at the cost of the step-5 copies it replaces) already gave it. sigma = W - b is not here: it is opened once per weight in the
-    offline phase (``declared_sigma_offline``). The delta check of all pending products
-    costs 3 x 32 bytes per check (``DELTA_CHECK_BYTES``), before each reveal."""
+    rho, at the cost of the step-5 copies it replaces) already gave it. sigma = W - b is
+    not here: it is opened once per weight in the offline phase (``declared_sigma_offline``).
+    The delta check of all pending products costs 3 x 32 bytes per check
+    (``DELTA_CHECK_BYTES``), before each reveal."""
     b = 3 * n_out * elem + ((3 * n_x * elem + 3 * 32) if rho_open else 0)
     return {"bytes": b, "rounds": 1}
 
