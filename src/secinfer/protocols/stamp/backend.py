@@ -6,7 +6,8 @@ two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
 duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
-products only hands them their rho (``_act_setup``). Batches are split across the three parties [4.2]. The graph's last product, with nothing
+products only hands them their rho (``_act_setup``).
+Batches are split across the three parties [4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
 """
