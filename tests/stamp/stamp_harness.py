@@ -66,7 +66,7 @@ def run3(body, malicious=False, adversary=None, send_tag=None, device_tamper=Fal
             try:
                 opts = (options or {}).get(i, {})
                 with ep.phase("setup"):
-                    initialize(ep, NAMES, i, link, opts, 32, 13)
+                    initialize(ep, NAMES, i, link, opts, 32, 13, malicious=malicious)
                     eng = Engine(ep, NAMES, i, FX32, malicious, PRG.for_tests(10 + i))
                     eng.setup_keys()
                 dev = TamperLink(link) if (adversary == i and device_tamper) else link

@@ -234,3 +234,129 @@ def test_only_the_owner_device_releases_a_whole_input_mask():
     assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-policy"
     pair, whole = res[1]
     assert whole.shape == (4,)
+
+
+# ---- rho of the next product from the LTEEs of the device step (StampBackend._act_setup) --
+def _act_body(tamper_product=None):
+    """relu(x W) feeds the product with V: the ReLU's LTEEs share their result as A + rho
+    (A the product's mask), so that product opens no rho."""
+    from types import SimpleNamespace
+    w, v = _rand((8, 3), 22, 0.5), _rand((3, 2), 25, 0.5)
+    xs, ws, vs = dealer_pairs(X, 1), dealer_pairs(w, 2), dealer_pairs(v, 4)
+    g1 = Node("g1", "Gemm", ["x", "w"], ["h"], {})
+    relu = Node("r", "Relu", ["h"], ["r"], {})
+    g2 = Node("g2", "Gemm", ["r", "v"], ["o"], {})
+    graph = SimpleNamespace(nodes=[g1, relu, g2], weight_info={"w": None, "v": None},
+                            shapes={"x": (6, 8), "h": (6, 3), "r": (6, 3), "o": (6, 2)},
+                            input_names=["x"], output_names=["o"])
+
+    seen = {}
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops, output_receiver=1)
+        be.prepare(graph, {"w": ws[i], "v": vs[i]})
+        h = be.product(g1, xs[i], ws[i], None, [relu], [[]], (6, 3))
+        if tamper_product == i:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1 << 31))
+        m = eng.ep.meter
+        rho0 = m.total("online", tag_prefix="rss/reshare/rho")
+        # the last product fused with the opening: the ReLU step is the only rss step
+        o = be.product_output(g2, h, vs[i], None, (6, 2))
+        seen[i] = (dict(be.counts), m.total("online", tag_prefix="rss/reshare/rho") - rho0)
+        return o
+    return body, (w, v), seen
+
+
+def test_rho_from_the_device_step_honest_run_is_exact():
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir import fixed_ops
+    body, (w, v), seen = _act_body()
+    res, _ = run3(body, malicious=True)
+    for r in res.values():
+        assert not isinstance(r, Exception), r
+    assert np.array_equal(res[1], fixed_ops.gemm(fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32), v, None, FX32))
+    counts = seen[1][0]
+    assert counts["rho_from_device"] == 1 and counts["rho_reused"] == 1
+    assert sum(seen[i][1] for i in range(3)) == 0   # the second product opened no rho
+
+
+def _check_stopped(res, adversary, check):
+    """Every honest party stops with no output: an abort (one of them with ``check``), or,
+    when it waited for the adversary, which stopped after the abort, a dead peer."""
+    from secinfer.errors import PeerDeadError
+    honest = [i for i in range(3) if i != adversary]
+    for i in honest:
+        assert res[i] is None or isinstance(res[i], (ProtocolAbort, PeerDeadError)), f"party {i}: {res[i]!r}"
+    if adversary != 1:
+        assert isinstance(res[1], (ProtocolAbort, PeerDeadError)), "p1 must stop with no output"
+    assert check in {res[i].check for i in honest if isinstance(res[i], ProtocolAbort)}
+
+
+@pytest.mark.parametrize("adversary,tag", [(0, "stamp/rho^"), (2, "stamp/rho^"), (1, "stamp/z")])
+def test_altered_rho_or_real_component_from_the_device_step(adversary, tag):
+    """The leader forwards rho (from its LTEE), the evaluator A_t + rho: the third party
+    compares them, whichever is altered."""
+    body, _, _ = _act_body()
+    res, _ = run3(body, malicious=True, adversary=adversary, send_tag=tag)
+    _check_stopped(res, adversary, "relu-step5")
+
+
+class _ShiftEvalLink:
+    """The host adds 2^20 to every element it passes to its LTEE's evaluations."""
+
+    def __init__(self, link) -> None:
+        self._link = link
+
+    def call(self, cmd, *arrays, kind=None):
+        if cmd == "eval":
+            arrays = list(arrays)
+            arrays[2] = arrays[2] + arrays[2].dtype.type(1 << 20)
+        return self._link.call(cmd, *arrays, kind=kind)
+
+    def __getattr__(self, name):
+        return getattr(self._link, name)
+
+
+@pytest.mark.parametrize("adversary", [0, 1, 2])
+def test_altered_value_passed_to_the_device_with_rho(adversary):
+    """Each party is the evaluator of one job and the leader of another: altering what it
+    passes to its LTEE changes one of the two evaluations, and the third party sees it."""
+    body, _, _ = _act_body()
+
+    def shifted(i, eng, ops):
+        if i == adversary:
+            ops.link = _ShiftEvalLink(ops.link)
+        return body(i, eng, ops)
+    res, _ = run3(shifted, malicious=True)
+    _check_stopped(res, adversary, "relu-step5")
+
+
+def test_tampered_multiplication_with_rho_from_the_device():
+    """A 2^31 error in the product whose rho came from the LTEEs: caught by the check."""
+    body, _, _ = _act_body(tamper_product=2)
+    res, _ = run3(body, malicious=True)
+    _check_stopped(res, 2, "multiplication-check")
+
+
+def test_activation_masks_policy():
+    """An activation mask is for the malicious replicated path only, and its segments must
+    cover exactly the operand."""
+    from secinfer.protocols.stamp.ltee import LteeRefused, spec_bytes
+    spec = {"shape": [2, 3], "out_shape": [2, 3], "params": [], "steps": [], "act": 1}
+
+    def body(i, eng, ops):
+        if i != 0:
+            return None
+        codes = []
+        for args in (("eval", np.array([1, 30, 0, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32)),
+                     ("operand", np.array([1, 30, 0, 0], np.int64),
+                      spec_bytes({"which": "a", "a_id": "act/1", "shape": [2, 3], "a_seg": [[0, 0, 5]]}))):
+            try:
+                ops.link.call(*args)
+                codes.append("served")
+            except LteeRefused as r:
+                codes.append(r.code)
+        return codes
+    res, _ = run3(body)
+    assert res[0] == ["policy", "bad-request"]

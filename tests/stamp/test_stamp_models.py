@@ -41,6 +41,7 @@ def test_digits_mlp_all_held_out_rows_semi_honest():
                           predict_from_output("digits-mlp", FX32.decode(ref)))
     assert res["p0"].output is None and res["p2"].output is None
     assert res["p1"].info["bus"]["online_bytes"] > 0
+    assert res["p1"].info["output_fused"] == 1   # the last Gemm opened by p1's LTEE
 
 
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
@@ -55,6 +56,7 @@ def test_digits_cnn_matches_oracle(security):
                           predict_from_output("digits-cnn", FX32.decode(ref)))
     if security == "malicious":
         assert res["p1"].info["mult_checks"] >= 2
+    assert res["p1"].info["output_fused"] == 1   # Flatten, Gemm: the Gemm opened by p1's LTEE
 
 
 def test_digits_mlp_malicious():
@@ -62,6 +64,7 @@ def test_digits_mlp_malicious():
     x, _ = bundled_testset("digits-mlp")
     res = run_model(g, x[:64], "malicious")
     assert np.array_equal(res["p1"].output_ring, run_fixed(g.with_batch(64), x[:64], FX32))
+    assert res["p1"].info["output_fused"] == 1
 
 
 def test_spec_declares_roles_and_rejects_fair():
@@ -92,3 +95,79 @@ def test_small_transformer_fused_scaling(security):
     # is inside Q's chain (no product of its own); 2 LayerNorms and a softmax on their own
     assert info["products"] == 9
     assert info["device_calls"] == 9 + 2 + 1
+
+
+# ---- the last product fused with the output opening (StampBackend.product_output) --------
+def _declared_network_a(batch: int, security: str, fused: bool) -> int:
+    """Online inter-party bytes of Network-A (FC 784-128-128-10) from the per-protocol
+    declarations of ``costmodel``; batch >= 3, so every device path runs three jobs, each
+    carrying the layer's bias once [4.2]."""
+    from secinfer.protocols.stamp import costmodel as cm
+    mal = security == "malicious"
+    layers = [(784, 128), (128, 128), (128, 10)]
+    total = cm.declared_input(batch * 784, security, masked=mal)
+    for k, (fin, fout) in enumerate(layers):
+        n, n_out = 3 * fout + batch * fout, batch * fout   # three jobs' bias + the data
+        if mal:   # no product opens rho: the input's comes with the masked input, the others'
+            #        from the LTEEs of the device step before (StampBackend._act_setup)
+            total += cm.declared_verified_product(batch * fin, n_out, rho_open=False)["bytes"]
+        if k < 2 or not fused:
+            total += cm.declared("rss" if mal else "3of3", n, security, n_out)["bytes"]
+        else:
+            total += cm.DELTA_CHECK_BYTES if mal else 0
+            total += cm.declared_output(batch * fout + fout, security)["bytes"]
+    if not fused:   # delta check, then the opening to p1 (malicious: the missing component twice)
+        total += (cm.DELTA_CHECK_BYTES + 2 * 4 * batch * 10) if mal else 4 * batch * 10
+    return total
+
+
+@pytest.mark.parametrize("security,fused,rounds", [("semi-honest", True, 6), ("semi-honest", False, 8),
+                                                   ("malicious", True, 10), ("malicious", False, 12)])
+def test_network_a_rounds_and_bytes(security, fused, rounds):
+    """Network-A: input 1, two fused FC+ReLU 2 + 2, the last FC with the opening 1 (was
+    2 + 1): 6 rounds semi-honest; malicious 10 (was 12). Bytes equal the declarations."""
+    from secinfer.ir.zoo import build
+    g = load_model(build("secureml-a", seed=0, batch=3))
+    x = PRG.for_tests(6).uint64((3, 784)).astype(np.float64) / 2.0 ** 64
+    res = run_model(g, x, security, options={"stamp_fuse_output": fused})
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
+    online = [res[r].info["meter"]["phases"]["online"] for r in ("p0", "p1", "p2")]
+    assert max(o["rounds"] for o in online) == rounds
+    assert sum(o["sent_payload"] for o in online) == _declared_network_a(3, security, fused)
+    assert res["p1"].info["output_fused"] == int(fused)
+    assert res["p1"].info["rho_from_device"] == (2 if security == "malicious" else 0)
+
+
+def _product_then_moves_model():
+    """Gemm + ReLU, Gemm, then Reshape and Transpose to the output."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    prg = PRG.for_tests(8)
+
+    def w(shape, name, s):
+        u = prg.uint64(shape).astype(np.float64) / 2.0 ** 64
+        return numpy_helper.from_array(((u - 0.5) * 2 * s).astype(np.float32), name)
+    inits = [w((6, 12), "w1", 0.5), w((6,), "b1", 0.1), w((4, 6), "w2", 0.5), w((4,), "b2", 0.1),
+             numpy_helper.from_array(np.array([-1, 2, 2], dtype=np.int64), "shp")]
+    nodes = [helper.make_node("Gemm", ["input", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["z"], transB=1),
+             helper.make_node("Reshape", ["z", "shp"], ["z2"]),
+             helper.make_node("Transpose", ["z2"], ["output"], perm=[0, 2, 1])]
+    graph = helper.make_graph(nodes, "moves", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [4, 12])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [4, 2, 2])],
+                              initializer=inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return load_model(m)
+
+
+@pytest.mark.parametrize("security", ["semi-honest", "malicious"])
+def test_last_product_followed_by_movement_ops(security):
+    g = _product_then_moves_model()
+    x = PRG.for_tests(9).uint64((4, 12)).astype(np.float64) / 2.0 ** 64
+    res = run_model(g, x, security)
+    ref = run_fixed(g, x, FX32)
+    assert res["p1"].output_ring.shape == (4, 2, 2)
+    assert np.array_equal(res["p1"].output_ring, ref)
+    assert res["p1"].info["output_fused"] == 1

@@ -4,8 +4,12 @@ Semi-honest: a linear node's 3-out-of-3 product goes straight into the device pa
 (truncation, bias and the following ReLU / MaxPool / BatchNorm fused, [Protocol 5]);
 two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
-(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the duplicated device path runs [Protocol 5 blue].
-Batches are split across the three parties [4.2].
+(``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
+duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
+products only hands them their rho (``_act_setup``).
+Batches are split across the three parties [4.2]. The graph's last product, with nothing
+but movement ops after it, is fused with the output opening (``product_output``): p1's
+LTEE truncates the whole batch and returns the plaintext to p1 only.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from secinfer.protocols.stamp.nonlinear import Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
+_RESHAPES = ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")   # keep the element order
 _PER_SAMPLE = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
 
@@ -35,17 +40,26 @@ def _splittable(nodes: list[Node]) -> bool:
     return True
 
 
+def _output_of(node: Node) -> str | None:
+    return node.outputs[0] if node.outputs else None
+
+
 class StampBackend:
-    def __init__(self, eng: Engine, ops: StampOps) -> None:
+    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None) -> None:
+        """``output_receiver``: the party that learns the graph's output; when set, the
+        executor fuses the last product with the opening (``product_output``)."""
         self.eng, self.ops = eng, ops
+        self.output_receiver = output_receiver
         self.ring = eng.ring
         self._rot = 0
-        self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0}
+        self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
+                       "rho_from_device": 0}
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
-        self._acts: dict[str, tuple[str, Pair, np.ndarray]] = {}      # activation -> (a id, A, rho)
-        self._uses: dict[str, int] = {}                                 # activation -> products left
+        self._acts: dict[str, tuple] = {}        # activation -> (a id, A, rho, job segments or None)
+        self._uses: dict[str, int] = {}          # activation -> products left
+        self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
 
     def prepare(self, graph: Graph, env: dict) -> None:
         """Malicious, offline: for every weight tensor that is the second operand of a
@@ -54,7 +68,9 @@ class StampBackend:
         a fresh A_j and skips opening sigma (``Engine.reshare_verified``). B is uniform and
         known to no party, so sigma reveals nothing about W; W is fixed, so it is the same
         sigma every time. Activations that are the first operand of several products
-        (attention's Q, K, V from one input) share their A and rho likewise."""
+        (attention's Q, K, V from one input) share their A and rho likewise, and an
+        activation made by a device step that feeds products only gets its A and rho from
+        the LTEEs of that step (``_act_setup``)."""
         names, first = [], {}
         for node in graph.nodes:
             if node.op not in LINEAR or len(node.inputs) < 2:
@@ -64,17 +80,67 @@ class StampBackend:
             if node.inputs[0] not in graph.weight_info:
                 first[node.inputs[0]] = first.get(node.inputs[0], 0) + 1
         self._uses = {k: v for k, v in first.items() if v > 1}
+        self._act_out = self._activations(graph)
         bs = [self.ops.operand("b", f"w/{name}", env[name].a.shape) for name in names]
         sigmas = self.eng.open_many([rss.sub(self.ring, env[n], b) for n, b in zip(names, bs)], "rss/sigma")
         self._weights = {n: (f"w/{n}", b, s) for n, b, s in zip(names, bs, sigmas)}
 
+    # ---- activations whose rho comes from the LTEEs (malicious) -------------------------
+    @staticmethod
+    def _activations(graph) -> dict:
+        """Device-step outputs whose only use is as the first operand of products, possibly
+        through order-preserving reshapes: {output: (activation the products take, number of
+        products, its shape)}."""
+        shapes = getattr(graph, "shapes", None) or {}
+        outputs = set(getattr(graph, "output_names", ()) or ())
+        inputs = set(getattr(graph, "input_names", ()) or ())
+        cons: dict[str, list] = {}
+        prod: dict[str, Node] = {}
+        for nd in graph.nodes:
+            for i in nd.inputs:
+                cons.setdefault(i, []).append(nd)
+            for o in nd.outputs:
+                prod[o] = nd
+        out = {}
+        for t, cs in cons.items():
+            if t in graph.weight_info or t in inputs or t in outputs or t not in shapes:
+                continue
+            if not all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in cs):
+                continue
+            src = t
+            while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
+                   and len(cons.get(prod[src].inputs[0], [])) == 1):
+                src = prod[src].inputs[0]
+            out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]))
+        return out
+
+    def _act_setup(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
+        """Malicious rss step whose output ``last`` feeds products only: the activation mask
+        A of the next products is this device operation's "act/<op>" (one segment per job,
+        ``ltee_device._act_comps``); this host's two components of it, or None."""
+        info = self._act_out.get(last)
+        if info is None or path != "rss" or not self.eng.malicious:
+            return None
+        name, uses, shape = info
+        n = int(np.prod(out_shape))
+        if int(np.prod(shape)) != n or (len(ranges) > 1 and (not shape or shape[0] != out_shape[0])):
+            return None
+        per_row = n // max(1, int(out_shape[0])) if len(ranges) > 1 else 0
+        seg = [[c, ld, (hi - lo) * per_row if len(ranges) > 1 else n]
+               for c, ((lo, hi), ld) in enumerate(zip(ranges, leaders))]
+        a_id = f"act/{self.ops.op}"
+        return name, uses, a_id, seg, self.ops.operand("a", a_id, shape, seg=seg)
+
     # ---- job construction ------------------------------------------------------------
-    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool) -> Pair:
+    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
+             last: str | None = None) -> Pair:
         n = (data.a if isinstance(data, Pair) else data).shape[0] if len(out_shape) else 1
         ranges = [r for r in split_batch(n) if r[1] > r[0]] if split and n >= 2 else [(0, n)]
-        jobs = []
+        leaders = [c if len(ranges) > 1 else self._rot % 3 for c in range(len(ranges))]
+        act = self._act_setup(last, ranges, leaders, out_shape, path) if last is not None else None
+        jobs, pos = [], 0
         for c, (lo, hi) in enumerate(ranges):
-            leader = c if len(ranges) > 1 else self._rot % 3
+            leader = leaders[c]
             chunk = Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi]
             if len(ranges) == 1:
                 chunk = data
@@ -82,11 +148,23 @@ class StampBackend:
             oshape = ((hi - lo),) + tuple(out_shape[1:]) if len(ranges) > 1 else tuple(out_shape)
             spec = {"shape": [int(d) for d in ishape], "out_shape": [int(d) for d in oshape],
                     "params": [[int(d) for d in p.a.shape] for p in params], "steps": steps}
-            jobs.append(Job(leader, spec, chunk, list(params)))
+            job = Job(leader, spec, chunk, list(params))
+            if act is not None:
+                k = act[3][c][2]
+                spec["act"] = 1
+                job.act = Pair(act[4].a.reshape(-1)[pos:pos + k], act[4].b.reshape(-1)[pos:pos + k])
+                pos += k
+            jobs.append(job)
         if len(ranges) == 1:
             self._rot += 1
         outs = self.ops.run(jobs, path)
         self.counts["device_calls"] += 1
+        if act is not None:
+            name, uses, a_id, seg, a = act
+            rho = np.concatenate([j.rho.reshape(-1) for j in jobs]).reshape(a.a.shape)
+            self._acts[name] = (a_id, a, rho, seg)
+            self._uses[name] = uses
+            self.counts["rho_from_device"] += 1
         if len(outs) == 1:
             return outs[0]
         return Pair(np.concatenate([o.a for o in outs]), np.concatenate([o.b for o in outs]))
@@ -102,26 +180,56 @@ class StampBackend:
         return steps, flat
 
     # ---- backend interface -------------------------------------------------------------
-    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
-                params: list[list[Pair]], out_shape: tuple) -> Pair:
-        ring, eng = self.ring, self.eng
-        f = kernels.bilinear(node.op, node.attrs, ring)
-        z3 = rss.bilinear_local(ring, f, x, w)
+    def _local_product(self, node: Node, x: Pair, w: Pair, bias: Pair | None):
+        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it."""
+        f = kernels.bilinear(node.op, node.attrs, self.ring)
+        z3 = rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:
             steps.append({"op": "bias", "axis": 1 if node.op == "Conv" else -1, "param": 0})
             plist.append(bias)
+        self.counts["products"] += 1
+        return f, z3, steps, plist
+
+    def product_output(self, node: Node, x: Pair, w: Pair, bias: Pair | None, out_shape: tuple) -> np.ndarray | None:
+        """The graph's last product, with no non-linearity after it, fused with the opening
+        to ``output_receiver`` (``StampOps.output``): its exact truncation and bias run in
+        the receiver's LTEE, which returns the plaintext output to its own host (returned
+        there; None at the other parties). Semi-honest: one round from the local product.
+        Malicious: the product is re-shared and verified first (``_verified``), and every
+        pending check is completed (``Engine.flush_checks``) before anything goes towards
+        the receiver: three rounds instead of five (re-share, device path 2, check,
+        opening)."""
+        eng = self.eng
+        f, z3, steps, plist = self._local_product(node, x, w, bias)
+        spec = {"shape": [int(d) for d in z3.shape], "out_shape": [int(d) for d in out_shape],
+                "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
+        self.counts["device_calls"] += 1
+        self.counts["output_fused"] += 1
+        r = self.output_receiver
+        if r is None:
+            raise ProtocolError("no output receiver set for the fused output step")
+        if not eng.malicious:
+            return self.ops.output(Job(r, spec, z3, plist), r)
+        z = self._verified(node, f, x, w, z3)
+        eng.flush_checks()   # [Protocol 5 step 1, malicious]: verified before it leaves
+        return self.ops.output(Job(r, spec, z, plist), r)
+
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair:
+        eng = self.eng
+        f, z3, steps, plist = self._local_product(node, x, w, bias)
         nsteps, nparams = self._node_steps(chain, len(plist), params)
         steps += nsteps
         plist += nparams
-        self.counts["products"] += 1
         split = (_splittable(chain) and len(out_shape) >= 1 and z3.ndim >= 1
                  and z3.shape[0] == out_shape[0])
         if not eng.malicious:
             return self._run(z3, steps, plist, out_shape, "3of3", split)
         z = self._verified(node, f, x, w, z3)
-        return self._run(z, steps, plist, out_shape, "rss", split)
+        last = None if any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
+        return self._run(z, steps, plist, out_shape, "rss", split, last)
 
     def can_mask_input(self, graph: Graph, name: str) -> int:
         """Malicious: the number of products that take input ``name`` as their first
@@ -163,7 +271,7 @@ class StampBackend:
                 eng.send_hash(second, "stamp/input-rho/h", rho)
             else:
                 eng.expect_hash(first, "stamp/input-rho/h", rho, "input-consistency")
-        self._acts[name] = (a_id, a, rho)
+        self._acts[name] = (a_id, a, rho, None)
         self._uses[name] = products
         return rss.add_public(ring, eng.me, a, rho)
 
@@ -181,7 +289,7 @@ class StampBackend:
         a_id = xk[0] if xk is not None else f"x/{seq}"
         a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
                                   b_id=None if wk is None else wk[0], a_known=xk is not None,
-                                  b_known=wk is not None)
+                                  b_known=wk is not None, a_seg=None if xk is None else xk[3])
         a = a if xk is None else xk[1]
         b = b if wk is None else wk[1]
         z, rho = self.eng.reshare_verified(f, x, w, z3, (a, b, c), rho=None if xk is None else xk[2],
@@ -194,12 +302,13 @@ class StampBackend:
                 self._acts.pop(xname, None)
                 del self._uses[xname]
             elif xk is None:
-                self._acts[xname] = (a_id, a, rho)
+                self._acts[xname] = (a_id, a, rho, None)
         return z
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:
         steps, plist = self._node_steps(nodes, 0, params)
-        return self._run(x, steps, plist, out_shape, "rss", _splittable(nodes) and x.a.ndim >= 1)
+        return self._run(x, steps, plist, out_shape, "rss", _splittable(nodes) and x.a.ndim >= 1,
+                         _output_of(nodes[-1]) if nodes else None)
 
     def softmax(self, x: Pair, node: Node) -> Pair:
         axis = int(node.attrs.get("axis", -1)) % x.a.ndim

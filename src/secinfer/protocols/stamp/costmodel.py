@@ -76,7 +76,9 @@ def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: i
     paper's count; the exp path's mantissa is 8 bytes and its exponent 4.
 
     rss (ReLU, MaxPool, BatchNorm, LayerNorm [Protocol 4]):
-      semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out.
+      semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out
+      (the real component and its padded copy, or, when the result feeds products only,
+      A_t + rho and rho: the same count, and the next product opens no rho).
     3of3 (MatMul + truncation + non-linearity [Protocol 5], semi-honest): 2n + n_out.
     exp (softmax [Protocol 6]): mantissa and exponent words instead of one element in step 2.
     """
@@ -99,10 +101,12 @@ def declared_verified_product(n_x: int, n_out: int, rho_open: bool = True, elem:
     """Malicious product, before its device step (``StampBackend._verified``), all parties:
     the reshare of the 3-out-of-3 product (each party its component to the previous one,
     3 n_out elements) and, in the same round, the opening of rho = x - a (3 n_x elements and
-    three 32-byte hashes) unless an earlier product of the same x (or the masked input)
-    already opened it. sigma = W - b is not here: it is opened once per weight in the
-    offline phase (``declared_sigma_offline``). The delta check of all pending products
-    costs 3 x 32 bytes per check (``DELTA_CHECK_BYTES``), before each reveal."""
+    three 32-byte hashes) unless an earlier product of the same x, the masked input, or the
+    LTEEs of the device step that made x (``StampBackend._act_setup``: its step 5 carries
+    rho, at the cost of the step-5 copies it replaces) already gave it. sigma = W - b is
+    not here: it is opened once per weight in the offline phase (``declared_sigma_offline``).
+    The delta check of all pending products costs 3 x 32 bytes per check
+    (``DELTA_CHECK_BYTES``), before each reveal."""
     b = 3 * n_out * elem + ((3 * n_x * elem + 3 * 32) if rho_open else 0)
     return {"bytes": b, "rounds": 1}
 
@@ -135,6 +139,37 @@ def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, ele
     n_out = n if n_out is None else n_out
     per_eval = (20 * n if kind == "exp" else elem * n) + elem * n_out
     return per_eval * (2 if security == "malicious" else 1)
+
+
+def declared_output(n: int, security: str, elem: int = 4) -> dict:
+    """The fused output step (``StampOps.output``): the graph's last product opened to the
+    output party r through its LTEE's exact truncation; n = product elements plus bias
+    elements, all parties. One job, not split across the batch [4.2].
+
+    semi-honest: the two non-receivers' masked 3-out-of-3 components, 2n elements, 1 round
+      (the whole last layer: from the local product to the output at r).
+    malicious: c = z_{r-1} + m + z_r from party r-1 (n elements and its LTEE's 16-byte MAC),
+      the hash of z_{r-1} + m from party r+1 (32 bytes and a 16-byte MAC): n elements + 64
+      bytes, 1 round; it follows the verified product (``declared_verified_product``, 1
+      round) and the delta check of all pending products (``DELTA_CHECK_BYTES``, 1 round):
+      3 rounds for the last layer, against 5 unfused (re-share, device path 2, check, opening)."""
+    if security == "malicious":
+        return {"bytes": n * elem + 32 + 2 * 16, "rounds": 1}
+    return {"bytes": 2 * n * elem, "rounds": 1}
+
+
+def declared_output_bus(n: int, n_out: int, security: str, receiver: int = 1, elem: int = 4) -> list[int]:
+    """LTEE bus data bytes *per party* of the fused output step (excluding request headers
+    and 16-byte seeds). Not split [4.2]: the receiver's LTEE unmasks and truncates the
+    whole batch, so its party carries all of it (the cost model charges per party, the
+    latency takes the slowest). semi-honest: the receiver passes the masked sum in (n) and
+    gets the output back (n_out). malicious: the receiver passes c and its component
+    z_{r+1} (2n) and the two MACs (32 bytes) and gets n_out back; each non-receiver passes
+    the vector its LTEE MACs (n) and gets the 16-byte MAC."""
+    mal = security == "malicious"
+    out = [(elem * n + 16) if mal else 0 for _ in range(3)]
+    out[receiver] = elem * ((2 * n if mal else n) + n_out) + (32 if mal else 0)
+    return out
 
 
 # The paper's analytical figures [STAMP Table 7], semi-honest, 4-byte elements, per

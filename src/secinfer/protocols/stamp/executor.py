@@ -10,6 +10,13 @@ with the chain of non-linear nodes that follows when each intermediate tensor ha
 single consumer: MatMulReLU, MatMulMaxPoolReLU, MatMulBatchNormReLU [STAMP 4.3-4.4], or a
 Mul by a one-element weight after movement ops (``_scalar_mul_after_moves``).
 Movement ops and additions are local on both components.
+
+A backend with an ``output_receiver`` (STAMP) may fuse the graph's last product with the
+opening of the output: a product with no non-linearity after it whose result reaches the
+graph's only output through single-input movement ops alone (``_moves_to_output``) goes
+to ``backend.product_output``, which returns the plaintext at the receiver; the moves
+are applied to it there and the output is marked ``Opened``. Backends without that
+attribute (Falcon+) run the product and the opening as before.
 """
 
 from __future__ import annotations
@@ -29,6 +36,14 @@ FUSABLE = ("Relu", "MaxPool", "BatchNormalization")
 CHAIN_OPS = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              "BatchNormalization", "LayerNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
 LOCAL_OPS = ("Add", "Sub", "Neg")
+
+
+class Opened:
+    """The graph's output, already opened to its receiver by the backend: ``value`` is the
+    plaintext ring array at the receiver and None at the other parties."""
+
+    def __init__(self, value: np.ndarray | None) -> None:
+        self.value = value
 
 
 class Backend(Protocol):
@@ -82,6 +97,25 @@ def _scalar_mul_after_moves(graph: Graph, start: str, consumers: dict, outputs: 
     return [], None
 
 
+def _moves_to_output(graph: Graph, start: str, consumers: dict, outputs: set) -> list[Node] | None:
+    """The single-input movement ops (each the only consumer of its input) that lead from
+    ``start`` to the graph's only output, which nothing else consumes: a list, possibly
+    empty; None if there is no such path."""
+    if len(graph.output_names) != 1:
+        return None
+    cur, moves = start, []
+    while cur not in outputs:
+        cons = consumers.get(cur, [])
+        if len(cons) != 1:
+            return None
+        nxt = cons[0]
+        if nxt.op not in MOVEMENT or list(nxt.inputs) != [cur] or len(nxt.outputs) != 1:
+            return None
+        moves.append(nxt)
+        cur = nxt.outputs[0]
+    return None if consumers.get(cur) else moves
+
+
 def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
     """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name."""
     consumers = graph.consumers()
@@ -108,6 +142,16 @@ def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair
             chain = _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
             moves, smul = ([], None) if chain else _scalar_mul_after_moves(graph, node.outputs[0], consumers,
                                                                             outputs)
+            to_out = None
+            if not chain and smul is None and getattr(backend, "output_receiver", None) is not None:
+                to_out = _moves_to_output(graph, node.outputs[0], consumers, outputs)
+            if to_out is not None:   # the last product, fused with the opening
+                y = backend.product_output(node, ins[0], ins[1], bias, tuple(graph.shapes[node.outputs[0]]))
+                for mv in to_out:
+                    y = None if y is None else np.asarray(MOVEMENT[mv.op](mv, [y])[0], np.uint64)
+                env[to_out[-1].outputs[0] if to_out else node.outputs[0]] = Opened(y)
+                done.update(mv.name for mv in to_out)
+                continue
             if smul is not None:
                 chain = [smul]
             params = [[env[i] for i in c.inputs[1:]] for c in chain]

@@ -162,13 +162,15 @@ _U8 = np.uint8
 
 
 def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options: dict,
-               ring_bits: int, frac_bits: int) -> None:
-    """Run [STAMP Protocol 1] through the hosts. Raises ProtocolAbort on any failure."""
+               ring_bits: int, frac_bits: int, output_party: int = 1, malicious: bool = False) -> None:
+    """Run [STAMP Protocol 1] through the hosts. Raises ProtocolAbort on any failure.
+    ``output_party`` (the only party that learns the output; p1 in ``stamp``) and the
+    security level are public session parameters the device keeps for its output step."""
     ca_pub = trust_anchor(options)
     nxt, prv = (me + 1) % 3, (me + 2) % 3
     manufacturer = Manufacturer.from_options(options)
     manufacturer.provision(link)   # factory step of the emulation (before the session)
-    link.call("init", np.array([me, ring_bits, frac_bits], dtype=np.int64),
+    link.call("init", np.array([me, ring_bits, frac_bits, output_party, int(malicious)], dtype=np.int64),
               np.frombuffer(ep.session_id, dtype=_U8))
     # step 2: publish identity + certificate (inside each signed key-exchange offer);
     # every party validates every other LTEE's certificate against the CA key

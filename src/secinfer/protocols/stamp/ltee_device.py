@@ -21,7 +21,17 @@ Release rules (what the host may obtain), with d this device's party index:
   per operation; the real output share goes to a component fixed by d, never chosen
   by the host;
 * a component of an output zero-sharing is never released to a host that would then
-  hold the component carrying the real value.
+  hold the component carrying the real value;
+* a plaintext leaves a device only in the fused output step (``cmd_output``): in the
+  LTEE of the output party fixed at initialisation (p1, the only party that learns the
+  output), at most once per session, and only as the truncation (and bias) of a product
+  whose masked components the other two hosts sent under output masks that no device
+  releases to the output party's host; in the malicious setting only if the other two
+  LTEEs' MACs vouch for every vector the output party's host passes in;
+* rho = y - A for an activation mask A (the next product's triple operand, malicious)
+  only from an evaluation, with A's label bound to the operation, the job's slot and the
+  job's leader as this device infers it from its own index and role -- so only the two
+  LTEEs that legitimately evaluate a job ever compute y - A for that job's A.
 Every request names the operation number and the counter it expects; an older
 operation or a counter that does not match is refused (stale counter), and each kind
 of request is served once per operation.
@@ -41,6 +51,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers import algorithms
+from cryptography.hazmat.primitives.cmac import CMAC
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
@@ -53,6 +65,7 @@ BUS_SESSION = b"stamp-ltee-bus\x00\x00"
 MAX_BUS_FRAME = 1 << 31
 CERT_DOMAIN = b"secinfer/stamp/ltee-identity/v1"
 DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
+OUT_MAC_DOMAIN = b"secinfer/stamp/ltee-output-mac/v1"
 STREAMS = ("k0", "k1", "k2", "s")
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
 EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
@@ -146,6 +159,9 @@ class Device:
         self.cnt = _OpCount()
         self.aes_bytes = 0
         self.busy = 0.0
+        self.out_party: int | None = None   # the only party whose LTEE releases a plaintext output
+        self.malicious = False
+        self.output_done = False
 
     # ---- helpers -------------------------------------------------------------------------
     def _need_ready(self) -> None:
@@ -221,15 +237,21 @@ class Device:
         return []
 
     def cmd_init(self, arrays):
+        """meta = [party index, ring bits, fractional bits, output party, malicious]; the
+        output party and the security level are public parameters of the session, fixed
+        here for the whole session (``cmd_output``)."""
         if self.index is not None:
             raise Refused("already-initialised")
         if self.cert is None:
             raise Refused("not-provisioned", "no manufacturer certificate")
         meta, session = arrays[0], bytes(arrays[1])
-        idx, bits, frac = (int(v) for v in meta[:3])
-        if idx not in (0, 1, 2) or len(session) != 16:
-            raise Refused("bad-request", "party index or session id")
+        if meta.shape != (5,):
+            raise Refused("bad-request", "initialisation parameters")
+        idx, bits, frac, out_party, mal = (int(v) for v in meta)
+        if idx not in (0, 1, 2) or out_party not in (0, 1, 2) or mal not in (0, 1) or len(session) != 16:
+            raise Refused("bad-request", "party index, output party, security or session id")
         self.index, self.session = idx, session
+        self.out_party, self.malicious = out_party, bool(mal)
         self.cfg = FixedPointConfig("device", bits, frac)
         return []
 
@@ -341,6 +363,123 @@ class Device:
         ctr = self._begin(meta, "pad", ("s", 1))
         return [np.frombuffer(self._seed(self.index, f"pad/{self.index}", ctr), dtype=np.uint8)]
 
+    # ---- the fused output step: last product, truncation and opening to the output party ----
+    def _out_ready(self, meta: np.ndarray, n: int) -> int:
+        """Common checks of the output-step requests; returns the output party r."""
+        self._need_ready()
+        if self.out_party is None or not 0 <= n <= int(meta[1]) // 3:
+            raise Refused("bad-request", "output-step request")
+        return self.out_party
+
+    def cmd_outmask(self, arrays):
+        """Masks a non-receiving host puts on what it sends to the output party r in the
+        fused output step. meta = [op, n_op, ctr, sub, mode, n].
+
+        mode 0 (semi-honest; the input is a 3-out-of-3 product): this party's components of
+        a zero-sharing labelled for r, as GenMaskShare gives them [Protocol 5 step 2];
+        mode 1 (malicious; the input is the verified 2-out-of-3 product): GenMask of stream
+        r-1, the component r lacks, held by the two non-receivers [Protocol 4 step 1].
+        Labels differ from every other step's, so these masks cancel only in ``cmd_output``;
+        the output party's host never receives them (it would unmask the product)."""
+        meta = arrays[0]
+        mode, n = int(meta[4]), int(meta[5])
+        r = self._out_ready(meta, n)
+        d = self.index
+        if d == r:
+            raise Refused("policy", "the output party never receives output masks")
+        if mode != int(self.malicious):
+            raise Refused("policy", "output masks of the other security setting")
+        if mode == 0:
+            ctr = self._begin(meta, "outmask", ("s", 0))
+            return [seeds_array({c: self._seed(c, f"fin/{r}", ctr) for c in (d, (d + 1) % 3)})]
+        j = (r - 1) % 3          # its holders are j and j-1 = r+1: the two non-receivers
+        ctr = self._begin(meta, "outmask", (f"k{j}", 0))
+        return [np.frombuffer(self._seed(j, "mf", ctr), dtype=np.uint8)]
+
+    def _out_mac(self, sender: int, ctr: int, v: np.ndarray) -> bytes:
+        """AES-CMAC of a vector the sender's host sends towards the output party's LTEE,
+        under a key only the LTEEs derive (from k_j, the pairwise key of sender and output
+        party), bound to the session, the counter slot, both parties and the length."""
+        r = self.out_party
+        j = sender if (sender + 1) % 3 == r else r
+        key = self._prf[j].keystream(f"outmac/{sender}/{r}", ctr, 16)
+        mac = CMAC(algorithms.AES(key))
+        mac.update(OUT_MAC_DOMAIN + self.session + struct.pack("<qqqq", sender, r, ctr, v.size))
+        mac.update(np.ascontiguousarray(v, dtype=np.uint64).tobytes())
+        self.aes_bytes += 16 + 8 * v.size
+        return mac.finalize()
+
+    def cmd_outmac(self, arrays):
+        """Malicious output step: the MAC of this host's vector (``_out_mac``): party r-1's
+        c = z_{r-1} + m + z_r, party r+1's own component z_{r+1}. meta = [op, n_op, ctr, sub, n];
+        arrays[1] = the vector. The output party's LTEE then uses exactly these vectors or
+        refuses, whatever its host passes in."""
+        meta = arrays[0]
+        n = int(meta[4])
+        r = self._out_ready(meta, n)
+        if self.index == r or not self.malicious:
+            raise Refused("policy", "output MACs come from the two non-receivers of a malicious session")
+        v = _ring_in(arrays[1], n)
+        ctr = self._begin(meta, "outmac", ("s", 0))
+        return [np.frombuffer(self._out_mac(self.index, ctr, v), dtype=np.uint8)]
+
+    def cmd_output(self, arrays):
+        """The fused output step in the output party's LTEE [Protocol 5 steps 4-5, with the
+        opening to the output party in place of the re-sharing]: unmask the product,
+        truncate exactly, add the bias and return the plaintext output to this host.
+        meta = [op, n_op, ctr, sub, mode]; arrays[1] = JSON spec (steps: trunc, then
+        optionally bias -- the last linear layer, nothing else); then the payload:
+
+        mode 0 (semi-honest): s = the two others' masked 3-out-of-3 components + ours;
+        mode 1 (malicious): c = z_{r-1} + m + z_r (from party r-1), z_{r+1} (ours), and the
+        MACs of parties r-1 (over c) and r+1 (over z_{r+1}); a MAC that fails is refused.
+        Only in the output party's LTEE, at most once per session (the attempt counts)."""
+        kernels = _kernels()
+        meta = arrays[0]
+        mode = int(meta[4])
+        r = self._out_ready(meta, 0)
+        d = self.index
+        if d != r:
+            raise Refused("policy", f"only the output party's LTEE releases the output (party {r})")
+        if self.output_done:
+            raise Refused("policy", "the output was already released in this session")
+        if mode != int(self.malicious):
+            raise Refused("policy", "output step of the other security setting")
+        try:
+            spec = json.loads(bytes(arrays[1]).decode())
+            kernels.validate(spec)
+        except (ValueError, ProtocolError) as e:
+            raise Refused("bad-request", f"spec: {e}") from None
+        steps = [st.get("op") for st in spec["steps"]]
+        if steps not in (["trunc"], ["trunc", "bias"]):
+            raise Refused("policy", "the output step runs the truncation and bias of a product only")
+        cfg, ring = self.cfg, self.cfg.ring
+        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        if n_in > int(meta[1]) // 3 or int(np.prod(kernels.out_shape(spec))) > int(meta[1]) // 3:
+            raise Refused("bad-request", "payload larger than the operation")
+        if mode == 0:
+            ctr = self._begin(meta, "output", ("s", 0))
+            self.output_done = True
+            s = _ring_in(arrays[2], n_in)
+            seeds = {c: self._seed(c, f"fin/{d}", ctr) for c in (d, (d + 1) % 3)}
+            self.aes_bytes += 16 * n_in
+            x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
+            self.cnt.int_ops += n_in
+        else:
+            j = (d - 1) % 3
+            ctr = self._begin(meta, "output", (f"k{j}", 0))
+            self.output_done = True
+            if len(arrays) != 6:
+                raise Refused("bad-request", "malicious output payload")
+            c, own = _ring_in(arrays[2], n_in), _ring_in(arrays[3], n_in)
+            mctr = self._slot(("s", 0), int(meta[3]))
+            for sender, v, tag in ((j, c, arrays[4]), ((d + 1) % 3, own, arrays[5])):
+                if not hmac.compare_digest(bytes(tag), self._out_mac(sender, mctr, v)):
+                    raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
+            x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
+            self.cnt.int_ops += 2 * n_in
+        return [kernels.run_chain(cfg, spec, x, self.cnt).reshape(-1)]
+
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
         """meta = [op, n_op, ctr, sub, mode, hat]; arrays[1] = JSON spec; then the payload.
@@ -392,6 +531,8 @@ class Device:
         octr = self._slot(("s", 0), sub)
         if n_out > self._slot_size():
             raise Refused("bad-request", "output larger than the operation slot")
+        if spec.get("act"):
+            return self._act_result(meta, mode, hat, sub, y)
         seeds = {c: self._seed(c, f"out/{t}", octr) for c in range(3)}
         self.aes_bytes += 16 * n_out
         real = ring.add(y, zero_component(seeds, t, n_out, ring.mask))
@@ -400,6 +541,24 @@ class Device:
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
+
+    def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
+        """Malicious, the result y feeds products only: share it as A + rho, with A the
+        first operand mask of the next product's triple (``_act_comps``) and rho = y - A
+        public, instead of a fresh zero-sharing [docs: stamp.md, "rho from the LTEEs"].
+        The evaluator (hat 0) gets the real component A_t + rho (t = d+1, the third party,
+        receives it from its host), the leader (hat 1) gets rho itself, which the third party
+        compares with A_t + rho - A_t; every other component of the sharing is a component
+        of A, which each host already holds. rho is what the next product's check would
+        open, so nothing new is revealed and the opening is saved."""
+        if mode != 0 or not self.malicious:
+            raise Refused("policy", "activation masks are for the malicious replicated path")
+        d, ring = self.index, self.cfg.ring
+        leader = (d - 1) % 3 if hat == 0 else d
+        comps = self._act_comps(int(meta[0]), sub, leader, y.size)
+        rho = ring.sub(y, ring.reduce(comps[0] + comps[1] + comps[2]))
+        self.cnt.int_ops += 3 * y.size
+        return [ring.add(comps[(d + 1) % 3], rho)] if hat == 0 else [rho]
 
     def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
         """[Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
@@ -444,7 +603,31 @@ class Device:
             return [self._elems(c, f"t{name}/{c}", ctr, n) & ring.mask for c in range(3)]
         if not isinstance(ident, str) or not 0 < len(ident) <= 200:
             raise Refused("bad-request", "operand name")
+        if ident.startswith("act/"):
+            return self._act_operand(name, ident, spec.get("a_seg"), n)
         return [self._elems(c, f"t{name.upper()}/{ident}/{c}", 0, n) & ring.mask for c in range(3)]
+
+    def _act_comps(self, op: int, sub: int, leader: int, n: int) -> list:
+        """The three components of one job's segment of an activation mask A: derived from
+        the device operation that produced the activation, the job's slot and its leader.
+        In ``cmd_eval`` the leader is not taken from the host but inferred from this device's
+        own index and role (evaluator: d-1, leader: d), so only the two LTEEs that
+        legitimately evaluate a job ever compute y - A for that job's A."""
+        return [self._elems(c, f"tA/act/{op}/{sub}/{leader}/{c}", 0, n) & self.cfg.ring.mask for c in range(3)]
+
+    def _act_operand(self, name: str, ident: str, segs, n: int) -> list:
+        """A named operand "act/<op>": the activation mask A of the device operation <op>,
+        the concatenation of its jobs' segments [(slot, leader, elements), ...]."""
+        try:
+            op = int(ident[4:])
+            segs = [(int(a), int(b), int(k)) for a, b, k in segs]
+        except (TypeError, ValueError):
+            raise Refused("bad-request", "activation operand") from None
+        if (name != "a" or not 1 <= len(segs) <= 3 or sum(k for _, _, k in segs) != n
+                or any(a not in (0, 1, 2) or b not in (0, 1, 2) or k < 0 for a, b, k in segs)):
+            raise Refused("bad-request", "activation operand segments")
+        parts = [self._act_comps(op, a, b, k) for a, b, k in segs]
+        return [np.concatenate([p[c] for p in parts]) for c in range(3)]
 
     def cmd_operand(self, arrays):
         """The host's two components of a named triple operand (e.g. the b that masks a

@@ -20,6 +20,13 @@ the duplicated (hat) counters; the third party receives the real output share tw
 (once from each LTEE, the second one padded for it alone) and compares. The 3-out-of-3
 path is not used in the malicious setting: the product is first verified
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal) and then goes through the ``rss`` path.
+When the result feeds products only, the two LTEEs share it as A + rho instead, A being
+the next product's triple mask: the evaluator's LTEE gives the real component A_t + rho,
+the leader's gives rho, the third party compares (``Job.act``; the next product opens no rho).
+
+``output``: the graph's last product fused with the opening to the output party, whose
+LTEE truncates and returns the plaintext (one job, one round; malicious: after the
+product's check, with a copy and a hash and the LTEEs' MACs).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 from secinfer.errors import ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp import kernels
-from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
 from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, expand, zero_component
 from secinfer.sharing.replicated import Pair
@@ -53,6 +60,10 @@ class Job:
     data: object
     params: list = field(default_factory=list)
     result: Pair | None = None
+    # malicious rss path, result feeding products only: this host's two components of the
+    # job's segment of the next product's mask A (flat), and the rho = y - A it learns
+    act: Pair | None = None
+    rho: np.ndarray | None = None
 
 
 def split_batch(n: int, parts: int = 3) -> list[tuple[int, int]]:
@@ -196,8 +207,12 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
-                job.result = Pair(self._comp(sd, me, zb.size), zb)
+                if job.act is not None:   # holds (A_e, A_t): the real component is A_t + rho
+                    (zb,) = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                    job.result, job.rho = Pair(job.act.a, zb), ring.sub(zb, job.act.b)
+                else:
+                    sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
+                    job.result = Pair(self._comp(sd, me, zb.size), zb)
                 eng.send_ring(t, "stamp/z", zb)
             elif me == i and mal:
                 fl = s["flat"]
@@ -210,15 +225,27 @@ class StampOps:
                     mh, qh = self._exp_split(ring.add(fl.a, fl.b))
                     payload = [((qstar + qh) & _M32).astype(np.uint32), mstar, mh]
                     mode = 2
-                sd, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
-                job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
-                eng.send_ring(t, "stamp/z^", padded)
+                if job.act is not None:   # holds (A_i, A_e); its LTEE gives it rho, for the third party
+                    (rho,) = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                    job.result, job.rho = Pair(job.act.a, job.act.b), rho
+                    eng.send_ring(t, "stamp/rho^", rho)
+                else:
+                    sd, padded = self._dev("eval", self._meta(sub, mode, 1), spec, *payload, kind="eval")
+                    job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
+                    eng.send_ring(t, "stamp/z^", padded)
             elif me == i:
                 (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
                 job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
         for job, s in zip(jobs, st):
             i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
             if me != t:
+                continue
+            if job.act is not None:       # holds (A_t, A_i); A_t + rho from e, rho from i: compared
+                (real,) = eng.recv_ring(e, "stamp/z", n_out)
+                (rho,) = eng.recv_ring(i, "stamp/rho^", n_out)
+                if not np.array_equal(ring.sub(real, job.act.a), rho):
+                    raise ep.abort("relu-step5", None, "the two LTEE evaluations' results disagree")
+                job.result, job.rho = Pair(real, job.act.b), rho
                 continue
             (sd,) = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
             zi = self._comp(sd, (me + 1) % 3, n_out)
@@ -238,6 +265,67 @@ class StampOps:
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
+    def output(self, job: Job, receiver: int) -> np.ndarray | None:
+        """The fused output step: the graph's last product goes, masked, to ``receiver``
+        (the output party), whose LTEE unmasks it, truncates exactly, adds the bias and
+        returns the plaintext output to its own host only (``ltee_device.cmd_output``): one
+        round instead of the device path's two plus the opening. Protocol 5 steps 2-5 with
+        the opening in place of the re-sharing; one job, not split across the batch [4.2]:
+        only the receiver's LTEE may produce the output. Returns the output at the
+        receiver, None elsewhere.
+
+        Semi-honest: ``job.data`` is this party's 3-out-of-3 component of the product; the
+        two others mask theirs with GenMaskShare components and send them [Protocol 5 steps
+        2-3]. Malicious: ``job.data`` is the verified 2-out-of-3 product -- the caller has
+        run the delta check (``Engine.flush_checks``) before, so the receiver's LTEE only
+        ever sees a verified product. Party r-1 sends c = z_{r-1} + m + z_r (m: GenMask of
+        stream r-1, the component r lacks), party r+1 the hash of z_{r-1} + m, which r's
+        host compares with c - z_r (``output-consistency``: a copy and a hash of the one
+        component r lacks, as the malicious opening); each of them adds its LTEE's MAC of
+        the vector it vouches for (c, resp. z_{r+1}), and r's LTEE refuses unless both
+        MACs hold, so r's host cannot alter what its LTEE truncates (a shifted product
+        would tell it bits below the truncation)."""
+        eng, ring = self.eng, self.eng.ring
+        me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
+        kernels.validate(job.spec)
+        n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+        oshape = kernels.out_shape(job.spec)
+        self._n_op = 3 * max(n_in, int(np.prod(oshape)))
+        r = receiver
+        lo, hi = (r - 1) % 3, (r + 1) % 3
+        y = None
+        if not mal:
+            if me != r:
+                (sd,) = self._dev("outmask", self._meta(0, 0, n_in), kind="mask")
+                eng.send_ring(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
+            else:
+                parts = [eng.recv_ring(p, "stamp/out'", n_in)[0] for p in (lo, hi)]
+                s = ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))
+                (y,) = self._dev("output", self._meta(0, 0), spec_bytes(job.spec), eng.pack(s), kind="output")
+        else:
+            flat = self._flat_pair(job)
+            if me != r:
+                (sd,) = self._dev("outmask", self._meta(0, 1, n_in), kind="mask")
+                zm = ring.add(flat.a if me == lo else flat.b, self._mask(sd, n_in, ring.mask))   # z_{r-1} + m
+                if me == lo:        # holds (z_{r-1}, z_r)
+                    c = eng.pack(ring.add(zm, flat.b))
+                    (tag,) = self._dev("outmac", self._meta(0, n_in), c, kind="mac")
+                    ep.send(names[r], "stamp/out'", c, tag)
+                else:               # holds (z_{r+1}, z_{r-1})
+                    (tag,) = self._dev("outmac", self._meta(0, n_in), eng.pack(flat.a), kind="mac")
+                    ep.send(names[r], "stamp/out'/h", digest(zm), tag)
+            else:                   # holds (z_r, z_{r+1})
+                c, t_lo = ep.recv(names[lo], "stamp/out'", ArraySpec(eng.wire, (n_in,)), ArraySpec(np.uint8, (16,)))
+                h, t_hi = ep.recv(names[hi], "stamp/out'/h", ArraySpec(np.uint8, (32,)), ArraySpec(np.uint8, (16,)))
+                if not np.array_equal(h, digest(ring.sub(c.astype(U64), flat.a))):
+                    raise ep.abort("output-consistency", None,
+                                   "the two copies of the output step's masked component disagree")
+                (y,) = self._dev("output", self._meta(0, 1), spec_bytes(job.spec), c, eng.pack(flat.b), t_lo, t_hi,
+                                 kind="output")
+        self.op += 1
+        self.ctr += self._n_op
+        return None if y is None else ring.reduce(y).reshape(oshape)
+
     def _recv_dup(self, first: int, second: int, tag: str, dtypes: list, n: int, check: str):
         """Receive step 2's message; malicious: the second holder's copy must be identical."""
         ep, names = self.eng.ep, self.eng.names
@@ -251,8 +339,8 @@ class StampOps:
 
     # ---- preprocessing for the malicious multiplication check ---------------------------
     def triple(self, kind: str, attrs: dict, xs: tuple, ws: tuple, cs: tuple, a_id: str | None = None,
-               b_id: str | None = None, a_known: bool = False,
-               b_known: bool = False) -> tuple[Pair | None, Pair | None, Pair]:
+               b_id: str | None = None, a_known: bool = False, b_known: bool = False,
+               a_seg: list | None = None) -> tuple[Pair | None, Pair | None, Pair]:
         """A replicated triple from the LTEEs: each LTEE derives the same random A, B,
         computes C = f(A, B) and releases its host's two components of each. Named
         operands (``a_id``/``b_id``) are shared with other triples; an operand the host
@@ -261,6 +349,8 @@ class StampOps:
         self._n_op = 3 * size
         spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs),
                 "a_id": a_id, "b_id": b_id, "a_known": a_known, "b_known": b_known}
+        if a_seg is not None:     # an activation mask "act/<op>" (``StampBackend._act_setup``)
+            spec["a_seg"] = a_seg
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         a0, a1, b0, b1, c0, c1 = self._dev("triple", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0
@@ -271,10 +361,13 @@ class StampOps:
         b = None if b_known else Pair(b0.reshape(ws), b1.reshape(ws))
         return a, b, Pair(c0.reshape(cs), c1.reshape(cs))
 
-    def operand(self, which: str, ident: str, shape: tuple, full: bool = False):
+    def operand(self, which: str, ident: str, shape: tuple, full: bool = False, seg: list | None = None):
         """This host's two components of a named triple operand (``ltee_device._operand``);
-        ``full``: also the whole value (the input owner's own input mask only)."""
+        ``full``: also the whole value (the input owner's own input mask only); ``seg``: the
+        job segments of an activation mask "act/<op>"."""
         spec = {"which": which, f"{which}_id": ident, "shape": [int(d) for d in shape], "full": full}
+        if seg is not None:
+            spec["a_seg"] = seg
         before, bus0 = self.link.refresh_stats().copy(), self.link.meter.total
         got = self._dev("operand", self._meta(0), spec_bytes(spec), kind="triple")
         self.triple_bus += self.link.meter.total - bus0

@@ -13,7 +13,9 @@ party. All three run an LTEE -- here an EMULATION, one OS process per party
 
 Phases: setup = LTEE initialization [Protocol 1] + host PRF keys + architecture and
 batch size; offline = the model owner shares its weights; online = input sharing, the
-network, and the output opened to ``p1`` only.
+network, and the output opened to ``p1`` only -- when the graph ends in a product (with
+only movement ops after it), in the same step as that product's truncation, by p1's LTEE
+(``StampBackend.product_output``; option ``stamp_fuse_output=False`` opens it separately).
 """
 
 from __future__ import annotations
@@ -105,12 +107,15 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     link = LteeLink(role)
     try:
         with ep.phase("setup"):
-            initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits)
+            initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits,
+                       output_party=CLIENT, malicious=malicious)
             eng = Engine(ep, NAMES, me, job.fixed, malicious, job.prg)
             eng.setup_keys()
             graph, batch = exchange_model(ep, me, job)
         ops = StampOps(eng, link)
-        backend = StampBackend(eng, ops)
+        # the last product fused with the opening to p1 (option stamp_fuse_output, default on)
+        fuse = bool(job.options.get("stamp_fuse_output", True))
+        backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None)
         env = share_model_and_input(eng, graph, job)
         if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
             with ep.phase("offline"):
@@ -123,7 +128,10 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
             share_input(eng, graph, job, env, backend)
             env = executor.run_graph(eng.ring, me, backend, graph, env)
             out = env[graph.output_names[0]]
-            y = eng.reveal_to(CLIENT, out)
+            if isinstance(out, executor.Opened):   # opened in the last product's step
+                y = out.value
+            else:
+                y = eng.reveal_to(CLIENT, out)
             cpu = time.thread_time() - cpu0
             online_bus = link.meter.total - bus0 - (ops.triple_bus - tbus0)
             online_tx = link.meter.transactions - tx0
