@@ -119,6 +119,32 @@ def test_drelu_relu_and_opened_sign_exact(fx, mal, mode):
     assert np.array_equal(res[1][0][2], ring.from_signed(ring.to_signed(xm).reshape(q, 4).max(1)))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_relu_costs_in_z2_64_match_declared(mode):
+    """In Z_2^64 (6 Z_p levels): "falcon" ReLU 11 rounds and 144 bytes per element and party
+    (c 8, 63 beta products, 63 tree products, d 1, the select's bit 1 and product 8), "pc" 8
+    and 80, as ``costmodel`` declares them."""
+    from secinfer.protocols.stamp.costmodel import falcon_declared_relu_bytes, falcon_declared_rounds
+    x = _boundary_values(FX64, 100)
+    seen = {}
+
+    def compute(m, s):
+        if m.dry:
+            return [m.relu(s)]
+        meter = m.eng.ep.meter
+        b0, r0 = meter.total("online"), meter.rounds("online")
+        y = m.relu(s)
+        seen[m.me] = (meter.total("online") - b0, meter.rounds("online") - r0)
+        return [y]
+    res = _run(FX64, False, compute, _shares(FX64, x), mode=mode)
+    assert all(not isinstance(r, Exception) for r in res), res
+    want = falcon_declared_relu_bytes(x.size, drelu=mode, ring_bits=64)
+    assert want == {"falcon": 144, "pc": 80}[mode] * x.size
+    assert [seen[i][0] for i in range(3)] == [want] * 3
+    assert max(seen[i][1] for i in range(3)) == falcon_declared_rounds("ReLU", drelu=mode, ring_bits=64) \
+        == {"falcon": 11, "pc": 8}[mode]
+
+
 def _material(fx, r_low, rho, beta, m, seed=11, mode="pc"):
     """Dealer sharings (test only) of chosen comparison preprocessing, per party (mode
     "falcon": no t = beta r' and no m r'_{n-1}, made online)."""

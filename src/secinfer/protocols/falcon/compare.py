@@ -8,7 +8,10 @@ shared mask with a private compare in Z_p. This module does the same with the tw
 wrap (the carry of x' + r' into bit l - 1) instead of Falcon's three-component wrap of 2x
 (the derivation and the difference: docs/protocols/stamp.md, "Falcon's DReLU").
 
-Online (``sign``), x in Z_2^l, n = l - 1, per element:
+Two modes share the compare (``FalconMPC.drelu_mode``): "falcon" (the default, Falcon's
+round structure, ``drelu_falcon``) and "pc" (``sign``: two of Falcon's steps moved out of
+the online rounds, a stronger baseline than the paper's). Online "pc", x in Z_2^l,
+n = l - 1, per element:
 
 1. Open c = x + r, r = r' + 2^n rho (r' < 2^n, bits r'_0..r'_{n-1} shared in Z_p; rho a
    random bit). With x' = x mod 2^n and c' = c mod 2^n, the carry of x' + r' into bit n is
@@ -28,6 +31,26 @@ Online (``sign``), x in Z_2^l, n = l - 1, per element:
 
 Rounds: 1 (open c, products with g) + ceil(log2 l) (the Z_p products) + 1 (open d); the
 malicious mode checks every pending product (one round of hashes) before opening d.
+
+Online "falcon" (``drelu_falcon``; steps 1 and the tree as above, but as Falcon orders them):
+
+1. Open c = x + r (round 1).
+2. The products with beta online [Falcon Alg. 1 step 2: u_i = (-1)^beta (x_i - r_i)], one
+   round of l - 1 Z_p products: u_i = s (X_i - Y_i) for i = 1..n-1 and m s (X_n - Y_n)
+   (s = 1 - 2 beta, m s = m - 2 m beta from the preprocessed m, m beta: the random
+   multiplier folded into the top term); u_0 = s is local (X_0 = 1, Y_0 = 0). Then
+   term_i = u_i + 1 + sum_{k > i} (X_k xor Y_k) (i < n) and m term_n = m s (X_n - Y_n) + m.
+3. The product tree (ceil(log2 l) rounds) and open d: [x >= 0] = e xor g as above, with g
+   = rho xor beta kept as a boolean sharing (its components are the random bits'); the
+   DReLU returns that boolean sharing: 3 + ceil(log2 l) rounds (8 in Z_2^32).
+4. (``FalconMPC.select``, ReLU and the running maximum) Falcon's select: open b xor c for a
+   fresh preprocessed random bit c shared in Z_2 and Z_2^l, b = f + (1 - 2f) c in Z_2^l,
+   one product: ReLU 10 rounds in Z_2^32 [STAMP Table 7: 10]. Pow opens b in a round of
+   its own (9 per step). Malicious: the check before d as in "pc", and the select's
+   product is checked before anything that depends on it is opened (ReLU: 12 rounds).
+Preprocessing "falcon": as "pc" without t and m r'_{n-1} (made online) and without g's
+injection into Z_2^l; instead ``SelMaterial``: one random bit per select, injected into
+Z_2^l by two products (``generate_select``).
 
 Preprocessing (``PcSource``, offline, made by the three parties, no dealer), per element:
 r (Z_2^l), the n bits of r' in Z_p, t_k = beta r'_k, beta (Z_p), m, m r'_{n-1}, m beta

@@ -423,7 +423,9 @@ class FalconMPC:
         alpha with 2^alpha <= b < 2^(alpha+1) (b > 0, raw ring value), by a binary search over
         the ceil(log2 l) bits of alpha (5 in Z_2^32): step j compares b with 2^(2^j + alpha)
         by a DReLU and *opens* the bit, as Falcon does -- alpha is public (the leakage of
-        Falcon's protocol: the divisor's order of magnitude). 5 x (7 + 1) = 40 rounds."""
+        Falcon's protocol: the divisor's order of magnitude). Rounds in Z_2^32: 5 x (8 + 1) =
+        45 with "falcon" (DReLU, then the bit's opening), 5 x 7 = 35 with "pc" (the mask bit
+        opened with d), 5 x (7 + 1) = 40 with "carry"."""
         ring, bits = self.ring, self.cfg.ring_bits
         alpha = np.zeros(b.a.shape, dtype=np.int64)
         for j in range(int(math.ceil(math.log2(bits))) - 1, -1, -1):
@@ -456,7 +458,8 @@ class FalconMPC:
         code keeps the first element's); here alpha is per element and the arithmetic
         stays at f fractional bits (the same steps; no overflow in Z_2^32).
         Domain: b in [2^-f, 2^(f-1)) (alpha <= 2f - 1); larger divisors are not
-        normalised and the result is wrong. Rounds: Pow 40 + 1 + 2 + 2 + 2 + 1 = 48."""
+        normalised and the result is wrong. Rounds: Pow + 7 (52 / 42 / 47 for "falcon" / "pc" /
+        "carry"; ``costmodel.falcon_declared_rounds``)."""
         ring, cfg, me = self.ring, self.cfg, self.me
         f = cfg.frac_bits
         alpha = self.pow2(b)
