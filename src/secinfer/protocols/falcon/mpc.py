@@ -18,10 +18,10 @@ protocols with the non-linear layers computed without any trusted device.
   bit xor a mask bit, one product: ``select``): ReLU 10 rounds in Z_2^32 [STAMP Table 7:
   10]. Option "pc": the same compare with the beta products made offline and the bit
   applied locally (the product with the preprocessed mask bit rides in the first round):
-  7 rounds -- a stronger baseline than the paper's. Option "carry": the wrap of x = x_0 + x_1 + x_2 resolved
-  with a bit-sliced carry computation on boolean replicated shares (carry-save step, then
-  a 5-level parallel-prefix carry chain), the sign injected into the arithmetic domain and
-  multiplied: 10 rounds;
+  7 rounds -- a stronger baseline than the paper's. Option "carry": the wrap of
+  x = x_0 + x_1 + x_2 resolved with a bit-sliced carry computation on boolean replicated
+  shares (carry-save step, then a 5-level parallel-prefix carry chain), the sign injected
+  into the arithmetic domain and multiplied: 10 rounds;
 * malicious: every product (Z_2^l, Z_p or AND) is verified with a triple as in
   ABY3/Falcon: rho and sigma are opened in the product's own round, the deltas are
   checked by hash before anything is opened that depends on them (one extra round). The
@@ -367,8 +367,6 @@ class FalconMPC:
             return self.open_bits(self.drelu(x))
         if self.drelu_mode == "falcon":
             b = self.drelu(x)
-            if self.dry:
-                return np.zeros(b.a.shape, dtype=U64)
             (v,) = self.open_many([("bit", Pair(b.a & U64(1), b.b & U64(1)))])
             return v & U64(1)
         return compare.sign(self, x, open_bit=True).bit
