@@ -44,7 +44,10 @@ def rss_slice(p, k):
     return Pair(np.ascontiguousarray(p.a[..., :k]), np.ascontiguousarray(p.b[..., :k]))
 
 
-@pytest.mark.parametrize("drelu", ["pc", "carry"])
+MODES = ["falcon", "pc", "carry"]
+
+
+@pytest.mark.parametrize("drelu", MODES)
 @pytest.mark.parametrize("case", list(CASES))
 def test_falcon_rounds_match_declared(case, drelu):
     fn, k = CASES[case]
@@ -61,20 +64,33 @@ def test_falcon_rounds_match_declared(case, drelu):
     assert max(res.values()) == falcon_declared_rounds(kind, k, drelu)     # the deepest party
 
 
+def test_faithful_mode_meets_table7_rounds():
+    """The default mode's declared rounds (tested against the meters above) are Table 7's
+    ReLU 10 and MaxPool 12 per comparison (w^2 - 1 comparisons per window); without the
+    argmax the running maximum takes 10 per comparison, "pc" 7."""
+    assert falcon_declared_rounds("ReLU") == TABLE7_FALCON["ReLU"]["rounds"] == 10
+    for w in (2, 3):
+        assert falcon_declared_rounds("MaxPool", w * w) == TABLE7_FALCON["MaxPool_per_comparison"]["rounds"] * (w * w - 1)
+    assert falcon_declared_rounds("MaxPool", 4, index=False) == 10 * 3
+    assert falcon_declared_rounds("MaxPool", 4, "pc") == 7 * 3
+
+
 @pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
-@pytest.mark.parametrize("drelu", ["pc", "carry"])
+@pytest.mark.parametrize("drelu", MODES)
 def test_relu_bytes_and_rounds_against_table7(drelu, mal):
-    """ReLU per element and party, against Table 7 (10 rounds, 16n bytes): "pc" 7 rounds
-    and 40 bytes (open c 4, the 31 Z_p products of the private compare 1 each, open d 1,
-    the product x g 4); "carry" 10 rounds and 56 bytes (11 AND words, bit injection 2
+    """ReLU per element and party, against Table 7 (10 rounds, 16n bytes): "falcon" 10
+    rounds and 72 bytes (open c 4, the 31 beta products and the 31 products of the private
+    compare's tree 1 each, open d 1, the select's opened bit 1 and product 4); "pc" 7
+    rounds and 40 bytes (open c 4, the 31 Z_p products of the private compare 1 each, open
+    d 1, the product x g 4); "carry" 10 rounds and 56 bytes (11 AND words, bit injection 2
     words, the product 1 word). Malicious: rho and sigma of every product, 32-byte hashes,
-    and one more round (the deltas are checked before d is opened / after the ReLU)."""
+    and the checks: before d ("falcon", "pc") and after the last product ("falcon", "carry")."""
     sec = "malicious" if mal else "semi-honest"
 
     def body(i, eng, ops):
         m = FalconMPC(eng, FX32, drelu=drelu)
         with eng.ep.phase("offline"):
-            m.pc.prepare([X.size] if drelu == "pc" else [])
+            m.pc.prepare([X.size] if drelu != "carry" else [], [X.size] if drelu == "falcon" else [])
         b0, r0 = eng.ep.meter.total("online"), eng.ep.meter.rounds("online")
         m.relu(SH[0][i])
         m.flush()
@@ -82,8 +98,11 @@ def test_relu_bytes_and_rounds_against_table7(drelu, mal):
     res, _ = run3(body, malicious=mal)
     want = falcon_declared_relu_bytes(X.size, sec, drelu)
     assert [res[i][0] for i in range(3)] == [want] * 3
-    assert want == (({"pc": 40, "carry": 56}[drelu] * X.size) if not mal else
-                    ({"pc": 110 * X.size + 15 * 32, "carry": 168 * X.size + 29 * 32}[drelu]))
-    assert max(res[i][1] for i in range(3)) == falcon_declared_rounds("ReLU", 1, drelu) + mal
+    assert want == (({"falcon": 72, "pc": 40, "carry": 56}[drelu] * X.size) if not mal else
+                    ({"falcon": 204 * X.size + 19 * 32, "pc": 110 * X.size + 15 * 32,
+                      "carry": 168 * X.size + 29 * 32}[drelu]))
+    checks = {"falcon": 2, "pc": 1, "carry": 1}[drelu]
+    assert max(res[i][1] for i in range(3)) == falcon_declared_rounds("ReLU", 1, drelu) + mal * checks
+    assert falcon_declared_rounds("ReLU", 1, "falcon") == TABLE7_FALCON["ReLU"]["rounds"]
     assert falcon_declared_rounds("ReLU", 1, "carry") == TABLE7_FALCON["ReLU"]["rounds"]
     assert falcon_declared_rounds("ReLU", 1, "pc") == TABLE7_FALCON["ReLU"]["rounds"] - 3

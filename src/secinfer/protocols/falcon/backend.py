@@ -1,7 +1,8 @@
 """Falcon+'s backend for the shared graph executor: every non-linear op in pure MPC.
 
 Linear node: local product + reshare (one round), probabilistic truncation (one round),
-bias; then ReLU by DReLU (10 rounds), MaxPool by Falcon's running maximum (option ``falcon_max="tree"``: a tree), BatchNorm in its
+bias; then ReLU by DReLU and Falcon's select (10 rounds with the default ``falcon_drelu="falcon"``),
+MaxPool by Falcon's running maximum (option ``falcon_max="tree"``: a tree), BatchNorm in its
 inference form (product with the shared scale, truncation, shift), average pooling as
 a public scaling, softmax by max-subtraction, exponentiation (1 + x/2^8)^(2^8) and a
 Newton-Raphson reciprocal [STAMP 5.1 "Falcon+": CrypTen's exponentiation with Falcon's

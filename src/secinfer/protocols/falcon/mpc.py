@@ -10,15 +10,18 @@ protocols with the non-linear layers computed without any trusted device.
   preprocessed (r, r >> f) pair [ABY3 Pi_trunc2]). Error budget: +-1 unit of 2^-f with
   probability about 1 - 2^(l_x + 1 - l) for |x| < 2^l_x, and a large error otherwise
   (inherent to probabilistic truncation in Z_2^32; docs/protocols/stamp.md);
-* comparison (DReLU), default "pc": Falcon's wrap and private compare over Z_67
-  [Falcon Alg. 1-3: Private Compare, Wrap, ReLU'] (``compare.py``): open c = x + r, a
-  private compare of c mod 2^(l-1) with the shared bits of r in Z_p (ceil(log2 l) rounds
-  of Z_p products), open its product; ReLU and the running maximum apply the bit locally
-  (the product with the preprocessed mask bit rides in the first round): 7 rounds in
-  Z_2^32 [STAMP Table 7: 10]. Option "carry": the wrap of x = x_0 + x_1 + x_2 resolved
-  with a bit-sliced carry computation on boolean replicated shares (carry-save step, then
-  a 5-level parallel-prefix carry chain), the sign injected into the arithmetic domain and
-  multiplied: 10 rounds;
+* comparison (DReLU), default "falcon": Falcon's wrap and private compare over Z_67
+  [Falcon Alg. 1-3: Private Compare, Wrap, ReLU'] (``compare.py``) with Falcon's round
+  structure: open c = x + r, the products with the random bit beta (one round), the
+  private compare's product tree (ceil(log2 l) rounds of Z_p products), open its product
+  d; ReLU and the running maximum then apply the shared bit with Falcon's select (open the
+  bit xor a mask bit, one product: ``select``): ReLU 10 rounds in Z_2^32 [STAMP Table 7:
+  10]. Option "pc": the same compare with the beta products made offline and the bit
+  applied locally (the product with the preprocessed mask bit rides in the first round):
+  7 rounds -- a stronger baseline than the paper's. Option "carry": the wrap of
+  x = x_0 + x_1 + x_2 resolved with a bit-sliced carry computation on boolean replicated
+  shares (carry-save step, then a 5-level parallel-prefix carry chain), the sign injected
+  into the arithmetic domain and multiplied: 10 rounds;
 * malicious: every product (Z_2^l, Z_p or AND) is verified with a triple as in
   ABY3/Falcon: rho and sigma are opened in the product's own round, the deltas are
   checked by hash before anything is opened that depends on them (one extra round). The
@@ -52,15 +55,18 @@ U64 = np.uint64
 SMALL = ("p", "bit")        # kinds sent as one byte per element
 
 
-DRELU_MODES = ("pc", "carry")
+DRELU_MODES = ("falcon", "pc", "carry")
+DEFAULT_DRELU = "falcon"
 
 
 class FalconMPC:
-    def __init__(self, eng: Engine, cfg: FixedPointConfig, dry_run: bool = False, drelu: str = "pc") -> None:
+    def __init__(self, eng: Engine, cfg: FixedPointConfig, dry_run: bool = False, drelu: str = DEFAULT_DRELU) -> None:
         """``dry_run``: no messages, no key use; records the triple requests (``requests``),
-        truncation pairs and comparison preprocessing of a computation on zero shares of the
-        right shapes (``triples.plan_requests``). ``drelu``: "pc" (default, Falcon's wrap
-        and private compare over Z_p, ``compare.py``) or "carry" (the bit-sliced carry chain)."""
+        truncation pairs, comparison preprocessing and select masks of a computation on zero
+        shares of the right shapes (``triples.plan_requests``). ``drelu``: "falcon" (default:
+        Falcon's wrap and private compare over Z_p with Falcon's round structure), "pc" (the
+        same compare with the beta products and the select preprocessed, ``compare.py``) or
+        "carry" (the bit-sliced carry chain)."""
         if drelu not in DRELU_MODES:
             raise ProtocolError(f"falcon_drelu must be one of {DRELU_MODES}, not {drelu!r}")
         self.eng, self.cfg = eng, cfg
@@ -69,6 +75,7 @@ class FalconMPC:
         self.requests: list[Request] = []
         self.trunc_requests: list[tuple] = []
         self.pc_requests: list[int] = []
+        self.sel_requests: list[int] = []
         self.ring = cfg.ring
         self.me = eng.me
         self.lane = U64((1 << cfg.ring_bits) - 1)
@@ -319,9 +326,12 @@ class FalconMPC:
 
     def drelu(self, x: Pair) -> Pair:
         """Boolean sharing (bit 0) of [x >= 0]: Falcon's wrap and private compare over Z_p
-        (``compare.sign``, 7 rounds in Z_2^32), or the carry chain (option "carry")."""
+        ("falcon": ``compare.drelu_falcon``, 8 rounds in Z_2^32; "pc": ``compare.sign``, 7),
+        or the carry chain ("carry", 7)."""
         if self.drelu_mode == "carry":
             return self._drelu_carry(x)
+        if self.drelu_mode == "falcon":
+            return compare.drelu_falcon(self, x)
         res = compare.sign(self, x)
         return rss.xor_public(self.me, Pair(res.g.a & U64(1), res.g.b & U64(1)), res.e)
 
@@ -330,10 +340,35 @@ class FalconMPC:
         ring = self.ring
         return rss.add(ring, rss.mul_public(ring, v, e), rss.mul_public(ring, vg, ring.reduce(U64(1) - U64(2) * e)))
 
+    def select(self, b: Pair, v: Pair, spread=None) -> Pair:
+        """v b for a boolean-shared bit b (bit 0) by Falcon's select [Falcon's
+        funcSelectShares, as we recall falcon-public; not checked against its code]: with a
+        preprocessed random bit c shared in Z_2 and Z_2^l (``compare.generate_select``), open
+        f = b xor c (one round, one byte per element), b = f + (1 - 2f) c locally in Z_2^l,
+        then one product: 2 rounds. ``spread``: maps the bit's shape to v's (the argmax's
+        one-hot entries). f is uniform (c), so it is opened without a preceding check."""
+        ring = self.ring
+        shape = b.a.shape
+        c = rss.apply(self.pc.take_select(b.a.size).c, lambda u: u.reshape(shape))
+        masked = rss.xor(Pair(b.a & U64(1), b.b & U64(1)), Pair(c.a & U64(1), c.b & U64(1)))
+        _, (f,) = self.mult_open_round([], [("bit", masked)])
+        f = f.reshape(shape) & U64(1)
+        ba = rss.add_public(ring, self.me, rss.mul_public(ring, c, ring.reduce(U64(1) - U64(2) * f)), f)
+        if spread is not None:
+            ba = rss.apply(ba, spread)
+        (y,) = self.mult_round([("a", self.emul, v, ba)])
+        return y
+
     def sign_bits(self, x: Pair) -> np.ndarray:
-        """[x >= 0] opened to all three parties (Falcon's Pow opens its comparison bits)."""
+        """[x >= 0] opened to all three parties (Falcon's Pow opens its comparison bits):
+        "falcon" opens the DReLU's shared bit in a round of its own (one byte per element),
+        "pc" opens its mask bit g with d, "carry" opens the bit's word."""
         if self.drelu_mode == "carry":
             return self.open_bits(self.drelu(x))
+        if self.drelu_mode == "falcon":
+            b = self.drelu(x)
+            (v,) = self.open_many([("bit", Pair(b.a & U64(1), b.b & U64(1)))])
+            return v & U64(1)
         return compare.sign(self, x, open_bit=True).bit
 
     def _drelu_carry(self, x: Pair) -> Pair:
@@ -386,7 +421,9 @@ class FalconMPC:
         alpha with 2^alpha <= b < 2^(alpha+1) (b > 0, raw ring value), by a binary search over
         the ceil(log2 l) bits of alpha (5 in Z_2^32): step j compares b with 2^(2^j + alpha)
         by a DReLU and *opens* the bit, as Falcon does -- alpha is public (the leakage of
-        Falcon's protocol: the divisor's order of magnitude). 5 x (7 + 1) = 40 rounds."""
+        Falcon's protocol: the divisor's order of magnitude). Rounds in Z_2^32: 5 x (8 + 1) =
+        45 with "falcon" (DReLU, then the bit's opening), 5 x 7 = 35 with "pc" (the mask bit
+        opened with d), 5 x (7 + 1) = 40 with "carry"."""
         ring, bits = self.ring, self.cfg.ring_bits
         alpha = np.zeros(b.a.shape, dtype=np.int64)
         for j in range(int(math.ceil(math.log2(bits))) - 1, -1, -1):
@@ -419,7 +456,8 @@ class FalconMPC:
         code keeps the first element's); here alpha is per element and the arithmetic
         stays at f fractional bits (the same steps; no overflow in Z_2^32).
         Domain: b in [2^-f, 2^(f-1)) (alpha <= 2f - 1); larger divisors are not
-        normalised and the result is wrong. Rounds: Pow 40 + 1 + 2 + 2 + 2 + 1 = 48."""
+        normalised and the result is wrong. Rounds: Pow + 7 (52 / 42 / 47 for "falcon" / "pc" /
+        "carry"; ``costmodel.falcon_declared_rounds``)."""
         ring, cfg, me = self.ring, self.cfg, self.me
         f = cfg.frac_bits
         alpha = self.pow2(b)
@@ -441,9 +479,12 @@ class FalconMPC:
         return rss.mul_public(ring, r, np.left_shift(U64(1), np.maximum(s, 0).astype(np.uint64)))
 
     def relu(self, x: Pair) -> Pair:
-        """ReLU(x) = x [x >= 0]. "pc": the product x g runs in the comparison's first round and
-        the bit is applied locally (7 rounds in Z_2^32); "carry": the bit injected into Z_2^l
-        (2 rounds) and one product: 10 rounds."""
+        """ReLU(x) = x [x >= 0]. "falcon": DReLU (8 rounds in Z_2^32), then Falcon's select (2):
+        10 rounds [Falcon's ReLU; STAMP Table 7: 10]; "pc": the product x g runs in the
+        comparison's first round and the bit is applied locally (7 rounds); "carry": the bit
+        injected into Z_2^l (2 rounds) and one product: 10 rounds."""
+        if self.drelu_mode == "falcon":
+            return self.select(self.drelu(x), x)
         if self.drelu_mode == "carry":
             d = self.bit_to_arith(self.drelu(x))
             (y,) = self.mult_round([("a", self.emul, x, d)])
@@ -457,11 +498,12 @@ class FalconMPC:
     def max_reduce(self, x: Pair, axis: int, sequential: bool = True, track_index: bool = False) -> Pair:
         """Maximum along ``axis``. ``sequential``: Falcon's running maximum [falcon-public
         funcMaxpool]: max <- a_i + ReLU(max - a_i) over the k elements, k - 1 dependent
-        comparisons (a ReLU each: 7 rounds with "pc", 10 with "carry"). ``track_index``: as
-        Falcon's funcMaxpool, also keep the one-hot argmax (its ``maxPrime``, k entries per
-        output) updated after every comparison by the comparison bit -- Table 7's
-        12(w^2 - 1) rounds count Falcon's two-round select for it after the ReLU; here the
-        update is one more product in the ReLU's product round (bytes, no extra round).
+        comparisons (a ReLU each: 10 rounds with "falcon" and "carry", 7 with "pc").
+        ``track_index``: as Falcon's funcMaxpool, also keep the one-hot argmax (its
+        ``maxPrime``, k entries per output) updated after every comparison by the comparison
+        bit. "falcon": as Falcon's code (as we recall it), a select of its own after the
+        ReLU's (2 rounds: 12 per comparison, STAMP Table 7's 12(w^2 - 1)); "pc" and "carry":
+        one more product in the ReLU's product round (bytes, no extra round).
         Otherwise a tree (ceil(log2 k) comparison layers)."""
         x = rss.apply(x, lambda v: np.moveaxis(v, axis, -1))
         ring = self.ring
@@ -475,7 +517,12 @@ class FalconMPC:
                 xj = rss.apply(x, lambda v: np.ascontiguousarray(v[..., j]))
                 diff = rss.sub(ring, m, xj)
                 ej = rss.public_pair(ring, self.me, np.broadcast_to(eye[j], x.a.shape).copy()) if track_index else None
-                if self.drelu_mode == "carry":
+                if self.drelu_mode == "falcon":                      # Falcon's selects, in turn
+                    b = self.drelu(diff)                             # [max >= a_j]
+                    got = [self.select(b, diff)]
+                    if track_index:
+                        got.append(self.select(b, rss.sub(ring, idx, ej), spread))
+                elif self.drelu_mode == "carry":
                     d = self.bit_to_arith(self.drelu(diff))          # [max >= a_j]
                     items = [("a", self.emul, diff, d)]
                     if track_index:

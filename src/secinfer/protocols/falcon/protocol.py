@@ -4,9 +4,11 @@ layer computed in pure MPC (``mpc.py``, ``backend.py``) and no trusted device.
 
 Roles as in ``stamp``: p0 holds the model, p1 the input and gets the output, p2 computes.
 Security: semi-honest and malicious (security with abort, honest majority). Comparisons
-(ReLU, MaxPool, Pow) use Falcon's wrap and private compare over Z_p (``compare.py``;
-option ``falcon_drelu="carry"``: a bit-sliced carry chain instead), whose preprocessing
-the parties make in the offline phase. Malicious: every product (Z_2^l, Z_p, AND) is
+(ReLU, MaxPool, softmax's max, Pow) use Falcon's wrap and private compare over Z_p
+(``compare.py``) with Falcon's round structure (default ``falcon_drelu="falcon"``: beta
+products online, Falcon's select; ``"pc"``: the same compare with both preprocessed;
+``"carry"``: a bit-sliced carry chain instead), whose preprocessing the parties make in
+the offline phase. Malicious: every product (Z_2^l, Z_p, AND) is
 verified with a triple, and every truncation uses a pair (r, r >> f); all are generated
 by the three parties in the offline phase (``triples.py``, ``compare.py``), no dealer.
 """
@@ -19,7 +21,7 @@ from secinfer.errors import ProtocolError
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.falcon.backend import FalconBackend
 from secinfer.protocols.falcon import compare
-from secinfer.protocols.falcon.mpc import FalconMPC
+from secinfer.protocols.falcon.mpc import DEFAULT_DRELU, DRELU_MODES, FalconMPC
 from secinfer.protocols.falcon.triples import plan_requests
 from secinfer.protocols.stamp import executor
 from secinfer.protocols.stamp.engine import Engine
@@ -38,7 +40,9 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         eng = Engine(ep, NAMES, me, job.fixed, job.security == "malicious", job.prg)
         eng.setup_keys()
         graph, batch = exchange_model(ep, me, job)
-    drelu = job.options.get("falcon_drelu", "pc")
+    drelu = job.options.get("falcon_drelu", DEFAULT_DRELU)
+    if drelu not in DRELU_MODES:
+        raise ProtocolError(f"falcon_drelu must be one of {DRELU_MODES}, not {drelu!r}")
     mpc = FalconMPC(eng, job.fixed, drelu=drelu)
     max_mode = job.options.get("falcon_max", "sequential")
     if max_mode not in ("sequential", "tree"):
@@ -49,20 +53,20 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError(f"falcon_bn must be 'falcon' or 'folded', not {bk['bn']!r}")
     backend = FalconBackend(mpc, **bk)
     env = share_model_and_input(eng, graph, job)
-    if eng.malicious or drelu == "pc":
+    if eng.malicious or drelu != "carry":
         # offline: every comparison's preprocessing (and, malicious, every triple and
         # truncation pair) of the online run, made by the parties
         with ep.phase("offline"):
             info_in = graph.inputs[0]
             dry_env = dict(env)
             dry_env[info_in.name] = rss.zeros(tuple(info_in.shape))
-            reqs, truncs, pcs = plan_requests(FalconMPC, {"drelu": drelu}, eng, job.fixed, FalconBackend,
-                                              bk, graph, dry_env, executor.run_graph)
+            reqs, truncs, pcs, sels = plan_requests(FalconMPC, {"drelu": drelu}, eng, job.fixed, FalconBackend,
+                                                    bk, graph, dry_env, executor.run_graph)
             if eng.malicious:
                 mpc.trunc_pairs.prepare(truncs)
                 mpc.triples.prepare(reqs)
-            if sum(pcs) <= compare.PC_UPFRONT_MAX:
-                mpc.pc.prepare(pcs)
+            if sum(pcs) + sum(sels) <= compare.PC_UPFRONT_MAX:
+                mpc.pc.prepare(pcs, sels)
             # else (memory): each comparison's preprocessing is made just before it, in the
             # offline phase of the meters, its CPU time excluded from the online time below
     with ep.phase("online"):
@@ -72,7 +76,7 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         mpc.flush()
         y = eng.reveal_to(CLIENT, env[graph.output_names[0]])
         cpu = time.thread_time() - cpu0 - (mpc.pc.stats["pc_just_in_time_cpu_s"] - jit0)
-    if mpc.triples.queue or mpc.trunc_pairs.queue or mpc.pc.buf:
+    if mpc.triples.queue or mpc.trunc_pairs.queue or mpc.pc.left():
         raise ProtocolError("Falcon+ prepared more triples, truncation pairs or comparison material than the "
                             "online run used")
     info = {"batch": batch, "security": job.security, "falcon_drelu": drelu, **mpc.stats, **backend.counts,

@@ -374,10 +374,10 @@ class TruncPairSource:
 
 
 def plan_requests(mpc_cls, mpc_kwargs: dict, eng, cfg, backend_cls, backend_kwargs: dict, graph, env: dict,
-                  run_graph) -> tuple[list[Request], list[tuple], list[int]]:
-    """The triples, truncation pairs and comparison preprocessing (element counts) an
-    online run will request, in order: a local dry run of the network on zero shares (same
-    shapes, no messages, no PRF use)."""
+                  run_graph) -> tuple[list[Request], list[tuple], list[int], list[int]]:
+    """The triples, truncation pairs, comparison preprocessing and select masks (element
+    counts) an online run will request, in order: a local dry run of the network on zero
+    shares (same shapes, no messages, no PRF use)."""
     dry = mpc_cls(eng, cfg, dry_run=True, **mpc_kwargs)
     run_graph(eng.ring, eng.me, backend_cls(dry, **backend_kwargs), graph, dict(env))
-    return dry.requests, dry.trunc_requests, dry.pc_requests
+    return dry.requests, dry.trunc_requests, dry.pc_requests, dry.sel_requests

@@ -187,12 +187,21 @@ def _pc_depth(ring_bits: int) -> int:
     return 2 + math.ceil(math.log2(ring_bits))
 
 
-def falcon_declared_rounds(kind: str, k: int = 1, drelu: str = "pc", ring_bits: int = 32) -> int:
+def falcon_declared_rounds(kind: str, k: int = 1, drelu: str = "falcon", ring_bits: int = 32,
+                           index: bool = True) -> int:
     """Rounds (dependency depth, semi-honest) of this implementation's Falcon+ protocols
     (``protocols/falcon``), checked by ``tests/stamp/test_falcon_costs.py``; next to the
-    paper's [STAMP Table 7] in ``TABLE7_FALCON``. k = window / row length.
+    paper's [STAMP Table 7] in ``TABLE7_FALCON``. k = window / row length; ``index``: the
+    running maximum keeps the argmax (the default, as Falcon's funcMaxpool).
 
-    ``drelu="pc"`` (default; Falcon's wrap and private compare over Z_p, ``compare.py``), in
+    ``drelu="falcon"`` (default; Falcon's wrap and private compare with Falcon's round
+    structure), in Z_2^32: DReLU 8 = open c + the beta products 1 + 5 Z_p product rounds +
+    open d; ReLU 10 (+ Falcon's select: open b xor c, the product; Table 7: 10). MaxPool
+    12 per comparison (the argmax's select after the ReLU's; Table 7: 12; 10 without the
+    argmax). Pow 45 (5 x (DReLU 8 + the bit's opening 1)); reciprocal 52; BatchNorm 268
+    and LayerNorm 270 (Table 7: 335); softmax 12 (k - 1) + 70. In Z_2^64 the DReLU is 9.
+
+    ``drelu="pc"`` (Falcon's wrap and private compare over Z_p, ``compare.py``), in
     Z_2^32: ReLU 7 = open c + 5 Z_p product rounds + open d (the product x g rides in the
     first round, the bit is applied locally; Table 7: 10). MaxPool 7 per comparison (Table
     7: 12). Pow 35 (5 comparisons whose bit is opened with d); reciprocal 42 (Pow + 7);
@@ -205,14 +214,20 @@ def falcon_declared_rounds(kind: str, k: int = 1, drelu: str = "pc", ring_bits: 
     reciprocal 47, BatchNorm 243, LayerNorm 245, softmax 10 (k - 1) + 65.
     Depth of the deepest party (the one-way truncation messages make the three parties'
     depths differ by up to 2)."""
-    if drelu == "pc":
+    steps = math.ceil(math.log2(ring_bits))
+    if drelu == "falcon":
+        d = _pc_depth(ring_bits) + 1
+        relu, step = d + 2, d + 1
+        cmp = relu + (2 if index else 0)
+    elif drelu == "pc":
         d = _pc_depth(ring_bits)
         relu, step = d, d
-        steps = math.ceil(math.log2(ring_bits))
+        cmp = relu
     elif drelu == "carry":
         if ring_bits != 32:
             raise ValueError("the carry chain's declared rounds are for Z_2^32")
         relu, step, steps = 10, 8, 5
+        cmp = relu
     else:
         raise ValueError(drelu)
     recip = steps * step + 7
@@ -221,18 +236,23 @@ def falcon_declared_rounds(kind: str, k: int = 1, drelu: str = "pc", ring_bits: 
     if kind in fixed:
         return fixed[kind]
     if kind == "MaxPool":
-        return relu * (k - 1)
+        return cmp * (k - 1)
     if kind == "Softmax":
-        return relu * (k - 1) + recip + 18
+        return cmp * (k - 1) + recip + 18
     raise ValueError(kind)
 
 
-def falcon_declared_relu_bytes(n: int, security: str = "semi-honest", drelu: str = "pc", ring_bits: int = 32,
+def falcon_declared_relu_bytes(n: int, security: str = "semi-honest", drelu: str = "falcon", ring_bits: int = 32,
                                relu: bool = True) -> int:
     """Payload bytes one party sends for a ReLU (``relu``) or a DReLU on n elements (every
     party sends the same), checked by ``tests/stamp/test_falcon_costs.py``. Ring elements
     travel in w = l/8 bytes, Z_p elements in one byte.
 
+    "falcon", semi-honest: open c (w), the l - 1 beta products and the l - 1 products of the
+    Z_p tree (one byte each), open d (1); ReLU: Falcon's select, the opened bit (1) and the
+    product (w): 2w + 2l bytes per element (72 in Z_2^32; Table 7: 16). Malicious: 3 elements
+    per product, a hash per opening and per product round's rho and sigma, the check before
+    d and, ReLU, the check of the select's product.
     "pc", semi-honest: open c (w), the l - 1 products of the Z_p tree (one byte each), open
     d (1), ReLU: the product x g (w): 2w + l bytes per element (40 in Z_2^32; Table 7: 16).
     Malicious: each product also opens rho and sigma (3 elements per product), every opening
@@ -242,7 +262,11 @@ def falcon_declared_relu_bytes(n: int, security: str = "semi-honest", drelu: str
     w = ring_bits // 8
     mal = security == "malicious"
     per = 3 if mal else 1
-    if drelu == "pc":
+    if drelu == "falcon":
+        tree_rounds = math.ceil(math.log2(ring_bits))
+        b = w + 2 * per * (ring_bits - 1) + 1 + (1 + per * w if relu else 0)
+        hashes = (1 + 2 + 2 * tree_rounds + 1 + 1 + (1 + 2 + 1 if relu else 0)) if mal else 0
+    elif drelu == "pc":
         tree_rounds = math.ceil(math.log2(ring_bits))
         b = w + per * (ring_bits - 1) + 1 + (per * w if relu else 0)
         hashes = (1 + 2 * tree_rounds + (2 if relu else 0) + 1 + 1) if mal else 0
