@@ -482,7 +482,11 @@ class AstraEngine:
                     self.send("p0", t + "/mstar", mstar_x, *mstar_y)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
-            if to_p0 and mstar_first:
+            # m* first when P0's answer is on the longer path: the product is revealed next
+            # (``mstar_first``), or it is receiver-checked (P0's frame to the receiver then
+            # waits for m*, and P0 has more to do with it than an evaluator with m_z)
+            first = to_p0 and (mstar_first or y_offline)
+            if first:
                 send_mstar()
             share = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
@@ -493,8 +497,10 @@ class AstraEngine:
                 st["want"] = self.verify_expected(other)
                 carry = () if out is None else (out,)
             self.ep.send(other, t + "/mz", pack(sent, self.bits), *carry)
-            if to_p0 and not mstar_first:
+            if to_p0 and not first:
                 send_mstar()
+            if self.malicious:   # m_x m_y for the check: computed while the other's share travels
+                st["mxy"] = self._prod(x.m, y.m, ps, False)
             st.update(share=share, other=other)
         return st
 
@@ -514,8 +520,7 @@ class AstraEngine:
             if self.cheat("consistent_mz"):
                 mz = R.add(mz, 1)   # test hook: with ``sent`` below, both evaluators hold m_z + 1
             if self.malicious:
-                mxy = self._prod(x.m, y.m, ps, False)   # after the send: off the other's path
-                expect = R.add(R.sub(mz, mxy), prep["dz_sum"])
+                expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
                 if prep.get("check_at") is not None:
                     prep["mz_check"] = digest("mul-mz", expect)   # compared by the receiver (below)
                 else:
