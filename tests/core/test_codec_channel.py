@@ -126,3 +126,31 @@ def test_abort_reaches_the_peer_and_stops_it():
     res = run_local({"alice": cheater_detector, "bob": other})
     assert isinstance(res["alice"], ProtocolAbort) and res["alice"].check == "mac-check"
     assert isinstance(res["bob"], PeerAbortedError)
+
+
+def test_recv_each_serves_frames_in_arrival_order():
+    """``recv_each`` yields whichever requested peer's frame is there first, each once, and
+    checks tags and shapes like ``recv``."""
+    import time
+
+    spec = ArraySpec(np.int64, (1,))
+
+    def slow(ep):
+        time.sleep(0.3)
+        ep.send("me", "x", np.array([1]))
+
+    def fast(ep):
+        ep.send("me", "x", np.array([2]))
+
+    def me(ep):
+        got = [(p, int(a[0][0])) for p, a in ep.recv_each({"slow": ("x", spec), "fast": ("x", spec)})]
+        with pytest.raises(FrameError, match="tag"):
+            list(ep.recv_each({"fast": ("y", spec)}))
+        return got
+
+    def fast_twice(ep):
+        fast(ep)
+        ep.send("me", "x", np.array([3]))
+
+    res = run_local({"me": me, "slow": slow, "fast": fast_twice}, recv_timeout=5)
+    assert res["me"] == [("fast", 2), ("slow", 1)]

@@ -130,6 +130,25 @@ class Endpoint(abc.ABC):
         self.meter.record(ph, "recv", peer, tag, payload_nbytes(arrays), len(frame))
         return arrays
 
+    def recv_each(self, requests: dict, timeout: float | None = None):
+        """Receive one frame from each of several peers in the order they become available:
+        ``requests`` maps peer -> (tag, *specs); yields (peer, arrays) as ``recv`` would return
+        them, so a receiver works on early frames while later ones travel. Every request is
+        served exactly once; errors are those of ``recv``."""
+        for peer in requests:
+            self._check_peer(peer)
+        deadline = time.monotonic() + (self.recv_timeout if timeout is None else timeout)
+        left = list(requests)
+        while left:
+            peer = left[0] if len(left) == 1 else self._wait_any(left, deadline)
+            left.remove(peer)
+            tag, *specs = requests[peer]
+            yield peer, self.recv(peer, tag, *specs, timeout=max(0.0, deadline - time.monotonic()))
+
+    def _wait_any(self, peers: list, deadline: float) -> str:
+        """A peer of ``peers`` whose next frame (or failure) is due; transports override it."""
+        return peers[0]
+
     def recv_one(self, peer: str, tag: str, spec: ArraySpec, timeout: float | None = None) -> np.ndarray:
         return self.recv(peer, tag, spec, timeout=timeout)[0]
 
@@ -186,6 +205,15 @@ class LocalEndpoint(Endpoint):
 
     def _transmit(self, peer: str, frame: bytes) -> None:
         self._hub._queues[(self.me, peer)].put(frame)
+
+    def _wait_any(self, peers: list, deadline: float) -> str:
+        while True:
+            for p in peers:
+                if not self._hub._queues[(p, self.me)].empty() or p in self._hub._dead:
+                    return p
+            if time.monotonic() >= deadline:
+                return peers[0]   # its receive raises the timeout
+            time.sleep(0.0002)
 
     def _receive(self, peer: str, deadline: float) -> bytes:
         q = self._hub._queues[(peer, self.me)]

@@ -327,6 +327,30 @@ class ZmqEndpoint(Endpoint):
                 continue
             self._wait_for_frames(q, deadline)
 
+    def _wait_any(self, peers: list, deadline: float) -> str:
+        """The first of ``peers`` whose next frame is due (or that has failed: its receive
+        raises); waits like ``_receive``: reads the socket itself, sleeps until a release."""
+        qs = [self._inbox[p] for p in peers]
+        while True:
+            release = None
+            with self._cv:
+                self._raise_io_error()
+                now = time.monotonic()
+                for p, q in zip(peers, qs):
+                    if q:
+                        t, item = q[0]
+                        if t <= now or not isinstance(item, (bytes, memoryview)):
+                            return p
+                        release = t if release is None else min(release, t)
+                    elif p in self._fatal or p in self._dead:
+                        return p
+                if now >= deadline:
+                    return peers[0]   # its receive raises the timeout
+            if release is not None:
+                _sleep_until(min(release, deadline))
+                continue
+            self._wait_for_frames(qs, deadline)
+
     def _wait_for_frames(self, q, deadline: float) -> None:
         """Nothing from the peer yet: read the PULL socket in this thread (every message goes
         through ``_on_message`` as in the I/O thread, so heartbeats, byes and other peers'
@@ -345,7 +369,7 @@ class ZmqEndpoint(Endpoint):
                 pull = self._pull
                 if pull is None:                 # the I/O thread has stopped
                     with self._cv:
-                        if not q:
+                        if not (any(q) if isinstance(q, list) else q):
                             self._cv.wait(max(0.0, min(deadline - time.monotonic(), 0.05)))
                     return
                 if not self._drain(pull):

@@ -383,14 +383,13 @@ def _receive_direct(ep, size: int, bits: int) -> np.ndarray:
     comparison's masked output bit from P2 and its mask r from P0, class = y xor r."""
     if bits == 1:
         spec = packed_spec(1, (size,))
-        r = unpack(ep.recv_one("p0", "astra/out/y/r", spec), 1, (size,))
-        y = unpack(ep.recv_one("p2", "astra/out/y/y", spec), 1, (size,))
-        return (y ^ r) & np.uint64(1)
+        got = {p: unpack(a[0], 1, (size,))
+               for p, a in ep.recv_each({"p0": ("astra/out/y/r", spec), "p2": ("astra/out/y/y", spec)})}
+        return (got["p2"] ^ got["p0"]) & np.uint64(1)
     spec = packed_spec(64, (size,))
-    lam = ep.recv_one("p0", "astra/out/y/lam", spec)
-    m1 = ep.recv_one("p1", "astra/out/y/m1", spec)
-    m2 = ep.recv_one("p2", "astra/out/y/m2", spec)
-    return m1 + m2 - lam
+    got = {p: a[0] for p, a in ep.recv_each({"p0": ("astra/out/y/lam", spec), "p1": ("astra/out/y/m1", spec),
+                                             "p2": ("astra/out/y/m2", spec)})}
+    return got["p1"] + got["p2"] - got["p0"]
 
 
 def _receive_direct_m(ep, size: int) -> np.ndarray:
@@ -399,9 +398,10 @@ def _receive_direct_m(ep, size: int) -> np.ndarray:
     the check "bitext-y" [ASTRA 5.4]: H(L_y) from P2 must be P0's hash of the label of y."""
     spec, hs = packed_spec(1, (size,)), ArraySpec(np.uint8, (32,))
     t = "astra/out/y"
-    l1p, hl2, pair = ep.recv("p0", t + "/l1", spec, hs, ArraySpec(np.uint8, (size, 2, 32)))
-    mp, hl1 = ep.recv("p1", t + "/m", spec, hs)
-    l2p, hm, yp, hy = ep.recv("p2", t + "/l2", spec, hs, spec, ArraySpec(np.uint8, (size, 32)))
+    got = dict(ep.recv_each({"p0": (t + "/l1", spec, hs, ArraySpec(np.uint8, (size, 2, 32))),
+                             "p1": (t + "/m", spec, hs),
+                             "p2": (t + "/l2", spec, hs, spec, ArraySpec(np.uint8, (size, 32)))}))
+    (l1p, hl2, pair), (mp, hl1), (l2p, hm, yp, hy) = got["p0"], got["p1"], got["p2"]
     l1, m, l2, y = (unpack(v, 1, (size,)) for v in (l1p, mp, l2p, yp))
     for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
         if not np.array_equal(digest("out", val), h):
@@ -448,18 +448,15 @@ def _receive_output(ep, size: int, malicious: bool, bits: int, mz_check: bool = 
     frame also carries the client-checked product hash)."""
     spec, t = packed_spec(bits, (size,)), "astra/out/y"
     hs = ArraySpec(np.uint8, (32,))
-    checks = []
-
-    def val(peer, tag):   # one frame per server: its component (+ the hash of the next one's)
-        got = ep.recv(peer, tag, spec, *((hs,) if malicious else ()), *((hs,) if mz_check else ()))
-        if mz_check:
-            checks.append(got[2])
-        return unpack(got[0], bits, (size,)), (got[1] if malicious else None)
-    l1, hl2 = val("p0", t + "/l1")
-    m, hl1 = val("p1", t + "/m")
-    l2, hm = val("p2", t + "/l2")
+    # one frame per server: its component (+ the hash of the next one's), taken as it arrives
+    extra = ((hs,) if malicious else ()) + ((hs,) if mz_check else ())
+    got = {p: (unpack(a[0], bits, (size,)), *a[1:]) for p, a in
+           ep.recv_each({"p0": (t + "/l1", spec, *extra), "p1": (t + "/m", spec, *extra),
+                         "p2": (t + "/l2", spec, *extra)})}
+    (l1, *r0), (m, *r1), (l2, *r2) = got["p0"], got["p1"], got["p2"]
+    hl2, hl1, hm = (r0[0], r1[0], r2[0]) if malicious else (None, None, None)
     if mz_check:
-        _check_mz(ep, *checks)
+        _check_mz(ep, r0[1], r1[1], r2[1])
     if malicious:
         for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
             if not np.array_equal(digest("out", val), h):
