@@ -138,8 +138,9 @@ class AstraEngine:
         for those servers (e.g. the garbled comparison, whose checks are immediate) before
         ``verify_finish``, so the verify message travels in parallel with them; it must
         finish before anything is revealed (``open_to`` refuses while a check is pending).
-        With ``peers``, a check whose hashes are complete can leave before the others are."""
-        servers = [p for p in ("p0", "p1", "p2") if p != self.role and (peers is None or p in peers)]
+        With ``peers`` (in the order given), a check whose hashes are complete can leave
+        before the others are."""
+        servers = [p for p in (("p0", "p1", "p2") if peers is None else peers) if p != self.role]
         expected = {}
         for p in servers:
             out = self.verify_payload(p)

@@ -292,13 +292,17 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Y = U + B.map(lambda a: a[None, :])
         eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", (prep["mz_check"],))
         return
-    U = eng.matmul_online(X, W, U, prep, mstar_first=not cls)
+    m_cls_direct = cls and direct and eng.malicious and not fair
+    # m* first when P0's answer (H(m*_z)) is on the longest path: the product is revealed
+    # next, or (direct classification) P2 waits for it before y leaves
+    U = eng.matmul_online(X, W, U, prep, mstar_first=not cls or m_cls_direct)
     Y = U + B.map(lambda a: a[None, :])
     pending = None
-    if cls and direct and eng.malicious and not fair:
+    if m_cls_direct:
         # the verify message travels while the comparison runs; it is checked before
-        # anything is revealed (the comparison folds no hash)
-        pending = eng.verify_start()
+        # anything is revealed (the comparison folds no hash); P0 tells P2 first, whose
+        # y is the last step
+        pending = eng.verify_start(peers=("p2", "p1", "p0"))
     if cls:
         # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
         A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
