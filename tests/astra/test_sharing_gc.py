@@ -110,3 +110,39 @@ def test_native_gc_rejects_a_bad_program():
             gcm.evaluate(circ, g.tables, zeros, native=True)
     finally:
         del circ.__dict__["_gc_program"]
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "native"])
+def test_evaluate_opened_checks_commitments_then_evaluates(native):
+    """The evaluator's fused online step: the opened labels of u1 are checked against the
+    garbler's commitments at the bits of the value, then the circuit is evaluated; a label
+    that is not the committed one for its bit (or for the other bit) is refused."""
+    prg = PRG.for_tests(11)
+    circ = msb_sub3_circuit(64)
+    n = 3
+    R, zeros = gcm.input_labels(circ, n, prg.uint64)
+    g = gcm.garble(circ, R, zeros)
+    vals = {k: prg.uint64((n,)) for k in ("u1", "u2", "u3")}
+    bits = {k: bits_of(v, 64) for k, v in vals.items()}
+    r = prg.bits((n, 1))
+    act = {"u1": gcm.select(zeros["u1"], bits["u1"], R), "u2": gcm.select(zeros["u2"], bits["u2"], R),
+           "u3": gcm.select(zeros["u3"], bits["u3"], R), "u4": gcm.select(zeros["u4"], r, R),
+           "u5": gcm.select(zeros["u5"], r, R)}
+    coms = gcm.commit_labels(zeros["u1"], R)
+    want = gcm.evaluate(circ, g.tables, act, native=False)
+    others = {k: v for k, v in act.items() if k != "u1"}
+    out = gcm.evaluate_opened(circ, g.tables, gcm.wire_buffer(circ, others), "u1", act["u1"], coms, vals["u1"],
+                              native=native)
+    assert np.array_equal(out, want)
+    y = gcm.decode(out, g.decode)[:, 0]
+    assert np.array_equal(y, ((vals["u1"] - vals["u2"] - vals["u3"]) >> np.uint64(63)).astype(np.uint8))
+    assert np.array_equal(gcm.evaluate_opened(circ, g.tables, gcm.wire_buffer(circ, others), "u1", act["u1"],
+                                              native=native), want)       # no commitment check
+    for flip in ("label", "value"):
+        lab, v = act["u1"].copy(), vals["u1"].copy()
+        if flip == "label":
+            lab[1, 37, 1] ^= np.uint64(1 << 9)          # not a label of that wire at all
+        else:
+            v[2] ^= np.uint64(1 << 5)                   # the label of the other bit
+        assert gcm.evaluate_opened(circ, g.tables, gcm.wire_buffer(circ, others), "u1", lab, coms, v,
+                                   native=native) is None

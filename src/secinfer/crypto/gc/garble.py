@@ -186,8 +186,66 @@ def evaluate(circ: Circuit, tables: np.ndarray, active: dict, native: bool | Non
             raise ShapeError(f"garbled tables of shape {tables.shape}, expected {(batch, circ.and_count, 2, 2)}")
         _native_run(nat, "he_gc_eval", circ, w, np.ascontiguousarray(tables, np.uint64))
         return w[:, circ.outputs]
+    return _evaluate_wires(circ, tables, w)
+
+
+def wire_buffer(circ: Circuit, labels: dict) -> np.ndarray:
+    """The evaluator's wire array (batch, n_wires, 2) with the given input groups' labels in
+    place (prepared offline for ``evaluate_opened``)."""
+    batch = next(iter(labels.values())).shape[0]
+    w = np.zeros((batch, circ.n_wires, 2), dtype=np.uint64)
+    for name, lab in labels.items():
+        w[:, circ.inputs[name]] = lab
+    return w
+
+
+def evaluate_opened(circ: Circuit, tables: np.ndarray, wires: np.ndarray, name: str, labels: np.ndarray,
+                    coms: np.ndarray | None = None, values: np.ndarray | None = None,
+                    native: bool | None = None) -> np.ndarray | None:
+    """The evaluator's online step: the opened labels of input group ``name`` (batch, width, 2)
+    go into ``wires`` (from ``wire_buffer``; overwritten), each checked first against its
+    commitment ``coms`` (batch, width, 2, 32) at bit j of ``values`` (batch,) when given;
+    then evaluation. Returns the output labels (batch, n_out, 2), or None if a label does not
+    match its commitment (nothing is evaluated then). Natively one call (no numpy step per
+    operation on the online path)."""
+    width = len(circ.inputs[name])
+    labels = np.ascontiguousarray(labels, np.uint64)
+    batch = wires.shape[0]
+    if labels.shape != (batch, width, 2) or wires.shape != (batch, circ.n_wires, 2) or \
+            tables.shape != (batch, circ.and_count, 2, 2) or (coms is not None and coms.shape != (batch, width, 2, 32)):
+        raise ShapeError("evaluate_opened: inconsistent shapes")
+    nat = _native_lib() if native is not False else None
+    if nat is None:
+        if coms is not None:
+            bits = ((np.asarray(values, np.uint64)[:, None] >> np.arange(width, dtype=np.uint64)) & np.uint64(1))
+            want = np.take_along_axis(coms, bits.astype(np.int64)[..., None, None], axis=-2)[..., 0, :]
+            if label_hash(labels, native=False).tobytes() != np.ascontiguousarray(want, np.uint8).tobytes():
+                return None
+        wires[:, circ.inputs[name]] = labels
+        return _evaluate_wires(circ, tables, wires)
+    import ctypes as C
+    cache = circ.__dict__.setdefault("_gc_idx", {})
+    if name not in cache:
+        cache[name] = np.ascontiguousarray(circ.inputs[name], np.int32)
+        cache["__out"] = np.ascontiguousarray(circ.outputs, np.int32)
+    out = np.empty((batch, len(circ.outputs), 2), np.uint64)
+    bad = C.c_int(0)
+    prog = _program(circ)
+    vals = None if coms is None else np.ascontiguousarray(values, np.uint64)
+    nat.call("he_gc_eval_opened", nat.ptr(_KEY_BYTES, C.c_ubyte), nat.ptr(prog, C.c_int32), len(prog),
+             circ.and_count, circ.n_wires, batch, nat.ptr(np.ascontiguousarray(tables, np.uint64), C.c_uint64),
+             nat.ptr(wires, C.c_uint64), nat.ptr(cache[name], C.c_int32), width, nat.ptr(labels, C.c_uint64),
+             None if coms is None else nat.ptr(np.ascontiguousarray(coms, np.uint8), C.c_ubyte),
+             None if vals is None else nat.ptr(vals, C.c_uint64), nat.ptr(_LABEL_PREFIX, C.c_ubyte),
+             len(_LABEL_PREFIX), nat.ptr(cache["__out"], C.c_int32), len(circ.outputs), nat.ptr(out, C.c_uint64),
+             C.byref(bad))
+    return None if bad.value else out
+
+
+def _evaluate_wires(circ: Circuit, tables: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``evaluate`` on a filled wire array (numpy reference)."""
     h = GateHash()
-    for lin, a, b, o, ids, tw in _plan(circ, batch):
+    for lin, a, b, o, ids, tw in _plan(circ, w.shape[0]):
         for (xa, xb, xo), (na, no) in lin:
             w[:, xo] = w[:, xa] ^ w[:, xb]
             w[:, no] = w[:, na]

@@ -81,6 +81,9 @@ _SIGNATURES: dict[str, list] = {
     "he_gc_eval": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64],
     "he_gc_garble": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64, P_u64],
     "he_label_hash": [P_bytes, cint, P_u64, cint, P_bytes],
+    "he_gc_eval_opened": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64, C.POINTER(C.c_int32),
+                          cint, P_u64, P_bytes, P_u64, P_bytes, cint, C.POINTER(C.c_int32), cint, P_u64,
+                          C.POINTER(cint)],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }

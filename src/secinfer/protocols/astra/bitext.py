@@ -97,7 +97,8 @@ def _offline_s(eng, a, beng, n, lab):
                                       ArraySpec(np.uint64, (n, 1, 2)))
         lr2 = beng.draw("P", lab + "/lr", (n,))
         mr = ep.recv_one("p1", t + "/mr", bspec) & np.uint64(1)
-        prep.update(tables=tables, dec=dec, k2=k2, k3=k3, r=AShare(1, mr, None, lr2))
+        prep.update(tables=tables, dec=dec, r=AShare(1, mr, None, lr2),
+                    wires=gcm.wire_buffer(circ, {"u2": k2, "u3": k3}))   # online: only u1's labels
     if role in ("p0", "p2"):
         prep["ly2"] = beng.draw("02", lab + "/ly", (n,))
     return prep
@@ -114,7 +115,7 @@ def _online_s(eng, a, prep, beng, to=None):
             ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
         else:
             k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-            out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"]})
+            out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1)
             yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
             if eng.cheat("wrong_out_share"):
                 yb = yb ^ np.uint64(1)
@@ -126,7 +127,7 @@ def _online_s(eng, a, prep, beng, to=None):
         y = AShare(1, my, np.zeros(n, np.uint64), None)
     elif role == "p2":
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"]})
+        out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1)
         yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
         my = yb ^ prep["ly2"]
         ep.send("p1", t + "/my", my.astype(np.uint8))
@@ -199,9 +200,18 @@ def _offline_m(eng, a, beng, n, lab):
         tables, dec, k2, k4, c1, c3, c5 = bundle
         _check_open(ep, k3, c3, bits_of(a.l2, l), "p0")
         _check_open(ep, k5, c5, r2[:, None], "p0")
-        prep.update(tables=tables, dec=dec, k2=k2, k3=k3, k4=k4, k5=k5, c1=c1,
+        prep.update(tables=tables, dec=dec, c1=c1, wires=gcm.wire_buffer(circ, {"u2": k2, "u3": k3, "u4": k4, "u5": k5}),
                     r1=AShare(1, mr1, None, np.zeros(n, np.uint64)), r2=AShare(1, mr2, None, lr2))
     return prep
+
+
+def _open_eval(ep, circ, prep, k1, m):
+    """P2's online step [5.4]: P1's labels of m_a against their commitments (check
+    "gc-key"), then the evaluation -- one native call (``gcm.evaluate_opened``)."""
+    out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1, prep["c1"], m)
+    if out is None:
+        raise ep.abort("gc-key", "p1", "an opened input label does not match its commitment")
+    return out
 
 
 def _check_open(ep, keys, coms, bits, suspect):
@@ -234,9 +244,7 @@ def _online_m(eng, a, prep, beng, pending=None):
     elif role == "p2":
         verified("p1")
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-        _check_open(ep, k1, prep["c1"], bits_of(a.m, l), "p1")
-        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"],
-                                                   "u4": prep["k4"], "u5": prep["k5"]})
+        out = _open_eval(ep, circ, prep, k1, a.m)
         yb = gcm.decode(out, prep["dec"])[:, 0]
         if eng.cheat("wrong_y"):
             yb = yb ^ np.uint8(1)
@@ -273,9 +281,7 @@ def _online_m_direct(eng, a, prep, pending):
         if pending is not None:
             eng.verify_finish(pending, ("p1",))   # P1's verify message precedes its labels
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-        _check_open(ep, k1, prep["c1"], bits_of(a.m, l), "p1")
-        out = gcm.evaluate(circ, prep["tables"], {"u1": k1, "u2": prep["k2"], "u3": prep["k3"],
-                                                   "u4": prep["k4"], "u5": prep["k5"]})
+        out = _open_eval(ep, circ, prep, k1, a.m)
         yb = gcm.decode(out, prep["dec"])[:, 0]
         if eng.cheat("wrong_y"):
             yb = yb ^ np.uint8(1)

@@ -9,6 +9,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/binary"
 	"sync"
 	"unsafe"
@@ -164,6 +165,70 @@ func he_label_hash(prefix *C.uchar, plen C.int, labels *C.uint64_t, n C.int, out
 		buf = append(append(buf[:0], pre...), lab[16*i:16*i+16]...)
 		sum := sha256.Sum256(buf)
 		copy(dst[32*i:], sum[:])
+	}
+	return 0
+}
+
+// he_gc_eval_opened is the evaluator's online step in one call: place the opened labels of
+// one input group (LSB first, bit j of values[i] for instance i), check each against its
+// hash commitment SHA-256(prefix || label) (coms: (batch, width, 2, 32), nil to skip; a
+// mismatch sets *bad and evaluates nothing), evaluate, and copy the output wires' labels
+// to out (batch, nout, 2). wires holds the other inputs' labels (prepared offline) and is
+// overwritten.
+//
+//export he_gc_eval_opened
+func he_gc_eval_opened(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.int, tables, wires *C.uint64_t,
+	group *C.int32_t, width C.int, labels *C.uint64_t, coms *C.uchar, values *C.uint64_t, prefix *C.uchar, plen C.int,
+	outIdx *C.int32_t, nout C.int, out *C.uint64_t, bad *C.int, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
+	if width < 1 || width > 64 || nout < 0 || plen < 0 || plen > 64 {
+		fail(codeArgument, "gc: bad group width %d, outputs %d or prefix %d", width, nout, plen)
+	}
+	wd, no := int(width), int(nout)
+	g := unsafe.Slice((*int32)(unsafe.Pointer(group)), wd)
+	oi := unsafe.Slice((*int32)(unsafe.Pointer(outIdx)), no)
+	for _, x := range append(append([]int32{}, g...), oi...) {
+		if x < 0 || int(x) >= nw {
+			fail(codeArgument, "gc: wire index %d out of range", x)
+		}
+	}
+	lab := unsafe.Slice((*uint64)(unsafe.Pointer(labels)), bs*wd*2)
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
+	*bad = 0
+	if coms != nil {
+		cm := unsafe.Slice((*byte)(unsafe.Pointer(coms)), bs*wd*64)
+		vals := unsafe.Slice((*uint64)(unsafe.Pointer(values)), bs)
+		pre := unsafe.Slice((*byte)(unsafe.Pointer(prefix)), int(plen))
+		buf := make([]byte, int(plen)+16)
+		copy(buf, pre)
+		for i := 0; i < bs; i++ {
+			for j := 0; j < wd; j++ {
+				k := (i*wd + j) * 2
+				binary.LittleEndian.PutUint64(buf[plen:], lab[k])
+				binary.LittleEndian.PutUint64(buf[int(plen)+8:], lab[k+1])
+				sum := sha256.Sum256(buf)
+				b := (vals[i] >> uint(j)) & 1
+				off := ((i*wd+j)*2 + int(b)) * 32
+				if subtle.ConstantTimeCompare(sum[:], cm[off:off+32]) != 1 {
+					*bad = 1
+					return 0
+				}
+			}
+		}
+	}
+	for i := 0; i < bs; i++ {
+		for j, x := range g {
+			w[(i*nw+int(x))*2], w[(i*nw+int(x))*2+1] = lab[(i*wd+j)*2], lab[(i*wd+j)*2+1]
+		}
+	}
+	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
+	gcRun(gcCipher(key), p, na, nw, bs, tab, w, false, 0, 0)
+	o := unsafe.Slice((*uint64)(unsafe.Pointer(out)), bs*no*2)
+	for i := 0; i < bs; i++ {
+		for j, x := range oi {
+			o[(i*no+j)*2], o[(i*no+j)*2+1] = w[(i*nw+int(x))*2], w[(i*nw+int(x))*2+1]
+		}
 	}
 	return 0
 }
