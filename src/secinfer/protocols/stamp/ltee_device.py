@@ -71,6 +71,16 @@ MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Pr
 EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
 
 
+
+def _parse_spec(kernels, raw) -> dict:
+    """A request's JSON operation spec, validated (malformed: ``Refused``)."""
+    try:
+        spec = json.loads(bytes(raw).decode())
+        kernels.validate(spec)
+    except (ValueError, ProtocolError) as e:
+        raise Refused("bad-request", f"spec: {e}") from None
+    return spec
+
 class _OpCount:
     """Primitive operations executed (the same fields as ``kernels.OpCount``)."""
 
@@ -445,11 +455,7 @@ class Device:
             raise Refused("policy", "the output was already released in this session")
         if mode != int(self.malicious):
             raise Refused("policy", "output step of the other security setting")
-        try:
-            spec = json.loads(bytes(arrays[1]).decode())
-            kernels.validate(spec)
-        except (ValueError, ProtocolError) as e:
-            raise Refused("bad-request", f"spec: {e}") from None
+        spec = _parse_spec(kernels, arrays[1])
         steps = [st.get("op") for st in spec["steps"]]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
@@ -494,11 +500,7 @@ class Device:
         mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
         if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
             raise Refused("bad-request", "evaluation mode")
-        try:
-            spec = json.loads(bytes(arrays[1]).decode())
-            kernels.validate(spec)
-        except (ValueError, ProtocolError) as e:
-            raise Refused("bad-request", f"spec: {e}") from None
+        spec = _parse_spec(kernels, arrays[1])
         d = self.index
         cfg = self.cfg
         ring = cfg.ring
