@@ -146,3 +146,13 @@ def test_evaluate_opened_checks_commitments_then_evaluates(native):
             v[2] ^= np.uint64(1 << 5)                   # the label of the other bit
         assert gcm.evaluate_opened(circ, g.tables, gcm.wire_buffer(circ, others), "u1", lab, coms, v,
                                    native=native) is None
+
+
+def test_output_label_hashes_use_their_own_prefix():
+    from secinfer.protocols.astra.bitext import _out_label_hashes
+
+    labels = np.random.default_rng(6).integers(0, 2**63, (4, 2), dtype=np.uint64)
+    raw = labels.tobytes()
+    want = b"".join(hashlib.sha256(b"gc-out" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16))
+    assert _out_label_hashes(labels).tobytes() == want
+    assert gcm.label_hash(labels, native=False, prefix=b"gc-out").tobytes() == want

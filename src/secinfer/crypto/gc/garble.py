@@ -274,16 +274,18 @@ def commit_labels(zero: np.ndarray, r: np.ndarray) -> np.ndarray:
 _LABEL_PREFIX = np.frombuffer(b"gc-com", np.uint8).copy()
 
 
-def label_hash(labels: np.ndarray, native: bool | None = None) -> np.ndarray:
-    """Per-label hash for checking opened labels against commitments: (..., 32)."""
+def label_hash(labels: np.ndarray, native: bool | None = None, prefix: bytes = b"gc-com") -> np.ndarray:
+    """Per-label hash SHA-256(prefix || label): (..., 32). ``gc-com`` for the commitments
+    opened labels are checked against, ``gc-out`` for output labels."""
     flat = np.ascontiguousarray(labels.reshape(-1, 2), np.uint64)
     out = np.empty((flat.shape[0], 32), dtype=np.uint8)
     nat = _native_lib() if native is not False else None
     if nat is not None:
         import ctypes as C
-        nat.call("he_label_hash", nat.ptr(_LABEL_PREFIX, C.c_ubyte), len(_LABEL_PREFIX), nat.ptr(flat, C.c_uint64),
+        pre = np.frombuffer(prefix, np.uint8).copy()
+        nat.call("he_label_hash", nat.ptr(pre, C.c_ubyte), len(pre), nat.ptr(flat, C.c_uint64),
                  flat.shape[0], nat.ptr(out, C.c_ubyte))
         return out.reshape(labels.shape[:-1] + (32,))
     for i in range(flat.shape[0]):
-        out[i] = np.frombuffer(hashlib.sha256(b"gc-com" + flat[i].tobytes()).digest(), np.uint8)
+        out[i] = np.frombuffer(hashlib.sha256(prefix + flat[i].tobytes()).digest(), np.uint8)
     return out.reshape(labels.shape[:-1] + (32,))

@@ -22,7 +22,6 @@ needs no further message. [[msb(a)]]^B = [[y]]^B xor [[r1]]^B xor [[r2]]^B.
 
 from __future__ import annotations
 
-import hashlib
 
 import numpy as np
 
@@ -257,10 +256,7 @@ def _online_m(eng, a, prep, beng, pending=None):
 
 def _out_label_hashes(labels: np.ndarray) -> np.ndarray:
     """H("gc-out" || label) of each of n output labels (n, 2) uint64 -> (n, 32) uint8."""
-    raw = np.ascontiguousarray(labels, np.uint64).tobytes()
-    sha = hashlib.sha256
-    return np.frombuffer(b"".join(sha(b"gc-out" + raw[i:i + 16]).digest() for i in range(0, len(raw), 16)),
-                         np.uint8).reshape(-1, 32)
+    return gcm.label_hash(labels, prefix=b"gc-out")
 
 
 def _online_m_direct(eng, a, prep, pending):
