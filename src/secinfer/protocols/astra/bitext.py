@@ -22,7 +22,6 @@ needs no further message. [[msb(a)]]^B = [[y]]^B xor [[r1]]^B xor [[r2]]^B.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from secinfer.crypto.gc import garble as gcm
