@@ -42,8 +42,6 @@ _lock = threading.Lock()
 _lib = None
 _load_error: NativeBuildError | None = None
 _warned = False
-_ERRLEN = 1024
-_tls = threading.local()
 
 i64, cint = C.c_int64, C.c_int
 P_u64, P_u8, P_i32 = C.POINTER(C.c_uint64), C.POINTER(C.c_uint8), C.POINTER(C.c_int32)
@@ -145,14 +143,10 @@ def _threads() -> int:
 
 
 def _call(name: str, *args) -> None:
-    fn = getattr(_load(), name)
-    err = getattr(_tls, "err", None)
-    if err is None:
-        err = _tls.err = C.create_string_buffer(_ERRLEN)
-    rc = fn(*args, err, _ERRLEN)
-    if rc != 0:
-        msg = err.value.decode("utf-8", "replace") or f"{name} failed (code {rc})"
-        raise (ConfigError if rc == 4 else FSSNativeError)(msg)
+    from secinfer.crypto.he import _native as he_native
+
+    _load()   # declares the FSS exports
+    he_native.call(name, *args, errors={4: ConfigError}, default=FSSNativeError)
 
 
 def info() -> str:

@@ -137,10 +137,8 @@ def _mask(labels: np.ndarray) -> np.ndarray:
 
 
 def garble(circ: Circuit, r: np.ndarray, zeros: dict, native: bool | None = None) -> Garbled:
-    batch = next(iter(zeros.values())).shape[0]
-    w = np.zeros((batch, circ.n_wires, 2), dtype=np.uint64)
-    for name, ws in circ.inputs.items():
-        w[:, ws] = zeros[name]
+    w = wire_buffer(circ, zeros)
+    batch = w.shape[0]
     tables = np.zeros((batch, circ.and_count, 2, 2), dtype=np.uint64)
     nat = _native_lib() if native is not False else None
     if nat is not None:
@@ -176,10 +174,8 @@ def _mul(bits: np.ndarray, lab: np.ndarray) -> np.ndarray:
 
 def evaluate(circ: Circuit, tables: np.ndarray, active: dict, native: bool | None = None) -> np.ndarray:
     """Evaluate with the active input labels; returns the active output labels."""
-    batch = next(iter(active.values())).shape[0]
-    w = np.zeros((batch, circ.n_wires, 2), dtype=np.uint64)
-    for name, ws in circ.inputs.items():
-        w[:, ws] = active[name]
+    w = wire_buffer(circ, active)
+    batch = w.shape[0]
     nat = _native_lib() if native is not False else None
     if nat is not None:
         if tables.shape != (batch, circ.and_count, 2, 2):
@@ -218,16 +214,17 @@ def evaluate_opened(circ: Circuit, tables: np.ndarray, wires: np.ndarray, name: 
     if nat is None:
         if coms is not None:
             bits = ((np.asarray(values, np.uint64)[:, None] >> np.arange(width, dtype=np.uint64)) & np.uint64(1))
-            want = np.take_along_axis(coms, bits.astype(np.int64)[..., None, None], axis=-2)[..., 0, :]
-            if label_hash(labels, native=False).tobytes() != np.ascontiguousarray(want, np.uint8).tobytes():
+            if not labels_match(labels, coms, bits, native=False):
                 return None
         wires[:, circ.inputs[name]] = labels
         return _evaluate_wires(circ, tables, wires)
     import ctypes as C
-    cache = circ.__dict__.setdefault("_gc_idx", {})
+    cache = circ.__dict__.setdefault("_gc_wires", {})   # int32 wire lists for the native call
     if name not in cache:
         cache[name] = np.ascontiguousarray(circ.inputs[name], np.int32)
-        cache["__out"] = np.ascontiguousarray(circ.outputs, np.int32)
+    outs = circ.__dict__.get("_gc_outputs")
+    if outs is None:
+        outs = circ.__dict__["_gc_outputs"] = np.ascontiguousarray(circ.outputs, np.int32)
     out = np.empty((batch, len(circ.outputs), 2), np.uint64)
     bad = C.c_int(0)
     prog = _program(circ)
@@ -237,7 +234,7 @@ def evaluate_opened(circ: Circuit, tables: np.ndarray, wires: np.ndarray, name: 
              nat.ptr(wires, C.c_uint64), nat.ptr(cache[name], C.c_int32), width, nat.ptr(labels, C.c_uint64),
              None if coms is None else nat.ptr(np.ascontiguousarray(coms, np.uint8), C.c_ubyte),
              None if vals is None else nat.ptr(vals, C.c_uint64), nat.ptr(_LABEL_PREFIX, C.c_ubyte),
-             len(_LABEL_PREFIX), nat.ptr(cache["__out"], C.c_int32), len(circ.outputs), nat.ptr(out, C.c_uint64),
+             len(_LABEL_PREFIX), nat.ptr(outs, C.c_int32), len(circ.outputs), nat.ptr(out, C.c_uint64),
              C.byref(bad))
     return None if bad.value else out
 
@@ -272,6 +269,13 @@ def commit_labels(zero: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 _LABEL_PREFIX = np.frombuffer(b"gc-com", np.uint8).copy()
+
+
+def labels_match(labels: np.ndarray, coms: np.ndarray, bits: np.ndarray, native: bool | None = None) -> bool:
+    """Whether every opened label (..., 2) is the one committed for its bit: ``coms``
+    (..., 2, 32) from ``commit_labels``, ``bits`` (...) 0/1."""
+    want = np.take_along_axis(coms, np.asarray(bits).astype(np.int64)[..., None, None], axis=-2)[..., 0, :]
+    return label_hash(labels, native=native).tobytes() == np.ascontiguousarray(want, np.uint8).tobytes()
 
 
 def label_hash(labels: np.ndarray, native: bool | None = None, prefix: bytes = b"gc-com") -> np.ndarray:

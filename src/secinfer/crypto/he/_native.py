@@ -123,8 +123,9 @@ _tls = threading.local()
 _fns: dict = {}
 
 
-def call(name: str, *args) -> None:
-    """Call export ``name``; raise the typed error matching a non-zero status."""
+def call(name: str, *args, errors: dict | None = None, default: type = HEError) -> None:
+    """Call export ``name``; raise the typed error matching a non-zero status (``errors``:
+    status -> error class for exports outside the HE layer, ``default`` for the rest)."""
     fn = _fns.get(name)
     if fn is None:
         fn = _fns[name] = getattr(load(), name)
@@ -133,7 +134,7 @@ def call(name: str, *args) -> None:
         err = _tls.err = C.create_string_buffer(_ERRLEN)
     rc = fn(*args, err, _ERRLEN)
     if rc != 0:
-        cls = _CODES.get(rc, HEError)
+        cls = (_CODES if errors is None else errors).get(rc, default)
         raise cls(err.value.decode("utf-8", "replace") or f"{name} failed (code {rc})")
 
 

@@ -213,9 +213,7 @@ def _open_eval(ep, circ, prep, k1, m):
 
 
 def _check_open(ep, keys, coms, bits, suspect):
-    idx = bits.astype(np.int64)[..., None, None]
-    want = np.take_along_axis(coms, idx, axis=-2)[..., 0, :]
-    if gcm.label_hash(keys).tobytes() != np.ascontiguousarray(want, np.uint8).tobytes():
+    if not gcm.labels_match(keys, coms, bits):
         raise ep.abort("gc-key", suspect, "an opened input label does not match its commitment")
 
 

@@ -65,13 +65,13 @@ def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
     ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
 
 
-def receiver_checked(job: PartyJob) -> bool:
+def receiver_checked(job: PartyJob, classifier: bool) -> bool:
     """Receiver-checked products (docs/protocols/astra.md): malicious with abort and
     ``reveal="direct"``: the client runs the mul-mz comparison on a revealed product.
     Regression only: the output is then linear in m_z, so a wrong m_z that reaches the
     client tells it nothing beyond y; a comparison of a shifted m_z would (the evaluators
     check classification products before the garbled comparison's output leaves)."""
-    return job.security == "malicious" and reveal_mode(job.options) == "direct"
+    return job.security == "malicious" and reveal_mode(job.options) == "direct" and not classifier
 
 
 def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
@@ -238,7 +238,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         B, _ = eng.share_offline(M, shape["b"], "b")
         W = eng.share_online(M, W, "W")
         B = eng.share_online(M, B, "b")
-        U, prep = eng.matmul_offline(X, W, C if receiver_checked(job) and not cls else None)
+        U, prep = eng.matmul_offline(X, W, C if receiver_checked(job, cls) else None)
         Y = U + B.map(lambda a: a[None, :])
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
@@ -282,7 +282,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
         eng.open_parts_to(C, Y, "y", rho)
         return
-    if direct and eng.malicious and not fair and not cls:
+    if prep["check_at"] is not None:
         # receiver-checked product (docs/protocols/astra.md): the evaluators exchange their
         # m_z parts with the input check (sh-consistency) and send their components; P0
         # checks m*_x (P1 / P2's hash) and sends its component and H(m*_z) straight to the
@@ -367,7 +367,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:
-            val = _receive_output(ep, size, malicious, bits, mz_check=receiver_checked(job))
+            val = _receive_output(ep, size, malicious, bits, mz_check=receiver_checked(job, cls))
         ep.mark("output")      # reconstructed and checked: the client holds the output
     _close(ep)
     ring = cfg.ring
