@@ -27,7 +27,7 @@ PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 
 def _cluster(tmp_path, roles=("a", "b"), **settings):
     settings.setdefault("connect_timeout", 10.0)
-    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, **settings))
+    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, transport="zmq", **settings))
 
 
 def _endpoints(c, nonce="n", per_party=None, **kw):

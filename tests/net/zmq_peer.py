@@ -1,4 +1,5 @@
-"""A peer process for the transport tests: python zmq_peer.py CLUSTER ID NONCE MODE [N].
+"""A peer process for the transport tests: python zmq_peer.py CLUSTER ID NONCE MODE [N]
+(the cluster file's ``transport`` picks ZeroMQ or direct TCP).
 
 MODE echo: answer N "ping" messages from every other party with "pong" = ping + 1.
 MODE idle: connect, print "ready", then wait to be killed.
@@ -10,6 +11,7 @@ import time
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
+from secinfer.net.tcp_transport import TcpEndpoint
 from secinfer.net.zmq_transport import ZmqEndpoint
 from secinfer.runtime.cluster import load_cluster
 
@@ -17,7 +19,8 @@ from secinfer.runtime.cluster import load_cluster
 def main() -> int:
     cluster_path, pid, nonce, mode = sys.argv[1:5]
     c = load_cluster(cluster_path)
-    ep = ZmqEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce), recv_timeout=30)
+    transport = TcpEndpoint if c.transport == "tcp" else ZmqEndpoint
+    ep = transport.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce), recv_timeout=30)
     print("ready", flush=True)
     if mode == "idle":
         time.sleep(3600)

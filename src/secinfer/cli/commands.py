@@ -34,7 +34,7 @@ def cmd_run(args) -> int:
     from secinfer.ir.onnx_import import load_model
 
     spec.check_model(load_model(mpath), security)  # fail before starting any party process
-    settings = {"peer_timeout": args.peer_timeout} if args.peer_timeout else None
+    settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
     res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
                     network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
                     progress=not args.json, cluster_settings=settings)

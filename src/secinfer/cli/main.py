@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
                    help="declare a silent peer dead after this long (default 3; raise it for very large "
                         "models whose parties spend seconds in one computation)")
+    r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
+                   help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")
 
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")

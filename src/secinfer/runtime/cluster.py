@@ -8,6 +8,8 @@ A cluster file is TOML (read with ``tomllib``)::
     heartbeat_interval = 0.5         # optional, seconds
     peer_timeout = 3.0               # optional, a peer silent this long is dead
     max_frame = 1073741824           # optional, bytes; larger frames are refused
+    transport = "zmq"                # optional: "zmq" (CurveZMQ) or "tcp" (direct encrypted
+                                     # streams, fewer thread hand-offs: secinfer.net.tcp_transport)
 
     [[party]]
     id = "server"                    # unique name of the process/host entry
@@ -50,10 +52,12 @@ from secinfer.crypto.identity import (SECRET_SUFFIX, Identity, generate, load_id
 from secinfer.errors import ConfigError
 from secinfer.net.shaping import NONE, LinkProfile, link_profile, parse_profile
 
-_TOP_KEYS = {"session", "network", "connect_timeout", "heartbeat_interval", "peer_timeout", "max_frame",
+_TOP_KEYS = {"session", "network", "connect_timeout", "heartbeat_interval", "peer_timeout", "max_frame", "transport",
              "party", "link"}
 _PARTY_KEYS = {"id", "role", "host", "port", "public_key", "public_key_file", "link", "bind"}
 _LINK_KEYS = {"between", "profile"}
+TRANSPORTS = ("zmq", "tcp")
+DEFAULT_TRANSPORT = "tcp"
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ class Cluster:
     max_frame: int | None = None
     links: dict[frozenset, LinkProfile] = field(default_factory=dict)
     path: Path | None = None
+    transport: str = DEFAULT_TRANSPORT
 
     # ---- lookups ------------------------------------------------------------------
     def party(self, party_id: str) -> PartyEntry:
@@ -203,6 +208,9 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
     if pt < 2 * hb:
         raise ConfigError(f"{where}: peer_timeout ({pt}s) must be at least twice heartbeat_interval ({hb}s)")
     mf = _opt(data, "max_frame", int, None, where)
+    tr = _opt(data, "transport", str, DEFAULT_TRANSPORT, where)
+    if tr not in TRANSPORTS:
+        raise ConfigError(f"{where}: transport must be one of {', '.join(TRANSPORTS)}, got {tr!r}")
     if mf is not None and mf < 4096:
         raise ConfigError(f"{where}: max_frame must be at least 4096 bytes")
     plist = data.get("party")
@@ -268,7 +276,7 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
         if pair in links:
             raise ConfigError(f"{lw}: a profile for {sorted(pair)} is already given")
         links[pair] = parse_profile(_req(ln, "profile", str, lw))
-    return Cluster(session, parties, network, ct, hb, pt, mf, links)
+    return Cluster(session, parties, network, ct, hb, pt, mf, links, transport=tr)
 
 
 def load_cluster(path: str | os.PathLike) -> Cluster:
@@ -297,6 +305,7 @@ def dump_cluster(c: Cluster) -> str:
              f"peer_timeout = {float(c.peer_timeout)!r}"]
     if c.max_frame is not None:
         lines.append(f"max_frame = {int(c.max_frame)}")
+    lines.append(f"transport = {_toml_str(c.transport)}")
     for p in c.parties.values():
         lines += ["", "[[party]]", f"id = {_toml_str(p.id)}", f"role = {_toml_str(p.role)}",
                   f"host = {_toml_str(p.host)}", f"port = {p.port}",

@@ -125,6 +125,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
     from secinfer.net.shaping import parse_profile
+    from secinfer.net.tcp_transport import TcpEndpoint
     from secinfer.net.zmq_transport import ZmqEndpoint
     from secinfer.protocols import registry
     from secinfer.protocols.base import PartyJob
@@ -176,8 +177,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
         t_conn = time.perf_counter()
-        ep = ZmqEndpoint.from_cluster(cluster, party_id, identity, cluster.session_id(session_nonce),
-                                      network=profile, connect=False, **kw)
+        transport = TcpEndpoint if cluster.transport == "tcp" else ZmqEndpoint
+        ep = transport.from_cluster(cluster, party_id, identity, cluster.session_id(session_nonce),
+                                    network=profile, connect=False, **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:

@@ -1,0 +1,728 @@
+"""The direct TCP transport: one OS process per party, one encrypted TCP stream per direction.
+
+Why a second transport. On the 2-core VMs this project measures on, every ZeroMQ hop
+crosses three threads (the sender's libzmq I/O thread, the receiver's, then the
+protocol thread); each hand-off is a wake-up of an idle vCPU. Measured 2026-11-24 with a
+784-float ping-pong: our ZeroMQ endpoint 0.39 ms round trip busy, 0.54 ms with 2 ms
+pauses; bare pyzmq with CURVE 0.17 ms; a bare TCP socket 0.02 / 0.06 ms. Here the
+protocol thread writes its frames to the socket itself and, when it waits for a frame,
+reads the socket itself: one wake-up per hop. Same ``Endpoint`` interface, same keys and
+cluster files as ``zmq_transport`` (select it with ``transport = "tcp"``).
+
+Topology. Every party listens on its own port; for every ordered pair (a, b), a connects
+to b and that stream carries a's frames to b (b never writes data on it).
+
+Handshake (per stream; initiator I = the connecting party, responder R; each knows the
+other's X25519 static public key from the cluster file; the pattern is Noise's KK):
+
+    I -> R   "SITCP/1" | len | I's role | E_I                (E_I: a fresh X25519 key)
+    R -> I   E_R | AEAD_{k_RI}(0, "confirm")
+    I -> R   AEAD_{k_IR}(0, "ready")                          (the first record of the stream)
+
+    ikm = DH(e_I, S_R) | DH(s_I, S_R) | DH(e_I, E_R) | DH(s_I, E_R)
+    h = SHA-256("secinfer-tcp/1" | session id | I | R | E_I | E_R)
+    k_IR | k_RI = HKDF-SHA256(ikm, salt = h, info = "secinfer-tcp/1 keys", 64 bytes)
+
+R's confirm needs s_R (first two terms), I's first record needs s_I (second and fourth
+terms); a key compromise of R alone does not let anyone impersonate I (the fourth term
+needs e_R or s_I); the ephemeral-ephemeral term gives forward secrecy; a peer of another
+session (other session id) derives other keys and fails the confirm. AEAD: AES-256-GCM,
+nonce = the stream's record counter (so no record can be replayed, dropped or reordered
+without the next one failing), the record header as associated data.
+
+Records. ``length u32 | stamp f64 | kind u8 | AES-GCM(plaintext)``; kind D (data; bit 0x80
+set when the frame continues in the next record: frames are cut into records of at most
+``RECORD`` bytes), H (heartbeat), B (bye). The stamp is the sender's send time for the
+latency model (``secinfer.net.shaping``), authenticated with the record.
+
+Liveness. A background thread sends a heartbeat on every stream each
+``heartbeat_interval``; a receiver waiting for a peer that sends nothing (no byte) for
+``peer_timeout`` declares it dead (a frozen process); a closed stream without a bye
+(the process exited or was killed) is reported at once. Close sends bye on every stream,
+after the frames already queued.
+
+Frames above ``max_frame`` become a ``MessageTooLargeError`` in order (the stream goes
+on); more than ``max_inbox`` bytes received and not consumed cut the peer off
+(``InboxFullError``); a record that fails authentication cuts the peer off
+(``FrameError``).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import select
+import socket
+import struct
+import threading
+import time
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from zmq.utils import z85
+
+from secinfer.crypto.identity import Identity
+from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
+                             PeerDeadError, PeerUnreachableError, TimeoutError_)
+from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
+from secinfer.net.codec import DEFAULT_MAX_FRAME
+from secinfer.net.shaping import TokenBucket, fine_timer_slack
+from secinfer.net.zmq_transport import MIN_INBOX, SPIN_BEFORE_RELEASE, PeerInfo, _is_loopback, _sleep_until
+
+MAGIC = b"SITCP/1"
+PROTO = b"secinfer-tcp/1"
+RECORD = 1 << 24                        # plaintext bytes per record (AES-GCM per call stays small)
+RX_BUFFER = 1 << 18                     # receive buffer per stream: records up to this size are parsed in place
+_HDR = struct.Struct("<IdB")            # ciphertext length, stamp, kind
+K_DATA, K_HB, K_BYE, MORE = 0x44, 0x48, 0x42, 0x80
+_TAG = 16
+HANDSHAKE_TIMEOUT = 5.0
+_CLOSED = object()
+
+
+def _nonce(counter: int) -> bytes:
+    return b"\x00\x00\x00\x00" + counter.to_bytes(8, "little")
+
+
+def _split_url(url: str) -> tuple[str, int]:
+    """tcp://host:port or tcp://[v6]:port -> (host, port)."""
+    if not url.startswith("tcp://"):
+        raise NetworkError(f"the tcp transport needs tcp:// addresses, got {url!r}")
+    host, _, port = url[len("tcp://"):].rpartition(":")
+    host = host.strip("[]")
+    return ("0.0.0.0" if host == "*" else host), int(port)
+
+
+def _raw_key(z: bytes) -> bytes:
+    return z85.decode(z)
+
+
+def handshake_keys(session_id: bytes, initiator: str, responder: str, e_i: bytes, e_r: bytes,
+                   dh: tuple[bytes, bytes, bytes, bytes]) -> tuple[bytes, bytes, bytes]:
+    """(k_IR, k_RI, transcript hash) from the four X25519 results (see the module docstring)."""
+    h = hashlib.sha256(PROTO + session_id + initiator.encode() + b"\x00" + responder.encode() + b"\x00"
+                       + e_i + e_r).digest()
+    okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=h, info=PROTO + b" keys").derive(b"".join(dh))
+    return okm[:32], okm[32:], h
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed during the handshake")
+        buf += chunk
+    return bytes(buf)
+
+
+def _keepalive(sock: socket.socket, peer_timeout: float) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # (no TCP_USER_TIMEOUT: a receiver busy computing legitimately leaves data unread for long)
+    for name, val in (("TCP_KEEPIDLE", 1), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", max(2, int(peer_timeout)))):
+        opt = getattr(socket, name, None)
+        if opt is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, opt, val)
+
+
+class _Out:
+    """Our stream to one peer: written by the protocol thread (under ``lock``), by the
+    heartbeat thread and by the pacing thread."""
+
+    def __init__(self, sock, key: bytes, profile) -> None:
+        self.sock = sock
+        self.aead = AESGCM(key)
+        self.counter = 1                  # record 0 was the handshake's "ready"
+        self.lock = threading.Lock()
+        self.bucket = TokenBucket(profile.bandwidth)
+        self.paced = profile.bandwidth is not None
+        self.queue: collections.deque = collections.deque()   # (ready time, records) not yet sent
+        self.cv = threading.Condition(self.lock)
+        self.error: Exception | None = None
+
+
+class _In:
+    """A peer's stream to us: read only by the protocol thread."""
+
+    def __init__(self, sock, key: bytes) -> None:
+        self.sock = sock
+        self.aead = AESGCM(key)
+        self.counter = 1
+        self.buf = bytearray(RX_BUFFER)   # received bytes not yet parsed: buf[:fill]
+        self.view = memoryview(self.buf)
+        self.fill = 0
+        self.hdr = b""                    # a record too large for buf: its header,
+        self.body: bytearray | None = None  # its body being filled, and how far
+        self.got = 0
+        self.parts: list = []             # plaintext of the frame being assembled
+        self.size = 0
+        self.oversized = False
+        self.last = time.monotonic()      # when a byte last arrived
+        self.eof = False
+
+
+class TcpEndpoint(Endpoint):
+    """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
+
+    def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
+                 max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
+                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
+                 connect: bool = True, max_inbox: int | None = None) -> None:
+        super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
+        if len(session_id) != 16:
+            raise NetworkError("session id must be 16 bytes")
+        self.identity = identity
+        self.info = {p.role: p for p in peers}
+        self.connect_timeout = connect_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.peer_timeout = peer_timeout
+        self.max_inbox = max(MIN_INBOX, 2 * max_frame) if max_inbox is None else int(max_inbox)
+        if self.max_inbox < 1:
+            raise NetworkError(f"max_inbox must be positive, got {max_inbox}")
+        self._secret = X25519PrivateKey.from_private_bytes(_raw_key(identity.secret))
+        self._statics = {p.role: _raw_key(p.public_key) for p in peers}
+        self._out: dict[str, _Out] = {}
+        self._in: dict[str, _In] = {}
+        self._by_fd: dict[int, str] = {}
+        self._inbox = {p: collections.deque() for p in self.peers}
+        self._queued = {p: 0 for p in self.peers}
+        self._fatal: dict[str, Exception] = {}
+        self._bye_from: set[str] = set()
+        self._refused: list[str] = []
+        self._out_errors: dict[str, str] = {}
+        self._state = threading.Condition()   # guards _in / _refused / _out_errors during set-up
+        self._same_clock = {p: _is_loopback(i.url) for p, i in self.info.items()}
+        self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
+        self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
+        self._closed = False
+        self._stop = threading.Event()
+        if any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values()):
+            fine_timer_slack()
+        host, port = _split_url(bind_url)
+        fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(fam, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._listener.bind((host, port))
+        except OSError as e:
+            self._listener.close()
+            raise NetworkError(f"{me}: cannot listen on {bind_url}: {e}") from None
+        self._listener.listen(16)
+        self._listener.settimeout(0.2)
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"secinfer-tcp-accept-{me}", daemon=True)
+        self._acceptor.start()
+        self._hb = threading.Thread(target=self._heartbeat_loop, name=f"secinfer-tcp-hb-{me}", daemon=True)
+        self._pacers: dict[str, threading.Thread] = {}
+        if connect:
+            try:
+                self.connect()
+            except BaseException:
+                self.close(timeout=1.0)
+                raise
+
+    @classmethod
+    def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
+                     network=None, **kw) -> "TcpEndpoint":
+        me = cluster.party(party_id)
+        if identity.public != me.public_key:
+            raise AuthenticationError(f"{party_id}: our secret key does not match the cluster file's public key")
+        peers = [PeerInfo(p.role, p.connect_url(), p.public_key,
+                          cluster.profile(party_id, p.id, network), cluster.profile(p.id, party_id, network))
+                 for p in cluster.parties.values() if p.id != party_id]
+        kw.setdefault("connect_timeout", cluster.connect_timeout)
+        kw.setdefault("heartbeat_interval", cluster.heartbeat_interval)
+        kw.setdefault("peer_timeout", cluster.peer_timeout)
+        if cluster.max_frame is not None:
+            kw.setdefault("max_frame", cluster.max_frame)
+        return cls(me.role, identity, me.bind_url(), peers, session_id, **kw)
+
+    # ---- set-up -------------------------------------------------------------------------
+    def _dh(self, pub: bytes, priv: X25519PrivateKey | None = None) -> bytes:
+        return (priv or self._secret).exchange(X25519PublicKey.from_public_bytes(pub))
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set() and len(self._in) < len(self.peers):
+            try:
+                conn, addr = self._listener.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            try:
+                self._respond(conn, addr)
+            except Exception as e:  # noqa: BLE001 - recorded, reported by connect()
+                conn.close()
+                with self._state:
+                    self._refused.append(f"{addr[0]}:{addr[1]}: {e}")
+                    self._state.notify_all()
+
+    def _respond(self, conn: socket.socket, addr) -> None:
+        conn.settimeout(HANDSHAKE_TIMEOUT)
+        if _recv_exact(conn, len(MAGIC)) != MAGIC:
+            raise AuthenticationError("not a secinfer tcp stream")
+        n = _recv_exact(conn, 1)[0]
+        role = _recv_exact(conn, n).decode(errors="replace")
+        e_i = _recv_exact(conn, 32)
+        if role not in self._statics:
+            raise AuthenticationError(f"claims role {role!r}, which is not a peer of this session")
+        if role in self._in:
+            raise AuthenticationError(f"a second stream claiming {role!r}")
+        eph = X25519PrivateKey.generate()
+        e_r = eph.public_key().public_bytes_raw()
+        s_i = self._statics[role]
+        dh = (self._dh(e_i), self._dh(s_i), self._dh(e_i, eph), self._dh(s_i, eph))
+        k_ir, k_ri, h = handshake_keys(self.session_id, role, self.me, e_i, e_r, dh)
+        conn.sendall(e_r + AESGCM(k_ri).encrypt(_nonce(0), b"confirm", h))
+        hdr = _recv_exact(conn, _HDR.size)
+        length, _stamp, kind = _HDR.unpack(hdr)
+        if kind != K_DATA or length != len(b"ready") + _TAG:
+            raise AuthenticationError(f"stream claiming {role!r}: bad first record (wrong key or another session?)")
+        try:
+            if AESGCM(k_ir).decrypt(_nonce(0), _recv_exact(conn, length), hdr) != b"ready":
+                raise InvalidTag
+        except InvalidTag:
+            raise AuthenticationError(f"stream claiming {role!r} failed authentication: its key is not the "
+                                      "cluster file's, or it belongs to another session") from None
+        _keepalive(conn, self.peer_timeout)
+        conn.setblocking(False)
+        with self._state:
+            self._in[role] = _In(conn, k_ir)
+            self._by_fd[conn.fileno()] = role
+            self._state.notify_all()
+
+    def _initiate(self, peer: str, deadline: float) -> None:
+        host, port = _split_url(self.info[peer].url)
+        while True:
+            try:
+                sock = socket.create_connection((host, port), timeout=min(2.0, max(0.05, deadline - time.monotonic())))
+                break
+            except OSError as e:
+                if time.monotonic() >= deadline or self._stop.is_set():
+                    raise PeerUnreachableError(f"no connection to {peer} ({self.info[peer].url}): {e}") from None
+                time.sleep(0.05)
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT)
+            eph = X25519PrivateKey.generate()
+            e_i = eph.public_key().public_bytes_raw()
+            me = self.me.encode()
+            sock.sendall(MAGIC + bytes([len(me)]) + me + e_i)
+            try:
+                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG)
+            except (ConnectionError, OSError):
+                raise AuthenticationError(f"{peer} closed the handshake: it does not accept our key "
+                                          "(is ours in its cluster file?)") from None
+            e_r, confirm = reply[:32], reply[32:]
+            s_r = self._statics[peer]
+            dh = (self._dh(s_r, eph), self._dh(s_r), self._dh(e_r, eph), self._dh(e_r))
+            k_ir, k_ri, h = handshake_keys(self.session_id, self.me, peer, e_i, e_r, dh)
+            try:
+                ok = AESGCM(k_ri).decrypt(_nonce(0), confirm, h) == b"confirm"
+            except InvalidTag:
+                ok = False
+            if not ok:
+                raise AuthenticationError(f"{peer} failed the handshake: its key is not the cluster file's, "
+                                          "or it runs another session (session id / cluster file / nonce)")
+            hdr = _HDR.pack(len(b"ready") + _TAG, time.monotonic(), K_DATA)
+            sock.sendall(hdr + AESGCM(k_ir).encrypt(_nonce(0), b"ready", hdr))
+            _keepalive(sock, self.peer_timeout)
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        self._out[peer] = _Out(sock, k_ir, self.info[peer].out_profile)
+
+    def connect(self, timeout: float | None = None) -> None:
+        """Open our stream to every peer and wait for every peer's stream to us."""
+        t = self.connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + t
+        errs: dict[str, Exception] = {}
+        for p in self.peers:
+            if p in self._out:
+                continue
+            try:
+                self._initiate(p, deadline)
+            except (PeerUnreachableError, AuthenticationError) as e:
+                errs[p] = e
+            except OSError as e:
+                errs[p] = PeerUnreachableError(f"{p}: {e}")
+        with self._state:
+            while len(self._in) < len(self.peers) and time.monotonic() < deadline and not errs:
+                self._state.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            missing_in = [p for p in self.peers if p not in self._in]
+            refused = list(self._refused)
+        if errs or missing_in:
+            parts = [str(e) for e in errs.values()]
+            if missing_in:
+                parts.append("no stream from " + ", ".join(f"{p} ({self.info[p].url})" for p in missing_in))
+            if refused:
+                parts.append("refused: " + "; ".join(refused[:5]))
+            msg = f"{self.me}: could not connect within {t:.1f}s: " + "; ".join(parts)
+            auth = refused or any(isinstance(e, AuthenticationError) for e in errs.values())
+            raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
+        if not self._hb.is_alive():
+            self._hb.start()
+
+    # ---- sending ------------------------------------------------------------------------
+    def _records(self, link: _Out, frame, kind: int, stamp: float) -> list:
+        """Encrypt ``frame`` as records (caller holds the link's lock: counters in order)."""
+        view = memoryview(frame)
+        out = []
+        n = len(view)
+        start = 0
+        while True:
+            end = min(n, start + RECORD)
+            k = kind | (MORE if end < n else 0)
+            hdr = _HDR.pack(end - start + _TAG, stamp, k)
+            out.append(hdr)
+            out.append(link.aead.encrypt(_nonce(link.counter), view[start:end], hdr))
+            link.counter += 1
+            start = end
+            if start >= n:
+                return out
+
+    def _write(self, peer: str, link: _Out, bufs: list, drain: bool) -> None:
+        """Write every buffer; ``drain`` (protocol thread): read our peers' streams while the
+        socket is full, so two parties sending each other large frames never deadlock."""
+        sock = link.sock
+        views = [memoryview(b) for b in bufs if len(b)]
+        since = time.monotonic()
+        try:
+            while views:
+                try:
+                    sent = sock.sendmsg(views, (), socket.MSG_DONTWAIT)   # all buffers, one call
+                except BlockingIOError:
+                    sent = 0
+                if sent:
+                    while sent:
+                        k = min(sent, len(views[0]))
+                        sent -= k
+                        views[0] = views[0][k:]
+                        if not len(views[0]):
+                            views.pop(0)
+                    since = time.monotonic()
+                    continue
+                rd = [c.sock for c in self._in.values() if not c.eof] if drain else []
+                r, _w, _x = select.select(rd, [sock], [], min(1.0, self.heartbeat_interval))
+                for s in r:
+                    p = self._by_fd.get(s.fileno())
+                    if p is not None:
+                        self._read(p)
+                c = self._in.get(peer)
+                # the peer reads nothing and sends nothing, not even heartbeats: it is frozen
+                if drain and c is not None and not c.eof and time.monotonic() - max(c.last, since) > self.peer_timeout:
+                    raise OSError(f"no heartbeat for {self.peer_timeout:g}s while it does not read")
+        except OSError as e:
+            err = PeerDeadError(f"{self.me}: cannot send to {peer}: {e}")
+            link.error = err
+            raise err from None
+
+    def _transmit(self, peer: str, frame: bytes) -> None:
+        if self._closed:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        if peer in self._fatal:
+            raise self._fatal[peer]
+        link = self._out[peer]
+        if link.error is not None:
+            raise link.error
+        if peer in self._bye_from:
+            raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+        with link.lock:
+            now = time.monotonic()
+            ready = link.bucket.reserve(len(frame), now) if link.paced else now
+            if ready <= now and not link.queue:
+                self._write(peer, link, self._records(link, frame, K_DATA, now), True)
+                self.stats["frames_sent"] += 1
+                self.stats["bytes_sent"] += len(frame)
+                return
+            link.queue.append((ready, self._records(link, frame, K_DATA, ready), len(frame)))
+            link.cv.notify_all()
+            if peer not in self._pacers:
+                th = threading.Thread(target=self._pace_loop, args=(peer, link), daemon=True,
+                                      name=f"secinfer-tcp-pace-{self.me}-{peer}")
+                self._pacers[peer] = th
+                th.start()
+
+    def _pace_loop(self, peer: str, link: _Out) -> None:
+        """Sends a link's paced frames at their time (its own wire: links are independent)."""
+        while True:
+            with link.lock:
+                while not link.queue and not self._stop.is_set():
+                    link.cv.wait(0.5)
+                if not link.queue:
+                    return
+                ready, recs, n = link.queue[0]
+            _sleep_until(ready)
+            with link.lock:
+                try:
+                    self._write(peer, link, recs, False)
+                except PeerDeadError:
+                    link.queue.clear()
+                    link.cv.notify_all()
+                    return
+                link.queue.popleft()
+                self.stats["frames_sent"] += 1
+                self.stats["bytes_sent"] += n
+                link.cv.notify_all()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            for peer, link in list(self._out.items()):
+                if link.error is not None or not link.lock.acquire(blocking=False):
+                    continue   # a send in progress is a sign of life too
+                try:
+                    if not link.queue:
+                        self._write(peer, link, self._records(link, b"", K_HB, time.monotonic()), False)
+                except PeerDeadError:
+                    pass
+                finally:
+                    link.lock.release()
+
+    # ---- receiving ------------------------------------------------------------------------
+    def _read(self, peer: str) -> None:
+        """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
+        Small records are parsed out of one receive buffer (one system call for many); a
+        record larger than it is read straight into its own buffer."""
+        c = self._in[peer]
+        while not c.eof:
+            big = c.body is not None
+            view = memoryview(c.body)[c.got:] if big else c.view[c.fill:]
+            want = len(view)
+            try:
+                n = c.sock.recv_into(view)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                self._cut(peer, PeerDeadError(f"{self.me}: connection to {peer} lost: {e}"))
+                return
+            if not n:
+                if peer not in self._bye_from:
+                    self._cut(peer, PeerDeadError(f"{self.me}: peer {peer} closed its connection without a bye "
+                                                  "(process exited or was killed)"))
+                c.eof = True
+                return
+            c.last = time.monotonic()
+            if big:
+                c.got += n
+                if c.got == len(c.body):
+                    body, c.body = c.body, None
+                    self._record(peer, c, c.hdr, body)
+            else:
+                c.fill += n
+                self._parse(peer, c)
+            if n < want:
+                return          # the socket is drained (no extra call just to learn that)
+
+    def _parse(self, peer: str, c: "_In") -> None:
+        buf, pos, end = c.buf, 0, c.fill
+        while end - pos >= _HDR.size and not c.eof:
+            length = _HDR.unpack_from(buf, pos)[0]
+            if length < _TAG or length > RECORD + _TAG:
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: malformed record (length {length})"))
+                return
+            if end - pos - _HDR.size >= length:
+                b0 = pos + _HDR.size
+                self._record(peer, c, bytes(buf[pos:b0]), bytes(buf[b0:b0 + length]))
+                pos = b0 + length
+            elif _HDR.size + length > len(buf):     # larger than the buffer: its own buffer
+                c.hdr = bytes(buf[pos:pos + _HDR.size])
+                part = buf[pos + _HDR.size:end]
+                c.body = bytearray(length)
+                c.body[:len(part)] = part
+                c.got = len(part)
+                pos = end
+            else:
+                break
+        if pos:
+            rest = end - pos
+            buf[:rest] = buf[pos:end]
+            c.fill = rest
+
+    def _record(self, peer: str, c: "_In", hdr: bytes, body) -> None:
+        _length, stamp, kind = _HDR.unpack(hdr)
+        try:
+            pt = c.aead.decrypt(_nonce(c.counter), body, hdr)
+        except InvalidTag:
+            self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
+                                       "(corrupted, replayed or forged); peer cut off"))
+            return
+        c.counter += 1
+        base = kind & ~MORE
+        if base == K_HB:
+            return
+        if base == K_BYE:
+            self._bye_from.add(peer)
+            self._inbox[peer].append((0.0, _CLOSED, 0.0))
+            return
+        if base != K_DATA:
+            self._cut(peer, FrameError(f"{self.me} <- {peer}: unknown record kind {kind}"))
+            return
+        c.size += len(pt)
+        if c.size > self.max_frame:
+            c.oversized, c.parts = True, []
+        elif not c.oversized:
+            c.parts.append(pt)
+        if kind & MORE:
+            return
+        size, parts, oversized = c.size, c.parts, c.oversized
+        c.size, c.parts, c.oversized = 0, [], False
+        self.stats["frames_recv"] += 1
+        self.stats["bytes_recv"] += size
+        if oversized:
+            item: object = MessageTooLargeError(
+                f"{self.me} <- {peer}: frame of {size} bytes exceeds the cap of {self.max_frame} bytes")
+        elif self._queued[peer] + size > self.max_inbox:
+            self._cut(peer, InboxFullError(
+                f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
+                f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
+            return
+        else:
+            item = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._queued[peer] += size
+        self._inbox[peer].append((self._release_time(peer, time.monotonic(), stamp), item, stamp))
+
+    def _release_time(self, peer: str, arrival: float, stamp: float) -> float:
+        lat = self._latency[peer]
+        if lat == 0.0:
+            return arrival
+        if self._same_clock[peer]:
+            t = stamp + lat
+            return arrival if t < arrival else min(t, arrival + lat)
+        return arrival + lat
+
+    def _cut(self, peer: str, err: Exception) -> None:
+        c = self._in.get(peer)
+        if peer not in self._fatal:
+            self._fatal[peer] = err
+        if c is not None and not c.eof:
+            c.eof = True
+            self._by_fd.pop(c.sock.fileno(), None)
+            c.sock.close()
+
+    def _due(self, peer: str, now: float):
+        """(True, item) if ``peer``'s next frame is due or its receive must fail; (False,
+        release time or None)."""
+        q = self._inbox[peer]
+        if q:
+            release, item, _stamp = q[0]
+            if item is _CLOSED:
+                return True, PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+            if release <= now:
+                return True, None
+            return False, release
+        if peer in self._fatal:
+            return True, self._fatal[peer]
+        return False, None
+
+    def _poll(self, peers: list, deadline: float, since: float) -> None:
+        """Wait (at most until ``deadline``) for bytes on the streams of ``peers`` (reading
+        every stream that has any); a peer of ``peers`` silent for ``peer_timeout`` since
+        ``since`` is dead."""
+        now = time.monotonic()
+        for p in peers:
+            c = self._in[p]
+            if not c.eof and now - max(c.last, since) > self.peer_timeout:
+                self._cut(p, PeerDeadError(f"{self.me}: peer {p} is dead: no message or heartbeat for "
+                                           f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s)"))
+                return
+        socks = [c.sock for c in self._in.values() if not c.eof]
+        wait = max(0.0, min(deadline - now, self.heartbeat_interval))
+        r = select.select(socks, [], [], wait)[0] if socks else (time.sleep(wait) or [])
+        for s in r:
+            p = self._by_fd.get(s.fileno())
+            if p is not None:
+                self._read(p)
+
+    def _receive(self, peer: str, deadline: float) -> bytes:
+        if self._closed:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        since = time.monotonic()
+        self._read(peer)
+        while True:
+            now = time.monotonic()
+            ok, x = self._due(peer, now)
+            if ok:
+                if isinstance(x, Exception):
+                    raise x
+                item = self._inbox[peer].popleft()[1]
+                if isinstance(item, Exception):
+                    raise item
+                self._queued[peer] -= len(item)
+                return item
+            if now >= deadline:
+                raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+            if x is not None:
+                _sleep_until(min(x, deadline))
+                continue
+            self._poll([peer], deadline, since)
+
+    def _wait_any(self, peers: list, deadline: float) -> str:
+        since = time.monotonic()
+        for p in peers:
+            self._read(p)
+        while True:
+            now = time.monotonic()
+            release = None
+            first = None
+            for p in peers:
+                ok, x = self._due(p, now)
+                if ok:   # of several due frames, the one sent first (one clock on loopback)
+                    q = self._inbox[p]
+                    key = (q[0][2] if self._same_clock[p] else q[0][0]) if q else 0.0
+                    if first is None or key < first[0]:
+                        first = (key, p)
+                elif x is not None:
+                    release = x if release is None else min(release, x)
+            if first is not None:
+                return first[1]
+            if now >= deadline:
+                return peers[0]
+            if release is not None:
+                # a frame is here but not due: read on until then, then release it
+                if release - now > SPIN_BEFORE_RELEASE + 1e-4:
+                    self._poll(peers, min(release - SPIN_BEFORE_RELEASE, deadline), since)
+                else:
+                    _sleep_until(min(release, deadline))
+                continue
+            self._poll(peers, deadline, since)
+
+    # ---- close --------------------------------------------------------------------------
+    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+        """Say bye on every stream (behind the frames already queued, bounded wait), close."""
+        if self._closed:
+            return
+        self._closed = True
+        wait = min(5.0, self.peer_timeout + 1.0) if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        for peer, link in list(self._out.items()):
+            if not flush or link.error is not None:
+                continue
+            with link.lock:
+                while link.queue and time.monotonic() < deadline:
+                    link.cv.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+                if not link.queue:
+                    try:
+                        link.sock.settimeout(max(0.05, deadline - time.monotonic()))
+                        link.sock.sendall(b"".join(self._records(link, b"", K_BYE, time.monotonic())))
+                    except OSError:
+                        pass
+        self._stop.set()
+        for link in self._out.values():
+            with link.lock:
+                link.cv.notify_all()
+            try:
+                link.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            link.sock.close()
+        for c in self._in.values():
+            if not c.eof:
+                c.sock.close()
+        self._listener.close()
+        self._acceptor.join(1.0)
+        if self._hb.is_alive():
+            self._hb.join(1.0)
+

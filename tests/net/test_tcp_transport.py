@@ -1,0 +1,412 @@
+"""The direct TCP transport (``secinfer.net.tcp_transport``): the same guarantees as the
+ZeroMQ one, tried on real sockets: authentication, integrity, caps, liveness, shaping."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from secinfer.crypto.identity import generate
+from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError,
+                             PeerAbortedError, PeerDeadError, PeerUnreachableError)
+from secinfer.net.channel import ArraySpec
+from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
+from secinfer.net.zmq_transport import PeerInfo
+from secinfer.runtime.cluster import ConfigError, load_cluster, parse_cluster, write_loopback_cluster
+
+pytestmark = pytest.mark.timeout(60)
+ANY_F = ArraySpec(np.float64, (None,))
+ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
+PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
+
+
+def _cluster(tmp_path, roles=("a", "b"), **settings):
+    settings.setdefault("connect_timeout", 10.0)
+    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, transport="tcp", **settings))
+
+
+def _endpoints(c, nonce="n", per_party=None, **kw):
+    eps, errs = {}, {}
+    per_party = per_party or {}
+
+    def mk(pid):
+        try:
+            eps[pid] = TcpEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
+                                                **{**kw, **per_party.get(pid, {})})
+        except Exception as e:  # noqa: BLE001
+            errs[pid] = e
+
+    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errs:
+        for e in eps.values():
+            e.close(flush=False)
+        raise next(iter(errs.values()))
+    return eps
+
+
+@pytest.fixture
+def pair(tmp_path):
+    eps = _endpoints(_cluster(tmp_path))
+    yield eps["a"], eps["b"]
+    for e in eps.values():
+        e.close(flush=False)
+
+
+def _spawn(c, mode, n=None, nonce="n"):
+    args = [sys.executable, PEER_SCRIPT, str(c.path), "b", nonce, mode] + ([str(n)] if n else [])
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _reap(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_cluster_file_selects_the_transport(tmp_path):
+    c = _cluster(tmp_path)
+    assert c.transport == "tcp" and 'transport = "tcp"' in c.path.read_text()
+    with pytest.raises(ConfigError, match="transport must be one of"):
+        parse_cluster({"session": "s", "transport": "udp", "party": [{"id": "a"}]})
+
+
+def test_both_ends_derive_the_same_keys_and_every_input_matters():
+    s_i, s_r, e_i, e_r = (X25519PrivateKey.generate() for _ in range(4))
+    pub = {k: v.public_key() for k, v in (("si", s_i), ("sr", s_r), ("ei", e_i), ("er", e_r))}
+    raw = {k: v.public_bytes_raw() for k, v in pub.items()}
+    sid = bytes(range(16))
+    ini = (e_i.exchange(pub["sr"]), s_i.exchange(pub["sr"]), e_i.exchange(pub["er"]), s_i.exchange(pub["er"]))
+    res = (s_r.exchange(pub["ei"]), s_r.exchange(pub["si"]), e_r.exchange(pub["ei"]), e_r.exchange(pub["si"]))
+    assert ini == res
+    k = handshake_keys(sid, "a", "b", raw["ei"], raw["er"], ini)
+    assert k == handshake_keys(sid, "a", "b", raw["ei"], raw["er"], res)
+    assert k[0] != k[1]
+    for other in (handshake_keys(bytes(16), "a", "b", raw["ei"], raw["er"], ini),
+                  handshake_keys(sid, "b", "a", raw["ei"], raw["er"], ini),
+                  handshake_keys(sid, "a", "b", raw["er"], raw["ei"], ini),
+                  handshake_keys(sid, "a", "b", raw["ei"], raw["er"], ini[:3] + (bytes(32),))):
+        assert other[0] != k[0] and other[1] != k[1]
+
+
+def test_exchange_and_metering_equal_the_bytes_sent(pair):
+    a, b = pair
+    arrays = [np.arange(10, dtype=np.uint64), np.linspace(0, 1, 7), np.zeros((3, 4), dtype=np.uint8)]
+    a.send("b", "t1", *arrays)
+    got = b.recv("a", "t1", ArraySpec(np.uint64, (10,)), ArraySpec(np.float64, (7,)), ArraySpec(np.uint8, (3, 4)))
+    for x, y in zip(arrays, got):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    for i in range(5):
+        a.send("b", "t2", np.full(100 * (i + 1), i, dtype=np.uint64))
+    for i in range(5):
+        (v,) = b.recv("a", "t2", ANY_U)
+        assert v.shape == (100 * (i + 1),) and np.all(v == i)
+    assert a.meter.total(direction="sent", kind="wire") == a.stats["bytes_sent"] == b.stats["bytes_recv"]
+    assert a.stats["frames_sent"] == 6 == b.stats["frames_recv"]
+
+
+def test_a_frame_spanning_several_records_arrives_whole(pair):
+    """(Sent from a thread: a send waits while the receiver's socket is full, TCP's flow
+    control, where ZeroMQ would buffer without bound.)"""
+    a, b = pair
+    x = np.arange(RECORD // 8 * 2 + 123, dtype=np.uint64)   # three records
+    t = threading.Thread(target=lambda: a.send("b", "big", x))
+    t.start()
+    (y,) = b.recv("a", "big", ANY_U, timeout=30)
+    t.join(10)
+    assert np.array_equal(x, y) and not t.is_alive()
+
+
+def test_two_parties_sending_each_other_large_frames_do_not_deadlock(pair):
+    """Each party sends, then receives (its own thread, as in a protocol): each side's send
+    reads the other's stream while its socket is full."""
+    a, b = pair
+    x = np.ones(6_000_000, dtype=np.uint64)    # 48 MB each way, far beyond the socket buffers
+    got = {}
+
+    def party(me, other):
+        me.send(other.me, "x", x)
+        got[me.me] = me.recv(other.me, "x", ANY_U, timeout=30)[0]
+
+    ts = [threading.Thread(target=party, args=(a, b)), threading.Thread(target=party, args=(b, a))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(40)
+    assert not any(t.is_alive() for t in ts)
+    assert np.array_equal(got["a"], x) and np.array_equal(got["b"], x)
+
+
+def test_recv_each_takes_frames_in_arrival_order(tmp_path):
+    eps = _endpoints(_cluster(tmp_path, roles=("a", "b", "c")))
+    try:
+        eps["c"].send("a", "t", np.ones(1))
+        time.sleep(0.05)
+        eps["b"].send("a", "t", np.zeros(1))
+        order = [p for p, _ in eps["a"].recv_each({"b": ("t", ANY_F), "c": ("t", ANY_F)})]
+        assert order == ["c", "b"]
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_two_processes_exchange(tmp_path):
+    c = _cluster(tmp_path)
+    proc = _spawn(c, "echo", 20, "nonce1")
+    try:
+        with TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("nonce1")) as a:
+            for i in range(20):
+                x = np.arange(i + 1, dtype=np.float64) * i
+                a.send("b", "ping", x)
+                (y,) = a.recv("b", "pong", ANY_F)
+                assert np.array_equal(y, x + 1)
+        assert proc.wait(20) == 0, proc.stdout.read()
+    finally:
+        _reap(proc)
+
+
+def test_unknown_key_is_refused(tmp_path):
+    c = _cluster(tmp_path)
+    impostor = generate("b")                 # claims to be b, with a key not in the file
+    ea = c.party("a")
+    peers = [PeerInfo("a", ea.connect_url(), ea.public_key)]
+    box = {}
+
+    def run_impostor():
+        try:
+            box["imp"] = TcpEndpoint("b", impostor, c.party("b").bind_url(), peers, c.session_id("n"),
+                                     connect_timeout=2.0)
+        except Exception as e:  # noqa: BLE001
+            box["imp_err"] = e
+
+    t = threading.Thread(target=run_impostor)
+    t.start()
+    with pytest.raises(AuthenticationError) as ei:
+        TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=2.0)
+    t.join()
+    # (which side notices first depends on timing; either way b is named)
+    assert "b failed the handshake" in str(ei.value) or "b closed the handshake" in str(ei.value)
+    assert "imp" not in box and isinstance(box["imp_err"], AuthenticationError)
+
+
+def test_other_session_is_refused(tmp_path):
+    c = _cluster(tmp_path)
+    out, errs = {}, []
+
+    def mk(pid, nonce):
+        try:
+            out[pid] = TcpEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce), connect_timeout=3)
+        except Exception as e:  # noqa: BLE001
+            errs.append(e)
+
+    ts = [threading.Thread(target=mk, args=("a", "n1")), threading.Thread(target=mk, args=("b", "n2"))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for e in out.values():
+        e.close(flush=False)
+    assert len(errs) == 2 and all(isinstance(e, AuthenticationError) for e in errs)
+    assert any("another session" in str(e) for e in errs)
+
+
+def test_a_forged_or_replayed_record_cuts_the_peer_off(pair):
+    a, b = pair
+    a.send("b", "x", np.ones(4))
+    good = b._receive("a", time.monotonic() + 5)   # a valid frame (seq 0), bypassing recv
+    link = a._out["b"]
+    with link.lock:
+        recs = b"".join(a._records(link, good, 0x44, time.monotonic()))
+        link.sock.sendall(recs)
+        link.sock.sendall(recs)                    # the same records again: a replay
+    assert np.array_equal(b.recv("a", "x", ANY_F, timeout=5)[0], np.ones(4))
+    with pytest.raises(FrameError, match="failed authentication"):
+        b.recv("a", "x", ANY_F, timeout=5)
+    with pytest.raises(FrameError):                # and the peer stays cut off
+        b.send("a", "y", np.ones(1))
+
+
+def test_a_flipped_bit_on_the_wire_cuts_the_peer_off(pair):
+    a, b = pair
+    link = a._out["b"]
+    with link.lock:
+        recs = bytearray(b"".join(a._records(link, b"\x00" * 64, 0x44, time.monotonic())))
+        recs[20] ^= 1
+        link.sock.sendall(bytes(recs))
+    with pytest.raises(FrameError, match="failed authentication"):
+        b.recv("a", "x", ANY_F, timeout=5)
+
+
+def test_corrupted_frames_give_frame_error(pair):
+    a, b = pair
+    a._transmit("b", b"this is not a secinfer frame at all")
+    with pytest.raises(FrameError, match="magic|shorter"):
+        b.recv("a", "x", ANY_F, timeout=5)
+
+
+def test_oversized_frame_is_refused_by_the_receiver_and_the_stream_goes_on(tmp_path):
+    eps = _endpoints(_cluster(tmp_path), per_party={"b": {"max_frame": 64 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        a.send("b", "big", np.zeros(200_000 // 8, dtype=np.uint64))
+        a.send("b", "next", np.ones(3))
+        with pytest.raises(MessageTooLargeError, match="exceeds the cap"):
+            b.recv("a", "big", ANY_U, timeout=10)
+        b._seq_in["a"] += 1                   # the refused frame counted as consumed
+        assert np.array_equal(b.recv("a", "next", ANY_F, timeout=10)[0], np.ones(3))
+        with pytest.raises(MessageTooLargeError):
+            b.send("a", "big", np.zeros(100_000, dtype=np.uint64))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_unreachable_peer_is_named(tmp_path):
+    c = _cluster(tmp_path, roles=("a", "b", "c"))
+    t0 = time.monotonic()
+    with pytest.raises(PeerUnreachableError, match=r"b \(tcp://127\.0\.0\.1:\d+\)") as ei:
+        TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=1.0)
+    assert "c (tcp" in str(ei.value)
+    assert time.monotonic() - t0 < 10
+
+
+def test_closed_peer_fails_receives_at_once(pair):
+    a, b = pair
+    b.send("a", "last", np.ones(3))
+    b.close()
+    (v,) = a.recv("b", "last", ANY_F, timeout=5)
+    assert np.array_equal(v, np.ones(3))
+    t0 = time.monotonic()
+    with pytest.raises(PeerDeadError, match="b closed the session"):
+        a.recv("b", "more", ANY_F, timeout=30)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(PeerDeadError):
+        a.send("b", "x", np.ones(1))
+
+
+def test_abort_reaches_the_peer(pair):
+    a, b = pair
+    err = a.abort("mac-check", "b", "tag mismatch")
+    assert err.check == "mac-check"
+    with pytest.raises(PeerAbortedError, match="mac-check"):
+        b.recv("a", "anything", ANY_F, timeout=5)
+
+
+def test_killed_peer_process_is_detected_at_once(tmp_path):
+    c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
+    proc = _spawn(c, "idle")
+    try:
+        with TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
+            assert proc.stdout.readline().strip() == b"ready"
+            a.send("b", "ping", np.ones(2))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            t0 = time.monotonic()
+            with pytest.raises(PeerDeadError, match="closed its connection without a bye"):
+                a.recv("b", "pong", ANY_F, timeout=60)
+            assert time.monotonic() - t0 < 5
+    finally:
+        _reap(proc)
+
+
+def test_frozen_peer_is_detected_by_missing_heartbeats(tmp_path):
+    c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
+    proc = _spawn(c, "idle")
+    try:
+        with TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
+            assert proc.stdout.readline().strip() == b"ready"
+            time.sleep(1.0)                  # heartbeats keep it alive meanwhile
+            a.recv_timeout = 60
+            os.killpg(proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
+                a.recv("b", "pong", ANY_F, timeout=60)
+            assert time.monotonic() - t0 < 10
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_a_busy_receiver_does_not_mistake_its_own_pause_for_a_dead_peer(tmp_path):
+    eps = _endpoints(_cluster(tmp_path, heartbeat_interval=0.1, peer_timeout=0.5))
+    a, b = eps["a"], eps["b"]
+    try:
+        time.sleep(1.5)                      # a computes; b's heartbeats wait in the socket
+        b.send("a", "x", np.ones(1))
+        assert np.array_equal(a.recv("b", "x", ANY_F, timeout=5)[0], np.ones(1))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_close_does_not_hang_and_is_idempotent(pair):
+    a, b = pair
+    t0 = time.monotonic()
+    a.close()
+    a.close()
+    b.close(flush=False)
+    assert time.monotonic() - t0 < 10
+
+
+def test_bandwidth_paces_a_large_transfer(tmp_path):
+    eps = _endpoints(_cluster(tmp_path, network="bw=100"))
+    a, b = eps["a"], eps["b"]
+    try:
+        t0 = time.perf_counter()
+        for _ in range(10):
+            a.send("b", "chunk", np.zeros(1_000_000 // 8, dtype=np.uint64))
+        sent = time.perf_counter() - t0
+        for _ in range(10):
+            b.recv("a", "chunk", ANY_U)
+        assert time.perf_counter() - t0 >= 0.09
+        assert sent < 0.09                   # paced frames leave from the pacing thread
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_latency_adds_per_round(tmp_path):
+    eps = _endpoints(_cluster(tmp_path, network="lat=20"))
+    a, b = eps["a"], eps["b"]
+    try:
+        t0 = time.perf_counter()
+        for _ in range(5):
+            a.send("b", "ping", np.ones(1))
+            b.recv("a", "ping", ANY_F)
+            b.send("a", "pong", np.ones(1))
+            a.recv("b", "pong", ANY_F)
+        assert time.perf_counter() - t0 >= 10 * 0.020 * 0.95
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_a_peer_flooding_the_inbox_is_cut_off(tmp_path):
+    eps = _endpoints(_cluster(tmp_path), per_party={"b": {"max_inbox": 64 * 1024}})
+    a, b = eps["a"], eps["b"]
+    try:
+        chunk = np.zeros(16 * 1024 // 8, dtype=np.uint64)
+        for _ in range(8):
+            a.send("b", "flood", chunk)
+        time.sleep(0.2)
+        got = 0
+        with pytest.raises(InboxFullError, match=r"a sent more than the inbox limit of 65536 bytes"):
+            for _ in range(8):
+                b.recv("a", "flood", ANY_U, timeout=10)
+                got += 1
+        assert 0 < got < 8
+        with pytest.raises(InboxFullError):
+            b.send("a", "x", np.ones(1))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
