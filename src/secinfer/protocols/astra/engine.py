@@ -35,13 +35,19 @@ H_SPEC = ArraySpec(np.uint8, (32,))
 EVALUATORS = ("p1", "p2")
 
 
-def digest(tag: str, *arrays) -> np.ndarray:
+def digest_bytes(tag: str, *arrays) -> bytes:
+    """SHA-256 of a domain tag and the arrays (shape and bytes of each), as 32 bytes."""
     h = hashlib.sha256(tag.encode() + b"\x00")
     for a in arrays:
         a = np.ascontiguousarray(a)
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
-    return np.frombuffer(h.digest(), dtype=np.uint8)
+    return h.digest()
+
+
+def digest(tag: str, *arrays) -> np.ndarray:
+    """``digest_bytes`` as a uint8 array (what travels in a frame)."""
+    return np.frombuffer(digest_bytes(tag, *arrays), dtype=np.uint8)
 
 
 def wire_dtype(bits: int):
@@ -161,13 +167,12 @@ class AstraEngine:
         return np.stack([np.frombuffer(self.out_h.pop((peer, c)).digest(), np.uint8) for c in names])
 
     def verify_expected(self, peer: str) -> list:
-        """The hashes expected from ``peer`` [(check, 32 bytes)], sorted, and forget them."""
-        return [(c, np.frombuffer(self.in_h.pop((peer, c)).digest(), np.uint8))
-                for c in sorted(c for (q, c) in self.in_h if q == peer)]
+        """The hashes expected from ``peer`` [(check, 32-byte string)], sorted, and forget them."""
+        return [(c, self.in_h.pop((peer, c)).digest()) for c in sorted(c for (q, c) in self.in_h if q == peer)]
 
     def verify_compare(self, peer: str, want: list, got: np.ndarray) -> None:
         for i, (c, h) in enumerate(want):
-            if not np.array_equal(got[i], h):
+            if got[i].tobytes() != h:   # byte strings: cheapest right after a wake-up
                 raise self.ep.abort(c, peer, "hash check failed")
 
     def verify_finish(self, expected: dict, peers=None) -> None:
@@ -486,7 +491,7 @@ class AstraEngine:
             # m* first when P0's answer is on the longer path: the product is revealed next
             # (``mstar_first``), or it is receiver-checked (P0's frame to the receiver then
             # waits for m*, and P0 has more to do with it than an evaluator with m_z)
-            first = to_p0 and (mstar_first or y_offline)
+            first = to_p0 and mstar_first
             if first:
                 send_mstar()
             share = self._mz_share(x, y, z, prep)
@@ -531,7 +536,7 @@ class AstraEngine:
             y_offline = prep.get("check_at") is not None   # m*_y received (and checked) offline
             got = self.recv("p1", t + "/mstar", x.shape, *(() if y_offline else (y.shape,)))
             h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
-            if not np.array_equal(h, digest("mstar", *got)):
+            if h.tobytes() != digest_bytes("mstar", *got):
                 raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
             mstar = R.sub(prep["p0_const"], self._prod(got[0], prep["ly"], ps, False))
