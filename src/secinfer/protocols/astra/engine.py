@@ -488,9 +488,10 @@ class AstraEngine:
                     self.send("p0", t + "/mstar", mstar_x, *mstar_y)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
-            # m* first when P0's answer is on the longer path: the product is revealed next
-            # (``mstar_first``), or it is receiver-checked (P0's frame to the receiver then
-            # waits for m*, and P0 has more to do with it than an evaluator with m_z)
+            # m* first when P0's answer is on the longer path (``mstar_first``: the product
+            # is revealed next); receiver-checked products send m_z first: measured with
+            # three servers on two cores, the evaluators' path (m_z, then the output) is the
+            # longer one there
             first = to_p0 and mstar_first
             if first:
                 send_mstar()
