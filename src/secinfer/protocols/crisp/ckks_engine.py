@@ -33,7 +33,10 @@ Exactness and hiding (bounds checked here, argued in the docs):
   own (masked) output;
 * Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
   v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
-* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``).
+* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``);
+* the masked answer is rescaled (``Budget.drop``) and trimmed to what the client reads:
+  c1 in full, c0 only at the targets (and the MAC half), ``crypto.he.trimmed`` --
+  public post-processing of the masked answer.
 
 Malicious client: every client ciphertext is covered by a proof of plaintext knowledge
 and the client's public key by a proof of well-formedness (server-chosen a = pk1, short
