@@ -135,8 +135,12 @@ def test_conv_trimmed_equals_full(security):
     ev.close()
 
 
-@pytest.mark.parametrize("security", SECURITIES)
-@pytest.mark.parametrize("bad", ["truncated", "padded", "empty", "unreduced-c0", "unreduced-c1", "padding-bits"])
+# malicious frames of this layer have no padding bits (2 x 15 read positions: every row a
+# whole number of bytes), so "padding-bits" runs semi-honest only
+@pytest.mark.parametrize("security,bad", [
+    (sec, bad) for sec in SECURITIES
+    for bad in ["truncated", "padded", "empty", "unreduced-c0", "unreduced-c1", "padding-bits"]
+    if not (sec == "malicious" and bad == "padding-bits")])
 def test_malformed_trimmed_answer_is_a_frame_error(security, bad, monkeypatch):
     from secinfer.crypto.he import trimmed as trim_mod
 
@@ -172,8 +176,7 @@ def test_malformed_trimmed_answer_is_a_frame_error(security, bad, monkeypatch):
         match = "bytes"
     elif bad == "padding-bits":
         used = n_read * w0
-        if used % 8 == 0:
-            pytest.skip("every row of this frame is a whole number of bytes: no padding bits")
+        assert used % 8 != 0
         tampered = set_bits(raw, used + (8 - used % 8) - 1, 1, 1)
         match = "padding"
     else:
