@@ -33,7 +33,10 @@ Exactness and hiding (bounds checked here, argued in the docs):
   own (masked) output;
 * Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
   v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
-* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``).
+* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``);
+* the masked answer is rescaled (``Budget.drop``) and trimmed to what the client reads:
+  c1 in full, c0 only at the targets (and the MAC half), ``crypto.he.trimmed`` --
+  public post-processing of the masked answer.
 
 Malicious client: every client ciphertext is covered by a proof of plaintext knowledge
 and the client's public key by a proof of well-formedness (server-chosen a = pk1, short
@@ -348,28 +351,44 @@ class CKKSLinear:
         _, _, pos = self._targets(bud, n_rows, rg, blk, n_out)
         return self.decrypt_positions(raw, bud, pos)
 
+    def read_positions(self, bud, pos: np.ndarray) -> np.ndarray:
+        """The coefficients the client reads of an answer, in frame order: ``pos``
+        (flattened) and, malicious, pos + N/2 (the MAC half). Public: both sides compute
+        them from the layout."""
+        flat = np.asarray(pos, np.int64).reshape(-1)
+        return np.concatenate([flat, flat + bud.half]) if self.malicious else flat
+
     def decrypt_positions(self, raw, bud, pos: np.ndarray) -> list:
-        """Decrypt an answer and read coefficients ``pos`` (and pos + N/2 for the MAC half)
-        exactly: CRT of the RNS residues, centre, round / Delta -> Z_2^k elements."""
-        from secinfer.crypto.he.objects import Ciphertext
+        """Read coefficients ``pos`` (and pos + N/2 for the MAC half) of a trimmed answer
+        (:meth:`masked_answer`) exactly: c0 at those positions plus c1 s, CRT of the RNS
+        residues, centre, scale back by the dropped primes, round / Delta -> Z_2^k."""
+        from secinfer.crypto.he.errors import HESerializationError
+        from secinfer.crypto.he.trimmed import decrypt_trimmed, trimmed_size
 
         prm = self.params
+        level = bud.level - bud.drop
+        read = self.read_positions(bud, pos)
+        want = trimmed_size(prm, level, read.size)
+        if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size != want:
+            raise FrameError(f"crisp/ckks: answer rejected: {raw.size} bytes, "
+                             f"a trimmed answer at level {level} for {read.size} positions has {want}")
         try:
-            ct = prm.load(raw.tobytes(), Ciphertext)
-        except Exception as e:  # noqa: BLE001
+            res = decrypt_trimmed(prm, self.sk, raw, level, read)
+        except HESerializationError as e:
             raise FrameError(f"crisp/ckks: answer rejected: {e}") from None
-        if ct.degree != 1 or ct.level != bud.level - bud.drop:
-            ct.close()
-            raise FrameError("crisp/ckks: answer has the wrong degree or level")
-        with prm.decrypt(ct, self.sk) as pt:
-            res = pt.poly(0)
-        ct.close()
+        return self.decode_residues(res, bud, pos)
+
+    def decode_residues(self, res: np.ndarray, bud, pos: np.ndarray) -> list:
+        """Residues (levels, len(read_positions)) of the decrypted answer -> the Z_2^k
+        values at ``pos`` (and the MAC half): CRT, centre, times Q_d, round / Delta."""
+        prm = self.params
         qd = 1              # the primes the server divided the answer by (Budget.drop)
         for lv in range(bud.level - bud.drop + 1, bud.level + 1):
             qd *= prm.q[lv]
         out = []
-        for off in ((0, bud.half) if self.malicious else (0,)):
-            x = _crt(res[:, (pos + off).reshape(-1)], prm.q[:res.shape[0]])
+        cnt = int(np.asarray(pos).size)
+        for h in range(2 if self.malicious else 1):
+            x = _crt(res[:, h * cnt:(h + 1) * cnt], prm.q[:res.shape[0]])
             q = prm.q_level(res.shape[0] - 1)
             x = np.where(x > q // 2, x - q, x) * qd         # back at the scale Delta
             half = 1 << (bud.log_delta - 1)
@@ -398,16 +417,28 @@ class CKKSLinear:
         if wit is not None:
             self._zk.add(ep, wit, tamper)
 
-    def answer(self, ep, idx, acc, bud, prg) -> np.ndarray:
+    def answer(self, ep, idx, acc, bud, prg, pos) -> np.ndarray:
         """Mask and send one answer at once (see :meth:`masked_answer`, :meth:`send_answers`)."""
-        raw, rmask = self.masked_answer(idx, acc, bud, prg)
+        raw, rmask = self.masked_answer(idx, acc, bud, prg, pos)
         self.send_answers(ep, idx, [raw])
         return rmask
 
-    def masked_answer(self, idx, acc, bud, prg) -> tuple:
-        """acc + a mask ciphertext (prepared offline when possible), serialised, not sent;
-        returns (bytes, R mod 2^k of length N: the server's share of the answer). May run
-        before the client's proof is settled: nothing leaves the server here."""
+    def masked_answer(self, idx, acc, bud, prg, pos) -> tuple:
+        """acc + a mask ciphertext (prepared offline when possible), rescaled and trimmed
+        to what the client reads (c1 in full, c0 at :meth:`read_positions` of ``pos``:
+        crypto.he.trimmed), not sent; returns (bytes, R mod 2^k of length N: the server's
+        share of the answer). May run before the client's proof is settled: nothing
+        leaves the server here."""
+        from secinfer.crypto.he.trimmed import trim
+
+        out, rmask = self.masked_rescaled(idx, acc, bud, prg)
+        raw = np.frombuffer(trim(self.params, out, self.read_positions(bud, pos)), np.uint8)
+        out.close()
+        return raw, rmask
+
+    def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
+        """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level
+        bud.level - bud.drop); consumes acc. Returns (ciphertext, R mod 2^k)."""
         from secinfer.crypto.he.evaluator import Evaluator
 
         queue = self._prepared.get(_mask_key(idx, bud))
@@ -420,10 +451,8 @@ class CKKSLinear:
             nxt = ev.rescale(out)
             out.close()
             out = nxt
-        raw = np.frombuffer(out.to_bytes(), np.uint8)
-        out.close()
         ev.close()
-        return raw, rmask
+        return out, rmask
 
     def send_answers(self, ep, idx, raws) -> None:
         """Send answers -- only after the client's proof for their ciphertexts is checked."""
@@ -603,9 +632,9 @@ class CKKSLinear:
                     for blk in range(bud.n_blocks):
                         acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
                                         [wpolys[ch, blk] for ch in range(bud.n_chunks)])
-                        raw, rmask = self.masked_answer(idx, acc, bud, prg)
-                        raws.append(raw)
                         rws, js, pos = self._targets(bud, n_rows, rg, blk, n_out)
+                        raw, rmask = self.masked_answer(idx, acc, bud, prg, pos)
+                        raws.append(raw)
                         sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
                         m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
                         if self.malicious:

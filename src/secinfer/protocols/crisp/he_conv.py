@@ -169,9 +169,9 @@ def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
             for t in range(lay.T):
                 acc = ct_pt_dot(ev, [cts[b, cg, t] for cg in range(lay.n_cg)],
                                 [kpolys[cg, mb] for cg in range(lay.n_cg)])
-                raw, rmask = eng.masked_answer(idx, acc, lay, prg)
-                raws.append(raw)
                 ms, pos = lay.positions(mb)
+                raw, rmask = eng.masked_answer(idx, acc, lay, prg, pos)
+                raws.append(raw)
                 sel = (b, slice(ms[0], ms[-1] + 1))
                 m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], lay.D * t))
                 if eng.malicious:

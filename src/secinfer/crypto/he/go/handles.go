@@ -20,12 +20,12 @@ import (
 
 // Status codes mirrored in secinfer/crypto/he/_native.py.
 const (
-	codeOK        = 0
-	codeHE        = 1 // generic HE failure (Lattigo returned an error)
-	codeSerial    = 2 // bytes that do not decode to the expected object
-	codeMismatch  = 3 // objects bound to different parameter sets
-	codeArgument  = 4 // bad argument (unknown handle, wrong object kind, bad sizes)
-	codeInternal  = 5 // recovered panic inside Lattigo
+	codeOK       = 0
+	codeHE       = 1 // generic HE failure (Lattigo returned an error)
+	codeSerial   = 2 // bytes that do not decode to the expected object
+	codeMismatch = 3 // objects bound to different parameter sets
+	codeArgument = 4 // bad argument (unknown handle, wrong object kind, bad sizes)
+	codeInternal = 5 // recovered panic inside Lattigo
 )
 
 type heFailure struct {

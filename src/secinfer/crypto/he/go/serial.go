@@ -23,10 +23,6 @@ const (
 	kindLWE = 6
 )
 
-
-
-
-
 func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
 	if m == nil {
 		fail(codeSerial, "%s has no metadata", what)
@@ -43,7 +39,6 @@ func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
 	}
 }
 
-
 // safeUnmarshal runs Lattigo's decoder with panics mapped to serialisation errors.
 func safeUnmarshal(f func() error, what string) {
 	func() {
@@ -57,7 +52,6 @@ func safeUnmarshal(f func() error, what string) {
 		}
 	}()
 }
-
 
 // LWE batch wire format: "LWE1", u32 count, u32 logN, u32 level, f64 log2(scale), then
 // for each member and level: b, the N coefficients of c1 (constant-term RLWE form).
