@@ -295,11 +295,12 @@ def real_throughput(protocol: str, security: str, task: str, d: int, batch: int,
 
 
 def real_latency(protocol: str, security: str, task: str, d: int, queries: int, warmup: int,
-                 network: str = "lan", workdir=None, options: dict | None = None) -> dict:
+                 network: str = "lan", workdir=None, options: dict | None = None, transport: str | None = None) -> dict:
     """One real multi-process session (``runtime.launcher.run_local``: one OS process per
-    role, CURVE sockets on loopback, the ``network`` profile applied to every frame) that
-    answers ``queries`` queries one after the other; statistics over the queries after the
-    first ``warmup``."""
+    role, authenticated and encrypted sockets on loopback -- ``transport`` tcp (the
+    default) or zmq --, the ``network`` profile applied to every frame) that answers
+    ``queries`` queries one after the other; statistics over the queries after the first
+    ``warmup``."""
     import os
     import tempfile
     from pathlib import Path
@@ -309,15 +310,17 @@ def real_latency(protocol: str, security: str, task: str, d: int, queries: int, 
     from secinfer.ir.onnx_import import load_model
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols.astra import model as mdl
+    from secinfer.runtime.cluster import DEFAULT_TRANSPORT
     from secinfer.runtime.launcher import run_local
 
     cls = task == "classification"
+    transport = transport or DEFAULT_TRANSPORT
     with tempfile.TemporaryDirectory(prefix="astra-real-", dir=workdir) as tmp:
         path = Path(tmp) / f"linear-{d}-{task}.onnx"
         x = _linear_onnx(path, d, cls)
         load0 = os.getloadavg()[0]
         r = run_local(protocol, security, path, x, network=network, options={**(options or {}), "queries": queries},
-                      timeout=60.0 + 2.0 * queries)
+                      timeout=60.0 + 2.0 * queries, cluster_settings={"transport": transport})
         load1 = os.getloadavg()[0]
         from secinfer.arith.fixed import FX64
         lm = mdl.to_linear(load_model(str(path)))
@@ -329,7 +332,7 @@ def real_latency(protocol: str, security: str, task: str, d: int, queries: int, 
     online_rounds = r.rounds["online"]
     got = np.asarray(r.output_ring).reshape(-1)
     return {"protocol": protocol, "security": security, "task": task, "d": d, "network": network,
-            "queries": queries, "warmup": warmup, "measured": len(iv),
+            "transport": transport, "queries": queries, "warmup": warmup, "measured": len(iv),
             "server": _stats([v["server"] for v in iv]), "upload": _stats([v["upload"] for v in iv]),
             "online": _stats([v["online"] for v in iv]),
             "online_rounds": online_rounds, "server_rounds": online_rounds - 1,
@@ -351,7 +354,9 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
     warmup = int(cfg["warmup"] if warmup is None else warmup)
     nets = parse_networks(network, ("lan", "wan", "none"), ("lan",))
     settings = [(s, t) for s in ("semi-honest", "malicious") for t in ("regression", "classification")]
-    prog = Progress("astra-real", len(nets) * len(settings) * len(protocols) + 2)
+    # ASTRA also over the ZeroMQ transport (the comparison row: same code, other sockets)
+    zmq_rows = "astra" in protocols and "lan" in nets
+    prog = Progress("astra-real", len(nets) * len(settings) * len(protocols) + 2 + (len(settings) if zmq_rows else 0))
     raw: dict = {"real": [], "model": {}}
     wan_batch = REAL_WAN_BATCH["quick" if quick else "full"]
     raw["wan_throughput"] = []
@@ -364,15 +369,20 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
                     continue
                 prog(f"{proto} {sec} {task} d={d}: {queries} queries, real processes, network {net}")
                 raw["real"].append(real_latency(proto, sec, task, d, queries, warmup, net))
+                if proto == "astra" and net == "lan" and zmq_rows:
+                    prog(f"astra {sec} {task} d={d}: {queries} queries, real processes, network {net}, zmq transport")
+                    raw["real"].append(real_latency(proto, sec, task, d, queries, warmup, net, transport="zmq"))
     for prof in ("lan", "wan"):
         prog(f"link model {prof} (in-process metered run of both protocols)")
         raw["model"][prof] = ab.run(profile=prof, d=d, sweep=(), restricted=False, micro=False)
     rows = []
     for r in raw["real"]:
-        if r["protocol"] != "astra":
+        if r["protocol"] != "astra" or r["transport"] == "zmq":
             continue
         base = next((b for b in raw["real"] if b["protocol"] == "aby3" and b["security"] == r["security"]
                      and b["task"] == r["task"] and b["network"] == r["network"]), None)
+        other = next((b for b in raw["real"] if b["protocol"] == "astra" and b["transport"] == "zmq"
+                      and b["security"] == r["security"] and b["task"] == r["task"] and b["network"] == r["network"]), None)
         pred = next(p for p in raw["model"]["lan"]["prediction"]
                     if p["security"] == r["security"] and p["task"] == r["task"])
         wan = next(p for p in raw["model"]["wan"]["prediction"]
@@ -386,7 +396,8 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
                "model_astra_online_ms": 1e3 * pred["astra"]["online_latency_s"],
                "paper_astra_ms": paper[0], "paper_aby3_ms": paper[1],
                "target_met": r["server"]["median_ms"] <= paper[0] if r["network"] == "lan" else None,
-               "astra_correct": r["correct"], "load_avg": r["load_avg"],
+               "astra_correct": r["correct"], "load_avg": r["load_avg"], "transport": r["transport"],
+               "astra_zmq_server_ms_median": other and other["server"]["median_ms"],
                "wan_model_improv_throughput": wan["ratio_online_throughput"],
                "paper_wan_improv_throughput": PAPER_THROUGHPUT[(r["task"], r["security"], "wan")]}
         if base is not None:
