@@ -17,9 +17,10 @@ from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError,
                              PeerAbortedError, PeerDeadError, PeerUnreachableError)
 from secinfer.net.channel import ArraySpec
+from secinfer.net.peers import PeerInfo
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
-from secinfer.net.zmq_transport import PeerInfo
-from secinfer.runtime.cluster import ConfigError, load_cluster, parse_cluster, write_loopback_cluster
+from secinfer.runtime.cluster import ConfigError, parse_cluster
+from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
 ANY_F = ArraySpec(np.float64, (None,))
@@ -28,31 +29,11 @@ PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 
 
 def _cluster(tmp_path, roles=("a", "b"), **settings):
-    settings.setdefault("connect_timeout", 10.0)
-    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, transport="tcp", **settings))
+    return loopback_cluster(tmp_path, "tcp", roles, **settings)
 
 
 def _endpoints(c, nonce="n", per_party=None, **kw):
-    eps, errs = {}, {}
-    per_party = per_party or {}
-
-    def mk(pid):
-        try:
-            eps[pid] = TcpEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
-                                                **{**kw, **per_party.get(pid, {})})
-        except Exception as e:  # noqa: BLE001
-            errs[pid] = e
-
-    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        for e in eps.values():
-            e.close(flush=False)
-        raise next(iter(errs.values()))
-    return eps
+    return all_endpoints(TcpEndpoint, c, nonce, per_party, **kw)
 
 
 @pytest.fixture

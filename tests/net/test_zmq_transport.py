@@ -17,7 +17,8 @@ from secinfer.errors import (AuthenticationError, FrameError, MessageTooLargeErr
                              PeerUnreachableError)
 from secinfer.net.channel import ArraySpec
 from secinfer.net.zmq_transport import PeerInfo, ZmqEndpoint
-from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
+from secinfer.runtime.cluster import load_cluster
+from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
 ANY_F = ArraySpec(np.float64, (None,))
@@ -26,32 +27,11 @@ PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 
 
 def _cluster(tmp_path, roles=("a", "b"), **settings):
-    settings.setdefault("connect_timeout", 10.0)
-    return load_cluster(write_loopback_cluster(tmp_path / "cluster", roles, transport="zmq", **settings))
+    return loopback_cluster(tmp_path, "zmq", roles, **settings)
 
 
 def _endpoints(c, nonce="n", per_party=None, **kw):
-    """Build every party's endpoint concurrently (each waits for the others)."""
-    eps, errs = {}, {}
-    per_party = per_party or {}
-
-    def mk(pid):
-        try:
-            eps[pid] = ZmqEndpoint.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
-                                                **{**kw, **per_party.get(pid, {})})
-        except Exception as e:  # noqa: BLE001
-            errs[pid] = e
-
-    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    if errs:
-        for e in eps.values():
-            e.close(flush=False)
-        raise next(iter(errs.values()))
-    return eps
+    return all_endpoints(ZmqEndpoint, c, nonce, per_party, **kw)
 
 
 @pytest.fixture

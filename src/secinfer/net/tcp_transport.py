@@ -70,7 +70,8 @@ from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, Me
 from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
 from secinfer.net.codec import DEFAULT_MAX_FRAME
 from secinfer.net.shaping import TokenBucket, fine_timer_slack
-from secinfer.net.zmq_transport import MIN_INBOX, SPIN_BEFORE_RELEASE, PeerInfo, _is_loopback, _sleep_until
+from secinfer.net.peers import (MIN_INBOX, SPIN_BEFORE_RELEASE, PeerInfo, endpoint_args, is_loopback as _is_loopback,
+                                sleep_until as _sleep_until)
 
 MAGIC = b"SITCP/1"
 PROTO = b"secinfer-tcp/1"
@@ -227,18 +228,7 @@ class TcpEndpoint(Endpoint):
     @classmethod
     def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
                      network=None, **kw) -> "TcpEndpoint":
-        me = cluster.party(party_id)
-        if identity.public != me.public_key:
-            raise AuthenticationError(f"{party_id}: our secret key does not match the cluster file's public key")
-        peers = [PeerInfo(p.role, p.connect_url(), p.public_key,
-                          cluster.profile(party_id, p.id, network), cluster.profile(p.id, party_id, network))
-                 for p in cluster.parties.values() if p.id != party_id]
-        kw.setdefault("connect_timeout", cluster.connect_timeout)
-        kw.setdefault("heartbeat_interval", cluster.heartbeat_interval)
-        kw.setdefault("peer_timeout", cluster.peer_timeout)
-        if cluster.max_frame is not None:
-            kw.setdefault("max_frame", cluster.max_frame)
-        return cls(me.role, identity, me.bind_url(), peers, session_id, **kw)
+        return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
 
     # ---- set-up -------------------------------------------------------------------------
     def _dh(self, pub: bytes, priv: X25519PrivateKey | None = None) -> bytes:

@@ -49,7 +49,6 @@ import math
 import struct
 import threading
 import time
-from dataclasses import dataclass
 
 import zmq
 from zmq.utils import z85
@@ -60,19 +59,17 @@ from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, Me
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
 from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
 from secinfer.net.codec import DEFAULT_MAX_FRAME
-from secinfer.net.shaping import NONE, LinkProfile, TokenBucket, fine_timer_slack
+from secinfer.net.peers import (MIN_INBOX, PeerInfo, endpoint_args,  # noqa: F401 - PeerInfo re-exported
+                                is_loopback as _is_loopback, sleep_until as _sleep_until)
+from secinfer.net.shaping import LinkProfile, TokenBucket, fine_timer_slack
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"secinfer"
 HARD_CAP_SLACK = 1 << 20
-MIN_INBOX = 1 << 30   # default per-peer inbox bound: max(1 GiB, 2 x the frame cap)
 
 K_HELLO, K_DATA, K_BYE, K_ACK = b"H", b"D", b"B", b"A"
 _STAMP = struct.Struct("<d")  # a data frame's send time (time.monotonic()), for the latency model
 C_DATA, C_CLOSE, C_QUIT, C_WAKE = b"D", b"C", b"Q", b"W"
-# the protocol thread sleeps until this long before a frame's release time, then spins, so
-# that a timed wake-up's lateness (tens of microseconds on a VM) is not added to every hop
-SPIN_BEFORE_RELEASE = 30e-6
 # while the protocol thread reads the PULL socket itself, the I/O thread looks again this often
 RX_RETRY = 0.005
 # plain ints: pyzmq's enum constants cost a few microseconds per use on the receive path
@@ -99,15 +96,6 @@ def _try_send(sock, parts, copy: bool = False) -> bool:
         return True
     except zmq.Again:
         return False
-
-
-@dataclass(frozen=True)
-class PeerInfo:
-    role: str
-    url: str                           # tcp://host:port it listens on
-    public_key: bytes                  # z85
-    out_profile: LinkProfile = NONE    # me -> peer
-    in_profile: LinkProfile = NONE     # peer -> me
 
 
 class ZmqEndpoint(Endpoint):
@@ -202,18 +190,7 @@ class ZmqEndpoint(Endpoint):
     def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
                      network: LinkProfile | None = None, **kw) -> "ZmqEndpoint":
         """Build the endpoint of ``party_id`` from a ``secinfer.runtime.cluster.Cluster``."""
-        me = cluster.party(party_id)
-        if identity.public != me.public_key:
-            raise AuthenticationError(f"{party_id}: our secret key does not match the cluster file's public key")
-        peers = [PeerInfo(p.role, p.connect_url(), p.public_key,
-                          cluster.profile(party_id, p.id, network), cluster.profile(p.id, party_id, network))
-                 for p in cluster.parties.values() if p.id != party_id]
-        kw.setdefault("connect_timeout", cluster.connect_timeout)
-        kw.setdefault("heartbeat_interval", cluster.heartbeat_interval)
-        kw.setdefault("peer_timeout", cluster.peer_timeout)
-        if cluster.max_frame is not None:
-            kw.setdefault("max_frame", cluster.max_frame)
-        return cls(me.role, identity, me.bind_url(), peers, session_id, **kw)
+        return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
 
     # ---- connection set-up ------------------------------------------------------------
     def connect(self, timeout: float | None = None) -> None:
@@ -757,17 +734,3 @@ class ZmqEndpoint(Endpoint):
                 f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
         elif self.me in heard.split(","):
             self._heard_us.add(peer)
-
-
-def _sleep_until(t: float) -> None:
-    """Return at ``t`` (``time.monotonic()``): sleep until shortly before, then spin."""
-    left = t - time.monotonic()
-    if left > SPIN_BEFORE_RELEASE:
-        time.sleep(left - SPIN_BEFORE_RELEASE)
-    while time.monotonic() < t:
-        pass
-
-
-def _is_loopback(url: str) -> bool:
-    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return host in ("127.0.0.1", "localhost", "::1") or host.startswith("127.")
