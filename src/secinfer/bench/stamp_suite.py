@@ -102,6 +102,10 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
                        "stamp_cpu_s": lat["stamp"]["cpu_s"], "stamp_ltee_s": lat["stamp"]["ltee_s"],
                        "stamp_comm_s": lat["stamp"]["comm_s"], "falcon_cpu_s": lat["falcon"]["cpu_s"],
                        "falcon_comm_s": lat["falcon"]["comm_s"]}
+                pre = (res.get("latency_input_preshared") or {}).get(key)
+                if pre is not None:   # the paper's accounting: parties start from input shares
+                    row.update({"speedup_input_preshared": pre["speedup"], "stamp_s_input_preshared": pre["stamp"]["total_s"],
+                                "falcon_s_input_preshared": pre["falcon"]["total_s"]})
                 if sec == "semi-honest" and dev == "ltee-chip":
                     row["paper_speedup_cpu"] = paper_speed.get(f"{prof}-cpu")
                     row["paper_speedup_gpu"] = paper_speed.get(f"{prof}-gpu")
@@ -112,6 +116,7 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
                          "paper_comm_ratio": ratio(paper_comm[0], paper_comm[1]) if paper_comm else None,
                          "stamp_rounds": c["rounds"]["stamp"], "falcon_rounds": c["rounds"]["falcon"],
                          "rounds_ratio_falcon_over_stamp": ratio(c["rounds"]["falcon"], c["rounds"]["stamp"]),
+                         "rounds_input_preshared": res.get("rounds_input_preshared"),
                          "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"]})
     return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)", "skipped": raw["skipped"],
             "rows": rows, "plots": _plots(rows, profiles), "raw": raw, "seconds": prog.elapsed()}

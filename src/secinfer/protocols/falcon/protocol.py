@@ -25,7 +25,8 @@ from secinfer.protocols.falcon.mpc import DEFAULT_DRELU, DRELU_MODES, FalconMPC
 from secinfer.protocols.falcon.triples import plan_requests
 from secinfer.protocols.stamp import executor
 from secinfer.protocols.stamp.engine import Engine
-from secinfer.protocols.stamp.protocol import CLIENT, NAMES, exchange_model, share_input, share_model_and_input
+from secinfer.protocols.stamp.protocol import (CLIENT, NAMES, exchange_model, input_phase, share_input,
+                                               share_model_and_input)
 from secinfer.sharing import replicated as rss
 
 SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
@@ -69,9 +70,14 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 mpc.pc.prepare(pcs, sels)
             # else (memory): each comparison's preprocessing is made just before it, in the
             # offline phase of the meters, its CPU time excluded from the online time below
+    early = input_phase(job.options) == "offline"
+    if early:
+        with ep.phase("offline"):
+            share_input(eng, graph, job, env)
     with ep.phase("online"):
         cpu0, jit0 = time.thread_time(), mpc.pc.stats["pc_just_in_time_cpu_s"]
-        share_input(eng, graph, job, env)
+        if not early:
+            share_input(eng, graph, job, env)
         env = executor.run_graph(eng.ring, me, backend, graph, env)
         mpc.flush()
         y = eng.reveal_to(CLIENT, env[graph.output_names[0]])

@@ -79,6 +79,17 @@ def share_model_and_input(eng: Engine, graph: Graph, job: PartyJob) -> dict:
     return env
 
 
+def input_phase(options: dict) -> str:
+    """``options["input_phase"]``: ``online`` (default) shares the client's input in the
+    online phase; ``offline`` before it -- the accounting of the paper's measurements,
+    whose parties start from shares of the input (benchmarks only: the input must then be
+    known before the online phase starts). Both protocols (STAMP, Falcon+) honour it."""
+    ph = options.get("input_phase", "online")
+    if ph not in ("online", "offline"):
+        raise ProtocolError(f"option input_phase must be 'online' or 'offline', got {ph!r}")
+    return ph
+
+
 def share_input(eng: Engine, graph: Graph, job: PartyJob, env: dict, backend: StampBackend | None = None) -> None:
     """Malicious STAMP, when the input feeds products only: shared through the first
     product's verification mask (``StampBackend.masked_input``); else the replicated
@@ -120,12 +131,17 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
             with ep.phase("offline"):
                 backend.prepare(graph, env)
+        early = input_phase(job.options) == "offline"
+        if early:
+            with ep.phase("offline"):
+                share_input(eng, graph, job, env, backend)
         stats0 = link.refresh_stats().copy()
         tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            share_input(eng, graph, job, env, backend)
+            if not early:
+                share_input(eng, graph, job, env, backend)
             env = executor.run_graph(eng.ring, me, backend, graph, env)
             out = env[graph.output_names[0]]
             if isinstance(out, executor.Opened):   # opened in the last product's step
