@@ -4,6 +4,7 @@ ZeroMQ one, tried on real sockets: authentication, integrity, caps, liveness, sh
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from secinfer.crypto.identity import generate
-from secinfer.errors import AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError
+from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
+                             PeerUnreachableError)
+from secinfer.net import tcp_transport
 from secinfer.net.channel import ArraySpec
 from secinfer.net.peers import PeerInfo
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
@@ -147,6 +150,20 @@ def test_unknown_key_is_refused(tmp_path):
     # (which side notices first depends on timing; either way b is named)
     assert "b failed the handshake" in str(ei.value) or "b closed the handshake" in str(ei.value)
     assert "imp" not in box and isinstance(box["imp_err"], AuthenticationError)
+
+
+def test_a_listener_that_never_answers_the_handshake_is_named_within_seconds(tmp_path, monkeypatch):
+    monkeypatch.setattr(tcp_transport, "HANDSHAKE_TIMEOUT", 1.0)
+    c = _cluster(tmp_path)
+    host, port = c.party("b").host, c.party("b").port
+    mute = socket.create_server((host, port))   # accepts (backlog), never speaks
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(PeerUnreachableError, match="did not answer the handshake"):
+            TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=5.0)
+        assert time.monotonic() - t0 < 5
+    finally:
+        mute.close()
 
 
 def test_other_session_is_refused(tmp_path):

@@ -302,6 +302,10 @@ class TcpEndpoint(Endpoint):
             sock.sendall(MAGIC + bytes([len(me)]) + me + e_i)
             try:
                 reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG)
+            except (TimeoutError, socket.timeout):
+                raise PeerUnreachableError(f"{peer} ({self.info[peer].url}) accepted the connection but did not "
+                                           f"answer the handshake within {HANDSHAKE_TIMEOUT:g}s (not a secinfer "
+                                           "party, or hung)") from None
             except (ConnectionError, OSError):
                 raise AuthenticationError(f"{peer} closed the handshake: it does not accept our key "
                                           "(is ours in its cluster file?)") from None
