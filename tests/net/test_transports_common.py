@@ -14,8 +14,7 @@ import pytest
 
 from secinfer.errors import PeerAbortedError, PeerUnreachableError
 from secinfer.net.channel import ArraySpec
-from secinfer.net.tcp_transport import TcpEndpoint
-from secinfer.net.zmq_transport import ZmqEndpoint
+from secinfer.runtime.party import endpoint_class
 from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
@@ -23,11 +22,10 @@ ANY_F = ArraySpec(np.float64, (None,))
 ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
 PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 TRANSPORTS = pytest.mark.parametrize("transport", ["tcp", "zmq"])
-CLS = {"tcp": TcpEndpoint, "zmq": ZmqEndpoint}
 
 
 def _pair(tmp_path, transport, **settings):
-    eps = all_endpoints(CLS[transport], loopback_cluster(tmp_path, transport, **settings))
+    eps = all_endpoints(endpoint_class(transport), loopback_cluster(tmp_path, transport, **settings))
     return eps["a"], eps["b"]
 
 
@@ -69,7 +67,7 @@ def test_two_processes_exchange(tmp_path, transport):
     proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "nonce1", "echo", "20"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        with CLS[transport].from_cluster(c, "a", c.load_secret("a"), c.session_id("nonce1")) as a:
+        with endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id("nonce1")) as a:
             for i in range(20):
                 x = np.arange(i + 1, dtype=np.float64) * i
                 a.send("b", "ping", x)
@@ -87,7 +85,7 @@ def test_unreachable_peer_is_named(tmp_path, transport):
     c = loopback_cluster(tmp_path, transport, roles=("a", "b", "c"))
     t0 = time.monotonic()
     with pytest.raises(PeerUnreachableError, match=r"b \(tcp://127\.0\.0\.1:\d+\)") as ei:
-        CLS[transport].from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=1.0)
+        endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=1.0)
     assert "c (tcp" in str(ei.value)
     assert time.monotonic() - t0 < 10
 

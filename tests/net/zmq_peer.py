@@ -11,16 +11,15 @@ import time
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
-from secinfer.net.tcp_transport import TcpEndpoint
-from secinfer.net.zmq_transport import ZmqEndpoint
 from secinfer.runtime.cluster import load_cluster
+from secinfer.runtime.party import endpoint_class
 
 
 def main() -> int:
     cluster_path, pid, nonce, mode = sys.argv[1:5]
     c = load_cluster(cluster_path)
-    transport = TcpEndpoint if c.transport == "tcp" else ZmqEndpoint
-    ep = transport.from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce), recv_timeout=30)
+    ep = endpoint_class(c.transport).from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
+                                                  recv_timeout=30)
     print("ready", flush=True)
     if mode == "idle":
         time.sleep(3600)

@@ -1,14 +1,18 @@
 """What the two socket transports (``tcp_transport``, ``zmq_transport``) share: a peer's
-address, key and link profiles, the endpoint arguments a cluster file gives, and the
-timed delivery of frames at their release time."""
+address, key and link profiles, the endpoint arguments a cluster file gives, the state
+both set up alike (``SocketEndpoint``), and the timed delivery of frames at their release
+time."""
 
 from __future__ import annotations
 
+import collections
 import time
 from dataclasses import dataclass
 
-from secinfer.errors import AuthenticationError
-from secinfer.net.shaping import NONE, LinkProfile
+from secinfer.errors import AuthenticationError, NetworkError
+from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
+from secinfer.net.codec import DEFAULT_MAX_FRAME
+from secinfer.net.shaping import NONE, LinkProfile, fine_timer_slack
 
 MIN_INBOX = 1 << 30   # default per-peer inbox bound: max(1 GiB, 2 x the frame cap)
 # the protocol thread sleeps until this long before a frame's release time, then spins, so
@@ -40,6 +44,61 @@ def endpoint_args(cluster, party_id: str, identity, session_id: bytes, network, 
     if cluster.max_frame is not None:
         kw.setdefault("max_frame", cluster.max_frame)
     return me.role, identity, me.bind_url(), peers, session_id
+
+
+class SocketEndpoint(Endpoint):
+    """An ``Endpoint`` on real sockets: the arguments, limits, per-peer inboxes, counters and
+    latency model both transports share. Subclasses open their sockets after this."""
+
+    def __init__(self, me: str, identity, peers: list[PeerInfo], session_id: bytes, *,
+                 max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
+                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
+                 max_inbox: int | None = None) -> None:
+        super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
+        if len(session_id) != 16:
+            raise NetworkError("session id must be 16 bytes")
+        self.identity = identity
+        self.info = {p.role: p for p in peers}
+        self.connect_timeout = connect_timeout
+        self.heartbeat_interval = heartbeat_interval
+        self.peer_timeout = peer_timeout
+        # bytes a peer may have waiting here (received, not yet consumed by the protocol):
+        # beyond that the peer is cut off with InboxFullError instead of exhausting memory
+        self.max_inbox = max(MIN_INBOX, 2 * max_frame) if max_inbox is None else int(max_inbox)
+        if self.max_inbox < 1:
+            raise NetworkError(f"max_inbox must be positive, got {max_inbox}")
+        self._queued = {p: 0 for p in self.peers}
+        self._inbox: dict[str, collections.deque] = {p: collections.deque() for p in self.peers}
+        self._fatal: dict[str, Exception] = {}
+        self._bye_from: set[str] = set()
+        self._refused: list[str] = []
+        self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
+        self._closed = False
+        # on a loopback link both ends read the same CLOCK_MONOTONIC: the one-way latency is
+        # counted from the sender's send time, so the real transport time is part of it
+        self._same_clock = {p: is_loopback(i.url) for p, i in self.info.items()}
+        self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
+        if any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values()):
+            fine_timer_slack()  # this (protocol) thread waits for release times; threads it starts inherit it
+
+    @classmethod
+    def from_cluster(cls, cluster, party_id: str, identity, session_id: bytes,
+                     network: LinkProfile | None = None, **kw):
+        """Build the endpoint of ``party_id`` from a ``secinfer.runtime.cluster.Cluster``."""
+        return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
+
+    def _release_at(self, peer: str, arrival: float, stamp: float) -> float:
+        """When a frame that arrived at ``arrival`` reaches the protocol: ``latency`` after it
+        was sent (same host: the sender's stamp; the real loopback time counts towards the
+        modelled latency) but never before it arrived nor later than ``arrival + latency``
+        (so a peer's stamp cannot hold its frames back, and a foreign clock is harmless)."""
+        lat = self._latency[peer]
+        if lat == 0.0:
+            return arrival
+        if self._same_clock[peer]:
+            t = stamp + lat
+            return arrival if t < arrival else min(t, arrival + lat)
+        return arrival + lat
 
 
 def sleep_until(t: float) -> None:

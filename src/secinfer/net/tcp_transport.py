@@ -67,11 +67,10 @@ from zmq.utils import z85
 from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
+from secinfer.net.channel import DEFAULT_RECV_TIMEOUT
 from secinfer.net.codec import DEFAULT_MAX_FRAME
-from secinfer.net.shaping import TokenBucket, fine_timer_slack
-from secinfer.net.peers import (MIN_INBOX, SPIN_BEFORE_RELEASE, PeerInfo, endpoint_args, is_loopback as _is_loopback,
-                                sleep_until as _sleep_until)
+from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
+from secinfer.net.shaping import TokenBucket
 
 MAGIC = b"SITCP/1"
 PROTO = b"secinfer-tcp/1"
@@ -166,43 +165,23 @@ class _In:
         self.eof = False
 
 
-class TcpEndpoint(Endpoint):
+class TcpEndpoint(SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
                  connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
                  connect: bool = True, max_inbox: int | None = None) -> None:
-        super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
-        if len(session_id) != 16:
-            raise NetworkError("session id must be 16 bytes")
-        self.identity = identity
-        self.info = {p.role: p for p in peers}
-        self.connect_timeout = connect_timeout
-        self.heartbeat_interval = heartbeat_interval
-        self.peer_timeout = peer_timeout
-        self.max_inbox = max(MIN_INBOX, 2 * max_frame) if max_inbox is None else int(max_inbox)
-        if self.max_inbox < 1:
-            raise NetworkError(f"max_inbox must be positive, got {max_inbox}")
+        super().__init__(me, identity, peers, session_id, max_frame=max_frame, recv_timeout=recv_timeout,
+                         connect_timeout=connect_timeout, heartbeat_interval=heartbeat_interval,
+                         peer_timeout=peer_timeout, max_inbox=max_inbox)
         self._secret = X25519PrivateKey.from_private_bytes(_raw_key(identity.secret))
         self._statics = {p.role: _raw_key(p.public_key) for p in peers}
         self._out: dict[str, _Out] = {}
         self._in: dict[str, _In] = {}
         self._by_fd: dict[int, str] = {}
-        self._inbox = {p: collections.deque() for p in self.peers}
-        self._queued = {p: 0 for p in self.peers}
-        self._fatal: dict[str, Exception] = {}
-        self._bye_from: set[str] = set()
-        self._refused: list[str] = []
-        self._out_errors: dict[str, str] = {}
-        self._state = threading.Condition()   # guards _in / _refused / _out_errors during set-up
-        self._same_clock = {p: _is_loopback(i.url) for p, i in self.info.items()}
-        self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
-        self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
-        self._closed = False
+        self._state = threading.Condition()   # guards _in / _refused during set-up
         self._stop = threading.Event()
-        if any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values()):
-            fine_timer_slack()
         host, port = _split_url(bind_url)
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(fam, socket.SOCK_STREAM)
@@ -224,11 +203,6 @@ class TcpEndpoint(Endpoint):
             except BaseException:
                 self.close(timeout=1.0)
                 raise
-
-    @classmethod
-    def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
-                     network=None, **kw) -> "TcpEndpoint":
-        return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
 
     # ---- set-up -------------------------------------------------------------------------
     def _dh(self, pub: bytes, priv: X25519PrivateKey | None = None) -> bytes:
@@ -576,16 +550,7 @@ class TcpEndpoint(Endpoint):
         else:
             item = parts[0] if len(parts) == 1 else b"".join(parts)
             self._queued[peer] += size
-        self._inbox[peer].append((self._release_time(peer, time.monotonic(), stamp), item, stamp))
-
-    def _release_time(self, peer: str, arrival: float, stamp: float) -> float:
-        lat = self._latency[peer]
-        if lat == 0.0:
-            return arrival
-        if self._same_clock[peer]:
-            t = stamp + lat
-            return arrival if t < arrival else min(t, arrival + lat)
-        return arrival + lat
+        self._inbox[peer].append((self._release_at(peer, time.monotonic(), stamp), item, stamp))
 
     def _cut(self, peer: str, err: Exception) -> None:
         c = self._in.get(peer)
@@ -633,25 +598,17 @@ class TcpEndpoint(Endpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
-        since = time.monotonic()
-        self._read(peer)
-        while True:
-            now = time.monotonic()
-            ok, x = self._due(peer, now)
-            if ok:
-                if isinstance(x, Exception):
-                    raise x
-                item = self._inbox[peer].popleft()[1]
-                if isinstance(item, Exception):
-                    raise item
-                self._queued[peer] -= len(item)
-                return item
-            if now >= deadline:
-                raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
-            if x is not None:
-                _sleep_until(min(x, deadline))
-                continue
-            self._poll([peer], deadline, since)
+        self._wait_any([peer], deadline)   # reads every stream meanwhile, releases on time
+        ok, err = self._due(peer, time.monotonic())
+        if not ok:
+            raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+        if err is not None:
+            raise err
+        item = self._inbox[peer].popleft()[1]
+        if isinstance(item, Exception):
+            raise item
+        self._queued[peer] -= len(item)
+        return item
 
     def _wait_any(self, peers: list, deadline: float) -> str:
         since = time.monotonic()

@@ -57,11 +57,10 @@ from zmq.utils.monitor import recv_monitor_message
 from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
+from secinfer.net.channel import DEFAULT_RECV_TIMEOUT
 from secinfer.net.codec import DEFAULT_MAX_FRAME
-from secinfer.net.peers import (MIN_INBOX, PeerInfo, endpoint_args,  # noqa: F401 - PeerInfo re-exported
-                                is_loopback as _is_loopback, sleep_until as _sleep_until)
-from secinfer.net.shaping import LinkProfile, TokenBucket, fine_timer_slack
+from secinfer.net.peers import PeerInfo, SocketEndpoint, sleep_until as _sleep_until  # PeerInfo re-exported
+from secinfer.net.shaping import TokenBucket
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
 ZAP_DOMAIN = b"secinfer"
@@ -98,47 +97,30 @@ def _try_send(sock, parts, copy: bool = False) -> bool:
         return False
 
 
-class ZmqEndpoint(Endpoint):
+class ZmqEndpoint(SocketEndpoint):
     """An ``Endpoint`` over CURVE-secured ZeroMQ sockets (see the module docstring)."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
                  connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
                  connect: bool = True, max_inbox: int | None = None) -> None:
-        super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
-        if len(session_id) != 16:
-            raise NetworkError("session id must be 16 bytes")
-        self.identity = identity
+        super().__init__(me, identity, peers, session_id, max_frame=max_frame, recv_timeout=recv_timeout,
+                         connect_timeout=connect_timeout, heartbeat_interval=heartbeat_interval,
+                         peer_timeout=peer_timeout, max_inbox=max_inbox)
         self.bind_url = bind_url
-        self.info = {p.role: p for p in peers}
-        self.connect_timeout = connect_timeout
-        self.heartbeat_interval = heartbeat_interval
-        self.peer_timeout = peer_timeout
         self.hard_cap = max_frame + max(HARD_CAP_SLACK, max_frame // 8)
-        # bytes a peer may have waiting here (received, not yet consumed by the protocol):
-        # beyond that the peer is cut off with InboxFullError instead of exhausting memory
-        self.max_inbox = max(MIN_INBOX, 2 * max_frame) if max_inbox is None else int(max_inbox)
-        if self.max_inbox < 1:
-            raise NetworkError(f"max_inbox must be positive, got {max_inbox}")
-        self._queued = {p: 0 for p in self.peers}
         self._by_key = {p.public_key: p.role for p in peers}
         self._cv = threading.Condition()
-        self._inbox: dict[str, collections.deque] = {p: collections.deque() for p in self.peers}
         self._last_seen: dict[str, float] = {}
         self._heard_us: set[str] = set()
         self._dead: dict[str, str] = {}
-        self._fatal: dict[str, Exception] = {}
-        self._bye_from: set[str] = set()
         self._bye_at: dict[str, float] = {}
         self._lost_at: dict[str, float] = {}  # when a connection to the peer dropped
         self._acked: set[str] = set()
         self._auth_count: dict[str, int] = collections.Counter()
-        self._refused: list[str] = []
         self._handshake_errors: dict[str, str] = {}
         self._io_error: BaseException | None = None
         self._hello_now = False
-        self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
-        self._closed = False
         self._send_lock = threading.Lock()
         self._stats_lock = threading.Lock()
         # per link: guards the data socket (used by both threads) and the count of frames
@@ -147,10 +129,6 @@ class ZmqEndpoint(Endpoint):
         self._pending = {p: 0 for p in self.peers}
         self._paced = {p: i.out_profile.bandwidth is not None for p, i in self.info.items()}
         self._buckets = {p: TokenBucket(i.out_profile.bandwidth) for p, i in self.info.items()}
-        # on a loopback link both ends read the same CLOCK_MONOTONIC: the one-way latency is
-        # counted from the sender's send time, so the real transport time is part of it
-        self._same_clock = {p: _is_loopback(i.url) for p, i in self.info.items()}
-        self._latency = {p: i.in_profile.latency for p, i in self.info.items()}
         self._push: dict | None = None
         # the PULL socket: read by the I/O thread, or by the protocol thread itself while it
         # waits in a receive (no hand-off between threads on the critical path); whoever holds
@@ -160,9 +138,6 @@ class ZmqEndpoint(Endpoint):
         self._rx_want = False           # the protocol thread waits for the socket: the I/O thread lets go
         self._rx_left = 0.0             # when the protocol thread last stopped reading it
         self._ack_due: list[str] = []   # "bye"s received by the protocol thread, acknowledged by the I/O thread
-        self._shaped = any(not (i.in_profile.is_null and i.out_profile.is_null) for i in self.info.values())
-        if self._shaped:
-            fine_timer_slack()  # this (protocol) thread waits for release times; the I/O thread inherits it
         # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
         # connection does not hold up the heartbeats on the control connection
         self._ctx = zmq.Context(io_threads=2)
@@ -185,12 +160,6 @@ class ZmqEndpoint(Endpoint):
             except BaseException:
                 self.close(timeout=1.0)  # peers we did hear learn at once that we are gone
                 raise
-
-    @classmethod
-    def from_cluster(cls, cluster, party_id: str, identity: Identity, session_id: bytes,
-                     network: LinkProfile | None = None, **kw) -> "ZmqEndpoint":
-        """Build the endpoint of ``party_id`` from a ``secinfer.runtime.cluster.Cluster``."""
-        return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
 
     # ---- connection set-up ------------------------------------------------------------
     def connect(self, timeout: float | None = None) -> None:
@@ -710,17 +679,11 @@ class ZmqEndpoint(Endpoint):
             self._cv.notify_all()
 
     def _release_time(self, peer: str, arrival: float, stamp: bytes) -> float:
-        """When a frame that arrived at ``arrival`` reaches the protocol: ``latency`` after it
-        was sent (same host: the sender's stamp; the real loopback time counts towards the
-        modelled latency) but never before it arrived nor later than ``arrival + latency``
-        (so a peer's stamp cannot hold its frames back, and a foreign clock is harmless)."""
-        lat = self._latency[peer]
-        if lat == 0.0:
+        """``SocketEndpoint._release_at`` for a frame's packed send stamp (unpacked only when
+        the link has a latency)."""
+        if not self._latency[peer]:
             return arrival
-        if self._same_clock[peer]:
-            t = _STAMP.unpack(stamp)[0] + lat
-            return arrival if t < arrival else min(t, arrival + lat)
-        return arrival + lat
+        return self._release_at(peer, arrival, _STAMP.unpack(stamp)[0])
 
     def _on_hello(self, peer: str, body: bytes) -> None:
         sid, rest = body[:16], body[16:]

@@ -6,7 +6,7 @@ multi-host session. Either way the party:
 
 1. reads the cluster file and its own secret key, derives the session id from the
    cluster and the session nonce (``secinfer.runtime.cluster``);
-2. builds its ``ZmqEndpoint`` and waits for every peer (connect timeout);
+2. builds its endpoint (the cluster file's ``transport``) and waits for every peer (connect timeout);
 3. loads its own inputs: the model (model-owner role only, ``secinfer.ir.onnx_import``)
    or the input array (input role only);
 4. runs ``registry.get(protocol).run_party(role, endpoint, job)``;
@@ -112,6 +112,17 @@ def ring_output_path(output_path: str | os.PathLike) -> Path:
     return p.with_name(stem + ".ring.npy")
 
 
+def endpoint_class(transport: str):
+    """The ``Endpoint`` class of a cluster file's ``transport`` ("tcp" or "zmq")."""
+    if transport == "tcp":
+        from secinfer.net.tcp_transport import TcpEndpoint
+        return TcpEndpoint
+    if transport == "zmq":
+        from secinfer.net.zmq_transport import ZmqEndpoint
+        return ZmqEndpoint
+    raise ConfigError(f"unknown transport {transport!r}")
+
+
 def run_party_process(cluster_path, party_id: str, protocol: str, security: str | None = None,
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
@@ -125,8 +136,6 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
     from secinfer.net.shaping import parse_profile
-    from secinfer.net.tcp_transport import TcpEndpoint
-    from secinfer.net.zmq_transport import ZmqEndpoint
     from secinfer.protocols import registry
     from secinfer.protocols.base import PartyJob
     from secinfer.runtime.cluster import load_cluster
@@ -177,9 +186,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
         t_conn = time.perf_counter()
-        transport = TcpEndpoint if cluster.transport == "tcp" else ZmqEndpoint
-        ep = transport.from_cluster(cluster, party_id, identity, cluster.session_id(session_nonce),
-                                    network=profile, connect=False, **kw)
+        ep = endpoint_class(cluster.transport).from_cluster(
+            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False, **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
