@@ -100,7 +100,11 @@ def test_real_process_bench_row_small():
     # client from P2 (3 server rounds; the paper's structure has 5)
     assert r["server_rounds"] == r["online_rounds"] - 1 == 3
     assert r["floor_server_ms"] == pytest.approx(3.0)
-    assert r["server"]["min_ms"] >= 3.0 * 0.95   # never faster than rounds x latency
+    # never faster than rounds x latency, counted from the client's query: the servers'
+    # interval starts at the *later* evaluator's mark, after the earlier one's first frame
+    # may already be under way, so it is not a sound lower bound (it failed once in CI-like
+    # runs at 2.82 ms for 3 rounds of 1 ms)
+    assert r["online"]["min_ms"] >= r["online_rounds"] * 0.95
 
 
 @pytest.mark.parametrize("security,classifier,reveal,rounds", [
@@ -120,7 +124,7 @@ def test_server_rounds_per_reveal_mode(security, classifier, reveal, rounds):
                      warmup=0, network="lat=1", options={"reveal": reveal})
     assert r["correct"]
     assert r["server_rounds"] == rounds
-    assert r["server"]["min_ms"] >= rounds * 0.95
+    assert r["online"]["min_ms"] >= (rounds + 1) * 0.95   # upload + server rounds, from the query
 
 
 def test_real_wan_throughput_row_small():
