@@ -37,7 +37,8 @@ ATTACKS = [
     ("clf", "p0", "wrong_out_share", {"rec-consistency"}),  # a wrong share of the class bit
     ("clf", "p1", "wrong_mz", {"mul-mz", "gc-key"}),       # P2 holds a wrong m_a: P1's labels fail its check
     ("clf", "p1", "consistent_mz", {"mul-mz"}),            # both hold m_z + 1: P2 checks before the comparison's output
-    ("reg", "p1", "wrong_mstar", {"mul-mstar"}),           # P1 sends P0 a wrong m*_x [Fig. 8]
+    ("reg", "p1", "wrong_mstar", {"mul-mz"}),              # P1 sends P0 a wrong m*_x [Fig. 8]: P0's pad is off
+    ("reg", "p2", "wrong_mstar", {"mul-mz"}),              # P2 pads with a wrong m*_x (receiver-checked)
     ("clf", "p1", "wrong_mstar", {"mul-mstar"}),
     ("reg", "p1", "wrong_mstar_y", {"mul-mstar"}),         # ... a wrong m*_w (offline, receiver-checked)
     ("reg", "p0", "split_key", {"key-setup"}),             # different k_P to P1 and P2 [2.2]

@@ -76,8 +76,9 @@ def test_dot_product_cost(security):
 @pytest.mark.parametrize("k", [16, 64])
 def test_receiver_checked_dot_product_cost(k):
     """Malicious prediction with ``reveal="direct"``: m*_w offline, d + 2 elements online in
-    one round, and the three mul-mz hashes (P0's H(m*_z), the evaluators' H(m_z - m_x m_w +
-    delta_z)) agree in an honest run -- what the client compares."""
+    one round, and the three mul-mz hashes (P0's H(m*_z), unmasked with P2's pad of m*_x, and
+    the evaluators' H(m_z - m_x m_w + delta_z)) agree in an honest run -- what the client
+    compares."""
     def body(eng):
         with eng.ep.phase("offline"):
             x, w = rand_input(eng, (1, k), "x"), rand_input(eng, (k, 1), "w")
@@ -89,9 +90,11 @@ def test_receiver_checked_dot_product_cost(k):
         with eng.ep.phase("setup"):
             return [eng.open_all(s, f"o{i}") for i, s in enumerate((x, w, u))], prep["mz_check"]
     res, meters = run_servers("malicious", body, bucket=2, opened=0)
-    (x, w, u), h0 = res["p0"]
+    (x, w, u), (h0,) = res["p0"]
     assert np.array_equal(u, RING64.matmul(x, w))
-    assert np.array_equal(res["p1"][1], h0) and np.array_equal(res["p2"][1], h0)
+    (h1,), (h2, pad2) = res["p1"][1], res["p2"][1]
+    assert not np.array_equal(h0, h1)                            # P0's hash travels masked
+    assert np.array_equal(np.bitwise_xor(h0, pad2), h1) and np.array_equal(h1, h2)
     want = matmul_cost(1, k, 1, "malicious", 64, bucket=2, opened=0, receiver_checked=True)
     assert traffic(meters, "online") == want["online_bits"] == (k + 2) * 64
     assert traffic(meters, "offline") == want["offline_bits"]

@@ -45,6 +45,15 @@ def digest_bytes(tag: str, *arrays) -> bytes:
     return h.digest()
 
 
+def mstar_pad(key: bytes, mstar_x: np.ndarray) -> np.ndarray:
+    """PRF_k02(m*_x): keyed BLAKE2b (a PRF under a secret key) of m*_x's shape and bytes, 32
+    bytes as a uint8 array; masks P0's H(m*_z) in a receiver-checked product."""
+    a = np.ascontiguousarray(mstar_x)
+    h = hashlib.blake2b(str(a.shape).encode(), digest_size=32, key=key, person=b"astra-mstar-pad")
+    h.update(a.tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
 def digest(tag: str, *arrays) -> np.ndarray:
     """``digest_bytes`` as a uint8 array (what travels in a frame)."""
     return np.frombuffer(digest_bytes(tag, *arrays), dtype=np.uint8)
@@ -380,6 +389,7 @@ class AstraEngine:
                             self.send("p0", t + "/mstar_y", R.add(prep["mstar_y"], 1) if bad else prep["mstar_y"])
                         else:
                             self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep["mstar_y"]))
+                            prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
             else:
                 prep["g_sum"] = g
         elif self.malicious:
@@ -388,6 +398,7 @@ class AstraEngine:
             prep["lx"], prep["ly"] = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
             if prep["check_at"] is not None:
                 t = f"astra/mul/{prep['lab']}"
+                prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
                 my = self.recv1("p1", t + "/mstar_y", y.shape)
                 if not np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)):
                     raise self.ep.abort("mul-mstar", None, "m*_y from P1 does not match P2's hash")
@@ -486,6 +497,8 @@ class AstraEngine:
                 mstar_y = () if y_offline else (prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"]),)
                 if i == 1:
                     self.send("p0", t + "/mstar", mstar_x, *mstar_y)
+                elif y_offline:   # receiver-checked: the pad of P0's H(m*_z) goes to the receiver
+                    st["mz_pad"] = mstar_pad(prep["pad_key"], mstar_x)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             # m* first when P0's answer is on the longer path (``mstar_first``: the product
@@ -529,16 +542,18 @@ class AstraEngine:
             if self.malicious:
                 expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
                 if prep.get("check_at") is not None:
-                    prep["mz_check"] = digest("mul-mz", expect)   # compared by the receiver (below)
+                    # compared by the receiver; P2 adds the pad that unmasks P0's hash
+                    prep["mz_check"] = (digest("mul-mz", expect),) + ((st["mz_pad"],) if "mz_pad" in st else ())
                 else:
                     self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
             y_offline = prep.get("check_at") is not None   # m*_y received (and checked) offline
             got = self.recv("p1", t + "/mstar", x.shape, *(() if y_offline else (y.shape,)))
-            h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
-            if h.tobytes() != digest_bytes("mstar", *got):
-                raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
+            if not y_offline:
+                h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
+                if h.tobytes() != digest_bytes("mstar", *got):
+                    raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
             mstar = R.sub(prep["p0_const"], self._prod(got[0], prep["ly"], ps, False))
             if not y_offline:
@@ -546,7 +561,10 @@ class AstraEngine:
             if prep.get("check_at") is not None:
                 # receiver-checked: the party the product is revealed to compares H(m*_z) with
                 # both evaluators' H(m_z - m_x m_y + delta_z) (docs/protocols/astra.md)
-                prep["mz_check"] = digest("mul-mz", mstar)
+                # masked with a PRF (key shared with P2) of the m*_x it got: unmasked by P2's pad
+                # of the true m*_x, so a wrong m*_x from P1 gives the receiver garbage (abort)
+                # and a coalition of P1 and the receiver nothing (no H(m*_z) of a shifted m*_x)
+                prep["mz_check"] = (np.bitwise_xor(digest("mul-mz", mstar), mstar_pad(prep["pad_key"], got[0])),)
             else:
                 for p in EVALUATORS:
                     self.send_hash(p, "mul-mz", mstar)

@@ -290,7 +290,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         st = eng.products_send(X, W, U, prep, with_verify=True)   # the input check rides along
         U = eng.products_recv(st)
         Y = U + B.map(lambda a: a[None, :])
-        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", (prep["mz_check"],))
+        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", prep["mz_check"])
         return
     m_cls_direct = cls and direct and eng.malicious and not fair
     # m* first when P0's answer (H(m*_z)) is on the longest path: the product is revealed
@@ -440,11 +440,13 @@ def _two_of_three(got: list) -> np.ndarray | None:
 
 
 def _check_mz(ep, h0: bytes, h1: bytes, h2: bytes) -> None:
-    """Receiver-checked product [Fig. 8's check at the output's receiver]: P0's H(m*_z) must equal
-    both evaluators' H(m_z - m_x m_y + delta_z). With one corrupt server at least two of the
-    three are honest, so a wrong m_z (even one both evaluators hold) aborts."""
+    """Receiver-checked product [Fig. 8's check at the output's receiver]: P0's H(m*_z) (unmasked
+    with P2's pad) must equal both evaluators' H(m_z - m_x m_y + delta_z). With one corrupt
+    server at least two of the three are honest, so a wrong m_z (even one both evaluators
+    hold) aborts, and so does a wrong m*_x from P1 (P0's pad then differs from P2's)."""
     if not (h0 == h1 == h2):
-        raise ep.abort("mul-mz", None, "H(m*_z) from P0 and the evaluators' hashes differ")
+        raise ep.abort("mul-mz", None, "H(m*_z) from P0 and the evaluators' hashes differ "
+                       "(a wrong m_z, or P0 got a wrong m*_x)")
 
 
 # Pi_rec^m towards the client: (component name, sender, the server whose frame carries its hash)
@@ -463,17 +465,19 @@ def _receive_output(ep, size: int, malicious: bool, bits: int, mz_check: bool = 
     hs = ArraySpec(np.uint8, (32,))
     # one frame per server: its component (+ the hash of the next one's), taken as it arrives
     extra = ((hs,) if malicious else ()) + ((hs,) if mz_check else ())
+    pad = (hs,) if mz_check else ()    # P2: the pad of P0's masked H(m*_z)
     val, own, carried, mz = {}, {}, {}, {}
     for p, a in ep.recv_each({"p0": (t + "/l1", spec, *extra), "p1": (t + "/m", spec, *extra),
-                              "p2": (t + "/l2", spec, *extra)}):
+                              "p2": (t + "/l2", spec, *extra, *pad)}):
         val[p] = unpack(a[0], bits, (size,))
         if malicious:
             own[p] = digest_bytes("out", val[p])
             carried[p] = a[1].tobytes()
         if mz_check:
-            mz[p] = a[-1].tobytes()
+            mz[p] = a[2] if p != "p2" else (a[2], a[3])
     if mz_check:
-        _check_mz(ep, mz["p0"], mz["p1"], mz["p2"])
+        h2, pad2 = mz["p2"]
+        _check_mz(ep, np.bitwise_xor(mz["p0"], pad2).tobytes(), mz["p1"].tobytes(), h2.tobytes())
     if malicious:
         for name, sender, holder in _OUT_PARTS:
             if own[sender] != carried[holder]:
