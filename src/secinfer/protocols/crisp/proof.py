@@ -82,7 +82,7 @@ def expand_next(eng) -> None:
     first proof, then right after each response, while the server verifies), so that
     committing is not on the online critical path. One proof's masks are held at a time."""
     for key, pre in eng._precommit.items():       # insertion order = proof order
-        if len(pre) == 2:
+        if len(pre) == 3:
             eng._precommit[key] = popk.expand_masks(pre, eng.params.n, key[6], key[7], key[5], eng.sigma)
         return
 
