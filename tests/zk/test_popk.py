@@ -77,7 +77,7 @@ def test_geometry_and_soundness_parameters(P):
     # masks 2^k_rej wider than the largest shift; the packed widths
     assert all(r == s.bit_length() + g.k for r, s in zip(g.r, g.shift))
     pb = popk.ProvenBounds(P.n)
-    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e >= 2 ** (g.r[2] + 1)
+    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e == popk.E_PROVEN     # e0, e1: rounded away
     assert 2 ** (D + pb.m_extra_bits) >= 2 ** (g.r[0] + 1)
     with pytest.raises(ConfigError):
         popk.Geometry(P.n, popk.N_MAX + 1, 10, D)
@@ -155,7 +155,7 @@ def test_precommitted_first_message_verifies_and_is_used_once(P, kp):
 
 
 def test_e0_below_the_rounding_prime_is_provable_and_bounded(P, kp):
-    """e0 is rounded away: an accepted proof bounds |e0| by q_r (< 2^41, ProvenBounds.e0),
+    """e0 (and e1) are rounded away: an accepted proof bounds them by q_r (< 2^41, ProvenBounds.e),
     not by the honest 20. A spike of 2^30 (dishonest but harmless: the budget is sized
     for ProvenBounds) is provable with the true witness; 2^44 is not (test above)."""
     prg = PRG.for_tests(31)
@@ -165,4 +165,4 @@ def test_e0_below_the_rounding_prime_is_provable_and_bounded(P, kp):
     assert ok, why
     pb = popk.ProvenBounds(P.n)
     q_r = P.q[popk.round_prime(P, LEVEL)]
-    assert q_r < pb.e0 == popk.E0_PROVEN <= 2 ** 41
+    assert q_r < pb.e == popk.E_PROVEN <= 2 ** 41

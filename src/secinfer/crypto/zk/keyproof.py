@@ -75,7 +75,7 @@ class KeyProver(_KeySide, popk.Prover):
         if s.shape != (params.n,) or e.shape != (params.n,):
             raise ConfigError("keyproof: s and e must have N coefficients")
         self.w = [s[None, :], e[None, :]]
-        self.e0 = None          # nothing rounded away: every component is sent
+        self.rounded = None          # nothing rounded away: every component is sent
         self.prg = prg
         self._y = self._low = None
 

@@ -10,33 +10,33 @@ D, support S of the message; ciphertexts c_1 .. c_n at that level):
 
 (honest: m_j in [0, 2^D) on S, u ternary, |e| <= 20). f is R-linear, so the classic
 amortised protocol works, interactive (the verifier's challenge is drawn only after the
-ciphertexts and the commitment are fixed; no Fiat-Shamir). The e0 component is not sent:
-it is rounded away (as in Bai-Galbraith / Dilithium). With q_r the smallest prime of
-index 1..level and, for X in R_Q, H(X) the coefficient-wise high part floor(X / q_r) of
-the integers X in [0, Q) and L(X) = X mod q_r:
+ciphertexts and the commitment are fixed; no Fiat-Shamir). The noise components e0, e1
+are not sent: they are rounded away (as in Bai-Galbraith / Dilithium). With q_r the
+smallest prime of index 1..level and, for X in R_Q, H(X) the coefficient-wise high part
+floor(X / q_r) of the integers X in [0, Q) and L(X) = X mod q_r, and
+g(m, u) = (pk0 u + Delta m, pk1 u) (f without its noise):
 
-1. P samples V masks y_k for the components m, u, e1 (every coefficient uniform in
+1. P samples V masks y_k for the components m, u (every coefficient uniform in
    [-2^r, 2^r), r = bitlen(n * bound) + k_rej per component) and sends
-   h = SHA-256(H(f0(y_1)), f1(y_1), ..) with f0(m, u) = pk0 u + Delta m (no e0) and
-   f1(u, e1) = pk1 u + e1 (the commitments compressed to one hash: the verifier
-   recomputes them).
+   h = SHA-256(H(g(y_1)), .., H(g(y_V))) (the commitments compressed to one hash: the
+   verifier recomputes them).
 2. V sends a fresh 128-bit seed; both expand it into M in {0,1}^(V x n).
 3. P computes z_k = y_k + sum_j M_kj w_j. If any coefficient falls outside
    [-2^r + n bound, 2^r - n bound), or a coefficient of L(X_k) with
-   X_k = f0(z_k) - sum_j M_kj c0_j = f0(y_k) - sum_j M_kj e0_j falls outside
-   [beta, q_r - beta), beta = n * E_BOUND (so H(X_k) = H(f0(y_k))), it sends "restart"
+   X_k = g(z_k) - sum_j M_kj c_j = g(y_k) - sum_j M_kj (e0_j, e1_j) falls outside
+   [beta, q_r - beta), beta = n * E_BOUND (so H(X_k) = H(g(y_k))), it sends "restart"
    and goes back to 1 (at most MAX_ATTEMPTS times); otherwise it sends the z_k, each
    coefficient packed at r + 1 bits.
 4. V checks every coefficient is in range and
-   SHA-256(H(f0(z_1) - sum_j M_1j c0_j), f1(z_1) - sum_j M_1j c1_j, ..) == h (exact RNS
-   arithmetic in the Go layer; H by one pass over the residues, no CRT).
+   SHA-256(H(g(z_1) - sum_j M_1j c_j), ..) == h (exact RNS arithmetic in the Go layer;
+   H by one pass over the residues, no CRT).
 
 Soundness (docs/protocols/crisp.md has the argument): if some c_j has no preimage with
-||w_x|| <= 2^(r_x + 1) for x in (m, u, e1) and ||e0|| < q_r, then for any fixed
+||m|| <= 2^(r_m + 1), ||u|| <= 2^(r_u + 1), ||e0||, ||e1|| < q_r, then for any fixed
 commitment at most half of the challenge rows {0,1}^n are answerable for each k (two
-answerable rows differing only in position j give f1(z - z') = +-c1_j and equal high
-parts, i.e. f0(z - z') -+ c0_j = d with |d| < q_r: a preimage with e0 = -+d), so one
-attempt passes with probability <= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V =
+answerable rows differing only in position j give equal high parts, i.e.
+g(z - z') -+ c_j = d with |d| < q_r in both components: a preimage with (e0, e1) = -+d),
+so one attempt passes with probability <= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V =
 2^-sec (plus a SHA-256 collision).
 Zero knowledge: given acceptance, each response coefficient is exactly uniform on its
 range whatever the witness (rejection sampling with uniform masks); the band condition
@@ -62,7 +62,7 @@ MAX_ATTEMPTS = 16        # restarts after a rejection; 2^-3 per attempt for an h
 N_MAX = 64               # ciphertexts per proof (callers split larger batches)
 U_BOUND = 1              # ternary u
 E_BOUND = 20             # Lattigo's Gaussian error, sigma 3.2 cut at 6 sigma (19.2)
-E0_PROVEN = 1 << 41      # |e0| < q_r, the rounding prime (checked below 2^41)
+E_PROVEN = 1 << 41       # |e0|, |e1| < q_r, the rounding prime (checked below 2^41)
 LB = linmap.LIMB_BITS
 _MASK = (1 << LB) - 1
 HASH_BYTES = 32
@@ -92,8 +92,7 @@ class ProvenBounds:
         k = rejection_bits(n_ring, sec)
         self.m_extra_bits = n_max.bit_length() + k + 1
         self.u = 1 << (n_max * U_BOUND).bit_length() + k + 1
-        self.e = 1 << (n_max * E_BOUND).bit_length() + k + 1     # e1
-        self.e0 = E0_PROVEN                                      # rounded away (module doc)
+        self.e = E_PROVEN              # e0 and e1: rounded away (module docstring)
         self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
         self.n_ring = n_ring
 
@@ -101,15 +100,15 @@ class ProvenBounds:
         """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N ||e_pk|| ||u|| + ||e0|| + N ||e1|| ||s||
         with every norm the proven one (the key's as well)."""
         n = self.n_ring
-        return float(n * self.e_pk * self.u + self.e0 + n * self.e * self.s_pk)
+        return float(n * self.e_pk * self.u + self.e + n * self.e * self.s_pk)
 
 
 class Geometry:
-    """Sizes of one proof: V rows; per sent component (m on the support, u, e1; e0 is
+    """Sizes of one proof: V rows; per sent component (m on the support, u; e0 and e1 are
     rounded away) the shift bound n * bound, the mask exponent r, the packed width r + 1
     and the Go limb count; ``beta`` = n * E_BOUND, the band margin of the rounding."""
 
-    names = ("m", "u", "e1")
+    names = ("m", "u")
 
     def __init__(self, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> None:
         if not 1 <= n <= N_MAX:
@@ -119,11 +118,11 @@ class Geometry:
         self.N, self.n, self.D = n_ring, n, D
         self.V = rows_for(sec)
         self.k = rejection_bits(n_ring, sec)
-        self.count = [support_size, n_ring, n_ring]
-        self.shift = [n * ((1 << D) - 1), n * U_BOUND, n * E_BOUND]
+        self.count = [support_size, n_ring]
+        self.shift = [n * ((1 << D) - 1), n * U_BOUND]
         self.beta = n * E_BOUND
         _widths(self)
-        self.go_limbs = [self.limbs[0], self.limbs[1], 0, self.limbs[2]]   # e0: no limbs
+        self.go_limbs = [self.limbs[0], self.limbs[1], 0, 0]   # e0, e1: no limbs
 
 
 def _widths(g) -> None:
@@ -230,7 +229,7 @@ def round_prime(params, level: int) -> int:
     if level < 1:
         raise ConfigError("popk: the rounded proof needs level >= 1")
     rp = min(range(1, level + 1), key=lambda i: params.q[i])
-    if params.q[rp] >= E0_PROVEN:
+    if params.q[rp] >= E_PROVEN:
         raise ConfigError(f"popk: rounding prime {params.q[rp]} is not below 2^41")
     return rp
 
@@ -264,11 +263,11 @@ def _masks(g: Geometry, prg: PRG) -> list:
 
 def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple:
     """The witness-independent first message, ahead of time: (mask seed, h, low residues
-    L(f0(y_k)), (V, N) uint64) for a proof of n ciphertexts with this geometry. Use it
+    L(g(y_k)), (V, 2, N) uint64) for a proof of n ciphertexts with this geometry. Use it
     once (``Prover.commit(pre)``)."""
     side = _Side(params, pk, level, log_delta, D, support, n, sec)
     seed = prg.seed()
-    low = np.empty((side.g.V, params.n), np.uint64)
+    low = np.empty((side.g.V, 2, params.n), np.uint64)
     return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")), low=low), low
 
 
@@ -291,8 +290,8 @@ class Prover(_Side):
         if np.any(m[:, outside]):
             raise ConfigError("popk: a message has coefficients outside the proof's support")
         rows = [np.stack([np.asarray(w[i], np.int64) for w in witnesses]) for i in (1, 2, 3)]
-        self.w = [m[:, self.support], rows[0], rows[2]]     # the sent components m, u, e1
-        self.e0 = rows[1]                                    # rounded away: the band check
+        self.w = [m[:, self.support], rows[0]]     # the sent components m, u
+        self.rounded = rows[1:]                         # e0, e1: rounded away (the band check)
         self.prg = prg
         self._y = self._low = None
 
@@ -306,7 +305,7 @@ class Prover(_Side):
             self._low = pre[2]
             return pre[1]
         self._y = _masks(self.g, self.prg)
-        self._low = None if self.e0 is None else np.empty((self.g.V, self.params.n), np.uint64)
+        self._low = None if self.rounded is None else np.empty((self.g.V, 2, self.params.n), np.uint64)
         return self._hash(self._y, low=self._low)
 
     def respond(self, seed: bytes, force: bool = False) -> bytes | None:
@@ -323,10 +322,11 @@ class Prover(_Side):
             tlo, thi = _norm(zlo + c_lo, zhi + c_hi)
             ok = ok and bool(np.all(_inside(tlo, thi, lim)))
             ts.append((tlo, thi))
-        # L(X_k) = L(f0(y_k)) - sum_j M_kj e0_j must keep beta from the ends of [0, q_r)
-        if self.e0 is not None:
-            band = self._low.astype(np.int64) - _exact_sum(mf, self.e0)
-            ok = ok and bool(np.all((band >= g.beta) & (band < self.q_r - g.beta)))
+        # L(X_k) = L(g(y_k)) - sum_j M_kj e_j must keep beta from the ends of [0, q_r)
+        if self.rounded is not None:
+            for c, e in enumerate(self.rounded):
+                band = self._low[:, c].astype(np.int64) - _exact_sum(mf, e)
+                ok = ok and bool(np.all((band >= g.beta) & (band < self.q_r - g.beta)))
         self._y = self._low = None          # a mask is never used for two challenges
         if not ok and not force:
             return None

@@ -141,20 +141,18 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 	return hsh.Sum(nil)
 }
 
-// popkImage returns f(z) for one argument z (layout above): c0 in the *coefficient*
-// domain, c1 in the NTT domain, each minus sum_j sel(j) ct_j (cts in the NTT domain;
-// sel nil: none). Two NTTs (u, e1), one inverse NTT (c0, after the ciphertexts are
-// subtracted), coefficient passes for Delta m + e0 and two fused multiply-adds.
+// popkImage returns f(z) for one argument z (layout above) as coefficient-domain
+// residues, each component minus sum_j sel(j) ct_j (cts in the NTT domain; sel nil: none):
+// one NTT (u), two fused products, the ciphertexts subtracted in the NTT domain, two
+// inverse NTTs, then Delta m + e0 and e1 added coefficient-wise.
 func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, sel func(j int) bool) (ring.Poly, ring.Poly) {
 	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
 	c0, u, c1 := r.NewPoly(), r.NewPoly(), r.NewPoly()
 	popkPoly(r, z[o1:o2], ls[1], N, nil, false, u)
-	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, false, c1)
 	r.NTT(u, u)
-	r.NTT(c1, c1)
 	// pk is stored in NTT and Montgomery form: the Montgomery product gives pk*u in NTT.
 	r.MulCoeffsMontgomery(u, pk.v.Value[0].Q, c0)
-	r.MulCoeffsMontgomeryThenAdd(u, pk.v.Value[1].Q, c1)
+	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
 	for j, ct := range cts {
 		if sel(j) {
 			r.Sub(c0, ct.v.Value[0], c0)
@@ -162,18 +160,20 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 		}
 	}
 	r.INTT(c0, c0)
+	r.INTT(c1, c1)
 	popkPoly(r, z[:o1], ls[0], N, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), true, c0)
 	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
+	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, true, c1)
 	return c0, c1
 }
 
-// popkRound replaces the coefficient-domain c0 (residues at every prime of r) by its
+// popkRound replaces a coefficient-domain polynomial c0 (residues at every prime of r) by its
 // high part with respect to the prime of index rp: with X in [0, Q) the integer of a
 // coefficient, low = X mod q_rp (written to low when it is not nil) and
 // H = (X - low) / q_rp, represented by its residues modulo every other prime
 // ((x_i - low) q_rp^-1 mod q_i; H < Q / q_rp, so they determine it); row rp is zeroed.
 // H(X) = H(X') implies |X - X'| < q_rp, and H(X) = H(X + d) whenever low lies in
-// [|d|, q_rp - |d|): the rounding of the proof's e0 component (popk.py).
+// [|d|, q_rp - |d|): the rounding of the proof's e0 and e1 components (popk.py).
 func popkRound(r *ring.Ring, c0 ring.Poly, rp int, low []uint64) {
 	qr := r.SubRings[rp].Modulus
 	lows := c0.Coeffs[rp]
@@ -207,7 +207,7 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 	}
 	var ls [4]int
 	for i, v := range i64s(limbs, 4) {
-		if (v < 1 && !(i == 2 && v == 0)) || v > 8 { // e0 may be absent (rounded proofs)
+		if (v < 1 && i < 2) || v < 0 || v > 8 { // e0, e1 may be absent (rounded proofs)
 			fail(codeArgument, "component %d: limb count %d not in 1..8", i, v)
 		}
 		ls[i] = int(v)
@@ -216,12 +216,13 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 }
 
 // he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  with
-// SHA-256 into out (32 bytes): c0 as coefficient residues, c1 as NTT residues. The prover
-// calls it with nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses
-// z_k, the client's ciphertexts and the binary challenge; an honest transcript gives
-// equal digests. roundPrime >= 1: c0 is hashed through popkRound with that prime
-// (exactly the high part; the e0 limbs are then usually absent), and low, if not null,
-// receives the rows x N low residues (the prover's band check); roundPrime < 0: exact.
+// SHA-256 into out (32 bytes), both components as coefficient residues. The prover calls
+// it with nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses z_k,
+// the client's ciphertexts and the binary challenge; an honest transcript gives equal
+// digests. roundPrime >= 1: both components are hashed through popkRound with that prime
+// (exactly their high parts; the e0 and e1 limbs are then usually absent), and low, if
+// not null, receives the rows x 2 x N low residues (c0's, then c1's, per row: the
+// prover's band check); roundPrime < 0: exact.
 //
 //export he_popk_hash
 func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, roundPrime C.int, low *C.uint64_t, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -237,7 +238,7 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 	}
 	var lows []uint64
 	if rp > 0 && low != nil {
-		lows = u64s(low, int(rows)*N)
+		lows = u64s(low, int(rows)*2*N)
 	}
 	zs := i64s(z, int(rows)*per)
 	var hs []uint64
@@ -268,11 +269,12 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
 			func(j int) bool { return ch[k*len(ctv)+j] == 1 })
 		if rp > 0 {
-			var lk []uint64
+			var l0, l1 []uint64
 			if lows != nil {
-				lk = lows[k*N : (k+1)*N]
+				l0, l1 = lows[2*k*N:(2*k+1)*N], lows[(2*k+1)*N:(2*k+2)*N]
 			}
-			popkRound(r, c0, rp, lk)
+			popkRound(r, c0, rp, l0)
+			popkRound(r, c1, rp, l1)
 		}
 		return []ring.Poly{c0, c1}
 	})
@@ -290,7 +292,6 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
 	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
 	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil)
-	r.INTT(c1, c1)
 	L := r.Level() + 1
 	dst := u64s(out, 2*L*N)
 	for c, p := range []ring.Poly{c0, c1} {
