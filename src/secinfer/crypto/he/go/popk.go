@@ -83,12 +83,18 @@ func popkPoly(r *ring.Ring, src []int64, L, N int, scale *big.Int, add bool, dst
 }
 
 // popkHashRows returns SHA-256(tag || hdr || d_0 || .. || d_(rows-1)) where d_k is the
-// SHA-256 of the NTT residues of every polynomial image(k) returns. Rows are independent:
+// SHA-256 of the residues of every polynomial image(k) returns. Rows are independent:
 // a pool of one worker per CPU (Lattigo's ring operations are pure functions of their
 // arguments) takes rows one at a time, evaluates and hashes them, so neither the
 // evaluation nor the hashing waits for a whole block, and only one row per worker is
 // held in memory.
 func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k int) []ring.Poly) []byte {
+	return popkHashRowsSkip(r, rows, tag, hdr, -1, image)
+}
+
+// popkHashRowsSkip is popkHashRows without residue row `skip` of every polynomial (the
+// rounding prime's row, zero after popkRound; -1: none).
+func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int) []ring.Poly) []byte {
 	digests := make([][sha256.Size]byte, rows)
 	panics := make([]any, rows)
 	workers := runtime.NumCPU()
@@ -115,6 +121,9 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 					h := sha256.New()
 					for _, p := range image(k) {
 						for l := 0; l <= r.Level(); l++ {
+							if l == skip {
+								continue
+							}
 							for j, c := range p.Coeffs[l] {
 								binary.LittleEndian.PutUint64(buf[8*j:], c)
 							}
@@ -167,16 +176,16 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 	return c0, c1
 }
 
-// popkRound replaces a coefficient-domain polynomial c0 (residues at every prime of r) by its
-// high part with respect to the prime of index rp: with X in [0, Q) the integer of a
-// coefficient, low = X mod q_rp (written to low when it is not nil) and
-// H = (X - low) / q_rp, represented by its residues modulo every other prime
-// ((x_i - low) q_rp^-1 mod q_i; H < Q / q_rp, so they determine it); row rp is zeroed.
-// H(X) = H(X') implies |X - X'| < q_rp, and H(X) = H(X + d) whenever low lies in
-// [|d|, q_rp - |d|): the rounding of the proof's e0 and e1 components (popk.py).
-func popkRound(r *ring.Ring, c0 ring.Poly, rp int, low []uint64) {
-	qr := r.SubRings[rp].Modulus
-	lows := c0.Coeffs[rp]
+// popkRound replaces a coefficient-domain polynomial c (residues at every prime of r) by
+// a bijective image of its high part with respect to the prime of index rp: with X in
+// [0, Q) the integer of a coefficient, low = X mod q_rp (written to low when it is not
+// nil) and H = (X - low) / q_rp < Q / q_rp, row i != rp becomes (x_i - low) mod q_i =
+// q_rp H mod q_i, which determines H mod q_i (q_rp is invertible mod q_i), so the rows
+// together determine H; row rp is zeroed (the hash skips it). H(X) = H(X') implies
+// |X - X'| < q_rp, and H(X) = H(X + d) whenever low lies in [|d|, q_rp - |d|): the
+// rounding of the proof's e0 and e1 components (popk.py).
+func popkRound(r *ring.Ring, c ring.Poly, rp int, low []uint64) {
+	lows := c.Coeffs[rp]
 	if low != nil {
 		copy(low, lows)
 	}
@@ -185,11 +194,13 @@ func popkRound(r *ring.Ring, c0 ring.Poly, rp int, low []uint64) {
 			continue
 		}
 		q, bred := s.Modulus, s.BRedConstant
-		inv := new(big.Int).ModInverse(new(big.Int).SetUint64(qr%q), new(big.Int).SetUint64(q)).Uint64()
-		row := c0.Coeffs[i]
+		row := c.Coeffs[i]
 		for j, lo := range lows {
-			d := row[j] + q - ring.BRedAdd(lo, q, bred)
-			row[j] = ring.BRed(ring.BRedAdd(d, q, bred), inv, q, bred)
+			if lo >= q { // never when q_rp is the smallest prime (popk.round_prime)
+				lo = ring.BRedAdd(lo, q, bred)
+			}
+			d := row[j] - lo // branch-free (x_i - lo) mod q_i
+			row[j] = d + (q & uint64(int64(d)>>63))
 		}
 	}
 	clear(lows)
@@ -265,7 +276,7 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(int32(rp)))
-	sum := popkHashRows(r, int(rows), "secinfer/crisp-popk/v2", hdr, func(k int) []ring.Poly {
+	sum := popkHashRowsSkip(r, int(rows), "secinfer/crisp-popk/v2", hdr, rp, func(k int) []ring.Poly {
 		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
 			func(j int) bool { return ch[k*len(ctv)+j] == 1 })
 		if rp > 0 {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math/rand"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+func profSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
+	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{LogN: 14, LogQ: []int{60, 40, 40, 40, 40, 40, 40}, LogP: []int{61, 61}, LogDefaultScale: 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, pk := rlwe.NewKeyGenerator(p).GenKeyPairNew()
+	N := p.N()
+	ls := [4]int{2, 1, 0, 0}
+	z := make([]int64, 3*N)
+	for j := 0; j < 1800; j++ {
+		z[j] = rand.Int63n(1 << 40)
+		z[N+j] = rand.Int63n(1 << 38)
+	}
+	for j := 0; j < N; j++ {
+		z[2*N+j] = rand.Int63n(1<<28) - (1 << 27)
+	}
+	return p.RingQ(), &PK{v: pk}, z, ls
+}
+
+func BenchmarkPopkImage(b *testing.B) {
+	r, pk, z, ls := profSetup(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		popkImage(r, pk, 141, ls, z, r.N(), nil, nil)
+	}
+}
+
+func BenchmarkPopkImageRound(b *testing.B) {
+	r, pk, z, ls := profSetup(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil)
+		popkRound(r, c0, 6, nil)
+		popkRound(r, c1, 6, nil)
+	}
+}
+
+func BenchmarkNTT(b *testing.B) {
+	r, _, _, _ := profSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.NTT(p, p)
+	}
+}
+
+func BenchmarkHashRow(b *testing.B) {
+	r, _, _, _ := profSetup(b)
+	p := r.NewPoly()
+	buf := make([]byte, 8*r.N())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h := sha256.New()
+		for k := 0; k < 2; k++ {
+			for l := 0; l <= r.Level(); l++ {
+				for j, c := range p.Coeffs[l] {
+					binary.LittleEndian.PutUint64(buf[8*j:], c)
+				}
+				h.Write(buf)
+			}
+		}
+		h.Sum(nil)
+	}
+}
