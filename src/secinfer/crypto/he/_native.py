@@ -77,6 +77,7 @@ _SIGNATURES: dict[str, list] = {
     "he_decrypt_trimmed": [H, H, C.c_char_p, csize, cint, P_i64, cint, P_u64],
     "he_popk_hash": [H, H, cint, cint, P_i64, cint, P_i64, cint, P_u64, P_bytes, cint, P_u64, P_bytes],
     "he_popk_image": [H, H, cint, cint, P_i64, P_i64, P_u64],
+    "he_encode_limbs": [H, cint, cint, cint, P_i64, cint, P_i64, OUT_H],
     "he_keygen_seeded": [H, C.c_char_p, csize, C.c_char_p, csize, P_i64, P_i64, OUT_H, OUT_H],
     "he_pk_from_parts": [H, C.c_char_p, csize, P_u64, OUT_H],
     "he_keyproof_hash": [H, H, P_i64, cint, P_i64, cint, P_bytes, P_bytes],

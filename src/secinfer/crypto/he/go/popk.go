@@ -9,12 +9,14 @@ import "C"
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"math"
 	"math/big"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
@@ -310,5 +312,35 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 			copy(dst[(c*L+l)*N:(c*L+l+1)*N], p.Coeffs[l])
 		}
 	}
+	return codeOK
+}
+
+// he_encode_limbs makes the plaintext with coefficients 2^logScale a_j + b_j at `level`
+// (NTT domain, scale 2^logScale, not batched) from signed multi-limb integers a (la limbs
+// of N int64) and b (lb limbs), x_j = sum_l limb[l][j] 2^(40 l), exactly (popkPoly): the
+// coefficient encoding of values far beyond float64, e.g. crisp's mask plaintexts
+// -Delta R + F of ~300 bits in one call.
+//
+//export he_encode_limbs
+func he_encode_limbs(ph C.uint64_t, level, logScale, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if int(level) < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	if logScale < 0 || logScale > 1000 || la < 1 || la > 8 || lb < 1 || lb > 8 {
+		fail(codeArgument, "logScale must be 0..1000 and the limb counts 1..8")
+	}
+	r := P.RingQ().AtLevel(int(level))
+	N := P.N()
+	pt := rlwe.NewPlaintext(P, int(level))
+	popkPoly(r, i64s(a, int(la)*N), int(la), N, new(big.Int).Lsh(big.NewInt(1), uint(logScale)), false, pt.Value)
+	popkPoly(r, i64s(b, int(lb)*N), int(lb), N, nil, true, pt.Value)
+	pt.Scale = rlwe.NewScale(math.Ldexp(1, int(logScale)))
+	pt.IsBatched = false
+	if pt.IsNTT {
+		r.NTT(pt.Value, pt.Value)
+	}
+	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }
