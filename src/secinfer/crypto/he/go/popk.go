@@ -32,6 +32,9 @@ import (
 
 const popkLimbBits = 40
 
+// hostLittleEndian: uint64 residues are already little-endian in memory (amd64, arm64).
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // popkPoly writes (add = false) or adds (add = true) scale * sum_l src[l] 2^(40 l) mod
 // every prime of r into dst (scale nil: 1). Limbs below 2q (all but huge top limbs) are
 // reduced by a branch-free conditional subtraction, the rest by Barrett; the limb weight
@@ -97,6 +100,14 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 // popkHashRowsSkip is popkHashRows without residue row `skip` of every polynomial (the
 // rounding prime's row, zero after popkRound; -1: none).
 func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int) []ring.Poly) []byte {
+	return popkHashRowsScratch(r, rows, tag, hdr, skip, func(k int, _ *[3]ring.Poly) []ring.Poly { return image(k) })
+}
+
+// popkHashRowsScratch is popkHashRowsSkip with three scratch polynomials per worker,
+// passed to every image call of that worker (allocated on its first row; an image must
+// overwrite what it uses: the same buffers serve the worker's next row once this row is
+// hashed).
+func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int, scr *[3]ring.Poly) []ring.Poly) []byte {
 	digests := make([][sha256.Size]byte, rows)
 	panics := make([]any, rows)
 	workers := runtime.NumCPU()
@@ -113,6 +124,8 @@ func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, 
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 8*r.N())
+			var scr [3]ring.Poly
+			scr[0], scr[1], scr[2] = r.NewPoly(), r.NewPoly(), r.NewPoly()
 			for {
 				k := int(atomic.AddInt64(&next, 1) - 1)
 				if k >= rows {
@@ -121,12 +134,17 @@ func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, 
 				func() {
 					defer func() { panics[k] = recover() }()
 					h := sha256.New()
-					for _, p := range image(k) {
+					for _, p := range image(k, &scr) {
 						for l := 0; l <= r.Level(); l++ {
 							if l == skip {
 								continue
 							}
-							for j, c := range p.Coeffs[l] {
+							row := p.Coeffs[l]
+							if hostLittleEndian { // the same bytes, without the copy
+								h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 8*len(row)))
+								continue
+							}
+							for j, c := range row {
 								binary.LittleEndian.PutUint64(buf[8*j:], c)
 							}
 							h.Write(buf)
@@ -155,10 +173,15 @@ func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, 
 // popkImage returns f(z) for one argument z (layout above) as coefficient-domain
 // residues, each component minus sum_j sel(j) ct_j (cts in the NTT domain; sel nil: none):
 // one NTT (u), two fused products, the ciphertexts subtracted in the NTT domain, two
-// inverse NTTs, then Delta m + e0 and e1 added coefficient-wise.
-func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, sel func(j int) bool) (ring.Poly, ring.Poly) {
+// inverse NTTs, then Delta m + e0 and e1 added coefficient-wise. The results are written
+// into scr[0] (c0) and scr[2] (c1), with scr[1] as work space, every coefficient
+// overwritten (scr nil: fresh polynomials).
+func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, sel func(j int) bool, scr *[3]ring.Poly) (ring.Poly, ring.Poly) {
 	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
-	c0, u, c1 := r.NewPoly(), r.NewPoly(), r.NewPoly()
+	if scr == nil {
+		scr = &[3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	}
+	c0, u, c1 := scr[0], scr[1], scr[2]
 	popkPoly(r, z[o1:o2], ls[1], N, nil, false, u)
 	r.NTT(u, u)
 	// pk is stored in NTT and Montgomery form: the Montgomery product gives pk*u in NTT.
@@ -278,9 +301,9 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(int32(rp)))
-	sum := popkHashRowsSkip(r, int(rows), "secinfer/crisp-popk/v2", hdr, rp, func(k int) []ring.Poly {
+	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v2", hdr, rp, func(k int, scr *[3]ring.Poly) []ring.Poly {
 		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
-			func(j int) bool { return ch[k*len(ctv)+j] == 1 })
+			func(j int) bool { return ch[k*len(ctv)+j] == 1 }, scr)
 		if rp > 0 {
 			var l0, l1 []uint64
 			if lows != nil {
@@ -304,7 +327,7 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 	defer recoverTo(&rc, errbuf, errlen)
 	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
 	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
-	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil)
+	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil, nil)
 	L := r.Level() + 1
 	dst := u64s(out, 2*L*N)
 	for c, p := range []ring.Poly{c0, c1} {

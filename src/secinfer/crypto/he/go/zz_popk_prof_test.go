@@ -32,17 +32,19 @@ func profSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
 
 func BenchmarkPopkImage(b *testing.B) {
 	r, pk, z, ls := profSetup(b)
+	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		popkImage(r, pk, 141, ls, z, r.N(), nil, nil)
+		popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
 	}
 }
 
 func BenchmarkPopkImageRound(b *testing.B) {
 	r, pk, z, ls := profSetup(b)
+	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil)
+		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
 		popkRound(r, c0, 6, nil)
 		popkRound(r, c1, 6, nil)
 	}
@@ -73,5 +75,31 @@ func BenchmarkHashRow(b *testing.B) {
 			}
 		}
 		h.Sum(nil)
+	}
+}
+
+func BenchmarkNewPoly3(b *testing.B) {
+	r, _, _, _ := profSetup(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, _, _ = r.NewPoly(), r.NewPoly(), r.NewPoly()
+	}
+}
+
+func BenchmarkINTT(b *testing.B) {
+	r, _, _, _ := profSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.INTT(p, p)
+	}
+}
+
+func BenchmarkNTTLazy(b *testing.B) {
+	r, _, _, _ := profSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.NTTLazy(p, p)
 	}
 }
