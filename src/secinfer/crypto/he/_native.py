@@ -75,6 +75,8 @@ _SIGNATURES: dict[str, list] = {
     "he_ct_trim": [H, H, P_i64, cint, C.POINTER(P_bytes), C.POINTER(csize)],
     "he_trim_len": [H, cint, cint, C.POINTER(csize)],
     "he_decrypt_trimmed": [H, H, C.c_char_p, csize, cint, P_i64, cint, P_u64],
+    "he_poly_pack": [H, cint, P_u64, C.POINTER(P_bytes), C.POINTER(csize)],
+    "he_poly_unpack": [H, cint, C.c_char_p, csize, P_u64],
     "he_popk_hash": [H, H, cint, cint, P_i64, cint, P_i64, cint, P_u64, P_bytes, cint, P_u64, P_bytes],
     "he_popk_image": [H, H, cint, cint, P_i64, P_i64, P_u64],
     "he_encode_limbs": [H, cint, cint, cint, P_i64, cint, P_i64, OUT_H],
