@@ -144,7 +144,7 @@ def test_packed_raw_polynomial_round_trips_and_rejects_malformed_frames(PW, kpw)
         assert np.array_equal(unpack_poly(PW, raw, level), res)
     top = len(PW.q) - 1
     raw = bytearray(pack_poly(PW, full))
-    assert len(raw) < full.nbytes * 0.7                  # 300 of 448 bits per coefficient
+    assert len(raw) < full.nbytes * 0.7                  # 304 of 448 bits per coefficient
     for bad in (bytes(raw[:-1]), bytes(raw) + b"\0", bytes(b"\xff" * len(raw))):
         with pytest.raises(HESerializationError):
             unpack_poly(PW, bad, top)

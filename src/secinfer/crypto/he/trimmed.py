@@ -11,8 +11,8 @@ any other length, unreduced residues and non-zero padding bits
 function of the full ciphertext, so it learns nothing more than from the ciphertext.
 
 The same packing without a header for one raw residue polynomial (:func:`pack_poly`,
-e.g. crisp's pk0 in the setup phase): 300 instead of 448 bits per coefficient at
-``ckks-n14-128``'s top level.
+e.g. crisp's pk0 in the setup phase): at ``ckks-n14-128``'s top level 304 bits per
+coefficient (the primes' bit lengths) instead of 448.
 
 Go: ``go/trim.go`` (``he_ct_trim``, ``he_trim_len``, ``he_decrypt_trimmed``,
 ``he_poly_pack``, ``he_poly_unpack``).
