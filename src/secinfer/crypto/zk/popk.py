@@ -42,8 +42,9 @@ Zero knowledge: given acceptance, each response coefficient is exactly uniform o
 range whatever the witness (rejection sampling with uniform masks); the band condition
 of step 3 is a predicate of X_k, which the verifier computes from the responses and the
 ciphertexts, and the hash is recomputable from them; a rejected attempt reveals only the
-hash of the commitment (an RLWE encryption with large randomness, computationally
-hiding) and the rejection event, whose probability does not depend on the witness.
+hash of the commitment (the rounded image of huge uniform masks: a uniform string in the
+random-oracle model, computationally hiding without it) and the rejection event, whose
+probability does not depend on the witness.
 """
 
 from __future__ import annotations
@@ -291,7 +292,7 @@ class Prover(_Side):
             raise ConfigError("popk: a message has coefficients outside the proof's support")
         rows = [np.stack([np.asarray(w[i], np.int64) for w in witnesses]) for i in (1, 2, 3)]
         self.w = [m[:, self.support], rows[0]]     # the sent components m, u
-        self.rounded = rows[1:]                         # e0, e1: rounded away (the band check)
+        self.rounded = rows[1:]                    # e0, e1: rounded away (the band check)
         self.prg = prg
         self._y = self._low = None
 

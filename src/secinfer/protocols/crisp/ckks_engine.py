@@ -28,7 +28,8 @@ Exactness and hiding (bounds checked here, argued in the docs):
   |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
 * the server adds -Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
   coefficient and uniform flooding noise F in [-2^phi, 2^phi], phi = noise_bits + sigma,
-  as one fresh encryption of zero carrying these plaintexts (made offline), which also
+  as one fresh encryption of the plaintext -Delta R + F (exact, ``rlwe.encode_limbs``;
+  made offline), which also
   re-randomises the answer: it is statistically independent of W beyond the client's
   own (masked) output;
 * Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
