@@ -98,10 +98,11 @@ def test_pk0_not_matching_the_proof_aborts():
 
 @pytest.mark.parametrize("point,fn", [
     ("pk0", lambda p: p[:-1]),                                  # one prime short
-    ("pk0", lambda p: np.full_like(p, np.uint64(2 ** 63))),     # residues above the primes
+    ("pk0-bytes", lambda b: np.full_like(b, 0xFF)),             # residues above the primes
+    ("pk0-bytes", lambda b: b[:-1]),                            # packed pk0 one byte short
     ("pk-z", lambda z: z[:-1]),                                 # response one byte short
     ("pk-h", lambda h: h + b"\x00"),                            # 33-byte hash
-], ids=["pk0-shape", "pk0-unreduced", "z-short", "h-long"])
+], ids=["pk0-shape", "pk0-unreduced", "pk0-short", "z-short", "h-long"])
 def test_wrong_size_key_messages_are_frame_errors(point, fn):
     res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_at(point, fn))
     assert isinstance(res["server"], FrameError), res["server"]

@@ -38,3 +38,27 @@ def test_coeff_encode_residues_equal_python_integers():
         for lv, q in enumerate(prm.q[: level + 1]):
             want = np.array([x % q for x in ints], dtype=np.uint64)
             assert np.array_equal(got[lv], want), (scale, level, lv)
+
+
+def test_encode_limbs_residues_equal_python_integers():
+    """encode_limbs: 2^log_scale a + b for multi-limb a, b of ~200 / 150 bits (the size of
+    crisp's -Delta R + F), exactly, at every level, with the scale in the metadata."""
+    from secinfer.crypto.he.linmap import to_limbs
+    from secinfer.crypto.he.rlwe import encode_limbs
+
+    prm = get_params("ckks-n12-insecure")
+    rng = np.random.default_rng(6)
+    n = prm.n
+    big = lambda bits: [int(v) << (bits - 62) ^ int(w) for v, w in
+                        zip(rng.integers(-(1 << 62), 1 << 62, n), rng.integers(0, 1 << 40, n))]
+    a, b = big(200), big(150)
+    a[:3], b[:3] = [0, -1, 1 << 199], [(1 << 149) - 1, -(1 << 149), 0]
+    log_scale = 141
+    for level in (0, prm.max_level):
+        with encode_limbs(prm, to_limbs(a, 6), to_limbs(b, 4), log_scale, level) as pt:
+            res = pt.poly(0)
+            assert abs(pt.log_scale - log_scale) < 1e-9
+        for lv in range(level + 1):
+            q = prm.q[lv]
+            want = np.array([((x << log_scale) + y) % q for x, y in zip(a, b)], dtype=object)
+            assert np.array_equal(res[lv].astype(object), want), (level, lv)

@@ -127,3 +127,28 @@ def test_bad_arguments(PW, kpw, rng):
     with other.keygen() as kp2, pytest.raises(he.ParameterMismatchError):
         he.decrypt_trimmed(PW, kp2.sk, raw, 1, [0])
     ct.close()
+
+
+def test_packed_raw_polynomial_round_trips_and_rejects_malformed_frames(PW, kpw):
+    """pack_poly / unpack_poly (crisp's pk0): every row at its prime's width, exact size,
+    round trip at several levels; wrong length, unreduced residues and unreduced input are
+    refused (N is a multiple of 8: a full row has no padding bits)."""
+    from secinfer.crypto.he.trimmed import pack_poly, packed_poly_size, unpack_poly
+
+    full = kpw.pk.poly(0)                              # (7, N) residues of pk0
+    for level in (0, 3, len(PW.q) - 1):
+        res = np.ascontiguousarray(full[:level + 1])
+        raw = pack_poly(PW, res)
+        assert len(raw) == packed_poly_size(PW, level) == sum(
+            -(-PW.n * int(q).bit_length() // 8) for q in PW.q[:level + 1])
+        assert np.array_equal(unpack_poly(PW, raw, level), res)
+    top = len(PW.q) - 1
+    raw = bytearray(pack_poly(PW, full))
+    assert len(raw) < full.nbytes * 0.7                  # 304 of 448 bits per coefficient
+    for bad in (bytes(raw[:-1]), bytes(raw) + b"\0", bytes(b"\xff" * len(raw))):
+        with pytest.raises(HESerializationError):
+            unpack_poly(PW, bad, top)
+    bad = full.copy()
+    bad[2, 5] = PW.q[2]
+    with pytest.raises(HEArgumentError):
+        pack_poly(PW, bad)

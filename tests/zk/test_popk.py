@@ -77,10 +77,21 @@ def test_geometry_and_soundness_parameters(P):
     # masks 2^k_rej wider than the largest shift; the packed widths
     assert all(r == s.bit_length() + g.k for r, s in zip(g.r, g.shift))
     pb = popk.ProvenBounds(P.n)
-    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e >= 2 ** (g.r[2] + 1)
+    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e == popk.E_PROVEN     # e0, e1: rounded away
     assert 2 ** (D + pb.m_extra_bits) >= 2 ** (g.r[0] + 1)
     with pytest.raises(ConfigError):
         popk.Geometry(P.n, popk.N_MAX + 1, 10, D)
+
+
+def _raise_e0(P, ct, w, pos, bits):
+    """(ct, witness) with e0 += 2^bits at coefficient pos (off the message support)."""
+    e = np.zeros(P.n)
+    e[pos] = 2.0 ** bits / 2.0 ** LOG_DELTA
+    with coeff_encode(P, e, 2.0 ** LOG_DELTA, LEVEL) as pt:
+        ct2 = he.Evaluator(P).add(ct, pt)
+    w = [w[0], w[1], w[2].copy(), w[3]]
+    w[2][pos] += 1 << bits
+    return ct2, w
 
 
 @pytest.mark.parametrize("case", ["digit", "noise", "random"])
@@ -91,13 +102,8 @@ def test_malformed_ciphertext_rejected(P, kp, case):
     else:
         batch = _encrypt(P, kp, prg, 3)
         ct, w = batch[1]
-        if case == "noise":     # e0 += 2^30 in one coefficient
-            e = np.zeros(P.n)
-            e[5] = 2.0 ** 30 / 2.0 ** LOG_DELTA
-            with coeff_encode(P, e, 2.0 ** LOG_DELTA, LEVEL) as pt:
-                ct2 = he.Evaluator(P).add(ct, pt)
-            w = [w[0], w[1], w[2].copy(), w[3]]
-            w[2][5] += 1 << 30
+        if case == "noise":     # e0 += 2^44 > q_r (the proven bound of e0) off the support
+            ct2, w = _raise_e0(P, ct, w, 300, 44)
         else:                   # c * (random polynomial): no short preimage
             r = (prg.uint64(P.n) & np.uint64((1 << 40) - 1)).astype(np.float64)
             with coeff_encode(P, r, 1.0, LEVEL) as pt:
@@ -146,3 +152,17 @@ def test_precommitted_first_message_verifies_and_is_used_once(P, kp):
         assert verifier.check(h, seed, z) == (True, "")
     with pytest.raises(ConfigError):     # one response per commitment
         prover.respond(seed)
+
+
+def test_e0_below_the_rounding_prime_is_provable_and_bounded(P, kp):
+    """e0 (and e1) are rounded away: an accepted proof bounds them by q_r (< 2^41, ProvenBounds.e),
+    not by the honest 20. A spike of 2^30 (dishonest but harmless: the budget is sized
+    for ProvenBounds) is provable with the true witness; 2^44 is not (test above)."""
+    prg = PRG.for_tests(31)
+    batch = _encrypt(P, kp, prg, 2)
+    batch[0] = _raise_e0(P, *batch[0], 300, 30)
+    (ok, why), _ = _run(P, kp, batch, prg)
+    assert ok, why
+    pb = popk.ProvenBounds(P.n)
+    q_r = P.q[popk.round_prime(P, LEVEL)]
+    assert q_r < pb.e == popk.E_PROVEN <= 2 ** 41

@@ -88,3 +88,39 @@ def test_bad_arguments_are_typed_errors(P10, kp10):
         linmap.image_hash(P10, kp10.pk, 1, 10, [0, 1, 1, 1], np.zeros((1, 3 * P10.n), np.int64))
     with pytest.raises(he.HEArgumentError):
         linmap.to_limbs([1 << 200], 2)
+
+
+def test_rounded_hash_keeps_exactly_the_high_parts(P10, kp10):
+    """round_prime: both components enter the hash as H = floor(X / q_r), X in [0, Q) per
+    coefficient, and ``low`` returns X mod q_r. Moving one coefficient of X (in c0 via e0,
+    in c1 via e1) to the last value of its q_r-block (or the first) keeps the hash; one
+    step further changes it."""
+    rng = np.random.default_rng(3)
+    level, log_delta, rp = 2, 60, 1
+    q_r = P10.q[rp]
+    ls = [2, 1, 1, 1]
+    m = rng.integers(0, 1 << 20, P10.n)
+    u = rng.integers(-(1 << 20), 1 << 20, P10.n)
+    zero = np.zeros(P10.n, np.int64)
+    row = lambda e0, e1: _row([m, u, e0, e1], ls)[None]
+    low = np.zeros((1, 2, P10.n), np.uint64)
+    h0 = linmap.image_hash(P10, kp10.pk, level, log_delta, ls, row(zero, zero), round_prime=rp, low=low)
+    c0, c1 = linmap.image(P10, kp10.pk, level, log_delta, ls, row(zero, zero)[0])
+    assert np.array_equal(low[0, 0], c0[rp]) and np.array_equal(low[0, 1], c1[rp])   # X mod q_r
+    h = lambda e0, e1: linmap.image_hash(P10, kp10.pk, level, log_delta, ls, row(e0, e1), round_prime=rp)
+    for comp in (0, 1):
+        for j in (0, 7, P10.n - 1):
+            lo = int(low[0, comp, j])
+            for shift, same in ((q_r - 1 - lo, True), (q_r - lo, False), (-lo, True), (-lo - 1, False)):
+                e = zero.copy()
+                e[j] = shift
+                args = (e, zero) if comp == 0 else (zero, e)
+                assert (h(*args) == h0) == same, (comp, j, shift)
+    # the noise limbs may be absent (the proof's rows): the same hash as e0 = e1 = 0
+    h_abs = linmap.image_hash(P10, kp10.pk, level, log_delta, [2, 1, 0, 0], _row([m, u], [2, 1])[None],
+                              round_prime=rp)
+    assert h_abs == h0
+    with pytest.raises(he.HEArgumentError):      # the rounding prime must be one of 1..level
+        linmap.image_hash(P10, kp10.pk, level, log_delta, ls, row(zero, zero), round_prime=0)
+    with pytest.raises(he.HEArgumentError):
+        linmap.image_hash(P10, kp10.pk, level, log_delta, ls, row(zero, zero), round_prime=3)

@@ -8,7 +8,9 @@ responses (~30-100 bits per coefficient) go through the same map. Exact RNS arit
 the Go layer (``go/popk.go``).
 
 Argument format ("limbs"): component x (in the order m, u, e0, e1) is an int64 array of
-shape (L_x, N) with x_j = sum_l x[l, j] 2^(40 l) (limbs may be negative). An argument row is
+shape (L_x, N) with x_j = sum_l x[l, j] 2^(40 l) (limbs may be negative); e0 may have
+and e1 may have L = 0 limbs (absent: the proof of plaintext knowledge rounds them away,
+``round_prime``). An argument row is
 the concatenation of the four components; ``rows`` stacks several arguments.
 """
 
@@ -42,17 +44,23 @@ def to_limbs(values, n_limbs: int) -> np.ndarray:
 
 def _check(params: CKKSParams, limbs, level: int) -> np.ndarray:
     ls = np.ascontiguousarray(limbs, dtype=np.int64).reshape(-1)
-    if ls.shape != (4,) or np.any(ls < 1) or np.any(ls > 8):
-        raise HEArgumentError("limbs must give 1..8 limbs for each of m, u, e0, e1")
+    if ls.shape != (4,) or np.any(ls > 8) or np.any(ls[:2] < 1) or np.any(ls[2:] < 0):
+        raise HEArgumentError("limbs must give 1..8 limbs for each of m, u and 0..8 for e0, e1")
     if not 0 <= level <= params.max_level:
         raise HEArgumentError(f"level {level} out of range")
     return ls
 
 
 def image_hash(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, limbs,
-               rows: np.ndarray, cts=(), chal: np.ndarray | None = None) -> bytes:
-    """SHA-256 over A_k = f(rows[k]) - sum_j chal[k, j] cts[j], k = 0..len(rows)-1 (NTT
-    residues of both components, with a domain-separating header)."""
+               rows: np.ndarray, cts=(), chal: np.ndarray | None = None,
+               round_prime: int | None = None, low: np.ndarray | None = None) -> bytes:
+    """SHA-256 over A_k = f(rows[k]) - sum_j chal[k, j] cts[j], k = 0..len(rows)-1 (both
+    components as coefficient residues, with a domain-separating header).
+
+    ``round_prime`` (an index in 1..level): both components enter the hash only through
+    their high parts H = (X - X mod q) / q, q = params.q[round_prime], X in [0, Q) each
+    coefficient's integer (equal H means |X - X'| < q); ``low`` (uint64, shape
+    (rows, 2, N), optional) then receives X mod q for every row, component, coefficient."""
     ls = _check(params, limbs, level)
     per = int(ls.sum()) * params.n
     z = np.ascontiguousarray(rows, dtype=np.int64)
@@ -66,10 +74,17 @@ def image_hash(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, li
             raise HEArgumentError("challenge must have shape (rows, ciphertexts)")
     else:
         ch = np.zeros(1, dtype=np.uint8)
+    rp = -1 if round_prime is None else int(round_prime)
+    if round_prime is not None and not 1 <= rp <= level:
+        raise HEArgumentError(f"round prime {rp} must be in 1..{level}")
+    if low is not None and (rp < 0 or low.dtype != np.uint64 or low.shape != (z.shape[0], 2, params.n)
+                            or not low.flags.c_contiguous):
+        raise HEArgumentError("low must be a C-contiguous uint64 array (rows, 2, N), with a round prime")
     out = np.zeros(32, dtype=np.uint8)
     N.call("he_popk_hash", params.handle, params._own(pk, "public key"), int(level), int(log_delta),
            N.ptr(ls, N.i64), z.shape[0], N.ptr(z, N.i64), len(cts), N.ptr(hs, N.u64),
-           N.ptr(ch, N.C.c_ubyte), N.ptr(out, N.C.c_ubyte))
+           N.ptr(ch, N.C.c_ubyte), rp, None if low is None else N.ptr(low, N.u64),
+           N.ptr(out, N.C.c_ubyte))
     return out.tobytes()
 
 

@@ -30,6 +30,21 @@ def coeff_encode(params: CKKSParams, values, scale: float, level: int = 0) -> Pl
     return Plaintext(params, h)
 
 
+def encode_limbs(params: CKKSParams, a: np.ndarray, b: np.ndarray, log_scale: int, level: int = 0) -> Plaintext:
+    """Plaintext with coefficients 2^log_scale a_j + b_j, exactly, and scale 2^log_scale:
+    ``a``, ``b`` are signed multi-limb integers, int64 arrays (L, N) with
+    x_j = sum_l x[l, j] 2^(40 l) (``linmap.to_limbs``), 1 <= L <= 8. For coefficients far
+    beyond float64 (crisp's mask plaintexts -Delta R + F) in one call."""
+    la = np.ascontiguousarray(a, dtype=np.int64)
+    lb = np.ascontiguousarray(b, dtype=np.int64)
+    for x in (la, lb):
+        if x.ndim != 2 or x.shape[1] != params.n:
+            raise HEArgumentError(f"limb arrays must have shape (L, {params.n})")
+    h = N.new_handle("he_encode_limbs", params.handle, int(level), int(log_scale), la.shape[0],
+                     N.ptr(la, N.i64), lb.shape[0], N.ptr(lb, N.i64))
+    return Plaintext(params, h)
+
+
 def coeff_decode(params: CKKSParams, pt: Plaintext, scale: float) -> np.ndarray:
     """Centred coefficients of ``pt`` divided by ``scale`` (length N, float64)."""
     out = np.zeros(params.n, dtype=np.float64)

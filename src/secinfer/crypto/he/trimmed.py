@@ -10,7 +10,12 @@ any other length, unreduced residues and non-zero padding bits
 (``HESerializationError``). What the key owner can compute from a trimmed frame is a
 function of the full ciphertext, so it learns nothing more than from the ciphertext.
 
-Go: ``go/trim.go`` (``he_ct_trim``, ``he_trim_len``, ``he_decrypt_trimmed``).
+The same packing without a header for one raw residue polynomial (:func:`pack_poly`,
+e.g. crisp's pk0 in the setup phase): at ``ckks-n14-128``'s top level 304 bits per
+coefficient (the primes' bit lengths) instead of 448.
+
+Go: ``go/trim.go`` (``he_ct_trim``, ``he_trim_len``, ``he_decrypt_trimmed``,
+``he_poly_pack``, ``he_poly_unpack``).
 """
 
 from __future__ import annotations
@@ -60,4 +65,31 @@ def decrypt_trimmed(params: CKKSParams, sk: SecretKey, data, level: int, positio
     out = np.zeros((int(level) + 1, pos.size), dtype=np.uint64)
     N.call("he_decrypt_trimmed", params.handle, params._own(sk, "sk"), raw, len(raw), int(level),
            N.ptr(pos, N.i64), pos.size, N.ptr(out, N.u64))
+    return out
+
+
+def packed_poly_size(params: CKKSParams, level: int) -> int:
+    """Exact byte length of :func:`pack_poly` for a polynomial at ``level``."""
+    return sum(-(-params.n * int(q).bit_length() // 8) for q in params.q[:int(level) + 1])
+
+
+def pack_poly(params: CKKSParams, residues: np.ndarray) -> bytes:
+    """Coefficient residues of shape (level + 1, N), each below its prime, packed at the
+    primes' widths (the level is the row count)."""
+    r = np.ascontiguousarray(residues, dtype=np.uint64)
+    if r.ndim != 2 or r.shape[1] != params.n or not 1 <= r.shape[0] <= len(params.q):
+        raise HEArgumentError(f"residues must have shape (levels, {params.n})")
+    buf = N.P_bytes()
+    n = N.csize(0)
+    N.call("he_poly_pack", params.handle, r.shape[0] - 1, N.ptr(r, N.u64), C.byref(buf), C.byref(n))
+    return N.take_bytes(buf, n.value)
+
+
+def unpack_poly(params: CKKSParams, data, level: int) -> np.ndarray:
+    """Inverse of :func:`pack_poly` for a polynomial at ``level``: (level + 1, N) uint64.
+    Raises ``HESerializationError`` for any other length, an unreduced residue or
+    non-zero padding bits."""
+    raw = bytes(data) if not isinstance(data, np.ndarray) else data.tobytes()
+    out = np.zeros((int(level) + 1, params.n), dtype=np.uint64)
+    N.call("he_poly_unpack", params.handle, int(level), raw, len(raw), N.ptr(out, N.u64))
     return out

@@ -60,7 +60,7 @@ class _KeySide:
         self.support = np.arange(params.n, dtype=np.int64)
         self.g = KeyGeometry(params.n, sec)
 
-    def _hash(self, parts, cts=(), m=None) -> bytes:
+    def _hash(self, parts, cts=(), m=None, low=None) -> bytes:   # no rounding: low unused
         return linmap.key_image_hash(self.params, self.pk, self.g.limbs, self._rows(parts),
                                      None if not cts else np.asarray(m)[:, 0])
 
@@ -75,8 +75,9 @@ class KeyProver(_KeySide, popk.Prover):
         if s.shape != (params.n,) or e.shape != (params.n,):
             raise ConfigError("keyproof: s and e must have N coefficients")
         self.w = [s[None, :], e[None, :]]
+        self.rounded = None          # nothing rounded away: every component is sent
         self.prg = prg
-        self._y = None
+        self._y = self._low = None
 
 
 class KeyVerifier(_KeySide, popk.Verifier):

@@ -10,28 +10,41 @@ D, support S of the message; ciphertexts c_1 .. c_n at that level):
 
 (honest: m_j in [0, 2^D) on S, u ternary, |e| <= 20). f is R-linear, so the classic
 amortised protocol works, interactive (the verifier's challenge is drawn only after the
-ciphertexts and the commitment are fixed; no Fiat-Shamir):
+ciphertexts and the commitment are fixed; no Fiat-Shamir). The noise components e0, e1
+are not sent: they are rounded away (as in Bai-Galbraith / Dilithium). With q_r the
+smallest prime of index 1..level and, for X in R_Q, H(X) the coefficient-wise high part
+floor(X / q_r) of the integers X in [0, Q) and L(X) = X mod q_r, and
+g(m, u) = (pk0 u + Delta m, pk1 u) (f without its noise):
 
-1. P samples V masks y_k (every coefficient of every component uniform in [-2^r, 2^r),
-   r = bitlen(n * bound) + k_rej per component) and sends h = SHA-256(f(y_1) .. f(y_V))
-   (the commitments A_k = f(y_k) compressed to one hash: the verifier recomputes them).
+1. P samples V masks y_k for the components m, u (every coefficient uniform in
+   [-2^r, 2^r), r = bitlen(n * bound) + k_rej per component) and sends
+   h = SHA-256(H(g(y_1)), .., H(g(y_V))) (the commitments compressed to one hash: the
+   verifier recomputes them).
 2. V sends a fresh 128-bit seed; both expand it into M in {0,1}^(V x n).
 3. P computes z_k = y_k + sum_j M_kj w_j. If any coefficient falls outside
-   [-2^r + n bound, 2^r - n bound) it sends "restart" and goes back to 1 (at most
-   MAX_ATTEMPTS times); otherwise it sends the z_k, each coefficient packed at r + 1 bits.
-4. V checks every coefficient is in that range and
-   SHA-256(f(z_1) - sum_j M_1j c_j, ..) == h (exact RNS arithmetic in the Go layer).
+   [-2^r + n bound, 2^r - n bound), or a coefficient of L(X_k) with
+   X_k = g(z_k) - sum_j M_kj c_j = g(y_k) - sum_j M_kj (e0_j, e1_j) falls outside
+   [beta, q_r - beta), beta = n * E_BOUND (so H(X_k) = H(g(y_k))), it sends "restart"
+   and goes back to 1 (at most MAX_ATTEMPTS times); otherwise it sends the z_k, each
+   coefficient packed at r + 1 bits.
+4. V checks every coefficient is in range and
+   SHA-256(H(g(z_1) - sum_j M_1j c_j), ..) == h (exact RNS arithmetic in the Go layer;
+   H by one pass over the residues, no CRT).
 
-Soundness (docs/protocols/crisp.md has the argument): if some c_j has no preimage w with
-||w_x|| <= 2^(r_x + 1) for every component x, then for any fixed commitment at most half
-of the challenge rows {0,1}^n are answerable for each k (two answerable rows differing
-only in position j would give f(z - z') = +-c_j), so one attempt passes with probability
-<= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V = 2^-sec (plus a SHA-256 collision).
+Soundness (docs/protocols/crisp.md has the argument): if some c_j has no preimage with
+||m|| <= 2^(r_m + 1), ||u|| <= 2^(r_u + 1), ||e0||, ||e1|| < q_r, then for any fixed
+commitment at most half of the challenge rows {0,1}^n are answerable for each k (two
+answerable rows differing only in position j give equal high parts, i.e.
+g(z - z') -+ c_j = d with |d| < q_r in both components: a preimage with (e0, e1) = -+d),
+so one attempt passes with probability <= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V =
+2^-sec (plus a SHA-256 collision).
 Zero knowledge: given acceptance, each response coefficient is exactly uniform on its
-range whatever the witness (rejection sampling with uniform masks), and the hash is
-recomputable from the responses; a rejected attempt reveals only the hash of f(y), an
-RLWE encryption with large randomness (computationally hiding), and the rejection event,
-whose probability does not depend on the witness.
+range whatever the witness (rejection sampling with uniform masks); the band condition
+of step 3 is a predicate of X_k, which the verifier computes from the responses and the
+ciphertexts, and the hash is recomputable from them; a rejected attempt reveals only the
+hash of the commitment (the rounded image of huge uniform masks: a uniform string in the
+random-oracle model, computationally hiding without it) and the rejection event, whose
+probability does not depend on the witness.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ MAX_ATTEMPTS = 16        # restarts after a rejection; 2^-3 per attempt for an h
 N_MAX = 64               # ciphertexts per proof (callers split larger batches)
 U_BOUND = 1              # ternary u
 E_BOUND = 20             # Lattigo's Gaussian error, sigma 3.2 cut at 6 sigma (19.2)
+E_PROVEN = 1 << 41       # |e0|, |e1| < q_r, the rounding prime (checked below 2^41)
 LB = linmap.LIMB_BITS
 _MASK = (1 << LB) - 1
 HASH_BYTES = 32
@@ -79,7 +93,7 @@ class ProvenBounds:
         k = rejection_bits(n_ring, sec)
         self.m_extra_bits = n_max.bit_length() + k + 1
         self.u = 1 << (n_max * U_BOUND).bit_length() + k + 1
-        self.e = 1 << (n_max * E_BOUND).bit_length() + k + 1
+        self.e = E_PROVEN              # e0 and e1: rounded away (module docstring)
         self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
         self.n_ring = n_ring
 
@@ -91,10 +105,11 @@ class ProvenBounds:
 
 
 class Geometry:
-    """Sizes of one proof: V rows; per component (m on the support, u, e0, e1) the shift
-    bound n * bound, the mask exponent r, the packed width r + 1 and the Go limb count."""
+    """Sizes of one proof: V rows; per sent component (m on the support, u; e0 and e1 are
+    rounded away) the shift bound n * bound, the mask exponent r, the packed width r + 1
+    and the Go limb count; ``beta`` = n * E_BOUND, the band margin of the rounding."""
 
-    names = ("m", "u", "e0", "e1")
+    names = ("m", "u")
 
     def __init__(self, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> None:
         if not 1 <= n <= N_MAX:
@@ -104,9 +119,11 @@ class Geometry:
         self.N, self.n, self.D = n_ring, n, D
         self.V = rows_for(sec)
         self.k = rejection_bits(n_ring, sec)
-        self.count = [support_size, n_ring, n_ring, n_ring]
-        self.shift = [n * ((1 << D) - 1), n * U_BOUND, n * E_BOUND, n * E_BOUND]
+        self.count = [support_size, n_ring]
+        self.shift = [n * ((1 << D) - 1), n * U_BOUND]
+        self.beta = n * E_BOUND
         _widths(self)
+        self.go_limbs = [self.limbs[0], self.limbs[1], 0, 0]   # e0, e1: no limbs
 
 
 def _widths(g) -> None:
@@ -182,6 +199,8 @@ class _Side:
                                   or np.any(np.diff(self.support) <= 0)):
             raise ConfigError("popk: support must be increasing positions within N")
         self.g = Geometry(params.n, n, self.support.size, D, sec)
+        self.rp = round_prime(params, self.level)
+        self.q_r = int(params.q[self.rp])
 
     def _rows(self, parts) -> np.ndarray:
         """Go-layer argument rows (V, sum L_x N) from per-component (lo, hi) values."""
@@ -196,14 +215,24 @@ class _Side:
             off += g.limbs[i] * n_ring
         return out
 
-    def _hash(self, parts, cts=(), m=None) -> bytes:
-        return linmap.image_hash(self.params, self.pk, self.level, self.log_delta, self.g.limbs,
-                                 self._rows(parts), cts, m)
+    def _hash(self, parts, cts=(), m=None, low=None) -> bytes:
+        return linmap.image_hash(self.params, self.pk, self.level, self.log_delta, self.g.go_limbs,
+                                 self._rows(parts), cts, m, round_prime=self.rp, low=low)
 
     def _offsets(self, i: int) -> tuple[tuple[int, int], tuple[int, int]]:
         """(2^r - shift, the exclusive limit 2^(r+1) - 2 shift) of component i, as (lo, hi)."""
         g = self.g
         return _split((1 << g.r[i]) - g.shift[i]), _split((1 << g.width[i]) - 2 * g.shift[i])
+
+
+def round_prime(params, level: int) -> int:
+    """Index of the rounding prime q_r: the smallest of indices 1..level (below 2^41)."""
+    if level < 1:
+        raise ConfigError("popk: the rounded proof needs level >= 1")
+    rp = min(range(1, level + 1), key=lambda i: params.q[i])
+    if params.q[rp] >= E_PROVEN:
+        raise ConfigError(f"popk: rounding prime {params.q[rp]} is not below 2^41")
+    return rp
 
 
 def _inside(tlo, thi, lim) -> np.ndarray:
@@ -233,19 +262,21 @@ def _masks(g: Geometry, prg: PRG) -> list:
     return ys
 
 
-def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple[bytes, bytes]:
-    """The witness-independent first message, ahead of time: (mask seed, h) for a proof
-    of n ciphertexts with this geometry. Use it once (``Prover.commit(pre)``)."""
+def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple:
+    """The witness-independent first message, ahead of time: (mask seed, h, low residues
+    L(g(y_k)), (V, 2, N) uint64) for a proof of n ciphertexts with this geometry. Use it
+    once (``Prover.commit(pre)``)."""
     side = _Side(params, pk, level, log_delta, D, support, n, sec)
     seed = prg.seed()
-    return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")))
+    low = np.empty((side.g.V, 2, params.n), np.uint64)
+    return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")), low=low), low
 
 
 def expand_masks(pre: tuple, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> tuple:
-    """(seed, h) -> (seed, h, masks): regenerate a precommitment's masks ahead of use (idle
-    time), for a Prover of exactly this geometry. Each is still used once."""
+    """(seed, h, low) -> (seed, h, low, masks): regenerate a precommitment's masks ahead
+    of use (idle time), for a Prover of exactly this geometry. Each is still used once."""
     g = Geometry(n_ring, n, support_size, D, sec)
-    return pre[0], pre[1], _masks(g, PRG(pre[0], "crisp-popk/masks"))
+    return pre[0], pre[1], pre[2], _masks(g, PRG(pre[0], "crisp-popk/masks"))
 
 
 class Prover(_Side):
@@ -259,20 +290,24 @@ class Prover(_Side):
         outside[self.support] = False
         if np.any(m[:, outside]):
             raise ConfigError("popk: a message has coefficients outside the proof's support")
-        self.w = [m[:, self.support]] + [np.stack([np.asarray(w[i], np.int64) for w in witnesses])
-                                         for i in (1, 2, 3)]
+        rows = [np.stack([np.asarray(w[i], np.int64) for w in witnesses]) for i in (1, 2, 3)]
+        self.w = [m[:, self.support], rows[0]]     # the sent components m, u
+        self.rounded = rows[1:]                    # e0, e1: rounded away (the band check)
         self.prg = prg
-        self._y = None
+        self._y = self._low = None
 
     def commit(self, pre: tuple | None = None) -> bytes:
-        """Fresh masks; returns h (32 bytes). ``pre`` = (seed, h) from :func:`precommit`
-        (made offline for the same geometry: the masks are regenerated from the seed), or
-        (seed, h, masks) with the masks already regenerated (:func:`expand_masks`)."""
+        """Fresh masks; returns h (32 bytes). ``pre`` = (seed, h, low) from
+        :func:`precommit` (made offline for the same geometry: the masks are regenerated
+        from the seed), or (seed, h, low, masks) with the masks already regenerated
+        (:func:`expand_masks`)."""
         if pre is not None:
-            self._y = pre[2] if len(pre) == 3 else _masks(self.g, PRG(pre[0], "crisp-popk/masks"))
+            self._y = pre[3] if len(pre) == 4 else _masks(self.g, PRG(pre[0], "crisp-popk/masks"))
+            self._low = pre[2]
             return pre[1]
         self._y = _masks(self.g, self.prg)
-        return self._hash(self._y)
+        self._low = None if self.rounded is None else np.empty((self.g.V, 2, self.params.n), np.uint64)
+        return self._hash(self._y, low=self._low)
 
     def respond(self, seed: bytes, force: bool = False) -> bytes | None:
         """Packed responses for the challenge from ``seed``, or None (reject: commit again).
@@ -288,7 +323,12 @@ class Prover(_Side):
             tlo, thi = _norm(zlo + c_lo, zhi + c_hi)
             ok = ok and bool(np.all(_inside(tlo, thi, lim)))
             ts.append((tlo, thi))
-        self._y = None          # a mask is never used for two challenges
+        # L(X_k) = L(g(y_k)) - sum_j M_kj e_j must keep beta from the ends of [0, q_r)
+        if self.rounded is not None:
+            for c, e in enumerate(self.rounded):
+                band = self._low[:, c].astype(np.int64) - _exact_sum(mf, e)
+                ok = ok and bool(np.all((band >= g.beta) & (band < self.q_r - g.beta)))
+        self._y = self._low = None          # a mask is never used for two challenges
         if not ok and not force:
             return None
         out = []

@@ -28,7 +28,8 @@ Exactness and hiding (bounds checked here, argued in the docs):
   |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
 * the server adds -Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
   coefficient and uniform flooding noise F in [-2^phi, 2^phi], phi = noise_bits + sigma,
-  as one fresh encryption of zero carrying these plaintexts (made offline), which also
+  as one fresh encryption of the plaintext -Delta R + F (exact, ``rlwe.encode_limbs``;
+  made offline), which also
   re-randomises the answer: it is statistically independent of W beyond the client's
   own (masked) output;
 * Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
@@ -467,28 +468,19 @@ class CKKSLinear:
         """A fresh public-key encryption of -Delta R + F (R: statistical mask, F: flooding).
         Added to an answer it masks the values and re-randomises the ciphertext (its c_1
         is fresh), replacing a separate flooding step [circuit privacy of Fig. 2's c_4]."""
-        from secinfer.crypto.he.evaluator import Evaluator
-        from secinfer.crypto.he.rlwe import coeff_encode
+        from secinfer.crypto.he.rlwe import encode_limbs
 
         prm = self.params
-        ev = Evaluator(prm)
-        pts, rmask = self._mask_plaintexts(bud, prg, coeff_encode)
-        # Enc(p_0) + p_1 + ... : the same distribution as Enc(0) + p_0 + ..., one encoding less.
+        neg_r, f, rmask = self._mask_limbs(bud, prg)
         # Malicious client: only the proven (pk0, a) over Q may be used, so the Q-only
         # encryption (c0 = pk0 u + e0 + p, c1 = a u + e1; Lattigo's also uses pk's P part).
-        with pts[0] as first:
+        with encode_limbs(prm, neg_r, f, bud.log_delta, bud.level) as pt:
             if self.malicious:
                 from secinfer.crypto.he.rlwe import encrypt_with_randomness
 
-                ct, _ = encrypt_with_randomness(prm, first, self.pk, seed=prg.seed())
+                ct, _ = encrypt_with_randomness(prm, pt, self.pk, seed=prg.seed())
             else:
-                ct = prm.encrypt(first, self.pk)
-        for pt in pts[1:]:
-            nxt = ev.add(ct, pt)
-            ct.close()
-            pt.close()
-            ct = nxt
-        ev.close()
+                ct = prm.encrypt(pt, self.pk)
         return ct, rmask
 
     def prepare_server(self, steps: list, weights: dict, prg) -> dict:
@@ -604,7 +596,6 @@ class CKKSLinear:
 
     def _server_rows(self, ep, idx, step, w, prg):
         from secinfer.crypto.he.evaluator import Evaluator
-        from secinfer.crypto.he.rlwe import coeff_encode
 
         g, prm = self.g, self.params
         wbits = int(step["wbits"])
@@ -661,42 +652,38 @@ class CKKSLinear:
             raise FrameError("crisp/ckks: client ciphertext has the wrong degree, level or scale")
         return ct
 
-    def _mask_plaintexts(self, bud: LayerBudget, prg, coeff_encode):
-        """Plaintexts (all at scale Delta, as the product ciphertext) adding
-        -Delta R + F to every coefficient, R uniform in [0, 2^(B+sigma)), F uniform in
-        [-2^phi, 2^phi): written in 52-bit chunks so that every encoded value is exactly
-        representable in float64 (coefficient = round(value * Delta), exact).
-        Returns (plaintexts, R mod 2^k as a Z_2^k array of length N)."""
+    def _mask_limbs(self, bud: LayerBudget, prg):
+        """The mask plaintext -Delta R + F of every coefficient as the exact multi-limb
+        integers (-R, F) (``rlwe.encode_limbs``: 2^log_delta (-R) + F), R uniform in
+        [0, 2^(B+sigma)), F uniform in [-2^phi, 2^phi). Returns (-R limbs, F limbs,
+        R mod 2^k as a Z_2^k array of length N: the server's share of the answer)."""
         g, n = self.g, self.params.n
-        delta = 2.0 ** bud.log_delta
-        pts = []
+        r_words = _uniform_words(prg, n, bud.B + bud.sigma)
+        f = _limbs40(_uniform_words(prg, n, bud.phi + 1), bud.phi + 1)
+        top, off = divmod(bud.phi, 40)
+        f[top] -= 1 << off                 # centre: F' - 2^phi, F' uniform in [0, 2^(phi+1))
         r_ring = g.zeros((n,))
-        for p, width in _chunks(bud.B + bud.sigma):
-            rp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
-            r_ring = g.add(r_ring, g.shl(g.from_u64(rp), 52 * p))
-            pts.append(coeff_encode(self.params, -rp.astype(np.float64) * 2.0 ** (52 * p), delta,
-                                    bud.level))
-        for p, width in _chunks(bud.phi + 1):
-            fp = prg.uint64((n,)) & np.uint64((1 << width) - 1)
-            fv = fp.astype(np.float64)
-            if p == bud.phi // 52:   # centre F: subtract 2^phi in this chunk (|fv| < 2^52 stays exact)
-                fv -= 2.0 ** (bud.phi - 52 * p)
-            pts.append(coeff_encode(self.params, fv * (2.0 ** (52 * p) / delta), delta, bud.level))
-        return pts, r_ring
+        w = min(g.limbs, r_words.shape[1])
+        r_ring[:, :w] = r_words[:, :w]
+        return -_limbs40(r_words, bud.B + bud.sigma), f, g.reduce(r_ring)
 
 
 def _mask_key(idx: int, bud) -> tuple:
     return (idx, bud.log_delta, bud.B, bud.phi, bud.D, bud.T)
 
 
-def _chunks(bits: int):
-    """(index, width) of 52-bit chunks covering ``bits`` bits."""
-    out, p = [], 0
-    while bits > 0:
-        out.append((p, min(52, bits)))
-        bits -= 52
-        p += 1
-    return out
+def _uniform_words(prg, n: int, bits: int) -> np.ndarray:
+    """n integers uniform in [0, 2^bits) as little-endian uint64 words, shape (n, W)."""
+    words = prg.uint64((n, -(-bits // 64)))
+    if bits % 64:
+        words[:, -1] &= np.uint64((1 << (bits % 64)) - 1)
+    return words
+
+
+def _limbs40(words: np.ndarray, bits: int) -> np.ndarray:
+    """(n, W) uint64 words of integers below 2^bits -> (ceil(bits / 40), n) int64 limbs of
+    40 bits (the HE layer's multi-limb format, x = sum_l limb[l] 2^(40 l))."""
+    return np.stack([_bitfield(words, 40 * l, 40).astype(np.int64) for l in range(-(-bits // 40))])
 
 
 def _bitfield(a: np.ndarray, start: int, width: int) -> np.ndarray:

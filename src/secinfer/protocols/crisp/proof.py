@@ -20,7 +20,8 @@ itself is proven well formed (``crypto.zk.keyproof``, :func:`key_setup_server` /
 :func:`key_setup_client`):
 
     server -> client  crisp/he-a           16-byte fresh seed of a = pk1 (uniform in R_Q)
-    client -> server  crisp/he-pk0         pk0 = e - a s, coefficient residues (QCount, N)
+    client -> server  crisp/he-pk0         pk0 = e - a s, coefficient residues (QCount, N),
+                                           each row packed at its prime's width
     client -> server  crisp/he-pk/h<a>     32-byte hash of the commitments
     server -> client  crisp/he-pk/ch<a>    16-byte fresh challenge seed
     client -> server  crisp/he-pk/z<a>     packed responses, or one 0 byte = restart
@@ -82,7 +83,7 @@ def expand_next(eng) -> None:
     first proof, then right after each response, while the server verifies), so that
     committing is not on the online critical path. One proof's masks are held at a time."""
     for key, pre in eng._precommit.items():       # insertion order = proof order
-        if len(pre) == 2:
+        if len(pre) == 3:
             eng._precommit[key] = popk.expand_masks(pre, eng.params.n, key[6], key[7], key[5], eng.sigma)
         return
 
@@ -224,13 +225,15 @@ def key_setup_server(eng, ep, prg):
     pk0 + a s = e; returns the Q-only public key (pk0, a) the engine then uses."""
     from secinfer.crypto.he.errors import HEError
     from secinfer.crypto.he.rlwe import public_key_from_parts
+    from secinfer.crypto.he.trimmed import packed_poly_size, unpack_poly
 
     prm = eng.params
     a_seed = prg.seed()[:A_SEED_BYTES]
     ep.send(CLIENT, "crisp/he-a", np.frombuffer(a_seed, np.uint8))
-    (pk0,) = ep.recv(CLIENT, "crisp/he-pk0", ArraySpec(np.uint64, (len(prm.q), prm.n)))
-    try:
-        pk = public_key_from_parts(prm, a_seed, pk0)
+    top = len(prm.q) - 1
+    (raw,) = ep.recv(CLIENT, "crisp/he-pk0", ArraySpec(np.uint8, (packed_poly_size(prm, top),)))
+    try:     # exact length, every residue below its prime, zero padding: else FrameError
+        pk = public_key_from_parts(prm, a_seed, unpack_poly(prm, raw, top))
     except HEError as e:
         raise FrameError(f"crisp: client pk0 rejected: {e}") from None
     ver = keyproof.KeyVerifier(prm, pk, eng.sigma)
@@ -255,6 +258,7 @@ def key_setup_client(eng, ep, prg, tamper):
     """Client: key pair for the server's a, pk0 to the server, proof of short (s, e)."""
     from secinfer.crypto.he import linmap
     from secinfer.crypto.he.rlwe import keygen_seeded, public_key_from_parts
+    from secinfer.crypto.he.trimmed import pack_poly
 
     prm = eng.params
     (a_seed,) = ep.recv(SERVER, "crisp/he-a", ArraySpec(np.uint8, (A_SEED_BYTES,)))
@@ -265,7 +269,8 @@ def key_setup_client(eng, ep, prg, tamper):
         kp.pk.close()
         kp.pk = public_key_from_parts(prm, a_seed.tobytes(), pk0)
         s, e = s2, e2
-    ep.send(SERVER, "crisp/he-pk0", tamper("pk0", 0, kp.pk.poly(0)))
+    packed = np.frombuffer(pack_poly(prm, tamper("pk0", 0, kp.pk.poly(0))), np.uint8)
+    ep.send(SERVER, "crisp/he-pk0", tamper("pk0-bytes", 0, packed))
     prover = keyproof.KeyProver(prm, kp.pk, s, e, prg.derive("keyproof"), eng.sigma)
     for a in range(popk.MAX_ATTEMPTS):
         ep.send(SERVER, f"crisp/he-pk/h{a}", np.frombuffer(tamper("pk-h", 0, prover.commit()), np.uint8))

@@ -9,12 +9,14 @@ import "C"
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"math"
 	"math/big"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
@@ -29,6 +31,9 @@ import (
 // out m, u, e0, e1, one after the other.
 
 const popkLimbBits = 40
+
+// hostLittleEndian: uint64 residues are already little-endian in memory (amd64, arm64).
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // popkPoly writes (add = false) or adds (add = true) scale * sum_l src[l] 2^(40 l) mod
 // every prime of r into dst (scale nil: 1). Limbs below 2q (all but huge top limbs) are
@@ -83,12 +88,26 @@ func popkPoly(r *ring.Ring, src []int64, L, N int, scale *big.Int, add bool, dst
 }
 
 // popkHashRows returns SHA-256(tag || hdr || d_0 || .. || d_(rows-1)) where d_k is the
-// SHA-256 of the NTT residues of every polynomial image(k) returns. Rows are independent:
+// SHA-256 of the residues of every polynomial image(k) returns. Rows are independent:
 // a pool of one worker per CPU (Lattigo's ring operations are pure functions of their
 // arguments) takes rows one at a time, evaluates and hashes them, so neither the
 // evaluation nor the hashing waits for a whole block, and only one row per worker is
 // held in memory.
 func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k int) []ring.Poly) []byte {
+	return popkHashRowsSkip(r, rows, tag, hdr, -1, image)
+}
+
+// popkHashRowsSkip is popkHashRows without residue row `skip` of every polynomial (the
+// rounding prime's row, zero after popkRound; -1: none).
+func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int) []ring.Poly) []byte {
+	return popkHashRowsScratch(r, rows, tag, hdr, skip, func(k int, _ *[3]ring.Poly) []ring.Poly { return image(k) })
+}
+
+// popkHashRowsScratch is popkHashRowsSkip with three scratch polynomials per worker,
+// passed to every image call of that worker (allocated on its first row; an image must
+// overwrite what it uses: the same buffers serve the worker's next row once this row is
+// hashed).
+func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int, scr *[3]ring.Poly) []ring.Poly) []byte {
 	digests := make([][sha256.Size]byte, rows)
 	panics := make([]any, rows)
 	workers := runtime.NumCPU()
@@ -105,6 +124,8 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 8*r.N())
+			var scr [3]ring.Poly
+			scr[0], scr[1], scr[2] = r.NewPoly(), r.NewPoly(), r.NewPoly()
 			for {
 				k := int(atomic.AddInt64(&next, 1) - 1)
 				if k >= rows {
@@ -113,9 +134,17 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 				func() {
 					defer func() { panics[k] = recover() }()
 					h := sha256.New()
-					for _, p := range image(k) {
+					for _, p := range image(k, &scr) {
 						for l := 0; l <= r.Level(); l++ {
-							for j, c := range p.Coeffs[l] {
+							if l == skip {
+								continue
+							}
+							row := p.Coeffs[l]
+							if hostLittleEndian { // the same bytes, without the copy
+								h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&row[0])), 8*len(row)))
+								continue
+							}
+							for j, c := range row {
 								binary.LittleEndian.PutUint64(buf[8*j:], c)
 							}
 							h.Write(buf)
@@ -141,22 +170,65 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 	return hsh.Sum(nil)
 }
 
-// popkImage returns f(z) in the NTT domain for one argument z (layout above): three
-// coefficient passes (Delta m + e0 in one), three NTTs, two fused multiply-adds.
-func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int) (ring.Poly, ring.Poly) {
+// popkImage returns f(z) for one argument z (layout above) as coefficient-domain
+// residues, each component minus sum_j sel(j) ct_j (cts in the NTT domain; sel nil: none):
+// one NTT (u), two fused products, the ciphertexts subtracted in the NTT domain, two
+// inverse NTTs, then Delta m + e0 and e1 added coefficient-wise. The results are written
+// into scr[0] (c0) and scr[2] (c1), with scr[1] as work space, every coefficient
+// overwritten (scr nil: fresh polynomials).
+func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, sel func(j int) bool, scr *[3]ring.Poly) (ring.Poly, ring.Poly) {
 	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
-	c0, u, c1 := r.NewPoly(), r.NewPoly(), r.NewPoly()
-	popkPoly(r, z[:o1], ls[0], N, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), false, c0)
-	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
+	if scr == nil {
+		scr = &[3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	}
+	c0, u, c1 := scr[0], scr[1], scr[2]
 	popkPoly(r, z[o1:o2], ls[1], N, nil, false, u)
-	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, false, c1)
 	r.NTT(u, u)
-	r.NTT(c0, c0)
-	r.NTT(c1, c1)
 	// pk is stored in NTT and Montgomery form: the Montgomery product gives pk*u in NTT.
-	r.MulCoeffsMontgomeryThenAdd(u, pk.v.Value[0].Q, c0)
-	r.MulCoeffsMontgomeryThenAdd(u, pk.v.Value[1].Q, c1)
+	r.MulCoeffsMontgomery(u, pk.v.Value[0].Q, c0)
+	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
+	for j, ct := range cts {
+		if sel(j) {
+			r.Sub(c0, ct.v.Value[0], c0)
+			r.Sub(c1, ct.v.Value[1], c1)
+		}
+	}
+	r.INTT(c0, c0)
+	r.INTT(c1, c1)
+	popkPoly(r, z[:o1], ls[0], N, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), true, c0)
+	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
+	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, true, c1)
 	return c0, c1
+}
+
+// popkRound replaces a coefficient-domain polynomial c (residues at every prime of r) by
+// a bijective image of its high part with respect to the prime of index rp: with X in
+// [0, Q) the integer of a coefficient, low = X mod q_rp (written to low when it is not
+// nil) and H = (X - low) / q_rp < Q / q_rp, row i != rp becomes (x_i - low) mod q_i =
+// q_rp H mod q_i, which determines H mod q_i (q_rp is invertible mod q_i), so the rows
+// together determine H; row rp is zeroed (the hash skips it). H(X) = H(X') implies
+// |X - X'| < q_rp, and H(X) = H(X + d) whenever low lies in [|d|, q_rp - |d|): the
+// rounding of the proof's e0 and e1 components (popk.py).
+func popkRound(r *ring.Ring, c ring.Poly, rp int, low []uint64) {
+	lows := c.Coeffs[rp]
+	if low != nil {
+		copy(low, lows)
+	}
+	for i, s := range r.SubRings[:r.Level()+1] {
+		if i == rp {
+			continue
+		}
+		q, bred := s.Modulus, s.BRedConstant
+		row := c.Coeffs[i]
+		for j, lo := range lows {
+			if lo >= q { // never when q_rp is the smallest prime (popk.round_prime)
+				lo = ring.BRedAdd(lo, q, bred)
+			}
+			d := row[j] - lo // branch-free (x_i - lo) mod q_i
+			row[j] = d + (q & uint64(int64(d)>>63))
+		}
+	}
+	clear(lows)
 }
 
 func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*ring.Ring, *PK, [4]int, int) {
@@ -171,7 +243,7 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 	}
 	var ls [4]int
 	for i, v := range i64s(limbs, 4) {
-		if v < 1 || v > 8 {
+		if (v < 1 && i < 2) || v < 0 || v > 8 { // e0, e1 may be absent (rounded proofs)
 			fail(codeArgument, "component %d: limb count %d not in 1..8", i, v)
 		}
 		ls[i] = int(v)
@@ -179,18 +251,30 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 	return P.RingQ().AtLevel(int(level)), pk, ls, P.N()
 }
 
-// he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  (NTT
-// residues, both components) with SHA-256 into out (32 bytes). The prover calls it with
-// nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses z_k, the
-// client's ciphertexts and the binary challenge; an honest transcript gives equal digests.
+// he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  with
+// SHA-256 into out (32 bytes), both components as coefficient residues. The prover calls
+// it with nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses z_k,
+// the client's ciphertexts and the binary challenge; an honest transcript gives equal
+// digests. roundPrime >= 1: both components are hashed through popkRound with that prime
+// (exactly their high parts; the e0 and e1 limbs are then usually absent), and low, if
+// not null, receives the rows x 2 x N low residues (c0's, then c1's, per row: the
+// prover's band check); roundPrime < 0: exact.
 //
 //export he_popk_hash
-func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
+func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, roundPrime C.int, low *C.uint64_t, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
 	per := (ls[0] + ls[1] + ls[2] + ls[3]) * N
 	if rows < 1 || nct < 0 {
 		fail(codeArgument, "rows must be >= 1 and nct >= 0")
+	}
+	rp := int(roundPrime)
+	if rp == 0 || rp > int(level) {
+		fail(codeArgument, "round prime %d: must be in 1..level (or negative: exact)", rp)
+	}
+	var lows []uint64
+	if rp > 0 && low != nil {
+		lows = u64s(low, int(rows)*2*N)
 	}
 	zs := i64s(z, int(rows)*per)
 	var hs []uint64
@@ -216,13 +300,17 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(level))
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
-	sum := popkHashRows(r, int(rows), "secinfer/crisp-popk/v1", hdr, func(k int) []ring.Poly {
-		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N)
-		for j, ct := range ctv {
-			if ch[k*len(ctv)+j] == 1 {
-				r.Sub(c0, ct.v.Value[0], c0)
-				r.Sub(c1, ct.v.Value[1], c1)
+	binary.LittleEndian.PutUint32(hdr[12:], uint32(int32(rp)))
+	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v2", hdr, rp, func(k int, scr *[3]ring.Poly) []ring.Poly {
+		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
+			func(j int) bool { return ch[k*len(ctv)+j] == 1 }, scr)
+		if rp > 0 {
+			var l0, l1 []uint64
+			if lows != nil {
+				l0, l1 = lows[2*k*N:(2*k+1)*N], lows[(2*k+1)*N:(2*k+2)*N]
 			}
+			popkRound(r, c0, rp, l0)
+			popkRound(r, c1, rp, l1)
 		}
 		return []ring.Poly{c0, c1}
 	})
@@ -239,14 +327,43 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 	defer recoverTo(&rc, errbuf, errlen)
 	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
 	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
-	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N)
+	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil, nil)
 	L := r.Level() + 1
 	dst := u64s(out, 2*L*N)
 	for c, p := range []ring.Poly{c0, c1} {
-		r.INTT(p, p)
 		for l := 0; l < L; l++ {
 			copy(dst[(c*L+l)*N:(c*L+l+1)*N], p.Coeffs[l])
 		}
 	}
+	return codeOK
+}
+
+// he_encode_limbs makes the plaintext with coefficients 2^logScale a_j + b_j at `level`
+// (NTT domain, scale 2^logScale, not batched) from signed multi-limb integers a (la limbs
+// of N int64) and b (lb limbs), x_j = sum_l limb[l][j] 2^(40 l), exactly (popkPoly): the
+// coefficient encoding of values far beyond float64, e.g. crisp's mask plaintexts
+// -Delta R + F of ~300 bits in one call.
+//
+//export he_encode_limbs
+func he_encode_limbs(ph C.uint64_t, level, logScale, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if int(level) < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	if logScale < 0 || logScale > 1000 || la < 1 || la > 8 || lb < 1 || lb > 8 {
+		fail(codeArgument, "logScale must be 0..1000 and the limb counts 1..8")
+	}
+	r := P.RingQ().AtLevel(int(level))
+	N := P.N()
+	pt := rlwe.NewPlaintext(P, int(level))
+	popkPoly(r, i64s(a, int(la)*N), int(la), N, new(big.Int).Lsh(big.NewInt(1), uint(logScale)), false, pt.Value)
+	popkPoly(r, i64s(b, int(lb)*N), int(lb), N, nil, true, pt.Value)
+	pt.Scale = rlwe.NewScale(math.Ldexp(1, int(logScale)))
+	pt.IsBatched = false
+	if pt.IsNTT {
+		r.NTT(pt.Value, pt.Value)
+	}
+	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }

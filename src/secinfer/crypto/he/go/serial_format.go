@@ -140,12 +140,13 @@ func readHeader(b []byte, tag string, nfields int, what string) ([]uint32, []byt
 func marshalElement(tag string, degree int, meta *rlwe.MetaData, polys []ring.Poly, P ckksParams) []byte {
 	mb, err := meta.MarshalBinary()
 	check(err, codeHE, "metadata")
-	out := header(tag, uint32(degree), uint32(polys[0].Level()), uint32(len(mb)))
-	out = append(out, mb...)
 	refs := make([]polyRef, 0, len(polys))
 	for _, p := range polys {
 		refs = append(refs, polyRef{p, P.Q()})
 	}
+	hdr := header(tag, uint32(degree), uint32(polys[0].Level()), uint32(len(mb)))
+	out := make([]byte, 0, len(hdr)+len(mb)+polysSize(refs)) // one allocation, no regrowth
+	out = append(append(out, hdr...), mb...)
 	return writePolys(out, refs)
 }
 

@@ -130,3 +130,57 @@ func he_decrypt_trimmed(ph C.uint64_t, skh C.uint64_t, data *C.uchar, n C.size_t
 	}
 	return codeOK
 }
+
+// Raw residue polynomials (e.g. crisp's pk0, sent as coefficient residues): one polynomial
+// of N coefficients at `level`, every row packed at its prime's width (writePolys), no
+// header; the reader knows the level, so the exact length.
+
+func rawPoly(P ckksParams, level C.int, in []uint64) ring.Poly {
+	N := P.N()
+	rows := make([][]uint64, int(level)+1)
+	for l := range rows {
+		rows[l] = in[l*N : (l+1)*N]
+	}
+	return ring.Poly{Coeffs: rows}
+}
+
+// he_poly_pack packs (level + 1) x N residues; each must be below its prime.
+//
+//export he_poly_pack
+func he_poly_pack(ph C.uint64_t, level C.int, in *C.uint64_t, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if level < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	p := rawPoly(P, level, u64s(in, (int(level)+1)*P.N()))
+	moduli := P.Q()[:int(level)+1]
+	for l, row := range p.Coeffs {
+		for _, c := range row {
+			if c >= moduli[l] {
+				fail(codeArgument, "residue not reduced modulo prime %d", l)
+			}
+		}
+	}
+	refs := []polyRef{{p, moduli}}
+	outBytes(writePolys(make([]byte, 0, polysSize(refs)), refs), out, outlen)
+	return codeOK
+}
+
+// he_poly_unpack reads a packed polynomial at `level` into out ((level + 1) x N):
+// HESerializationError for any other length, an unreduced residue or non-zero padding.
+//
+//export he_poly_unpack
+func he_poly_unpack(ph C.uint64_t, level C.int, data *C.uchar, n C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if level < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	p := rawPoly(P, level, u64s(out, (int(level)+1)*P.N()))
+	refs := []polyRef{{p, P.Q()[:int(level)+1]}}
+	b := inBytes(data, n)
+	exactLen(b, refs, "packed polynomial")
+	readPolys(b, refs, "packed polynomial")
+	return codeOK
+}

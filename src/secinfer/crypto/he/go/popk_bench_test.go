@@ -1,0 +1,111 @@
+package main
+
+// Go-only timings of the proof-of-plaintext-knowledge map at benchmark A's size (N = 2^14,
+// 7 primes, a 1800-coefficient message support, e0 and e1 rounded away), row by row:
+//   go test -run xxx -bench 'Popk|NTT|HashRow|NewPoly' -benchtime 50x -count 3
+// (one row: the image, the image with both components rounded, its pieces: one NTT /
+// inverse NTT of a 7-prime polynomial, hashing one row's residues, three allocations).
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"math/rand"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+)
+
+func popkBenchSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
+	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{LogN: 14, LogQ: []int{60, 40, 40, 40, 40, 40, 40}, LogP: []int{61, 61}, LogDefaultScale: 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, pk := rlwe.NewKeyGenerator(p).GenKeyPairNew()
+	N := p.N()
+	ls := [4]int{2, 1, 0, 0}
+	z := make([]int64, 3*N)
+	for j := 0; j < 1800; j++ {
+		z[j] = rand.Int63n(1 << 40)
+		z[N+j] = rand.Int63n(1 << 38)
+	}
+	for j := 0; j < N; j++ {
+		z[2*N+j] = rand.Int63n(1<<28) - (1 << 27)
+	}
+	return p.RingQ(), &PK{v: pk}, z, ls
+}
+
+func BenchmarkPopkImage(b *testing.B) {
+	r, pk, z, ls := popkBenchSetup(b)
+	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
+	}
+}
+
+func BenchmarkPopkImageRound(b *testing.B) {
+	r, pk, z, ls := popkBenchSetup(b)
+	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
+		popkRound(r, c0, 6, nil)
+		popkRound(r, c1, 6, nil)
+	}
+}
+
+func BenchmarkNTT(b *testing.B) {
+	r, _, _, _ := popkBenchSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.NTT(p, p)
+	}
+}
+
+func BenchmarkHashRow(b *testing.B) {
+	r, _, _, _ := popkBenchSetup(b)
+	p := r.NewPoly()
+	buf := make([]byte, 8*r.N())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h := sha256.New()
+		for k := 0; k < 2; k++ {
+			for l := 0; l <= r.Level(); l++ {
+				for j, c := range p.Coeffs[l] {
+					binary.LittleEndian.PutUint64(buf[8*j:], c)
+				}
+				h.Write(buf)
+			}
+		}
+		h.Sum(nil)
+	}
+}
+
+func BenchmarkNewPoly3(b *testing.B) {
+	r, _, _, _ := popkBenchSetup(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		_, _, _ = r.NewPoly(), r.NewPoly(), r.NewPoly()
+	}
+}
+
+func BenchmarkINTT(b *testing.B) {
+	r, _, _, _ := popkBenchSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.INTT(p, p)
+	}
+}
+
+func BenchmarkNTTLazy(b *testing.B) {
+	r, _, _, _ := popkBenchSetup(b)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.NTTLazy(p, p)
+	}
+}
