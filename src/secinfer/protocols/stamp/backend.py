@@ -45,15 +45,21 @@ def _output_of(node: Node) -> str | None:
 
 
 class StampBackend:
-    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None) -> None:
+    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
+                 premultiply: bool = True) -> None:
         """``output_receiver``: the party that learns the graph's output; when set, the
-        executor fuses the last product with the opening (``product_output``)."""
+        executor fuses the last product with the opening (``product_output``).
+        ``premultiply`` (malicious): re-share f(A, W) of a product whose first operand will be
+        shared as A + rho as soon as A is known (``_premultiply``)."""
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
+        self.premultiply = premultiply
         self.ring = eng.ring
         self._rot = 0
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
-                       "rho_from_device": 0}
+                       "rho_from_device": 0, "premultiplied": 0}
+        self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
+        self._pre: dict[str, Pair | None] = {}    # product node -> re-shared f(A, W) (None: under way)
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
@@ -84,6 +90,7 @@ class StampBackend:
         bs = [self.ops.operand("b", f"w/{name}", env[name].a.shape) for name in names]
         sigmas = self.eng.open_many([rss.sub(self.ring, env[n], b) for n, b in zip(names, bs)], "rss/sigma")
         self._weights = {n: (f"w/{n}", b, s) for n, b, s in zip(names, bs, sigmas)}
+        self._wenv = {n: env[n] for n in names}
 
     # ---- activations whose rho comes from the LTEEs (malicious) -------------------------
     @staticmethod
@@ -111,7 +118,7 @@ class StampBackend:
             while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
                    and len(cons.get(prod[src].inputs[0], [])) == 1):
                 src = prod[src].inputs[0]
-            out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]))
+            out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]), cs)
         return out
 
     def _act_setup(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
@@ -121,15 +128,59 @@ class StampBackend:
         info = self._act_out.get(last)
         if info is None or path != "rss" or not self.eng.malicious:
             return None
-        name, uses, shape = info
+        name, uses, shape, nodes = info
         n = int(np.prod(out_shape))
         if int(np.prod(shape)) != n or (len(ranges) > 1 and (not shape or shape[0] != out_shape[0])):
             return None
         per_row = n // max(1, int(out_shape[0])) if len(ranges) > 1 else 0
         seg = [[c, ld, (hi - lo) * per_row if len(ranges) > 1 else n]
                for c, ((lo, hi), ld) in enumerate(zip(ranges, leaders))]
-        a_id = f"act/{self.ops.op}"
-        return name, uses, a_id, seg, self.ops.operand("a", a_id, shape, seg=seg)
+        pre = self._premultipliable(nodes, shape)
+        # the device operation that makes the activation comes after one triple per
+        # premultiplied product (each triple is a device operation of its own)
+        a_id = f"act/{self.ops.op + len(pre)}"
+        a = self.ops.operand("a", a_id, shape, seg=seg)
+        self._premultiply(pre, a_id, a, seg)
+        return name, uses, a_id, seg, a
+
+    # ---- premultiplied products (malicious) ---------------------------------------------
+    def _premultipliable(self, nodes: list, shape: tuple) -> list:
+        """The products among ``nodes`` (consumers of an activation of ``shape`` that will be
+        shared as A + rho) whose second operand is a weight with its sigma opened."""
+        if not (self.premultiply and self.eng.malicious):
+            return []
+        out = []
+        for nd in nodes:
+            wname = nd.inputs[1] if len(nd.inputs) > 1 else None
+            if wname in self._weights and wname in self._wenv and nd.name not in self._pre:
+                out.append(nd)
+        return out
+
+    def _premultiply(self, nodes: list, a_id: str, a: Pair, seg: list | None) -> None:
+        """For each product z = f(x, W) of ``nodes``, where x will be A + rho (A this host's
+        two components ``a`` of the named mask ``a_id``, rho public once known), re-share
+        f(A, W) now -- it does not depend on x -- and check it with the LTEEs' triple
+        (A, B, C = f(A, B)): delta = z_AW - C - f(A, sigma) (rho = 0; sigma = W - B opened
+        offline). The message is sent before this host's next sends and received with them
+        (``Engine.reshare_send``, ``recv_deferred``): no round of its own. When x is there,
+        z = z_AW + f(rho, W) is local (``_verified``), exactly f(x, W): the product costs no
+        round and opens nothing [docs: stamp.md, "Premultiplied products"]."""
+        eng, ring = self.eng, self.ring
+        for nd in nodes:
+            wname = nd.inputs[1]
+            b_id, bmask, sigma = self._weights[wname]
+            w = self._wenv[wname]
+            f = kernels.bilinear(nd.op, nd.attrs, ring)
+            z3 = rss.bilinear_local(ring, f, a, w)
+            _, _, c = self.ops.triple(nd.op, nd.attrs, a.a.shape, w.a.shape, z3.shape, a_id=a_id, b_id=b_id,
+                                      a_known=True, b_known=True, a_seg=seg)
+            self._pre[nd.name] = None
+
+            def on_recv(z, name=nd.name, f=f, c=c, bmask=bmask, sigma=sigma):
+                eng.queue_delta(f, z, (a, bmask, c), None, sigma)
+                self._pre[name] = z
+            eng.reshare_send(z3, "stamp/premul", on_recv)
+            self.counts["premultiplied"] += 1
 
     # ---- job construction ------------------------------------------------------------
     def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
@@ -181,9 +232,10 @@ class StampBackend:
 
     # ---- backend interface -------------------------------------------------------------
     def _local_product(self, node: Node, x: Pair, w: Pair, bias: Pair | None):
-        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it."""
+        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it
+        (z3 None for a premultiplied product, ``_verified`` finishes it)."""
         f = kernels.bilinear(node.op, node.attrs, self.ring)
-        z3 = rss.bilinear_local(self.ring, f, x, w)
+        z3 = None if node.name in self._pre else rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:
@@ -203,7 +255,8 @@ class StampBackend:
         opening)."""
         eng = self.eng
         f, z3, steps, plist = self._local_product(node, x, w, bias)
-        spec = {"shape": [int(d) for d in z3.shape], "out_shape": [int(d) for d in out_shape],
+        zshape = z3.shape if z3 is not None else self._pre_shape(node, f, x, w)
+        spec = {"shape": [int(d) for d in zshape], "out_shape": [int(d) for d in out_shape],
                 "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
         self.counts["device_calls"] += 1
         self.counts["output_fused"] += 1
@@ -223,8 +276,9 @@ class StampBackend:
         nsteps, nparams = self._node_steps(chain, len(plist), params)
         steps += nsteps
         plist += nparams
-        split = (_splittable(chain) and len(out_shape) >= 1 and z3.ndim >= 1
-                 and z3.shape[0] == out_shape[0])
+        zshape = z3.shape if z3 is not None else self._pre_shape(node, f, x, w)
+        split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
+                 and zshape[0] == out_shape[0])
         if not eng.malicious:
             return self._run(z3, steps, plist, out_shape, "3of3", split)
         z = self._verified(node, f, x, w, z3)
@@ -239,6 +293,7 @@ class StampBackend:
             return 0
         ok = all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == name and c.inputs[1] != name
                  for c in cons)
+        self._input_nodes = list(cons) if ok else []
         return len(cons) if ok else 0
 
     def masked_input(self, owner: int, x: np.ndarray | None, shape: tuple, name: str, products: int) -> Pair:
@@ -253,6 +308,7 @@ class StampBackend:
         eng, ring = self.eng, self.ring
         a_id = f"in{owner}/{name}"
         n = int(np.prod(shape))
+        pre = self._premultipliable(getattr(self, "_input_nodes", []), tuple(shape))
         if eng.me == owner:
             a, whole = self.ops.operand("a", a_id, shape, full=True)
             if x is None or tuple(x.shape) != tuple(shape):
@@ -260,8 +316,10 @@ class StampBackend:
             rho = ring.sub(ring.reduce(np.asarray(x, np.uint64)), whole)
             for p in ((owner + 1) % 3, (owner + 2) % 3):
                 eng.send_ring(p, "stamp/input-rho", rho)
+            self._premultiply(pre, a_id, a, None)      # travels with rho
         else:
             a = self.ops.operand("a", a_id, shape)
+            self._premultiply(pre, a_id, a, None)      # f(A, W) needs no rho: sent first
             (rho,) = eng.recv_ring(owner, "stamp/input-rho", n)
             rho = rho.reshape(shape)
             # one receiver tells the other the hash of its copy; checked before the
@@ -271,6 +329,7 @@ class StampBackend:
                 eng.send_hash(second, "stamp/input-rho/h", rho)
             else:
                 eng.expect_hash(first, "stamp/input-rho/h", rho, "input-consistency")
+        eng.recv_deferred()
         self._acts[name] = (a_id, a, rho, None)
         self._uses[name] = products
         return rss.add_public(ring, eng.me, a, rho)
@@ -286,6 +345,8 @@ class StampBackend:
         xk = self._acts.get(xname) if xname is not None else None
         if xk is not None and xk[1].a.shape != x.a.shape:
             xk = None
+        if node.name in self._pre and xk is not None and wk is not None:
+            return self._finish_premultiplied(node, f, xname, xk, w)
         a_id = xk[0] if xk is not None else f"x/{seq}"
         a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
                                   b_id=None if wk is None else wk[0], a_known=xk is not None,
@@ -303,6 +364,31 @@ class StampBackend:
                 del self._uses[xname]
             elif xk is None:
                 self._acts[xname] = (a_id, a, rho, None)
+        return z
+
+    def _pre_shape(self, node: Node, f, x: Pair, w: Pair) -> tuple:
+        z = self._pre.get(node.name)
+        if z is None:
+            self.eng.recv_deferred()
+            z = self._pre.get(node.name)
+        if z is None:
+            raise ProtocolError(f"premultiplied product {node.name!r} has no re-shared f(A, W)")
+        return z.a.shape
+
+    def _finish_premultiplied(self, node: Node, f, xname: str, xk: tuple, w: Pair) -> Pair:
+        """z = z_AW + f(rho, W): x = A + rho, z_AW the re-shared, checked f(A, W)
+        (``_premultiply``); f(rho, W) of the public rho is local and exact."""
+        ring = self.ring
+        self._pre_shape(node, f, xk[1], w)
+        zaw = self._pre.pop(node.name)
+        rho = xk[2]
+        z = rss.add(ring, zaw, Pair(ring.reduce(f(rho, w.a)), ring.reduce(f(rho, w.b))))
+        self.counts["sigma_reused"] += 1
+        self.counts["rho_reused"] += 1
+        self._uses[xname] -= 1
+        if self._uses[xname] <= 0:
+            self._acts.pop(xname, None)
+            del self._uses[xname]
         return z
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:

@@ -187,6 +187,8 @@ class StampOps:
                         mm, qq = self._exp_split(comp_t)
                         ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 base["flat"] = flat
+        # re-shares of premultiplied products sent before step 2 (``Engine.reshare_send``)
+        eng.recv_deferred()
         # step 3-5: receive, compare (malicious), evaluate in the LTEE, re-share
         for job, s in zip(jobs, st):
             i, e, t, sub, n_in = s["i"], s["e"], s["t"], s["sub"], s["n_in"]
@@ -236,6 +238,9 @@ class StampOps:
             elif me == i:
                 (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
                 job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
+        # malicious: the hashes of the pending deltas travel with the step-5 messages
+        # (``Engine.start_check``); compared below, before the operation returns
+        checking = mal and eng.start_check()
         for job, s in zip(jobs, st):
             i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
             if me != t:
@@ -257,6 +262,8 @@ class StampOps:
                     raise ep.abort("relu-step5", None,
                                    "the two LTEE evaluations' output shares disagree")
             job.result = Pair(real, zi)
+        if checking:
+            eng.finish_check()
         self.op += 1
         self.ctr += self._n_op
         outs = []
