@@ -6,7 +6,7 @@ two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
 duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
-products only hands them their rho (``_act_setup``).
+products only hands them their rho (``_act_plan``).
 Batches are split across the three parties [4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
@@ -21,12 +21,12 @@ from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine
 from secinfer.protocols.stamp.executor import LINEAR
-from secinfer.protocols.stamp.nonlinear import Job, StampOps, split_batch
+from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
 _RESHAPES = ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")   # keep the element order
-_PER_SAMPLE = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+_PER_SAMPLE = ("Add", "Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
 
 
@@ -54,6 +54,7 @@ class StampBackend:
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
         self.premultiply = premultiply
+        self.fuse_residual = True   # executor: product -> Add(residual) -> non-linear ops in one step
         self.ring = eng.ring
         self._rot = 0
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
@@ -76,7 +77,7 @@ class StampBackend:
         sigma every time. Activations that are the first operand of several products
         (attention's Q, K, V from one input) share their A and rho likewise, and an
         activation made by a device step that feeds products only gets its A and rho from
-        the LTEEs of that step (``_act_setup``)."""
+        the LTEEs of that step (``_act_plan``)."""
         names, first = [], {}
         for node in graph.nodes:
             if node.op not in LINEAR or len(node.inputs) < 2:
@@ -121,10 +122,11 @@ class StampBackend:
             out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]), cs)
         return out
 
-    def _act_setup(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
+    def _act_plan(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
         """Malicious rss step whose output ``last`` feeds products only: the activation mask
         A of the next products is this device operation's "act/<op>" (one segment per job,
-        ``ltee_device._act_comps``); this host's two components of it, or None."""
+        ``ltee_device._act_comps``). Returns (name, uses, shape, segments, products to
+        premultiply) or None; ``_act_make`` then gets this host's two components of A."""
         info = self._act_out.get(last)
         if info is None or path != "rss" or not self.eng.malicious:
             return None
@@ -135,10 +137,15 @@ class StampBackend:
         per_row = n // max(1, int(out_shape[0])) if len(ranges) > 1 else 0
         seg = [[c, ld, (hi - lo) * per_row if len(ranges) > 1 else n]
                for c, ((lo, hi), ld) in enumerate(zip(ranges, leaders))]
-        pre = self._premultipliable(nodes, shape)
-        # the device operation that makes the activation comes after one triple per
-        # premultiplied product (each triple is a device operation of its own)
-        a_id = f"act/{self.ops.op + len(pre)}"
+        return name, uses, shape, seg, self._premultipliable(nodes, shape)
+
+    def _act_make(self, plan, op_at_run: int, first_sub: int = 0):
+        """A of ``_act_plan`` for the device operation numbered ``op_at_run`` (after the
+        triples of the premultiplied products, each a device operation of its own), its
+        segments in the operation's slots from ``first_sub``; premultiplies."""
+        name, uses, shape, seg, pre = plan
+        seg = [[sub + first_sub, ld, k] for sub, ld, k in seg]
+        a_id = f"act/{op_at_run}"
         a = self.ops.operand("a", a_id, shape, seg=seg)
         self._premultiply(pre, a_id, a, seg)
         return name, uses, a_id, seg, a
@@ -183,33 +190,38 @@ class StampBackend:
             self.counts["premultiplied"] += 1
 
     # ---- job construction ------------------------------------------------------------
-    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
-             last: str | None = None) -> Pair:
+    def _split(self, data, out_shape: tuple, split: bool):
         n = (data.a if isinstance(data, Pair) else data).shape[0] if len(out_shape) else 1
         ranges = [r for r in split_batch(n) if r[1] > r[0]] if split and n >= 2 else [(0, n)]
         leaders = [c if len(ranges) > 1 else self._rot % 3 for c in range(len(ranges))]
-        act = self._act_setup(last, ranges, leaders, out_shape, path) if last is not None else None
+        if len(ranges) == 1:
+            self._rot += 1
+        return ranges, leaders
+
+    @staticmethod
+    def _jobs(data, steps: list, params: list[Pair], out_shape: tuple, ranges: list, leaders: list,
+              batched: set, act) -> list:
+        """One job per batch part [4.2]; parameters in ``batched`` (a residual) are cut by rows
+        like the data, the others (bias, LayerNorm gamma/beta) go whole to every job."""
         jobs, pos = [], 0
         for c, (lo, hi) in enumerate(ranges):
-            leader = leaders[c]
-            chunk = Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi]
-            if len(ranges) == 1:
-                chunk = data
+            one = len(ranges) == 1
+            chunk = data if one else (Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi])
+            jp = [p if one or k not in batched else Pair(p.a[lo:hi], p.b[lo:hi]) for k, p in enumerate(params)]
             ishape = (chunk.a if isinstance(chunk, Pair) else chunk).shape
-            oshape = ((hi - lo),) + tuple(out_shape[1:]) if len(ranges) > 1 else tuple(out_shape)
+            oshape = tuple(out_shape) if one else ((hi - lo),) + tuple(out_shape[1:])
             spec = {"shape": [int(d) for d in ishape], "out_shape": [int(d) for d in oshape],
-                    "params": [[int(d) for d in p.a.shape] for p in params], "steps": steps}
-            job = Job(leader, spec, chunk, list(params))
+                    "params": [[int(d) for d in p.a.shape] for p in jp], "steps": steps}
+            job = Job(leaders[c], spec, chunk, jp)
             if act is not None:
                 k = act[3][c][2]
                 spec["act"] = 1
                 job.act = Pair(act[4].a.reshape(-1)[pos:pos + k], act[4].b.reshape(-1)[pos:pos + k])
                 pos += k
             jobs.append(job)
-        if len(ranges) == 1:
-            self._rot += 1
-        outs = self.ops.run(jobs, path)
-        self.counts["device_calls"] += 1
+        return jobs
+
+    def _collect(self, jobs: list, outs: list, act) -> Pair:
         if act is not None:
             name, uses, a_id, seg, a = act
             rho = np.concatenate([j.rho.reshape(-1) for j in jobs]).reshape(a.a.shape)
@@ -219,6 +231,37 @@ class StampBackend:
         if len(outs) == 1:
             return outs[0]
         return Pair(np.concatenate([o.a for o in outs]), np.concatenate([o.b for o in outs]))
+
+    def _run_many(self, tasks: list, path: str) -> list[Pair]:
+        """Device operation(s) for ``tasks`` = [(data, steps, params, out_shape, split, last,
+        batched)]: all their jobs in one operation of at most ``nonlinear.MAX_JOBS`` jobs
+        (two rounds for all), in order."""
+        plans = []
+        for data, steps, params, out_shape, split, last, batched in tasks:
+            ranges, leaders = self._split(data, out_shape, split)
+            ap = self._act_plan(last, ranges, leaders, out_shape, path) if last is not None else None
+            plans.append((ranges, leaders, ap))
+        op_at_run = self.ops.op + sum(len(ap[4]) for _, _, ap in plans if ap is not None)
+        results, batch, sub = [], [], 0
+        for (data, steps, params, out_shape, split, last, batched), (ranges, leaders, ap) in zip(tasks, plans):
+            if sub + len(ranges) > MAX_JOBS:
+                raise ProtocolError("too many jobs for one device operation")
+            act = self._act_make(ap, op_at_run, sub) if ap is not None else None
+            jobs = self._jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
+            batch.append((jobs, act))
+            sub += len(jobs)
+        alljobs = [j for jobs, _ in batch for j in jobs]
+        outs = self.ops.run(alljobs, path)
+        self.counts["device_calls"] += 1
+        k = 0
+        for jobs, act in batch:
+            results.append(self._collect(jobs, outs[k:k + len(jobs)], act))
+            k += len(jobs)
+        return results
+
+    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
+             last: str | None = None, batched: set | None = None) -> Pair:
+        return self._run_many([(data, steps, params, out_shape, split, last, batched or set())], path)[0]
 
     @staticmethod
     def _node_steps(nodes: list[Node], first_param: int, params: list[list[Pair]]):
@@ -269,21 +312,38 @@ class StampBackend:
         eng.flush_checks()   # [Protocol 5 step 1, malicious]: verified before it leaves
         return self.ops.output(Job(r, spec, z, plist), r)
 
-    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
-                params: list[list[Pair]], out_shape: tuple) -> Pair:
-        eng = self.eng
+    def _product_task(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                      params: list[list[Pair]], out_shape: tuple) -> tuple:
+        """The local product (malicious: re-shared and verified, ``_verified``) and the device
+        task that finishes it: truncation, bias, the fused chain."""
         f, z3, steps, plist = self._local_product(node, x, w, bias)
         nsteps, nparams = self._node_steps(chain, len(plist), params)
+        # a residual (Add in the chain, executor ``_residual_chain``) is cut by rows like the data
+        batched = {i for st in nsteps if st["node"]["op"] == "Add" for i in st["params"]}
         steps += nsteps
         plist += nparams
         zshape = z3.shape if z3 is not None else self._pre_shape(node, f, x, w)
         split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
                  and zshape[0] == out_shape[0])
-        if not eng.malicious:
-            return self._run(z3, steps, plist, out_shape, "3of3", split)
+        if not self.eng.malicious:
+            return (z3, steps, plist, out_shape, split, None, batched)
         z = self._verified(node, f, x, w, z3)
         last = None if any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
-        return self._run(z, steps, plist, out_shape, "rss", split, last)
+        return (z, steps, plist, out_shape, split, last, batched)
+
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair:
+        return self.products([(node, x, w, bias, chain, params, out_shape)])[0]
+
+    def products(self, items: list[tuple]) -> list[Pair]:
+        """Independent products (``executor._siblings``: attention's Q, K, V of one input),
+        each (node, x, w, bias, chain, params, out_shape), finished by ONE device operation:
+        their jobs run in lockstep (two rounds for all, instead of two each)."""
+        tasks = [self._product_task(*it) for it in items]
+        out = []
+        for k in range(0, len(tasks), max(1, MAX_JOBS // 3)):
+            out += self._run_many(tasks[k:k + max(1, MAX_JOBS // 3)], "rss" if self.eng.malicious else "3of3")
+        return out
 
     def can_mask_input(self, graph: Graph, name: str) -> int:
         """Malicious: the number of products that take input ``name`` as their first

@@ -40,10 +40,11 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
-from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, expand, zero_component
+from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
+MAX_JOBS = SLOTS   # jobs of one device operation: three batch parts of up to three products
 _M52 = U64((1 << MANT_BITS) - 1)
 _M32 = U64((1 << EXP_BITS) - 1)
 
@@ -137,14 +138,14 @@ class StampOps:
             raise ProtocolError("the 3-out-of-3 path is semi-honest only; verify the product first")
         names, ep = eng.names, eng.ep
         ring = eng.ring
-        if not 1 <= len(jobs) <= 3:
-            raise ProtocolError("a device operation runs one to three jobs (the batch split of [4.2])")
+        if not 1 <= len(jobs) <= MAX_JOBS:
+            raise ProtocolError(f"a device operation runs one to {MAX_JOBS} jobs (the batch split of [4.2])")
         sizes = []
         for job in jobs:
             kernels.validate(job.spec)
             n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
             sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
-        self._n_op = 3 * max(sizes)   # one operation, one counter slot per job
+        self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
         st = []
         # step 1-2: mask and send
         for sub, job in enumerate(jobs):
@@ -297,7 +298,7 @@ class StampOps:
         kernels.validate(job.spec)
         n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
         oshape = kernels.out_shape(job.spec)
-        self._n_op = 3 * max(n_in, int(np.prod(oshape)))
+        self._n_op = SLOTS * max(n_in, int(np.prod(oshape)))
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
@@ -353,7 +354,7 @@ class StampOps:
         operands (``a_id``/``b_id``) are shared with other triples; an operand the host
         already holds (``*_known``) is not sent again and comes back as None."""
         size = max(int(np.prod(s)) for s in (xs, ws, cs))
-        self._n_op = 3 * size
+        self._n_op = SLOTS * size
         spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs),
                 "a_id": a_id, "b_id": b_id, "a_known": a_known, "b_known": b_known}
         if a_seg is not None:     # an activation mask "act/<op>" (``StampBackend._act_setup``)
