@@ -399,8 +399,8 @@ def test_activation_masks_policy():
         if i != 0:
             return None
         codes = []
-        for args in (("eval", np.array([1, 30, 0, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32)),
-                     ("operand", np.array([1, 30, 0, 0], np.int64),
+        for args in (("eval", np.array([1, 54, 0, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32)),
+                     ("operand", np.array([1, 54, 0, 0], np.int64),
                       spec_bytes({"which": "a", "a_id": "act/1", "shape": [2, 3], "a_seg": [[0, 0, 5]]}))):
             try:
                 ops.link.call(*args)
