@@ -192,8 +192,13 @@ class StampBackend:
     # ---- job construction ------------------------------------------------------------
     def _split(self, data, out_shape: tuple, split: bool):
         n = (data.a if isinstance(data, Pair) else data).shape[0] if len(out_shape) else 1
-        ranges = [r for r in split_batch(n) if r[1] > r[0]] if split and n >= 2 else [(0, n)]
-        leaders = [c if len(ranges) > 1 else self._rot % 3 for c in range(len(ranges))]
+        # the part whose evaluator is the output party (leader r - 1) is the lighter one
+        light = None if self.output_receiver is None else (self.output_receiver - 1) % 3
+        parts = [(c, r) for c, r in enumerate(split_batch(n, light=light)) if r[1] > r[0]] if split and n >= 2 else []
+        if len(parts) > 1:
+            ranges, leaders = [r for _, r in parts], [c for c, _ in parts]
+        else:
+            ranges, leaders = [(0, n)], [self._rot % 3]
         if len(ranges) == 1:
             self._rot += 1
         return ranges, leaders

@@ -67,12 +67,15 @@ class Job:
     rho: np.ndarray | None = None
 
 
-def split_batch(n: int, parts: int = 3) -> list[tuple[int, int]]:
-    """Rows of a batch of n for leaders 0, 1, 2 (empty ranges dropped) [4.2]."""
+def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
+    """Rows of a batch of n for leaders 0, 1, 2 [4.2]. When n is not a multiple of three,
+    the part of leader ``light`` gets no extra row (its evaluator has more to do elsewhere:
+    the output party's LTEE runs the whole fused output step)."""
     base, extra = divmod(n, parts)
+    order = list(range(parts)) if light is None else [c for c in range(parts) if c != light] + [light]
     out, s = [], 0
     for c in range(parts):
-        k = base + (1 if c < extra else 0)
+        k = base + (1 if order.index(c) < extra else 0)
         out.append((s, s + k))
         s += k
     return out
