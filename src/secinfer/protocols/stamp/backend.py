@@ -96,9 +96,11 @@ class StampBackend:
     # ---- activations whose rho comes from the LTEEs (malicious) -------------------------
     @staticmethod
     def _activations(graph) -> dict:
-        """Device-step outputs whose only use is as the first operand of products, possibly
-        through order-preserving reshapes: {output: (activation the products take, number of
-        products, its shape)}."""
+        """Device-step outputs used as the first operand of products (and as no product's
+        second operand), possibly through order-preserving reshapes: {output: (activation the
+        products take, number of products, its shape, the products)}. Other consumers (a
+        residual Add, a LayerNorm) are allowed: A + rho is a replicated sharing of the
+        activation like any other, they use it as it is."""
         shapes = getattr(graph, "shapes", None) or {}
         outputs = set(getattr(graph, "output_names", ()) or ())
         inputs = set(getattr(graph, "input_names", ()) or ())
@@ -113,13 +115,14 @@ class StampBackend:
         for t, cs in cons.items():
             if t in graph.weight_info or t in inputs or t in outputs or t not in shapes:
                 continue
-            if not all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in cs):
+            prods = [c for c in cs if c.op in LINEAR]
+            if not prods or not all(len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in prods):
                 continue
             src = t
             while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
                    and len(cons.get(prod[src].inputs[0], [])) == 1):
                 src = prod[src].inputs[0]
-            out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]), cs)
+            out[src] = (t, len(prods), tuple(int(d) for d in shapes[t]), prods)
         return out
 
     def _act_plan(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
