@@ -188,3 +188,18 @@ def test_last_product_followed_by_movement_ops(security):
     assert res["p1"].output_ring.shape == (4, 2, 2)
     assert np.array_equal(res["p1"].output_ring, ref)
     assert res["p1"].info["output_fused"] == 1
+
+
+@pytest.mark.parametrize("name,rounds", [("network-b", 6), ("network-c", 8), ("lenet", 8)])
+def test_zoo_convnets_malicious_premultiplied_exact(name, rounds):
+    """Malicious, every product premultiplied (convolutions included: the masked input's,
+    then each one after a device step): outputs equal the oracle; input 1, one device step
+    (2 rounds) per non-linear layer, the output step 1."""
+    from secinfer.ir.zoo import build
+    g = load_model(build(name, seed=0, batch=4))
+    x = PRG.for_tests(6).uint64((4,) + tuple(g.inputs[0].shape[1:])).astype(np.float64) / 2.0 ** 64
+    res = run_model(g, x, "malicious")
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
+    info = res["p1"].info
+    assert info["premultiplied"] == info["products"]
+    assert max(res[r].info["meter"]["phases"]["online"]["rounds"] for r in res) == rounds

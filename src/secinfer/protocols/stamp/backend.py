@@ -10,6 +10,10 @@ products only hands them their rho (``_act_plan``).
 Batches are split across the three parties [4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
+Malicious products whose input will be shared as A + rho re-share f(A, W) early, with the
+messages of the step that makes A known (``_premultiply``); independent products of one
+input finish in one device operation (``products``); a residual Add and the non-linear ops
+after a product run in its device chain (executor ``_residual_chain``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ opening of the output: a product with no non-linearity after it whose result rea
 graph's only output through single-input movement ops alone (``_moves_to_output``) goes
 to ``backend.product_output``, which returns the plaintext at the receiver; the moves
 are applied to it there and the output is marked ``Opened``. Backends without that
-attribute (Falcon+) run the product and the opening as before.
+attribute (Falcon+) run the product and the opening as before. Likewise only a backend
+with ``products`` (STAMP) finishes sibling products of one input in one call
+(``_siblings``), and only one with ``fuse_residual`` takes a residual Add and the
+non-linear ops after it into a product's chain (``_residual_chain``).
 """
 
 from __future__ import annotations
@@ -164,8 +167,9 @@ def _siblings(graph: Graph, node: Node, consumers: dict, done: set) -> list[Node
     if node.op not in ("Gemm", "MatMul", "Conv") or len(node.inputs) < 2 or node.inputs[1] not in graph.weight_info:
         return []
     x = node.inputs[0]
-    return [c for c in consumers.get(x, []) if c is not node and c.name not in done and c.op in ("Gemm", "MatMul", "Conv")
-            and len(c.inputs) > 1 and c.inputs[0] == x and c.inputs[1] in graph.weight_info]
+    return [c for c in consumers.get(x, []) if c is not node and c.name not in done
+            and c.op in ("Gemm", "MatMul", "Conv") and len(c.inputs) > 1 and c.inputs[0] == x
+            and c.inputs[1] in graph.weight_info]
 
 
 def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
