@@ -65,6 +65,7 @@ class StampBackend:
                        "rho_from_device": 0, "premultiplied": 0}
         self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
         self._pre: dict[str, Pair | None] = {}    # product node -> re-shared f(A, W) (None: under way)
+        self._input_nodes: list[Node] = []        # products of the input (``can_mask_input``)
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
@@ -130,8 +131,8 @@ class StampBackend:
         return out
 
     def _act_plan(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
-        """Malicious rss step whose output ``last`` feeds products only: the activation mask
-        A of the next products is this device operation's "act/<op>" (one segment per job,
+        """Malicious rss step whose output ``last`` feeds products (``_activations``): their
+        activation mask A is this device operation's "act/<op>" (one segment per job,
         ``ltee_device._act_comps``). Returns (name, uses, shape, segments, products to
         premultiply) or None; ``_act_make`` then gets this host's two components of A."""
         info = self._act_out.get(last)
@@ -310,7 +311,7 @@ class StampBackend:
         opening)."""
         eng = self.eng
         f, z3, steps, plist = self._local_product(node, x, w, bias)
-        zshape = z3.shape if z3 is not None else self._pre_shape(node, f, x, w)
+        zshape = z3.shape if z3 is not None else self._pre_shape(node)
         spec = {"shape": [int(d) for d in zshape], "out_shape": [int(d) for d in out_shape],
                 "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
         self.counts["device_calls"] += 1
@@ -334,7 +335,7 @@ class StampBackend:
         batched = {i for st in nsteps if st["node"]["op"] == "Add" for i in st["params"]}
         steps += nsteps
         plist += nparams
-        zshape = z3.shape if z3 is not None else self._pre_shape(node, f, x, w)
+        zshape = z3.shape if z3 is not None else self._pre_shape(node)
         split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
                  and zshape[0] == out_shape[0])
         if not self.eng.malicious:
@@ -380,7 +381,7 @@ class StampBackend:
         eng, ring = self.eng, self.ring
         a_id = f"in{owner}/{name}"
         n = int(np.prod(shape))
-        pre = self._premultipliable(getattr(self, "_input_nodes", []), tuple(shape))
+        pre = self._premultipliable(self._input_nodes, tuple(shape))
         if eng.me == owner:
             a, whole = self.ops.operand("a", a_id, shape, full=True)
             if x is None or tuple(x.shape) != tuple(shape):
@@ -417,8 +418,14 @@ class StampBackend:
         xk = self._acts.get(xname) if xname is not None else None
         if xk is not None and xk[1].a.shape != x.a.shape:
             xk = None
-        if node.name in self._pre and xk is not None and wk is not None:
-            return self._finish_premultiplied(node, f, xname, xk, w)
+        if node.name in self._pre:
+            if xk is not None and wk is not None:
+                return self._finish_premultiplied(node, f, xname, xk, w)
+            # not as planned (cannot happen with the executor's graphs): the premultiplied
+            # re-share stays checked, the product is made the ordinary way
+            self._pre_shape(node)
+            self._pre.pop(node.name)
+            z3 = rss.bilinear_local(self.ring, f, x, w)
         a_id = xk[0] if xk is not None else f"x/{seq}"
         a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
                                   b_id=None if wk is None else wk[0], a_known=xk is not None,
@@ -438,7 +445,8 @@ class StampBackend:
                 self._acts[xname] = (a_id, a, rho, None)
         return z
 
-    def _pre_shape(self, node: Node, f, x: Pair, w: Pair) -> tuple:
+    def _pre_shape(self, node: Node) -> tuple:
+        """Shape of a premultiplied product's re-shared f(A, W) (received now if need be)."""
         z = self._pre.get(node.name)
         if z is None:
             self.eng.recv_deferred()
@@ -451,7 +459,7 @@ class StampBackend:
         """z = z_AW + f(rho, W): x = A + rho, z_AW the re-shared, checked f(A, W)
         (``_premultiply``); f(rho, W) of the public rho is local and exact."""
         ring = self.ring
-        self._pre_shape(node, f, xk[1], w)
+        self._pre_shape(node)
         zaw = self._pre.pop(node.name)
         rho = xk[2]
         z = rss.add(ring, zaw, Pair(ring.reduce(f(rho, w.a)), ring.reduce(f(rho, w.b))))

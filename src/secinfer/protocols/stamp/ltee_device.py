@@ -464,7 +464,8 @@ class Device:
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
         n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
-        if n_in > int(meta[1]) // SLOTS or int(np.prod(kernels.out_shape(spec))) > int(meta[1]) // SLOTS:
+        slot = int(meta[1]) // SLOTS
+        if n_in > slot or int(np.prod(kernels.out_shape(spec))) > slot:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "output", ("s", 0))
