@@ -410,3 +410,53 @@ def test_activation_masks_policy():
         return codes
     res, _ = run3(body)
     assert res[0] == ["policy", "bad-request"]
+
+
+# ---- sibling products (one input, several weights): verified re-shares in one round -----
+def _siblings_body(tamper=None):
+    from types import SimpleNamespace
+    w1, w2 = _rand((8, 3), 22, 0.5), _rand((8, 4), 23, 0.5)
+    xs, w1s, w2s = dealer_pairs(X, 1), dealer_pairs(w1, 2), dealer_pairs(w2, 3)
+    g1, g2 = Node("g1", "Gemm", ["x", "w1"], ["h1"], {}), Node("g2", "Gemm", ["x", "w2"], ["h2"], {})
+    graph = SimpleNamespace(nodes=[g1, g2], weight_info={"w1": None, "w2": None},
+                            shapes={"x": (6, 8), "h1": (6, 3), "h2": (6, 4)}, input_names=[], output_names=["h1", "h2"])
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops)
+        be.prepare(graph, {"w1": w1s[i], "w2": w2s[i]})
+        if tamper == i:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1 << 31))
+        m = eng.ep.meter
+        r0 = m.rounds("online")
+        ys = be.products([(g1, xs[i], w1s[i], None, [RELU], [[]], (6, 3)),
+                          (g2, xs[i], w2s[i], None, [RELU], [[]], (6, 4))])
+        rounds = m.rounds("online") - r0
+        out = [eng.reveal_to(1, y) for y in ys]
+        return out, rounds, m.total("online", tag_prefix="rss/reshare/rho"), dict(be.counts)
+    return body, (w1, w2)
+
+
+def test_sibling_products_honest_run_is_exact_in_one_device_step():
+    """Two products of one input: both re-shares (and the one rho opening) in one round,
+    both device steps in one operation: 3 rounds for the two products."""
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir import fixed_ops
+    body, (w1, w2) = _siblings_body()
+    res, _ = run3(body, malicious=True)
+    for r in res.values():
+        assert not isinstance(r, Exception), r
+    (y1, y2), rounds, rho_bytes, counts = res[1]
+    assert np.array_equal(y1, fixed_ops.relu(fixed_ops.gemm(X, w1, None, FX32), FX32))
+    assert np.array_equal(y2, fixed_ops.relu(fixed_ops.gemm(X, w2, None, FX32), FX32))
+    assert max(res[i][1] for i in range(3)) == 3
+    assert counts["rho_reused"] == 1 and counts["device_calls"] == 1
+    # x's rho opened once: one copy and one hash per party
+    assert sum(res[i][2] for i in range(3)) == 3 * 4 * X.size + 3 * 32
+
+
+@pytest.mark.parametrize("adversary", [0, 1, 2])
+def test_tampered_sibling_products(adversary):
+    body, _ = _siblings_body(tamper=adversary)
+    res, _ = run3(body, malicious=True)
+    _check_aborted(res, adversary, ["multiplication-check"])

@@ -66,6 +66,7 @@ class StampBackend:
         self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
         self._pre: dict[str, Pair | None] = {}    # product node -> re-shared f(A, W) (None: under way)
         self._input_nodes: list[Node] = []        # products of the input (``can_mask_input``)
+        self._opening: dict[str, tuple] = {}      # activation -> (a id, A) of a rho being opened
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
@@ -340,9 +341,9 @@ class StampBackend:
                  and zshape[0] == out_shape[0])
         if not self.eng.malicious:
             return (z3, steps, plist, out_shape, split, None, batched)
-        z = self._verified(node, f, x, w, z3)
+        started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
         last = None if any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
-        return (z, steps, plist, out_shape, split, last, batched)
+        return (started, steps, plist, out_shape, split, last, batched)
 
     def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
                 params: list[list[Pair]], out_shape: tuple) -> Pair:
@@ -351,8 +352,11 @@ class StampBackend:
     def products(self, items: list[tuple]) -> list[Pair]:
         """Independent products (``executor._siblings``: attention's Q, K, V of one input),
         each (node, x, w, bias, chain, params, out_shape), finished by ONE device operation:
-        their jobs run in lockstep (two rounds for all, instead of two each)."""
+        their jobs run in lockstep (two rounds for all, instead of two each). Malicious: their
+        verified re-shares (those not premultiplied) go out together, one round for all."""
         tasks = [self._product_task(*it) for it in items]
+        if self.eng.malicious:   # all re-shares sent, then all received: one round for the group
+            tasks = [(self._verify_finish(t[0]),) + tuple(t[1:]) for t in tasks]
         out = []
         for k in range(0, len(tasks), max(1, MAX_JOBS // 3)):
             out += self._run_many(tasks[k:k + max(1, MAX_JOBS // 3)], "rss" if self.eng.malicious else "3of3")
@@ -410,6 +414,13 @@ class StampBackend:
     def _verified(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray) -> Pair:
         """Reshare the product and queue its check, sharing sigma (weights) and rho
         (activations with several products) as set up by ``prepare``."""
+        return self._verify_finish(self._verify_start(node, f, x, w, z3))
+
+    def _verify_start(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray | None) -> tuple:
+        """The sending half of ``_verified`` (``Engine.reshare_verified_send``): several
+        products started before any is finished re-share in one round (``products``). A
+        product of an activation whose rho an earlier, unfinished one of the group opens
+        takes that one's A (named) and, when finished, its rho."""
         seq = self.counts["products"]
         wk = self._weights.get(node.inputs[1]) if len(node.inputs) > 1 else None
         if wk is not None and wk[1].a.shape != w.a.shape:
@@ -420,23 +431,38 @@ class StampBackend:
             xk = None
         if node.name in self._pre:
             if xk is not None and wk is not None:
-                return self._finish_premultiplied(node, f, xname, xk, w)
+                return ("done", self._finish_premultiplied(node, f, xname, xk, w))
             # not as planned (cannot happen with the executor's graphs): the premultiplied
             # re-share stays checked, the product is made the ordinary way
             self._pre_shape(node)
             self._pre.pop(node.name)
             z3 = rss.bilinear_local(self.ring, f, x, w)
-        a_id = xk[0] if xk is not None else f"x/{seq}"
+        shared = self._opening.get(xname) if xk is None and xname in self._uses else None
+        if shared is not None and shared[1].a.shape != x.a.shape:
+            shared = None
+        known = xk if xk is not None else shared
+        a_id = known[0] if known is not None else f"x/{seq}"
         a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
-                                  b_id=None if wk is None else wk[0], a_known=xk is not None,
+                                  b_id=None if wk is None else wk[0], a_known=known is not None,
                                   b_known=wk is not None, a_seg=None if xk is None else xk[3])
-        a = a if xk is None else xk[1]
+        a = a if known is None else known[1]
         b = b if wk is None else wk[1]
-        z, rho = self.eng.reshare_verified(f, x, w, z3, (a, b, c), rho=None if xk is None else xk[2],
-                                           sigma=None if wk is None else wk[2])
+        h = self.eng.reshare_verified_send(x, w, z3, (a, b, c), open_rho=known is None, open_sigma=wk is None)
+        if known is None and xname in self._uses:
+            self._opening[xname] = (a_id, a)
+        return ("sent", node, f, xname, xk, shared, wk, a_id, a, h)
+
+    def _verify_finish(self, st: tuple) -> Pair:
+        if st[0] == "done":
+            return st[1]
+        _, node, f, xname, xk, shared, wk, a_id, a, h = st
+        rho = xk[2] if xk is not None else (self._acts[xname][2] if shared is not None else None)
+        z, rho = self.eng.reshare_verified_recv(h, f, rho=rho, sigma=None if wk is None else wk[2])
         self.counts["sigma_reused"] += wk is not None
-        self.counts["rho_reused"] += xk is not None
+        self.counts["rho_reused"] += xk is not None or shared is not None
         if xname in self._uses:
+            if xk is None and shared is None:
+                self._opening.pop(xname, None)
             self._uses[xname] -= 1
             if self._uses[xname] <= 0:
                 self._acts.pop(xname, None)

@@ -289,23 +289,39 @@ class Engine:
         made by the LTEEs, so c = f(a, b) holds exactly and delta equals the error the
         adversary put into z, whichever operand is shared (docs/protocols/stamp.md).
         Returns (z, rho)."""
+        h = self.reshare_verified_send(x, y, z3, triple, tag, open_rho=rho is None, open_sigma=sigma is None)
+        return self.reshare_verified_recv(h, f, rho, sigma)
+
+    def reshare_verified_send(self, x: Pair, y: Pair, z3: np.ndarray, triple: tuple[Pair, Pair, Pair],
+                              tag: str = "rss/reshare", open_rho: bool = True, open_sigma: bool = True) -> tuple:
+        """The sending half of ``reshare_verified``: several products whose halves are all
+        sent before any is received re-share (and open) in one round."""
         ring = self.ring
         a, b, c = triple
         shape = z3.shape
         zc = ring.add(z3, self.zero3(shape)).reshape(-1)
         self.send_ring(self.prv, tag, zc)
-        rho_p = rss.sub(ring, x, a) if rho is None else None
-        sig_p = rss.sub(ring, y, b) if sigma is None else None
+        rho_p = rss.sub(ring, x, a) if open_rho else None
+        sig_p = rss.sub(ring, y, b) if open_sigma else None
         if rho_p is not None:
             self._open_send(rho_p, tag + "/rho")
         if sig_p is not None:
             self._open_send(sig_p, tag + "/sigma")
+        return (tag, zc, shape, rho_p, sig_p, triple)
+
+    def reshare_verified_recv(self, h: tuple, f, rho: np.ndarray | None = None,
+                              sigma: np.ndarray | None = None) -> tuple[Pair, np.ndarray]:
+        """The receiving half of ``reshare_verified`` (in the order the halves were sent);
+        ``rho``/``sigma``: the values opened elsewhere when this product does not open them."""
+        tag, zc, shape, rho_p, sig_p, triple = h
         (zn,) = self.recv_ring(self.nxt, tag, zc.size)
         z = Pair(zc.reshape(shape), zn.reshape(shape))
         if rho_p is not None:
             rho = self._open_recv(rho_p, tag + "/rho")
         if sig_p is not None:
             sigma = self._open_recv(sig_p, tag + "/sigma")
+        if rho is None or sigma is None:
+            raise ProtocolError("a verified product needs rho and sigma, opened here or before")
         self.queue_delta(f, z, triple, rho, sigma)
         return z, rho
 
