@@ -98,8 +98,13 @@ def test_small_transformer_fused_scaling(security):
     # the fused output step (was 12)
     assert info["products"] == 9
     assert info["device_calls"] == 9 + 2 + 1 - 2 - 2
+    rounds = max(res[r].info["meter"]["phases"]["online"]["rounds"] for r in res)
     if security == "semi-honest":   # input 1, seven device steps 2 each, output step 1 (was 24)
-        assert max(res[r].info["meter"]["phases"]["online"]["rounds"] for r in res) == 1 + 7 * 2 + 1
+        assert rounds == 1 + 7 * 2 + 1
+    else:   # + the verified re-shares of Q/K/V (together), QK^T, AV, out-projection: 1 each;
+        #     FFN1, FFN2 and the head are premultiplied (their inputs come from device steps)
+        assert rounds == 1 + 7 * 2 + 4 + 1
+        assert res["p1"].info["premultiplied"] == 3
 
 
 # ---- the last product fused with the output opening (StampBackend.product_output) --------
