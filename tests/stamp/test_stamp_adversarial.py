@@ -237,9 +237,12 @@ def test_only_the_owner_device_releases_a_whole_input_mask():
 
 
 # ---- rho of the next product from the LTEEs of the device step (StampBackend._act_setup) --
-def _act_body(tamper_product=None):
+def _act_body(tamper_product=None, premultiply=True, tamper_premul=None):
     """relu(x W) feeds the product with V: the ReLU's LTEEs share their result as A + rho
-    (A the product's mask), so that product opens no rho."""
+    (A the product's mask), so that product opens no rho. ``premultiply``: f(A, V) is
+    re-shared with the ReLU's step 2 (``StampBackend._premultiply``); ``tamper_premul``:
+    that party adds 2^31 to its component of f(A, V), consistently (the copy it sends and
+    the one it keeps agree)."""
     from types import SimpleNamespace
     w, v = _rand((8, 3), 22, 0.5), _rand((3, 2), 25, 0.5)
     xs, ws, vs = dealer_pairs(X, 1), dealer_pairs(w, 2), dealer_pairs(v, 4)
@@ -253,8 +256,16 @@ def _act_body(tamper_product=None):
     seen = {}
 
     def body(i, eng, ops):
-        be = StampBackend(eng, ops, output_receiver=1)
+        be = StampBackend(eng, ops, output_receiver=1, premultiply=premultiply)
         be.prepare(graph, {"w": ws[i], "v": vs[i]})
+        if tamper_premul == i:
+            honest_send = eng.reshare_send
+
+            def reshare_send(z3, tag, on_recv):
+                z3 = z3.copy()
+                z3.reshape(-1)[0] = eng.ring.add(z3.reshape(-1)[0], np.uint64(1 << 31))
+                return honest_send(z3, tag, on_recv)
+            eng.reshare_send = reshare_send
         h = be.product(g1, xs[i], ws[i], None, [relu], [[]], (6, 3))
         if tamper_product == i:
             honest_zero3 = eng.zero3
@@ -268,17 +279,25 @@ def _act_body(tamper_product=None):
     return body, (w, v), seen
 
 
-def test_rho_from_the_device_step_honest_run_is_exact():
+@pytest.mark.parametrize("premultiply", [True, False])
+def test_rho_from_the_device_step_honest_run_is_exact(premultiply):
     from secinfer.arith.fixed import FX32
     from secinfer.ir import fixed_ops
-    body, (w, v), seen = _act_body()
-    res, _ = run3(body, malicious=True)
+    body, (w, v), seen = _act_body(premultiply=premultiply)
+    res, meters = run3(body, malicious=True)
     for r in res.values():
         assert not isinstance(r, Exception), r
     assert np.array_equal(res[1], fixed_ops.gemm(fixed_ops.relu(fixed_ops.gemm(X, w, None, FX32), FX32), v, None, FX32))
     counts = seen[1][0]
     assert counts["rho_from_device"] == 1 and counts["rho_reused"] == 1
+    assert counts["premultiplied"] == int(premultiply)
     assert sum(seen[i][1] for i in range(3)) == 0   # the second product opened no rho
+    # sigma (prepare, in this harness's one phase) 1, first product's re-share 1, ReLU 2,
+    # output step 1; without premultiplying, the second product's re-share and the delta
+    # check before the output step are 2 rounds more
+    assert max(m[0].rounds("online") for m in meters.values()) == (5 if premultiply else 7)
+    if premultiply:   # the second product's re-share travelled with the ReLU's step 2
+        assert sum(m[0].total("online", tag_prefix="stamp/premul") for m in meters.values()) == 3 * 4 * 12
 
 
 def _check_stopped(res, adversary, check):
@@ -334,9 +353,40 @@ def test_altered_value_passed_to_the_device_with_rho(adversary):
 
 def test_tampered_multiplication_with_rho_from_the_device():
     """A 2^31 error in the product whose rho came from the LTEEs: caught by the check."""
-    body, _, _ = _act_body(tamper_product=2)
+    body, _, _ = _act_body(tamper_product=2, premultiply=False)
     res, _ = run3(body, malicious=True)
     _check_stopped(res, 2, "multiplication-check")
+
+
+# ---- premultiplied products: f(A, W) re-shared before x = A + rho exists ----------------
+@pytest.mark.parametrize("adversary", [0, 1, 2])
+def test_tampered_premultiplied_product(adversary):
+    """A consistent 2^31 error in a party's component of the premultiplied f(A, V): the
+    triple check catches it -- with the ReLU step's own messages, so the honest parties
+    abort before the output step and p1 gets nothing (also when p1 is the adversary)."""
+    body, _, _ = _act_body(tamper_premul=adversary)
+    res, _ = run3(body, malicious=True)
+    _check_stopped(res, adversary, "multiplication-check")
+    for i in range(3):   # nobody reached the output step
+        if i != adversary:
+            assert not (isinstance(res[i], np.ndarray)), res[i]
+
+
+@pytest.mark.parametrize("adversary", [0, 2])
+def test_inconsistent_premultiplied_copy(adversary):
+    """The re-shared f(A, V) altered on the wire only (the sender keeps the honest copy)."""
+    body, _, _ = _act_body()
+    res, _ = run3(body, malicious=True, adversary=adversary, send_tag="stamp/premul")
+    _check_stopped(res, adversary, "multiplication-check")
+
+
+@pytest.mark.parametrize("adversary", [0, 1, 2])
+def test_altered_delta_hash_riding_on_step5(adversary):
+    """The hash of the pending deltas (sent with the ReLU's step-5 messages) altered: its
+    receiver aborts before the output step."""
+    body, _, _ = _act_body()
+    res, _ = run3(body, malicious=True, adversary=adversary, send_tag="rss/mcheck")
+    _check_stopped(res, adversary, "multiplication-check")
 
 
 def test_activation_masks_policy():
@@ -349,8 +399,8 @@ def test_activation_masks_policy():
         if i != 0:
             return None
         codes = []
-        for args in (("eval", np.array([1, 30, 0, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32)),
-                     ("operand", np.array([1, 30, 0, 0], np.int64),
+        for args in (("eval", np.array([1, 54, 0, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32)),
+                     ("operand", np.array([1, 54, 0, 0], np.int64),
                       spec_bytes({"which": "a", "a_id": "act/1", "shape": [2, 3], "a_seg": [[0, 0, 5]]}))):
             try:
                 ops.link.call(*args)
@@ -360,3 +410,53 @@ def test_activation_masks_policy():
         return codes
     res, _ = run3(body)
     assert res[0] == ["policy", "bad-request"]
+
+
+# ---- sibling products (one input, several weights): verified re-shares in one round -----
+def _siblings_body(tamper=None):
+    from types import SimpleNamespace
+    w1, w2 = _rand((8, 3), 22, 0.5), _rand((8, 4), 23, 0.5)
+    xs, w1s, w2s = dealer_pairs(X, 1), dealer_pairs(w1, 2), dealer_pairs(w2, 3)
+    g1, g2 = Node("g1", "Gemm", ["x", "w1"], ["h1"], {}), Node("g2", "Gemm", ["x", "w2"], ["h2"], {})
+    graph = SimpleNamespace(nodes=[g1, g2], weight_info={"w1": None, "w2": None},
+                            shapes={"x": (6, 8), "h1": (6, 3), "h2": (6, 4)}, input_names=[], output_names=["h1", "h2"])
+
+    def body(i, eng, ops):
+        be = StampBackend(eng, ops)
+        be.prepare(graph, {"w1": w1s[i], "w2": w2s[i]})
+        if tamper == i:
+            honest_zero3 = eng.zero3
+            eng.zero3 = lambda shape: eng.ring.add(honest_zero3(shape), np.uint64(1 << 31))
+        m = eng.ep.meter
+        r0 = m.rounds("online")
+        ys = be.products([(g1, xs[i], w1s[i], None, [RELU], [[]], (6, 3)),
+                          (g2, xs[i], w2s[i], None, [RELU], [[]], (6, 4))])
+        rounds = m.rounds("online") - r0
+        out = [eng.reveal_to(1, y) for y in ys]
+        return out, rounds, m.total("online", tag_prefix="rss/reshare/rho"), dict(be.counts)
+    return body, (w1, w2)
+
+
+def test_sibling_products_honest_run_is_exact_in_one_device_step():
+    """Two products of one input: both re-shares (and the one rho opening) in one round,
+    both device steps in one operation: 3 rounds for the two products."""
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir import fixed_ops
+    body, (w1, w2) = _siblings_body()
+    res, _ = run3(body, malicious=True)
+    for r in res.values():
+        assert not isinstance(r, Exception), r
+    (y1, y2), rounds, rho_bytes, counts = res[1]
+    assert np.array_equal(y1, fixed_ops.relu(fixed_ops.gemm(X, w1, None, FX32), FX32))
+    assert np.array_equal(y2, fixed_ops.relu(fixed_ops.gemm(X, w2, None, FX32), FX32))
+    assert max(res[i][1] for i in range(3)) == 3
+    assert counts["rho_reused"] == 1 and counts["device_calls"] == 1
+    # x's rho opened once: one copy and one hash per party
+    assert sum(res[i][2] for i in range(3)) == 3 * 4 * X.size + 3 * 32
+
+
+@pytest.mark.parametrize("adversary", [0, 1, 2])
+def test_tampered_sibling_products(adversary):
+    body, _ = _siblings_body(tamper=adversary)
+    res, _ = run3(body, malicious=True)
+    _check_aborted(res, adversary, ["multiplication-check"])

@@ -20,7 +20,7 @@ def test_protocol1_gives_consistent_keys_and_separate_processes():
         # GenMask of stream 0: parties 0 and 2 hold component 0 and must get the same masks
         got = None
         if i in (0, 2):
-            (seed,) = ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+            (seed,) = ops.link.call("mask", _mask_meta(1, 90, 0, 0, 0, 0, 10))
             got = expand(bytes(seed), 10) & np.uint64(0xFFFFFFFF)
         return got, ops.link._proc.pid
     res, _ = run3(body)
@@ -35,17 +35,17 @@ def test_stale_and_replayed_counters_are_refused():
         if i != 0:
             return None
         link = ops.link
-        link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+        link.call("mask", _mask_meta(1, 90, 0, 0, 0, 0, 10))
         errs = []
-        for meta in (_mask_meta(1, 30, 0, 0, 0, 0, 10),     # same request again (replay)
-                     _mask_meta(0, 30, 0, 0, 0, 0, 10),     # an older operation
-                     _mask_meta(2, 30, 5, 0, 0, 0, 10),     # a counter below the device's
-                     _mask_meta(1, 30, 7, 1, 0, 0, 10)):    # counter differs from the op's
+        for meta in (_mask_meta(1, 90, 0, 0, 0, 0, 10),     # same request again (replay)
+                     _mask_meta(0, 90, 0, 0, 0, 0, 10),     # an older operation
+                     _mask_meta(2, 90, 5, 0, 0, 0, 10),     # a counter below the device's
+                     _mask_meta(1, 90, 7, 1, 0, 0, 10)):    # counter differs from the op's
             with pytest.raises(LteeRefused) as ei:
                 link.call("mask", meta)
             errs.append(ei.value.code)
         # a fresh operation with a fresh counter is served
-        (m,) = link.call("mask", _mask_meta(3, 30, 30, 0, 0, 0, 10))
+        (m,) = link.call("mask", _mask_meta(3, 90, 90, 0, 0, 0, 10))
         return errs, m.size
     res, _ = run3(body)
     errs, size = res[0]
@@ -60,11 +60,11 @@ def test_release_policy():
         out = []
         # party 1 does not hold component 0: GenMask(0) is refused to its host
         with pytest.raises(LteeRefused) as ei:
-            ops.link.call("mask", _mask_meta(1, 30, 0, 0, 0, 0, 10))
+            ops.link.call("mask", _mask_meta(1, 90, 0, 0, 0, 0, 10))
         out.append(ei.value.code)
         # the evaluator never receives its own input mask
         with pytest.raises(LteeRefused) as ei:
-            ops.link.call("inmask", np.array([2, 30, 0, 0, 1, 10], dtype=np.int64))
+            ops.link.call("inmask", np.array([2, 90, 0, 0, 1, 10], dtype=np.int64))
         out.append(ei.value.code)
         return out
     res, _ = run3(body)

@@ -92,13 +92,23 @@ def test_small_transformer_fused_scaling(security):
     assert err.max() <= 2
     info = res["p0"].info
     # 1 layer: Q, K, V, QK^T, AV, out-proj, FFN1(+ReLU), FFN2, head = 9 products; the Mul
-    # is inside Q's chain (no product of its own); 2 LayerNorms and a softmax on their own
+    # is inside Q's chain (no product of its own); Q, K and V finish in one device step
+    # (executor ``_siblings``), the out-projection and FFN2 each with their residual Add and
+    # LayerNorm (``_residual_chain``): 9 + 2 + 1 - 2 - 2 = 8 device calls, the last one
+    # the fused output step (was 12)
     assert info["products"] == 9
-    assert info["device_calls"] == 9 + 2 + 1
+    assert info["device_calls"] == 9 + 2 + 1 - 2 - 2
+    rounds = max(res[r].info["meter"]["phases"]["online"]["rounds"] for r in res)
+    if security == "semi-honest":   # input 1, seven device steps 2 each, output step 1 (was 24)
+        assert rounds == 1 + 7 * 2 + 1
+    else:   # + the verified re-shares of Q/K/V (together), QK^T, AV, out-projection: 1 each;
+        #     FFN1, FFN2 and the head are premultiplied (their inputs come from device steps)
+        assert rounds == 1 + 7 * 2 + 4 + 1
+        assert res["p1"].info["premultiplied"] == 3
 
 
 # ---- the last product fused with the output opening (StampBackend.product_output) --------
-def _declared_network_a(batch: int, security: str, fused: bool) -> int:
+def _declared_network_a(batch: int, security: str, fused: bool, premul: bool = True) -> int:
     """Online inter-party bytes of Network-A (FC 784-128-128-10) from the per-protocol
     declarations of ``costmodel``; batch >= 3, so every device path runs three jobs, each
     carrying the layer's bias once [4.2]."""
@@ -108,34 +118,46 @@ def _declared_network_a(batch: int, security: str, fused: bool) -> int:
     total = cm.declared_input(batch * 784, security, masked=mal)
     for k, (fin, fout) in enumerate(layers):
         n, n_out = 3 * fout + batch * fout, batch * fout   # three jobs' bias + the data
-        if mal:   # no product opens rho: the input's comes with the masked input, the others'
+        if mal and premul:   # f(A, W) re-shared with the input's rho or the ReLU's step 2
+            total += cm.declared_premultiplied(n_out)["bytes"]
+        elif mal:   # no product opens rho: the input's comes with the masked input, the others'
             #        from the LTEEs of the device step before (StampBackend._act_setup)
             total += cm.declared_verified_product(batch * fin, n_out, rho_open=False)["bytes"]
         if k < 2 or not fused:
             total += cm.declared("rss" if mal else "3of3", n, security, n_out)["bytes"]
         else:
-            total += cm.DELTA_CHECK_BYTES if mal else 0
             total += cm.declared_output(batch * fout + fout, security)["bytes"]
-    if not fused:   # delta check, then the opening to p1 (malicious: the missing component twice)
-        total += (cm.DELTA_CHECK_BYTES + 2 * 4 * batch * 10) if mal else 4 * batch * 10
+    if mal:   # delta hashes: with the step-5 messages of each device step that has deltas
+        #       pending (the two ReLUs; unfused also the last FC's own step), else before the
+        #       output step (the last FC's, when it is not premultiplied)
+        total += (2 if premul else 3) * cm.DELTA_CHECK_BYTES
+    if not fused:   # the opening to p1 (malicious: the missing component twice)
+        total += 2 * 4 * batch * 10 if mal else 4 * batch * 10
     return total
 
 
-@pytest.mark.parametrize("security,fused,rounds", [("semi-honest", True, 6), ("semi-honest", False, 8),
-                                                   ("malicious", True, 10), ("malicious", False, 12)])
-def test_network_a_rounds_and_bytes(security, fused, rounds):
+@pytest.mark.parametrize("security,fused,premul,rounds", [
+    ("semi-honest", True, True, 6), ("semi-honest", False, True, 8),
+    ("malicious", True, True, 6), ("malicious", False, True, 8),
+    ("malicious", True, False, 10), ("malicious", False, False, 11)])
+def test_network_a_rounds_and_bytes(security, fused, premul, rounds):
     """Network-A: input 1, two fused FC+ReLU 2 + 2, the last FC with the opening 1 (was
-    2 + 1): 6 rounds semi-honest; malicious 10 (was 12). Bytes equal the declarations."""
+    2 + 1): 6 rounds semi-honest. Malicious: the same 6 with premultiplied products (each
+    FC's f(A, W) re-shared with the round that makes A known, its delta hash with the next
+    step-5 messages); 10 without (each FC's verified re-share 1 round, the delta check
+    before the output 1; unfused 11: the last check rides on the last FC's own device
+    step, was 12). Bytes equal the declarations."""
     from secinfer.ir.zoo import build
     g = load_model(build("secureml-a", seed=0, batch=3))
     x = PRG.for_tests(6).uint64((3, 784)).astype(np.float64) / 2.0 ** 64
-    res = run_model(g, x, security, options={"stamp_fuse_output": fused})
+    res = run_model(g, x, security, options={"stamp_fuse_output": fused, "stamp_premultiply": premul})
     assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
     online = [res[r].info["meter"]["phases"]["online"] for r in ("p0", "p1", "p2")]
     assert max(o["rounds"] for o in online) == rounds
-    assert sum(o["sent_payload"] for o in online) == _declared_network_a(3, security, fused)
+    assert sum(o["sent_payload"] for o in online) == _declared_network_a(3, security, fused, premul)
     assert res["p1"].info["output_fused"] == int(fused)
     assert res["p1"].info["rho_from_device"] == (2 if security == "malicious" else 0)
+    assert res["p1"].info["premultiplied"] == (3 if security == "malicious" and premul else 0)
 
 
 def _product_then_moves_model():
@@ -171,3 +193,18 @@ def test_last_product_followed_by_movement_ops(security):
     assert res["p1"].output_ring.shape == (4, 2, 2)
     assert np.array_equal(res["p1"].output_ring, ref)
     assert res["p1"].info["output_fused"] == 1
+
+
+@pytest.mark.parametrize("name,rounds", [("network-b", 6), ("network-c", 8), ("lenet", 8)])
+def test_zoo_convnets_malicious_premultiplied_exact(name, rounds):
+    """Malicious, every product premultiplied (convolutions included: the masked input's,
+    then each one after a device step): outputs equal the oracle; input 1, one device step
+    (2 rounds) per non-linear layer, the output step 1."""
+    from secinfer.ir.zoo import build
+    g = load_model(build(name, seed=0, batch=4))
+    x = PRG.for_tests(6).uint64((4,) + tuple(g.inputs[0].shape[1:])).astype(np.float64) / 2.0 ** 64
+    res = run_model(g, x, "malicious")
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
+    info = res["p1"].info
+    assert info["premultiplied"] == info["products"]
+    assert max(res[r].info["meter"]["phases"]["online"]["rounds"] for r in res) == rounds

@@ -169,7 +169,7 @@ def test_output_release_policy():
     relu = {"op": "node", "node": Node("r", "Relu", [], [], {}).to_json(), "params": []}
 
     def meta(op, *extra):
-        return np.array([op, 30, 30 * op, 0, *extra], dtype=np.int64)
+        return np.array([op, 90, 90 * op, 0, *extra], dtype=np.int64)   # 9 slots of 10
 
     def refused(link, *args):
         try:
@@ -200,7 +200,7 @@ def test_malicious_session_refuses_the_unauthenticated_output():
         if i != 1:
             return None
         try:
-            ops.link.call("output", np.array([1, 30, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32))
+            ops.link.call("output", np.array([1, 90, 0, 0, 0], np.int64), spec_bytes(spec), np.zeros(6, np.uint32))
         except LteeRefused as r:
             return r.code
         return "served"

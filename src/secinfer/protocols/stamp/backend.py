@@ -6,10 +6,14 @@ two rounds for MatMul + non-linearity instead of at least three [4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
 duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
-products only hands them their rho (``_act_setup``).
+products only hands them their rho (``_act_plan``).
 Batches are split across the three parties [4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
+Malicious products whose input will be shared as A + rho re-share f(A, W) early, with the
+messages of the step that makes A known (``_premultiply``); independent products of one
+input finish in one device operation (``products``); a residual Add and the non-linear ops
+after a product run in its device chain (executor ``_residual_chain``).
 """
 
 from __future__ import annotations
@@ -21,12 +25,12 @@ from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine
 from secinfer.protocols.stamp.executor import LINEAR
-from secinfer.protocols.stamp.nonlinear import Job, StampOps, split_batch
+from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
 _RESHAPES = ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")   # keep the element order
-_PER_SAMPLE = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+_PER_SAMPLE = ("Add", "Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
 
 
@@ -45,15 +49,24 @@ def _output_of(node: Node) -> str | None:
 
 
 class StampBackend:
-    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None) -> None:
+    def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
+                 premultiply: bool = True) -> None:
         """``output_receiver``: the party that learns the graph's output; when set, the
-        executor fuses the last product with the opening (``product_output``)."""
+        executor fuses the last product with the opening (``product_output``).
+        ``premultiply`` (malicious): re-share f(A, W) of a product whose first operand will be
+        shared as A + rho as soon as A is known (``_premultiply``)."""
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
+        self.premultiply = premultiply
+        self.fuse_residual = True   # executor: product -> Add(residual) -> non-linear ops in one step
         self.ring = eng.ring
         self._rot = 0
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
-                       "rho_from_device": 0}
+                       "rho_from_device": 0, "premultiplied": 0}
+        self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
+        self._pre: dict[str, Pair | None] = {}    # product node -> re-shared f(A, W) (None: under way)
+        self._input_nodes: list[Node] = []        # products of the input (``can_mask_input``)
+        self._opening: dict[str, tuple] = {}      # activation -> (a id, A) of a rho being opened
         # malicious multiplication check: named triple operands whose masked opening is
         # shared by several products (``prepare``, ``product``)
         self._weights: dict[str, tuple[str, Pair, np.ndarray]] = {}   # weight -> (b id, B, sigma)
@@ -70,7 +83,7 @@ class StampBackend:
         sigma every time. Activations that are the first operand of several products
         (attention's Q, K, V from one input) share their A and rho likewise, and an
         activation made by a device step that feeds products only gets its A and rho from
-        the LTEEs of that step (``_act_setup``)."""
+        the LTEEs of that step (``_act_plan``)."""
         names, first = [], {}
         for node in graph.nodes:
             if node.op not in LINEAR or len(node.inputs) < 2:
@@ -84,13 +97,16 @@ class StampBackend:
         bs = [self.ops.operand("b", f"w/{name}", env[name].a.shape) for name in names]
         sigmas = self.eng.open_many([rss.sub(self.ring, env[n], b) for n, b in zip(names, bs)], "rss/sigma")
         self._weights = {n: (f"w/{n}", b, s) for n, b, s in zip(names, bs, sigmas)}
+        self._wenv = {n: env[n] for n in names}
 
     # ---- activations whose rho comes from the LTEEs (malicious) -------------------------
     @staticmethod
     def _activations(graph) -> dict:
-        """Device-step outputs whose only use is as the first operand of products, possibly
-        through order-preserving reshapes: {output: (activation the products take, number of
-        products, its shape)}."""
+        """Device-step outputs used as the first operand of products (and as no product's
+        second operand), possibly through order-preserving reshapes: {output: (activation the
+        products take, number of products, its shape, the products)}. Other consumers (a
+        residual Add, a LayerNorm) are allowed: A + rho is a replicated sharing of the
+        activation like any other, they use it as it is."""
         shapes = getattr(graph, "shapes", None) or {}
         outputs = set(getattr(graph, "output_names", ()) or ())
         inputs = set(getattr(graph, "input_names", ()) or ())
@@ -105,60 +121,121 @@ class StampBackend:
         for t, cs in cons.items():
             if t in graph.weight_info or t in inputs or t in outputs or t not in shapes:
                 continue
-            if not all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in cs):
+            prods = [c for c in cs if c.op in LINEAR]
+            if not prods or not all(len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in prods):
                 continue
             src = t
             while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
                    and len(cons.get(prod[src].inputs[0], [])) == 1):
                 src = prod[src].inputs[0]
-            out[src] = (t, len(cs), tuple(int(d) for d in shapes[t]))
+            out[src] = (t, len(prods), tuple(int(d) for d in shapes[t]), prods)
         return out
 
-    def _act_setup(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
-        """Malicious rss step whose output ``last`` feeds products only: the activation mask
-        A of the next products is this device operation's "act/<op>" (one segment per job,
-        ``ltee_device._act_comps``); this host's two components of it, or None."""
+    def _act_plan(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
+        """Malicious rss step whose output ``last`` feeds products (``_activations``): their
+        activation mask A is this device operation's "act/<op>" (one segment per job,
+        ``ltee_device._act_comps``). Returns (name, uses, shape, segments, products to
+        premultiply) or None; ``_act_make`` then gets this host's two components of A."""
         info = self._act_out.get(last)
         if info is None or path != "rss" or not self.eng.malicious:
             return None
-        name, uses, shape = info
+        name, uses, shape, nodes = info
         n = int(np.prod(out_shape))
         if int(np.prod(shape)) != n or (len(ranges) > 1 and (not shape or shape[0] != out_shape[0])):
             return None
         per_row = n // max(1, int(out_shape[0])) if len(ranges) > 1 else 0
         seg = [[c, ld, (hi - lo) * per_row if len(ranges) > 1 else n]
                for c, ((lo, hi), ld) in enumerate(zip(ranges, leaders))]
-        a_id = f"act/{self.ops.op}"
-        return name, uses, a_id, seg, self.ops.operand("a", a_id, shape, seg=seg)
+        return name, uses, shape, seg, self._premultipliable(nodes, shape)
+
+    def _act_make(self, plan, op_at_run: int, first_sub: int = 0):
+        """A of ``_act_plan`` for the device operation numbered ``op_at_run`` (after the
+        triples of the premultiplied products, each a device operation of its own), its
+        segments in the operation's slots from ``first_sub``; premultiplies."""
+        name, uses, shape, seg, pre = plan
+        seg = [[sub + first_sub, ld, k] for sub, ld, k in seg]
+        a_id = f"act/{op_at_run}"
+        a = self.ops.operand("a", a_id, shape, seg=seg)
+        self._premultiply(pre, a_id, a, seg)
+        return name, uses, a_id, seg, a
+
+    # ---- premultiplied products (malicious) ---------------------------------------------
+    def _premultipliable(self, nodes: list, shape: tuple) -> list:
+        """The products among ``nodes`` (consumers of an activation of ``shape`` that will be
+        shared as A + rho) whose second operand is a weight with its sigma opened."""
+        if not (self.premultiply and self.eng.malicious):
+            return []
+        out = []
+        for nd in nodes:
+            wname = nd.inputs[1] if len(nd.inputs) > 1 else None
+            if wname in self._weights and wname in self._wenv and nd.name not in self._pre:
+                out.append(nd)
+        return out
+
+    def _premultiply(self, nodes: list, a_id: str, a: Pair, seg: list | None) -> None:
+        """For each product z = f(x, W) of ``nodes``, where x will be A + rho (A this host's
+        two components ``a`` of the named mask ``a_id``, rho public once known), re-share
+        f(A, W) now -- it does not depend on x -- and check it with the LTEEs' triple
+        (A, B, C = f(A, B)): delta = z_AW - C - f(A, sigma) (rho = 0; sigma = W - B opened
+        offline). The message is sent before this host's next sends and received with them
+        (``Engine.reshare_send``, ``recv_deferred``): no round of its own. When x is there,
+        z = z_AW + f(rho, W) is local (``_verified``), exactly f(x, W): the product costs no
+        round and opens nothing [docs: stamp.md, "Premultiplied products"]."""
+        eng, ring = self.eng, self.ring
+        for nd in nodes:
+            wname = nd.inputs[1]
+            b_id, bmask, sigma = self._weights[wname]
+            w = self._wenv[wname]
+            f = kernels.bilinear(nd.op, nd.attrs, ring)
+            z3 = rss.bilinear_local(ring, f, a, w)
+            _, _, c = self.ops.triple(nd.op, nd.attrs, a.a.shape, w.a.shape, z3.shape, a_id=a_id, b_id=b_id,
+                                      a_known=True, b_known=True, a_seg=seg)
+            self._pre[nd.name] = None
+
+            def on_recv(z, name=nd.name, f=f, c=c, bmask=bmask, sigma=sigma):
+                eng.queue_delta(f, z, (a, bmask, c), None, sigma)
+                self._pre[name] = z
+            eng.reshare_send(z3, "stamp/premul", on_recv)
+            self.counts["premultiplied"] += 1
 
     # ---- job construction ------------------------------------------------------------
-    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
-             last: str | None = None) -> Pair:
+    def _split(self, data, out_shape: tuple, split: bool):
         n = (data.a if isinstance(data, Pair) else data).shape[0] if len(out_shape) else 1
-        ranges = [r for r in split_batch(n) if r[1] > r[0]] if split and n >= 2 else [(0, n)]
-        leaders = [c if len(ranges) > 1 else self._rot % 3 for c in range(len(ranges))]
-        act = self._act_setup(last, ranges, leaders, out_shape, path) if last is not None else None
+        # the part whose evaluator is the output party (leader r - 1) is the lighter one
+        light = None if self.output_receiver is None else (self.output_receiver - 1) % 3
+        parts = [(c, r) for c, r in enumerate(split_batch(n, light=light)) if r[1] > r[0]] if split and n >= 2 else []
+        if len(parts) > 1:
+            ranges, leaders = [r for _, r in parts], [c for c, _ in parts]
+        else:
+            ranges, leaders = [(0, n)], [self._rot % 3]
+        if len(ranges) == 1:
+            self._rot += 1
+        return ranges, leaders
+
+    @staticmethod
+    def _jobs(data, steps: list, params: list[Pair], out_shape: tuple, ranges: list, leaders: list,
+              batched: set, act) -> list:
+        """One job per batch part [4.2]; parameters in ``batched`` (a residual) are cut by rows
+        like the data, the others (bias, LayerNorm gamma/beta) go whole to every job."""
         jobs, pos = [], 0
         for c, (lo, hi) in enumerate(ranges):
-            leader = leaders[c]
-            chunk = Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi]
-            if len(ranges) == 1:
-                chunk = data
+            one = len(ranges) == 1
+            chunk = data if one else (Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi])
+            jp = [p if one or k not in batched else Pair(p.a[lo:hi], p.b[lo:hi]) for k, p in enumerate(params)]
             ishape = (chunk.a if isinstance(chunk, Pair) else chunk).shape
-            oshape = ((hi - lo),) + tuple(out_shape[1:]) if len(ranges) > 1 else tuple(out_shape)
+            oshape = tuple(out_shape) if one else ((hi - lo),) + tuple(out_shape[1:])
             spec = {"shape": [int(d) for d in ishape], "out_shape": [int(d) for d in oshape],
-                    "params": [[int(d) for d in p.a.shape] for p in params], "steps": steps}
-            job = Job(leader, spec, chunk, list(params))
+                    "params": [[int(d) for d in p.a.shape] for p in jp], "steps": steps}
+            job = Job(leaders[c], spec, chunk, jp)
             if act is not None:
                 k = act[3][c][2]
                 spec["act"] = 1
                 job.act = Pair(act[4].a.reshape(-1)[pos:pos + k], act[4].b.reshape(-1)[pos:pos + k])
                 pos += k
             jobs.append(job)
-        if len(ranges) == 1:
-            self._rot += 1
-        outs = self.ops.run(jobs, path)
-        self.counts["device_calls"] += 1
+        return jobs
+
+    def _collect(self, jobs: list, outs: list, act) -> Pair:
         if act is not None:
             name, uses, a_id, seg, a = act
             rho = np.concatenate([j.rho.reshape(-1) for j in jobs]).reshape(a.a.shape)
@@ -168,6 +245,37 @@ class StampBackend:
         if len(outs) == 1:
             return outs[0]
         return Pair(np.concatenate([o.a for o in outs]), np.concatenate([o.b for o in outs]))
+
+    def _run_many(self, tasks: list, path: str) -> list[Pair]:
+        """Device operation(s) for ``tasks`` = [(data, steps, params, out_shape, split, last,
+        batched)]: all their jobs in one operation of at most ``nonlinear.MAX_JOBS`` jobs
+        (two rounds for all), in order."""
+        plans = []
+        for data, steps, params, out_shape, split, last, batched in tasks:
+            ranges, leaders = self._split(data, out_shape, split)
+            ap = self._act_plan(last, ranges, leaders, out_shape, path) if last is not None else None
+            plans.append((ranges, leaders, ap))
+        op_at_run = self.ops.op + sum(len(ap[4]) for _, _, ap in plans if ap is not None)
+        results, batch, sub = [], [], 0
+        for (data, steps, params, out_shape, split, last, batched), (ranges, leaders, ap) in zip(tasks, plans):
+            if sub + len(ranges) > MAX_JOBS:
+                raise ProtocolError("too many jobs for one device operation")
+            act = self._act_make(ap, op_at_run, sub) if ap is not None else None
+            jobs = self._jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
+            batch.append((jobs, act))
+            sub += len(jobs)
+        alljobs = [j for jobs, _ in batch for j in jobs]
+        outs = self.ops.run(alljobs, path)
+        self.counts["device_calls"] += 1
+        k = 0
+        for jobs, act in batch:
+            results.append(self._collect(jobs, outs[k:k + len(jobs)], act))
+            k += len(jobs)
+        return results
+
+    def _run(self, data, steps: list, params: list[Pair], out_shape: tuple, path: str, split: bool,
+             last: str | None = None, batched: set | None = None) -> Pair:
+        return self._run_many([(data, steps, params, out_shape, split, last, batched or set())], path)[0]
 
     @staticmethod
     def _node_steps(nodes: list[Node], first_param: int, params: list[list[Pair]]):
@@ -181,9 +289,10 @@ class StampBackend:
 
     # ---- backend interface -------------------------------------------------------------
     def _local_product(self, node: Node, x: Pair, w: Pair, bias: Pair | None):
-        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it."""
+        """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it
+        (z3 None for a premultiplied product, ``_verified`` finishes it)."""
         f = kernels.bilinear(node.op, node.attrs, self.ring)
-        z3 = rss.bilinear_local(self.ring, f, x, w)
+        z3 = None if node.name in self._pre else rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:
@@ -203,7 +312,8 @@ class StampBackend:
         opening)."""
         eng = self.eng
         f, z3, steps, plist = self._local_product(node, x, w, bias)
-        spec = {"shape": [int(d) for d in z3.shape], "out_shape": [int(d) for d in out_shape],
+        zshape = z3.shape if z3 is not None else self._pre_shape(node)
+        spec = {"shape": [int(d) for d in zshape], "out_shape": [int(d) for d in out_shape],
                 "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
         self.counts["device_calls"] += 1
         self.counts["output_fused"] += 1
@@ -216,20 +326,41 @@ class StampBackend:
         eng.flush_checks()   # [Protocol 5 step 1, malicious]: verified before it leaves
         return self.ops.output(Job(r, spec, z, plist), r)
 
-    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
-                params: list[list[Pair]], out_shape: tuple) -> Pair:
-        eng = self.eng
+    def _product_task(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                      params: list[list[Pair]], out_shape: tuple) -> tuple:
+        """The local product (malicious: re-shared and verified, ``_verified``) and the device
+        task that finishes it: truncation, bias, the fused chain."""
         f, z3, steps, plist = self._local_product(node, x, w, bias)
         nsteps, nparams = self._node_steps(chain, len(plist), params)
+        # a residual (Add in the chain, executor ``_residual_chain``) is cut by rows like the data
+        batched = {i for st in nsteps if st["node"]["op"] == "Add" for i in st["params"]}
         steps += nsteps
         plist += nparams
-        split = (_splittable(chain) and len(out_shape) >= 1 and z3.ndim >= 1
-                 and z3.shape[0] == out_shape[0])
-        if not eng.malicious:
-            return self._run(z3, steps, plist, out_shape, "3of3", split)
-        z = self._verified(node, f, x, w, z3)
+        zshape = z3.shape if z3 is not None else self._pre_shape(node)
+        split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
+                 and zshape[0] == out_shape[0])
+        if not self.eng.malicious:
+            return (z3, steps, plist, out_shape, split, None, batched)
+        started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
         last = None if any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
-        return self._run(z, steps, plist, out_shape, "rss", split, last)
+        return (started, steps, plist, out_shape, split, last, batched)
+
+    def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
+                params: list[list[Pair]], out_shape: tuple) -> Pair:
+        return self.products([(node, x, w, bias, chain, params, out_shape)])[0]
+
+    def products(self, items: list[tuple]) -> list[Pair]:
+        """Independent products (``executor._siblings``: attention's Q, K, V of one input),
+        each (node, x, w, bias, chain, params, out_shape), finished by ONE device operation:
+        their jobs run in lockstep (two rounds for all, instead of two each). Malicious: their
+        verified re-shares (those not premultiplied) go out together, one round for all."""
+        tasks = [self._product_task(*it) for it in items]
+        if self.eng.malicious:   # all re-shares sent, then all received: one round for the group
+            tasks = [(self._verify_finish(t[0]),) + tuple(t[1:]) for t in tasks]
+        out = []
+        for k in range(0, len(tasks), max(1, MAX_JOBS // 3)):
+            out += self._run_many(tasks[k:k + max(1, MAX_JOBS // 3)], "rss" if self.eng.malicious else "3of3")
+        return out
 
     def can_mask_input(self, graph: Graph, name: str) -> int:
         """Malicious: the number of products that take input ``name`` as their first
@@ -239,6 +370,7 @@ class StampBackend:
             return 0
         ok = all(c.op in LINEAR and len(c.inputs) > 1 and c.inputs[0] == name and c.inputs[1] != name
                  for c in cons)
+        self._input_nodes = list(cons) if ok else []
         return len(cons) if ok else 0
 
     def masked_input(self, owner: int, x: np.ndarray | None, shape: tuple, name: str, products: int) -> Pair:
@@ -253,6 +385,7 @@ class StampBackend:
         eng, ring = self.eng, self.ring
         a_id = f"in{owner}/{name}"
         n = int(np.prod(shape))
+        pre = self._premultipliable(self._input_nodes, tuple(shape))
         if eng.me == owner:
             a, whole = self.ops.operand("a", a_id, shape, full=True)
             if x is None or tuple(x.shape) != tuple(shape):
@@ -260,8 +393,10 @@ class StampBackend:
             rho = ring.sub(ring.reduce(np.asarray(x, np.uint64)), whole)
             for p in ((owner + 1) % 3, (owner + 2) % 3):
                 eng.send_ring(p, "stamp/input-rho", rho)
+            self._premultiply(pre, a_id, a, None)      # travels with rho
         else:
             a = self.ops.operand("a", a_id, shape)
+            self._premultiply(pre, a_id, a, None)      # f(A, W) needs no rho: sent first
             (rho,) = eng.recv_ring(owner, "stamp/input-rho", n)
             rho = rho.reshape(shape)
             # one receiver tells the other the hash of its copy; checked before the
@@ -271,6 +406,7 @@ class StampBackend:
                 eng.send_hash(second, "stamp/input-rho/h", rho)
             else:
                 eng.expect_hash(first, "stamp/input-rho/h", rho, "input-consistency")
+        eng.recv_deferred()
         self._acts[name] = (a_id, a, rho, None)
         self._uses[name] = products
         return rss.add_public(ring, eng.me, a, rho)
@@ -278,6 +414,13 @@ class StampBackend:
     def _verified(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray) -> Pair:
         """Reshare the product and queue its check, sharing sigma (weights) and rho
         (activations with several products) as set up by ``prepare``."""
+        return self._verify_finish(self._verify_start(node, f, x, w, z3))
+
+    def _verify_start(self, node: Node, f, x: Pair, w: Pair, z3: np.ndarray | None) -> tuple:
+        """The sending half of ``_verified`` (``Engine.reshare_verified_send``): several
+        products started before any is finished re-share in one round (``products``). A
+        product of an activation whose rho an earlier, unfinished one of the group opens
+        takes that one's A (named) and, when finished, its rho."""
         seq = self.counts["products"]
         wk = self._weights.get(node.inputs[1]) if len(node.inputs) > 1 else None
         if wk is not None and wk[1].a.shape != w.a.shape:
@@ -286,23 +429,72 @@ class StampBackend:
         xk = self._acts.get(xname) if xname is not None else None
         if xk is not None and xk[1].a.shape != x.a.shape:
             xk = None
-        a_id = xk[0] if xk is not None else f"x/{seq}"
+        if node.name in self._pre:
+            if xk is not None and wk is not None:
+                return ("done", self._finish_premultiplied(node, f, xname, xk, w))
+            # not as planned (cannot happen with the executor's graphs): the premultiplied
+            # re-share stays checked, the product is made the ordinary way
+            self._pre_shape(node)
+            self._pre.pop(node.name)
+            z3 = rss.bilinear_local(self.ring, f, x, w)
+        shared = self._opening.get(xname) if xk is None and xname in self._uses else None
+        if shared is not None and shared[1].a.shape != x.a.shape:
+            shared = None
+        known = xk if xk is not None else shared
+        a_id = known[0] if known is not None else f"x/{seq}"
         a, b, c = self.ops.triple(node.op, node.attrs, x.a.shape, w.a.shape, z3.shape, a_id=a_id,
-                                  b_id=None if wk is None else wk[0], a_known=xk is not None,
+                                  b_id=None if wk is None else wk[0], a_known=known is not None,
                                   b_known=wk is not None, a_seg=None if xk is None else xk[3])
-        a = a if xk is None else xk[1]
+        a = a if known is None else known[1]
         b = b if wk is None else wk[1]
-        z, rho = self.eng.reshare_verified(f, x, w, z3, (a, b, c), rho=None if xk is None else xk[2],
-                                           sigma=None if wk is None else wk[2])
+        h = self.eng.reshare_verified_send(x, w, z3, (a, b, c), open_rho=known is None, open_sigma=wk is None)
+        if known is None and xname in self._uses:
+            self._opening[xname] = (a_id, a)
+        return ("sent", node, f, xname, xk, shared, wk, a_id, a, h)
+
+    def _verify_finish(self, st: tuple) -> Pair:
+        if st[0] == "done":
+            return st[1]
+        _, node, f, xname, xk, shared, wk, a_id, a, h = st
+        rho = xk[2] if xk is not None else (self._acts[xname][2] if shared is not None else None)
+        z, rho = self.eng.reshare_verified_recv(h, f, rho=rho, sigma=None if wk is None else wk[2])
         self.counts["sigma_reused"] += wk is not None
-        self.counts["rho_reused"] += xk is not None
+        self.counts["rho_reused"] += xk is not None or shared is not None
         if xname in self._uses:
+            if xk is None and shared is None:
+                self._opening.pop(xname, None)
             self._uses[xname] -= 1
             if self._uses[xname] <= 0:
                 self._acts.pop(xname, None)
                 del self._uses[xname]
             elif xk is None:
                 self._acts[xname] = (a_id, a, rho, None)
+        return z
+
+    def _pre_shape(self, node: Node) -> tuple:
+        """Shape of a premultiplied product's re-shared f(A, W) (received now if need be)."""
+        z = self._pre.get(node.name)
+        if z is None:
+            self.eng.recv_deferred()
+            z = self._pre.get(node.name)
+        if z is None:
+            raise ProtocolError(f"premultiplied product {node.name!r} has no re-shared f(A, W)")
+        return z.a.shape
+
+    def _finish_premultiplied(self, node: Node, f, xname: str, xk: tuple, w: Pair) -> Pair:
+        """z = z_AW + f(rho, W): x = A + rho, z_AW the re-shared, checked f(A, W)
+        (``_premultiply``); f(rho, W) of the public rho is local and exact."""
+        ring = self.ring
+        self._pre_shape(node)
+        zaw = self._pre.pop(node.name)
+        rho = xk[2]
+        z = rss.add(ring, zaw, Pair(ring.reduce(f(rho, w.a)), ring.reduce(f(rho, w.b))))
+        self.counts["sigma_reused"] += 1
+        self.counts["rho_reused"] += 1
+        self._uses[xname] -= 1
+        if self._uses[xname] <= 0:
+            self._acts.pop(xname, None)
+            del self._uses[xname]
         return z
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:

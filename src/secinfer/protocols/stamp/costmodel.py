@@ -117,6 +117,17 @@ def declared_sigma_offline(weight_sizes: list[int], elem: int = 4) -> int:
     return 3 * sum(weight_sizes) * elem + 3 * 32 if weight_sizes else 0
 
 
+def declared_premultiplied(n_out: int, elem: int = 4) -> dict:
+    """Malicious product whose first operand x is shared as A + rho (the masked input, or
+    a device step's result with rho from the LTEEs) and whose second is a weight
+    (``StampBackend._premultiply``), all parties: the re-share of f(A, W), 3 n_out elements,
+    sent as soon as A is known -- with the input's rho, or with step 2 of the device step
+    that makes x -- so **no round of its own**; z = z_AW + f(rho, W) is then local. Its
+    delta is checked by hash with the next device step's step-5 messages
+    (``DELTA_CHECK_BYTES`` per device step that has deltas pending, no round)."""
+    return {"bytes": 3 * n_out * elem, "rounds": 0}
+
+
 DELTA_CHECK_BYTES = 3 * 32
 
 

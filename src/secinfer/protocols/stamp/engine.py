@@ -76,6 +76,8 @@ class Engine:
         self._tick = 0
         self.stats = {"mult_checks": 0}
         self._pending: list[Pair] = []
+        self._deferred: list = []     # reshare_send: (tag, own component, shape, callback)
+        self._inflight: list = []     # start_check: (tag, expected hash)
         # ring elements travel in whole bytes of the ring: 4 for Z_2^32 (the paper's count)
         self.wire = np.dtype(np.uint32) if cfg.ring_bits <= 32 else np.dtype(np.uint64)
 
@@ -287,31 +289,101 @@ class Engine:
         made by the LTEEs, so c = f(a, b) holds exactly and delta equals the error the
         adversary put into z, whichever operand is shared (docs/protocols/stamp.md).
         Returns (z, rho)."""
+        h = self.reshare_verified_send(x, y, z3, triple, tag, open_rho=rho is None, open_sigma=sigma is None)
+        return self.reshare_verified_recv(h, f, rho, sigma)
+
+    def reshare_verified_send(self, x: Pair, y: Pair, z3: np.ndarray, triple: tuple[Pair, Pair, Pair],
+                              tag: str = "rss/reshare", open_rho: bool = True, open_sigma: bool = True) -> tuple:
+        """The sending half of ``reshare_verified``: several products whose halves are all
+        sent before any is received re-share (and open) in one round."""
         ring = self.ring
         a, b, c = triple
         shape = z3.shape
         zc = ring.add(z3, self.zero3(shape)).reshape(-1)
         self.send_ring(self.prv, tag, zc)
-        rho_p = rss.sub(ring, x, a) if rho is None else None
-        sig_p = rss.sub(ring, y, b) if sigma is None else None
+        rho_p = rss.sub(ring, x, a) if open_rho else None
+        sig_p = rss.sub(ring, y, b) if open_sigma else None
         if rho_p is not None:
             self._open_send(rho_p, tag + "/rho")
         if sig_p is not None:
             self._open_send(sig_p, tag + "/sigma")
+        return (tag, zc, shape, rho_p, sig_p, triple)
+
+    def reshare_verified_recv(self, h: tuple, f, rho: np.ndarray | None = None,
+                              sigma: np.ndarray | None = None) -> tuple[Pair, np.ndarray]:
+        """The receiving half of ``reshare_verified`` (in the order the halves were sent);
+        ``rho``/``sigma``: the values opened elsewhere when this product does not open them."""
+        tag, zc, shape, rho_p, sig_p, triple = h
         (zn,) = self.recv_ring(self.nxt, tag, zc.size)
         z = Pair(zc.reshape(shape), zn.reshape(shape))
         if rho_p is not None:
             rho = self._open_recv(rho_p, tag + "/rho")
         if sig_p is not None:
             sigma = self._open_recv(sig_p, tag + "/sigma")
+        if rho is None or sigma is None:
+            raise ProtocolError("a verified product needs rho and sigma, opened here or before")
+        self.queue_delta(f, z, triple, rho, sigma)
+        return z, rho
+
+    def queue_delta(self, f, z: Pair, triple: tuple[Pair, Pair, Pair], rho: np.ndarray | None,
+                    sigma: np.ndarray) -> None:
+        """Queue delta = z - c - f(rho, b) - f(a, sigma) - f(rho, sigma) of a re-shared product
+        z = f(x, y) against its triple (a, b, c = f(a, b)), rho = x - a and sigma = y - b opened;
+        ``rho=None``: x is a itself (rho = 0, ``reshare_send`` of a premultiplied product)."""
+        ring = self.ring
+        a, b, c = triple
         fa = lambda u, v: ring.reduce(f(u, v))  # noqa: E731
         d = rss.sub(ring, z, c)
-        d = rss.sub(ring, d, rss.Pair(fa(rho, b.a), fa(rho, b.b)))
+        if rho is not None:
+            d = rss.sub(ring, d, rss.Pair(fa(rho, b.a), fa(rho, b.b)))
         d = rss.sub(ring, d, rss.Pair(fa(a.a, sigma), fa(a.b, sigma)))
-        d = rss.add_public(ring, self.me, d, ring.neg(fa(rho, sigma)))
+        if rho is not None:
+            d = rss.add_public(ring, self.me, d, ring.neg(fa(rho, sigma)))
         self._pending.append(d)
         self.stats["mult_checks"] += 1
-        return z, rho
+
+    # ---- messages that ride on later rounds (malicious STAMP) -------------------------------
+    def reshare_send(self, z3: np.ndarray, tag: str, on_recv) -> None:
+        """The sending half of ``reshare``, for a product whose operands are known before it is
+        needed (a premultiplied f(A, W), ``StampBackend``): mask and send now; the next
+        party's component is received by ``recv_deferred`` -- called by every party at the
+        same point of the protocol, after its next sends, so the message travels with them
+        and costs no round -- which calls ``on_recv(z)`` with the re-shared Pair."""
+        shape = z3.shape
+        z = self.ring.add(z3, self.zero3(shape)).reshape(-1)
+        self.send_ring(self.prv, tag, z)
+        self._deferred.append((tag, z, shape, on_recv))
+
+    def recv_deferred(self) -> None:
+        """Receive the components of every ``reshare_send`` still outstanding (in order)."""
+        todo, self._deferred = self._deferred, []
+        for tag, z, shape, on_recv in todo:
+            (zn,) = self.recv_ring(self.nxt, tag, z.size)
+            on_recv(Pair(z.reshape(shape), zn.reshape(shape)))
+
+    def start_check(self, tag: str = "rss/mcheck") -> bool:
+        """The sending half of ``flush_checks``: send the hash of every pending delta now, so
+        that it travels with the messages of the current round; ``finish_check`` (called by
+        every party at the same later point, before any reveal) receives and compares.
+        Returns whether anything was sent (the same at every party)."""
+        if not self._pending:
+            return False
+        ring = self.ring
+        da = np.concatenate([ring.reduce(d.a).reshape(-1) for d in self._pending]).astype(U64)
+        db = np.concatenate([ring.reduce(d.b).reshape(-1) for d in self._pending]).astype(U64)
+        self._pending = []
+        self.ep.send(self.names[self.prv], tag, digest(db))
+        self._inflight.append((tag, digest(ring.neg(ring.add(da, db)).astype(U64))))
+        return True
+
+    def finish_check(self) -> None:
+        """Receive and compare the hashes of every ``start_check`` (``multiplication-check``)."""
+        todo, self._inflight = self._inflight, []
+        for tag, want in todo:
+            (h,) = self.ep.recv(self.names[self.nxt], tag, ArraySpec(np.uint8, (32,)))
+            if not np.array_equal(h, want):
+                raise self.ep.abort("multiplication-check", None,
+                                    "a multiplication result does not match its verification triple")
 
     def send_hash(self, peer: int, tag: str, value: np.ndarray) -> None:
         """Tell ``peer`` the hash of a value both received from the same sender."""
@@ -334,7 +406,10 @@ class Engine:
         [ABY3 5.3: compare views by hash]. With one corrupted party c, party c+1 compares
         only honest copies (its own, and c+2's copy of d_c), whose sum is the error c put
         into the products, so any non-zero delta makes an honest party abort.
-        Hashes still expected from ``expect_hash`` are compared first."""
+        Hashes still expected from ``expect_hash``, re-shares still outstanding
+        (``reshare_send``) and checks under way (``start_check``) are completed first."""
+        self.recv_deferred()
+        self.finish_check()
         self.ep.drain()
         if not self._pending:
             return

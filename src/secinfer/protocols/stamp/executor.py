@@ -16,7 +16,10 @@ opening of the output: a product with no non-linearity after it whose result rea
 graph's only output through single-input movement ops alone (``_moves_to_output``) goes
 to ``backend.product_output``, which returns the plaintext at the receiver; the moves
 are applied to it there and the output is marked ``Opened``. Backends without that
-attribute (Falcon+) run the product and the opening as before.
+attribute (Falcon+) run the product and the opening as before. Likewise only a backend
+with ``products`` (STAMP) finishes sibling products of one input in one call
+(``_siblings``), and only one with ``fuse_residual`` takes a residual Add and the
+non-linear ops after it into a product's chain (``_residual_chain``).
 """
 
 from __future__ import annotations
@@ -116,6 +119,59 @@ def _moves_to_output(graph: Graph, start: str, consumers: dict, outputs: set) ->
     return None if consumers.get(cur) else moves
 
 
+def _residual_chain(graph: Graph, start: str, consumers: dict, outputs: set, env: dict) -> list[Node]:
+    """``start`` (a product's output) -> Add of a tensor already computed -> non-linear ops
+    (each the single consumer of the one before): [Add, ...] for the product's device chain,
+    which then adds the residual after the exact truncation and bias, as the oracle does
+    (the Transformer's out-projection + residual + LayerNorm, FFN2 + residual + LayerNorm).
+    [] if there is no such chain."""
+    cons = consumers.get(start, [])
+    if start in outputs or len(cons) != 1:
+        return []
+    add = cons[0]
+    if add.op != "Add" or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
+        return []
+    other = add.inputs[1] if add.inputs[0] == start else add.inputs[0]
+    if other not in env or other in graph.weight_info:
+        return []
+    if tuple(graph.shapes.get(other, ())) != tuple(graph.shapes.get(start, ())):
+        return []
+    rest = _follow(graph, add.outputs[0], CHAIN_OPS, consumers, outputs)
+    if not rest:
+        return []
+    # the residual goes to the device as the Add's parameter, the product's output first
+    return [Node(add.name, "Add", [start, other], list(add.outputs), dict(add.attrs))] + rest
+
+
+def _plan_product(graph: Graph, node: Node, consumers: dict, outputs: set, backend, env: dict) -> dict:
+    """What runs with a product: its fused chain (MatMulReLU etc. [STAMP 4.3-4.4]; a scalar
+    Mul after movement ops; with backends that take it, a residual Add and the non-linear
+    ops after it), the moves applied after it, or the moves to the output (fused opening)."""
+    chain = _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
+    moves, smul = ([], None) if chain else _scalar_mul_after_moves(graph, node.outputs[0], consumers, outputs)
+    to_out = None
+    if not chain and smul is None and getattr(backend, "fuse_residual", False):
+        chain = _residual_chain(graph, node.outputs[0], consumers, outputs, env)
+    if not chain and smul is None and getattr(backend, "output_receiver", None) is not None:
+        to_out = _moves_to_output(graph, node.outputs[0], consumers, outputs)
+    if smul is not None:
+        chain = [smul]
+    last = chain[-1].outputs[0] if chain else node.outputs[0]
+    shape = graph.shapes[node.outputs[0]] if smul is not None else graph.shapes[last]
+    return {"chain": chain, "moves": moves, "to_out": to_out, "last": last, "shape": tuple(shape)}
+
+
+def _siblings(graph: Graph, node: Node, consumers: dict, done: set) -> list[Node]:
+    """The other products with the same first operand and a weight as the second (attention's
+    Q, K, V projections): independent of each other, so one device step can finish them."""
+    if node.op not in ("Gemm", "MatMul", "Conv") or len(node.inputs) < 2 or node.inputs[1] not in graph.weight_info:
+        return []
+    x = node.inputs[0]
+    return [c for c in consumers.get(x, []) if c is not node and c.name not in done
+            and c.op in ("Gemm", "MatMul", "Conv") and len(c.inputs) > 1 and c.inputs[0] == x
+            and c.inputs[1] in graph.weight_info]
+
+
 def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
     """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name."""
     consumers = graph.consumers()
@@ -138,34 +194,39 @@ def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair
         elif op == "Neg":
             env[node.outputs[0]] = rss.neg(ring, ins[0])
         elif op in LINEAR:
-            bias = ins[2] if op in ("Gemm", "Conv") and len(ins) > 2 else None
-            chain = _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
-            moves, smul = ([], None) if chain else _scalar_mul_after_moves(graph, node.outputs[0], consumers,
-                                                                            outputs)
-            to_out = None
-            if not chain and smul is None and getattr(backend, "output_receiver", None) is not None:
-                to_out = _moves_to_output(graph, node.outputs[0], consumers, outputs)
-            if to_out is not None:   # the last product, fused with the opening
+            plan = _plan_product(graph, node, consumers, outputs, backend, env)
+            if plan["to_out"] is not None:   # the last product, fused with the opening
+                to_out = plan["to_out"]
+                bias = ins[2] if op in ("Gemm", "Conv") and len(ins) > 2 else None
                 y = backend.product_output(node, ins[0], ins[1], bias, tuple(graph.shapes[node.outputs[0]]))
                 for mv in to_out:
                     y = None if y is None else np.asarray(MOVEMENT[mv.op](mv, [y])[0], np.uint64)
                 env[to_out[-1].outputs[0] if to_out else node.outputs[0]] = Opened(y)
                 done.update(mv.name for mv in to_out)
                 continue
-            if smul is not None:
-                chain = [smul]
-            params = [[env[i] for i in c.inputs[1:]] for c in chain]
-            last = chain[-1].outputs[0] if chain else node.outputs[0]
-            shape = graph.shapes[node.outputs[0]] if smul is not None else graph.shapes[last]
-            y = backend.product(node, ins[0], ins[1], bias, chain, params, tuple(shape))
-            for mv in moves:   # the scaled product through the moves (smul only)
-                rest = [env[i] for i in mv.inputs[1:]]
-                ya = MOVEMENT[mv.op](mv, [y.a] + [p.a for p in rest])[0]
-                yb = MOVEMENT[mv.op](mv, [y.b] + [p.b for p in rest])[0]
-                y = Pair(np.asarray(ya, np.uint64), np.asarray(yb, np.uint64))
-            env[last] = y
-            done.update(c.name for c in chain)
-            done.update(mv.name for mv in moves)
+            group = [(node, plan)]
+            if hasattr(backend, "products"):   # sibling products of the same input, one device step
+                for sib in _siblings(graph, node, consumers, done):
+                    sp = _plan_product(graph, sib, consumers, outputs, backend, env)
+                    if sp["to_out"] is None and all(i in env for c in sp["chain"] for i in c.inputs[1:]):
+                        group.append((sib, sp))
+            items = []
+            for nd, pl in group:
+                xs = [env[i] for i in nd.inputs]
+                bias = xs[2] if nd.op in ("Gemm", "Conv") and len(xs) > 2 else None
+                params = [[env[i] for i in c.inputs[1:]] for c in pl["chain"]]
+                items.append((nd, xs[0], xs[1], bias, pl["chain"], params, pl["shape"]))
+            ys = backend.products(items) if len(items) > 1 else [backend.product(*items[0])]
+            for (nd, pl), y in zip(group, ys):
+                for mv in pl["moves"]:   # the scaled product through the moves (smul only)
+                    rest = [env[i] for i in mv.inputs[1:]]
+                    ya = MOVEMENT[mv.op](mv, [y.a] + [p.a for p in rest])[0]
+                    yb = MOVEMENT[mv.op](mv, [y.b] + [p.b for p in rest])[0]
+                    y = Pair(np.asarray(ya, np.uint64), np.asarray(yb, np.uint64))
+                env[pl["last"]] = y
+                done.add(nd.name)
+                done.update(c.name for c in pl["chain"])
+                done.update(mv.name for mv in pl["moves"])
         elif op in CHAIN_OPS:
             chain = [node] + _follow(graph, node.outputs[0], FUSABLE, consumers, outputs)
             params = [[env[i] for i in c.inputs[1:]] for c in chain]

@@ -31,7 +31,7 @@ from secinfer.ir.graph import Node, lift_2d
 
 _MAX_DIMS = 6
 _MAX_ELEMS = 1 << 27
-DEVICE_NODE_OPS = ("Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+DEVICE_NODE_OPS = ("Add", "Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                    "BatchNormalization", "LayerNormalization", "Sigmoid", "Tanh", "Erf", "Gelu",
                    "Exp", "Sqrt", "Softmax")
 _EXP_OPS = ("Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt", "Softmax")

@@ -67,6 +67,9 @@ CERT_DOMAIN = b"secinfer/stamp/ltee-identity/v1"
 DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
 OUT_MAC_DOMAIN = b"secinfer/stamp/ltee-output-mac/v1"
 STREAMS = ("k0", "k1", "k2", "s")
+# counter slots of one operation: one per job; up to three products of one input finish in
+# one operation, each split in three batch parts [4.2] (``StampBackend._run_many``)
+SLOTS = 9
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
 EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
 
@@ -208,7 +211,7 @@ class Device:
         op, n_op, ctr, sub = int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3])
         if op < self.op_last:
             raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
-        if sub not in (0, 1, 2) or n_op % 3 or not 0 <= n_op <= 1 << 40:
+        if not 0 <= sub < SLOTS or n_op % SLOTS or not 0 <= n_op <= 1 << 40:
             raise Refused("bad-request", "operation size or slot")
         if op > self.op_last:
             if ctr < self.ctr[stream]:
@@ -227,10 +230,10 @@ class Device:
         return self._slot(stream, sub)
 
     def _slot(self, stream: tuple, sub: int) -> int:
-        return self.op_base[stream] + sub * (self.op_n // 3)
+        return self.op_base[stream] + sub * (self.op_n // SLOTS)
 
     def _slot_size(self) -> int:
-        return self.op_n // 3
+        return self.op_n // SLOTS
 
     # ---- Protocol 1 ----------------------------------------------------------------------
     def cmd_identity(self, arrays):
@@ -327,7 +330,7 @@ class Device:
         self._need_ready()
         meta = arrays[0]
         j, hat, n, kind = int(meta[4]), int(meta[5]), int(meta[6]), int(meta[7])
-        if j not in (0, 1, 2) or hat not in (0, 1) or not 0 <= n <= int(meta[1]) // 3:
+        if j not in (0, 1, 2) or hat not in (0, 1) or not 0 <= n <= int(meta[1]) // SLOTS:
             raise Refused("bad-request", "mask request")
         if self.index not in (j, (j - 1) % 3):
             raise Refused("policy", f"party {self.index} does not hold component {j}")
@@ -342,7 +345,7 @@ class Device:
         self._need_ready()
         meta = arrays[0]
         e, n = int(meta[4]), int(meta[5])
-        if e not in (0, 1, 2) or e == self.index or not 0 <= n <= int(meta[1]) // 3:
+        if e not in (0, 1, 2) or e == self.index or not 0 <= n <= int(meta[1]) // SLOTS:
             raise Refused("policy", "the evaluator never receives input masks")
         ctr = self._begin(meta, "inmask", ("s", 0))
         d = self.index
@@ -353,7 +356,7 @@ class Device:
         self._need_ready()
         meta = arrays[0]
         t, hat, n = int(meta[4]), int(meta[5]), int(meta[6])
-        if t not in (0, 1, 2) or not 0 <= n <= int(meta[1]) // 3:
+        if t not in (0, 1, 2) or not 0 <= n <= int(meta[1]) // SLOTS:
             raise Refused("bad-request", "zero-share request")
         ctr = self._begin(meta, "zshare", ("s", 0))
         d = self.index
@@ -368,7 +371,7 @@ class Device:
         self._need_ready()
         meta = arrays[0]
         n = int(meta[4])
-        if not 0 <= n <= int(meta[1]) // 3:
+        if not 0 <= n <= int(meta[1]) // SLOTS:
             raise Refused("bad-request", "pad size")
         ctr = self._begin(meta, "pad", ("s", 1))
         return [np.frombuffer(self._seed(self.index, f"pad/{self.index}", ctr), dtype=np.uint8)]
@@ -377,7 +380,7 @@ class Device:
     def _out_ready(self, meta: np.ndarray, n: int) -> int:
         """Common checks of the output-step requests; returns the output party r."""
         self._need_ready()
-        if self.out_party is None or not 0 <= n <= int(meta[1]) // 3:
+        if self.out_party is None or not 0 <= n <= int(meta[1]) // SLOTS:
             raise Refused("bad-request", "output-step request")
         return self.out_party
 
@@ -461,7 +464,8 @@ class Device:
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
         n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
-        if n_in > int(meta[1]) // 3 or int(np.prod(kernels.out_shape(spec))) > int(meta[1]) // 3:
+        slot = int(meta[1]) // SLOTS
+        if n_in > slot or int(np.prod(kernels.out_shape(spec))) > slot:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "output", ("s", 0))
@@ -508,7 +512,7 @@ class Device:
         n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
         if (mode == 2) != (spec["steps"] == [{"op": "softmax"}]):
             raise Refused("bad-request", "the exp path runs exactly the softmax step")
-        if n_in > int(meta[1]) // 3:
+        if n_in > int(meta[1]) // SLOTS:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
@@ -625,8 +629,8 @@ class Device:
             segs = [(int(a), int(b), int(k)) for a, b, k in segs]
         except (TypeError, ValueError):
             raise Refused("bad-request", "activation operand") from None
-        if (name != "a" or not 1 <= len(segs) <= 3 or sum(k for _, _, k in segs) != n
-                or any(a not in (0, 1, 2) or b not in (0, 1, 2) or k < 0 for a, b, k in segs)):
+        if (name != "a" or not 1 <= len(segs) <= SLOTS or sum(k for _, _, k in segs) != n
+                or any(not 0 <= a < SLOTS or b not in (0, 1, 2) or k < 0 for a, b, k in segs)):
             raise Refused("bad-request", "activation operand segments")
         parts = [self._act_comps(op, a, b, k) for a, b, k in segs]
         return [np.concatenate([p[c] for p in parts]) for c in range(3)]
@@ -671,7 +675,7 @@ class Device:
         except (ValueError, KeyError, TypeError, ProtocolError) as e:
             raise Refused("bad-request", f"triple spec: {e}") from None
         sizes = [int(np.prod(s)) for s in (xs, ws, cs)]
-        if max(sizes) > int(meta[1]) // 3:
+        if max(sizes) > int(meta[1]) // SLOTS:
             raise Refused("bad-request", "triple larger than the operation slot")
         ctr = self._begin(meta, "triple", ("s", 0))
         ring = self.cfg.ring

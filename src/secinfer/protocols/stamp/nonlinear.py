@@ -40,10 +40,11 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp import kernels
 from secinfer.protocols.stamp.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
-from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, expand, zero_component
+from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
+MAX_JOBS = SLOTS   # jobs of one device operation: three batch parts of up to three products
 _M52 = U64((1 << MANT_BITS) - 1)
 _M32 = U64((1 << EXP_BITS) - 1)
 
@@ -66,12 +67,15 @@ class Job:
     rho: np.ndarray | None = None
 
 
-def split_batch(n: int, parts: int = 3) -> list[tuple[int, int]]:
-    """Rows of a batch of n for leaders 0, 1, 2 (empty ranges dropped) [4.2]."""
+def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
+    """Rows of a batch of n for leaders 0, 1, 2 [4.2]. When n is not a multiple of three,
+    the part of leader ``light`` gets no extra row (its evaluator has more to do elsewhere:
+    the output party's LTEE runs the whole fused output step)."""
     base, extra = divmod(n, parts)
+    order = list(range(parts)) if light is None else [c for c in range(parts) if c != light] + [light]
     out, s = [], 0
     for c in range(parts):
-        k = base + (1 if c < extra else 0)
+        k = base + (1 if order.index(c) < extra else 0)
         out.append((s, s + k))
         s += k
     return out
@@ -137,14 +141,14 @@ class StampOps:
             raise ProtocolError("the 3-out-of-3 path is semi-honest only; verify the product first")
         names, ep = eng.names, eng.ep
         ring = eng.ring
-        if not 1 <= len(jobs) <= 3:
-            raise ProtocolError("a device operation runs one to three jobs (the batch split of [4.2])")
+        if not 1 <= len(jobs) <= MAX_JOBS:
+            raise ProtocolError(f"a device operation runs one to {MAX_JOBS} jobs (the batch split of [4.2])")
         sizes = []
         for job in jobs:
             kernels.validate(job.spec)
             n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
             sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
-        self._n_op = 3 * max(sizes)   # one operation, one counter slot per job
+        self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
         st = []
         # step 1-2: mask and send
         for sub, job in enumerate(jobs):
@@ -187,6 +191,8 @@ class StampOps:
                         mm, qq = self._exp_split(comp_t)
                         ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 base["flat"] = flat
+        # re-shares of premultiplied products sent before step 2 (``Engine.reshare_send``)
+        eng.recv_deferred()
         # step 3-5: receive, compare (malicious), evaluate in the LTEE, re-share
         for job, s in zip(jobs, st):
             i, e, t, sub, n_in = s["i"], s["e"], s["t"], s["sub"], s["n_in"]
@@ -236,6 +242,9 @@ class StampOps:
             elif me == i:
                 (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
                 job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
+        # malicious: the hashes of the pending deltas travel with the step-5 messages
+        # (``Engine.start_check``); compared below, before the operation returns
+        checking = mal and eng.start_check()
         for job, s in zip(jobs, st):
             i, e, t, sub, n_out = s["i"], s["e"], s["t"], s["sub"], s["n_out"]
             if me != t:
@@ -257,6 +266,8 @@ class StampOps:
                     raise ep.abort("relu-step5", None,
                                    "the two LTEE evaluations' output shares disagree")
             job.result = Pair(real, zi)
+        if checking:
+            eng.finish_check()
         self.op += 1
         self.ctr += self._n_op
         outs = []
@@ -290,7 +301,7 @@ class StampOps:
         kernels.validate(job.spec)
         n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
         oshape = kernels.out_shape(job.spec)
-        self._n_op = 3 * max(n_in, int(np.prod(oshape)))
+        self._n_op = SLOTS * max(n_in, int(np.prod(oshape)))
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
@@ -346,7 +357,7 @@ class StampOps:
         operands (``a_id``/``b_id``) are shared with other triples; an operand the host
         already holds (``*_known``) is not sent again and comes back as None."""
         size = max(int(np.prod(s)) for s in (xs, ws, cs))
-        self._n_op = 3 * size
+        self._n_op = SLOTS * size
         spec = {"kind": kind, "attrs": attrs, "x": list(xs), "w": list(ws), "c": list(cs),
                 "a_id": a_id, "b_id": b_id, "a_known": a_known, "b_known": b_known}
         if a_seg is not None:     # an activation mask "act/<op>" (``StampBackend._act_setup``)

@@ -126,7 +126,10 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         ops = StampOps(eng, link)
         # the last product fused with the opening to p1 (option stamp_fuse_output, default on)
         fuse = bool(job.options.get("stamp_fuse_output", True))
-        backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None)
+        # malicious: products of activations shared as A + rho re-share f(A, W) early
+        # (option stamp_premultiply, default on; docs/protocols/stamp.md)
+        backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
+                               premultiply=bool(job.options.get("stamp_premultiply", True)))
         env = share_model_and_input(eng, graph, job)
         if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
             with ep.phase("offline"):
