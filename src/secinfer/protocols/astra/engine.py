@@ -505,7 +505,9 @@ class AstraEngine:
             # is revealed next); receiver-checked products send m_z first: measured with
             # three servers on two cores, the evaluators' path (m_z, then the output) is the
             # longer one there
-            first = to_p0 and mstar_first
+            # receiver-checked: P1's m*_x first (P0's step after it, a dot product and two
+            # hashes, is the longest), P2's pad after its m_z (nothing to send)
+            first = to_p0 and (mstar_first or (y_offline and i == 1))
             if first:
                 send_mstar()
             share = self._mz_share(x, y, z, prep)
