@@ -502,11 +502,8 @@ class AstraEngine:
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             # m* first when P0's answer is on the longer path (``mstar_first``: the product
-            # is revealed next); receiver-checked products send m_z first: measured with
-            # three servers on two cores, the evaluators' path (m_z, then the output) is the
-            # longer one there
-            # receiver-checked: P1's m*_x first (P0's step after it, a dot product and two
-            # hashes, is the longest), P2's pad after its m_z (nothing to send)
+            # is revealed next); receiver-checked: P1's m*_x first (P0's step after it, a
+            # dot product and two hashes, is the longest; measured), P2's pad after its m_z
             first = to_p0 and (mstar_first or (y_offline and i == 1))
             if first:
                 send_mstar()
