@@ -56,14 +56,6 @@ func BenchmarkPopkImageRound(b *testing.B) {
 	}
 }
 
-func BenchmarkNTT(b *testing.B) {
-	r, _, _, _ := popkBenchSetup(b)
-	p := r.NewPoly()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r.NTT(p, p)
-	}
-}
 
 func BenchmarkHashRow(b *testing.B) {
 	r, _, _, _ := popkBenchSetup(b)
@@ -92,20 +84,18 @@ func BenchmarkNewPoly3(b *testing.B) {
 	}
 }
 
-func BenchmarkINTT(b *testing.B) {
+// BenchmarkTransforms: the ring's forward, inverse and lazy forward NTT on one polynomial.
+func BenchmarkTransforms(b *testing.B) {
 	r, _, _, _ := popkBenchSetup(b)
 	p := r.NewPoly()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r.INTT(p, p)
-	}
-}
-
-func BenchmarkNTTLazy(b *testing.B) {
-	r, _, _, _ := popkBenchSetup(b)
-	p := r.NewPoly()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		r.NTTLazy(p, p)
+	for _, t := range []struct {
+		name string
+		f    func(in, out ring.Poly)
+	}{{"NTT", r.NTT}, {"INTT", r.INTT}, {"NTTLazy", r.NTTLazy}} {
+		b.Run(t.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				t.f(p, p)
+			}
+		})
 	}
 }
