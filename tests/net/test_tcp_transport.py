@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,16 +18,12 @@ from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
                              PeerUnreachableError)
 from secinfer.net import tcp_transport
-from secinfer.net.channel import ArraySpec
 from secinfer.net.peers import PeerInfo
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
-from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+from transport_helpers import ANY_F, ANY_U, PEER_SCRIPT, all_endpoints, loopback_cluster, pair_fixture  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
-ANY_F = ArraySpec(np.float64, (None,))
-ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
-PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 
 
 def _cluster(tmp_path, roles=("a", "b"), **settings):
@@ -39,12 +34,7 @@ def _endpoints(c, nonce="n", per_party=None, **kw):
     return all_endpoints(TcpEndpoint, c, nonce, per_party, **kw)
 
 
-@pytest.fixture
-def pair(tmp_path):
-    eps = _endpoints(_cluster(tmp_path))
-    yield eps["a"], eps["b"]
-    for e in eps.values():
-        e.close(flush=False)
+pair = pair_fixture(TcpEndpoint, "tcp")
 
 
 def _spawn(c, mode, n=None, nonce="n"):

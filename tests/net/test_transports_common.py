@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,12 +14,9 @@ import pytest
 from secinfer.errors import PeerAbortedError, PeerUnreachableError
 from secinfer.net.channel import ArraySpec
 from secinfer.runtime.party import endpoint_class
-from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+from transport_helpers import ANY_F, ANY_U, PEER_SCRIPT, all_endpoints, loopback_cluster  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
-ANY_F = ArraySpec(np.float64, (None,))
-ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
-PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 TRANSPORTS = pytest.mark.parametrize("transport", ["tcp", "zmq"])
 
 

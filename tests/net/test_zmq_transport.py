@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,15 +14,11 @@ import zmq
 
 from secinfer.crypto.identity import Identity
 from secinfer.errors import AuthenticationError, FrameError, MessageTooLargeError, PeerDeadError
-from secinfer.net.channel import ArraySpec
 from secinfer.net.zmq_transport import PeerInfo, ZmqEndpoint
 from secinfer.runtime.cluster import load_cluster
-from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+from transport_helpers import ANY_F, ANY_U, PEER_SCRIPT, all_endpoints, loopback_cluster, pair_fixture  # tests/net helper
 
 pytestmark = pytest.mark.timeout(60)
-ANY_F = ArraySpec(np.float64, (None,))
-ANY_U = ArraySpec(np.uint64, (None,), max_elems=1 << 30)
-PEER_SCRIPT = str(Path(__file__).with_name("zmq_peer.py"))
 
 
 def _cluster(tmp_path, roles=("a", "b"), **settings):
@@ -34,12 +29,7 @@ def _endpoints(c, nonce="n", per_party=None, **kw):
     return all_endpoints(ZmqEndpoint, c, nonce, per_party, **kw)
 
 
-@pytest.fixture
-def pair(tmp_path):
-    eps = _endpoints(_cluster(tmp_path))
-    yield eps["a"], eps["b"]
-    for e in eps.values():
-        e.close(flush=False)
+pair = pair_fixture(ZmqEndpoint, "zmq")
 
 
 def test_unknown_key_is_refused(tmp_path):

@@ -67,8 +67,6 @@ from zmq.utils import z85
 from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.channel import DEFAULT_RECV_TIMEOUT
-from secinfer.net.codec import DEFAULT_MAX_FRAME
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -169,12 +167,10 @@ class TcpEndpoint(SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
-                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
-                 connect: bool = True, max_inbox: int | None = None) -> None:
-        super().__init__(me, identity, peers, session_id, max_frame=max_frame, recv_timeout=recv_timeout,
-                         connect_timeout=connect_timeout, heartbeat_interval=heartbeat_interval,
-                         peer_timeout=peer_timeout, max_inbox=max_inbox)
+                 connect: bool = True, **limits) -> None:
+        """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
+        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults)."""
+        super().__init__(me, identity, peers, session_id, **limits)
         self._secret = X25519PrivateKey.from_private_bytes(_raw_key(identity.secret))
         self._statics = {p.role: _raw_key(p.public_key) for p in peers}
         self._out: dict[str, _Out] = {}

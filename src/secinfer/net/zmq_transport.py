@@ -57,8 +57,6 @@ from zmq.utils.monitor import recv_monitor_message
 from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.channel import DEFAULT_RECV_TIMEOUT
-from secinfer.net.codec import DEFAULT_MAX_FRAME
 from secinfer.net.peers import PeerInfo, SocketEndpoint, sleep_until as _sleep_until  # PeerInfo re-exported
 from secinfer.net.shaping import TokenBucket
 
@@ -101,14 +99,12 @@ class ZmqEndpoint(SocketEndpoint):
     """An ``Endpoint`` over CURVE-secured ZeroMQ sockets (see the module docstring)."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
-                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
-                 connect: bool = True, max_inbox: int | None = None) -> None:
-        super().__init__(me, identity, peers, session_id, max_frame=max_frame, recv_timeout=recv_timeout,
-                         connect_timeout=connect_timeout, heartbeat_interval=heartbeat_interval,
-                         peer_timeout=peer_timeout, max_inbox=max_inbox)
+                 connect: bool = True, **limits) -> None:
+        """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
+        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults)."""
+        super().__init__(me, identity, peers, session_id, **limits)
         self.bind_url = bind_url
-        self.hard_cap = max_frame + max(HARD_CAP_SLACK, max_frame // 8)
+        self.hard_cap = self.max_frame + max(HARD_CAP_SLACK, self.max_frame // 8)
         self._by_key = {p.public_key: p.role for p in peers}
         self._cv = threading.Condition()
         self._last_seen: dict[str, float] = {}

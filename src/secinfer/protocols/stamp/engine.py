@@ -202,12 +202,17 @@ class Engine:
         return Pair(c_all.reshape(shape), c_own.reshape(shape))   # holds (o+2, o)
 
     # ---- reshare after a local product [STAMP 3.2] --------------------------------------------
-    def reshare(self, z3: np.ndarray, tag: str = "rss/reshare") -> Pair:
-        shape = z3.shape
-        z = self.ring.add(z3, self.zero3(shape)).reshape(-1)
+    def _reshare_out(self, z3: np.ndarray, tag: str) -> np.ndarray:
+        """Mask this party's 3-out-of-3 component with a zero sharing and send it to the
+        previous party; returns it flat (the first component of the re-shared Pair)."""
+        z = self.ring.add(z3, self.zero3(z3.shape)).reshape(-1)
         self.send_ring(self.prv, tag, z)
+        return z
+
+    def reshare(self, z3: np.ndarray, tag: str = "rss/reshare") -> Pair:
+        z = self._reshare_out(z3, tag)
         (zn,) = self.recv_ring(self.nxt, tag, z.size)
-        return Pair(z.reshape(shape), zn.reshape(shape))
+        return Pair(z.reshape(z3.shape), zn.reshape(z3.shape))
 
     # ---- opening --------------------------------------------------------------------------------
     def open_all(self, x: Pair, tag: str = "rss/open") -> np.ndarray:
@@ -299,8 +304,7 @@ class Engine:
         ring = self.ring
         a, b, c = triple
         shape = z3.shape
-        zc = ring.add(z3, self.zero3(shape)).reshape(-1)
-        self.send_ring(self.prv, tag, zc)
+        zc = self._reshare_out(z3, tag)
         rho_p = rss.sub(ring, x, a) if open_rho else None
         sig_p = rss.sub(ring, y, b) if open_sigma else None
         if rho_p is not None:
@@ -349,10 +353,7 @@ class Engine:
         party's component is received by ``recv_deferred`` -- called by every party at the
         same point of the protocol, after its next sends, so the message travels with them
         and costs no round -- which calls ``on_recv(z)`` with the re-shared Pair."""
-        shape = z3.shape
-        z = self.ring.add(z3, self.zero3(shape)).reshape(-1)
-        self.send_ring(self.prv, tag, z)
-        self._deferred.append((tag, z, shape, on_recv))
+        self._deferred.append((tag, self._reshare_out(z3, tag), z3.shape, on_recv))
 
     def recv_deferred(self) -> None:
         """Receive the components of every ``reshare_send`` still outstanding (in order)."""
@@ -411,14 +412,5 @@ class Engine:
         self.recv_deferred()
         self.finish_check()
         self.ep.drain()
-        if not self._pending:
-            return
-        ring = self.ring
-        da = np.concatenate([ring.reduce(d.a).reshape(-1) for d in self._pending]).astype(U64)
-        db = np.concatenate([ring.reduce(d.b).reshape(-1) for d in self._pending]).astype(U64)
-        self._pending = []
-        self.ep.send(self.names[self.prv], tag, digest(db))
-        (h,) = self.ep.recv(self.names[self.nxt], tag, ArraySpec(np.uint8, (32,)))
-        if not np.array_equal(h, digest(ring.neg(ring.add(da, db)).astype(U64))):
-            raise self.ep.abort("multiplication-check", None,
-                                "a multiplication result does not match its verification triple")
+        if self.start_check(tag):
+            self.finish_check()
