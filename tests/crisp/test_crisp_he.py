@@ -121,24 +121,30 @@ def test_largest_muse_b_layer_exact_at_production_parameters():
     assert st["max_log2_noise"] < bud.log_delta - 1.9
 
 
-@pytest.mark.parametrize("c,m", [(12, 3), (2, 9)])
-def test_channel_packed_conv_exact(c, m):
-    """Packed convolution (several channel groups, or several output blocks), stride 2,
-    padding 1, on uniform Z_2^104 shares: shares reconstruct to the exact convolution."""
+@pytest.mark.parametrize("c,m,hin,stride,spills", [(12, 3, 9, 2, True), (2, 9, 9, 2, False),
+                                                    (6, 20, 13, 1, True)])
+def test_channel_packed_conv_exact(c, m, hin, stride, spills):
+    """Packed convolution (several channel groups, or several output blocks), padding 1, on
+    uniform Z_2^104 shares: shares reconstruct to the exact convolution, real and MAC half.
+    ``spills``: the chosen layout's product runs past N/2 (he_conv.spill_ok), so a wrong
+    feasibility rule would mix the halves at the targets and break one of them."""
     from secinfer.protocols.crisp import he_conv, linops
 
     grp = Z2k(104)
     prg = PRG.for_tests(11)
     w = (prg.uint64((m, c, 3, 3)).astype(np.int64) % 4001) - 2000
-    step = {"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, 9, 9],
-            "out_shape": [1, m, 5, 5], "wbits": 11,
-            "attrs": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
+    o = (hin - 1) // stride + 1
+    step = {"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, hin, hin],
+            "out_shape": [1, m, o, o], "wbits": 11,
+            "attrs": {"kernel_shape": [3, 3], "strides": [stride, stride], "pads": [1, 1, 1, 1],
                       "dilations": [1, 1], "group": 1}}
     eng_c = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
     eng_s = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
-    lay = he_conv.conv_layout(step, eng_s.params, 104, 40)
+    lay = eng_s._conv_layout(step)
     assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
-    v0, v1, w0, w1 = (grp.random(prg, (1, c, 9, 9)) for _ in range(4))
+    top = lay.C_b * lay.Hp * lay.Wp - 1 + lay.O + (lay.M_b - 1) * lay.Dm
+    assert (top >= eng_s.params.n // 2) == spills
+    v0, v1, w0, w1 = (grp.random(prg, (1, c, hin, hin)) for _ in range(4))
     mu = grp.random(prg, ())
 
     def client(ep):

@@ -265,7 +265,8 @@ class CKKSLinear:
     def _conv_layout(self, step):
         from secinfer.protocols.crisp import he_conv
 
-        return self._harden(he_conv.conv_layout(step, self.params, self.g.bits, self.sigma))
+        return he_conv.conv_layout(step, self.params, self.g.bits, self.sigma, harden=self._harden,
+                                   malicious=self.malicious)
 
     def _zk_begin(self, side: str, idx: int, group: int, bud, total: int, prg=None) -> None:
         """Announce the next ``total`` client ciphertexts (one layer group) to the proof."""

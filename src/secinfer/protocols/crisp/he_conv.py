@@ -16,8 +16,10 @@ stride-1 output (m, i, j): any other pair landing there would need
 |i' - l - i| < H, forcing c' = c, i' = i + l, j' = j + l'. M_b output channels share one
 answer through k = sum_m X^(m D) k_m with block stride
 D >= max(O + (H - h) W + (W - w) + 1, C_b H W), which keeps every block's useful window
-clear of the other blocks' support; the whole support stays below N/2, so the MAC half
-(offset N/2 = the imaginary unit) never meets the value half. Strides subsample the
+clear of the other blocks' support. The support may run past N/2 (the MAC half starts at
+offset N/2 = the imaginary unit) as long as it stays below N/2 + O and every target below
+N/2: then no target of either half meets the other half (``spill_ok``). The layout with
+the fewest online bytes is chosen (``conv_layout``). Strides subsample the
 stride-1 output. Channel groups (inputs longer than N/4) are accumulated per answer.
 The masking/flooding budget is ``ckks_engine.Budget`` with terms = nnz = C_b h w M_b per
 group and n_acc = number of channel groups.
@@ -62,35 +64,95 @@ def _pads(step) -> tuple:
     return int(p[0]), int(p[1]), int(p[2]), int(p[3])
 
 
-def conv_layout(step: dict, params, k: int, sigma: int):
-    """The packed layout for a Conv step, or None when it does not apply (groups,
-    dilations, or a single padded channel larger than N/4)."""
+def conv_layout(step: dict, params, k: int, sigma: int, harden=None, malicious: bool = False):
+    """The packed layout for a Conv step with the fewest online bytes, or None when it
+    does not apply (groups, dilations, or a single padded channel larger than N/2).
+
+    A candidate (C_b, M_b) is feasible when (1) C_b H W + (M_b - 1) D_m <= N/2 and (2) every
+    target lies below N/2. The product's support may then run past N/2 (up to
+    N/2 + O - 1), but never onto a target of either half: see :func:`spill_ok`. Among the
+    feasible candidates the one with the fewest bytes wins: the client's ciphertexts, the
+    trimmed answers and (malicious) the proofs of plaintext knowledge, each sized with the
+    budget the engine will use (``harden``: the malicious client's proven bounds)."""
     if step.get("node_op") != "Conv" or len(step["in_shape"]) != 4:
         return None
     at = step["attrs"]
     if int(at.get("group", 1)) != 1 or any(int(d) != 1 for d in at.get("dilations", [1, 1])):
         return None
+    m_out = step["out_shape"][1]
+    best, best_cost = None, None
+    for c_b, m_max, dm in feasible(step, params):
+        m_b = -(-m_out // -(-m_out // m_max))     # as few per block as the block count allows
+        lay = ConvLayout(params, k, step, sigma, c_b, m_b, dm)
+        lay = harden(lay) if harden is not None else lay
+        cost = _online_bytes(params, lay, malicious)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = lay, cost
+    return best
+
+
+def feasible(step: dict, params):
+    """(C_b, the largest M_b that :func:`spill_ok` allows, D_m) for every channel-group size
+    with at least one feasible block size."""
     half = params.n // 2
     _, c, h_in, w_in = step["in_shape"]
     pt, pl, pb, pr = _pads(step)
     hp, wp = h_in + pt + pb, w_in + pl + pr
-    kh, kw = at["kernel_shape"]
+    kh, kw = step["attrs"]["kernel_shape"]
     hw = hp * wp
     m_out = step["out_shape"][1]
-    best, best_cost = None, None
     for c_b in range(min(c, half // hw), 0, -1):
         o = (c_b - 1) * hw + (kh - 1) * wp + (kw - 1)
         dm = max(o + (hp - kh) * wp + (wp - kw) + 1, c_b * hw)
-        if c_b * hw - 1 + o >= half:
-            continue
-        m_b = min(m_out, 1 + (half - (c_b * hw + o)) // dm)
-        # ciphertexts per input: client's (channel groups) + answers (output blocks)
-        cost = -(-c // c_b) + -(-m_out // m_b)
-        if best_cost is None or cost < best_cost:
-            best, best_cost = (c_b, m_b, dm), cost
-    if best is None:
-        return None
-    return ConvLayout(params, k, step, sigma, *best)
+        m_max = m_out
+        while m_max >= 1 and not spill_ok(params, c_b * hw, o, dm, m_max, _last_target(step, wp)):
+            m_max -= 1
+        if m_max >= 1:
+            yield c_b, m_max, dm
+
+
+def _last_target(step: dict, wp: int) -> int:
+    """Offset of the last stride-1 target inside an output channel's window."""
+    sh, sw = step["attrs"].get("strides", [1, 1])
+    return (step["out_shape"][2] - 1) * sh * wp + (step["out_shape"][3] - 1) * sw
+
+
+def spill_ok(params, t_len: int, o: int, dm: int, m_b: int, last: int) -> bool:
+    """May a packed product with a client polynomial of t_len coefficients (the real
+    half; the MAC half at N/2 + the same), a kernel of degree o + (m_b - 1) dm and
+    targets o + m dm + [0, last] be read exactly in both halves?
+
+    With t = a + X^(N/2) b and L = t_len - 1 + o + (m_b - 1) dm the top degree of a k and
+    b k (negacyclic, X^(N/2) = i): coefficient j < N/2 of t k is (a k)_j - (b k)_(j + N/2)
+    and coefficient N/2 + j is (a k)_(N/2 + j) + (b k)_j. For a target j >= o both
+    foreign terms vanish iff L < N/2 + o, and the targets themselves must lie below N/2
+    (a value target at N/2 + j' with j' < o would meet (b k)_j'). Non-target
+    coefficients may then mix both halves; they are masked like every coefficient and
+    never sent (trimmed answers)."""
+    half = params.n // 2
+    top = t_len - 1 + o + (m_b - 1) * dm
+    return top < half + o and o + (m_b - 1) * dm + last < half and t_len <= half
+
+
+def _online_bytes(params, lay: "ConvLayout", malicious: bool) -> int:
+    """Bytes a layout sends per input: client ciphertexts, trimmed answers and (malicious)
+    proof responses."""
+    from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
+    from secinfer.crypto.zk import popk
+
+    halves = 2 if malicious else 1
+    per_block = lay.M_b * lay.OH * lay.OW
+    last = (lay.M - (lay.n_mb - 1) * lay.M_b) * lay.OH * lay.OW
+    level = lay.level - lay.drop
+    answers = (lay.n_mb - 1) * trimmed_size(params, level, halves * per_block) + \
+        trimmed_size(params, level, halves * last)
+    cts = lay.n_cg * lay.T
+    total = lay.T * answers + cts * 2 * packed_poly_size(params, lay.level)
+    if malicious:
+        sup = 2 * lay.C_b * lay.Hp * lay.Wp
+        for s in range(0, cts, popk.N_MAX):
+            total += popk.Geometry(params.n, min(popk.N_MAX, cts - s), sup, lay.D).payload_bytes
+    return total
 
 
 def _padded(a: np.ndarray, lay: ConvLayout) -> np.ndarray:
@@ -107,13 +169,9 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
         for cg in range(lay.n_cg):
             cs = slice(cg * lay.C_b, min((cg + 1) * lay.C_b, lay.C))
             for t in range(lay.T):
-                poly = np.zeros(eng.params.n, np.float64)
-                blk = _bitfield(re[b, cs], lay.D * t, lay.D).astype(np.float64).reshape(-1)
-                poly[:blk.size] = blk
-                if im is not None:
-                    blk_im = _bitfield(im[b, cs], lay.D * t, lay.D).astype(np.float64).reshape(-1)
-                    poly[lay.half:lay.half + blk_im.size] = blk_im
-                eng.encrypt_send(ep, idx, poly, lay, tamper)
+                blk = _bitfield(re[b, cs], lay.D * t, lay.D)
+                blk_im = None if im is None else _bitfield(im[b, cs], lay.D * t, lay.D)
+                eng.encrypt_send(ep, idx, client_poly(eng.params.n, blk, blk_im), lay, tamper)
     acc_re = g.zeros((n_, lay.M, lay.OH, lay.OW))
     acc_im = g.zeros((n_, lay.M, lay.OH, lay.OW)) if eng.malicious else None
     for b in range(n_):
@@ -129,11 +187,20 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
     return acc_re, acc_im, None
 
 
-def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
-    from secinfer.crypto.he.rlwe import coeff_encode
+def client_poly(n_ring: int, re: np.ndarray, im: np.ndarray | None) -> np.ndarray:
+    """t(X) of one channel group: the padded (C_b, Hp, Wp) digits at 0.., the MAC half's
+    at N/2.. (float64: digits of D <= 52 bits are exact)."""
+    poly = np.zeros(n_ring, np.float64)
+    blk = re.astype(np.float64).reshape(-1)
+    poly[:blk.size] = blk
+    if im is not None:
+        poly[n_ring // 2:n_ring // 2 + blk.size] = im.astype(np.float64).reshape(-1)
+    return poly
 
-    prm = eng.params
-    poly = np.zeros(prm.n, np.float64)
+
+def kernel_coeffs(n_ring: int, lay: ConvLayout, w: np.ndarray, cg: int, mb: int) -> np.ndarray:
+    """k(X) = sum_m X^(m D_m) k_m(X) for channel group cg and output block mb (float64)."""
+    poly = np.zeros(n_ring, np.float64)
     hw = lay.Hp * lay.Wp
     c0 = cg * lay.C_b
     cc = np.arange(c0, min(c0 + lay.C_b, lay.C))
@@ -142,7 +209,13 @@ def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
         for c in cc:
             idx = mi * lay.Dm + lay.O - (c - c0) * hw - ll * lay.Wp - lp
             poly[idx] = w[m, c]
-    return coeff_encode(prm, poly, 1.0, lay.level)
+    return poly
+
+
+def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
+    from secinfer.crypto.he.rlwe import coeff_encode
+
+    return coeff_encode(eng.params, kernel_coeffs(eng.params.n, lay, w, cg, mb), 1.0, lay.level)
 
 
 def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:
