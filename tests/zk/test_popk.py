@@ -43,10 +43,10 @@ def _encrypt(P, kp, prg, n, digits=None):
     return out
 
 
-def _run(P, kp, batch, prg, tamper=None, force=False):
+def _run(P, kp, batch, prg, tamper=None, force=False, d=D):
     cts = [c for c, _ in batch]
-    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [w for _, w in batch], prg.derive("p"))
-    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), cts)
+    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, d, _support(P), [w for _, w in batch], prg.derive("p"))
+    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, d, _support(P), cts)
     vprg = prg.derive("v")
     for attempt in range(popk.MAX_ATTEMPTS):
         h = prover.commit()
@@ -69,6 +69,51 @@ def test_honest_proof_accepted_over_many_seeds(P, kp):
         assert ok, why
         attempts.append(att)
     assert max(attempts) <= 3
+
+
+def _encrypt_wide(P, kp, prg, n, d, big=None):
+    """Digits of d > 62 bits: the message as 40-bit limbs (rlwe.encode_limbs' format)."""
+    from secinfer.crypto.he import linmap
+    from secinfer.crypto.he.rlwe import encode_limbs
+
+    sup = _support(P)
+    out = []
+    for j in range(n):
+        vals = [0] * P.n
+        for i, pos in enumerate(sup):
+            vals[pos] = int.from_bytes(prg.seed()[:-(-d // 8)], "little") % (1 << d)
+        if big is not None and j == 0:
+            vals[sup[3]] = big
+        limbs = linmap.to_limbs(vals, -(-(d + 40) // 40))
+        with encode_limbs(P, limbs, np.zeros((1, P.n), np.int64), LOG_DELTA, LEVEL) as pt:
+            ct, r = he.encrypt_with_randomness(P, pt, kp.pk, seed=prg.seed())
+        out.append((ct, [limbs, r.u, r.e0, r.e1]))
+    return out
+
+
+def test_wide_digits_as_limbs(P, kp):
+    """D = 104 (one digit per share of Z_2^104): responses of ~135 bits in three limbs;
+    honest batches pass, a digit 2^30 times too large or a flipped response bit fails."""
+    d = 104
+    g = popk.Geometry(P.n, 3, 200, d)
+    assert g.limbs[0] == 3 and g.fields[0][:2] == [40, 40] and sum(g.fields[0]) == g.r[0] + 1
+    for s in range(3):
+        prg = PRG.for_tests(300 + s)
+        (ok, why), _ = _run(P, kp, _encrypt_wide(P, kp, prg, 1 + s, d), prg, d=d)
+        assert ok, why
+    prg = PRG.for_tests(310)
+    bad = _encrypt_wide(P, kp, prg, 3, d, big=1 << (d + 30))
+    for force in (False, True):
+        (ok, _), _ = _run(P, kp, bad, prg.derive(str(force)), force=force, d=d)
+        assert not ok
+    batch = _encrypt_wide(P, kp, prg, 2, d)
+
+    def flip(h, z):
+        b = bytearray(z)
+        b[5] ^= 0x04
+        return h, bytes(b)
+    (ok, _), _ = _run(P, kp, batch, prg.derive("t"), tamper=flip, d=d)
+    assert not ok
 
 
 def test_geometry_and_soundness_parameters(P):

@@ -61,6 +61,7 @@ from secinfer.errors import ConfigError, FrameError
 SEC = 40                 # soundness 2^-SEC per proof, over all attempts
 MAX_ATTEMPTS = 16        # restarts after a rejection; 2^-3 per attempt for an honest prover
 N_MAX = 64               # ciphertexts per proof (callers split larger batches)
+MAX_D = 160              # digit bits (the responses then stay within the Go layer's 8 limbs)
 U_BOUND = 1              # ternary u
 E_BOUND = 20             # Lattigo's Gaussian error, sigma 3.2 cut at 6 sigma (19.2)
 E_PROVEN = 1 << 41       # |e0|, |e1| < q_r, the rounding prime (checked below 2^41)
@@ -114,8 +115,8 @@ class Geometry:
     def __init__(self, n_ring: int, n: int, support_size: int, D: int, sec: int = SEC) -> None:
         if not 1 <= n <= N_MAX:
             raise ConfigError(f"popk: {n} ciphertexts in one proof (1..{N_MAX})")
-        if not 1 <= D <= 52 or not 0 < support_size <= n_ring:
-            raise ConfigError("popk: digit bits must be 1..52 and the support within N")
+        if not 1 <= D <= MAX_D or not 0 < support_size <= n_ring:
+            raise ConfigError(f"popk: digit bits must be 1..{MAX_D} and the support within N")
         self.N, self.n, self.D = n_ring, n, D
         self.V = rows_for(sec)
         self.k = rejection_bits(n_ring, sec)
@@ -127,15 +128,24 @@ class Geometry:
 
 
 def _widths(g) -> None:
-    """Mask exponents r, packed widths, Go limb counts and payload size of a geometry
-    (``g.shift``, ``g.count``, ``g.k``, ``g.V`` set)."""
+    """Mask exponents r, packed widths, limb counts and payload size of a geometry
+    (``g.shift``, ``g.count``, ``g.k``, ``g.V`` set). A value of component i travels
+    as g.limbs[i] limbs: the low ones of LB bits, the top one signed with the rest (at most
+    63 bits with its sign, so values in [-2^r, 2^r] fit: ``_limb_count``); it is packed
+    the same way, the top field r + 1 - LB (L - 1) bits wide."""
     g.r = [s.bit_length() + g.k for s in g.shift]
-    if max(g.r) > 100:
-        raise ConfigError("popk: responses wider than 100 bits")
+    if max(g.r) > 300:
+        raise ConfigError("popk: responses wider than 300 bits")
     g.width = [r + 1 for r in g.r]
-    g.limbs = [1 if r <= 61 else 2 for r in g.r]
-    g.fields = [[w] if w <= LB else [LB, w - LB] for w in g.width]
+    g.limbs = [_limb_count(w) for w in g.width]
+    g.fields = [[LB] * (n - 1) + [w - LB * (n - 1)] for w, n in zip(g.width, g.limbs)]
     g.payload_bytes = sum(-(-g.V * c * f // 8) for c, fs in zip(g.count, g.fields) for f in fs)
+
+
+def _limb_count(width: int) -> int:
+    """Fewest limbs whose top limb (signed int64) holds a width-bit value after the low
+    limbs took LB bits each: LB (L - 1) + 62 >= width."""
+    return 1 if width <= 62 else 1 + -(-(width - 62) // LB)
 
 
 def challenge(seed: bytes, v: int, n: int) -> np.ndarray:
@@ -143,13 +153,23 @@ def challenge(seed: bytes, v: int, n: int) -> np.ndarray:
     return PRG(bytes(seed), "crisp-popk/challenge").bits((v, n))
 
 
-def _split(x: int) -> tuple[int, int]:
-    return x & _MASK, x >> LB
+def _split(x: int, n: int) -> list:
+    """A Python integer as n limbs: the low ones in [0, 2^LB), the top one the rest."""
+    out = []
+    for _ in range(n - 1):
+        out.append(x & _MASK)
+        x >>= LB
+    return out + [x]
 
 
-def _norm(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) with lo in [0, 2^40) representing the same lo + 2^40 hi."""
-    return lo & _MASK, hi + (lo >> LB)      # lo - 2^40 floor(lo / 2^40) = lo mod 2^40
+def _norm(limbs: list) -> list:
+    """The same value sum_l limbs[l] 2^(LB l) with every limb but the top in [0, 2^LB)
+    (carries move up; arithmetic shifts floor, so negative limbs borrow)."""
+    out = list(limbs)
+    for l in range(len(out) - 1):
+        out[l + 1] = out[l + 1] + (out[l] >> LB)
+        out[l] = out[l] & _MASK
+    return out
 
 
 def _bit_positions(n: int, w: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,13 +223,12 @@ class _Side:
         self.q_r = int(params.q[self.rp])
 
     def _rows(self, parts) -> np.ndarray:
-        """Go-layer argument rows (V, sum L_x N) from per-component (lo, hi) values."""
+        """Go-layer argument rows (V, sum L_x N) from per-component limb lists."""
         g, n_ring = self.g, self.params.n
         out = np.zeros((g.V, sum(g.limbs) * n_ring), np.int64)
         off = 0
-        for i, (lo, hi) in enumerate(parts):
+        for i, limbs in enumerate(parts):
             cols = self.support if i == 0 else slice(None)
-            limbs = [lo + (hi << LB)] if g.limbs[i] == 1 else [lo, hi]
             for l, part in enumerate(limbs):
                 out[:, off + l * n_ring:off + (l + 1) * n_ring][:, cols] = part
             off += g.limbs[i] * n_ring
@@ -219,10 +238,11 @@ class _Side:
         return linmap.image_hash(self.params, self.pk, self.level, self.log_delta, self.g.go_limbs,
                                  self._rows(parts), cts, m, round_prime=self.rp, low=low)
 
-    def _offsets(self, i: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        """(2^r - shift, the exclusive limit 2^(r+1) - 2 shift) of component i, as (lo, hi)."""
+    def _offsets(self, i: int) -> tuple[list, list]:
+        """(2^r - shift, the exclusive limit 2^(r+1) - 2 shift) of component i, as limbs."""
         g = self.g
-        return _split((1 << g.r[i]) - g.shift[i]), _split((1 << g.width[i]) - 2 * g.shift[i])
+        n = g.limbs[i]
+        return _split((1 << g.r[i]) - g.shift[i], n), _split((1 << g.width[i]) - 2 * g.shift[i], n)
 
 
 def round_prime(params, level: int) -> int:
@@ -235,9 +255,14 @@ def round_prime(params, level: int) -> int:
     return rp
 
 
-def _inside(tlo, thi, lim) -> np.ndarray:
-    l_lo, l_hi = lim
-    return (thi >= 0) & ((thi < l_hi) | ((thi == l_hi) & (tlo < l_lo)))
+def _inside(t: list, lim: list) -> np.ndarray:
+    """0 <= t < lim elementwise, for normalised limbs t and the limbs of an integer lim."""
+    less = np.zeros(t[0].shape, bool)
+    equal = np.ones(t[0].shape, bool)
+    for tl, ll in zip(reversed(t), reversed(lim)):
+        less |= equal & (tl < ll)
+        equal &= tl == ll
+    return (t[-1] >= 0) & less
 
 
 def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -250,16 +275,19 @@ def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _masks(g: Geometry, prg: PRG) -> list:
-    """y_1..y_V per component as (lo, hi), every coefficient uniform in [-2^r, 2^r)."""
+    """y_1..y_V per component as limb lists, every coefficient uniform in [-2^r, 2^r)."""
     ys = []
     for i in range(len(g.count)):
-        shape, w = (g.V, g.count[i]), g.width[i]
-        lo = (prg.uint64(shape) & np.uint64((1 << min(w, LB)) - 1)).astype(np.int64)
-        hi = ((prg.uint64(shape) & np.uint64((1 << (w - LB)) - 1)).astype(np.int64)
-              if w > LB else np.zeros(shape, np.int64))
-        p_lo, p_hi = _split(1 << g.r[i])
-        ys.append(_norm(lo - p_lo, hi - p_hi))
+        shape = (g.V, g.count[i])
+        raw = [(prg.uint64(shape) & np.uint64((1 << f) - 1)).astype(np.int64) for f in g.fields[i]]
+        ys.append(_norm([x - p for x, p in zip(raw, _split(1 << g.r[i], g.limbs[i]))]))
     return ys
+
+
+def _witness_limbs(w) -> list:
+    """A component's witnesses (n, count) as a limb list: an int64 array is one limb (its
+    sums over n <= 64 rows must stay below 2^63), a list of arrays is already limbs."""
+    return list(w) if isinstance(w, (list, tuple)) else [w]
 
 
 def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple:
@@ -285,13 +313,15 @@ class Prover(_Side):
 
     def __init__(self, params, pk, level, log_delta, D, support, witnesses, prg: PRG, sec: int = SEC) -> None:
         super().__init__(params, pk, level, log_delta, D, support, len(witnesses), sec)
-        m = np.stack([np.asarray(w[0], np.int64) for w in witnesses])
+        # m: int64 (N,) per ciphertext, or (L, N) limbs of LB bits (rlwe.encode_limbs' format)
+        m = np.stack([np.asarray(w[0], np.int64).reshape(-1, params.n) for w in witnesses], axis=1)
         outside = np.ones(params.n, bool)
         outside[self.support] = False
-        if np.any(m[:, outside]):
+        if np.any(m[:, :, outside]):
             raise ConfigError("popk: a message has coefficients outside the proof's support")
         rows = [np.stack([np.asarray(w[i], np.int64) for w in witnesses]) for i in (1, 2, 3)]
-        self.w = [m[:, self.support], rows[0]]     # the sent components m, u
+        m_sup = [part[:, self.support] for part in m]
+        self.w = [m_sup if len(m_sup) > 1 else m_sup[0], rows[0]]     # the sent components m, u
         self.rounded = rows[1:]                    # e0, e1: rounded away (the band check)
         self.prg = prg
         self._y = self._low = None
@@ -317,12 +347,16 @@ class Prover(_Side):
         g = self.g
         mf = challenge(seed, g.V, g.n)
         ok, ts = True, []
-        for i, (ylo, yhi) in enumerate(self._y):
-            zlo, zhi = _norm(ylo + _exact_sum(mf, self.w[i]), yhi)
-            (c_lo, c_hi), lim = self._offsets(i)
-            tlo, thi = _norm(zlo + c_lo, zhi + c_hi)
-            ok = ok and bool(np.all(_inside(tlo, thi, lim)))
-            ts.append((tlo, thi))
+        for i, y in enumerate(self._y):
+            z = list(y)
+            for l, part in enumerate(_witness_limbs(self.w[i])):   # z = y + M w, limb by limb
+                top = min(l, len(z) - 1)
+                z[top] = z[top] + (_exact_sum(mf, part) << (LB * (l - top)))
+                z = _norm(z)
+            c, lim = self._offsets(i)
+            t = _norm([zl + cl for zl, cl in zip(z, c)])
+            ok = ok and bool(np.all(_inside(t, lim)))
+            ts.append(t)
         # L(X_k) = L(g(y_k)) - sum_j M_kj e_j must keep beta from the ends of [0, q_r)
         if self.rounded is not None:
             for c, e in enumerate(self.rounded):
@@ -332,10 +366,9 @@ class Prover(_Side):
         if not ok and not force:
             return None
         out = []
-        for i, (tlo, thi) in enumerate(ts):
-            vals = [tlo, thi]
-            for f, fw in enumerate(g.fields[i]):
-                out.append(_pack_field(vals[f].astype(np.uint64) & np.uint64((1 << fw) - 1), fw))
+        for i, t in enumerate(ts):
+            for part, fw in zip(t, g.fields[i]):
+                out.append(_pack_field(part.astype(np.uint64) & np.uint64((1 << fw) - 1), fw))
         return b"".join(out)
 
 
@@ -360,11 +393,10 @@ class Verifier(_Side):
                 nb = -(-g.V * g.count[i] * fw // 8)
                 vals.append(_unpack_field(payload[pos:pos + nb], g.V, g.count[i], fw))
                 pos += nb
-            tlo, thi = vals[0], (vals[1] if len(vals) > 1 else np.zeros_like(vals[0]))
-            (c_lo, c_hi), lim = self._offsets(i)
-            if not np.all(_inside(tlo, thi, lim)):
+            c, lim = self._offsets(i)
+            if not np.all(_inside(vals, lim)):
                 return False, f"response component {g.names[i]} out of range"
-            parts.append(_norm(tlo - c_lo, thi - c_hi))
+            parts.append(_norm([v - cl for v, cl in zip(vals, c)]))
         m = challenge(seed, g.V, g.n)
         if not hmac.compare_digest(self._hash(parts, self.cts, m), bytes(h)):
             return False, "f(z) - M c does not match the commitment"
