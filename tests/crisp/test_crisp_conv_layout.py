@@ -48,7 +48,7 @@ def _exact(lay, params, x, x_im, w, stride) -> bool:
         acc = np.zeros(n, np.int64)
         for cg in range(lay.n_cg):
             cs = slice(cg * lay.C_b, min((cg + 1) * lay.C_b, lay.C))
-            t = he_conv.client_poly(n, xp[cs], xp_im[cs]).astype(np.int64)
+            (t,) = he_conv.client_poly(n, xp[cs], xp_im[cs])      # one limb: small test values
             k = he_conv.kernel_coeffs(n, lay, w, cg, mb).astype(np.int64)
             acc += _negacyclic(t, k)
         ms, pos = lay.positions(mb)

@@ -24,8 +24,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 from crisp_helpers import add_at, run_crisp  # noqa: E402
 
 # malicious budgets are sized for the client's *proven* bounds (proof slack): they need the
-# 300-bit modulus chain of ckks-n14-128, here on a small insecure ring
-HE_TEST = {"he_params": "ckks-n12-wide-insecure", "allow_insecure_he": True}
+# long modulus chains of the 2^14 sets, here on a small insecure ring -- the default's
+# (380 bits: one 104-bit digit per share) and ckks-n14-128's (300 bits: two 52-bit digits)
+HE_TEST = {"he_params": "ckks-n12-q380-insecure", "allow_insecure_he": True}
+CHAINS = ["ckks-n12-q380-insecure", "ckks-n12-wide-insecure"]
 MLP = load_model(bundled.bundled_path("digits-mlp"))
 CNN = load_model(bundled.bundled_path("digits-cnn"))
 X, _ = bundled.bundled_testset("digits-mlp")
@@ -78,9 +80,10 @@ def test_production_parameters_refuse_nothing_and_insecure_need_opt_in():
         CKKSLinear(Z2k(104), 13, True, "ckks-n12-insecure")
 
 
-def test_largest_muse_b_layer_exact_at_production_parameters():
+@pytest.mark.parametrize("pname,digits", [("ckks-n14-q380-128", (104, 1)), ("ckks-n14-128", (52, 2))])
+def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     """CKKS-in-Z_2^n: the 64x(64*3*3) convolution of benchmark B (its largest layer by
-    weights per output), at the 128-bit set ckks-n14-128, on uniform shares in the
+    weights per output), at the 128-bit sets (the default: one digit), on uniform shares in the
     lifted ring Z_2^104: decrypted values round to the exact ring shares, the noise stays
     below Delta/2 with the margin the budget claims, and the budget fits log Q."""
     g = load_model(zoo.build("muse-b", seed=0))
@@ -93,13 +96,13 @@ def test_largest_muse_b_layer_exact_at_production_parameters():
     prg = PRG.for_tests(7)
     v0, v1, w0, w1 = (grp.random(prg, (rows, 576)) for _ in range(4))
     mu = grp.random(prg, ())
-    eng_c = CKKSLinear(grp, 13, True, "ckks-n14-128")
-    eng_s = CKKSLinear(grp, 13, True, "ckks-n14-128")
+    eng_c = CKKSLinear(grp, 13, True, pname)
+    eng_s = CKKSLinear(grp, 13, True, pname)
     from secinfer.protocols.crisp.proof import hardened
 
     bud = hardened(LayerBudget(eng_s.params, 104, 576, 64, wbits, 40), eng_s.params, 40)
     assert bud.log_delta + bud.B + bud.sigma + 2 <= bud.log_q
-    assert bud.D == 52 and bud.T == 2
+    assert (bud.D, bud.T) == digits
 
     def client(ep):
         eng_c.setup_client(ep)
@@ -121,12 +124,13 @@ def test_largest_muse_b_layer_exact_at_production_parameters():
     assert st["max_log2_noise"] < bud.log_delta - 1.9
 
 
+@pytest.mark.parametrize("chain", CHAINS)
 @pytest.mark.parametrize("c,m,hin,stride,spills", [(12, 3, 9, 2, True), (2, 9, 9, 2, False),
                                                     (6, 20, 13, 1, True)])
-def test_channel_packed_conv_exact(c, m, hin, stride, spills):
+def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     """Packed convolution (several channel groups, or several output blocks), padding 1, on
     uniform Z_2^104 shares: shares reconstruct to the exact convolution, real and MAC half.
-    ``spills``: the chosen layout's product runs past N/2 (he_conv.spill_ok), so a wrong
+    ``spills`` (300-bit chain): the chosen layout's product runs past N/2 (he_conv.spill_ok), so a wrong
     feasibility rule would mix the halves at the targets and break one of them."""
     from secinfer.protocols.crisp import he_conv, linops
 
@@ -138,12 +142,14 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills):
             "out_shape": [1, m, o, o], "wbits": 11,
             "attrs": {"kernel_shape": [3, 3], "strides": [stride, stride], "pads": [1, 1, 1, 1],
                       "dilations": [1, 1], "group": 1}}
-    eng_c = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
-    eng_s = CKKSLinear(grp, 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
+    eng_c = CKKSLinear(grp, 13, True, chain, allow_insecure=True)
+    eng_s = CKKSLinear(grp, 13, True, chain, allow_insecure=True)
     lay = eng_s._conv_layout(step)
     assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
+    assert (lay.T, lay.D) == ((1, 104) if "q380" in chain else (2, 52))
     top = lay.C_b * lay.Hp * lay.Wp - 1 + lay.O + (lay.M_b - 1) * lay.Dm
-    assert (top >= eng_s.params.n // 2) == spills
+    if "wide" in chain:         # (the byte-optimal layout depends on the chain)
+        assert (top >= eng_s.params.n // 2) == spills
     v0, v1, w0, w1 = (grp.random(prg, (1, c, hin, hin)) for _ in range(4))
     mu = grp.random(prg, ())
 

@@ -21,6 +21,19 @@ PARAMS = "ckks-n12-wide-insecure"
 SECURITIES = ["semi-honest", "malicious"]
 
 
+def _digits(rng, shape, bits):
+    """Uniform digits of ``bits`` bits (object array: exact for any width)."""
+    words = [rng.integers(0, 1 << 32, shape, dtype=np.int64).astype(object) << (32 * i)
+             for i in range(-(-bits // 32))]
+    return sum(words) % (1 << bits)
+
+
+def _limbs(d):
+    """Digits (object array) as the engine's 40-bit limb list."""
+    n = max(1, -(-max(int(v).bit_length() for v in d.reshape(-1)) // 40))
+    return [((d >> (40 * l)) & ((1 << 40) - 1)).astype(np.int64) for l in range(n)]
+
+
 def _engines(malicious: bool):
     grp = Z2k(104 if malicious else 64)
     eng_c = CKKSLinear(grp, 13, malicious, PARAMS, allow_insecure=True)
@@ -32,7 +45,10 @@ def _engines(malicious: bool):
 
 
 def _encrypt(eng, poly, bud) -> Ciphertext:
-    with coeff_encode(eng.params, poly, 2.0 ** bud.log_delta, bud.level) as pt:
+    from secinfer.crypto.he.rlwe import encode_limbs
+
+    limbs = poly if poly.ndim == 2 else poly.astype(np.int64)[None]
+    with encode_limbs(eng.params, limbs, np.zeros((1, eng.params.n), np.int64), bud.log_delta, bud.level) as pt:
         return eng.params.encrypt(pt, eng.pk)
 
 
@@ -73,10 +89,10 @@ def test_rows_trimmed_equals_full(security):
     k_in, n_out, n_rows, wbits = 20, 5, 3, 11
     bud = eng_s._budget(k_in, n_out, wbits)
     assert bud.n_chunks == 1 and bud.n_blocks == 1 and bud.rows_per >= n_rows
-    d_re = rng.integers(0, 1 << bud.D, (n_rows, k_in), dtype=np.int64).astype(object)
-    d_im = rng.integers(0, 1 << bud.D, (n_rows, k_in), dtype=np.int64).astype(object)
+    d_re = _digits(rng, (n_rows, k_in), bud.D)
+    d_im = _digits(rng, (n_rows, k_in), bud.D)
     mat = rng.integers(-(1 << 10), 1 << 10, (k_in, n_out))
-    poly = eng_c._layout(d_re.astype(np.float64), d_im.astype(np.float64) if malicious else None, bud, 0, 0)
+    poly = eng_c._layout(_limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
     ct = _encrypt(eng_c, poly, bud)
     wp = eng_s._weight_polys(mat, bud)
     ev = Evaluator(eng_s.params)
@@ -113,13 +129,10 @@ def test_conv_trimmed_equals_full(security):
     lay = eng_s._conv_layout(step)
     assert lay is not None and lay.n_cg == 1 and lay.n_mb > 1
     w = rng.integers(-2000, 2001, (m, c, 3, 3))
-    pad = ((0, 0), (1, 1), (1, 1))
-    t_re = np.pad(rng.integers(0, 1 << lay.D, (c, 9, 9), dtype=np.int64), pad).astype(object)
-    t_im = np.pad(rng.integers(0, 1 << lay.D, (c, 9, 9), dtype=np.int64), pad).astype(object)
-    poly = np.zeros(eng_c.params.n, np.float64)
-    poly[:t_re.size] = t_re.reshape(-1).astype(np.float64)
-    if malicious:
-        poly[lay.half:lay.half + t_im.size] = t_im.reshape(-1).astype(np.float64)
+    t_re, t_im = np.zeros((2, c, 11, 11), object)       # Python-int zeros: exact sums
+    t_re[:, 1:-1, 1:-1] = _digits(rng, (c, 9, 9), lay.D)
+    t_im[:, 1:-1, 1:-1] = _digits(rng, (c, 9, 9), lay.D)
+    poly = he_conv.client_poly(eng_c.params.n, _limbs(t_re), _limbs(t_im) if malicious else None)
     ct = _encrypt(eng_c, poly, lay)
     kp = he_conv.kernel_polys(eng_s, lay, w)
     ev = Evaluator(eng_s.params)

@@ -1,5 +1,7 @@
 """CKKS property tests against numpy (fast insecure parameter set)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -23,7 +25,11 @@ def test_parameter_sets_declare_security():
         else:
             assert spec.security_bits == 128
             assert spec.log_qp <= he.params.HE_STANDARD_128[spec.log_n]
-    assert set(he.SECURE_SETS) == {"ckks-n13-128", "ckks-n14-128"}
+    assert set(he.SECURE_SETS) == {"ckks-n13-128", "ckks-n14-128", "ckks-n14-q380-128"}
+    # the claim holds for the primes actually generated, not only their nominal sizes
+    for name in he.SECURE_SETS:
+        prm = he.get_params(name)
+        assert sum(math.log2(int(q)) for q in tuple(prm.q) + tuple(prm.p)) <= he.params.HE_STANDARD_128[prm.log_n]
     with pytest.raises(he.params.InsecureParametersError):
         he.get_params("ckks-n11-insecure", allow_insecure=False)
 

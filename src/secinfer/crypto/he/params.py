@@ -62,12 +62,18 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
               "2 multiplicative levels, 4096 slots; logQP = 201 <= 218"),
     ParamSpec("ckks-n14-128", 14, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
               "6 levels, 8192 slots; logQP = 422 <= 438"),
+    # crisp's exact coefficient packing uses Q only (no key switching): a longer Q chain and
+    # one small P prime, still within the Standard's bound counted over Q * P
+    ParamSpec("ckks-n14-q380-128", 14, (60,) + (40,) * 8, (57,), 40,
+              "8 levels, Q = 380 bits for one 104-bit digit per share; logQP = 437 <= 438"),
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-wide-insecure", 12, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
               "tests only: the modulus chain of ckks-n14-128 on a small ring"),
+    ParamSpec("ckks-n12-q380-insecure", 12, (60,) + (40,) * 8, (57,), 40,
+              "tests only: the modulus chain of ckks-n14-q380-128 on a small ring"),
 )}
 
 SECURE_SETS = tuple(n for n, s in PARAMETER_SETS.items() if not s.insecure)

@@ -58,8 +58,7 @@ from secinfer.protocols.crisp import lifted, linops
 
 SERVER, CLIENT = "server", "client"
 GAUSS_BOUND = 19.2          # Lattigo samples the error Gaussian (sigma 3.2) within 6 sigma
-MAX_DIGIT = 52
-DEFAULT_PARAMS = "ckks-n14-128"
+DEFAULT_PARAMS = "ckks-n14-q380-128"
 
 
 def _bits(x: float) -> int:
@@ -93,12 +92,14 @@ class Budget:
         self.log_delta = self.phi + 2
         self.log_q = params.q_level(params.max_level).bit_length() - 1
         room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(terms) + wbits + 1 + extra)
-        self.D = min(MAX_DIGIT, k, room)
-        if self.D < 8:
+        if min(k, room) < 8:
             raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
                               f"(log Q = {self.log_q}, needs > {self.log_q - room + 8}"
                               f"{', with the proof slack' if proven else ''})")
-        self.T = -(-k // self.D)
+        # as few digits as the modulus allows, all of the same size (encoded exactly from
+        # 40-bit limbs, ``rlwe.encode_limbs``: no float64 limit on D)
+        self.T = -(-k // min(k, room))
+        self.D = -(-k // self.T)
         self.B = _bits(terms) + self.D + extra + wbits + 1
         self.sigma = sigma
         # Work at the lowest level whose modulus still holds Delta 2^(B + sigma + 1) with
@@ -280,18 +281,23 @@ class CKKSLinear:
             self._zk = proof.ServerBatch(self, idx, group, bud, total, prg.derive(f"popk{group}"))
 
     def _digits(self, rows: np.ndarray, bud: LayerBudget) -> list:
-        """T digits of D bits of each element (float64, exact: D <= 52)."""
-        return [_bitfield(rows, bud.D * t, bud.D).astype(np.float64) for t in range(bud.T)]
+        """T digits of D bits of each element, each as 40-bit limbs (``digit_limbs``)."""
+        return [digit_limbs(rows, bud.D * t, bud.D) for t in range(bud.T)]
 
-    def _layout(self, re_d: np.ndarray, im_d: np.ndarray | None, bud: LayerBudget, chunk: int, rg: int):
-        poly = np.zeros(self.params.n, np.float64)
+    def _layout(self, re_d, im_d, bud: LayerBudget, chunk: int, rg: int) -> np.ndarray:
+        """The client polynomial of one row group and input chunk as (L, N) int64 limbs;
+        digits as limb arrays (L, rows, k) or one integer array (rows, k)."""
+        re_d = _as_limbs(re_d)
+        im_d = None if im_d is None else _as_limbs(im_d)
+        poly = np.zeros((re_d.shape[0], self.params.n), np.int64)
         r0 = rg * bud.rows_per
-        for r in range(r0, min(r0 + bud.rows_per, re_d.shape[0])):
-            seg = re_d[r, chunk * bud.c:(chunk + 1) * bud.c]
+        cs = slice(chunk * bud.c, (chunk + 1) * bud.c)
+        for r in range(r0, min(r0 + bud.rows_per, re_d.shape[1])):
+            seg = re_d[:, r, cs]
             base = (r - r0) * bud.S
-            poly[base:base + len(seg)] = seg
+            poly[:, base:base + seg.shape[1]] = seg
             if im_d is not None:
-                poly[bud.half + base:bud.half + base + len(seg)] = im_d[r, chunk * bud.c:(chunk + 1) * bud.c]
+                poly[:, bud.half + base:bud.half + base + seg.shape[1]] = im_d[:, r, cs]
         return poly
 
     def _targets(self, bud: LayerBudget, n_rows: int, rg: int, block: int, n_out: int):
@@ -403,14 +409,20 @@ class CKKSLinear:
         return out
 
     def encrypt_send(self, ep, idx, poly, bud, tamper) -> None:
-        from secinfer.crypto.he.rlwe import coeff_encode, encrypt_with_randomness
+        """Encrypt the digit polynomial ``poly`` ((L, N) limbs of 40 bits, or one integer
+        array of length N) at Delta and the layer's level, send it, and (malicious) add it
+        with its witness to the layer's proof of plaintext knowledge."""
+        from secinfer.crypto.he.rlwe import encode_limbs, encrypt_with_randomness
 
         prm = self.params
         wit = None
-        with coeff_encode(prm, poly, 2.0 ** bud.log_delta, bud.level) as pt:
+        limbs = poly if isinstance(poly, np.ndarray) and poly.ndim == 2 else _as_limbs(poly)
+        with encode_limbs(prm, limbs, np.zeros((1, prm.n), np.int64), bud.log_delta, bud.level) as pt:
             if self.malicious:   # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
                 ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
-                ct, wit = tamper("popk-ct", idx, (ct, [poly.astype(np.int64), r.u, r.e0, r.e1]))
+                # the witness m as one int64 array while it fits, else as its limbs
+                m = limbs if bud.D > 62 else sum(limbs[l] << (40 * l) for l in range(limbs.shape[0]))
+                ct, wit = tamper("popk-ct", idx, (ct, [m, r.u, r.e0, r.e1]))
             else:
                 ct = prm.encrypt(pt, self.pk)
         raw = tamper("ct", idx, np.frombuffer(ct.to_bytes(), np.uint8))
@@ -685,6 +697,21 @@ def _limbs40(words: np.ndarray, bits: int) -> np.ndarray:
     """(n, W) uint64 words of integers below 2^bits -> (ceil(bits / 40), n) int64 limbs of
     40 bits (the HE layer's multi-limb format, x = sum_l limb[l] 2^(40 l))."""
     return np.stack([_bitfield(words, 40 * l, 40).astype(np.int64) for l in range(-(-bits // 40))])
+
+
+def digit_limbs(a: np.ndarray, start: int, width: int) -> list:
+    """Bits [start, start + width) of Z_2^k limb arrays (any width) as a list of
+    ceil(width / 40) int64 arrays of 40-bit limbs (``rlwe.encode_limbs``' format)."""
+    return [_bitfield(a, start + 40 * l, min(40, width - 40 * l)).astype(np.int64)
+            for l in range(-(-width // 40))]
+
+
+def _as_limbs(x) -> np.ndarray:
+    """(L, ...) int64: a list of limb arrays stacked, or one integer array (values below
+    2^63, e.g. float64 digits of D <= 52 bits) as a single limb."""
+    if isinstance(x, (list, tuple)):
+        return np.stack([np.asarray(v, np.int64) for v in x])
+    return np.asarray(x).astype(np.int64)[None]
 
 
 def _bitfield(a: np.ndarray, start: int, width: int) -> np.ndarray:

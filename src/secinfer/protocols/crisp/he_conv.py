@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp.ckks_engine import SERVER, Budget, _bitfield, ct_pt_dot
+from secinfer.protocols.crisp.ckks_engine import SERVER, Budget, _as_limbs, ct_pt_dot, digit_limbs
 
 
 class ConvLayout(Budget):
@@ -169,8 +169,8 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
         for cg in range(lay.n_cg):
             cs = slice(cg * lay.C_b, min((cg + 1) * lay.C_b, lay.C))
             for t in range(lay.T):
-                blk = _bitfield(re[b, cs], lay.D * t, lay.D)
-                blk_im = None if im is None else _bitfield(im[b, cs], lay.D * t, lay.D)
+                blk = digit_limbs(re[b, cs], lay.D * t, lay.D)
+                blk_im = None if im is None else digit_limbs(im[b, cs], lay.D * t, lay.D)
                 eng.encrypt_send(ep, idx, client_poly(eng.params.n, blk, blk_im), lay, tamper)
     acc_re = g.zeros((n_, lay.M, lay.OH, lay.OW))
     acc_im = g.zeros((n_, lay.M, lay.OH, lay.OW)) if eng.malicious else None
@@ -187,14 +187,16 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
     return acc_re, acc_im, None
 
 
-def client_poly(n_ring: int, re: np.ndarray, im: np.ndarray | None) -> np.ndarray:
-    """t(X) of one channel group: the padded (C_b, Hp, Wp) digits at 0.., the MAC half's
-    at N/2.. (float64: digits of D <= 52 bits are exact)."""
-    poly = np.zeros(n_ring, np.float64)
-    blk = re.astype(np.float64).reshape(-1)
-    poly[:blk.size] = blk
+def client_poly(n_ring: int, re, im) -> np.ndarray:
+    """t(X) of one channel group as (L, N) int64 limbs: the padded (C_b, Hp, Wp) digits at
+    0.., the MAC half's at N/2.. (digits as lists of 40-bit limb arrays, ``digit_limbs``,
+    or one integer array)."""
+    re = _as_limbs(re)
+    blk = re.reshape(re.shape[0], -1)
+    poly = np.zeros((re.shape[0], n_ring), np.int64)
+    poly[:, :blk.shape[1]] = blk
     if im is not None:
-        poly[n_ring // 2:n_ring // 2 + blk.size] = im.astype(np.float64).reshape(-1)
+        poly[:, n_ring // 2:n_ring // 2 + blk.shape[1]] = _as_limbs(im).reshape(re.shape[0], -1)
     return poly
 
 
