@@ -28,6 +28,8 @@ import time
 
 import numpy as np
 
+from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS
+
 
 def _lan():
     from secinfer.net.shaping import parse_profile
@@ -170,7 +172,7 @@ def _e2e(model_name: str, graph_path: str, x, security: str, network: str, optio
                for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},
             **{f"offline_gates_{g}": v["gates"] for g, v in (dealer.get("key_bytes_by_gate") or {}).items()},
             "rounds_online": res.rounds.get("online", 0), "linear_engine": srv.get("linear_engine"),
-            "he_params": options.get("he_params", "ckks-n14-128")}
+            "he_params": options.get("he_params", DEFAULT_PARAMS)}
 
 
 def _offline_item(role: str, peer: str, tag: str) -> str:
@@ -202,7 +204,7 @@ def _model_file(name: str, tmp: str) -> tuple[str, np.ndarray]:
     return path, x
 
 
-def muse_b_he_counts(params_name: str = "ckks-n14-128") -> list:
+def muse_b_he_counts(params_name: str = DEFAULT_PARAMS) -> list:
     """Ciphertexts the HE engine sends for each linear layer of benchmark B (batch 1)."""
     from secinfer.arith.fixed import FX64
     from secinfer.crypto.he.params import get_params
