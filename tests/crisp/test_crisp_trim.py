@@ -10,7 +10,6 @@ import pytest
 from secinfer.crypto.fss.group import Z2k
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext
-from secinfer.crypto.he.rlwe import coeff_encode
 from secinfer.crypto.he.trimmed import trim, trimmed_size
 from secinfer.crypto.prg import PRG
 from secinfer.errors import FrameError

@@ -23,7 +23,8 @@ use the coefficient layout a(X) = sum_i x_i X^i, w(X) = sum_ij W_ij X^(j c + c -
 stride S = c (n_o + 1) in one polynomial.
 
 Exactness and hiding (bounds checked here, argued in the docs):
-* the client's share is split into T digits of D <= 52 bits (float64-exact encoding);
+* the client's share is split into as few digits T of D bits as log Q allows (one of 104
+  bits at the default set), encoded exactly from 40-bit limbs (``rlwe.encode_limbs``);
 * every product coefficient (target or not) is a sum of < c terms of D + wbits bits,
   |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
 * the server adds -Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
