@@ -5,8 +5,6 @@ ZeroMQ one, tried on real sockets: authentication, integrity, caps, liveness, sh
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,10 +16,10 @@ from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
                              PeerUnreachableError)
 from secinfer.net import tcp_transport
-from secinfer.net.peers import PeerInfo
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
-from transport_helpers import ANY_F, ANY_U, PEER_SCRIPT, all_endpoints, loopback_cluster, pair_fixture  # tests/net helper
+from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
+                               loopback_cluster, pair_fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,17 +33,6 @@ def _endpoints(c, nonce="n", per_party=None, **kw):
 
 
 pair = pair_fixture(TcpEndpoint, "tcp")
-
-
-def _spawn(c, mode, n=None, nonce="n"):
-    args = [sys.executable, PEER_SCRIPT, str(c.path), "b", nonce, mode] + ([str(n)] if n else [])
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _reap(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 def test_the_cluster_file_selects_the_transport(tmp_path):
@@ -120,26 +107,10 @@ def test_recv_each_takes_frames_in_arrival_order(tmp_path):
 
 def test_unknown_key_is_refused(tmp_path):
     c = _cluster(tmp_path)
-    impostor = generate("b")                 # claims to be b, with a key not in the file
-    ea = c.party("a")
-    peers = [PeerInfo("a", ea.connect_url(), ea.public_key)]
-    box = {}
-
-    def run_impostor():
-        try:
-            box["imp"] = TcpEndpoint("b", impostor, c.party("b").bind_url(), peers, c.session_id("n"),
-                                     connect_timeout=2.0)
-        except Exception as e:  # noqa: BLE001
-            box["imp_err"] = e
-
-    t = threading.Thread(target=run_impostor)
-    t.start()
-    with pytest.raises(AuthenticationError) as ei:
-        TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=2.0)
-    t.join()
+    err, box = impostor_attempt(TcpEndpoint, c, generate("b"))   # b's name, a key not in the file
     # (which side notices first depends on timing; either way b is named: a failed or
     # closed handshake, or b resetting a's connection while the handshake was refused)
-    msg = str(ei.value)
+    msg = str(err)
     assert ("b failed the handshake" in msg or "b closed the handshake" in msg
             or ("b: [Errno 104] Connection reset by peer" in msg and "during the handshake" in msg)), msg
     assert "imp" not in box and isinstance(box["imp_err"], AuthenticationError)
@@ -247,37 +218,26 @@ def test_closed_peer_fails_receives_at_once(pair):
 
 def test_killed_peer_process_is_detected_at_once(tmp_path):
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
-    proc = _spawn(c, "idle")
-    try:
-        with TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
-            assert proc.stdout.readline().strip() == b"ready"
-            a.send("b", "ping", np.ones(2))
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-            t0 = time.monotonic()
-            with pytest.raises(PeerDeadError, match="closed its connection without a bye"):
-                a.recv("b", "pong", ANY_F, timeout=60)
-            assert time.monotonic() - t0 < 5
-    finally:
-        _reap(proc)
+    with idle_peer(TcpEndpoint, c) as (a, proc):
+        a.send("b", "ping", np.ones(2))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        t0 = time.monotonic()
+        with pytest.raises(PeerDeadError, match="closed its connection without a bye"):
+            a.recv("b", "pong", ANY_F, timeout=60)
+        assert time.monotonic() - t0 < 5
 
 
 def test_frozen_peer_is_detected_by_missing_heartbeats(tmp_path):
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
-    proc = _spawn(c, "idle")
-    try:
-        with TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
-            assert proc.stdout.readline().strip() == b"ready"
-            time.sleep(1.0)                  # heartbeats keep it alive meanwhile
-            a.recv_timeout = 60
-            os.killpg(proc.pid, signal.SIGSTOP)
-            t0 = time.monotonic()
-            with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
-                a.recv("b", "pong", ANY_F, timeout=60)
-            assert time.monotonic() - t0 < 10
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with idle_peer(TcpEndpoint, c) as (a, proc):
+        time.sleep(1.0)                  # heartbeats keep it alive meanwhile
+        a.recv_timeout = 60
+        os.killpg(proc.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
+            a.recv("b", "pong", ANY_F, timeout=60)
+        assert time.monotonic() - t0 < 10
 
 
 def test_a_busy_receiver_does_not_mistake_its_own_pause_for_a_dead_peer(tmp_path):

@@ -3,8 +3,6 @@
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -14,9 +12,10 @@ import zmq
 
 from secinfer.crypto.identity import Identity
 from secinfer.errors import AuthenticationError, FrameError, MessageTooLargeError, PeerDeadError
-from secinfer.net.zmq_transport import PeerInfo, ZmqEndpoint
+from secinfer.net.zmq_transport import ZmqEndpoint
 from secinfer.runtime.cluster import load_cluster
-from transport_helpers import ANY_F, ANY_U, PEER_SCRIPT, all_endpoints, loopback_cluster, pair_fixture  # tests/net helper
+from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
+                               loopback_cluster, pair_fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,24 +34,8 @@ pair = pair_fixture(ZmqEndpoint, "zmq")
 def test_unknown_key_is_refused(tmp_path):
     c = _cluster(tmp_path)
     pub, sec = zmq.curve_keypair()  # an impostor claiming to be b with a key not in the file
-    impostor = Identity("b", pub, sec)
-    ea = c.party("a")
-    peers = [PeerInfo("a", ea.connect_url(), ea.public_key)]
-    box = {}
-
-    def run_impostor():
-        try:
-            box["imp"] = ZmqEndpoint("b", impostor, c.party("b").bind_url(), peers, c.session_id("n"),
-                                     connect_timeout=2.0)
-        except Exception as e:  # noqa: BLE001
-            box["imp_err"] = e
-
-    t = threading.Thread(target=run_impostor)
-    t.start()
-    with pytest.raises(AuthenticationError) as ei:
-        ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=2.0)
-    t.join()
-    msg = str(ei.value)
+    err, box = impostor_attempt(ZmqEndpoint, c, Identity("b", pub, sec))
+    msg = str(err)
     assert "b" in msg and ("unknown key" in msg or "handshake" in msg)
     assert "imp" not in box  # the impostor never completed the mesh either
 
@@ -174,22 +157,14 @@ def test_a_waiting_receiver_reads_the_socket_itself_and_acknowledges_a_bye(pair)
 
 def test_killed_peer_process_is_detected(tmp_path):
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
-    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        with ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
-            assert proc.stdout.readline().strip() == b"ready"
-            a.send("b", "ping", np.ones(2))
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-            t0 = time.monotonic()
-            with pytest.raises(PeerDeadError, match="peer b is dead: connection lost"):
-                a.recv("b", "pong", ANY_F, timeout=60)
-            assert time.monotonic() - t0 < 20  # generous; the receive timeout is 60 s
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with idle_peer(ZmqEndpoint, c) as (a, proc):
+        a.send("b", "ping", np.ones(2))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        t0 = time.monotonic()
+        with pytest.raises(PeerDeadError, match="peer b is dead: connection lost"):
+            a.recv("b", "pong", ANY_F, timeout=60)
+        assert time.monotonic() - t0 < 20  # generous; the receive timeout is 60 s
 
 
 def test_close_does_not_hang_and_is_idempotent(pair):
@@ -244,17 +219,10 @@ def test_link_profiles_are_assigned_per_directed_link(tmp_path):
 def test_frozen_peer_is_detected_by_missing_heartbeats(tmp_path):
     """SIGSTOP keeps the peer's TCP connections open: only the heartbeat timeout can tell."""
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
-    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        with ZmqEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
-            assert proc.stdout.readline().strip() == b"ready"
-            os.killpg(proc.pid, signal.SIGSTOP)
-            with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
-                a.recv("b", "pong", ANY_F, timeout=60)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with idle_peer(ZmqEndpoint, c) as (a, proc):
+        os.killpg(proc.pid, signal.SIGSTOP)
+        with pytest.raises(PeerDeadError, match="peer b is dead: no message or heartbeat for"):
+            a.recv("b", "pong", ANY_F, timeout=60)
 
 
 # ---- inbox bound and latency accounting -----------------------------------------------------

@@ -1,12 +1,19 @@
 """Set-up shared by the transport tests: a loopback cluster and every party's endpoint."""
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from secinfer.errors import AuthenticationError
 from secinfer.net.channel import ArraySpec
+from secinfer.net.peers import PeerInfo
 from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
 
 ANY_F = ArraySpec(np.float64, (None,))
@@ -53,3 +60,42 @@ def pair_fixture(endpoint_cls, transport: str):
         for e in eps.values():
             e.close(flush=False)
     return pair
+
+
+@contextlib.contextmanager
+def idle_peer(endpoint_cls, c):
+    """Party "b" idling in its own process (``PEER_SCRIPT``) and party "a"'s endpoint,
+    once b reports ready; yields (a, b's process). b's process group is killed after."""
+    proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with endpoint_cls.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
+            assert proc.stdout.readline().strip() == b"ready"
+            yield a, proc
+    finally:
+        if proc.poll() is None:         # also a stopped (SIGSTOP) process
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def impostor_attempt(endpoint_cls, c, impostor):
+    """An impostor with identity ``impostor`` claims to be "b" while "a" builds its
+    endpoint; returns (the AuthenticationError a raised, {"imp": endpoint} or
+    {"imp_err": the impostor's exception})."""
+    ea = c.party("a")
+    peers = [PeerInfo("a", ea.connect_url(), ea.public_key)]
+    box = {}
+
+    def run_impostor():
+        try:
+            box["imp"] = endpoint_cls("b", impostor, c.party("b").bind_url(), peers, c.session_id("n"),
+                                      connect_timeout=2.0)
+        except Exception as e:  # noqa: BLE001
+            box["imp_err"] = e
+
+    t = threading.Thread(target=run_impostor)
+    t.start()
+    with pytest.raises(AuthenticationError) as ei:
+        endpoint_cls.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect_timeout=2.0)
+    t.join()
+    return ei.value, box
