@@ -348,13 +348,12 @@ class Prover(_Side):
         mf = challenge(seed, g.V, g.n)
         ok, ts = True, []
         for i, y in enumerate(self._y):
-            z = list(y)
-            for l, part in enumerate(_witness_limbs(self.w[i])):   # z = y + M w, limb by limb
-                top = min(l, len(z) - 1)
-                z[top] = z[top] + (_exact_sum(mf, part) << (LB * (l - top)))
-                z = _norm(z)
             c, lim = self._offsets(i)
-            t = _norm([zl + cl for zl, cl in zip(z, c)])
+            t = [yl + cl for yl, cl in zip(y, c)]               # t = y + M w + c, then normalised
+            for l, part in enumerate(_witness_limbs(self.w[i])):   # limb by limb (sums < 2^46)
+                top = min(l, len(t) - 1)
+                t[top] = t[top] + (_exact_sum(mf, part) << (LB * (l - top)))
+            t = _norm(t)
             ok = ok and bool(np.all(_inside(t, lim)))
             ts.append(t)
         # L(X_k) = L(g(y_k)) - sum_j M_kj e_j must keep beta from the ends of [0, q_r)

@@ -410,19 +410,18 @@ class CKKSLinear:
         return out
 
     def encrypt_send(self, ep, idx, poly, bud, tamper) -> None:
-        """Encrypt the digit polynomial ``poly`` ((L, N) limbs of 40 bits, or one integer
-        array of length N) at Delta and the layer's level, send it, and (malicious) add it
-        with its witness to the layer's proof of plaintext knowledge."""
+        """Encrypt the digit polynomial ``poly`` ((L, N) int64 limbs of 40 bits: ``_layout``,
+        ``he_conv.client_poly``) at Delta and the layer's level, send it, and (malicious) add
+        it with its witness to the layer's proof of plaintext knowledge."""
         from secinfer.crypto.he.rlwe import encode_limbs, encrypt_with_randomness
 
         prm = self.params
         wit = None
-        limbs = poly if isinstance(poly, np.ndarray) and poly.ndim == 2 else _as_limbs(poly)
-        with encode_limbs(prm, limbs, np.zeros((1, prm.n), np.int64), bud.log_delta, bud.level) as pt:
+        with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), bud.log_delta, bud.level) as pt:
             if self.malicious:   # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
                 ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
                 # the witness m as one int64 array while it fits, else as its limbs
-                m = limbs if bud.D > 62 else sum(limbs[l] << (40 * l) for l in range(limbs.shape[0]))
+                m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
                 ct, wit = tamper("popk-ct", idx, (ct, [m, r.u, r.e0, r.e1]))
             else:
                 ct = prm.encrypt(pt, self.pk)

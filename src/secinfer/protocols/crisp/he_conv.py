@@ -139,6 +139,7 @@ def _online_bytes(params, lay: "ConvLayout", malicious: bool) -> int:
     proof responses."""
     from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
     from secinfer.crypto.zk import popk
+    from secinfer.protocols.crisp import proof
 
     halves = 2 if malicious else 1
     per_block = lay.M_b * lay.OH * lay.OW
@@ -149,9 +150,8 @@ def _online_bytes(params, lay: "ConvLayout", malicious: bool) -> int:
     cts = lay.n_cg * lay.T
     total = lay.T * answers + cts * 2 * packed_poly_size(params, lay.level)
     if malicious:
-        sup = 2 * lay.C_b * lay.Hp * lay.Wp
-        for s in range(0, cts, popk.N_MAX):
-            total += popk.Geometry(params.n, min(popk.N_MAX, cts - s), sup, lay.D).payload_bytes
+        sup = proof.support_positions(lay, params.n).size
+        total += sum(popk.Geometry(params.n, n, sup, lay.D).payload_bytes for n in proof._chunks(cts))
     return total
 
 
