@@ -118,12 +118,17 @@ def test_wide_digits_as_limbs(P, kp):
 
 def test_geometry_and_soundness_parameters(P):
     g = popk.Geometry(P.n, 4, 200, D)
-    assert g.V == 44 and popk.MAX_ATTEMPTS * 2.0 ** -g.V <= 2.0 ** -40
+    # challenges from {0, +-1, +-i}: 19 rows for 16 attempts at 2^-40 (binary needed 44)
+    assert g.V == 19 and popk.MAX_ATTEMPTS * 5.0 ** -g.V <= 2.0 ** -40
+    assert popk.MAX_ATTEMPTS * 5.0 ** -(g.V - 1) > 2.0 ** -40
+    assert popk.rows_for(40, chal_set=2) == 44
     # masks 2^k_rej wider than the largest shift; the packed widths
     assert all(r == s.bit_length() + g.k for r, s in zip(g.r, g.shift))
+    # extraction: (z - z') < 2^(r+1), times 2 / delta (at most doubles), for 2 c_j
     pb = popk.ProvenBounds(P.n)
-    assert pb.u >= 2 ** (g.r[1] + 1) and pb.e == popk.E_PROVEN     # e0, e1: rounded away
-    assert 2 ** (D + pb.m_extra_bits) >= 2 ** (g.r[0] + 1)
+    assert pb.factor == 2
+    assert pb.u >= 2 * 2 ** (g.r[1] + 1) and pb.e == 2 * popk.E_PROVEN     # e0, e1: rounded away
+    assert 2 ** (D + pb.m_extra_bits) >= 2 * 2 ** (g.r[0] + 1)
     with pytest.raises(ConfigError):
         popk.Geometry(P.n, popk.N_MAX + 1, 10, D)
 
@@ -210,4 +215,69 @@ def test_e0_below_the_rounding_prime_is_provable_and_bounded(P, kp):
     assert ok, why
     pb = popk.ProvenBounds(P.n)
     q_r = P.q[popk.round_prime(P, LEVEL)]
-    assert q_r < pb.e == popk.E_PROVEN <= 2 ** 41
+    assert 2 * q_r < pb.e == 2 * popk.E_PROVEN <= 2 ** 42
+
+
+def _negacyclic(a, b):
+    """a b in Z[X]/(X^n + 1), schoolbook (independent of the HE layer)."""
+    n = len(a)
+    full = np.convolve(np.asarray(a, object), np.asarray(b, object))
+    out = np.array(full[:n], object)
+    out[:len(full) - n] -= full[n:]
+    return out
+
+
+def _chal_poly(code, n):
+    """The challenge element coded 0..4 as a polynomial: 0, 1, -1, X^(n/2), -X^(n/2)."""
+    p = np.zeros(n, object)
+    if code:
+        p[0 if code < 3 else n // 2] = 1 if code in (1, 3) else -1
+    return p
+
+
+def test_extraction_multiplier_for_every_challenge_difference():
+    """Soundness rests on: for any two challenges c != c' there is rho in Z[i] (i = X^(N/2))
+    with rho (c - c') = 2, and rho at most doubles a coefficient (its coefficients' absolute
+    values sum to <= 2). Checked by schoolbook arithmetic in Z[X]/(X^16 + 1)."""
+    n = 16
+    candidates = []
+    for a in range(-2, 3):
+        for b in range(-2, 3):
+            rho = np.zeros(n, object)
+            rho[0], rho[n // 2] = a, b
+            candidates.append(rho)
+    two = np.zeros(n, object)
+    two[0] = 2
+    for c in range(5):
+        for c2 in range(5):
+            if c == c2:
+                continue
+            d = _chal_poly(c, n) - _chal_poly(c2, n)
+            found = [r for r in candidates if np.array_equal(_negacyclic(r, d), two)]
+            assert found, (c, c2)
+            assert sum(abs(int(x)) for x in found[0]) <= 2
+
+
+def test_challenge_entries_are_the_five_codes_uniformly():
+    m = popk.challenge(b"\x01" * 16, 400, 64)
+    assert m.dtype == np.uint8 and m.shape == (400, 64)
+    counts = np.bincount(m.reshape(-1), minlength=5)
+    assert counts.size == 5 and counts.sum() == 400 * 64
+    # 25,600 draws, expected 5,120 each: 6 sigma (sigma ~ 64) bounds a biased expansion
+    assert np.all(np.abs(counts - 5120) < 6 * 64), counts
+    assert not np.array_equal(m, popk.challenge(b"\x02" * 16, 400, 64))
+
+
+def test_times_i_is_multiplication_by_x_to_the_half():
+    rng = np.random.default_rng(5)
+    w = rng.integers(-1000, 1000, 16)
+    ref = _negacyclic(w, _chal_poly(3, 16))
+    assert np.array_equal(popk.times_i(w).astype(object), ref)
+
+
+def test_support_must_be_closed_under_i(P, kp):
+    prg = PRG.for_tests(40)
+    batch = _encrypt(P, kp, prg, 1)
+    bad = np.concatenate([np.arange(0, 100), P.n // 2 + np.arange(1, 101)])
+    with pytest.raises(ConfigError, match="closed under i"):
+        popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, bad, [batch[0][0]])

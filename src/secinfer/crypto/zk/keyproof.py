@@ -45,8 +45,8 @@ class KeyGeometry:
 
     def __init__(self, n_ring: int, sec: int = popk.SEC) -> None:
         self.N, self.n = n_ring, 1
-        self.V = popk.rows_for(sec)
-        self.k = popk.rejection_bits(n_ring, sec, components=2)
+        self.V = popk.rows_for(sec, chal_set=2)
+        self.k = popk.rejection_bits(n_ring, sec, components=2, chal_set=2)
         self.count = [n_ring, n_ring]
         self.shift = [S_BOUND, E_BOUND]
         popk._widths(self)
@@ -59,6 +59,9 @@ class _KeySide:
         self.params, self.pk = params, pk
         self.support = np.arange(params.n, dtype=np.int64)
         self.g = KeyGeometry(params.n, sec)
+
+    def _challenge(self, seed: bytes) -> np.ndarray:
+        return popk.binary_challenge(seed, self.g.V, 1)
 
     def _hash(self, parts, cts=(), m=None, low=None) -> bytes:   # no rounding: low unused
         return linmap.key_image_hash(self.params, self.pk, self.g.limbs, self._rows(parts),

@@ -71,30 +71,40 @@ HASH_BYTES = 32
 SEED_BYTES = 16
 
 
-def rows_for(sec: int = SEC) -> int:
-    """V: MAX_ATTEMPTS * 2^-V <= 2^-sec."""
-    return sec + math.ceil(math.log2(MAX_ATTEMPTS))
+CHAL_SET = 5             # challenge entries {0, 1, -1, i, -i}, i = X^(N/2) (binary: 2)
+FACTOR = 2               # accepted proofs guarantee a short preimage of FACTOR * c_j
 
 
-def rejection_bits(n_ring: int, sec: int = SEC, components: int = 4) -> int:
+def rows_for(sec: int = SEC, chal_set: int = CHAL_SET) -> int:
+    """V: MAX_ATTEMPTS * chal_set^-V <= 2^-sec."""
+    return math.ceil((sec + math.log2(MAX_ATTEMPTS)) / math.log2(chal_set) - 1e-9)
+
+
+def rejection_bits(n_ring: int, sec: int = SEC, components: int = 4, chal_set: int = CHAL_SET) -> int:
     """k_rej: masks 2^k_rej times wider than the largest shift, so one attempt is rejected
     with probability <= (#coefficients) 2^-k_rej <= 2^-3 (#coefficients <= V * components * N)."""
-    return math.ceil(math.log2(rows_for(sec) * components * n_ring)) + 3
+    return math.ceil(math.log2(rows_for(sec, chal_set) * components * n_ring)) + 3
 
 
 class ProvenBounds:
-    """What accepted proofs guarantee (soundness slack included): for *every* ciphertext of
-    a batch, m_j has at most D + m_extra_bits bits, ||u_j|| <= u, ||e_j|| <= e (independent
-    of D and of the batch size n <= N_MAX); for the client's public key (its proof of
-    well-formedness, ``keyproof``), pk0 + a s = e_pk with ||s|| <= s_pk, ||e_pk|| <= e_pk."""
+    """What accepted proofs guarantee (soundness slack included): for *every* ciphertext c_j
+    of a batch, ``factor`` c_j = f(m_j, u_j, e0_j, e1_j) (factor = 2: module docstring) with
+    m_j of at most D + m_extra_bits bits, zero outside the support, ||u_j|| <= u,
+    ||e_j|| <= e (independent of D and of the batch size n <= N_MAX); for the client's
+    public key (its proof of well-formedness, ``keyproof``), pk0 + a s = e_pk with
+    ||s|| <= s_pk, ||e_pk|| <= e_pk. The verifier must therefore compute on factor c_j."""
+
+    factor = FACTOR
 
     def __init__(self, n_ring: int, sec: int = SEC, n_max: int = N_MAX) -> None:
         from secinfer.crypto.zk.keyproof import KeyGeometry
 
         k = rejection_bits(n_ring, sec)
-        self.m_extra_bits = n_max.bit_length() + k + 1
-        self.u = 1 << (n_max * U_BOUND).bit_length() + k + 1
-        self.e = E_PROVEN              # e0 and e1: rounded away (module docstring)
+        # difference of two in-range responses (< 2^(r + 1)) times 2 / delta (at most
+        # doubles a coefficient): one bit more than with binary challenges
+        self.m_extra_bits = n_max.bit_length() + k + 2
+        self.u = 1 << (n_max * U_BOUND).bit_length() + k + 2
+        self.e = 2 * E_PROVEN          # e0 and e1: rounded away (module docstring), times 2
         self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
         self.n_ring = n_ring
 
@@ -149,8 +159,23 @@ def _limb_count(width: int) -> int:
 
 
 def challenge(seed: bytes, v: int, n: int) -> np.ndarray:
-    """The binary challenge matrix M (V x n) expanded from the verifier's seed."""
+    """The challenge matrix M (V x n, uint8) expanded from the verifier's seed, entries
+    coded 0..4 for {0, 1, -1, i, -i} (i = X^(N/2)): 64-bit words reduced mod 5, at
+    statistical distance < 5 * 2^-64 per entry from uniform (< 2^-50 for a whole matrix)."""
+    return (PRG(bytes(seed), "crisp-popk/challenge").uint64((v, n)) % np.uint64(CHAL_SET)).astype(np.uint8)
+
+
+def binary_challenge(seed: bytes, v: int, n: int) -> np.ndarray:
+    """A binary challenge matrix (entries 0, 1: the key proof, ``keyproof``)."""
     return PRG(bytes(seed), "crisp-popk/challenge").bits((v, n))
+
+
+def times_i(w: np.ndarray) -> np.ndarray:
+    """i w = X^(N/2) w for polynomials given on a support closed under +N/2 (all N
+    coefficients, or ``support`` = concat(base, N/2 + base)): rows (.., 2h) -> the
+    coefficient at base position p becomes -w[p + N/2], the one at N/2 + p becomes w[p]."""
+    h = w.shape[-1] // 2
+    return np.concatenate([-w[..., h:], w[..., :h]], axis=-1)
 
 
 def _split(x: int, n: int) -> list:
@@ -218,9 +243,16 @@ class _Side:
         if self.support.size and (self.support.min() < 0 or self.support.max() >= params.n
                                   or np.any(np.diff(self.support) <= 0)):
             raise ConfigError("popk: support must be increasing positions within N")
+        half = params.n // 2
+        h = self.support.size // 2
+        if self.support.size % 2 or np.any(self.support[h:] != self.support[:h] + half):
+            raise ConfigError("popk: the support must be closed under i = X^(N/2): base, then N/2 + base")
         self.g = Geometry(params.n, n, self.support.size, D, sec)
         self.rp = round_prime(params, self.level)
         self.q_r = int(params.q[self.rp])
+
+    def _challenge(self, seed: bytes) -> np.ndarray:
+        return challenge(seed, self.g.V, self.g.n)
 
     def _rows(self, parts) -> np.ndarray:
         """Go-layer argument rows (V, sum L_x N) from per-component limb lists."""
@@ -266,11 +298,17 @@ def _inside(t: list, lim: list) -> np.ndarray:
 
 
 def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """M @ W for binary M (V x n) and int64 W (n x c): row-selected int64 additions (exact
-    while |sum| < 2^63; honest witnesses are < 2^58)."""
+    """sum_j M_kj w_j for M (V x n) coded 0..4 (``challenge``; a binary M is the special
+    case) and int64 polynomials w (n x c) on a support closed under i: row-selected int64
+    additions (exact while |sum| < 2^63; honest witnesses are < 2^58)."""
     acc = np.zeros((m.shape[0], w.shape[1]), np.int64)
     for j in range(w.shape[0]):
-        acc[m[:, j].astype(bool)] += w[j]
+        col = m[:, j]
+        for code, sign, rot in ((1, 1, False), (2, -1, False), (3, 1, True), (4, -1, True)):
+            rows = col == code
+            if rows.any():
+                src = times_i(w[j]) if rot else w[j]
+                acc[rows] += src if sign > 0 else -src
     return acc
 
 
@@ -345,7 +383,7 @@ class Prover(_Side):
         if self._y is None:
             raise ConfigError("popk: respond() without a fresh commit()")
         g = self.g
-        mf = challenge(seed, g.V, g.n)
+        mf = self._challenge(seed)
         ok, ts = True, []
         for i, y in enumerate(self._y):
             c, lim = self._offsets(i)
@@ -396,7 +434,7 @@ class Verifier(_Side):
             if not np.all(_inside(vals, lim)):
                 return False, f"response component {g.names[i]} out of range"
             parts.append(_norm([v - cl for v, cl in zip(vals, c)]))
-        m = challenge(seed, g.V, g.n)
+        m = self._challenge(seed)
         if not hmac.compare_digest(self._hash(parts, self.cts, m), bytes(h)):
             return False, "f(z) - M c does not match the commitment"
         return True, ""

@@ -211,6 +211,14 @@ class CKKSLinear:
         from secinfer.crypto.he.params import get_params
 
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
+        # Malicious client: its proofs guarantee a short preimage of 2 c (popk.FACTOR), so
+        # the server computes on 2 c -- the kernels carry the factor -- and the halving
+        # is done on the shares (``_mask_limbs``, ``decode_residues``).
+        self.ct_factor = 1
+        if malicious:
+            from secinfer.crypto.zk.popk import FACTOR
+
+            self.ct_factor = FACTOR
         self.missing = ""      # malicious: ciphertexts and the public key are proven
         self.params = get_params(params_name, allow_insecure=True)
         if self.params.insecure and not allow_insecure:
@@ -406,6 +414,8 @@ class CKKSLinear:
             self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
                                                math.log2(eps) if eps else 0.0)
             self.stats["log2_delta"] = bud.log_delta
+            if self.ct_factor == 2:     # C = 2 v - R: the client's share floor(C / 2)
+                v = np.array([int(c) >> 1 for c in v], dtype=object)
             out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
         return out
 
@@ -567,7 +577,7 @@ class CKKSLinear:
                 wp = np.zeros(prm.n, np.float64)
                 sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
                 jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
-                wp[jj * bud.c + bud.c - 1 - ii] = sub.T
+                wp[jj * bud.c + bud.c - 1 - ii] = sub.T * self.ct_factor
                 out[ch, blk] = coeff_encode(prm, wp, 1.0, bud.level)
         return out
 
@@ -676,6 +686,17 @@ class CKKSLinear:
         top, off = divmod(bud.phi, 40)
         f[top] -= 1 << off                 # centre: F' - 2^phi, F' uniform in [0, 2^(phi+1))
         r_ring = g.zeros((n,))
+        if self.ct_factor == 2:
+            # the answer holds 2 v - R (the server computed on 2 c): the server's share is
+            # ceil(R / 2) = floor(R / 2) + (R mod 2), so that with the client's floor((2 v - R) / 2)
+            # the shares add up to v exactly (R and 2 v - R have the same parity)
+            halved = r_words >> np.uint64(1)
+            halved[:, :-1] |= r_words[:, 1:] << np.uint64(63)
+            w = min(g.limbs, halved.shape[1])
+            r_ring[:, :w] = halved[:, :w]
+            low = g.zeros((n,))
+            low[:, 0] = r_words[:, 0] & np.uint64(1)
+            return -_limbs40(r_words, bud.B + bud.sigma), f, g.add(g.reduce(r_ring), low)
         w = min(g.limbs, r_words.shape[1])
         r_ring[:, :w] = r_words[:, :w]
         return -_limbs40(r_words, bud.B + bud.sigma), f, g.reduce(r_ring)

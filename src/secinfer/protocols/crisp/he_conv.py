@@ -217,7 +217,8 @@ def kernel_coeffs(n_ring: int, lay: ConvLayout, w: np.ndarray, cg: int, mb: int)
 def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
     from secinfer.crypto.he.rlwe import coeff_encode
 
-    return coeff_encode(eng.params, kernel_coeffs(eng.params.n, lay, w, cg, mb), 1.0, lay.level)
+    # times eng.ct_factor: a malicious client's ciphertexts enter as 2 c (CKKSLinear)
+    return coeff_encode(eng.params, kernel_coeffs(eng.params.n, lay, w, cg, mb) * eng.ct_factor, 1.0, lay.level)
 
 
 def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:

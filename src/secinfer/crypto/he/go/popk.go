@@ -100,14 +100,14 @@ func popkHashRows(r *ring.Ring, rows int, tag string, hdr []byte, image func(k i
 // popkHashRowsSkip is popkHashRows without residue row `skip` of every polynomial (the
 // rounding prime's row, zero after popkRound; -1: none).
 func popkHashRowsSkip(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int) []ring.Poly) []byte {
-	return popkHashRowsScratch(r, rows, tag, hdr, skip, func(k int, _ *[3]ring.Poly) []ring.Poly { return image(k) })
+	return popkHashRowsScratch(r, rows, tag, hdr, skip, func(k int, _ *[5]ring.Poly) []ring.Poly { return image(k) })
 }
 
-// popkHashRowsScratch is popkHashRowsSkip with three scratch polynomials per worker,
+// popkHashRowsScratch is popkHashRowsSkip with five scratch polynomials per worker,
 // passed to every image call of that worker (allocated on its first row; an image must
 // overwrite what it uses: the same buffers serve the worker's next row once this row is
 // hashed).
-func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int, scr *[3]ring.Poly) []ring.Poly) []byte {
+func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip int, image func(k int, scr *[5]ring.Poly) []ring.Poly) []byte {
 	digests := make([][sha256.Size]byte, rows)
 	panics := make([]any, rows)
 	workers := runtime.NumCPU()
@@ -124,8 +124,10 @@ func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip in
 		go func() {
 			defer wg.Done()
 			buf := make([]byte, 8*r.N())
-			var scr [3]ring.Poly
-			scr[0], scr[1], scr[2] = r.NewPoly(), r.NewPoly(), r.NewPoly()
+			var scr [5]ring.Poly
+			for i := range scr {
+				scr[i] = r.NewPoly()
+			}
 			for {
 				k := int(atomic.AddInt64(&next, 1) - 1)
 				if k >= rows {
@@ -171,27 +173,52 @@ func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip in
 }
 
 // popkImage returns f(z) for one argument z (layout above) as coefficient-domain
-// residues, each component minus sum_j sel(j) ct_j (cts in the NTT domain; sel nil: none):
-// one NTT (u), two fused products, the ciphertexts subtracted in the NTT domain, two
-// inverse NTTs, then Delta m + e0 and e1 added coefficient-wise. The results are written
-// into scr[0] (c0) and scr[2] (c1), with scr[1] as work space, every coefficient
+// residues, each component minus sum_j c_j ct_j with the challenge c_j = coef(j) in
+// {0, 1, -1, i, -i} coded 0..4, i = X^(N/2) (cts in the NTT domain; coef nil: none): one
+// NTT (u), two fused products, the ciphertexts with c_j = +-1 subtracted / added in the
+// NTT domain, those with c_j = +-i summed apart and subtracted after one pointwise
+// product by mono (X^(N/2) in NTT and Montgomery form, see popkMono), two inverse NTTs,
+// then Delta m + e0 and e1 added coefficient-wise. The results are written into scr[0]
+// (c0) and scr[2] (c1), with scr[1], scr[3], scr[4] as work space, every coefficient
 // overwritten (scr nil: fresh polynomials).
-func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, sel func(j int) bool, scr *[3]ring.Poly) (ring.Poly, ring.Poly) {
+func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, coef func(j int) byte, mono ring.Poly, scr *[5]ring.Poly) (ring.Poly, ring.Poly) {
 	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
 	if scr == nil {
-		scr = &[3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+		scr = &[5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	}
-	c0, u, c1 := scr[0], scr[1], scr[2]
+	c0, u, c1, b0, b1 := scr[0], scr[1], scr[2], scr[3], scr[4]
 	popkPoly(r, z[o1:o2], ls[1], N, nil, false, u)
 	r.NTT(u, u)
 	// pk is stored in NTT and Montgomery form: the Montgomery product gives pk*u in NTT.
 	r.MulCoeffsMontgomery(u, pk.v.Value[0].Q, c0)
 	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
+	rot := false
 	for j, ct := range cts {
-		if sel(j) {
+		switch coef(j) {
+		case 1:
 			r.Sub(c0, ct.v.Value[0], c0)
 			r.Sub(c1, ct.v.Value[1], c1)
+		case 2:
+			r.Add(c0, ct.v.Value[0], c0)
+			r.Add(c1, ct.v.Value[1], c1)
+		case 3, 4:
+			if !rot {
+				b0.Zero()
+				b1.Zero()
+				rot = true
+			}
+			if coef(j) == 3 {
+				r.Add(b0, ct.v.Value[0], b0)
+				r.Add(b1, ct.v.Value[1], b1)
+			} else {
+				r.Sub(b0, ct.v.Value[0], b0)
+				r.Sub(b1, ct.v.Value[1], b1)
+			}
 		}
+	}
+	if rot {
+		r.MulCoeffsMontgomeryThenSub(b0, mono, c0)
+		r.MulCoeffsMontgomeryThenSub(b1, mono, c1)
 	}
 	r.INTT(c0, c0)
 	r.INTT(c1, c1)
@@ -199,6 +226,18 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
 	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, true, c1)
 	return c0, c1
+}
+
+// popkMono returns X^(N/2) (the imaginary unit i of the challenge set) at r's level in
+// the NTT domain and Montgomery form, ready for MulCoeffsMontgomery.
+func popkMono(r *ring.Ring) ring.Poly {
+	mono := r.NewPoly()
+	for i := 0; i <= r.Level(); i++ {
+		mono.Coeffs[i][r.N()/2] = 1
+	}
+	r.NTT(mono, mono)
+	r.MForm(mono, mono)
+	return mono
 }
 
 // popkRound replaces a coefficient-domain polynomial c (residues at every prime of r) by
@@ -254,7 +293,8 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 // he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  with
 // SHA-256 into out (32 bytes), both components as coefficient residues. The prover calls
 // it with nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the responses z_k,
-// the client's ciphertexts and the binary challenge; an honest transcript gives equal
+// the client's ciphertexts and the challenge (entries 0..4 for 0, 1, -1, X^(N/2),
+// -X^(N/2), popk.challenge); an honest transcript gives equal
 // digests. roundPrime >= 1: both components are hashed through popkRound with that prime
 // (exactly their high parts; the e0 and e1 limbs are then usually absent), and low, if
 // not null, receives the rows x 2 x N low residues (c0's, then c1's, per row: the
@@ -292,18 +332,19 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 		ctv[j] = ct
 	}
 	for _, b := range ch {
-		if b > 1 {
-			fail(codeArgument, "challenge entries must be 0 or 1")
+		if b > 4 {
+			fail(codeArgument, "challenge entries must be in 0..4")
 		}
 	}
+	mono := popkMono(r)
 	hdr := make([]byte, 16)
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(level))
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
 	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(int32(rp)))
-	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v2", hdr, rp, func(k int, scr *[3]ring.Poly) []ring.Poly {
+	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v3", hdr, rp, func(k int, scr *[5]ring.Poly) []ring.Poly {
 		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
-			func(j int) bool { return ch[k*len(ctv)+j] == 1 }, scr)
+			func(j int) byte { return ch[k*len(ctv)+j] }, mono, scr)
 		if rp > 0 {
 			var l0, l1 []uint64
 			if lows != nil {
@@ -327,7 +368,7 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 	defer recoverTo(&rc, errbuf, errlen)
 	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
 	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
-	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil, nil)
+	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil, ring.Poly{}, nil)
 	L := r.Level() + 1
 	dst := u64s(out, 2*L*N)
 	for c, p := range []ring.Poly{c0, c1} {

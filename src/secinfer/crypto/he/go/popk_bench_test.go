@@ -38,19 +38,19 @@ func popkBenchSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
 
 func BenchmarkPopkImage(b *testing.B) {
 	r, pk, z, ls := popkBenchSetup(b)
-	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
+		popkImage(r, pk, 141, ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
 	}
 }
 
 func BenchmarkPopkImageRound(b *testing.B) {
 	r, pk, z, ls := popkBenchSetup(b)
-	scr := [3]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly()}
+	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil, &scr)
+		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
 		popkRound(r, c0, 6, nil)
 		popkRound(r, c1, 6, nil)
 	}
