@@ -8,7 +8,9 @@ ternary, e Gaussian (the parameter set's distributions) and publishes pk0 = e - 
 
 Statement: pk0 = F(s, e) := e - a s with ||s|| <= 2^(r_s + 1), ||e|| <= 2^(r_e + 1).
 
-Protocol (interactive, binary challenges, V = 44 rows; identical in shape to ``popk``):
+Protocol (interactive, binary challenges, V = 44 rows; the shape of ``popk``, whose
+ciphertext proofs use five-element challenges instead -- here the statement must be
+about pk0 itself, not 2 pk0):
 
 1. P: masks y_k = (ys_k, ye_k), every coefficient uniform in [-2^r_x, 2^r_x),
    r_x = bitlen(b_x) + k_rej with b = (1, 20) (ternary s, |e| <= 19.2) and

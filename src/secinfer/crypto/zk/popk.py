@@ -1,11 +1,12 @@
 """Proof of plaintext knowledge for a batch of RLWE public-key encryptions  [CRISP Fig. 2
-note a; the amortised Sigma protocol of MUSE / Overdrive, binary challenges].
+note a; the amortised Sigma protocol of MUSE / Overdrive, with challenges from
+C = {0, 1, -1, i, -i}, i = X^(N/2), instead of bits].
 
 Statement (public: parameter set, pk = (pk0, pk1), level, Delta = 2^log_delta, digit bits
 D, support S of the message; ciphertexts c_1 .. c_n at that level):
 
     for every j there are integer polynomials (m_j, u_j, e0_j, e1_j) with
-    c_j = f(m_j, u_j, e0_j, e1_j) := (pk0 u + e0 + Delta m,  pk1 u + e1)  in R_Q,
+    2 c_j = f(m_j, u_j, e0_j, e1_j) := (pk0 u + e0 + Delta m,  pk1 u + e1)  in R_Q,
     m_j zero outside S, and (proven) ||m_j|| <= 2^(D + slack), ||u_j||, ||e_j|| <= bounds
 
 (honest: m_j in [0, 2^D) on S, u ternary, |e| <= 20). f is R-linear, so the classic
@@ -20,7 +21,9 @@ g(m, u) = (pk0 u + Delta m, pk1 u) (f without its noise):
    [-2^r, 2^r), r = bitlen(n * bound) + k_rej per component) and sends
    h = SHA-256(H(g(y_1)), .., H(g(y_V))) (the commitments compressed to one hash: the
    verifier recomputes them).
-2. V sends a fresh 128-bit seed; both expand it into M in {0,1}^(V x n).
+2. V sends a fresh 128-bit seed; both expand it into M in C^(V x n) (``challenge``; the
+   support S must be closed under i, so M_kj w_j stays on S with the same coefficient
+   magnitudes, and the shift bounds are those of binary challenges).
 3. P computes z_k = y_k + sum_j M_kj w_j. If any coefficient falls outside
    [-2^r + n bound, 2^r - n bound), or a coefficient of L(X_k) with
    X_k = g(z_k) - sum_j M_kj c_j = g(y_k) - sum_j M_kj (e0_j, e1_j) falls outside
@@ -31,13 +34,14 @@ g(m, u) = (pk0 u + Delta m, pk1 u) (f without its noise):
    SHA-256(H(g(z_1) - sum_j M_1j c_j), ..) == h (exact RNS arithmetic in the Go layer;
    H by one pass over the residues, no CRT).
 
-Soundness (docs/protocols/crisp.md has the argument): if some c_j has no preimage with
-||m|| <= 2^(r_m + 1), ||u|| <= 2^(r_u + 1), ||e0||, ||e1|| < q_r, then for any fixed
-commitment at most half of the challenge rows {0,1}^n are answerable for each k (two
-answerable rows differing only in position j give equal high parts, i.e.
-g(z - z') -+ c_j = d with |d| < q_r in both components: a preimage with (e0, e1) = -+d),
-so one attempt passes with probability <= 2^-V, all attempts with <= MAX_ATTEMPTS 2^-V =
-2^-sec (plus a SHA-256 collision).
+Soundness (docs/protocols/crisp.md has the argument): if some 2 c_j has no preimage with
+||m|| <= 2^(r_m + 2), ||u|| <= 2^(r_u + 2), ||e0||, ||e1|| < 2 q_r, then for any fixed
+commitment at most a fifth of the challenge rows C^n are answerable for each k (two
+answerable rows differing only in position j, by delta = M_kj - M'_kj, give equal high
+parts, i.e. g(z - z') - delta c_j = d with |d| < q_r; rho = 2 / delta lies in Z[i],
+at most doubles a coefficient and keeps S, so 2 c_j = f(rho (z - z'), -rho d)), so one
+attempt passes with probability <= 5^-V, all attempts with <= MAX_ATTEMPTS 5^-V <= 2^-sec
+(plus a SHA-256 collision). The verifier therefore computes on 2 c_j (``ProvenBounds``).
 Zero knowledge: given acceptance, each response coefficient is exactly uniform on its
 range whatever the witness (rejection sampling with uniform masks); the band condition
 of step 3 is a predicate of X_k, which the verifier computes from the responses and the
