@@ -165,3 +165,28 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     (c_re, c_im, _), (s_re, s_im, _) = res["client"], res["server"]
     np.testing.assert_array_equal(grp.add(c_re, s_re), linops.server_linear(step, w, grp, grp.add(v0, v1)))
     np.testing.assert_array_equal(grp.add(c_im, s_im), linops.server_linear(step, w, grp, grp.add(w0, w1)))
+
+
+def test_share_halving_matches_big_integers():
+    """Malicious: the server computes on 2 c (the proof bounds 2 c), so the answer carries
+    C = 2 v - R; the server's share is ceil(R / 2), the client's floor(C / 2), and they add
+    up to v mod 2^104 exactly -- checked against Python integers for random R and v,
+    both parities; the semi-honest engine keeps R itself."""
+    grp = Z2k(104)
+    eng = CKKSLinear(grp, 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
+    assert eng.ct_factor == 2
+    bud = LayerBudget(eng.params, 104, 64, 8, 8, 40)
+    neg_r, _, rmask = eng._mask_limbs(bud, PRG.for_tests(3))
+    r = [-sum(int(neg_r[l, j]) << (40 * l) for l in range(neg_r.shape[0])) for j in range(neg_r.shape[1])]
+    share = [int(x) for x in grp.to_int(rmask)]
+    assert {x % 2 for x in r} == {0, 1}
+    assert share == [((x + 1) >> 1) % (1 << 104) for x in r]
+    rng = np.random.default_rng(4)
+    for x, s in zip(r[:200], share[:200]):
+        v = int(rng.integers(-2 ** 62, 2 ** 62)) << int(rng.integers(0, 40))
+        c = 2 * v - x                                    # what the client decodes
+        assert ((c >> 1) + s - v) % (1 << 104) == 0
+    honest = CKKSLinear(grp, 13, False, "ckks-n12-q380-insecure", allow_insecure=True)
+    neg_r, _, rmask = honest._mask_limbs(bud, PRG.for_tests(3))
+    r = [-sum(int(neg_r[l, j]) << (40 * l) for l in range(neg_r.shape[0])) for j in range(neg_r.shape[1])]
+    assert [int(x) for x in grp.to_int(rmask)] == [x % (1 << 104) for x in r]
