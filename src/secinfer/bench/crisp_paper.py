@@ -11,7 +11,7 @@ Rows
   MAC twins hold ~10 KB of key each). Its HE ciphertext counts are always reported.
 * ``fc``: one fully connected layer of benchmark A / B through Pi_Lin alone at
   ``ckks-n13-128`` and ``ckks-n14-128`` [CRISP Table I] (n13 is too small for exact
-  40-bit masking and reports the budget error).
+  40-bit masking and reports the budget error), and at the engine's default set.
 * ``relu``: the non-linear layer alone, 2^10 .. 2^16 ReLUs (2^10 .. 2^12 quick), with and
   without MACs: online seconds (measured in-process, plus the ``lan`` link model:
   latency per round + bytes / bandwidth), online bytes per party (expected: n bits = 8
@@ -257,7 +257,9 @@ def run(quick: bool = False, network: str | None = None, include_muse_b: bool = 
                      "online_lan_model_s": sum(r["online_lan_model_s"] for r in lv),
                      "online_bytes_per_party": sum(r["online_bytes_per_party"] for r in lv),
                      "rounds": len(lv)})
-    for params_name in (["ckks-n14-128"] if quick else ["ckks-n13-128", "ckks-n14-128"]):
+    # the paper's ring sizes, then the engine's default set (the one the end-to-end rows use)
+    sets = ["ckks-n14-128"] if quick else ["ckks-n13-128", "ckks-n14-128"]
+    for params_name in sets + ([DEFAULT_PARAMS] if DEFAULT_PARAMS not in sets else []):
         for name, k_in, n_out in (("benchmark-A fc 256x100", 256, 100), ("benchmark-B fc 1024x10", 1024, 10)):
             for mal in (False, True):
                 rows.append(_fc_bench(name, k_in, n_out, params_name, mal))
@@ -296,7 +298,8 @@ def run(quick: bool = False, network: str | None = None, include_muse_b: bool = 
     return {"suite": "crisp", "network": network, "rows": rows, "plots": plots, "muse_b_he_ciphertexts": he_counts,
             "notes": ("ReLU online bytes are n = 64 bits per element per party in one round with or without "
                       "MACs; the paper's '2 KB for 2^18 ReLUs' cannot hold for any protocol that opens x + r. "
-                      "HE linear layers: exact coefficient packing, ckks-n14-128; proof of plaintext "
+                      f"HE linear layers: exact coefficient packing, {DEFAULT_PARAMS} (Table I rows also at the paper's "
+                      "ring sizes); proof of plaintext "
                       "knowledge included in the malicious online figures (see docs/protocols/crisp.md). "
                       "Offline bytes are the dealer's FSS keys (rows offline_bytes_dealer_to_*_keys); any DCF key "
                       "is >= n (lambda + 2) bits per party, >= 26.5 MB per party for benchmark A's gates, so a "
