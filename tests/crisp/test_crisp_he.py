@@ -190,3 +190,34 @@ def test_share_halving_matches_big_integers():
     neg_r, _, rmask = honest._mask_limbs(bud, PRG.for_tests(3))
     r = [-sum(int(neg_r[l, j]) << (40 * l) for l in range(neg_r.shape[0])) for j in range(neg_r.shape[1])]
     assert [int(x) for x in grp.to_int(rmask)] == [x % (1 << 104) for x in r]
+
+
+@pytest.mark.parametrize("mal", [False, True])
+@pytest.mark.parametrize("k_in,n_out,wbits", [(576, 64, 9), (256, 100, 8), (1024, 10, 10), (16, 4, 5)])
+def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
+    """Budget.drop: after dividing by the dropped primes Q_d, Delta' = Delta / Q_d >= 4 N, so
+    the rescale's rounding (<= 1/2 + N/2 with a ternary key) plus the flooded noise
+    (<= Delta'/4 (1 + 2^-39)) stays below Delta'/2; Delta >= 2^(phi + 2) and the level's
+    range condition still hold; and one prime more could not be dropped at this level."""
+    import math
+
+    from secinfer.crypto.he.params import get_params
+    from secinfer.protocols.crisp.proof import hardened
+
+    prm = get_params("ckks-n14-q380-128")
+    bud = LayerBudget(prm, 104, k_in, n_out, wbits, 40)
+    if mal:
+        bud = hardened(bud, prm, 40)
+    qd = 1
+    for lv in range(bud.level - bud.drop + 1, bud.level + 1):
+        qd *= prm.q[lv]
+    assert (1 << bud.log_delta) >= 4 * prm.n * qd
+    assert bud.log_delta >= bud.phi + 2
+    log_q = prm.q_level(bud.level).bit_length() - 1
+    assert bud.log_delta + bud.B + bud.sigma + 3 <= log_q
+    noise = 2.0 ** bud.phi * (1 + 2.0 ** -39) / qd + 0.5 + prm.n / 2
+    assert noise < 2.0 ** bud.log_delta / qd / 2
+    if bud.level - bud.drop >= 1:          # the next prime would push Delta past the level
+        more = math.log2(qd * prm.q[bud.level - bud.drop])
+        assert math.ceil(more + math.log2(prm.n) + 2) + bud.B + bud.sigma + 3 > log_q
+    assert bud.drop >= 1

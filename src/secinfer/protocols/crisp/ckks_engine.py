@@ -111,16 +111,24 @@ class Budget:
                           if params.q_level(lv).bit_length() - 1 >= need)
         # Answers are rescaled by their top `drop` primes (product Q_d) before they are
         # sent: Delta' = Delta / Q_d and Q' = Q / Q_d keep the range condition (both sides
-        # divide by Q_d), and the rounding error rho <= 1/2 + N/2 (ternary s) costs
-        # rho Q_d / Delta <= 2^-6 of a unit when log2 Q_d <= phi - log2 N - 4, so the
-        # noise stays below Delta/4 (1 + 2^-4) < Delta/2. Post-processing of the masked
-        # answer: it reveals nothing more; it only makes the answer smaller.
+        # divide by Q_d). The noise before the rescale is below 2^phi (1 + 2^-39) <= Delta/4
+        # (1 + 2^-39); the rescale adds rho <= 1/2 + N/2 (ternary s, the honest client's
+        # key: a dishonest key only spoils its own decryption), so with Delta' >= 4 N the
+        # noise stays below Delta' (1/4 + 1/8 + 2^-30) < Delta'/2: exact. Delta may exceed
+        # 2^(phi + 2) -- up to what this level's range condition allows, which costs no
+        # ciphertext byte -- so that more primes can be dropped: the largest drop with
+        # log2 Q_d <= log2 Delta_max - log2 N - 2, then Delta as small as that drop allows.
+        # Post-processing of the masked answer: it reveals nothing more; it only makes the
+        # answer smaller.
+        room = params.q_level(self.level).bit_length() - 1 - (self.B + sigma + 3)
         self.drop, qd_bits = 0, 0.0
         for lv in range(self.level, 0, -1):
-            qd_bits += math.log2(params.q[lv])
-            if qd_bits > self.phi - math.log2(params.n) - 4:
+            nxt = qd_bits + math.log2(params.q[lv])
+            if nxt > room - math.log2(params.n) - 2:
                 break
+            qd_bits = nxt
             self.drop += 1
+        self.log_delta = max(self.log_delta, math.ceil(qd_bits + math.log2(params.n) + 2))
 
     def rebudget(self, proven) -> None:
         """Recompute for a malicious client's proven bounds (the layout fields stay)."""
