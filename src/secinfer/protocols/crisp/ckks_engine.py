@@ -33,7 +33,7 @@ Exactness and hiding (bounds checked here, argued in the docs):
   made offline), which also
   re-randomises the answer: it is statistically independent of W beyond the client's
   own (masked) output;
-* Delta = 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
+* Delta >= 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
   v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
 * Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``);
 * the masked answer is rescaled (``Budget.drop``) and trimmed to what the client reads:
