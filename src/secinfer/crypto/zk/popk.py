@@ -306,13 +306,13 @@ def _exact_sum(m: np.ndarray, w: np.ndarray) -> np.ndarray:
     case) and int64 polynomials w (n x c) on a support closed under i: row-selected int64
     additions (exact while |sum| < 2^63; honest witnesses are < 2^58)."""
     acc = np.zeros((m.shape[0], w.shape[1]), np.int64)
+    rot = times_i(w)
     for j in range(w.shape[0]):
         col = m[:, j]
-        for code, sign, rot in ((1, 1, False), (2, -1, False), (3, 1, True), (4, -1, True)):
-            rows = col == code
-            if rows.any():
-                src = times_i(w[j]) if rot else w[j]
-                acc[rows] += src if sign > 0 else -src
+        acc[col == 1] += w[j]
+        acc[col == 2] -= w[j]
+        acc[col == 3] += rot[j]
+        acc[col == 4] -= rot[j]
     return acc
 
 

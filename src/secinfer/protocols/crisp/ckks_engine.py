@@ -423,7 +423,7 @@ class CKKSLinear:
                                                math.log2(eps) if eps else 0.0)
             self.stats["log2_delta"] = bud.log_delta
             if self.ct_factor == 2:     # C = 2 v - R: the client's share floor(C / 2)
-                v = np.array([int(c) >> 1 for c in v], dtype=object)
+                v = v >> 1
             out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
         return out
 
@@ -693,21 +693,22 @@ class CKKSLinear:
         f = _limbs40(_uniform_words(prg, n, bud.phi + 1), bud.phi + 1)
         top, off = divmod(bud.phi, 40)
         f[top] -= 1 << off                 # centre: F' - 2^phi, F' uniform in [0, 2^(phi+1))
-        r_ring = g.zeros((n,))
+        share = r_words
         if self.ct_factor == 2:
             # the answer holds 2 v - R (the server computed on 2 c): the server's share is
             # ceil(R / 2) = floor(R / 2) + (R mod 2), so that with the client's floor((2 v - R) / 2)
             # the shares add up to v exactly (R and 2 v - R have the same parity)
-            halved = r_words >> np.uint64(1)
-            halved[:, :-1] |= r_words[:, 1:] << np.uint64(63)
-            w = min(g.limbs, halved.shape[1])
-            r_ring[:, :w] = halved[:, :w]
+            share = r_words >> np.uint64(1)
+            share[:, :-1] |= r_words[:, 1:] << np.uint64(63)
+        r_ring = g.zeros((n,))
+        w = min(g.limbs, share.shape[1])
+        r_ring[:, :w] = share[:, :w]
+        r_ring = g.reduce(r_ring)
+        if self.ct_factor == 2:
             low = g.zeros((n,))
             low[:, 0] = r_words[:, 0] & np.uint64(1)
-            return -_limbs40(r_words, bud.B + bud.sigma), f, g.add(g.reduce(r_ring), low)
-        w = min(g.limbs, r_words.shape[1])
-        r_ring[:, :w] = r_words[:, :w]
-        return -_limbs40(r_words, bud.B + bud.sigma), f, g.reduce(r_ring)
+            r_ring = g.add(r_ring, low)
+        return -_limbs40(r_words, bud.B + bud.sigma), f, r_ring
 
 
 def _mask_key(idx: int, bud) -> tuple:

@@ -194,7 +194,7 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 	r.MulCoeffsMontgomery(u, pk.v.Value[1].Q, c1)
 	rot := false
 	for j, ct := range cts {
-		switch coef(j) {
+		switch c := coef(j); c {
 		case 1:
 			r.Sub(c0, ct.v.Value[0], c0)
 			r.Sub(c1, ct.v.Value[1], c1)
@@ -207,7 +207,7 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 				b1.Zero()
 				rot = true
 			}
-			if coef(j) == 3 {
+			if c == 3 {
 				r.Add(b0, ct.v.Value[0], b0)
 				r.Add(b1, ct.v.Value[1], b1)
 			} else {

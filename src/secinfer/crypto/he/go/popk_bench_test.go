@@ -56,7 +56,6 @@ func BenchmarkPopkImageRound(b *testing.B) {
 	}
 }
 
-
 func BenchmarkHashRow(b *testing.B) {
 	r, _, _, _ := popkBenchSetup(b)
 	p := r.NewPoly()
