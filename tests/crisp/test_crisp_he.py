@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -80,12 +81,13 @@ def test_production_parameters_refuse_nothing_and_insecure_need_opt_in():
         CKKSLinear(Z2k(104), 13, True, "ckks-n12-insecure")
 
 
-@pytest.mark.parametrize("pname,digits", [("ckks-n14-q380-128", (104, 1)), ("ckks-n14-128", (52, 2))])
+@pytest.mark.parametrize("pname,digits", [("ckks-n14-q380-128", (104, 1)), ("ckks-n14-128", (104, 1))])
 def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     """CKKS-in-Z_2^n: the 64x(64*3*3) convolution of benchmark B (its largest layer by
-    weights per output), at the 128-bit sets (the default: one digit), on uniform shares in the
-    lifted ring Z_2^104: decrypted values round to the exact ring shares, the noise stays
-    below Delta/2 with the margin the budget claims, and the budget fits log Q."""
+    weights per output), at the 128-bit sets (one digit: the plaintext modulus t does not
+    depend on the digit size), on uniform shares in the lifted ring Z_2^104: the decrypted
+    values are the exact ring shares, the answers' noise stays within the bound their drop
+    was sized for, and the level's modulus holds 2 t nu0."""
     g = load_model(zoo.build("muse-b", seed=0))
     w = FX64.ring.to_signed(encode_weights(g, FX64)["conv_w1"]).reshape(64, -1).T  # (576, 64)
     grp = Z2k(104)
@@ -101,7 +103,7 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     from secinfer.protocols.crisp.proof import hardened
 
     bud = hardened(LayerBudget(eng_s.params, 104, 576, 64, wbits, 40), eng_s.params, 40)
-    assert bud.log_delta + bud.B + bud.sigma + 2 <= bud.log_q
+    assert 2 * bud.t * bud.nu0 < eng_s.params.q_level(bud.level)
     assert (bud.D, bud.T) == digits
 
     def client(ep):
@@ -119,9 +121,13 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     np.testing.assert_array_equal(grp.add(c_re, s_re), exact_re)
     np.testing.assert_array_equal(grp.add(c_im, s_im), exact_im)
     st = eng_c.stats
-    assert st["log2_delta"] == bud.log_delta
-    # flooding noise is at most 2^phi = Delta / 4, and the rest is far below it
-    assert st["max_log2_noise"] < bud.log_delta - 1.9
+    prm = eng_s.params
+    assert st["log2_answer_modulus"] == prm.q_level(bud.level - bud.drop).bit_length()
+    # the answers' noise |e'| (Y = U' + t e') stays within the bound the drop was sized for,
+    # which leaves decryption a factor > 2 of room: 2 t nu < Q'
+    nu = bud.answer_bound(bud.drop, bud.nu0)
+    assert 2.0 ** st["max_log2_noise"] <= float(nu)
+    assert 2 * bud.t * nu < prm.q_level(bud.level - bud.drop)
 
 
 @pytest.mark.parametrize("chain", CHAINS)
@@ -146,7 +152,7 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     eng_s = CKKSLinear(grp, 13, True, chain, allow_insecure=True)
     lay = eng_s._conv_layout(step)
     assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
-    assert (lay.T, lay.D) == ((1, 104) if "q380" in chain else (2, 52))
+    assert (lay.T, lay.D) == (1, 104)
     top = lay.C_b * lay.Hp * lay.Wp - 1 + lay.O + (lay.M_b - 1) * lay.Dm
     if "wide" in chain:         # (the byte-optimal layout depends on the chain)
         assert (top >= eng_s.params.n // 2) == spills
@@ -168,56 +174,114 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
 
 
 def test_share_halving_matches_big_integers():
-    """Malicious: the server computes on 2 c (the proof bounds 2 c), so the answer carries
-    C = 2 v - R; the server's share is ceil(R / 2), the client's floor(C / 2), and they add
-    up to v mod 2^104 exactly -- checked against Python integers for random R and v,
-    both parities; the semi-honest engine keeps R itself."""
+    """Malicious: the server computes on 2 c (the proof bounds 2 c), so with t = 2^105 the
+    answer carries U = (2 v - R) mod t; the server's share is ceil(R / 2), the client's
+    floor(U / 2), and they add up to v mod 2^104 exactly -- checked against Python integers
+    for random R and v, both parities; the semi-honest engine (t = 2^104) keeps R itself."""
+    from secinfer.protocols.crisp.proof import hardened
+
     grp = Z2k(104)
     eng = CKKSLinear(grp, 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
     assert eng.ct_factor == 2
-    bud = LayerBudget(eng.params, 104, 64, 8, 8, 40)
+    bud = hardened(LayerBudget(eng.params, 104, 64, 8, 8, 40), eng.params, 40)
+    assert bud.t == 1 << 105
     neg_r, _, rmask = eng._mask_limbs(bud, PRG.for_tests(3))
     r = [-sum(int(neg_r[l, j]) << (40 * l) for l in range(neg_r.shape[0])) for j in range(neg_r.shape[1])]
     share = [int(x) for x in grp.to_int(rmask)]
-    assert {x % 2 for x in r} == {0, 1}
+    assert {x % 2 for x in r} == {0, 1} and max(r) >= 1 << 104 and min(r) >= 0
     assert share == [((x + 1) >> 1) % (1 << 104) for x in r]
     rng = np.random.default_rng(4)
     for x, s in zip(r[:200], share[:200]):
-        v = int(rng.integers(-2 ** 62, 2 ** 62)) << int(rng.integers(0, 40))
-        c = 2 * v - x                                    # what the client decodes
-        assert ((c >> 1) + s - v) % (1 << 104) == 0
+        v = int(rng.integers(-2 ** 62, 2 ** 62)) << int(rng.integers(0, 60))
+        u = (2 * v - x) % bud.t                          # what the client decodes
+        assert ((u >> 1) + s - v) % (1 << 104) == 0
     honest = CKKSLinear(grp, 13, False, "ckks-n12-q380-insecure", allow_insecure=True)
+    bud = LayerBudget(eng.params, 104, 64, 8, 8, 40)
     neg_r, _, rmask = honest._mask_limbs(bud, PRG.for_tests(3))
     r = [-sum(int(neg_r[l, j]) << (40 * l) for l in range(neg_r.shape[0])) for j in range(neg_r.shape[1])]
-    assert [int(x) for x in grp.to_int(rmask)] == [x % (1 << 104) for x in r]
+    assert max(r) < 1 << 104 and [int(x) for x in grp.to_int(rmask)] == r
+    with pytest.raises(Exception, match="plaintext modulus"):   # a budget of the other kind
+        eng._mask_limbs(bud, PRG.for_tests(3))
 
 
-@pytest.mark.parametrize("mal", [False, True])
-@pytest.mark.parametrize("k_in,n_out,wbits", [(576, 64, 9), (256, 100, 8), (1024, 10, 10), (16, 4, 5)])
-def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
-    """Budget.drop: after dividing by the dropped primes Q_d, Delta' = Delta / Q_d >= 4 N, so
-    the rescale's rounding (<= 1/2 + N/2 with a ternary key) plus the flooded noise
-    (<= Delta'/4 (1 + 2^-39)) stays below Delta'/2; Delta >= 2^(phi + 2) and the level's
-    range condition still hold; and one prime more could not be dropped at this level."""
-    import math
-
+def _budget(mal, k_in, n_out, wbits):
     from secinfer.crypto.he.params import get_params
     from secinfer.protocols.crisp.proof import hardened
 
     prm = get_params("ckks-n14-q380-128")
     bud = LayerBudget(prm, 104, k_in, n_out, wbits, 40)
-    if mal:
-        bud = hardened(bud, prm, 40)
-    qd = 1
-    for lv in range(bud.level - bud.drop + 1, bud.level + 1):
-        qd *= prm.q[lv]
-    assert (1 << bud.log_delta) >= 4 * prm.n * qd
-    assert bud.log_delta >= bud.phi + 2
-    log_q = prm.q_level(bud.level).bit_length() - 1
-    assert bud.log_delta + bud.B + bud.sigma + 3 <= log_q
-    noise = 2.0 ** bud.phi * (1 + 2.0 ** -39) / qd + 0.5 + prm.n / 2
-    assert noise < 2.0 ** bud.log_delta / qd / 2
-    if bud.level - bud.drop >= 1:          # the next prime would push Delta past the level
-        more = math.log2(qd * prm.q[bud.level - bud.drop])
-        assert math.ceil(more + math.log2(prm.n) + 2) + bud.B + bud.sigma + 3 > log_q
+    return prm, (hardened(bud, prm, 40) if mal else bud)
+
+
+LAYERS = [(576, 64, 9), (256, 100, 8), (1024, 10, 10), (16, 4, 5)]
+
+
+@pytest.mark.parametrize("mal", [False, True])
+@pytest.mark.parametrize("k_in,n_out,wbits", LAYERS)
+def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
+    """Budget, recomputed from its definitions with a closed form: F (2^phi) floods
+    K + E_w + the mask's own noise 2^sigma times over; the level is the lowest whose modulus
+    Q holds 2 t nu0 (nu0 = 1 + 2^phi + that noise: |U + t e| < t nu0); after dividing by the
+    dropped primes Q_d, |Y| <= t (nu0 / Q_d + (N + 1)/2 (1 + 2^-38)) < Q'/2 (Lattigo's
+    rounding adds <= t (1 + N)/2 per prime with a ternary key); and one prime more could
+    not be dropped."""
+    from fractions import Fraction
+
+    from secinfer.crypto.zk import popk
+
+    prm, bud = _budget(mal, k_in, n_out, wbits)
+    n, t = prm.n, bud.t
+    fresh = popk.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
+    assert bud.t_bits == 104 + mal and (bud.D, bud.T) == (104, 1)
+    pre = 2 ** (bud.B - bud.t_bits) + 2 + 2 ** bud.noise_bits + fresh
+    assert 2 ** bud.phi >= 2 ** bud.sigma * pre
+    nu0 = 1 + 2 ** bud.phi + math.ceil(pre)
+    q = prm.q_level(bud.level)
+    assert 2 * t * nu0 < q
+    assert bud.level == 0 or 2 * t * nu0 >= prm.q_level(bud.level - 1)
+    qd = q // prm.q_level(bud.level - bud.drop)
+    q_out = q // qd
+    slack = Fraction(n + 1, 2) * (1 + Fraction(1, 1 << 38))
+    assert 2 * t * (Fraction(nu0, qd) + slack) < q_out
+    if bud.level - bud.drop >= 1:
+        nxt = prm.q[bud.level - bud.drop]
+        assert 2 * t * (Fraction(nu0, qd * nxt) + Fraction(n + 1, 2)) >= q_out // nxt
     assert bud.drop >= 1
+
+
+@pytest.mark.parametrize("mal", [False, True])
+def test_decode_is_exact_up_to_the_bound_and_not_beyond(mal):
+    """decode_residues on synthetic answers at the edge: for U uniform in Z_t and noise e
+    with |U' + t e| just below Q'/2 (U' = U Q_d^-1 mod t, what the drop leaves), the phase
+    t'^-1 (U' + t e) mod Q' decodes to the exact share (U, or floor(U / 2) with the factor
+    2); just beyond Q'/2 it does not (the test can fail)."""
+    from secinfer.protocols.crisp.ckks_engine import _crt  # noqa: F401 - the decoder's CRT
+
+    prm, bud = _budget(mal, 576, 64, 9)
+    eng = CKKSLinear(Z2k(104), 13, mal, "ckks-n14-q380-128")
+    lv = bud.level - bud.drop
+    q_out, t = prm.q_level(lv), bud.t
+    qd = prm.q_level(bud.level) // q_out
+    rng = np.random.default_rng(9)
+    cnt = 64
+    us = [int.from_bytes(rng.bytes(14), "little") % t for _ in range(cnt)]
+    half = 2 if mal else 1
+    pos = np.arange(cnt)
+
+    def decode(edge):
+        ys = []
+        for j in range(half * cnt):
+            u1 = us[j % cnt] * pow(qd, -1, t) % t
+            e = (edge - u1) // t if j % 2 else -((edge + u1) // t)
+            ys.append(u1 + t * e)
+        assert max(abs(y) for y in ys) < edge + t
+        phase = [y * pow(t, -1, q_out) % q_out for y in ys]
+        res = np.array([[p % prm.q[i] for p in phase] for i in range(lv + 1)], dtype=np.uint64)
+        return eng.decode_residues(res, bud, pos)
+
+    want = [(u >> 1) if mal else u for u in us]
+    got = decode(q_out // 2 - t)
+    for h in range(half):
+        assert [int(x) for x in eng.g.to_int(got[h])] == [w % (1 << 104) for w in want]
+    bad = decode(q_out // 2 + 4 * t)
+    assert [int(x) for x in eng.g.to_int(bad[0])] != [w % (1 << 104) for w in want]

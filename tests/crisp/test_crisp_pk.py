@@ -121,11 +121,11 @@ def test_semi_honest_baseline_sends_a_plain_key_without_proof():
     assert not any(p.startswith("pk") for p in seen)
 
 
-@pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 8)), ("ckks-n14-128", (52, 2, 6))])
+@pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 5)), ("ckks-n14-128", (104, 1, 5))])
 def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
     """With the proven key bounds (||s|| <= 2^26, ||e_pk|| <= 2^30) every linear layer of
-    muse-a and muse-b fits the default set with one 104-bit digit at level 8, and
-    ckks-n14-128 with D = 52, T = 2 at level 6."""
+    muse-a and muse-b fits both 128-bit sets with one 104-bit digit at level 5 (260 bits):
+    2 t nu0 < Q there, with t = 2^105 and the flooding sized for the proven noise."""
     from secinfer.crypto.fss.group import Z2k
     from secinfer.ir import zoo
     from secinfer.protocols.crisp.ckks_engine import CKKSLinear, rows_and_mats
@@ -143,4 +143,5 @@ def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
                 for (_, _, k_in, n_out) in rows_and_mats(st, plan.weights[i]["w"], None, None)[0]]
             for b in buds:
                 assert (b.D, b.T, b.level) == expect, (name, st["name"])
-                assert b.noise_bits >= 78 and b.log_delta + b.B + b.sigma + 3 <= b.log_q
+                assert b.noise_bits >= 78 and 2 * b.t * b.nu0 < eng.params.q_level(b.level)
+                assert b.t_bits == 105 and b.phi >= b.noise_bits + b.sigma

@@ -53,6 +53,23 @@ def _add_plain(ct, pos, value):
     return out
 
 
+def _add_message(ct, pos, x):
+    """ct + an encryption-free Delta x at coefficient pos (Delta = t^-1 mod Q, the crisp
+    engine's encoding with t = 2^105 in the malicious lifted ring Z_2^104): the ciphertext
+    then really encrypts a message changed by x there."""
+    from secinfer.crypto.he.linmap import to_limbs
+    from secinfer.crypto.he.rlwe import encode_limbs
+
+    prm = ct.params
+    vals = np.zeros(prm.n, dtype=object)
+    vals[pos] = x
+    delta = pow(1 << 105, -1, prm.q_level(ct.level))
+    with encode_limbs(prm, to_limbs(vals, 4), np.zeros((1, prm.n), np.int64), 0, ct.level, delta=delta) as pt:
+        out = Evaluator(prm).add(ct, pt)
+    ct.close()
+    return out
+
+
 def _assert_popk_abort(res):
     assert isinstance(res["server"], ProtocolAbort), res["server"]
     assert res["server"].check == "crisp-popk" and res["server"].suspect == "client"
@@ -73,15 +90,17 @@ POS = 20      # a coefficient of the first layer's real half whose input has non
 
 def _digit(bits):
     """One digit raised by 2^bits + 1 (odd: a real change of the share in Z_2^n, whatever
-    the weight; the ciphertext really encrypts it); the cheater's witness says so when it
-    fits int64, else it keeps the honest one."""
+    the weight; the ciphertext really encrypts it); the cheater's witness says so when its
+    limbs can hold it, else it keeps the honest one."""
     def fn(a):
         ct, (m, u, e0, e1) = a
-        if bits < 62:
-            m = m.copy()
+        m = m.copy()
+        if m.ndim == 2 and bits // 40 < m.shape[0]:   # 40-bit limbs (digits beyond int64)
+            m[0, POS] += 1
+            m[bits // 40, POS] += 1 << (bits % 40)
+        elif m.ndim == 1 and bits < 62:
             m[POS] += (1 << bits) + 1
-        ct = _add_plain(ct, POS, 2.0 ** bits * 2.0 ** ct.log_scale)
-        return _add_plain(ct, POS, 2.0 ** ct.log_scale), [m, u, e0, e1]
+        return _add_message(ct, POS, (1 << bits) + 1), [m, u, e0, e1]
     return fn
 
 
@@ -106,11 +125,11 @@ def _random_ct(a):                # c * r for a random polynomial r: no short pr
 
 
 @pytest.mark.parametrize("force", [False, True])
-@pytest.mark.parametrize("bad", ["digit-2^100", "noise-2^42", "random"])
+@pytest.mark.parametrize("bad", ["digit-2^160", "noise-2^42", "random"])
 def test_malformed_client_ciphertext_aborts(bad, force):
     # e0 is rounded away in the proof: it is proven below the rounding prime q_r < 2^41
     # (popk.E0_PROVEN), so the noise that must abort is above that
-    fn = {"digit-2^100": _digit(100), "noise-2^42": _noise(42), "random": _random_ct}[bad]
+    fn = {"digit-2^160": _digit(160), "noise-2^42": _noise(42), "random": _random_ct}[bad]
     res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE,
                     tamper=_once("popk-ct", fn, force))
     _assert_popk_abort(res)
@@ -170,7 +189,7 @@ def test_semi_honest_runs_without_the_proof():
 
 
 def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
-    """40 inputs: a layer group of 80 client ciphertexts runs as proofs of 64 + 16."""
+    """70 inputs: a layer group of 70 client ciphertexts runs as proofs of 64 + 6."""
     from secinfer.crypto.zk import popk
 
     sizes = []
@@ -180,7 +199,7 @@ def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
         orig(self, *a, **k)
         sizes.append(self.g.n)
     monkeypatch.setattr(popk.Prover, "__init__", init)
-    x = X[:40]
+    x = X[:70]
     res = run_crisp(MLP, x, "malicious", linear="ckks", extra=HE)
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))

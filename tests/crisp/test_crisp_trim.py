@@ -47,7 +47,8 @@ def _encrypt(eng, poly, bud) -> Ciphertext:
     from secinfer.crypto.he.rlwe import encode_limbs
 
     limbs = poly if poly.ndim == 2 else poly.astype(np.int64)[None]
-    with encode_limbs(eng.params, limbs, np.zeros((1, eng.params.n), np.int64), bud.log_delta, bud.level) as pt:
+    with encode_limbs(eng.params, limbs, np.zeros((1, eng.params.n), np.int64), 0, bud.level,
+                      delta=bud.delta) as pt:
         return eng.params.encrypt(pt, eng.pk)
 
 

@@ -10,6 +10,7 @@ from secinfer.crypto.zk import popk
 from secinfer.errors import ConfigError, FrameError
 
 LEVEL, LOG_DELTA, D = 1, 40, 20
+DELTA = 1 << LOG_DELTA
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +46,8 @@ def _encrypt(P, kp, prg, n, digits=None):
 
 def _run(P, kp, batch, prg, tamper=None, force=False, d=D):
     cts = [c for c, _ in batch]
-    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, d, _support(P), [w for _, w in batch], prg.derive("p"))
-    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, d, _support(P), cts)
+    prover = popk.Prover(P, kp.pk, LEVEL, DELTA, d, _support(P), [w for _, w in batch], prg.derive("p"))
+    verifier = popk.Verifier(P, kp.pk, LEVEL, DELTA, d, _support(P), cts)
     vprg = prg.derive("v")
     for attempt in range(popk.MAX_ATTEMPTS):
         h = prover.commit()
@@ -191,9 +192,9 @@ def test_wrong_size_response_is_frame_error(P, kp):
 def test_precommitted_first_message_verifies_and_is_used_once(P, kp):
     prg = PRG.for_tests(21)
     batch = _encrypt(P, kp, prg, 3)
-    pre = popk.precommit(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), 3, prg.derive("pre"))
-    prover = popk.Prover(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [w for _, w in batch], prg.derive("p"))
-    verifier = popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, _support(P), [c for c, _ in batch])
+    pre = popk.precommit(P, kp.pk, LEVEL, DELTA, D, _support(P), 3, prg.derive("pre"))
+    prover = popk.Prover(P, kp.pk, LEVEL, DELTA, D, _support(P), [w for _, w in batch], prg.derive("p"))
+    verifier = popk.Verifier(P, kp.pk, LEVEL, DELTA, D, _support(P), [c for c, _ in batch])
     h = prover.commit(pre)
     assert h == pre[1]
     seed = prg.seed()
@@ -280,4 +281,4 @@ def test_support_must_be_closed_under_i(P, kp):
     batch = _encrypt(P, kp, prg, 1)
     bad = np.concatenate([np.arange(0, 100), P.n // 2 + np.arange(1, 101)])
     with pytest.raises(ConfigError, match="closed under i"):
-        popk.Verifier(P, kp.pk, LEVEL, LOG_DELTA, D, bad, [batch[0][0]])
+        popk.Verifier(P, kp.pk, LEVEL, DELTA, D, bad, [batch[0][0]])

@@ -227,7 +227,7 @@ def muse_b_he_counts(params_name: str = DEFAULT_PARAMS) -> list:
         if lay is not None:
             out.append({"layer": st["name"], "op": st["node_op"], "layout": "channel-packed",
                         "client_cts": lay.T * lay.n_cg, "server_cts": lay.T * lay.n_mb,
-                        "digits": lay.T, "log2_delta": lay.log_delta, "level": lay.level})
+                        "digits": lay.T, "plaintext_modulus_bits": lay.t_bits, "level": lay.level})
             continue
         groups, _ = rows_and_mats(st, plan.weights[i]["w"], None, None)
         n_ct_in = n_ct_out = 0

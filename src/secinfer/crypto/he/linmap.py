@@ -1,6 +1,6 @@
 """The encryption map with arbitrary-size arguments, for proofs of plaintext knowledge.
 
-    f(m, u, e0, e1) = (pk0 u + e0 + 2^log_delta m,  pk1 u + e1)   in R_Q at ``level``
+    f(m, u, e0, e1) = (pk0 u + e0 + Delta m,  pk1 u + e1)   in R_Q at ``level``
 
 is the equation of :func:`secinfer.crypto.he.rlwe.encrypt_with_randomness` (plaintext
 Delta m), but here every argument may be any integer polynomial: a Sigma protocol's masked
@@ -42,6 +42,14 @@ def to_limbs(values, n_limbs: int) -> np.ndarray:
     return out
 
 
+def delta_bytes(delta: int) -> np.ndarray:
+    """Delta (a positive integer below 2^2048) as little-endian bytes for the Go layer."""
+    d = int(delta)
+    if not 0 < d < 1 << 2048:
+        raise HEArgumentError("Delta must be a positive integer below 2^2048")
+    return np.frombuffer(d.to_bytes((d.bit_length() + 7) // 8, "little"), dtype=np.uint8).copy()
+
+
 def _check(params: CKKSParams, limbs, level: int) -> np.ndarray:
     ls = np.ascontiguousarray(limbs, dtype=np.int64).reshape(-1)
     if ls.shape != (4,) or np.any(ls > 8) or np.any(ls[:2] < 1) or np.any(ls[2:] < 0):
@@ -51,7 +59,7 @@ def _check(params: CKKSParams, limbs, level: int) -> np.ndarray:
     return ls
 
 
-def image_hash(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, limbs,
+def image_hash(params: CKKSParams, pk: PublicKey, level: int, delta: int, limbs,
                rows: np.ndarray, cts=(), chal: np.ndarray | None = None,
                round_prime: int | None = None, low: np.ndarray | None = None) -> bytes:
     """SHA-256 over A_k = f(rows[k]) - sum_j chal[k, j] cts[j], k = 0..len(rows)-1 (both
@@ -81,14 +89,16 @@ def image_hash(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, li
                             or not low.flags.c_contiguous):
         raise HEArgumentError("low must be a C-contiguous uint64 array (rows, 2, N), with a round prime")
     out = np.zeros(32, dtype=np.uint8)
-    N.call("he_popk_hash", params.handle, params._own(pk, "public key"), int(level), int(log_delta),
+    db = delta_bytes(delta)
+    N.call("he_popk_hash", params.handle, params._own(pk, "public key"), int(level),
+           N.ptr(db, N.C.c_ubyte), db.size,
            N.ptr(ls, N.i64), z.shape[0], N.ptr(z, N.i64), len(cts), N.ptr(hs, N.u64),
            N.ptr(ch, N.C.c_ubyte), rp, None if low is None else N.ptr(low, N.u64),
            N.ptr(out, N.C.c_ubyte))
     return out.tobytes()
 
 
-def image(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, limbs,
+def image(params: CKKSParams, pk: PublicKey, level: int, delta: int, limbs,
           row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """f(row) as coefficient-domain residues (level + 1, N) of its two components."""
     ls = _check(params, limbs, level)
@@ -96,7 +106,9 @@ def image(params: CKKSParams, pk: PublicKey, level: int, log_delta: int, limbs,
     if z.size != int(ls.sum()) * params.n:
         raise HEArgumentError("row has the wrong length for these limb counts")
     out = np.zeros((2, level + 1, params.n), dtype=np.uint64)
-    N.call("he_popk_image", params.handle, params._own(pk, "public key"), int(level), int(log_delta),
+    db = delta_bytes(delta)
+    N.call("he_popk_image", params.handle, params._own(pk, "public key"), int(level),
+           N.ptr(db, N.C.c_ubyte), db.size,
            N.ptr(ls, N.i64), N.ptr(z, N.i64), N.ptr(out, N.u64))
     return out[0], out[1]
 

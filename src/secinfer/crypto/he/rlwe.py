@@ -18,6 +18,7 @@ import numpy as np
 from secinfer.crypto.he import _native as N
 from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.linmap import delta_bytes
 from secinfer.crypto.he.objects import Ciphertext, LWEBatch, Plaintext, PublicKey, SecretKey
 from secinfer.crypto.he.params import CKKSParams
 
@@ -30,8 +31,11 @@ def coeff_encode(params: CKKSParams, values, scale: float, level: int = 0) -> Pl
     return Plaintext(params, h)
 
 
-def encode_limbs(params: CKKSParams, a: np.ndarray, b: np.ndarray, log_scale: int, level: int = 0) -> Plaintext:
-    """Plaintext with coefficients 2^log_scale a_j + b_j, exactly, and scale 2^log_scale:
+def encode_limbs(params: CKKSParams, a: np.ndarray, b: np.ndarray, log_scale: int, level: int = 0,
+                 delta: int | None = None) -> Plaintext:
+    """Plaintext with coefficients Delta a_j + b_j, exactly, with Delta = 2^log_scale or the
+    integer ``delta`` (any positive integer, e.g. the inverse of a plaintext modulus mod Q)
+    and scale metadata 2^log_scale:
     ``a``, ``b`` are signed multi-limb integers, int64 arrays (L, N) with
     x_j = sum_l x[l, j] 2^(40 l) (``linmap.to_limbs``), 1 <= L <= 8. For coefficients far
     beyond float64 (crisp's mask plaintexts -Delta R + F) in one call."""
@@ -40,7 +44,9 @@ def encode_limbs(params: CKKSParams, a: np.ndarray, b: np.ndarray, log_scale: in
     for x in (la, lb):
         if x.ndim != 2 or x.shape[1] != params.n:
             raise HEArgumentError(f"limb arrays must have shape (L, {params.n})")
-    h = N.new_handle("he_encode_limbs", params.handle, int(level), int(log_scale), la.shape[0],
+    db = np.zeros(1, np.uint8) if delta is None else delta_bytes(delta)
+    h = N.new_handle("he_encode_limbs", params.handle, int(level), int(log_scale),
+                     N.ptr(db, N.C.c_ubyte), 0 if delta is None else db.size, la.shape[0],
                      N.ptr(la, N.i64), lb.shape[0], N.ptr(lb, N.i64))
     return Plaintext(params, h)
 

@@ -2,8 +2,9 @@
 note a; the amortised Sigma protocol of MUSE / Overdrive, with challenges from
 C = {0, 1, -1, i, -i}, i = X^(N/2), instead of bits].
 
-Statement (public: parameter set, pk = (pk0, pk1), level, Delta = 2^log_delta, digit bits
-D, support S of the message; ciphertexts c_1 .. c_n at that level):
+Statement (public: parameter set, pk = (pk0, pk1), level, Delta (a positive integer; crisp:
+the inverse of its plaintext modulus mod Q), digit bits D, support S of the message;
+ciphertexts c_1 .. c_n at that level):
 
     for every j there are integer polynomials (m_j, u_j, e0_j, e1_j) with
     2 c_j = f(m_j, u_j, e0_j, e1_j) := (pk0 u + e0 + Delta m,  pk1 u + e1)  in R_Q,
@@ -241,8 +242,8 @@ def _unpack_field(buf: bytes, rows: int, count: int, w: int) -> np.ndarray:
 
 
 class _Side:
-    def __init__(self, params, pk, level: int, log_delta: int, D: int, support, n: int, sec: int) -> None:
-        self.params, self.pk, self.level, self.log_delta = params, pk, int(level), int(log_delta)
+    def __init__(self, params, pk, level: int, delta: int, D: int, support, n: int, sec: int) -> None:
+        self.params, self.pk, self.level, self.delta = params, pk, int(level), int(delta)
         self.support = np.asarray(support, np.int64).reshape(-1)
         if self.support.size and (self.support.min() < 0 or self.support.max() >= params.n
                                   or np.any(np.diff(self.support) <= 0)):
@@ -271,7 +272,7 @@ class _Side:
         return out
 
     def _hash(self, parts, cts=(), m=None, low=None) -> bytes:
-        return linmap.image_hash(self.params, self.pk, self.level, self.log_delta, self.g.go_limbs,
+        return linmap.image_hash(self.params, self.pk, self.level, self.delta, self.g.go_limbs,
                                  self._rows(parts), cts, m, round_prime=self.rp, low=low)
 
     def _offsets(self, i: int) -> tuple[list, list]:
@@ -332,11 +333,11 @@ def _witness_limbs(w) -> list:
     return list(w) if isinstance(w, (list, tuple)) else [w]
 
 
-def precommit(params, pk, level, log_delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple:
+def precommit(params, pk, level, delta, D, support, n: int, prg: PRG, sec: int = SEC) -> tuple:
     """The witness-independent first message, ahead of time: (mask seed, h, low residues
     L(g(y_k)), (V, 2, N) uint64) for a proof of n ciphertexts with this geometry. Use it
     once (``Prover.commit(pre)``)."""
-    side = _Side(params, pk, level, log_delta, D, support, n, sec)
+    side = _Side(params, pk, level, delta, D, support, n, sec)
     seed = prg.seed()
     low = np.empty((side.g.V, 2, params.n), np.uint64)
     return seed, side._hash(_masks(side.g, PRG(seed, "crisp-popk/masks")), low=low), low
@@ -353,8 +354,8 @@ class Prover(_Side):
     """Client side. ``witnesses``: per ciphertext (m over all N coefficients, u, e0, e1),
     int64 arrays of length N; m must vanish outside the support."""
 
-    def __init__(self, params, pk, level, log_delta, D, support, witnesses, prg: PRG, sec: int = SEC) -> None:
-        super().__init__(params, pk, level, log_delta, D, support, len(witnesses), sec)
+    def __init__(self, params, pk, level, delta, D, support, witnesses, prg: PRG, sec: int = SEC) -> None:
+        super().__init__(params, pk, level, delta, D, support, len(witnesses), sec)
         # m: int64 (N,) per ciphertext, or (L, N) limbs of LB bits (rlwe.encode_limbs' format)
         m = np.stack([np.asarray(w[0], np.int64).reshape(-1, params.n) for w in witnesses], axis=1)
         outside = np.ones(params.n, bool)
@@ -418,8 +419,8 @@ class Verifier(_Side):
 
     CHECK = "crisp-popk"
 
-    def __init__(self, params, pk, level, log_delta, D, support, cts, sec: int = SEC) -> None:
-        super().__init__(params, pk, level, log_delta, D, support, len(cts), sec)
+    def __init__(self, params, pk, level, delta, D, support, cts, sec: int = SEC) -> None:
+        super().__init__(params, pk, level, delta, D, support, len(cts), sec)
         self.cts = list(cts)
 
     def check(self, h: bytes, seed: bytes, payload: bytes) -> tuple[bool, str]:

@@ -49,6 +49,7 @@ and the client's public key by a proof of well-formedness (server-chosen a = pk1
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -75,10 +76,26 @@ def ct_pt_dot(ev, cts, pts):
         ev.mul_plain_add(ct, pt, acc)
     return acc
 
+META_LOG_SCALE = 0   # Lattigo's scale field: bookkeeping only here (the encoding is below)
+
+
 class Budget:
-    """Digit size D, digits T, value bound B, flooding phi and scale Delta of one layer,
-    from the number of product terms per coefficient (``terms``), the weight polynomial's
-    nonzeros (``nnz``) and the number of products accumulated per answer (``n_acc``)."""
+    """Plaintext modulus t, flooding phi, level and answer drop of one layer, from the
+    number of product terms per coefficient (``terms``), the weight polynomial's nonzeros
+    (``nnz``) and the number of products accumulated per answer (``n_acc``).
+
+    Encoding (BGV-style, in the coefficient domain): a ciphertext at modulus Q holds U in
+    Z_t (t = factor 2^k) when its phase is c0 + c1 s = Delta U + e (mod Q) with
+    Delta = t^-1 mod Q, i.e. t (c0 + c1 s) = U + t e (mod Q): decryption reads U as
+    [t (c0 + c1 s)]_Q mod t while |U + t e| < Q / 2. The server's product has the phase
+    Delta V + E_w with V = sum w m over the integers; adding a fresh encryption of
+    -Delta R + F (R uniform in Z_t, F flooding) gives Delta U + (K + E_w + F + e_mask) with
+    U = (V - R) mod t uniform and K = (V - R - U) / t, because Delta t = 1 (mod Q): the
+    value is reduced mod t *inside* the ciphertext, so no statistical mask 40 bits wider
+    than V is needed, and K, the only trace of V's high part, is noise that F floods.
+    Rescaling by a prime q (Lattigo's exact rounding division) keeps the form, with
+    U -> U q^-1 mod t and |Y| -> |Y| / q + t (1 + ||s||_1) / 2 for Y = U + t e.
+    The argument in full is in docs/protocols/crisp.md ("Plaintext modulus t")."""
 
     def __init__(self, params, k: int, terms: int, nnz: int, n_acc: int, wbits: int, sigma: int,
                  proven=None) -> None:
@@ -88,47 +105,47 @@ class Budget:
         # proof of plaintext knowledge guarantees (``proven``, crypto.zk.popk.ProvenBounds)
         fresh = (2 * params.n + 1) * GAUSS_BOUND if proven is None else proven.noise_bound()
         extra = 0 if proven is None else proven.m_extra_bits
-        self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(n_acc)
-        self.phi = self.noise_bits + sigma
-        self.log_delta = self.phi + 2
-        self.log_q = params.q_level(params.max_level).bit_length() - 1
-        room = self.log_q - 2 - self.log_delta - sigma - 1 - (_bits(terms) + wbits + 1 + extra)
-        if min(k, room) < 8:
-            raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
-                              f"(log Q = {self.log_q}, needs > {self.log_q - room + 8}"
-                              f"{', with the proof slack' if proven else ''})")
-        # as few digits as the modulus allows, all of the same size (encoded exactly from
-        # 40-bit limbs, ``rlwe.encode_limbs``: no float64 limit on D)
-        self.T = -(-k // min(k, room))
-        self.D = -(-k // self.T)
-        self.B = _bits(terms) + self.D + extra + wbits + 1
+        self.factor = 1 if proven is None else proven.factor
+        self.t_bits = k + (self.factor.bit_length() - 1)
+        self.t = 1 << self.t_bits
+        self.T, self.D = 1, k             # one digit: t does not depend on the digit size
+        self.B = _bits(terms) + self.D + extra + wbits + 1          # |V| < 2^B
+        self.noise_bits = _bits(fresh) + _bits(nnz) + wbits + _bits(n_acc)   # |E_w| < 2^noise_bits
+        # |K| <= 2^(B - t_bits) + 2; the mask ciphertext's own noise <= fresh
+        self.pre = (1 << max(self.B - self.t_bits, 0)) + 2 + (1 << self.noise_bits) + math.ceil(fresh)
         self.sigma = sigma
-        # Work at the lowest level whose modulus still holds Delta 2^(B + sigma + 1) with
-        # room: smaller ciphertexts both ways, cheaper products (the digits were sized for
-        # the top level, so this level always exists).
-        need = self.log_delta + self.B + sigma + 3
-        self.level = next(lv for lv in range(params.max_level + 1)
-                          if params.q_level(lv).bit_length() - 1 >= need)
-        # Answers are rescaled by their top `drop` primes (product Q_d) before they are
-        # sent: Delta' = Delta / Q_d and Q' = Q / Q_d keep the range condition (both sides
-        # divide by Q_d). The noise before the rescale is below 2^phi (1 + 2^-39) <= Delta/4
-        # (1 + 2^-39); the rescale adds rho <= 1/2 + N/2 (ternary s, the honest client's
-        # key: a dishonest key only spoils its own decryption), so with Delta' >= 4 N the
-        # noise stays below Delta' (1/4 + 1/8 + 2^-30) < Delta'/2: exact. Delta may exceed
-        # 2^(phi + 2) -- up to what this level's range condition allows, which costs no
-        # ciphertext byte -- so that more primes can be dropped: the largest drop with
-        # log2 Q_d <= log2 Delta_max - log2 N - 2, then Delta as small as that drop allows.
-        # Post-processing of the masked answer: it reveals nothing more; it only makes the
-        # answer smaller.
-        room = params.q_level(self.level).bit_length() - 1 - (self.B + sigma + 3)
-        self.drop, qd_bits = 0, 0.0
-        for lv in range(self.level, 0, -1):
-            nxt = qd_bits + math.log2(params.q[lv])
-            if nxt > room - math.log2(params.n) - 2:
-                break
-            qd_bits = nxt
+        self.phi = _bits(self.pre) + sigma                         # F uniform in [-2^phi, 2^phi]
+        nu0 = 1 + (1 << self.phi) + self.pre                       # |U + t e| < t nu0
+        lv = next((lv for lv in range(params.max_level + 1) if 2 * self.t * nu0 < params.q_level(lv)), None)
+        if lv is None:
+            raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
+                              f"(log Q = {params.q_level(params.max_level).bit_length() - 1}, needs > "
+                              f"{(2 * self.t * nu0).bit_length()}"
+                              f"{', with the proof slack' if proven else ''})")
+        self.level = lv
+        # Answers are rescaled by their top `drop` primes before they are sent: the largest
+        # drop after which |Y| < Q' / 2 still holds (``answer_bound``). Post-processing of
+        # the masked answer: it reveals nothing more, it only makes the answer smaller.
+        self.drop = 0
+        while self.drop < lv and self.decodable(self.drop + 1, nu0):
             self.drop += 1
-        self.log_delta = max(self.log_delta, math.ceil(qd_bits + math.log2(params.n) + 2))
+        self.nu0 = nu0
+        self.delta = pow(self.t, -1, params.q_level(lv))
+
+    def answer_bound(self, drop: int, nu0: int) -> Fraction:
+        """Bound on |Y| / t after rescaling by the top ``drop`` primes of the layer's level:
+        nu_(i+1) = nu_i / q + (1 + N) / 2 (ternary s: ||s||_1 <= N, the honest client's
+        key -- a dishonest key only spoils its own decryption)."""
+        prm = self._args[0]
+        nu = Fraction(nu0)
+        for lv in range(self.level, self.level - drop, -1):
+            nu = nu / prm.q[lv] + Fraction(1 + prm.n, 2)
+        return nu
+
+    def decodable(self, drop: int, nu0: int) -> bool:
+        """2 t nu_drop < Q' (= the modulus after the drop): decryption is exact."""
+        prm = self._args[0]
+        return 2 * self.t * self.answer_bound(drop, nu0) < prm.q_level(self.level - drop)
 
     def rebudget(self, proven) -> None:
         """Recompute for a malicious client's proven bounds (the layout fields stay)."""
@@ -405,26 +422,30 @@ class CKKSLinear:
 
     def decode_residues(self, res: np.ndarray, bud, pos: np.ndarray) -> list:
         """Residues (levels, len(read_positions)) of the decrypted answer -> the Z_2^k
-        values at ``pos`` (and the MAC half): CRT, centre, times Q_d, round / Delta."""
+        values at ``pos`` (and the MAC half): CRT, Y = [t phase]_Q' (centred),
+        U = Q_d Y mod t (the drop multiplied U by Q_d^-1: ``Budget``); with the factor 2
+        the answer holds U = (2 v - R) mod 2t and the client's share is floor(U / 2)."""
+        self._check_modulus(bud)
         prm = self.params
-        qd = 1              # the primes the server divided the answer by (Budget.drop)
-        for lv in range(bud.level - bud.drop + 1, bud.level + 1):
-            qd *= prm.q[lv]
+        lv = res.shape[0] - 1
+        q = prm.q_level(lv)
+        t = bud.t
+        back = (prm.q_level(bud.level) // q) % t     # Q_d mod t
         out = []
         cnt = int(np.asarray(pos).size)
         for h in range(2 if self.malicious else 1):
-            x = _crt(res[:, h * cnt:(h + 1) * cnt], prm.q[:res.shape[0]])
-            q = prm.q_level(res.shape[0] - 1)
-            x = np.where(x > q // 2, x - q, x) * qd         # back at the scale Delta
-            half = 1 << (bud.log_delta - 1)
-            v = np.array([(int(c) + half) >> bud.log_delta for c in x], dtype=object)
-            eps = max((abs(int(c) - (int(r) << bud.log_delta)) for c, r in zip(x, v)), default=0)
+            x = _crt(res[:, h * cnt:(h + 1) * cnt], prm.q[:lv + 1])
+            y = (x * t) % q
+            y = np.where(y > q // 2, y - q, y)
+            low = y % t
+            eps = max((abs(int(c) - int(r)) for c, r in zip(y, low)), default=0) // t
             self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
                                                math.log2(eps) if eps else 0.0)
-            self.stats["log2_delta"] = bud.log_delta
-            if self.ct_factor == 2:     # C = 2 v - R: the client's share floor(C / 2)
-                v = v >> 1
-            out.append(self.g.from_int(v).reshape(pos.shape + (self.g.limbs,)))
+            self.stats["log2_answer_modulus"] = q.bit_length()
+            u = (low * back) % t
+            if self.ct_factor == 2:     # U = (2 v - R) mod 2t: the client's share floor(U / 2)
+                u = u >> 1
+            out.append(self.g.from_int(u).reshape(pos.shape + (self.g.limbs,)))
         return out
 
     def encrypt_send(self, ep, idx, poly, bud, tamper) -> None:
@@ -435,7 +456,8 @@ class CKKSLinear:
 
         prm = self.params
         wit = None
-        with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), bud.log_delta, bud.level) as pt:
+        with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
+                          delta=bud.delta) as pt:
             if self.malicious:   # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
                 ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
                 # the witness m as one int64 array while it fits, else as its limbs
@@ -505,7 +527,7 @@ class CKKSLinear:
         neg_r, f, rmask = self._mask_limbs(bud, prg)
         # Malicious client: only the proven (pk0, a) over Q may be used, so the Q-only
         # encryption (c0 = pk0 u + e0 + p, c1 = a u + e1; Lattigo's also uses pk's P part).
-        with encode_limbs(prm, neg_r, f, bud.log_delta, bud.level) as pt:
+        with encode_limbs(prm, neg_r, f, META_LOG_SCALE, bud.level, delta=bud.delta) as pt:
             if self.malicious:
                 from secinfer.crypto.he.rlwe import encrypt_with_randomness
 
@@ -678,26 +700,31 @@ class CKKSLinear:
             ct = prm.load(raw.tobytes(), Ciphertext)
         except Exception as e:  # noqa: BLE001
             raise FrameError(f"crisp/ckks: client ciphertext rejected: {e}") from None
-        if ct.degree != 1 or ct.level != bud.level or abs(ct.log_scale - bud.log_delta) > 1e-6:
+        if ct.degree != 1 or ct.level != bud.level or abs(ct.log_scale - META_LOG_SCALE) > 1e-6:
             ct.close()
             raise FrameError("crisp/ckks: client ciphertext has the wrong degree, level or scale")
         return ct
 
+    def _check_modulus(self, bud) -> None:
+        if bud.factor != self.ct_factor or bud.t_bits != self.g.bits + self.ct_factor.bit_length() - 1:
+            raise ConfigError("crisp/ckks: the layer budget's plaintext modulus does not match the "
+                              "engine (a malicious engine needs the hardened budget)")
+
     def _mask_limbs(self, bud: LayerBudget, prg):
         """The mask plaintext -Delta R + F of every coefficient as the exact multi-limb
-        integers (-R, F) (``rlwe.encode_limbs``: 2^log_delta (-R) + F), R uniform in
-        [0, 2^(B+sigma)), F uniform in [-2^phi, 2^phi). Returns (-R limbs, F limbs,
-        R mod 2^k as a Z_2^k array of length N: the server's share of the answer)."""
+        integers (-R, F) (``rlwe.encode_limbs`` with Delta = t^-1 mod Q), R uniform in
+        [0, t), F uniform in [-2^phi, 2^phi]. Returns (-R limbs, F limbs, the server's
+        share of the answer as a Z_2^k array of length N: R mod 2^k, or with the factor 2
+        (t = 2^(k+1), the answer holds (2 v - R) mod t) ceil(R / 2) mod 2^k, which with the
+        client's floor(U / 2) adds up to v: U and R have the same parity)."""
+        self._check_modulus(bud)
         g, n = self.g, self.params.n
-        r_words = _uniform_words(prg, n, bud.B + bud.sigma)
+        r_words = _uniform_words(prg, n, bud.t_bits)
         f = _limbs40(_uniform_words(prg, n, bud.phi + 1), bud.phi + 1)
         top, off = divmod(bud.phi, 40)
         f[top] -= 1 << off                 # centre: F' - 2^phi, F' uniform in [0, 2^(phi+1))
         share = r_words
-        if self.ct_factor == 2:
-            # the answer holds 2 v - R (the server computed on 2 c): the server's share is
-            # ceil(R / 2) = floor(R / 2) + (R mod 2), so that with the client's floor((2 v - R) / 2)
-            # the shares add up to v exactly (R and 2 v - R have the same parity)
+        if self.ct_factor == 2:           # floor(R / 2), then + (R mod 2) = ceil(R / 2)
             share = r_words >> np.uint64(1)
             share[:, :-1] |= r_words[:, 1:] << np.uint64(63)
         r_ring = g.zeros((n,))
@@ -708,11 +735,11 @@ class CKKSLinear:
             low = g.zeros((n,))
             low[:, 0] = r_words[:, 0] & np.uint64(1)
             r_ring = g.add(r_ring, low)
-        return -_limbs40(r_words, bud.B + bud.sigma), f, r_ring
+        return -_limbs40(r_words, bud.t_bits), f, r_ring
 
 
 def _mask_key(idx: int, bud) -> tuple:
-    return (idx, bud.log_delta, bud.B, bud.phi, bud.D, bud.T)
+    return (idx, bud.level, bud.t_bits, bud.phi, bud.D, bud.T)
 
 
 def _uniform_words(prg, n: int, bits: int) -> np.ndarray:

@@ -71,8 +71,8 @@ def precommit_all(eng, jobs) -> dict:
     for idx, group, bud, total in jobs:
         sup = support_positions(bud, eng.params.n)
         for k, cnt in enumerate(_chunks(total)):
-            key = (idx, group, k, bud.level, bud.log_delta, bud.D, cnt, sup.size)
-            eng._precommit[key] = popk.precommit(eng.params, eng.pk, bud.level, bud.log_delta, bud.D, sup,
+            key = (idx, group, k, bud.level, bud.delta, bud.D, cnt, sup.size)
+            eng._precommit[key] = popk.precommit(eng.params, eng.pk, bud.level, bud.delta, bud.D, sup,
                                                  cnt, eng.prg.derive(f"popk-pre/{idx}/{group}.{k}"), eng.sigma)
     expand_next(eng)
     return {"popk_precommits": len(eng._precommit)}
@@ -114,7 +114,7 @@ class _Batch:
 
     def _key(self) -> tuple:
         b = self.bud
-        return (self.idx, self.group, self.proof_no, b.level, b.log_delta, b.D, len(self.items),
+        return (self.idx, self.group, self.proof_no, b.level, b.delta, b.D, len(self.items),
                 self.support.size)
 
     def _next(self) -> None:
@@ -132,7 +132,7 @@ class ClientBatch(_Batch):
 
     def _prove(self, ep, tamper) -> None:
         e, b = self.eng, self.bud
-        prover = popk.Prover(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items,
+        prover = popk.Prover(e.params, e.pk, b.level, b.delta, b.D, self.support, self.items,
                              e.prg.derive(f"popk/{self.idx}/{self.group}.{self.proof_no}"), e.sigma)
         pre = e._precommit.pop(self._key(), None)
         for a in range(popk.MAX_ATTEMPTS):
@@ -173,7 +173,7 @@ class ServerBatch(_Batch):
         self.pending += 1
         if self._full():
             e, b = self.eng, self.bud
-            ver = popk.Verifier(e.params, e.pk, b.level, b.log_delta, b.D, self.support, self.items, e.sigma)
+            ver = popk.Verifier(e.params, e.pk, b.level, b.delta, b.D, self.support, self.items, e.sigma)
             self._challenge(ep, ver, 0)
 
     def _challenge(self, ep, ver, a: int) -> None:

@@ -23,9 +23,10 @@ import (
 // The linear map of an RLWE public-key encryption with *arbitrary* (not only in-bound)
 // arguments, for the proof of plaintext knowledge of crisp (secinfer.crypto.zk.popk):
 //
-//	f(m, u, e0, e1) = (pk0 u + e0 + 2^logDelta m,  pk1 u + e1)   in R_Q at `level`
+//	f(m, u, e0, e1) = (pk0 u + e0 + Delta m,  pk1 u + e1)   in R_Q at `level`
 //
-// exactly the equation of he_encrypt_rand. Arguments cross as signed multi-limb integer
+// exactly the equation of he_encrypt_rand, for any public integer Delta (crisp: the inverse
+// of the plaintext modulus mod Q, docs/protocols/crisp.md). Arguments cross as signed multi-limb integer
 // vectors: component x is L_x rows of N int64 limbs, x_j = sum_l limb[l][j] 2^(40 l), so
 // values far beyond int64 (masked responses of ~100 bits) are exact. Components are laid
 // out m, u, e0, e1, one after the other.
@@ -181,7 +182,7 @@ func popkHashRowsScratch(r *ring.Ring, rows int, tag string, hdr []byte, skip in
 // then Delta m + e0 and e1 added coefficient-wise. The results are written into scr[0]
 // (c0) and scr[2] (c1), with scr[1], scr[3], scr[4] as work space, every coefficient
 // overwritten (scr nil: fresh polynomials).
-func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, cts []*CT, coef func(j int) byte, mono ring.Poly, scr *[5]ring.Poly) (ring.Poly, ring.Poly) {
+func popkImage(r *ring.Ring, pk *PK, delta *big.Int, ls [4]int, z []int64, N int, cts []*CT, coef func(j int) byte, mono ring.Poly, scr *[5]ring.Poly) (ring.Poly, ring.Poly) {
 	o1, o2, o3 := ls[0]*N, (ls[0]+ls[1])*N, (ls[0]+ls[1]+ls[2])*N
 	if scr == nil {
 		scr = &[5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
@@ -222,7 +223,7 @@ func popkImage(r *ring.Ring, pk *PK, logDelta int, ls [4]int, z []int64, N int, 
 	}
 	r.INTT(c0, c0)
 	r.INTT(c1, c1)
-	popkPoly(r, z[:o1], ls[0], N, new(big.Int).Lsh(big.NewInt(1), uint(logDelta)), true, c0)
+	popkPoly(r, z[:o1], ls[0], N, delta, true, c0)
 	popkPoly(r, z[o2:o3], ls[2], N, nil, true, c0)
 	popkPoly(r, z[o3:o3+ls[3]*N], ls[3], N, nil, true, c1)
 	return c0, c1
@@ -270,15 +271,29 @@ func popkRound(r *ring.Ring, c ring.Poly, rp int, low []uint64) {
 	clear(lows)
 }
 
-func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*ring.Ring, *PK, [4]int, int) {
+// popkDelta reads Delta, a positive integer of dlen little-endian bytes (at most 256).
+func popkDelta(delta *C.uchar, dlen C.int) (*big.Int, []byte) {
+	if dlen < 1 || dlen > 256 {
+		fail(codeArgument, "Delta must have 1..256 bytes, got %d", dlen)
+	}
+	le := inBytes(delta, C.size_t(dlen))
+	be := make([]byte, len(le))
+	for i, b := range le {
+		be[len(le)-1-i] = b
+	}
+	d := new(big.Int).SetBytes(be)
+	if d.Sign() == 0 {
+		fail(codeArgument, "Delta must be positive")
+	}
+	return d, le
+}
+
+func popkArgs(ph, pkh C.uint64_t, level C.int, limbs *C.int64_t) (*ring.Ring, *PK, [4]int, int) {
 	P := params(ph).P
 	pk := get[*PK](uint64(pkh), "public key")
 	bound(uint64(ph), pk.ph, "public key")
 	if int(level) < 0 || int(level) > P.MaxLevel() {
 		fail(codeArgument, "level %d out of range", level)
-	}
-	if int(logDelta) < 0 || int(logDelta) > 2000 {
-		fail(codeArgument, "logDelta %d out of range", logDelta)
 	}
 	var ls [4]int
 	for i, v := range i64s(limbs, 4) {
@@ -301,9 +316,10 @@ func popkArgs(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t) (*rin
 // prover's band check); roundPrime < 0: exact.
 //
 //export he_popk_hash
-func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, roundPrime C.int, low *C.uint64_t, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
+func he_popk_hash(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, roundPrime C.int, low *C.uint64_t, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
-	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
+	r, pk, ls, N := popkArgs(ph, pkh, level, limbs)
+	dv, dle := popkDelta(delta, dlen)
 	per := (ls[0] + ls[1] + ls[2] + ls[3]) * N
 	if rows < 1 || nct < 0 {
 		fail(codeArgument, "rows must be >= 1 and nct >= 0")
@@ -337,13 +353,14 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 		}
 	}
 	mono := popkMono(r)
-	hdr := make([]byte, 16)
+	hdr := make([]byte, 16, 16+len(dle))
 	binary.LittleEndian.PutUint32(hdr[0:], uint32(level))
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(rows))
-	binary.LittleEndian.PutUint32(hdr[8:], uint32(logDelta))
+	binary.LittleEndian.PutUint32(hdr[8:], uint32(len(dle)))
 	binary.LittleEndian.PutUint32(hdr[12:], uint32(int32(rp)))
-	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v3", hdr, rp, func(k int, scr *[5]ring.Poly) []ring.Poly {
-		c0, c1 := popkImage(r, pk, int(logDelta), ls, zs[k*per:(k+1)*per], N, ctv,
+	hdr = append(hdr, dle...)
+	sum := popkHashRowsScratch(r, int(rows), "secinfer/crisp-popk/v4", hdr, rp, func(k int, scr *[5]ring.Poly) []ring.Poly {
+		c0, c1 := popkImage(r, pk, dv, ls, zs[k*per:(k+1)*per], N, ctv,
 			func(j int) byte { return ch[k*len(ctv)+j] }, mono, scr)
 		if rp > 0 {
 			var l0, l1 []uint64
@@ -364,11 +381,12 @@ func he_popk_hash(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, r
 // big-integer arithmetic).
 //
 //export he_popk_image
-func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, z *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+func he_popk_image(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, limbs *C.int64_t, z *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
-	r, pk, ls, N := popkArgs(ph, pkh, level, logDelta, limbs)
+	r, pk, ls, N := popkArgs(ph, pkh, level, limbs)
+	dv, _ := popkDelta(delta, dlen)
 	zs := i64s(z, (ls[0]+ls[1]+ls[2]+ls[3])*N)
-	c0, c1 := popkImage(r, pk, int(logDelta), ls, zs, N, nil, nil, ring.Poly{}, nil)
+	c0, c1 := popkImage(r, pk, dv, ls, zs, N, nil, nil, ring.Poly{}, nil)
 	L := r.Level() + 1
 	dst := u64s(out, 2*L*N)
 	for c, p := range []ring.Poly{c0, c1} {
@@ -379,14 +397,15 @@ func he_popk_image(ph, pkh C.uint64_t, level, logDelta C.int, limbs *C.int64_t, 
 	return codeOK
 }
 
-// he_encode_limbs makes the plaintext with coefficients 2^logScale a_j + b_j at `level`
-// (NTT domain, scale 2^logScale, not batched) from signed multi-limb integers a (la limbs
+// he_encode_limbs makes the plaintext with coefficients Delta a_j + b_j at `level`
+// (NTT domain, scale metadata 2^logScale, not batched; Delta = 2^logScale when dlen = 0,
+// else the integer of dlen little-endian bytes at delta) from signed multi-limb integers a (la limbs
 // of N int64) and b (lb limbs), x_j = sum_l limb[l][j] 2^(40 l), exactly (popkPoly): the
 // coefficient encoding of values far beyond float64, e.g. crisp's mask plaintexts
 // -Delta R + F of ~300 bits in one call.
 //
 //export he_encode_limbs
-func he_encode_limbs(ph C.uint64_t, level, logScale, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+func he_encode_limbs(ph C.uint64_t, level, logScale C.int, delta *C.uchar, dlen C.int, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	P := params(ph).P
 	if int(level) < 0 || int(level) > P.MaxLevel() {
@@ -398,7 +417,11 @@ func he_encode_limbs(ph C.uint64_t, level, logScale, la C.int, a *C.int64_t, lb 
 	r := P.RingQ().AtLevel(int(level))
 	N := P.N()
 	pt := rlwe.NewPlaintext(P, int(level))
-	popkPoly(r, i64s(a, int(la)*N), int(la), N, new(big.Int).Lsh(big.NewInt(1), uint(logScale)), false, pt.Value)
+	scale := new(big.Int).Lsh(big.NewInt(1), uint(logScale))
+	if dlen != 0 {
+		scale, _ = popkDelta(delta, dlen)
+	}
+	popkPoly(r, i64s(a, int(la)*N), int(la), N, scale, false, pt.Value)
 	popkPoly(r, i64s(b, int(lb)*N), int(lb), N, nil, true, pt.Value)
 	pt.Scale = rlwe.NewScale(math.Ldexp(1, int(logScale)))
 	pt.IsBatched = false

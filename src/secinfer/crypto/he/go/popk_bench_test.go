@@ -9,6 +9,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"math/big"
 	"math/rand"
 	"testing"
 
@@ -41,7 +42,7 @@ func BenchmarkPopkImage(b *testing.B) {
 	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		popkImage(r, pk, 141, ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
+		popkImage(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
 	}
 }
 
@@ -50,7 +51,7 @@ func BenchmarkPopkImageRound(b *testing.B) {
 	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c0, c1 := popkImage(r, pk, 141, ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
+		c0, c1 := popkImage(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
 		popkRound(r, c0, 6, nil)
 		popkRound(r, c1, 6, nil)
 	}
