@@ -5,6 +5,7 @@ largest 53-bit significands), at several levels."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from secinfer.crypto.he.params import get_params
 from secinfer.crypto.he.rlwe import coeff_encode
@@ -62,3 +63,29 @@ def test_encode_limbs_residues_equal_python_integers():
             q = prm.q[lv]
             want = np.array([((x << log_scale) + y) % q for x, y in zip(a, b)], dtype=object)
             assert np.array_equal(res[lv].astype(object), want), (level, lv)
+
+
+def test_encode_limbs_with_any_integer_delta():
+    """encode_limbs(delta=): Delta a + b for an arbitrary odd Delta the size of the modulus
+    (crisp's t^-1 mod Q), exactly, with the metadata still 2^log_scale; a zero or negative
+    Delta is refused."""
+    from secinfer.crypto.he.errors import HEArgumentError
+    from secinfer.crypto.he.linmap import to_limbs
+    from secinfer.crypto.he.rlwe import encode_limbs
+
+    prm = get_params("ckks-n12-insecure")
+    rng = np.random.default_rng(7)
+    n, level = prm.n, prm.max_level
+    a = [int(v) for v in rng.integers(-(1 << 62), 1 << 62, n)]
+    b = [int(v) for v in rng.integers(-(1 << 40), 1 << 40, n)]
+    delta = pow(1 << 105, -1, prm.q_level(level))
+    with encode_limbs(prm, to_limbs(a, 2), to_limbs(b, 1), 0, level, delta=delta) as pt:
+        res = pt.poly(0)
+        assert abs(pt.log_scale) < 1e-9
+    for lv in range(level + 1):
+        q = prm.q[lv]
+        want = np.array([(x * delta + y) % q for x, y in zip(a, b)], dtype=object)
+        assert np.array_equal(res[lv].astype(object), want), lv
+    for bad in (0, -3):
+        with pytest.raises(HEArgumentError):
+            encode_limbs(prm, to_limbs(a, 2), to_limbs(b, 1), 0, level, delta=bad)
