@@ -255,7 +255,6 @@ def test_decode_is_exact_up_to_the_bound_and_not_beyond(mal):
     with |U' + t e| just below Q'/2 (U' = U Q_d^-1 mod t, what the drop leaves), the phase
     t'^-1 (U' + t e) mod Q' decodes to the exact share (U, or floor(U / 2) with the factor
     2); just beyond Q'/2 it does not (the test can fail)."""
-    from secinfer.protocols.crisp.ckks_engine import _crt  # noqa: F401 - the decoder's CRT
 
     prm, bud = _budget(mal, 576, 64, 9)
     eng = CKKSLinear(Z2k(104), 13, mal, "ckks-n14-q380-128")

@@ -15,30 +15,27 @@ i = X^(N/2). The client encrypts
 
     m(X) = Delta (a(X) + X^(N/2) b(X)),   a = Re share digits, b = Im share digits
 
-(each of degree < N/2) and the server multiplies by the weight polynomial w(X) of
-degree < N/2 - deg a, so a w and b w never meet: (a + i b) w = a w + i b w, exactly the
+(each of degree < N/2; Delta = t^-1 mod Q, below) and the server multiplies by the
+weight polynomial w(X) of degree < N/2 - deg a, so a w and b w never meet: (a + i b) w = a w + i b w, exactly the
 complex-slot computation of the paper with integer arithmetic. Matrix-vector products
 use the coefficient layout a(X) = sum_i x_i X^i, w(X) = sum_ij W_ij X^(j c + c - 1 - i)
 (c = input chunk): coefficient j c + c - 1 of a w is (x W)_j; several rows sit at
 stride S = c (n_o + 1) in one polynomial.
 
-Exactness and hiding (bounds checked here, argued in the docs):
-* the client's share is split into as few digits T of D bits as log Q allows (one of 104
-  bits at the default set), encoded exactly from 40-bit limbs (``rlwe.encode_limbs``);
-* every product coefficient (target or not) is a sum of < c terms of D + wbits bits,
-  |v| < 2^B, B = ceil(log2 c) + D + wbits + 1;
-* the server adds -Delta R (R uniform in [0, 2^(B+sigma)), sigma = 40) to *every*
-  coefficient and uniform flooding noise F in [-2^phi, 2^phi], phi = noise_bits + sigma,
-  as one fresh encryption of the plaintext -Delta R + F (exact, ``rlwe.encode_limbs``;
-  made offline), which also
-  re-randomises the answer: it is statistically independent of W beyond the client's
-  own (masked) output;
-* Delta >= 2^(phi + 2) > 2 (|e W| + |e_0| + |F|), so rounding coefficient / Delta gives
-  v - R exactly -- decryption never fails for noise within the bounded-Gaussian support;
-* Delta 2^(B + sigma + 1) + 2^(phi + 1) < Q / 2, checked per layer (``LayerBudget``);
-* the masked answer is rescaled (``Budget.drop``) and trimmed to what the client reads:
-  c1 in full, c0 only at the targets (and the MAC half), ``crypto.he.trimmed`` --
-  public post-processing of the masked answer.
+Exactness and hiding (bounds checked here, argued in the docs; ``Budget``):
+* plaintext modulus t = 2^k (2^(k+1) malicious: the server works on 2 c), one digit of k
+  bits, encoded at Delta = t^-1 mod Q exactly from 40-bit limbs (``rlwe.encode_limbs``);
+* every product coefficient (target or not) is an integer |V| < 2^B; the server adds one
+  fresh encryption of -Delta R + F (R uniform in Z_t, F flooding in [-2^phi, 2^phi]), made
+  offline, which also re-randomises the answer. Since Delta t = 1 (mod Q) the phase is
+  Delta U + (K + noise) with U = (V - R) mod t uniform and K = (V - R - U) / t small: the
+  value is reduced mod t inside the ciphertext, F floods K and e W (2^-40 per coefficient);
+* the level's Q holds 2 t nu0 > 2 |U + t e|, so [t phase]_Q mod t is U exactly -- decryption
+  never fails for noise within the bounded-Gaussian support;
+* the masked answer is rescaled (``Budget.drop``: Lattigo's exact rounding division keeps
+  the form, U -> U q^-1 mod t) and trimmed to what the client reads: c1 in full, c0 only
+  at the targets (and the MAC half), ``crypto.he.trimmed`` -- public post-processing of
+  the masked answer.
 
 Malicious client: every client ciphertext is covered by a proof of plaintext knowledge
 and the client's public key by a proof of well-formedness (server-chosen a = pk1, short
