@@ -10,8 +10,9 @@ Rows
   ``run(include_muse_b=True)``: it takes minutes and ~10 GB (its ~3.7 * 10^5 FSS gates with
   MAC twins hold ~10 KB of key each). Its HE ciphertext counts are always reported.
 * ``fc``: one fully connected layer of benchmark A / B through Pi_Lin alone at
-  ``ckks-n13-128`` and ``ckks-n14-128`` [CRISP Table I] (n13 is too small for exact
-  40-bit masking and reports the budget error), and at the engine's default set.
+  ``ckks-n13-128`` and ``ckks-n14-128`` [CRISP Table I] (n13, 140 bits, is too small for
+  the plaintext modulus 2^104 with 40-bit flooding and reports the budget error), and at
+  the engine's default set.
 * ``relu``: the non-linear layer alone, 2^10 .. 2^16 ReLUs (2^10 .. 2^12 quick), with and
   without MACs: online seconds (measured in-process, plus the ``lan`` link model:
   latency per round + bytes / bandwidth), online bytes per party (expected: n bits = 8

@@ -64,7 +64,6 @@ def _bits(x: float) -> int:
     return max(1, math.ceil(math.log2(max(x, 1.0))))
 
 
-
 def ct_pt_dot(ev, cts, pts):
     """sum_i cts[i] * pts[i] as one new ciphertext (plaintext products: no relinearisation),
     accumulated in place with the evaluator's multiply-add."""
