@@ -66,6 +66,10 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     # one small P prime, still within the Standard's bound counted over Q * P
     ParamSpec("ckks-n14-q380-128", 14, (60,) + (40,) * 8, (57,), 40,
               "8 levels, Q = 380 bits for one 104-bit digit per share; logQP = 437 <= 438"),
+    # the same idea at N = 2^13 (crisp's Table I ring size): the longest Q the Standard
+    # allows there with one small P prime
+    ParamSpec("ckks-n13-q195-128", 13, (60, 45, 45, 45), (22,), 40,
+              "3 levels, Q = 195 bits (crisp FC layers at N = 2^13); logQP = 217 <= 218"),
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
