@@ -220,7 +220,8 @@ LAYERS = [(576, 64, 9), (256, 100, 8), (1024, 10, 10), (16, 4, 5)]
 @pytest.mark.parametrize("k_in,n_out,wbits", LAYERS)
 def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
     """Budget, recomputed from its definitions with a closed form: F (2^phi) floods
-    K + E_w + the mask's own noise 2^sigma times over; the level is the lowest whose modulus
+    K + E_w + the mask's own noise 2^(sigma + 24) times over (2^-sigma over <= 2^24 read
+    coefficients per inference); the level is the lowest whose modulus
     Q holds 2 t nu0 (nu0 = 1 + 2^phi + that noise: |U + t e| < t nu0); after dividing by the
     dropped primes Q_d, |Y| <= t (nu0 / Q_d + (N + 1)/2 (1 + 2^-38)) < Q'/2 (Lattigo's
     rounding adds <= t (1 + N)/2 per prime with a ternary key); and one prime more could
@@ -234,7 +235,8 @@ def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
     fresh = popk.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
     assert bud.t_bits == 104 + mal and (bud.D, bud.T) == (104, 1)
     pre = 2 ** (bud.B - bud.t_bits) + 2 + 2 ** bud.noise_bits + fresh
-    assert 2 ** bud.phi >= 2 ** bud.sigma * pre
+    # 2^-sigma over the whole view: per read coefficient 2^-(sigma + 24), <= 2^24 of them
+    assert 2 ** bud.phi >= 2 ** (bud.sigma + 24) * pre
     nu0 = 1 + 2 ** bud.phi + math.ceil(pre)
     q = prm.q_level(bud.level)
     assert 2 * t * nu0 < q
@@ -247,6 +249,20 @@ def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
         nxt = prm.q[bud.level - bud.drop]
         assert 2 * t * (Fraction(nu0, qd * nxt) + Fraction(n + 1, 2)) >= q_out // nxt
     assert bud.drop >= 1
+
+
+def test_plan_reading_more_flooded_coefficients_than_budgeted_is_refused():
+    """The flooding's union bound covers 2^24 read coefficients per inference: a plan whose
+    linear outputs (x2 with MACs) exceed that is refused before any work."""
+    from secinfer.errors import ConfigError
+    from secinfer.protocols.crisp.ckks_engine import FLOOD_UNION_BITS
+
+    eng = CKKSLinear(Z2k(104), 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
+    step = {"op": "lin", "node_op": "Gemm", "name": "wide", "in_shape": [1 << 13, 8],
+            "out_shape": [1 << 13, 1 << 11], "wbits": 8, "attrs": {}}
+    with pytest.raises(ConfigError, match="flooded coefficients"):
+        eng.prepare_server([step], {0: {"w": np.zeros((8, 1 << 11), np.int64), "b": None}}, PRG.for_tests(1))
+    assert FLOOD_UNION_BITS == 24 and (1 << 13) * (1 << 11) * 2 > 1 << FLOOD_UNION_BITS
 
 
 @pytest.mark.parametrize("mal", [False, True])

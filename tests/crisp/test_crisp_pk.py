@@ -121,10 +121,10 @@ def test_semi_honest_baseline_sends_a_plain_key_without_proof():
     assert not any(p.startswith("pk") for p in seen)
 
 
-@pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 5)), ("ckks-n14-128", (104, 1, 5))])
+@pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 6)), ("ckks-n14-128", (104, 1, 6))])
 def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
     """With the proven key bounds (||s|| <= 2^26, ||e_pk|| <= 2^30) every linear layer of
-    muse-a and muse-b fits both 128-bit sets with one 104-bit digit at level 5 (260 bits):
+    muse-a and muse-b fits both 128-bit sets with one 104-bit digit at level 6 (300 bits):
     2 t nu0 < Q there, with t = 2^105 and the flooding sized for the proven noise."""
     from secinfer.crypto.fss.group import Z2k
     from secinfer.ir import zoo

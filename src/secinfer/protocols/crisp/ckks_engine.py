@@ -73,6 +73,10 @@ def ct_pt_dot(ev, cts, pts):
     return acc
 
 META_LOG_SCALE = 0   # Lattigo's scale field: bookkeeping only here (the encoding is below)
+# Flooding is 2^-sigma close per read coefficient times 2^-FLOOD_UNION_BITS, so the client's
+# whole view of one inference (at most 2^FLOOD_UNION_BITS read coefficients, checked by
+# ``prepare_server``) is within 2^-sigma of a function of its own outputs (union bound).
+FLOOD_UNION_BITS = 24
 
 
 class Budget:
@@ -110,7 +114,7 @@ class Budget:
         # |K| <= 2^(B - t_bits) + 2; the mask ciphertext's own noise <= fresh
         self.pre = (1 << max(self.B - self.t_bits, 0)) + 2 + (1 << self.noise_bits) + math.ceil(fresh)
         self.sigma = sigma
-        self.phi = _bits(self.pre) + sigma                         # F uniform in [-2^phi, 2^phi]
+        self.phi = _bits(self.pre) + sigma + FLOOD_UNION_BITS      # F uniform in [-2^phi, 2^phi]
         nu0 = 1 + (1 << self.phi) + self.pre                       # |U + t e| < t nu0
         lv = next((lv for lv in range(params.max_level + 1) if 2 * self.t * nu0 < params.q_level(lv)), None)
         if lv is None:
@@ -537,6 +541,12 @@ class CKKSLinear:
         public shapes and the server's randomness) and the weight plaintexts."""
         from secinfer.protocols.crisp import he_conv
 
+        reads = sum(int(np.prod(st["out_shape"])) for st in steps if st.get("op") == "lin")
+        reads *= 2 if self.malicious else 1
+        if reads > 1 << FLOOD_UNION_BITS:
+            raise ConfigError(f"crisp/ckks: the client would read {reads} flooded coefficients in one "
+                              f"inference; the flooding is sized for at most 2^{FLOOD_UNION_BITS} "
+                              "(use a smaller batch)")
         count = 0
         for idx, st in enumerate(steps):
             if st.get("op") != "lin":
