@@ -12,7 +12,7 @@ Rows
 * ``fc``: one fully connected layer of benchmark A / B through Pi_Lin alone at
   N = 2^13 and 2^14 [CRISP Table I]: ``ckks-n13-q195-128`` (the longest Q the HE Standard
   allows at 2^13 with one small P prime: semi-honest fits, malicious reports the budget
-  error -- with the proof slack it needs ~275 bits), ``ckks-n14-128``, and the engine's default set.
+  error -- with the proof slack it needs 280 bits), ``ckks-n14-128``, and the engine's default set.
 * ``relu``: the non-linear layer alone, 2^10 .. 2^16 ReLUs (2^10 .. 2^12 quick), with and
   without MACs: online seconds (measured in-process, plus the ``lan`` link model:
   latency per round + bytes / bandwidth), online bytes per party (expected: n bits = 8
