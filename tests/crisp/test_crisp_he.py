@@ -255,7 +255,7 @@ def test_plan_reading_more_flooded_coefficients_than_budgeted_is_refused():
     """The flooding's union bound covers 2^24 read coefficients per inference: a plan whose
     linear outputs (x2 with MACs) exceed that is refused before any work."""
     from secinfer.errors import ConfigError
-    from secinfer.protocols.crisp.ckks_engine import FLOOD_UNION_BITS
+    from secinfer.protocols.crisp.budget import FLOOD_UNION_BITS
 
     eng = CKKSLinear(Z2k(104), 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
     step = {"op": "lin", "node_op": "Gemm", "name": "wide", "in_shape": [1 << 13, 8],

@@ -21,7 +21,7 @@ offset N/2 = the imaginary unit) as long as it stays below N/2 + O and every tar
 N/2: then no target of either half meets the other half (``spill_ok``). The layout with
 the fewest online bytes is chosen (``conv_layout``). Strides subsample the
 stride-1 output. Channel groups (inputs longer than N/4) are accumulated per answer.
-The masking/flooding budget is ``ckks_engine.Budget`` with terms = nnz = C_b h w M_b per
+The masking/flooding budget is ``budget.Budget`` with terms = nnz = C_b h w M_b per
 group and n_acc = number of channel groups.
 """
 
@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp.ckks_engine import SERVER, Budget, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.budget import Budget
+from secinfer.protocols.crisp.ckks_engine import SERVER, _as_limbs, ct_pt_dot, digit_limbs
 
 
 class ConvLayout(Budget):
