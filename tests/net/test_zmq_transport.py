@@ -15,7 +15,7 @@ from secinfer.errors import AuthenticationError, FrameError, MessageTooLargeErro
 from secinfer.net.zmq_transport import ZmqEndpoint
 from secinfer.runtime.cluster import load_cluster
 from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
-                               loopback_cluster, pair_fixture)
+                               loopback_cluster, pair_fixture, seconds_to_detect_killed_peer)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -157,14 +157,8 @@ def test_a_waiting_receiver_reads_the_socket_itself_and_acknowledges_a_bye(pair)
 
 def test_killed_peer_process_is_detected(tmp_path):
     c = _cluster(tmp_path, heartbeat_interval=0.25, peer_timeout=1.5)
-    with idle_peer(ZmqEndpoint, c) as (a, proc):
-        a.send("b", "ping", np.ones(2))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        t0 = time.monotonic()
-        with pytest.raises(PeerDeadError, match="peer b is dead: connection lost"):
-            a.recv("b", "pong", ANY_F, timeout=60)
-        assert time.monotonic() - t0 < 20  # generous; the receive timeout is 60 s
+    # generous; the receive timeout is 60 s
+    assert seconds_to_detect_killed_peer(ZmqEndpoint, c, "peer b is dead: connection lost") < 20
 
 
 def test_close_does_not_hang_and_is_idempotent(pair):

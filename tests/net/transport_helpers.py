@@ -6,12 +6,13 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from secinfer.errors import AuthenticationError
+from secinfer.errors import AuthenticationError, PeerDeadError
 from secinfer.net.channel import ArraySpec
 from secinfer.net.peers import PeerInfo
 from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
@@ -76,6 +77,19 @@ def idle_peer(endpoint_cls, c):
         if proc.poll() is None:         # also a stopped (SIGSTOP) process
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def seconds_to_detect_killed_peer(endpoint_cls, c, match: str) -> float:
+    """Party b (its own process, ``idle_peer``) is SIGKILLed after a's first message; a's
+    next receive from b must raise PeerDeadError matching ``match``: how long that took."""
+    with idle_peer(endpoint_cls, c) as (a, proc):
+        a.send("b", "ping", np.ones(2))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        t0 = time.monotonic()
+        with pytest.raises(PeerDeadError, match=match):
+            a.recv("b", "pong", ANY_F, timeout=60)
+        return time.monotonic() - t0
 
 
 def impostor_attempt(endpoint_cls, c, impostor):

@@ -59,7 +59,7 @@ class Budget:
         self.pre = (1 << max(self.B - self.t_bits, 0)) + 2 + (1 << self.noise_bits) + math.ceil(fresh)
         self.sigma = sigma
         self.phi = _bits(self.pre) + sigma + FLOOD_UNION_BITS      # F uniform in [-2^phi, 2^phi]
-        nu0 = 1 + (1 << self.phi) + self.pre                       # |U + t e| < t nu0
+        self.nu0 = nu0 = 1 + (1 << self.phi) + self.pre            # |U + t e| < t nu0
         lv = next((lv for lv in range(params.max_level + 1) if 2 * self.t * nu0 < params.q_level(lv)), None)
         if lv is None:
             raise ConfigError(f"crisp/ckks: parameter set {params.name} too small for this layer "
@@ -71,22 +71,21 @@ class Budget:
         # drop after which |Y| < Q' / 2 still holds (``answer_bound``). Post-processing of
         # the masked answer: it reveals nothing more, it only makes the answer smaller.
         self.drop = 0
-        while self.drop < lv and self.decodable(self.drop + 1, nu0):
+        while self.drop < lv and self.decodable(self.drop + 1):
             self.drop += 1
-        self.nu0 = nu0
         self.delta = pow(self.t, -1, params.q_level(lv))
 
-    def answer_bound(self, drop: int, nu0: int) -> Fraction:
+    def answer_bound(self, drop: int, nu0: int | None = None) -> Fraction:
         """Bound on |Y| / t after rescaling by the top ``drop`` primes of the layer's level:
         nu_(i+1) = nu_i / q + (1 + N) / 2 (ternary s: ||s||_1 <= N, the honest client's
         key -- a dishonest key only spoils its own decryption)."""
         prm = self._args[0]
-        nu = Fraction(nu0)
+        nu = Fraction(self.nu0 if nu0 is None else nu0)
         for lv in range(self.level, self.level - drop, -1):
             nu = nu / prm.q[lv] + Fraction(1 + prm.n, 2)
         return nu
 
-    def decodable(self, drop: int, nu0: int) -> bool:
+    def decodable(self, drop: int, nu0: int | None = None) -> bool:
         """2 t nu_drop < Q' (= the modulus after the drop): decryption is exact."""
         prm = self._args[0]
         return 2 * self.t * self.answer_bound(drop, nu0) < prm.q_level(self.level - drop)

@@ -340,7 +340,7 @@ class CKKSLinear:
             y = (x * t) % q
             y = np.where(y > q // 2, y - q, y)
             low = y % t
-            eps = max((abs(int(c) - int(r)) for c, r in zip(y, low)), default=0) // t
+            eps = int(np.max(np.abs((y - low) // t), initial=0))
             self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
                                                math.log2(eps) if eps else 0.0)
             self.stats["log2_answer_modulus"] = q.bit_length()
@@ -505,9 +505,14 @@ class CKKSLinear:
                 p.close()
         self._wcache.clear()
 
-    def _weight_polys(self, mat, bud) -> dict:
+    def weight_plaintext(self, coeffs: np.ndarray, level: int):
+        """A weight / kernel polynomial (integer coefficients, float64) as a plaintext at
+        scale 1, times ``ct_factor``: a malicious client's ciphertexts enter as 2 c."""
         from secinfer.crypto.he.rlwe import coeff_encode
 
+        return coeff_encode(self.params, coeffs * self.ct_factor, 1.0, level)
+
+    def _weight_polys(self, mat, bud) -> dict:
         prm = self.params
         out = {}
         for ch in range(bud.n_chunks):
@@ -515,8 +520,8 @@ class CKKSLinear:
                 wp = np.zeros(prm.n, np.float64)
                 sub = mat[ch * bud.c:(ch + 1) * bud.c, blk * bud.n_o:(blk + 1) * bud.n_o]
                 jj, ii = np.meshgrid(np.arange(sub.shape[1]), np.arange(sub.shape[0]), indexing="ij")
-                wp[jj * bud.c + bud.c - 1 - ii] = sub.T * self.ct_factor
-                out[ch, blk] = coeff_encode(prm, wp, 1.0, bud.level)
+                wp[jj * bud.c + bud.c - 1 - ii] = sub.T
+                out[ch, blk] = self.weight_plaintext(wp, bud.level)
         return out
 
     def recv_client_ct(self, ep, idx, bud):

@@ -102,11 +102,12 @@ def feasible(step: dict, params):
     kh, kw = step["attrs"]["kernel_shape"]
     hw = hp * wp
     m_out = step["out_shape"][1]
+    last = _last_target(step, wp)
     for c_b in range(min(c, half // hw), 0, -1):
         o = (c_b - 1) * hw + (kh - 1) * wp + (kw - 1)
         dm = max(o + (hp - kh) * wp + (wp - kw) + 1, c_b * hw)
         m_max = m_out
-        while m_max >= 1 and not spill_ok(params, c_b * hw, o, dm, m_max, _last_target(step, wp)):
+        while m_max >= 1 and not spill_ok(params, c_b * hw, o, dm, m_max, last):
             m_max -= 1
         if m_max >= 1:
             yield c_b, m_max, dm
@@ -215,15 +216,9 @@ def kernel_coeffs(n_ring: int, lay: ConvLayout, w: np.ndarray, cg: int, mb: int)
     return poly
 
 
-def _kernel_poly(eng, lay: ConvLayout, w: np.ndarray, cg: int, mb: int):
-    from secinfer.crypto.he.rlwe import coeff_encode
-
-    # times eng.ct_factor: a malicious client's ciphertexts enter as 2 c (CKKSLinear)
-    return coeff_encode(eng.params, kernel_coeffs(eng.params.n, lay, w, cg, mb) * eng.ct_factor, 1.0, lay.level)
-
-
 def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:
-    return {(cg, mb): _kernel_poly(eng, lay, w, cg, mb) for cg in range(lay.n_cg) for mb in range(lay.n_mb)}
+    return {(cg, mb): eng.weight_plaintext(kernel_coeffs(eng.params.n, lay, w, cg, mb), lay.level)
+            for cg in range(lay.n_cg) for mb in range(lay.n_mb)}
 
 
 def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):

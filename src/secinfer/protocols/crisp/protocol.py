@@ -23,6 +23,7 @@ Message flow (Pi_Inf [Fig. 4]):
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -47,42 +48,19 @@ _MAX_PLAN_BYTES = 1 << 22
 _OFFLINE_WAIT = 3600.0
 
 
-class _Background:
-    """Run ``fn(*args)`` in a worker thread while this party receives the dealer's keys:
-    the offline HE work (the server's masks, the client's proof commitments) is mostly
-    Go calls, which release the GIL, and the key receipt mostly waits for the transport,
-    so the two overlap. Only the worker touches the engine meanwhile; the endpoint and
-    the store stay with the calling thread. Leaving the ``with`` block joins the worker
-    (also when the receipt failed, so nothing runs on when the engine is released);
-    ``result()`` then returns its value or re-raises its error."""
+def _timed(fn, *args) -> tuple:
+    """(fn(*args), seconds): run in the offline worker (``_overlap``)."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
 
-    def __init__(self, fn, *args) -> None:
-        import threading
 
-        self._out, self._err, self.seconds = None, None, 0.0
-
-        def work():
-            t0 = time.perf_counter()
-            try:
-                self._out = fn(*args)
-            except BaseException as e:  # noqa: BLE001 - re-raised in result()
-                self._err = e
-            self.seconds = time.perf_counter() - t0
-
-        self._t = threading.Thread(target=work, name="crisp-offline-he", daemon=True)
-        self._t.start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._t.join()
-
-    def result(self):
-        self._t.join()
-        if self._err is not None:
-            raise self._err
-        return self._out
+def _overlap():
+    """One worker thread for the offline HE work (the server's masks, the client's proof
+    commitments: mostly Go calls, which release the GIL) while this party receives the
+    dealer's keys (mostly waiting on the transport). Only the worker touches the engine
+    meanwhile; leaving the ``with`` block joins it, also when the receipt failed."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="crisp-offline-he")
 
 
 def _params(job: PartyJob) -> Params:
@@ -140,13 +118,13 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         # the server's own input-independent HE work, masks and weight plaintexts, runs in
         # a worker thread while the dealer's keys are received
         off_s = {}
-        with _Background(engine.prepare_server, steps, plan.weights, prg.derive("he-offline")) as he_job:
+        with _overlap() as pool:
+            he_job = pool.submit(_timed, engine.prepare_server, steps, plan.weights, prg.derive("he-offline"))
             if not ahead:
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 0, store)
                 off_s["receive_keys"] = time.perf_counter() - t_off
-        he_offline = he_job.result()
-        off_s["he_prepare"] = he_job.seconds
+        he_offline, off_s["he_prepare"] = he_job.result()
         ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
@@ -261,7 +239,8 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     with ep.phase("offline"):
         # proof commitments (witness-independent) in a worker thread while the dealer's
         # keys are received
-        with _Background(engine.prepare_client, steps) as pre_job:
+        with _overlap() as pool:
+            pre_job = pool.submit(_timed, engine.prepare_client, steps)
             if ahead:
                 store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
             else:
@@ -269,8 +248,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 1, store)
                 off_s["receive_keys"] = time.perf_counter() - t_off
-        pre_job.result()
-        off_s["proof_commitments"] = pre_job.seconds
+        off_s["proof_commitments"] = pre_job.result()[1]
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
