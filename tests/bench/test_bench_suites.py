@@ -174,3 +174,36 @@ def test_all_runs_every_suite_and_reports_failures(tmp_path, monkeypatch, capsys
     assert "ConfigError" in summary["failed"]["broken"]["error"]
     assert os.path.exists(os.path.join(summary["folders"]["fss"], "results.json"))
     assert "broken   FAILED" in capsys.readouterr().out
+
+
+def test_stamp_suite_small_run_rows_lines_and_partial(tmp_path):
+    """One real STAMP-vs-Falcon+ row (Network-A, batch 3): table rows for Tables 1 and 3,
+    printable summary lines (formatted, not template text), one JSON line per result in
+    the partial file, written as soon as the row is done."""
+    from secinfer.bench import stamp_suite
+
+    part = tmp_path / "partial.jsonl"
+    res = stamp_suite.run(networks=("secureml-a",), batch=3, securities=("semi-honest",), network="wan",
+                          partial=str(part))
+    tables = {r["table"] for r in res["rows"]}
+    assert {"1", "3"} <= tables
+    lat = [r for r in res["rows"] if r["table"] == "1"]
+    assert {r["ltee"] for r in lat} == {"ltee-chip", "ltee-soc"}
+    assert all(r["speedup_vs_falcon"] > 0 and r["batch"] == 3 for r in lat)
+    (line,) = [json.loads(s) for s in part.read_text().splitlines()]
+    assert line["network"] == "secureml-a" and line["batch"] == 3
+    assert line["lines"] and all("{" not in s and " MB vs " in s for s in line["lines"])
+
+
+def test_run_one_gives_long_suites_a_partial_file(tmp_path, monkeypatch):
+    """``secinfer bench stamp`` keeps each finished result in <folder>/partial.jsonl."""
+    from secinfer.bench import stamp_suite
+
+    monkeypatch.setattr(stamp_suite, "QUICK_NETWORKS", ("secureml-a",))
+    monkeypatch.setattr(stamp_suite, "QUICK_BATCH", 3)
+    folder = suites.run_one("stamp", out=str(tmp_path), quick=True, network="wan", echo=False)
+    names = os.listdir(folder)
+    assert "results.json" in names and "partial.jsonl" in names
+    lines = open(os.path.join(folder, "partial.jsonl")).read().splitlines()
+    assert [(json.loads(s)["network"], json.loads(s)["security"]) for s in lines] == \
+        [("secureml-a", "semi-honest"), ("secureml-a", "malicious")]

@@ -196,6 +196,52 @@ def test_bad_matrix_triple_aborts():
     assert all(isinstance(r, ProtocolAbort) and r.check in TRIPLE_CHECKS for r in res), res
 
 
+def _bump_matrix_triple(eng, k):
+    """Adds 1 to the c of the k-th generated matrix triple (consistently: the party's own
+    copy and what it sends), the only zero3 of the shape (44, ...) in these runs."""
+    orig = eng.zero3
+
+    def wrapped(shape):
+        z = orig(shape)
+        if len(shape) == 3 and shape[0] == 44:
+            z = z.copy()
+            z[k].reshape(-1)[0] = eng.ring.reduce(z[k].reshape(-1)[:1] + np.uint64(1))[0]
+        return z
+    eng.zero3 = wrapped
+
+
+def test_matrix_triples_checked_one_at_a_time(monkeypatch):
+    """Matrix triples are generated, opened and sacrificed one at a time, their random
+    operands re-drawn from a label (``TripleSource._ab``). An error in any one of the 44
+    generated is caught, by the cut when it is shuffled into the first 22 and by the
+    bucket's sacrifice otherwise (head or not): both checks fire over these indices."""
+    from secinfer.protocols.falcon import triples as ft
+    fx = FX32
+    shares, (x, _, w, _, _) = _all_shares(fx)
+    mm = lambda a, b: fx.ring.matmul(a, b)  # noqa: E731
+
+    def body(m, sh):
+        return m.mult_round([("a", mm, sh[0], sh[2])])
+    seen = set()
+    orig_setup = Engine.setup_keys
+    for k in (0, 5, 11, 17, 23, 29, 35, 43):
+        def setup(self, k=k):
+            orig_setup(self)
+            if self.me == 1:
+                _bump_matrix_triple(self, k)
+        monkeypatch.setattr(Engine, "setup_keys", setup)
+        res = run_parties(fx, body, shares)
+        assert all(isinstance(r, ProtocolAbort) and r.check in TRIPLE_CHECKS for r in res), (k, res)
+        seen |= {r.check for r in res}
+    assert seen == TRIPLE_CHECKS
+    monkeypatch.setattr(Engine, "setup_keys", orig_setup)
+    res = run_parties(fx, body, shares)            # and honestly: exact, nothing kept but c
+    assert np.array_equal(res[1][0][0], fx.ring.matmul(x, w))
+    g = ft._Group("a", None, 1, ft.SINGLE_BUCKET, ft.SINGLE_BUCKET,
+                  [ft.Request("a", False, mm, (6, 5), (5, 4), (6, 4))])
+    assert g.lazy and g.elems() == 44 * 24 + 4 * (30 + 20)
+
+
 def test_inconsistent_triple_share_aborts():
     """The adversary sends a c component that differs from its own copy."""
     shares, _ = _all_shares(FX32)

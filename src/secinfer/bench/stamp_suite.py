@@ -18,7 +18,9 @@ was OOM-killed at 17.8 GB). The JSON says which batch ran and what was skipped.
 Falcon+'s comparisons (Falcon's private compare, the default since 2026-11-24) need
 preprocessing made by the parties offline: about 26,000 comparisons per second here, so
 VGG16 at 128 and ResNet18 at 8 (some 30M comparisons each) add roughly 20-25 minutes each.
-All semi-honest runs come first, so a partial run keeps them.
+All semi-honest runs come first, and ``secinfer bench stamp`` appends each finished result to
+``partial.jsonl`` in its results folder as soon as it is done, so a run stopped or killed
+part-way keeps what finished.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
     """``partial``: a file to which each (network, security) result is appended as one JSON
     line as soon as it is done (long runs keep what finished)."""
     import json
+    import os
 
     from secinfer.protocols.stamp import bench as sb
 
@@ -82,6 +85,7 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
         slot = raw["networks"].setdefault(name, {"paper_name": e["paper_name"], "batch": e["batch"], "results": {}})
         slot["results"][sec] = e["results"][sec]
         if partial:
+            os.makedirs(os.path.dirname(partial) or ".", exist_ok=True)
             with open(partial, "a") as f:
                 f.write(json.dumps({"network": name, "security": sec, "batch": e["batch"],
                                     "lines": sb.summary_lines(r), "result": e["results"][sec]}, default=str) + "\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import inspect
 import json
 import math
 import os
@@ -39,12 +40,16 @@ def machine_info() -> dict:
             "load_avg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
 
 
-def _call_suite(module: str, fn: str, quick: bool, network: str | None) -> dict:
+def _call_suite(module: str, fn: str, quick: bool, network: str | None, partial: str | None = None) -> dict:
+    """``partial``: passed to suites that can append each finished result to a file (long
+    runs keep what finished if they are stopped or killed)."""
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
         raise ConfigError(f"benchmark suite module {module} is not available: {e}") from None
-    return getattr(mod, fn)(quick=quick, network=network)
+    run = getattr(mod, fn)
+    extra = {"partial": partial} if partial and "partial" in inspect.signature(run).parameters else {}
+    return run(quick=quick, network=network, **extra)
 
 
 def _num(v) -> float:
@@ -138,15 +143,15 @@ def run_one(suite: str, out: str = "results", quick: bool = False, network: str 
     module, fn = SUITES[suite]
     load0 = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
-    result = _call_suite(module, fn, quick, network)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = os.path.join(out, f"{suite}-{stamp}")          # named after the start
+    result = _call_suite(module, fn, quick, network, partial=os.path.join(folder, "partial.jsonl"))
     result.setdefault("suite", suite)
     result["machine"] = {**machine_info(), "load_avg_at_start": load0}
     result["quick"] = quick
     result["command"] = f"secinfer bench {suite}" + (" --quick" if quick else "") + \
         (f" --network {network}" if network else "")
     result["wall_seconds"] = time.perf_counter() - t0
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    folder = os.path.join(out, f"{suite}-{stamp}")
     os.makedirs(folder, exist_ok=True)
     plots = write_plots(result, folder)
     result["plot_files"] = [os.path.basename(p) for p in plots]

@@ -33,6 +33,12 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   of its own shapes (c = f(a, b) for its bilinear f: a "matrix triple"); N = 1, so one
   bucket: B = C = 22 and the check is passed by a bad triple with probability
   1 / binom(44, 22) < 2^-40. This costs 44 products of the layer's size offline.
+  Memory: a matrix triple's a and b are drawn from labelled PRF streams
+  (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
+  output needs them, one triple at a time; only the 44 products c are kept (before
+  2026-11-24 all 44 a, b and c and the sacrifice's 21 copies of the head were held at
+  once: VGG16's 4096 x 4096 layer alone needed ~12 GB per party). The messages and rounds
+  are unchanged: each round's messages are all sent before any is received.
 
 All of it runs in the ``offline`` phase and is metered there; ``plan`` records, by a
 local dry run of the network on zero shares (no messages, no key use), the exact
@@ -51,6 +57,8 @@ from secinfer.errors import ProtocolError
 from secinfer.protocols.astra.triples import bucket_params, coin_toss
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
+
+U64 = np.uint64
 
 P = 67                    # the field of Falcon's private compare [Falcon Alg. 1]: p > l + 2 for l <= 64
 SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
@@ -79,6 +87,21 @@ class _Group:
         self.kind, self.fn, self.n, self.bsz, self.cut, self.reqs = kind, fn, n, bsz, cut, reqs
         self.total = bsz * n + cut
         self.a = self.b = self.c = None
+        # a matrix triple (one ring product of its own shapes): its T random operands are
+        # drawn again from their label when needed instead of kept (T copies of a weight
+        # do not fit: VGG16's 4096 x 4096 layer would need ~12 GB per party); only the T
+        # products c are kept. ``perm``: generation index of each shuffled position.
+        self.lazy = kind == "a" and not reqs[0].elementwise
+        self.label: str | None = None
+        self.perm: np.ndarray | None = None
+
+    def elems(self) -> int:
+        """Ring elements held at once while the group is processed (batching bound)."""
+        r = self.reqs[0]
+        if r.elementwise:
+            return self.total * 3
+        xs, ys, zs = (int(np.prod(s)) for s in (r.xs, r.ys, r.zs))
+        return self.total * zs + 4 * (xs + ys) if self.lazy else self.total * (xs + ys + zs)
 
 
 def _take(x: Pair, idx) -> Pair:
@@ -110,11 +133,7 @@ class TripleSource:
             return lambda u, v: rss.mod_reduce(P, u * v)
         if elementwise:
             return lambda u, v: ring.mul(u, v)
-
-        def stacked(u, v):
-            m = max(u.shape[0], v.shape[0])
-            return np.stack([ring.reduce(f(u[t % u.shape[0]], v[t % v.shape[0]])) for t in range(m)])
-        return stacked
+        return lambda u, v: ring.reduce(f(u, v))      # matrix triples: one at a time
 
     # ---- consumption ----------------------------------------------------------------------
     def take(self, req: Request) -> tuple[Pair, Pair, Pair]:
@@ -154,8 +173,7 @@ class TripleSource:
         out: dict[int, tuple] = {}
         batch, size = [], 0
         for g in groups:
-            r = g.reqs[0]
-            elems = g.total * (3 if r.elementwise else int(np.prod(r.xs)) + int(np.prod(r.ys)) + int(np.prod(r.zs)))
+            elems = g.elems()
             if batch and size + elems > BATCH_ELEMS:
                 self._run_batch(batch, out)
                 batch, size = [], 0
@@ -175,13 +193,23 @@ class TripleSource:
                               self._tag("coin"))
         for k, g in enumerate(groups):
             perm = np.argsort(PRG(perm_seed, f"falcon-trip-perm/{k}").uint64((g.total,)), kind="stable")
-            g.a, g.b, g.c = (_take(s, perm) for s in (g.a, g.b, g.c))
+            if g.lazy:
+                g.perm, g.c = perm, _take(g.c, perm)
+            else:
+                g.a, g.b, g.c = (_take(s, perm) for s in (g.a, g.b, g.c))
         self._cut(groups)
         self._sacrifice(groups)
         for g in groups:
-            head = np.arange(g.cut, g.cut + g.n)       # the first row of the B x N buckets
-            a, b, c = (_take(s, head) for s in (g.a, g.b, g.c))
-            if g.reqs[0].elementwise:
+            if g.lazy:
+                a, b = self._ab(g, g.cut)                  # the bucket's head
+                out[id(g.reqs[0])] = (a, b, _take(g.c, g.cut))
+                self.stats["triples_bilinear"] += 1
+            elif not g.reqs[0].elementwise:                # a broadcast AND / Z_p product
+                out[id(g.reqs[0])] = tuple(_take(s, g.cut) for s in (g.a, g.b, g.c))
+                self.stats["triples_bilinear"] += 1
+            else:
+                head = np.arange(g.cut, g.cut + g.n)       # the first row of the B x N buckets
+                a, b, c = (_take(s, head) for s in (g.a, g.b, g.c))
                 off = 0
                 for r in g.reqs:
                     m = int(np.prod(r.zs))
@@ -189,9 +217,6 @@ class TripleSource:
                                        for s in (a, b, c))
                     off += m
                 self.stats["triples_elementwise"] += g.n
-            else:
-                out[id(g.reqs[0])] = tuple(_take(s, 0) for s in (a, b, c))
-                self.stats["triples_bilinear"] += 1
             self.stats["triples_generated"] += g.total
             self.stats["triple_cut"] += g.cut
             g.a = g.b = g.c = None
@@ -209,16 +234,22 @@ class TripleSource:
         sent = []
         for g in groups:
             r = g.reqs[0]
-            if r.elementwise:     # scalar items (AND: one l-bit word per item)
-                g.a, g.b = self._rand(g, ()), self._rand(g, ())
-            else:
-                g.a, g.b = self._rand(g, r.xs), self._rand(g, r.ys)
-            if g.kind == "a":
-                z = ring.add(rss.bilinear_local(ring, g.fn, g.a, g.b), e.zero3(self._c_shape(g)))
-            elif g.kind == "p":
-                z = rss.mod_reduce(P, rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P))
-            else:
-                z = (rss.and_local(g.a, g.b) & self.lane) ^ (e.zero3_xor(self._c_shape(g)) & self.lane)
+            if g.lazy:            # one product at a time; a, b dropped and re-drawn later
+                g.label = e.fresh_label("faltrip")
+                z = np.empty((g.total,) + tuple(r.zs), dtype=U64)
+                for k in range(g.total):
+                    a, b = self._ab(g, k, physical=True)
+                    z[k] = rss.bilinear_local(ring, r.f, a, b)
+                z = ring.add(z, e.zero3(z.shape))
+            else:                 # element-wise: scalar items (AND: one l-bit word per item)
+                shapes = ((), ()) if r.elementwise else (r.xs, r.ys)
+                g.a, g.b = self._rand(g, shapes[0]), self._rand(g, shapes[1])
+                if g.kind == "a":
+                    z = ring.add(rss.mul_local(ring, g.a, g.b), e.zero3(self._c_shape(g)))
+                elif g.kind == "p":
+                    z = rss.mod_reduce(P, rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P))
+                else:
+                    z = (rss.and_local(g.a, g.b) & self.lane) ^ (e.zero3_xor(self._c_shape(g)) & self.lane)
             tag = self._tag("c")
             self.mpc.send_vals(e.prv, tag, g.kind, z)
             sent.append((tag, z))
@@ -230,70 +261,105 @@ class TripleSource:
         r = g.reqs[0]
         return (g.total,) if r.elementwise else (g.total,) + tuple(r.zs)
 
-    def _open(self, items: list[tuple[str, Pair]]) -> list[np.ndarray]:
-        """Open several sharings in one round (malicious opening of ``FalconMPC``)."""
+    def _ab(self, g: _Group, i: int, physical: bool = False) -> tuple[Pair, Pair]:
+        """The random operands of a matrix triple, drawn (again) from their label: position
+        i after the shuffle, or generation index i."""
+        k, r = (i if physical else int(g.perm[i])), g.reqs[0]
+        return (self.eng.random_pair_at(r.xs, f"{g.label}/{k}/a"),
+                self.eng.random_pair_at(r.ys, f"{g.label}/{k}/b"))
+
+    def _open_send(self, items: list[tuple[str, Pair]]) -> list[str]:
+        """First half of a malicious opening of several sharings (one round with the
+        matching ``_open_recv``; every party sends and receives in the same order)."""
         tags = []
         for kind, x in items:
             t = self._tag("open")
             self.mpc._open_send(x, t, kind)
             tags.append(t)
+        return tags
+
+    def _open_recv(self, items: list[tuple[str, Pair]], tags: list[str]) -> list[np.ndarray]:
         return [self.mpc._reveal(kind, x, self.mpc._open_recv(x, t, kind)) for (kind, x), t in zip(items, tags)]
 
     def _cut(self, groups: list[_Group]) -> None:
         """Step 3: open the first C triples of every group and check them."""
         items = []
         for g in groups:
-            idx = np.arange(g.cut)
-            items += [(g.kind, _take(s, idx)) for s in (g.a, g.b, g.c)]
-        vals = self._open(items)
-        for k, g in enumerate(groups):
-            a, b, c = vals[3 * k:3 * k + 3]
+            if not g.lazy:
+                idx = np.arange(g.cut)
+                items += [(g.kind, _take(s, idx)) for s in (g.a, g.b, g.c)]
+        tags = self._open_send(items)
+
+        def lazy_items(g, i):
+            a, b = self._ab(g, i)
+            return [("a", a), ("a", b), ("a", _take(g.c, i))]
+        lazy = [(g, i) for g in groups if g.lazy for i in range(g.cut)]
+        lazy_tags = [self._open_send(lazy_items(g, i)) for g, i in lazy]
+        vals = self._open_recv(items, tags)
+        checks = [(g, vals[3 * k:3 * k + 3]) for k, g in enumerate(g for g in groups if not g.lazy)]
+        for g, (a, b, c) in checks:
             if not np.array_equal(self.ring.reduce(g.fn(a, b)), c):
                 raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+        for (g, i), t in zip(lazy, lazy_tags):
+            a, b, c = self._open_recv(lazy_items(g, i), t)
+            if not np.array_equal(g.fn(a, b), c):
+                raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+
+    def _tau(self, g: _Group, h: tuple, o: tuple, rho: np.ndarray, sig: np.ndarray) -> Pair:
+        """The sharing of tau = c_h - c_o - f(rho, b_o) - f(a_o, sigma) - f(rho, sigma)."""
+        ring, me, fn = self.ring, self.mpc.me, g.fn
+        if g.kind == "a":
+            t = rss.sub(ring, h[2], o[2])
+            t = rss.sub(ring, t, Pair(ring.reduce(fn(rho, o[1].a)), ring.reduce(fn(rho, o[1].b))))
+            t = rss.sub(ring, t, Pair(ring.reduce(fn(o[0].a, sig)), ring.reduce(fn(o[0].b, sig))))
+            return rss.add_public(ring, me, t, ring.neg(ring.reduce(fn(rho, sig))))
+        if g.kind == "p":
+            t = rss.mod_sub(P, h[2], o[2])
+            t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[1], rho))
+            t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[0], sig))
+            return rss.mod_add_public(P, me, t, (np.uint64(P) - fn(rho, sig)) % np.uint64(P))
+        t = rss.xor(h[2], o[2])
+        t = rss.xor(t, Pair(rho & o[1].a, rho & o[1].b))
+        t = rss.xor(t, Pair(o[0].a & sig, o[0].b & sig))
+        return rss.xor_public(me, t, rho & sig)
 
     def _sacrifice(self, groups: list[_Group]) -> None:
-        """Step 4: every bucket head against the B-1 other triples of its bucket."""
+        """Step 4: every bucket head against the B-1 other triples of its bucket. Matrix
+        triples one pair at a time (their tau is sent as soon as its rho, sigma are in)."""
         ring = self.ring
-        work = []
+        work, items = [], []
         for g in groups:
-            if g.bsz < 2:
+            if g.bsz < 2 or g.lazy:
                 continue
             rest = np.arange(g.cut, g.total).reshape(g.bsz, g.n)
             hs, os_ = np.tile(rest[0], g.bsz - 1), rest[1:].reshape(-1)
             h = tuple(_take(s, hs) for s in (g.a, g.b, g.c))
             o = tuple(_take(s, os_) for s in (g.a, g.b, g.c))
             work.append((g, h, o))
-        items = []
-        for g, h, o in work:
             if g.kind == "a":
                 items += [("a", rss.sub(ring, h[0], o[0])), ("a", rss.sub(ring, h[1], o[1]))]
             elif g.kind == "p":
                 items += [("p", rss.mod_sub(P, h[0], o[0])), ("p", rss.mod_sub(P, h[1], o[1]))]
             else:
                 items += [("b", rss.xor(h[0], o[0])), ("b", rss.xor(h[1], o[1]))]
-        vals = self._open(items)
-        taus = []
-        me = self.mpc.me
-        for k, (g, h, o) in enumerate(work):
-            rho, sig = vals[2 * k], vals[2 * k + 1]
-            fn = g.fn
-            if g.kind == "a":
-                t = rss.sub(ring, h[2], o[2])
-                t = rss.sub(ring, t, Pair(ring.reduce(fn(rho, o[1].a)), ring.reduce(fn(rho, o[1].b))))
-                t = rss.sub(ring, t, Pair(ring.reduce(fn(o[0].a, sig)), ring.reduce(fn(o[0].b, sig))))
-                t = rss.add_public(ring, me, t, ring.neg(ring.reduce(fn(rho, sig))))
-            elif g.kind == "p":
-                t = rss.mod_sub(P, h[2], o[2])
-                t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[1], rho))
-                t = rss.mod_sub(P, t, rss.mod_mul_public(P, o[0], sig))
-                t = rss.mod_add_public(P, me, t, (np.uint64(P) - fn(rho, sig)) % np.uint64(P))
-            else:
-                t = rss.xor(h[2], o[2])
-                t = rss.xor(t, Pair(rho & o[1].a, rho & o[1].b))
-                t = rss.xor(t, Pair(o[0].a & sig, o[0].b & sig))
-                t = rss.xor_public(me, t, rho & sig)
-            taus.append((g.kind, t))
-        for v in self._open(taus):
+        tags = self._open_send(items)
+        heads = {id(g): (*self._ab(g, g.cut), _take(g.c, g.cut)) for g in groups if g.lazy}
+
+        def lazy_items(g, j):
+            h, (aj, bj) = heads[id(g)], self._ab(g, j)
+            return (aj, bj, _take(g.c, j)), [("a", rss.sub(ring, h[0], aj)), ("a", rss.sub(ring, h[1], bj))]
+        lazy = [(g, j) for g in groups if g.lazy for j in range(g.cut + 1, g.total)]
+        lazy_tags = [self._open_send(lazy_items(g, j)[1]) for g, j in lazy]
+        vals = self._open_recv(items, tags)
+        taus = [(g.kind, self._tau(g, h, o, vals[2 * k], vals[2 * k + 1])) for k, (g, h, o) in enumerate(work)]
+        tau_tags = self._open_send(taus)
+        lazy_taus = []
+        for (g, j), t in zip(lazy, lazy_tags):
+            o, opened = lazy_items(g, j)
+            rho, sig = self._open_recv(opened, t)
+            tau = ("a", self._tau(g, heads[id(g)], o, rho, sig))
+            lazy_taus.append((tau, self._open_send([tau])))
+        for v in self._open_recv(taus, tau_tags) + [self._open_recv([tau], t)[0] for tau, t in lazy_taus]:
             if np.any(v):
                 raise self.eng.ep.abort("triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
 

@@ -199,7 +199,7 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"{e['paper_name']:<12} b={e['batch']:<4} {sec:<11} {key:<14} "
                              f"STAMP {row['stamp']['total_s']:.3f}s  Falcon+ {row['falcon']['total_s']:.3f}s  "
                              f"speed-up {row['speedup']:.2f}x"
-                             + (f" (input pre-shared {pre['speedup']:.2f}x)" if pre else "") + "  | comm {c['stamp_interparty_MB']:.3f} MB vs "
+                             + (f" (input pre-shared {pre['speedup']:.2f}x)" if pre else "") + f"  | comm {c['stamp_interparty_MB']:.3f} MB vs "
                              f"{c['falcon_interparty_MB']:.3f} MB ({c['comm_ratio']:.1f}x), bus {c['stamp_bus_MB']:.3f} MB, "
                              f"rounds {c['rounds']['stamp']} vs {c['rounds']['falcon']}")
     return lines

@@ -171,10 +171,21 @@ class Engine:
     def random_pair(self, shape) -> Pair:
         """A replicated sharing of a uniformly random value nobody knows: component c from
         the key of parties c and c-1 (k_{c-1})."""
+        return self.random_pair_at(shape, self._label("rand"))
+
+    def fresh_label(self, what: str) -> str:
+        """A label no other draw of this session uses (the same on every party, which
+        calls in the same order), for ``random_pair_at``."""
+        return self._label(what)
+
+    def random_pair_at(self, shape, label: str) -> Pair:
+        """``random_pair`` under a label of the caller's (from ``fresh_label``, extended):
+        the same label draws the same sharing again, so a large random operand can be
+        dropped and re-drawn instead of kept (Falcon+'s matrix triples)."""
         n = int(np.prod(shape))
-        lab = self._label("rand")
         # my components: me (key k_{me-1} = k_prev) and me+1 (key k_me = k_own)
-        return Pair(self._draw(self._k_prev, lab, n).reshape(shape), self._draw(self._k_own, lab, n).reshape(shape))
+        return Pair(self._draw(self._k_prev, label, n).reshape(shape),
+                    self._draw(self._k_own, label, n).reshape(shape))
 
     # ---- input -----------------------------------------------------------------------------
     def input(self, owner: int, x: np.ndarray | None, shape: tuple) -> Pair:
