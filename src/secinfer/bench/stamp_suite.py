@@ -10,11 +10,12 @@ invocation and its communication saving, next to the paper's factors.
 AlexNet and the Transformer semi-honest only (malicious Falcon+ generates its verification
 triples in-protocol, several minutes each for these two).
 Full: semi-honest, all eight networks at batch 128 except ResNet18 (batch 8: its Falcon+
-run takes 5 min at 8 on a 2-core machine); malicious, Network-A and -B at 128, Network-C and LeNet at 32,
-AlexNet and the Transformer at 8, VGG16 and ResNet18 not run: malicious Falcon+ makes a
-verified triple of the shapes of every matrix product, 44 copies of a layer's operands
-per party (VGG16's 4096 x 4096 layer alone needs about 12 GB per party; Network-C at 128
-was OOM-killed at 17.8 GB). The JSON says which batch ran and what was skipped.
+run takes 5 min at 8 on a 2-core machine); malicious, Network-A and -B at 128, Network-C and
+LeNet at 32, AlexNet and the Transformer at 8 (time: malicious Falcon+ generates and checks
+its triples in-protocol), VGG16 at 1 (23 min, 12.7 GB peak, 2026-11-24: Falcon+'s matrix
+triples are now made one at a time, before which VGG16's 4096 x 4096 layer alone needed
+~12 GB per party), ResNet18 not run (time). The JSON says which batch ran and what was
+skipped.
 Falcon+'s comparisons (Falcon's private compare, the default since 2026-11-24) need
 preprocessing made by the parties offline: about 26,000 comparisons per second here, so
 VGG16 at 128 and ResNet18 at 8 (some 30M comparisons each) add roughly 20-25 minutes each.
@@ -32,13 +33,12 @@ QUICK_SEMI_HONEST_ONLY = ("alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
 FULL_BATCH_OVERRIDES = {"resnet18": 8}     # VGG16 at 128: ~5 min, 2026-11-22
-# malicious Falcon+ keeps 44 copies of a layer's triple operands per party: Network-C at
-# batch 128 was OOM-killed at 17.8 GB resident (2026-11-22), so 32 for the conv networks
-FULL_MALICIOUS_BATCH_OVERRIDES = {"network-c": 32, "lenet": 32, "alexnet": 8, "stamp-transformer": 8}
-FULL_MALICIOUS_SKIP = {"vgg16": "malicious Falcon+ triple generation does not fit in 24 GB (about 12 GB per party "
-                                "for the 4096 x 4096 layer's triples alone)",
-                       "resnet18": "malicious Falcon+ triple generation does not fit in 24 GB (44 copies of every "
-                                   "convolution's operands per party)"}
+# malicious: Network-C at 128 was OOM-killed at 17.8 GB (2026-11-22, when Falcon+ kept all 44
+# copies of a matrix triple's operands); 32 since, not re-measured with the triples streamed
+FULL_MALICIOUS_BATCH_OVERRIDES = {"network-c": 32, "lenet": 32, "alexnet": 8, "stamp-transformer": 8, "vgg16": 1}
+FULL_MALICIOUS_SKIP = {"resnet18": "time: malicious Falcon+ on ResNet-18 at 224x224 (about 4M comparisons per "
+                                   "sample, each with verified products) would take hours on a 2-core machine; "
+                                   "VGG16 at batch 1 takes about 23 min"}
 
 
 def run(quick: bool = False, network: str | None = None, networks=None, batch: int | None = None,
