@@ -193,6 +193,9 @@ def test_stamp_suite_small_run_rows_lines_and_partial(tmp_path):
     (line,) = [json.loads(s) for s in part.read_text().splitlines()]
     assert line["network"] == "secureml-a" and line["batch"] == 3
     assert line["lines"] and all("{" not in s and " MB vs " in s for s in line["lines"])
+    (comm,) = [r for r in res["rows"] if r["table"] == "3"]
+    assert comm["stamp_max_err_units"] == 0 and comm["stamp_prediction_agreement"] == 1.0   # = oracle
+    assert comm["falcon_max_err_units"] >= 0
 
 
 def test_run_one_gives_long_suites_a_partial_file(tmp_path, monkeypatch):

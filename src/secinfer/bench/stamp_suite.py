@@ -121,7 +121,8 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
                          "stamp_rounds": c["rounds"]["stamp"], "falcon_rounds": c["rounds"]["falcon"],
                          "rounds_ratio_falcon_over_stamp": ratio(c["rounds"]["falcon"], c["rounds"]["stamp"]),
                          "rounds_input_preshared": res.get("rounds_input_preshared"),
-                         "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"]})
+                         "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"],
+                         **{k: v for k, v in (res.get("oracle") or {}).items()}})
     return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)", "skipped": raw["skipped"],
             "rows": rows, "plots": _plots(rows, profiles), "raw": raw, "seconds": prog.elapsed()}
 
