@@ -37,8 +37,9 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
   output needs them, one triple at a time; only the 44 products c are kept (before
   2026-11-24 all 44 a, b and c and the sacrifice's 21 copies of the head were held at
-  once: VGG16's 4096 x 4096 layer alone needed ~12 GB per party). The messages and rounds
-  are unchanged: each round's messages are all sent before any is received.
+  once: VGG16's 4096 x 4096 layer alone needed ~12 GB per party). The messages, bytes and
+  rounds are unchanged (a round's messages do not wait for that round's receipts; the
+  sacrifice's tau of a pair leaves as soon as that pair's rho and sigma are in).
 
 All of it runs in the ``offline`` phase and is metered there; ``plan`` records, by a
 local dry run of the network on zero shares (no messages, no key use), the exact
@@ -241,7 +242,7 @@ class TripleSource:
                     a, b = self._ab(g, k, physical=True)
                     z[k] = rss.bilinear_local(ring, r.f, a, b)
                 z = ring.add(z, e.zero3(z.shape))
-            else:                 # element-wise: scalar items (AND: one l-bit word per item)
+            else:                 # pooled scalar items (AND: one l-bit word per item), or a broadcast AND / Z_p product
                 shapes = ((), ()) if r.elementwise else (r.xs, r.ys)
                 g.a, g.b = self._rand(g, shapes[0]), self._rand(g, shapes[1])
                 if g.kind == "a":
