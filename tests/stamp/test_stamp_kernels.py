@@ -171,3 +171,21 @@ def test_malicious_product_cost_matches_declaration():
     assert prod == (costmodel.declared_verified_product(x.size, 30)["bytes"]
                     + costmodel.declared("rss", 30, "malicious", elem=4)["bytes"] + costmodel.DELTA_CHECK_BYTES)
     assert check == 0
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 300, 1])
+def test_conv32_over_batch_slices_equals_ring_conv(monkeypatch, chunk):
+    """conv32 over slices of the batch (memory bound) equals the whole-batch ring
+    convolution mod 2^32, grouped and strided too."""
+    from secinfer.arith.linalg import ring_conv2d
+    from secinfer.arith.ring import Ring
+    from secinfer.protocols.stamp import kernels
+
+    monkeypatch.setattr(kernels, "_CONV_CHUNK", chunk)
+    rng = np.random.default_rng(7)
+    for groups, stride in ((1, (1, 1)), (2, (2, 1))):
+        x = rng.integers(0, 1 << 32, size=(5, 4, 6, 7), dtype=np.uint64)
+        w = rng.integers(0, 1 << 32, size=(6, 4 // groups, 3, 3), dtype=np.uint64)
+        got = kernels.conv32(x, w, stride, (1, 1, 1, 1), (1, 1), groups)
+        want = Ring(32).reduce(ring_conv2d(x, w, stride, (1, 1, 1, 1), (1, 1), groups))
+        assert got.shape == want.shape and np.array_equal(got, want)

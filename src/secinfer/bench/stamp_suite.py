@@ -9,16 +9,15 @@ invocation and its communication saving, next to the paper's factors.
 ``--quick``: Network-A, -B, -C, LeNet, AlexNet and the Transformer at batch 8 (the paper uses 128);
 AlexNet and the Transformer semi-honest only (malicious Falcon+ generates its verification
 triples in-protocol, several minutes each for these two).
-Full: semi-honest, all eight networks at batch 128 except ResNet18 (batch 8: its Falcon+
-run takes 5 min at 8 on a 2-core machine); malicious, Network-A and -B at 128, Network-C and
+Full: semi-honest, six networks at batch 128, VGG16 at 32 and ResNet18 at 2 (memory:
+Falcon+'s comparison preprocessing for the whole run, see ``FULL_BATCH_OVERRIDES``); malicious, Network-A and -B at 128, Network-C and
 LeNet at 32, AlexNet and the Transformer at 8 (time: malicious Falcon+ generates and checks
 its triples in-protocol), VGG16 at 1 (23 min, 12.7 GB peak, 2026-11-24: Falcon+'s matrix
 triples are now made one at a time, before which VGG16's 4096 x 4096 layer alone needed
 ~12 GB per party), ResNet18 not run (time). The JSON says which batch ran and what was
 skipped.
 Falcon+'s comparisons (Falcon's private compare, the default since 2026-11-24) need
-preprocessing made by the parties offline: about 26,000 comparisons per second here, so
-VGG16 at 128 and ResNet18 at 8 (some 30M comparisons each) add roughly 20-25 minutes each.
+preprocessing made by the parties offline, held in memory until the online phase uses it.
 All semi-honest runs come first, and ``secinfer bench stamp`` appends each finished result to
 ``partial.jsonl`` in its results folder as soon as it is done, so a run stopped or killed
 part-way keeps what finished.
@@ -32,7 +31,12 @@ QUICK_NETWORKS = ("secureml-a", "network-b", "network-c", "lenet", "alexnet", "s
 QUICK_SEMI_HONEST_ONLY = ("alexnet", "stamp-transformer")
 QUICK_BATCH = 8
 FULL_BATCH = 128
-FULL_BATCH_OVERRIDES = {"resnet18": 8}     # VGG16 at 128: ~5 min, 2026-11-22
+# Falcon+'s comparison preprocessing (Falcon's private compare, the default since 2026-11-24)
+# is made for the whole run before the online phase and held until used (measured
+# 2026-11-24 evening: VGG16 at 128 OOM-killed at 24.3 GB; Falcon+ alone at 16, 7.0 GB peak;
+# the bench row at 32, 12.6 GB peak, 6.6 min). ResNet18 at 224 x 224 has ~8x VGG16's
+# (32 x 32) activations per sample.
+FULL_BATCH_OVERRIDES = {"vgg16": 32, "resnet18": 2}
 # malicious: Network-C at 128 was OOM-killed at 17.8 GB (2026-11-22, when Falcon+ kept all 44
 # copies of a matrix triple's operands); 32 since, not re-measured with the triples streamed
 FULL_MALICIOUS_BATCH_OVERRIDES = {"network-c": 32, "lenet": 32, "alexnet": 8, "stamp-transformer": 8, "vgg16": 1}

@@ -62,12 +62,23 @@ def matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (lo + (mid << np.uint64(16))) & np.uint64(0xFFFFFFFF)
 
 
+_CONV_CHUNK = 1 << 24     # im2col elements per slice of the batch (memory bound)
+
+
 def conv32(x: np.ndarray, w: np.ndarray, strides, pads, dilations, groups: int) -> np.ndarray:
-    """ring_conv2d mod 2^32 with ``matmul32``."""
+    """ring_conv2d mod 2^32 with ``matmul32``, over slices of the batch of at most about
+    ``_CONV_CHUNK`` im2col elements: the columns and their three float64 limb copies of a
+    whole batch do not fit (VGG16 at batch 128: ~75M columns per party for one layer)."""
+    x = np.asarray(x, np.uint64)
     m = w.shape[0]
-    cols, (oh, ow) = conv_columns(np.asarray(x, np.uint64), w.shape, strides, pads, dilations, groups)
-    out = matmul32(np.asarray(w, np.uint64).reshape(groups, m // groups, -1), cols)
-    return out.reshape(x.shape[0], m, oh, ow)
+    wm = np.asarray(w, np.uint64).reshape(groups, m // groups, -1)
+    per_image = max(1, groups * wm.shape[-1] * int(np.prod(x.shape[2:])))
+    step = max(1, _CONV_CHUNK // per_image)
+    outs = []
+    for i in range(0, x.shape[0], step):
+        cols, (oh, ow) = conv_columns(x[i:i + step], w.shape, strides, pads, dilations, groups)
+        outs.append(matmul32(wm, cols).reshape(-1, m, oh, ow))
+    return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
 
 def bilinear(kind: str, attrs: dict, ring: Ring):
