@@ -216,6 +216,7 @@ def test_matrix_triples_checked_one_at_a_time(monkeypatch):
     generated is caught, by the cut when it is shuffled into the first 22 and by the
     bucket's sacrifice otherwise (head or not): both checks fire over these indices."""
     from secinfer.protocols.falcon import triples as ft
+    monkeypatch.setattr(ft, "LAZY_ELEMS", 0)          # these small shapes take the lazy path too
     fx = FX32
     shares, (x, _, w, _, _) = _all_shares(fx)
     mm = lambda a, b: fx.ring.matmul(a, b)  # noqa: E731

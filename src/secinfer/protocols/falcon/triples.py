@@ -33,7 +33,7 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   of its own shapes (c = f(a, b) for its bilinear f: a "matrix triple"); N = 1, so one
   bucket: B = C = 22 and the check is passed by a bad triple with probability
   1 / binom(44, 22) < 2^-40. This costs 44 products of the layer's size offline.
-  Memory: a matrix triple's a and b are drawn from labelled PRF streams
+  Memory: a large matrix triple's (``LAZY_ELEMS``) a and b are drawn from labelled PRF streams
   (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
   output needs them, one triple at a time; only the 44 products c are kept (before
   2026-11-24 all 44 a, b and c and the sacrifice's 21 copies of the head were held at
@@ -66,6 +66,11 @@ SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
 POOL_ITEMS = 1 << 20      # element-wise triples per pool (B = 2 from N = 2^20 on)
 BATCH_ELEMS = 1 << 23     # generated ring elements per batch (memory bound)
 TRUNC_CHUNK = 1 << 15     # truncation pairs per generation batch (x l bits)
+# matrix triples whose T copies of a and b would exceed this many ring elements are made one
+# at a time (``_Group.lazy``). Not all of them: over TCP with a shaped network (``--network
+# lan``) the one-at-a-time message pattern hung in the evening of 2026-11-24 (not yet
+# understood, docs/protocols/stamp.md), so the small layers keep the stacked path.
+LAZY_ELEMS = 1 << 23
 
 
 class Request(NamedTuple):
@@ -92,7 +97,9 @@ class _Group:
         # drawn again from their label when needed instead of kept (T copies of a weight
         # do not fit: VGG16's 4096 x 4096 layer would need ~12 GB per party); only the T
         # products c are kept. ``perm``: generation index of each shuffled position.
-        self.lazy = kind == "a" and not reqs[0].elementwise
+        r = reqs[0]
+        self.lazy = (kind == "a" and not r.elementwise and
+                     self.total * (int(np.prod(r.xs)) + int(np.prod(r.ys))) > LAZY_ELEMS)
         self.label: str | None = None
         self.perm: np.ndarray | None = None
 
@@ -126,7 +133,7 @@ class TripleSource:
         return f"faltrip/{what}/{self.mpc.trip_tick}"
 
     # ---- maps on item-stacked arrays ----------------------------------------------------
-    def _fn(self, kind: str, f: Callable | None, elementwise: bool) -> Callable:
+    def _fn(self, kind: str, f: Callable | None, elementwise: bool, lazy: bool = False) -> Callable:
         ring, lane = self.ring, self.lane
         if kind == "b":
             return lambda u, v: (u & v) & lane
@@ -134,7 +141,13 @@ class TripleSource:
             return lambda u, v: rss.mod_reduce(P, u * v)
         if elementwise:
             return lambda u, v: ring.mul(u, v)
-        return lambda u, v: ring.reduce(f(u, v))      # matrix triples: one at a time
+        if lazy:
+            return lambda u, v: ring.reduce(f(u, v))      # one matrix triple at a time
+
+        def stacked(u, v):
+            m = max(u.shape[0], v.shape[0])
+            return np.stack([ring.reduce(f(u[t % u.shape[0]], v[t % v.shape[0]])) for t in range(m)])
+        return stacked
 
     # ---- consumption ----------------------------------------------------------------------
     def take(self, req: Request) -> tuple[Pair, Pair, Pair]:
@@ -170,7 +183,9 @@ class TripleSource:
                 groups.append(self._pool_group(kind, pool, n))
         for r in reqs:
             if not r.elementwise:
-                groups.append(_Group(r.kind, self._fn(r.kind, r.f, False), 1, SINGLE_BUCKET, SINGLE_BUCKET, [r]))
+                g = _Group(r.kind, None, 1, SINGLE_BUCKET, SINGLE_BUCKET, [r])
+                g.fn = self._fn(r.kind, r.f, False, g.lazy)
+                groups.append(g)
         out: dict[int, tuple] = {}
         batch, size = [], 0
         for g in groups:
@@ -205,7 +220,7 @@ class TripleSource:
                 a, b = self._ab(g, g.cut)                  # the bucket's head
                 out[id(g.reqs[0])] = (a, b, _take(g.c, g.cut))
                 self.stats["triples_bilinear"] += 1
-            elif not g.reqs[0].elementwise:                # a broadcast AND / Z_p product
+            elif not g.reqs[0].elementwise:                # a small matrix triple, a broadcast AND / Z_p product
                 out[id(g.reqs[0])] = tuple(_take(s, g.cut) for s in (g.a, g.b, g.c))
                 self.stats["triples_bilinear"] += 1
             else:
@@ -246,7 +261,7 @@ class TripleSource:
                 shapes = ((), ()) if r.elementwise else (r.xs, r.ys)
                 g.a, g.b = self._rand(g, shapes[0]), self._rand(g, shapes[1])
                 if g.kind == "a":
-                    z = ring.add(rss.mul_local(ring, g.a, g.b), e.zero3(self._c_shape(g)))
+                    z = ring.add(rss.bilinear_local(ring, g.fn, g.a, g.b), e.zero3(self._c_shape(g)))
                 elif g.kind == "p":
                     z = rss.mod_reduce(P, rss.mod_mul_local(P, g.a, g.b) + e.zero3_mod(self._c_shape(g), P))
                 else:
