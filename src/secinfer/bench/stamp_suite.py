@@ -126,7 +126,7 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
                          "rounds_ratio_falcon_over_stamp": ratio(c["rounds"]["falcon"], c["rounds"]["stamp"]),
                          "rounds_input_preshared": res.get("rounds_input_preshared"),
                          "prediction_agreement": res["prediction_agreement_stamp_vs_falcon"],
-                         **{k: v for k, v in (res.get("oracle") or {}).items()}})
+                         **(res.get("oracle") or {})})
     return {"suite": "stamp", "network": ",".join(profiles), "baseline": "in-repo Falcon+ (same run)", "skipped": raw["skipped"],
             "rows": rows, "plots": _plots(rows, profiles), "raw": raw, "seconds": prog.elapsed()}
 

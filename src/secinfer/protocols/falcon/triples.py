@@ -216,9 +216,8 @@ class TripleSource:
         self._cut(groups)
         self._sacrifice(groups)
         for g in groups:
-            if g.lazy:
-                a, b = self._ab(g, g.cut)                  # the bucket's head
-                out[id(g.reqs[0])] = (a, b, _take(g.c, g.cut))
+            if g.lazy:                                     # the head, drawn in _sacrifice
+                out[id(g.reqs[0])] = (g.a, g.b, _take(g.c, g.cut))
                 self.stats["triples_bilinear"] += 1
             elif not g.reqs[0].elementwise:                # a small matrix triple, a broadcast AND / Z_p product
                 out[id(g.reqs[0])] = tuple(_take(s, g.cut) for s in (g.a, g.b, g.c))
@@ -312,8 +311,8 @@ class TripleSource:
         lazy = [(g, i) for g in groups if g.lazy for i in range(g.cut)]
         lazy_tags = [self._open_send(lazy_items(g, i)) for g, i in lazy]
         vals = self._open_recv(items, tags)
-        checks = [(g, vals[3 * k:3 * k + 3]) for k, g in enumerate(g for g in groups if not g.lazy)]
-        for g, (a, b, c) in checks:
+        for k, g in enumerate(g for g in groups if not g.lazy):
+            a, b, c = vals[3 * k:3 * k + 3]
             if not np.array_equal(self.ring.reduce(g.fn(a, b)), c):
                 raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
         for (g, i), t in zip(lazy, lazy_tags):
@@ -359,10 +358,12 @@ class TripleSource:
             else:
                 items += [("b", rss.xor(h[0], o[0])), ("b", rss.xor(h[1], o[1]))]
         tags = self._open_send(items)
-        heads = {id(g): (*self._ab(g, g.cut), _take(g.c, g.cut)) for g in groups if g.lazy}
+        for g in groups:
+            if g.lazy:                                 # the bucket's head, drawn once here
+                g.a, g.b = self._ab(g, g.cut)
 
         def lazy_items(g, j):
-            h, (aj, bj) = heads[id(g)], self._ab(g, j)
+            h, (aj, bj) = (g.a, g.b), self._ab(g, j)
             return (aj, bj, _take(g.c, j)), [("a", rss.sub(ring, h[0], aj)), ("a", rss.sub(ring, h[1], bj))]
         lazy = [(g, j) for g in groups if g.lazy for j in range(g.cut + 1, g.total)]
         lazy_tags = [self._open_send(lazy_items(g, j)[1]) for g, j in lazy]
@@ -373,7 +374,7 @@ class TripleSource:
         for (g, j), t in zip(lazy, lazy_tags):
             o, opened = lazy_items(g, j)
             rho, sig = self._open_recv(opened, t)
-            tau = ("a", self._tau(g, heads[id(g)], o, rho, sig))
+            tau = ("a", self._tau(g, (g.a, g.b, _take(g.c, g.cut)), o, rho, sig))
             lazy_taus.append((tau, self._open_send([tau])))
         for v in self._open_recv(taus, tau_tags) + [self._open_recv([tau], t)[0] for tau, t in lazy_taus]:
             if np.any(v):
