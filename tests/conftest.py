@@ -1,3 +1,5 @@
 import os
 
 os.environ.setdefault("SECINFER_TESTING", "1")
+
+pytest_plugins = ["conformance.mutation_plugin"]

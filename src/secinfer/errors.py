@@ -98,6 +98,17 @@ class ProtocolAbort(SecinferError):
             msg += f" (suspected party: {suspect})"
         super().__init__(msg + (f": {detail}" if detail else ""))
 
+    @classmethod
+    def require(cls, ok, check: str, suspect: str | None = None, detail: str = "") -> None:
+        """Raise ``ProtocolAbort(check, suspect, detail)`` unless ``ok``.
+
+        Every malicious-security check that is not tied to an endpoint (a trusted device,
+        a proof verifier) goes through here, and every endpoint check goes through
+        ``Endpoint.require``; the conformance suite's mutation run disables one check by
+        name at these two places (from the tests, never from protocol code)."""
+        if not ok:
+            raise cls(check, suspect, detail)
+
 
 class PeerAbortedError(ProtocolAbort):
     """Another party announced an abort; this party stops with no output."""

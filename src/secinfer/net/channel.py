@@ -163,6 +163,13 @@ class Endpoint(abc.ABC):
         self._aborted = err
         return err
 
+    def require(self, ok, check: str, suspect: str | None = None, detail: str = "") -> None:
+        """A malicious-security check: unless ``ok``, announce the abort to every peer and
+        raise ``ProtocolAbort(check, suspect, detail)``. Protocols declare each ``check``
+        name in their ``ProtocolSpec.checks``."""
+        if not ok:
+            raise self.abort(check, suspect, detail)
+
     # ---- transport hooks ---------------------------------------------------------------
     @abc.abstractmethod
     def _transmit(self, peer: str, frame: bytes) -> None: ...

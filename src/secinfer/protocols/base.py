@@ -51,6 +51,24 @@ class PartyResult:
 
 
 @dataclass(frozen=True)
+class Check:
+    """One malicious-security check, declared as data on the protocol's spec.
+
+    ``name`` is the string the protocol passes to ``Endpoint.require`` /
+    ``ProtocolAbort.require`` (and that a failure's ``ProtocolAbort.check`` carries);
+    ``what`` says in one line what it verifies; ``ref`` cites the paper step
+    (e.g. "ASTRA Fig. 8"); ``securities`` are the levels that run it. The conformance
+    suite needs, for each declared check, a test marked
+    ``@pytest.mark.covers_check(protocol, name)`` that fails when this check alone is
+    disabled (tests/conformance/README.md)."""
+
+    name: str
+    what: str
+    ref: str = ""
+    securities: tuple[str, ...] = ("malicious",)
+
+
+@dataclass(frozen=True)
 class ProtocolSpec:
     name: str
     description: str
@@ -67,3 +85,4 @@ class ProtocolSpec:
     paper: str = ""
     demo_rows: int = 0  # held-out rows `secinfer demo` runs (0 = all)
     baseline_for: str = ""  # set on in-repo baselines (e.g. "astra" on aby3): bench only, not demo
+    checks: tuple[Check, ...] = ()  # every malicious-security check the protocol runs
