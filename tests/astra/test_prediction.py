@@ -11,7 +11,7 @@ from sklearn.svm import LinearSVC, LinearSVR
 from astra_helpers import run_protocol
 from secinfer.arith.fixed import FX64
 from secinfer.errors import UnsupportedOpError
-from secinfer.protocols.astra import model as mdl
+from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.astra.protocol import SPEC
 
 

@@ -15,44 +15,33 @@ on boolean shares, one round per AND level (log2(l) + 2 rounds).
 
 from __future__ import annotations
 
-import hashlib
-import math
-
 import numpy as np
 
 from secinfer.arith.ring import Ring
+from secinfer.errors import ProtocolError
 from secinfer.crypto.gc.circuit import Circuit, bits_of, msb_add3_circuit
-from secinfer.crypto.prg import PRG
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import attacks_allowed, pack, packed_spec, unpack
+from secinfer.protocols.rep3.digest import H_SPEC as _H
+from secinfer.protocols.rep3.digest import RunningHashes, digest
+from secinfer.protocols.rep3.triples import bucket_params, cut_and_bucket
+from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
 from secinfer.sharing.replicated import RShare
 
 SERVERS = ("p0", "p1", "p2")
 COMP_KEY = {0: "02", 1: "01", 2: "12"}   # x_0 held by p0, p2; x_1 by p0, p1; x_2 by p1, p2
 PAIR_KEY = {0: "01", 1: "12", 2: "02"}   # k_{i,i+1}
-_H = ArraySpec(np.uint8, (32,))
-
-
-def _dig(tag, *arrays) -> np.ndarray:
-    h = hashlib.sha256(tag.encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return np.frombuffer(h.digest(), np.uint8)
 
 
 class Rep3Engine:
-    def __init__(self, ep, role, keys, security, bits=64, prg=None, bucket=None, opened=None, attack=None):
+    def __init__(self, ep, role, keys, security, bits=64, prg=None, bucket=None, opened=None):
         self.ep, self.role, self.keys, self.security = ep, role, keys, security
         self.malicious = security != "semi-honest"
         self.bits, self.R = bits, Ring(bits)
         self.idx = SERVERS.index(role)
         self.next, self.prev = SERVERS[(self.idx + 1) % 3], SERVERS[(self.idx + 2) % 3]
         self.prg, self.bucket, self.opened = prg, bucket, opened
-        self.attack = (attack or {}) if attacks_allowed() else {}
-        self.out_h: dict = {}
-        self.in_h: dict = {}
+        self.out_h = RunningHashes("rep3-verify")
+        self.in_h = RunningHashes("rep3-verify")
         self.to_verify: list = []     # (x, y, z) products awaiting sacrifice
         self.triples: list = []       # preprocessed (d, e, f) waiting to be consumed
         self._n = 0
@@ -95,8 +84,8 @@ class Rep3Engine:
             x2 = self.recv1(owner, f"rep3/in/{label}", shape)
             if self.malicious:
                 other = "p2" if i == 1 else "p1"
-                _fold(self.out_h, (other, "sh-consistency"), [x2])
-                _fold(self.in_h, (other, "sh-consistency"), [x2])
+                self.out_h.fold(other, "sh-consistency", x2)
+                self.in_h.fold(other, "sh-consistency", x2)
         comps = [x0, x1, x2]
         return RShare(self.bits, i, comps[i], comps[(i + 1) % 3])
 
@@ -105,19 +94,18 @@ class Rep3Engine:
         t = f"rep3/open/{label}"
         self.send(self.prev, t, s.b)
         if self.malicious:
-            ep.send(self.next, t + "/h", _dig("open", s.a))
+            ep.send(self.next, t + "/h", digest("open", s.a))
         missing = self.recv1(self.next, t, s.shape)
         if self.malicious:
             h = ep.recv_one(self.prev, t + "/h", _H)
-            if not np.array_equal(h, _dig("open", missing)):
-                raise ep.abort("rec-consistency", None, "replicated opening disagrees")
+            ep.require(np.array_equal(h, digest("open", missing)), "rec-consistency", None, "replicated opening disagrees")
         return R.add(R.add(s.a, s.b), missing)
 
     def open_to(self, receiver: str, s: RShare, label: str) -> None:
         t = f"rep3/out/{label}"
         self.send(receiver, t, s.a)
         if self.malicious:
-            self.ep.send(receiver, t + "/h", _dig("out", s.b))
+            self.ep.send(receiver, t + "/h", digest("out", s.b))
 
     # ---- products ------------------------------------------------------------------------
     def _local(self, x: RShare, y: RShare, op) -> np.ndarray:
@@ -126,14 +114,9 @@ class Rep3Engine:
 
     def _reshare(self, z: np.ndarray, label: str) -> RShare:
         z = self.R.add(z, self.zero(z.shape, label + "/zero"))
-        if self.cheat("wrong_z"):
-            z = self.R.add(z, 1)
         self.send(self.prev, f"rep3/mul/{label}", z)
         zn = self.recv1(self.next, f"rep3/mul/{label}", z.shape)
         return RShare(self.bits, self.idx, z, zn)
-
-    def cheat(self, step):
-        return self.attack.get("party") == self.role and self.attack.get("step") == step
 
     def mul(self, x: RShare, y: RShare) -> RShare:
         lab = self._label("mul")
@@ -157,35 +140,23 @@ class Rep3Engine:
     # ---- malicious: triples and sacrifice -----------------------------------------------
     def preprocess(self, n: int) -> None:
         """Offline: n verified triples by cut-and-choose with bucket sacrifice [ASTRA ref. 2]."""
-        from secinfer.protocols.astra.triples import coin_toss
         if n == 0:
             return
-        b = self.bucket or max(2, math.ceil(40 / math.log2(max(n, 2))))
-        c = self.opened if self.opened is not None else b
+        b, c = bucket_params(n, self.bucket, self.opened)
         total = b * n + c
         lab = self._label("trip")
         d, e = self.rand((total,), lab + "/d"), self.rand((total,), lab + "/e")
         f = self._reshare(self._local(d, e, self.R.mul), lab + "/f")
-        perm = np.argsort(PRG(coin_toss(self, lab), "rep3-perm").uint64((total,)), kind="stable")
-        d, e, f = (s.map(lambda a: a[perm]) for s in (d, e, f))
-        if c:
-            dv, ev, fv = (self.open_all(s.map(lambda a: a[:c]), f"{lab}/cut{i}") for i, s in enumerate((d, e, f)))
-            if not np.array_equal(self.R.mul(dv, ev), fv):
-                raise self.ep.abort("trip-cut", None, "an opened triple is not a multiplication triple")
-        rest = np.arange(c, total).reshape(b, n)
-        head = rest[0]
-        if b > 1:
-            hs = np.tile(head, b - 1)
-            os_ = rest[1:].reshape(-1)
-            self._sacrifice(tuple(s.map(lambda a: a[hs]) for s in (d, e, f)),
-                            tuple(s.map(lambda a: a[os_]) for s in (d, e, f)), lab + "/bucket", True)
-        self.triples.append(tuple(s.map(lambda a: a[head]) for s in (d, e, f)))
+        self.triples.append(cut_and_bucket(
+            self.ep, self.role, self.prg, n, lab, "rep3-perm", d, e, f,
+            take=lambda s, idx: s.map(lambda a: a[idx]), open_=self.open_all, mul=self.R.mul,
+            sacrifice=lambda h, o, label: self._sacrifice(h, o, label, True), bucket=self.bucket, opened=self.opened))
 
     def _take_triples(self, n: int):
         got, need = [], n
         while need > 0:
             if not self.triples:
-                raise self.ep.abort("trip-exhausted", None, "not enough preprocessed triples")
+                raise ProtocolError("not enough preprocessed triples (a planning error, not a peer's)")
             t = self.triples[0]
             k = t[0].shape[0]
             if k <= need:
@@ -206,13 +177,13 @@ class Rep3Engine:
         tau = (z - f - d.scale(sigma) - e.scale(rho)).add_public(R.neg(R.mul(sigma, rho)))
         mine = R.neg(R.add(tau.a, tau.b))        # should equal x_{i+2} = next party's b
         if immediate:
-            self.ep.send(self.next, f"rep3/zero/{label}", _dig("zero", mine))
+            self.ep.send(self.next, f"rep3/zero/{label}", digest("zero", mine))
             got = self.ep.recv_one(self.prev, f"rep3/zero/{label}", _H)
-            if not np.array_equal(got, _dig("zero", tau.b)):
-                raise self.ep.abort("sacrifice", None, "a product failed the triple check")
+            self.ep.require(np.array_equal(got, digest("zero", tau.b)), "trip-bucket", None,
+                            "a triple failed its bucket check")
         else:
-            _fold(self.out_h, (self.next, "sacrifice"), [mine])
-            _fold(self.in_h, (self.prev, "sacrifice"), [tau.b])
+            self.out_h.fold(self.next, "sacrifice", mine)
+            self.in_h.fold(self.prev, "sacrifice", tau.b)
 
     def verify(self) -> None:
         """Check every product made so far (sacrifice, hash-only zero test) and all hashes."""
@@ -223,18 +194,14 @@ class Rep3Engine:
             self._sacrifice(xyz, self._take_triples(xyz[0].shape[0]), self._label("verify"), False)
         ep = self.ep
         for p in (q for q in SERVERS if q != self.role):
-            names = sorted(c for (q, c) in self.out_h if q == p)
-            arr = np.stack([np.frombuffer(self.out_h[(p, c)].digest(), np.uint8) for c in names]) \
-                if names else np.zeros((0, 32), np.uint8)
+            out = self.out_h.pop_peer(p)
+            arr = np.stack([np.frombuffer(h, np.uint8) for _, h in out]) if out else np.zeros((0, 32), np.uint8)
             ep.send(p, "rep3/verify", arr)
         for p in (q for q in SERVERS if q != self.role):
-            names = sorted(c for (q, c) in self.in_h if q == p)
-            got = ep.recv_one(p, "rep3/verify", ArraySpec(np.uint8, (len(names), 32)))
-            for i, c in enumerate(names):
-                if not np.array_equal(got[i], np.frombuffer(self.in_h[(p, c)].digest(), np.uint8)):
-                    raise ep.abort(c, p, "hash check failed")
-        self.out_h.clear()
-        self.in_h.clear()
+            want = self.in_h.pop_peer(p)
+            got = ep.recv_one(p, "rep3/verify", ArraySpec(np.uint8, (len(want), 32)))
+            for i, (c, h) in enumerate(want):
+                ep.require(got[i].tobytes() == h, c, p, "hash check failed")
 
     # ---- boolean circuits (bit extraction) ----------------------------------------------
     def eval_circuit(self, circ: Circuit, inputs: dict) -> RShare:
@@ -274,16 +241,6 @@ class Rep3Engine:
             b = v if j == (i + 1) % 3 else z
             inputs[f"x{j}"] = RShare(1, i, a, b)
         return beng.eval_circuit(msb_add3_circuit(l), inputs).map(lambda a: a[:, 0])
-
-
-def _fold(table, key, arrays):
-    h = table.get(key)
-    if h is None:
-        h = table[key] = hashlib.sha256(b"rep3-verify/" + key[1].encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
 
 
 def _cat(shares):

@@ -27,7 +27,8 @@ import numpy as np
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import bits_of, msb_sub3_circuit, msb_sub_circuit
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import H_SPEC, digest, pack
+from secinfer.protocols.rep3.digest import H_SPEC, digest
+from secinfer.protocols.rep3.wire import pack
 from secinfer.sharing.astra import AShare
 
 
@@ -115,8 +116,6 @@ def _online_s(eng, a, prep, beng, to=None):
             k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
             out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1)
             yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
-            if eng.cheat("wrong_out_share"):
-                yb = yb ^ np.uint64(1)
             ep.send(to, "astra/out/y/y", pack(yb, 1))
         return None
     if role == "p1":
@@ -155,9 +154,6 @@ def _offline_m(eng, a, beng, n, lab):
         bundle = [g.tables, g.decode, gcm.select(zeros["u2"], bits_of(a.l1, l), r_gc),
                   gcm.select(zeros["u4"], r1[:, None], r_gc), gcm.commit_labels(zeros["u1"], r_gc),
                   gcm.commit_labels(zeros["u3"], r_gc), gcm.commit_labels(zeros["u5"], r_gc)]
-        if role == "p1" and eng.cheat("bad_gc"):
-            bundle[0] = bundle[0].copy()
-            bundle[0][0, 0, 0, 0] ^= np.uint64(1)
         prep.update(r_gc=r_gc, zeros=zeros, out_zero=g.out_zero)
         mr1 = r1.astype(np.uint64) ^ lr1
         if role == "p1":
@@ -173,9 +169,6 @@ def _offline_m(eng, a, beng, n, lab):
             eng.send_hash("p1", "bitext-share", mr2)
             k3 = gcm.select(zeros["u3"], bits_of(a.l2, l), r_gc)
             k5 = gcm.select(zeros["u5"], r2[:, None], r_gc)
-            if eng.cheat("bad_key"):
-                k3 = k3.copy()
-                k3[0, 0, 1] ^= np.uint64(2)
             ep.send("p2", t + "/open", k3, k5)
             prep["r1"] = AShare(1, None, lr1, np.zeros(n, np.uint64))
             prep["r2"] = AShare(1, None, np.zeros(n, np.uint64), lr2)
@@ -186,8 +179,8 @@ def _offline_m(eng, a, beng, n, lab):
     if role == "p2":
         bundle = ep.recv("p1", t + "/gc", *bundle_specs)
         h = ep.recv_one("p0", t + "/gch", H_SPEC)
-        if not np.array_equal(h, digest("gc", *bundle)):
-            raise ep.abort("gc-consistency", None, "garbled circuits from P0 and P1 differ")
+        ep.require(np.array_equal(h, digest("gc", *bundle)), "gc-consistency", None,
+                   "garbled circuits from P0 and P1 differ")
         mr1 = ep.recv_one("p1", t + "/mr1", bspec)
         eng.expect_hash("p0", "bitext-share", mr1)
         r2 = _bit(eng, "02", lab + "/r2", (n,))
@@ -207,14 +200,12 @@ def _open_eval(ep, circ, prep, k1, m):
     """P2's online step [5.4]: P1's labels of m_a against their commitments (check
     "gc-key"), then the evaluation -- one native call (``gcm.evaluate_opened``)."""
     out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1, prep["c1"], m)
-    if out is None:
-        raise ep.abort("gc-key", "p1", "an opened input label does not match its commitment")
+    ep.require(out is not None, "gc-key", "p1", "an opened input label does not match its commitment")
     return out
 
 
 def _check_open(ep, keys, coms, bits, suspect):
-    if not gcm.labels_match(keys, coms, bits):
-        raise ep.abort("gc-key", suspect, "an opened input label does not match its commitment")
+    ep.require(gcm.labels_match(keys, coms, bits), "gc-key", suspect, "an opened input label does not match its commitment")
 
 
 def _online_m(eng, a, prep, beng, pending=None):
@@ -234,16 +225,13 @@ def _online_m(eng, a, prep, beng, pending=None):
         y, hout = ep.recv("p2", t + "/y", ArraySpec(np.uint8, (n,)), H_SPEC)
         y = y & np.uint8(1)
         expect = gcm.select(prep["out_zero"][:, 0], y, prep["r_gc"])
-        if not np.array_equal(hout, digest("gc-out", expect)):
-            raise ep.abort("bitext-y", "p2", "y does not match the output label")
+        ep.require(np.array_equal(hout, digest("gc-out", expect)), "bitext-y", "p2", "y does not match the output label")
         ys = AShare(1, y.astype(np.uint64), zero, None)
     elif role == "p2":
         verified("p1")
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         out = _open_eval(ep, circ, prep, k1, a.m)
         yb = gcm.decode(out, prep["dec"])[:, 0]
-        if eng.cheat("wrong_y"):
-            yb = yb ^ np.uint8(1)
         ep.send("p1", t + "/y", yb, digest("gc-out", out[:, 0]))
         ys = AShare(1, yb.astype(np.uint64), None, zero)
     else:
@@ -276,8 +264,6 @@ def _online_m_direct(eng, a, prep, pending):
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         out = _open_eval(ep, circ, prep, k1, a.m)
         yb = gcm.decode(out, prep["dec"])[:, 0]
-        if eng.cheat("wrong_y"):
-            yb = yb ^ np.uint8(1)
         st.update(y=yb.astype(np.uint64) & np.uint64(1), hy=_out_label_hashes(out[:, 0]))
     else:
         zero = prep["out_zero"][:, 0]
@@ -291,8 +277,7 @@ def open_direct_to(beng, receiver: str, st: dict, label: str) -> None:
     rest, role, t = st["rest"], beng.role, f"astra/out/{label}"
     beng.require_verified()
     if role == "p0":
-        l1 = rest.l1 ^ np.uint64(1) if beng.cheat("wrong_out_share") else rest.l1
-        beng.ep.send(receiver, t + "/l1", pack(l1, 1), digest("out", rest.l2), st["pair"])
+        beng.ep.send(receiver, t + "/l1", pack(rest.l1, 1), digest("out", rest.l2), st["pair"])
     elif role == "p1":
         beng.ep.send(receiver, t + "/m", pack(rest.m, 1), digest("out", rest.l1))
     else:

@@ -9,7 +9,7 @@ PRF keys of ``Engine.setup_keys`` (no dealer, nothing any party can derive alone
    two parties holding it: each party misses one component, no communication); c = f(a, b)
    by the *semi-honest* product (local 3-out-of-3 product + one reshare): a corrupted
    party can add any error E to c, nothing else.
-2. Joint shuffle. A commit-then-reveal coin toss (``astra.triples.coin_toss``, reused)
+2. Joint shuffle. A commit-then-reveal coin toss (``rep3.triples.coin_toss``)
    after every c is fixed gives a public random permutation of the T generated triples.
 3. Cut. The first C triples are opened (malicious opening: the missing component from one
    holder, its hash from the other) and c == f(a, b) is checked (``triple-cut``).
@@ -27,7 +27,7 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   one vector of N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed
   together); the sacrifice's tau = E_h - E_j is exact in Z_67 as in the rings, so the
   bucket bound is the same;
-  B, C = ``astra.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
+  B, C = ``rep3.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
   A.1, following Araki et al.]);
 * every other product (matrix product, convolution, broadcast product) needs a triple
   of its own shapes (c = f(a, b) for its bilinear f: a "matrix triple"); N = 1, so one
@@ -48,14 +48,12 @@ sequence of triples the online phase will consume.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from secinfer.crypto.prg import PRG
 from secinfer.errors import ProtocolError
-from secinfer.protocols.astra.triples import bucket_params, coin_toss
+from secinfer.protocols.rep3.triples import bucket_params, buckets, coin_toss, shuffle
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
@@ -205,10 +203,9 @@ class TripleSource:
 
     def _run_batch(self, groups: list[_Group], out: dict) -> None:
         self._generate(groups)
-        perm_seed = coin_toss(SimpleNamespace(ep=self.eng.ep, role=self.eng.names[self.eng.me], prg=self.eng.prg),
-                              self._tag("coin"))
+        perm_seed = coin_toss(self.eng.ep, self.eng.names[self.eng.me], self.eng.prg, self._tag("coin"))
         for k, g in enumerate(groups):
-            perm = np.argsort(PRG(perm_seed, f"falcon-trip-perm/{k}").uint64((g.total,)), kind="stable")
+            perm = shuffle(perm_seed, f"falcon-trip-perm/{k}", g.total)
             if g.lazy:
                 g.perm, g.c = perm, _take(g.c, perm)
             else:
@@ -346,8 +343,7 @@ class TripleSource:
         for g in groups:
             if g.bsz < 2 or g.lazy:
                 continue
-            rest = np.arange(g.cut, g.total).reshape(g.bsz, g.n)
-            hs, os_ = np.tile(rest[0], g.bsz - 1), rest[1:].reshape(-1)
+            _, hs, os_ = buckets(g.cut, g.bsz, g.n)
             h = tuple(_take(s, hs) for s in (g.a, g.b, g.c))
             o = tuple(_take(s, os_) for s in (g.a, g.b, g.c))
             work.append((g, h, o))
