@@ -10,7 +10,6 @@ from sklearn.preprocessing import StandardScaler
 from secinfer.arith.fixed import FX64
 from secinfer.arith.ring import RING64
 from secinfer.crypto.prg import PRG
-from secinfer.errors import ProtocolAbort
 from secinfer.net.channel import run_local
 from secinfer.protocols.aby3.engine import Rep3Engine
 from secinfer.protocols.rep3 import linear as mdl

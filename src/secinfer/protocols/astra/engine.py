@@ -21,6 +21,7 @@ The adversarial tests make a party deviate from outside (tests/adversary.py).
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,6 +43,31 @@ def mstar_pad(key: bytes, mstar_x: np.ndarray) -> np.ndarray:
     h = hashlib.blake2b(str(a.shape).encode(), digest_size=32, key=key, person=b"astra-mstar-pad")
     h.update(a.tobytes())
     return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
+@dataclass
+class MulPrep:
+    """The offline state of one product (Pi_mul / Pi_dp [Fig. 3, 8, 11]) for its online half."""
+
+    prod_shape: tuple | None          # (B, K, N) of a dot product, None for elementwise
+    lab: str = ""
+    check_at: str | None = None       # the outside receiver of a receiver-checked product
+    g1: np.ndarray | None = None      # [gamma]_1, [gamma]_2
+    g2: np.ndarray | None = None
+    dx: np.ndarray | None = None      # malicious: delta_x, delta_y, delta_z (evaluators)
+    dy: np.ndarray | None = None
+    dz: np.ndarray | None = None
+    chi: np.ndarray | None = None     # malicious, P0: chi_1 + chi_2
+    dz_sum: np.ndarray | None = None
+    base: np.ndarray | None = None    # m_y known offline: [l_z]_i - [l_x]_i m_y + [gamma]_i
+    coef: np.ndarray | None = None    # ... and the coefficient of m_x
+    g_sum: np.ndarray | None = None   # otherwise: [gamma]_i summed over the inner dimension
+    mstar_y: np.ndarray | None = None
+    pad_key: bytes | None = None      # receiver-checked: the PRF key of P0's pad (k_02)
+    p0_const: np.ndarray | None = None  # malicious, P0: l_z + 2 gamma + chi (- m*_y l_x)
+    lx: np.ndarray | None = None
+    ly: np.ndarray | None = None
+    mz_check: tuple = ()              # receiver-checked: the hashes that ride with the output
 
 
 class AstraEngine:
@@ -250,16 +276,16 @@ class AstraEngine:
         ep.send(receiver, t + tag, pack(val, self.bits), *hashes, *extra)
 
     # ---- multiplication: Pi_mul^s [Fig. 3], Pi_mul^m [Fig. 8] ---------------------------
-    def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, dict]:
+    def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, MulPrep]:
         """Offline half of z = x * y (elementwise, equal shapes)."""
         return self._products_offline(x, y, x.shape, None)
 
-    def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, dict]:
+    def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, MulPrep]:
         """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m.
 
         ``check_at`` (malicious, W's masked value known offline): the outside party that
         receives U's reveal runs the mul-mz comparison of [Fig. 8] -- P0's H(m*_z) against
-        both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep["mz_check"]``)
+        both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep.mz_check``)
         instead of P0's verify message to the evaluators -- and P1 sends m*_w (P2 its hash)
         in the offline phase (docs/protocols/astra.md, "Receiver-checked products")."""
         b, k = x.shape
@@ -273,7 +299,7 @@ class AstraEngine:
     def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape, check_at=None):
         ep, R, role = self.ep, self.R, self.role
         lab = self._label("mul")
-        prep: dict = {"prod_shape": prod_shape}
+        prep = MulPrep(prod_shape)
         # P0, P1 sample lambda_{z,1}; P0, P2 sample lambda_{z,2} [Fig. 3 offline]
         lz1 = self.draw("01", lab + "/lz", out_shape) if role in ("p0", "p1") else None
         lz2 = self.draw("02", lab + "/lz", out_shape) if role in ("p0", "p2") else None
@@ -287,15 +313,15 @@ class AstraEngine:
             gamma = self._prod(lx, ly, prod_shape, keep=g_shape != out_shape)
             g2 = R.sub(gamma, g1)
             self.send("p2", f"astra/mul/{lab}/g2", g2)
-            prep.update(g1=g1, g2=g2)
+            prep.g1, prep.g2 = g1, g2
         elif role == "p1":
-            prep.update(g1=g1)
+            prep.g1 = g1
         else:
-            prep.update(g2=self.recv1("p0", f"astra/mul/{lab}/g2", g_shape))
-        prep["check_at"] = check_at
+            prep.g2 = self.recv1("p0", f"astra/mul/{lab}/g2", g_shape)
+        prep.check_at = check_at
         if self.malicious:
             self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
-        prep["lab"] = lab
+        prep.lab = lab
         self._precompute(x, y, z, prep)
         return z, prep
 
@@ -307,42 +333,42 @@ class AstraEngine:
         the whole term [l_z]_i - [l_x]_i m_y + [gamma]_i and the vector m_x is multiplied by
         online, so an evaluator does one (malicious: two) dot products after the query
         arrives; P0's constant l_z + 2 gamma + chi likewise [Fig. 3, 8, 11]."""
-        R, ps = self.R, prep["prod_shape"]
+        R, ps = self.R, prep.prod_shape
 
         def total(a):  # per-product values summed over k (Pi_dp: one value per output)
             return R.reduce(a.sum(axis=1, dtype=np.uint64)) if ps is not None and a.shape != z.shape else R.reduce(a)
         if self.role in EVALUATORS:
             i = 1 if self.role == "p1" else 2
-            g = total(prep["g1"] if i == 1 else prep["g2"])
+            g = total(prep.g1 if i == 1 else prep.g2)
             lz, lx, ly = (z.l1, x.l1, y.l1) if i == 1 else (z.l2, x.l2, y.l2)
             if self.malicious:
-                prep["dz_sum"] = total(prep["dz"])
+                prep.dz_sum = total(prep.dz)
             if y.m is not None:
-                prep["base"] = R.add(R.sub(lz, self._prod(lx, y.m, ps, False)), g)
-                prep["coef"] = R.sub(y.m, ly) if i == 2 else R.neg(ly)
+                prep.base = R.add(R.sub(lz, self._prod(lx, y.m, ps, False)), g)
+                prep.coef = R.sub(y.m, ly) if i == 2 else R.neg(ly)
                 if self.malicious:
-                    prep["mstar_y"] = R.add(y.m, prep["dy"])
-                    if prep["check_at"] is not None:   # m*_y offline [Fig. 8, moved]
-                        t = f"astra/mul/{prep['lab']}"
+                    prep.mstar_y = R.add(y.m, prep.dy)
+                    if prep.check_at is not None:   # m*_y offline [Fig. 8, moved]
+                        t = f"astra/mul/{prep.lab}"
                         if i == 1:
-                            self.send("p0", t + "/mstar_y", prep["mstar_y"])
+                            self.send("p0", t + "/mstar_y", prep.mstar_y)
                         else:
-                            self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep["mstar_y"]))
-                            prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
+                            self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep.mstar_y))
+                            prep.pad_key = self.keys.stream("02", prep.lab + "/mstar-pad").bytes(32)
             else:
-                prep["g_sum"] = g
+                prep.g_sum = g
         elif self.malicious:
-            prep["p0_const"] = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep["g1"], prep["g2"])), 2)),
-                                     total(prep["chi"]))
-            prep["lx"], prep["ly"] = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
-            if prep["check_at"] is not None:
-                t = f"astra/mul/{prep['lab']}"
-                prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
+            prep.p0_const = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep.g1, prep.g2)), 2)),
+                                     total(prep.chi))
+            prep.lx, prep.ly = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
+            if prep.check_at is not None:
+                t = f"astra/mul/{prep.lab}"
+                prep.pad_key = self.keys.stream("02", prep.lab + "/mstar-pad").bytes(32)
                 my = self.recv1("p1", t + "/mstar_y", y.shape)
                 self.ep.require(np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)),
                                 "mul-mstar", None, "m*_y from P1 does not match P2's hash")
                 # the m*_y l_x term of m*_z is known now: only -m*_x l_y is left online
-                prep["p0_const"] = R.sub(prep["p0_const"], self._prod(prep["lx"], my, ps, False))
+                prep.p0_const = R.sub(prep.p0_const, self._prod(prep.lx, my, ps, False))
 
     def _prod(self, a, b, prod_shape, keep: bool):
         """Elementwise a*b, or a@b (summed) / per-product a[:,:,None]*b[None] (keep=True)."""
@@ -371,11 +397,11 @@ class AstraEngine:
             dz = self.draw("12", lab + "/dz", pshape)
             lx = x.l1 if role == "p1" else x.l2
             ly = y.l1 if role == "p1" else y.l2
-            g = prep["g1"] if role == "p1" else prep["g2"]
+            g = prep.g1 if role == "p1" else prep.g2
             dzi = dz if role == "p1" else np.zeros_like(dz)     # [delta_z] = (delta_z, 0)
             chi = R.sub(R.add(R.add(R.mul(ex(dx, "x"), ex(ly, "y")), R.mul(ex(dy, "y"), ex(lx, "x"))), dzi), g)
             self.send("p0", f"astra/mul/{lab}/chi", chi)
-            prep.update(dx=dx, dy=dy, dz=dz)
+            prep.dx, prep.dy, prep.dz = dx, dy, dz
             mc = R.add(dz, R.mul(ex(dx, "x"), ex(dy, "y")))
             a = AShare(self.bits, ex(dx, "x"), ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, ex(dy, "y"), ex(y.l1, "y"), ex(y.l2, "y"))
@@ -383,7 +409,7 @@ class AstraEngine:
         else:
             chi1 = self.recv1("p1", f"astra/mul/{lab}/chi", pshape)
             chi2 = self.recv1("p2", f"astra/mul/{lab}/chi", pshape)
-            prep.update(chi=R.add(chi1, chi2))
+            prep.chi = R.add(chi1, chi2)
             a = AShare(self.bits, None, ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, None, ex(y.l1, "y"), ex(y.l2, "y"))
             c = AShare(self.bits, None, chi1, chi2)
@@ -398,10 +424,10 @@ class AstraEngine:
         cat = lambda i: _concat([c[i] for c in checks])  # noqa: E731
         check_triples(self, cat(0), cat(1), cat(2))
 
-    def mul_online(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
+    def mul_online(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
         return self._products_online(x, y, z, prep)
 
-    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: dict, mstar_first: bool = False) -> AShare:
+    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: MulPrep, mstar_first: bool = False) -> AShare:
         """``mstar_first`` (malicious): send P0 m* (hash) before the m_z exchange, when P0's
         answer is on the longer path (the product is revealed next); otherwise m_z first
         (the comparison needs it)."""
@@ -417,22 +443,22 @@ class AstraEngine:
         from the other evaluator. ``with_verify``: the m_z frame also carries the verify
         hashes for the other evaluator (the input checks folded so far), compared when it
         arrives -- one frame fewer each way."""
-        ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
-        ps = prep["prod_shape"]
+        ep, R, role, lab = self.ep, self.R, self.role, prep.lab
+        ps = prep.prod_shape
         t = f"astra/mul/{lab}"
         st = {"x": x, "y": y, "z": z, "prep": prep}
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
             to_p0 = self.malicious
-            y_offline = prep.get("check_at") is not None   # m*_y went to P0 offline
+            y_offline = prep.check_at is not None   # m*_y went to P0 offline
 
             def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
                 mstar_x = self._mstar_x(x, prep)
-                mstar_y = () if y_offline else (prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"]),)
+                mstar_y = () if y_offline else (prep.mstar_y if prep.mstar_y is not None else R.add(y.m, prep.dy),)
                 if i == 1:
                     self.send("p0", t + "/mstar", mstar_x, *mstar_y)
                 elif y_offline:   # receiver-checked: the pad of P0's H(m*_z) goes to the receiver
-                    st["mz_pad"] = mstar_pad(prep["pad_key"], mstar_x)
+                    st["mz_pad"] = mstar_pad(prep.pad_key, mstar_x)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             # m* first when P0's answer is on the longer path (``mstar_first``: the product
@@ -461,7 +487,7 @@ class AstraEngine:
         P0 (malicious) gets m*_x, m*_y and folds H(m*_z) for the evaluators."""
         ep, R, role = self.ep, self.R, self.role
         x, y, z, prep = st["x"], st["y"], st["z"], st["prep"]
-        ps, t = prep["prod_shape"], f"astra/mul/{prep['lab']}"
+        ps, t = prep.prod_shape, f"astra/mul/{prep.lab}"
         if role in EVALUATORS:
             want = st.get("want") or []
             specs = (ArraySpec(np.uint8, (len(want), 32)),) if want else ()
@@ -470,31 +496,31 @@ class AstraEngine:
                 self.verify_compare(st["other"], want, got[1])
             mz = R.add(st["share"], unpack(got[0], self.bits, z.shape))
             if self.malicious:
-                expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
-                if prep.get("check_at") is not None:
+                expect = R.add(R.sub(mz, st["mxy"]), prep.dz_sum)
+                if prep.check_at is not None:
                     # compared by the receiver; P2 adds the pad that unmasks P0's hash
-                    prep["mz_check"] = (digest("mul-mz", expect),) + ((st["mz_pad"],) if "mz_pad" in st else ())
+                    prep.mz_check = (digest("mul-mz", expect),) + ((st["mz_pad"],) if "mz_pad" in st else ())
                 else:
                     self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
-            y_offline = prep.get("check_at") is not None   # m*_y received (and checked) offline
+            y_offline = prep.check_at is not None   # m*_y received (and checked) offline
             got = self.recv("p1", t + "/mstar", x.shape, *(() if y_offline else (y.shape,)))
             if not y_offline:
                 h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
                 ep.require(h.tobytes() == digest_bytes("mstar", *got), "mul-mstar", None,
                            "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
-            mstar = R.sub(prep["p0_const"], self._prod(got[0], prep["ly"], ps, False))
+            mstar = R.sub(prep.p0_const, self._prod(got[0], prep.ly, ps, False))
             if not y_offline:
-                mstar = R.sub(mstar, self._prod(prep["lx"], got[1], ps, False))
-            if prep.get("check_at") is not None:
+                mstar = R.sub(mstar, self._prod(prep.lx, got[1], ps, False))
+            if prep.check_at is not None:
                 # receiver-checked: the party the product is revealed to compares H(m*_z) with
                 # both evaluators' H(m_z - m_x m_y + delta_z) (docs/protocols/astra.md)
                 # masked with a PRF (key shared with P2) of the m*_x it got: unmasked by P2's pad
                 # of the true m*_x, so a wrong m*_x from P1 gives the receiver garbage (abort)
                 # and a coalition of P1 and the receiver nothing (no H(m*_z) of a shifted m*_x)
-                prep["mz_check"] = (np.bitwise_xor(digest("mul-mz", mstar), mstar_pad(prep["pad_key"], got[0])),)
+                prep.mz_check = (np.bitwise_xor(digest("mul-mz", mstar), mstar_pad(prep.pad_key, got[0])),)
             else:
                 for p in EVALUATORS:
                     self.send_hash(p, "mul-mz", mstar)
@@ -502,22 +528,22 @@ class AstraEngine:
 
     def _mstar_x(self, x, prep):
         """m*_x = m_x + delta_x [Fig. 8]."""
-        return self.R.add(x.m, prep["dx"])
+        return self.R.add(x.m, prep.dx)
 
     def _mz_share(self, x, y, z, prep):
         """Evaluator i's additive part of m_z [Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
         m_y [l_x]_i + [l_z]_i + [gamma]_i."""
-        R, ps, i = self.R, prep["prod_shape"], 1 if self.role == "p1" else 2
-        if "base" in prep:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
-            return R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
+        R, ps, i = self.R, prep.prod_shape, 1 if self.role == "p1" else 2
+        if prep.base is not None:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
+            return R.add(prep.base, self._prod(x.m, prep.coef, ps, False))
         lx, ly, lz = (x.l1, y.l1, z.l1) if i == 1 else (x.l2, y.l2, z.l2)
         share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)),
-                      prep["g_sum"])
+                      prep.g_sum)
         if i == 2:
             share = R.add(share, self._prod(x.m, y.m, ps, keep=False))
         return share
 
-    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
+    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
         """Semi-honest only: z = x * y (or X @ W) with m_z left as additive parts, not
         exchanged: evaluator i holds [m_z]_i in the returned share's ``m``, P0 the masks as
         usual. Only for a value that is revealed next with ``open_parts_to``."""
@@ -552,7 +578,7 @@ class AstraEngine:
         self.ep.send(receiver, t + ("/m1" if role == "p1" else "/m2"), pack(part, self.bits))
 
     # ---- truncation (fixed point) -----------------------------------------------------
-    def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, dict]:
+    def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, int]:
         """Masks of [[z >> f]]: P0 shares trunc(lambda_z) (one element offline, none online).
 
         z^t = (m_z >> f) - (lambda_z >> f) equals arshift(z, f) or arshift(z, f) + 1, except
@@ -568,12 +594,12 @@ class AstraEngine:
             self.send("p2", f"astra/trunc/{lab}", l2)
         elif role == "p2":
             l2 = self.recv1("p0", f"astra/trunc/{lab}", z.shape)
-        return AShare(self.bits, None, l1, l2), {"f": f}
+        return AShare(self.bits, None, l1, l2), f
 
-    def trunc_online(self, z: AShare, zt: AShare, prep: dict) -> AShare:
+    def trunc_online(self, z: AShare, zt: AShare, f: int) -> AShare:
         if self.role == "p0":
             return zt
-        return zt.with_m(self.R.reduce(z.m) >> np.uint64(prep["f"]))
+        return zt.with_m(self.R.reduce(z.m) >> np.uint64(f))
 
 
 SMALL_PRODUCT = 1 << 16

@@ -184,7 +184,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
         eng.open_parts_to(C, Y, "y", rho)
         return
-    if prep["check_at"] is not None:
+    if prep.check_at is not None:
         # receiver-checked product (docs/protocols/astra.md): the evaluators exchange their
         # m_z parts with the input check (sh-consistency) and send their components; P0
         # checks m*_x (P1 / P2's hash) and sends its component and H(m*_z) straight to the
@@ -192,7 +192,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         st = eng.products_send(X, W, U, prep, with_verify=True)   # the input check rides along
         U = eng.products_recv(st)
         Y = U + B.map(lambda a: a[None, :])
-        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", prep["mz_check"])
+        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", prep.mz_check)
         return
     m_cls_direct = cls and direct and eng.malicious and not fair
     # m* first when P0's answer (H(m*_z)) is on the longest path: the product is revealed

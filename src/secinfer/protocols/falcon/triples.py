@@ -310,12 +310,12 @@ class TripleSource:
         vals = self._open_recv(items, tags)
         for k, g in enumerate(g for g in groups if not g.lazy):
             a, b, c = vals[3 * k:3 * k + 3]
-            if not np.array_equal(self.ring.reduce(g.fn(a, b)), c):
-                raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+            self.eng.ep.require(np.array_equal(self.ring.reduce(g.fn(a, b)), c), "triple-cut", None,
+                                "an opened Falcon+ triple is not a product triple")
         for (g, i), t in zip(lazy, lazy_tags):
             a, b, c = self._open_recv(lazy_items(g, i), t)
-            if not np.array_equal(g.fn(a, b), c):
-                raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+            self.eng.ep.require(np.array_equal(g.fn(a, b), c), "triple-cut", None,
+                                "an opened Falcon+ triple is not a product triple")
 
     def _tau(self, g: _Group, h: tuple, o: tuple, rho: np.ndarray, sig: np.ndarray) -> Pair:
         """The sharing of tau = c_h - c_o - f(rho, b_o) - f(a_o, sigma) - f(rho, sigma)."""
@@ -373,8 +373,7 @@ class TripleSource:
             tau = ("a", self._tau(g, (g.a, g.b, _take(g.c, g.cut)), o, rho, sig))
             lazy_taus.append((tau, self._open_send([tau])))
         for v in self._open_recv(taus, tau_tags) + [self._open_recv([tau], t)[0] for tau, t in lazy_taus]:
-            if np.any(v):
-                raise self.eng.ep.abort("triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
+            self.eng.ep.require(not np.any(v), "triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
 
 
 class TruncPairSource:
