@@ -254,18 +254,6 @@ X32 = _boundary_values(FX32, 60)
 BEFORE_D = {"zp-product", "bit-product", "beta-product"}     # products checked before d is opened
 
 
-@pytest.mark.parametrize("mode,attack,adversary,checks", [
-    ("pc", "open-c", 0, ["reconstruct-consistency"]),          # the masked value c = x + r
-    ("pc", "open-d", 2, ["reconstruct-consistency"]),          # the private compare's product d
-    ("pc", "zp-product", 1, ["multiplication-check"]),         # a product of the Z_p tree
-    ("pc", "bit-product", 0, ["multiplication-check"]),        # x g: the bit applied to x
-    ("falcon", "open-c", 1, ["reconstruct-consistency"]),
-    ("falcon", "open-d", 0, ["reconstruct-consistency"]),
-    ("falcon", "beta-product", 2, ["multiplication-check"]),   # (-1)^beta (X_i - Y_i), online
-    ("falcon", "zp-product", 0, ["multiplication-check"]),
-    ("falcon", "select-open", 2, ["reconstruct-consistency"]),  # the select's b xor c
-    ("falcon", "select-product", 1, ["multiplication-check"]),  # the select's product x b
-])
 @pytest.mark.covers_check("falcon", "reconstruct-consistency")
 def test_inconsistent_masked_value_is_caught_at_its_opening():
     """The opening of c = x + r with one holder's copy altered: the other holder's hash
@@ -281,7 +269,7 @@ def test_inconsistent_masked_value_is_caught_at_its_opening():
 
 @pytest.mark.covers_check("falcon", "malformed-share")
 def test_out_of_range_zp_share_aborts():
-    """A Z_p share (one byte) of the private compare's d that is not below p = 67."""
+    """p0 sends p1 a Z_p share (one byte) of the private compare's d that is not below p = 67."""
     sh = _shares(FX32, X32)
     sent = {"n": 0}
 
@@ -291,18 +279,33 @@ def test_out_of_range_zp_share_aborts():
         honest = eng.ep.send
 
         def send(peer, tag, *arrays):
-            if tag.startswith("fal/open/") and not tag.endswith("/h") and arrays[0].dtype == np.uint8:
-                a = arrays[0].copy()
-                a[0] = 200
-                arrays = (a,) + arrays[1:]
+            if tag.startswith("fal/open/") and not tag.endswith("/h"):
                 sent["n"] += 1
+                if sent["n"] == 2:          # d, in Z_p (one byte a share)
+                    assert arrays[0].dtype == np.uint8
+                    a = arrays[0].copy()
+                    a[0] = 200
+                    arrays = (a,) + arrays[1:]
             return honest(peer, tag, *arrays)
         eng.ep.send = send
     res = _run(FX32, True, lambda m, s: [m.relu(s)], sh, setup, mode="pc")
-    assert sent["n"]
-    _assert_all_honest_abort(res, 0, ["malformed-share"])
+    assert sent["n"] >= 2
+    # its receiver (p1, the output party) aborts with no output
+    assert isinstance(res[1], ProtocolAbort) and res[1].check == "malformed-share", res[1]
 
 
+@pytest.mark.parametrize("mode,attack,adversary,checks", [
+    ("pc", "open-c", 0, ["reconstruct-consistency"]),          # the masked value c = x + r
+    ("pc", "open-d", 2, ["reconstruct-consistency"]),          # the private compare's product d
+    ("pc", "zp-product", 1, ["multiplication-check"]),         # a product of the Z_p tree
+    ("pc", "bit-product", 0, ["multiplication-check"]),        # x g: the bit applied to x
+    ("falcon", "open-c", 1, ["reconstruct-consistency"]),
+    ("falcon", "open-d", 0, ["reconstruct-consistency"]),
+    ("falcon", "beta-product", 2, ["multiplication-check"]),   # (-1)^beta (X_i - Y_i), online
+    ("falcon", "zp-product", 0, ["multiplication-check"]),
+    ("falcon", "select-open", 2, ["reconstruct-consistency"]),  # the select's b xor c
+    ("falcon", "select-product", 1, ["multiplication-check"]),  # the select's product x b
+])
 def test_deviation_in_the_comparison_aborts(mode, attack, adversary, checks):
     """An inconsistent share in an opening (c, d, the select's b xor c) is caught by the
     other holder's hash; an additive error in a product (beta products, Z_p tree, x g) by

@@ -25,7 +25,8 @@ from secinfer.protocols.rep3.digest import H_SPEC as _H
 from secinfer.protocols.rep3.digest import RunningHashes, digest
 from secinfer.protocols.rep3.triples import bucket_params, cut_and_bucket
 from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
-from secinfer.sharing.replicated import RShare
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
 
 SERVERS = ("p0", "p1", "p2")
 COMP_KEY = {0: "02", 1: "01", 2: "12"}   # x_0 held by p0, p2; x_1 by p0, p1; x_2 by p1, p2
@@ -64,16 +65,16 @@ class Rep3Engine:
         return unpack(self.ep.recv_one(peer, tag, packed_spec(self.bits, shape)), self.bits, shape)
 
     # ---- randomness --------------------------------------------------------------------
-    def rand(self, shape, label) -> RShare:
+    def rand(self, shape, label) -> Pair:
         i = self.idx
-        return RShare(self.bits, i, self.draw(COMP_KEY[i], label, shape), self.draw(COMP_KEY[(i + 1) % 3], label, shape))
+        return Pair(self.draw(COMP_KEY[i], label, shape), self.draw(COMP_KEY[(i + 1) % 3], label, shape))
 
     def zero(self, shape, label) -> np.ndarray:
         i = self.idx
         return self.R.sub(self.draw(PAIR_KEY[i], label, shape), self.draw(PAIR_KEY[(i + 2) % 3], label, shape))
 
     # ---- input and output ----------------------------------------------------------------
-    def input(self, owner: str, shape, label: str) -> RShare:
+    def input(self, owner: str, shape, label: str) -> Pair:
         """x_1 from the owner's key with {p0, p1}, x_0 from its key with {p0, p2}, x_2 sent."""
         k01, k02 = {"model_owner": ("M1", "M2"), "client": ("C1", "C2")}[owner]
         i = self.idx
@@ -87,9 +88,9 @@ class Rep3Engine:
                 self.out_h.fold(other, "sh-consistency", x2)
                 self.in_h.fold(other, "sh-consistency", x2)
         comps = [x0, x1, x2]
-        return RShare(self.bits, i, comps[i], comps[(i + 1) % 3])
+        return Pair(comps[i], comps[(i + 1) % 3])
 
-    def open_all(self, s: RShare, label: str, immediate: bool = True) -> np.ndarray:
+    def open_all(self, s: Pair, label: str, immediate: bool = True) -> np.ndarray:
         ep, R = self.ep, self.R
         t = f"rep3/open/{label}"
         self.send(self.prev, t, s.b)
@@ -101,41 +102,41 @@ class Rep3Engine:
             ep.require(np.array_equal(h, digest("open", missing)), "rec-consistency", None, "replicated opening disagrees")
         return R.add(R.add(s.a, s.b), missing)
 
-    def open_to(self, receiver: str, s: RShare, label: str) -> None:
+    def open_to(self, receiver: str, s: Pair, label: str) -> None:
         t = f"rep3/out/{label}"
         self.send(receiver, t, s.a)
         if self.malicious:
             self.ep.send(receiver, t + "/h", digest("out", s.b))
 
     # ---- products ------------------------------------------------------------------------
-    def _local(self, x: RShare, y: RShare, op) -> np.ndarray:
+    def _local(self, x: Pair, y: Pair, op) -> np.ndarray:
         R = self.R
         return R.add(R.add(op(x.a, y.a), op(x.a, y.b)), op(x.b, y.a))
 
-    def _reshare(self, z: np.ndarray, label: str) -> RShare:
+    def _reshare(self, z: np.ndarray, label: str) -> Pair:
         z = self.R.add(z, self.zero(z.shape, label + "/zero"))
         self.send(self.prev, f"rep3/mul/{label}", z)
         zn = self.recv1(self.next, f"rep3/mul/{label}", z.shape)
-        return RShare(self.bits, self.idx, z, zn)
+        return Pair(z, zn)
 
-    def mul(self, x: RShare, y: RShare) -> RShare:
+    def mul(self, x: Pair, y: Pair) -> Pair:
         lab = self._label("mul")
         z = self._reshare(self._local(x, y, self.R.mul), lab)
         if self.malicious:
             self.to_verify.append((x, y, z))
         return z
 
-    def matmul(self, x: RShare, w: RShare) -> RShare:
+    def matmul(self, x: Pair, w: Pair) -> Pair:
         """Semi-honest: one dot product per output, 3 elements. Malicious: per-product
         multiplications (each to be verified), summed locally."""
         lab = self._label("dp")
         R = self.R
         if not self.malicious:
             return self._reshare(self._local(x, w, R.matmul), lab)
-        xe = x.map(lambda a: np.ascontiguousarray(np.broadcast_to(a[:, :, None], a.shape + (w.shape[1],))))
-        we = w.map(lambda a: np.ascontiguousarray(np.broadcast_to(a[None], (x.shape[0],) + a.shape)))
+        xe = rss.apply(x, lambda a: np.ascontiguousarray(np.broadcast_to(a[:, :, None], a.shape + (w.shape[1],))))
+        we = rss.apply(w, lambda a: np.ascontiguousarray(np.broadcast_to(a[None], (x.shape[0],) + a.shape)))
         z = self.mul(xe, we)
-        return z.map(lambda a: R.reduce(a.sum(axis=1, dtype=np.uint64)))
+        return rss.apply(z, lambda a: R.reduce(a.sum(axis=1, dtype=np.uint64)))
 
     # ---- malicious: triples and sacrifice -----------------------------------------------
     def preprocess(self, n: int) -> None:
@@ -149,7 +150,7 @@ class Rep3Engine:
         f = self._reshare(self._local(d, e, self.R.mul), lab + "/f")
         self.triples.append(cut_and_bucket(
             self.ep, self.role, self.prg, n, lab, "rep3-perm", d, e, f,
-            take=lambda s, idx: s.map(lambda a: a[idx]), open_=self.open_all, mul=self.R.mul,
+            take=lambda s, idx: rss.apply(s, lambda a: a[idx]), open_=self.open_all, mul=self.R.mul,
             sacrifice=lambda h, o, label: self._sacrifice(h, o, label, True), bucket=self.bucket, opened=self.opened))
 
     def _take_triples(self, n: int):
@@ -163,8 +164,8 @@ class Rep3Engine:
                 got.append(self.triples.pop(0))
                 need -= k
             else:
-                got.append(tuple(s.map(lambda a: a[:need]) for s in t))
-                self.triples[0] = tuple(s.map(lambda a: a[need:]) for s in t)
+                got.append(tuple(rss.apply(s, lambda a: a[:need]) for s in t))
+                self.triples[0] = tuple(rss.apply(s, lambda a: a[need:]) for s in t)
                 need = 0
         return tuple(_cat([g[i] for g in got]) for i in range(3))
 
@@ -172,9 +173,10 @@ class Rep3Engine:
         x, y, z = xyz
         d, e, f = def_
         R = self.R
-        rho = self.open_all(x - d, label + "/rho")
-        sigma = self.open_all(y - e, label + "/sigma")
-        tau = (z - f - d.scale(sigma) - e.scale(rho)).add_public(R.neg(R.mul(sigma, rho)))
+        rho = self.open_all(rss.sub(R, x, d), label + "/rho")
+        sigma = self.open_all(rss.sub(R, y, e), label + "/sigma")
+        tau = rss.sub(R, rss.sub(R, rss.sub(R, z, f), rss.mul_public(R, d, sigma)), rss.mul_public(R, e, rho))
+        tau = rss.add_public(R, self.idx, tau, R.neg(R.mul(sigma, rho)))
         mine = R.neg(R.add(tau.a, tau.b))        # should equal x_{i+2} = next party's b
         if immediate:
             self.ep.send(self.next, f"rep3/zero/{label}", digest("zero", mine))
@@ -188,7 +190,7 @@ class Rep3Engine:
     def verify(self) -> None:
         """Check every product made so far (sacrifice, hash-only zero test) and all hashes."""
         if self.to_verify:
-            flat = [tuple(s.map(lambda a: np.ascontiguousarray(a).reshape(-1)) for s in t) for t in self.to_verify]
+            flat = [tuple(rss.apply(s, lambda a: np.ascontiguousarray(a).reshape(-1)) for s in t) for t in self.to_verify]
             self.to_verify = []
             xyz = tuple(_cat([f[i] for f in flat]) for i in range(3))
             self._sacrifice(xyz, self._take_triples(xyz[0].shape[0]), self._label("verify"), False)
@@ -204,8 +206,8 @@ class Rep3Engine:
                 ep.require(got[i].tobytes() == h, c, p, "hash check failed")
 
     # ---- boolean circuits (bit extraction) ----------------------------------------------
-    def eval_circuit(self, circ: Circuit, inputs: dict) -> RShare:
-        """Evaluate on boolean shares (self.bits == 1); inputs name -> RShare (n, nbits)."""
+    def eval_circuit(self, circ: Circuit, inputs: dict) -> Pair:
+        """Evaluate on boolean shares (self.bits == 1); inputs name -> Pair (n, nbits)."""
         n = next(iter(inputs.values())).shape[0]
         wa = np.zeros((n, circ.n_wires), np.uint64)
         wb = np.zeros((n, circ.n_wires), np.uint64)
@@ -221,14 +223,14 @@ class Rep3Engine:
                 wb[:, no] = wb[:, na] ^ inv_b
             a, b, o = lv["AND"]
             if len(o):
-                x = RShare(1, self.idx, wa[:, a], wb[:, a])
-                y = RShare(1, self.idx, wa[:, b], wb[:, b])
+                x = Pair(wa[:, a], wb[:, a])
+                y = Pair(wa[:, b], wb[:, b])
                 z = self.mul(x, y)
                 wa[:, o], wb[:, o] = z.a, z.b
         out = circ.outputs
-        return RShare(1, self.idx, wa[:, out], wb[:, out])
+        return Pair(wa[:, out], wb[:, out])
 
-    def bitext(self, x: RShare, beng: "Rep3Engine") -> RShare:
+    def bitext(self, x: Pair, beng: "Rep3Engine") -> Pair:
         """msb(x) as a boolean sharing: components become boolean inputs locally."""
         l = self.bits
         i = self.idx
@@ -239,12 +241,12 @@ class Rep3Engine:
             z = np.zeros((x.shape[0], l), np.uint64)
             a = v if j == i else z
             b = v if j == (i + 1) % 3 else z
-            inputs[f"x{j}"] = RShare(1, i, a, b)
-        return beng.eval_circuit(msb_add3_circuit(l), inputs).map(lambda a: a[:, 0])
+            inputs[f"x{j}"] = Pair(a, b)
+        return rss.apply(beng.eval_circuit(msb_add3_circuit(l), inputs), lambda a: a[:, 0])
 
 
 def _cat(shares):
-    return RShare(shares[0].bits, shares[0].idx, np.concatenate([s.a for s in shares]),
+    return Pair(np.concatenate([s.a for s in shares]),
                   np.concatenate([s.b for s in shares]))
 
 

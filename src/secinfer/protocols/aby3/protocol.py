@@ -26,6 +26,7 @@ from secinfer.protocols.rep3.digest import digest
 from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
 from secinfer.protocols.rep3.wire import packed_spec, unpack
+from secinfer.sharing import replicated as rss
 
 SERVERS = ("p0", "p1", "p2")
 M, C = "model_owner", "client"
@@ -116,11 +117,12 @@ def _run(role, ep, job):
         X = eng.input(C, (batch, k), "X")
         ep.mark("shared")
         Y = eng.matmul(X, W)
-        Y = Y + B.map(lambda a: np.broadcast_to(a[None, :], (batch, n)))
-        Y = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
+        Y = rss.add(eng.R, Y, rss.apply(B, lambda a: np.broadcast_to(a[None, :], (batch, n))))
+        Y = rss.apply(Y, lambda a: np.ascontiguousarray(a).reshape(-1))
         if cls:
             shift = fw[0] + fw[1] - cfg.frac_bits
-            out, oeng = eng.bitext((-Y).add_public((1 << shift) - 1), beng), beng
+            a = rss.add_public(eng.R, eng.idx, rss.neg(eng.R, Y), np.uint64((1 << shift) - 1))
+            out, oeng = eng.bitext(a, beng), beng
         else:
             out, oeng = Y, eng
         if malicious:
