@@ -79,21 +79,10 @@ def reconstruct(ring: Ring, pairs: list[Pair]) -> np.ndarray:
     return ring.reduce(pairs[0].a + pairs[1].a + pairs[2].a)
 
 
-def reconstruct_from(ring: Ring, pair: Pair, missing: np.ndarray) -> np.ndarray:
-    """Party p's reconstruction: its pair plus the one component x_{p+2} it lacks."""
-    return ring.reduce(pair.a + pair.b + missing)
-
-
 def missing_component(p: int) -> int:
     """The component index party p does not hold."""
     _check_party(p)
     return (p + 2) % PARTIES
-
-
-def holders(j: int) -> tuple[int, int]:
-    """The two parties holding component j: j (as its first) and j-1 (as its second)."""
-    _check_party(j)
-    return (j, prv(j))
 
 
 # ---- linear operations (local) -------------------------------------------------------------
@@ -121,15 +110,6 @@ def add_public(ring: Ring, p: int, x: Pair, c: np.ndarray) -> Pair:
 def mul_public(ring: Ring, x: Pair, c: np.ndarray) -> Pair:
     c = np.asarray(c, dtype=np.uint64)
     return Pair(ring.mul(x.a, c), ring.mul(x.b, c))
-
-
-def matmul_public_right(ring: Ring, x: Pair, w: np.ndarray) -> Pair:
-    """x @ W for public W."""
-    return Pair(ring.matmul(x.a, w), ring.matmul(x.b, w))
-
-
-def matmul_public_left(ring: Ring, w: np.ndarray, x: Pair) -> Pair:
-    return Pair(ring.matmul(w, x.a), ring.matmul(w, x.b))
 
 
 def apply(x: Pair, fn: Callable[[np.ndarray], np.ndarray]) -> Pair:
@@ -261,6 +241,3 @@ def mod_mul_local(p: int, x: Pair, y: Pair) -> np.ndarray:
     q = np.uint64(p)
     return (xa * ((ya + yb) % q) + xb * ya) % q
 
-
-def mod_reconstruct(p: int, pairs: list[Pair]) -> np.ndarray:
-    return (np.asarray(pairs[0].a, np.uint64) + pairs[1].a + pairs[2].a) % np.uint64(p)

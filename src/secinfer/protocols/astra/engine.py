@@ -425,16 +425,13 @@ class AstraEngine:
         check_triples(self, cat(0), cat(1), cat(2))
 
     def mul_online(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
-        return self._products_online(x, y, z, prep)
+        return self.products_recv(self.products_send(x, y, z, prep))
 
     def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: MulPrep, mstar_first: bool = False) -> AShare:
         """``mstar_first`` (malicious): send P0 m* (hash) before the m_z exchange, when P0's
         answer is on the longer path (the product is revealed next); otherwise m_z first
         (the comparison needs it)."""
-        return self._products_online(x, w, u, prep, mstar_first)
-
-    def _products_online(self, x, y, z, prep, mstar_first: bool = False):
-        return self.products_recv(self.products_send(x, y, z, prep, mstar_first))
+        return self.products_recv(self.products_send(x, w, u, prep, mstar_first))
 
     def products_send(self, x, y, z, prep, mstar_first: bool = False, with_verify: bool = False) -> dict:
         """First half of the online product: the evaluators send their m_z share (and, in

@@ -35,10 +35,9 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   1 / binom(44, 22) < 2^-40. This costs 44 products of the layer's size offline.
   Memory: a large matrix triple's (``LAZY_ELEMS``) a and b are drawn from labelled PRF streams
   (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
-  output needs them, one triple at a time; only the 44 products c are kept (before
-  2026-11-24 all 44 a, b and c and the sacrifice's 21 copies of the head were held at
-  once: VGG16's 4096 x 4096 layer alone needed ~12 GB per party). The messages, bytes and
-  rounds are unchanged (a round's messages do not wait for that round's receipts; the
+  output needs them, one triple at a time; only the 44 products c are kept (VGG16's
+  4096 x 4096 layer needed ~12 GB per party otherwise). The messages, bytes and rounds are
+  those of the stacked path (a round's messages do not wait for that round's receipts; the
   sacrifice's tau of a pair leaves as soon as that pair's rho and sigma are in).
 
 All of it runs in the ``offline`` phase and is metered there; ``plan`` records, by a

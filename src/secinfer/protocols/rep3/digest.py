@@ -51,21 +51,15 @@ class RunningHashes:
             h = self.table[(peer, check)] = hashlib.sha256(self.domain + b"/" + check.encode() + b"\x00")
         _update(h, arrays)
 
-    def checks(self, peer: str) -> list[str]:
-        return sorted(c for (q, c) in self.table if q == peer)
-
     def pop_peer(self, peer: str) -> list[tuple[str, bytes]]:
         """[(check, 32-byte digest)] for ``peer``, sorted by check name, and forget them."""
-        return [(c, self.table.pop((peer, c)).digest()) for c in self.checks(peer)]
+        return [(c, self.table.pop((peer, c)).digest()) for c in sorted(c for (q, c) in self.table if q == peer)]
 
     def has_peer(self, peer: str) -> bool:
         return any(q == peer for q, _ in self.table)
 
     def keys(self):
         return set(self.table)
-
-    def clear(self) -> None:
-        self.table.clear()
 
     def __bool__(self) -> bool:
         return bool(self.table)

@@ -160,11 +160,6 @@ class Engine:
         return Pair(self._draw_mod(self._k_prev, lab, n, p).reshape(shape),
                     self._draw_mod(self._k_own, lab, n, p).reshape(shape))
 
-    def public_draw(self, shape, label: str) -> np.ndarray:
-        """Values all three parties derive alike (three-way key): NOT secret from any party."""
-        n = int(np.prod(shape))
-        return self._draw(self._k_all, self._label(label), n).reshape(shape)
-
     def random_pair(self, shape) -> Pair:
         """A replicated sharing of a uniformly random value nobody knows: component c from
         the key of parties c and c-1 (k_{c-1})."""

@@ -1,20 +1,10 @@
-"""The one triple factory of the three-party protocols: multiplication triples by
-optimistic generation, a joint shuffle, cut-and-choose and bucket sacrifice
-[ASTRA App. A.1, Fig. 16], following Araki et al. 2017 ("cut-and-choose with bucketing").
-
-1. The parties generate T = B*N + C triples optimistically (a semi-honest product: a
-   corrupt party can add an error to c, nothing else).
-2. ``coin_toss``: a commit-then-reveal joint seed, tossed after every c is fixed, gives a
-   public random permutation (``shuffle``) no party could predict while producing triples.
-3. Cut: the first C triples are opened and checked (check ``cut_check``).
-4. Buckets: the other B*N form N buckets of B (``buckets``); each head (the triple kept)
-   is sacrificed against the B-1 others (check ``bucket_check``). B = ceil(s / log2 N)
-   for s = 40 (``bucket_params``), since the shuffle follows the generation.
-
-``cut_and_bucket`` runs steps 2-4 over any share type, given how to take indices, open
-and sacrifice; astra (AShare) and aby3 (Pair) use it, and falcon (Pair over Z_2^l, Z_67,
-Z_2, pipelined per group) uses ``bucket_params``, ``coin_toss``, ``shuffle`` and
-``buckets``.
+"""The one triple factory of the three-party protocols [ASTRA App. A.1, Fig. 16], after
+Araki et al. 2017 ("cut-and-choose with bucketing"): T = B*N + C triples made
+optimistically (a corrupt party can only add an error to c), a public permutation from a
+commit-then-reveal ``coin_toss`` tossed after every c is fixed (``shuffle``), C opened and
+checked (the cut), the other B*N in N buckets whose head is sacrificed against the B-1
+others (``buckets``); B = ceil(40 / log2 N) (``bucket_params``). ``cut_and_bucket`` runs it
+over any share type (astra, aby3); falcon's pipelined groups use the pieces.
 """
 
 from __future__ import annotations

@@ -103,6 +103,7 @@ def check_model(graph, security: str) -> None:
     executor.check_graph(graph, executor.supported_ops(), "stamp")
 
 
+_M, _A = ("malicious",), ("semi-honest", "malicious")
 SPEC = ProtocolSpec(
     name="stamp",
     description="STAMP: 3-party replicated sharing with a lightweight trusted device (LTEE, emulated) per party",
@@ -115,25 +116,18 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt",
-    checks=(
-        Check("reconstruct-consistency", "a missing component equals its copy or hash from the other holder",
-              "STAMP App. A"),
-        Check("multiplication-check", "every product matches its verification triple (deltas are zero)",
-              "STAMP 3.2"),
-        Check("input-consistency", "the input owner sent the same rho = X - A to both parties", "STAMP 3.2"),
-        Check("relu-step2", "the two copies of the masked value sent towards the LTEE agree", "STAMP Protocol 4"),
-        Check("softmax-step2", "the two copies of the masked exponent inputs agree", "STAMP Protocol 6"),
-        Check("relu-step5", "the two LTEE evaluations' results and padded shares agree", "STAMP Protocol 4"),
-        Check("output-consistency", "the output step's masked component equals its hash from the other holder",
-              "STAMP Protocol 5"),
-        Check("ltee-seed", "the LTEE released every seed of a zero-sharing", "STAMP Protocol 3"),
-        Check("ltee-certificate", "a peer's LTEE carries a valid manufacturer certificate", "STAMP Protocol 1"),
-        Check("ltee-key-exchange", "the LTEE accepted the peer's signed key exchange and wrapped key",
-              "STAMP Protocol 1", ("semi-honest", "malicious")),
-        Check("ltee-policy", "the LTEE releases only the masks its party may hold", "STAMP Protocol 2"),
-        Check("ltee-stale-counter", "the LTEE serves each counter range once (no replay)", "STAMP Protocol 2",
-              ("semi-honest", "malicious")),
-        Check("ltee-output-mac", "the output step's inputs carry valid MACs of the two other LTEEs",
-              "STAMP Protocol 5"),
-    ),
+    checks=tuple(Check(n, what, "STAMP " + ref, sec) for n, what, ref, sec in (
+        ("reconstruct-consistency", "a missing component equals its copy or hash from the other holder", "App. A", _M),
+        ("multiplication-check", "every product matches its verification triple (deltas are zero)", "3.2", _M),
+        ("input-consistency", "the input owner sent the same rho = X - A to both parties", "3.2", _M),
+        ("relu-step2", "the two copies of the masked value sent towards the LTEE agree", "Protocol 4", _M),
+        ("softmax-step2", "the two copies of the masked exponent inputs agree", "Protocol 6", _M),
+        ("relu-step5", "the two LTEE evaluations' results and padded shares agree", "Protocol 4", _M),
+        ("output-consistency", "the output step's masked component equals its hash", "Protocol 5", _M),
+        ("ltee-seed", "the LTEE released every seed of a zero-sharing", "Protocol 3", _M),
+        ("ltee-certificate", "a peer's LTEE carries a valid manufacturer certificate", "Protocol 1", _M),
+        ("ltee-key-exchange", "the LTEE accepted the peer's signed key exchange and wrapped key", "Protocol 1", _A),
+        ("ltee-policy", "the LTEE releases only the masks its party may hold", "Protocol 2", _M),
+        ("ltee-stale-counter", "the LTEE serves each counter range once (no replay)", "Protocol 2", _A),
+        ("ltee-output-mac", "the output step's inputs carry the two other LTEEs' MACs", "Protocol 5", _M))),
 )
