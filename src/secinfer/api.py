@@ -38,7 +38,7 @@ OUTPUT_KINDS = ("scores", "labels")
 
 # Until the protocols declare ``reveals`` / ``value_limits`` / ``run_warning`` on their
 # ProtocolSpec (protocols/base.py), the API knows these three facts about them:
-_FALCON_WARNING = ("falcon is an in-repo COST MODEL of Falcon+ (the baseline of STAMP's evaluation): in "
+_FALCON_WARNING = ("WARNING: falcon is an in-repo COST MODEL of Falcon+ (the baseline of STAMP's evaluation): in "
                    "fx32 its probabilistic truncation makes outputs differ from the reference and from run "
                    "to run; use it for timing and traffic, not for answers")
 
@@ -79,7 +79,7 @@ def run_warning(spec, cfg=None) -> str:
 
 def trust_note(spec) -> str:
     if spec.insecure:
-        return (f"protocol {spec.name!r} is INSECURE: the client's input is sent to the server in plaintext. "
+        return (f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server in plaintext. "
                 "Use it only as a reference.")
     return ""
 

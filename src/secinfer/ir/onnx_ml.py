@@ -111,8 +111,9 @@ class MLImports:
         self.check_attrs("ArgMax", attrs, {"axis", "keepdims", "select_last_index"})
         x = ins[0]
         r = len(self.shapes[x])
-        if int(attrs.get("axis", 0)) % r != r - 1 or attrs.get("select_last_index", 0):
-            raise self.unsupported("ArgMax", "only the argmax over the last axis (the classes)")
+        if r != 2 or int(attrs.get("axis", 0)) % r != 1 or attrs.get("select_last_index", 0):
+            raise self.unsupported("ArgMax", "only the argmax over the classes of (batch, classes) scores, "
+                                             "as the predicted label")
         self.labels[node.output[0]] = {"scores": x, "classes": None}
 
     def op_ArrayFeatureExtractor(self, node, ins, attrs):  # default domain spelling never occurs

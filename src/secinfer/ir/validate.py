@@ -148,6 +148,9 @@ def outside_box(x, box) -> tuple | None:
 # The calibrated range of a model with an input scaler: |standardised value| <= CAL_SPREAD
 # (a Sub -> Mul standardiser, x*s + o min-max scaler). Without a scaler: |x| <= CAL_SPREAD.
 CAL_SPREAD = 1.0
+# a query beyond this many standard units of the scaler is reported as out of the
+# calibrated range (computed all the same when the exact check finds no overflow)
+OUT_OF_RANGE_SPREAD = 10.0
 
 
 def calibrated_box(graph, spread: float = CAL_SPREAD) -> tuple[np.ndarray, str]:
@@ -276,7 +279,7 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
     else:
         notes.append(f"the model is too large for the exact pre-launch overflow check "
                      f"(> {EXACT_CHECK_MACS:,} multiply-accumulates); only inputs and weights were checked")
-    box, desc = calibrated_box(graph)
+    box, desc = calibrated_box(graph, OUT_OF_RANGE_SPREAD)
     ob = outside_box(x, box) if "scaler" in desc else None
     if ob is not None:
         notes.append(f"input [{ob[0]}, {ob[1]}] = {ob[2]:.6g} is outside the model's calibrated range ({desc}: "
