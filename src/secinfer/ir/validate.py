@@ -41,8 +41,8 @@ def larger_configs(cfg: FixedPointConfig) -> list[str]:
 def fix_hint(cfg: FixedPointConfig, protocol: str | None = None) -> str:
     bigger = [n for n in larger_configs(cfg) if NAMED_CONFIGS[n].ring_bits > cfg.ring_bits]
     if bigger:
-        who = f"protocol {protocol!r} " if protocol else ""
-        return (f"use a larger ring: --fixed {bigger[0]} (if {who}accepts it) or a protocol over Z_2^64 "
+        who = f"if protocol {protocol!r} accepts it" if protocol else "where the protocol accepts it"
+        return (f"use a larger ring: --fixed {bigger[0]} ({who}) or a protocol over Z_2^64 "
                 f"(astra, crisp, reference)")
     return "rescale the model's weights or inputs (their values exceed even Z_2^64 at this precision)"
 
