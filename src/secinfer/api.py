@@ -295,7 +295,8 @@ class Result:
                  f"(wall incl. process start {lat.get('wall', 0.0):.3f}s)",
                  f"traffic: {format_bytes(self.bytes)} payload, {self.rounds} online rounds",
                  f"output: {self.output_kind}" + (f" ({self.meaning.get('score_kind')})"
-                                                   if self.output_kind == "scores" else ""),
+                                                   if self.output_kind == "scores"
+                                                   and self.meaning.get("score_kind") != "scores" else ""),
                  format_rows(self.meaning, self.output, self.predictions,
                              label_only=self.output_kind == "labels")]
         return "\n".join(lines)
@@ -478,7 +479,7 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
         xcal, _ = bundled.bundled_testset(ref.bundled)
         box, src = None, f"the bundled held-out set ({len(xcal)} rows)"
     else:
-        box, src = calibrated_box(graph)
+        box, src, _ = calibrated_box(graph)
     rep = Inspection(graph, meaning, float(np.max(box)) if box is not None else float(np.max(np.abs(xcal))),
                      src, None)
     try:

@@ -153,29 +153,35 @@ CAL_SPREAD = 1.0
 OUT_OF_RANGE_SPREAD = 10.0
 
 
-def calibrated_box(graph, spread: float = CAL_SPREAD) -> tuple[np.ndarray, str]:
+def calibrated_box(graph, spread: float = CAL_SPREAD) -> tuple[np.ndarray, str, bool]:
     """Per-feature bound m (|x_i| <= m_i) of the inputs a model was calibrated for, from its
     leading scaler: a standardiser Sub(x, c) -> Mul(., s) calibrates |(x - c) * s| <= spread,
-    a min-max scaler Mul(x, s) -> Add(., o) calibrates |x * s + o| <= spread."""
+    a min-max scaler Mul(x, s) -> Add(., o) calibrates |x * s + o| <= spread, a lone Mul(x, s)
+    |x * s| <= spread. Returns (m, description, whether a scaler defined it)."""
     inp = graph.inputs[0]
     k = inp.shape[-1] if inp.shape and inp.shape[-1] else 1
     first = [n for n in graph.nodes if inp.name in n.inputs]
     w = graph.initializers
-    if len(first) == 1 and len(inp.shape) == 2:
+
+    def vec(name):
+        v = w.get(name)
+        if v is None or np.asarray(v).size not in (1, k):
+            return None
+        return np.broadcast_to(np.abs(np.asarray(v, np.float64)).reshape(-1), (k,))
+
+    if len(first) == 1 and len(inp.shape) == 2 and len(first[0].inputs) == 2 and first[0].inputs[0] == inp.name:
         n0 = first[0]
         nxt = [n for n in graph.nodes if n0.outputs[0] in n.inputs]
-        c = w.get(n0.inputs[1]) if len(n0.inputs) > 1 else None
-        n1 = nxt[0] if len(nxt) == 1 else None
-        d = w.get(n1.inputs[1]) if n1 is not None and len(n1.inputs) > 1 else None
-        if c is not None and d is not None and c.size in (1, k) and d.size in (1, k):
-            c = np.broadcast_to(np.abs(np.asarray(c, np.float64)).reshape(-1), (k,))
-            d = np.broadcast_to(np.abs(np.asarray(d, np.float64)).reshape(-1), (k,))
-            with np.errstate(divide="ignore"):
-                if n0.op == "Sub" and n1.op == "Mul" and n0.inputs[0] == inp.name:
-                    return c + spread / d, f"|standardised input| <= {spread:g} (the model's scaler)"
-                if n0.op == "Mul" and n1.op == "Add" and n0.inputs[0] == inp.name:
-                    return (spread + d) / c, f"|scaled input| <= {spread:g} (the model's min-max scaler)"
-    return np.full(k, float(spread)), f"|x| <= {spread:g} (no input scaler: pass a calibration input)"
+        n1 = nxt[0] if len(nxt) == 1 and len(nxt[0].inputs) == 2 else None
+        c, d = vec(n0.inputs[1]), (vec(n1.inputs[1]) if n1 is not None else None)
+        with np.errstate(divide="ignore"):
+            if n0.op == "Sub" and n1 is not None and n1.op == "Mul" and c is not None and d is not None:
+                return c + spread / d, f"|standardised input| <= {spread:g} (the model's scaler)", True
+            if n0.op == "Mul" and n1 is not None and n1.op == "Add" and c is not None and d is not None:
+                return (spread + d) / c, f"|scaled input| <= {spread:g} (the model's min-max scaler)", True
+            if n0.op == "Mul" and c is not None:
+                return spread / c, f"|scaled input| <= {spread:g} (the model's input scaling)", True
+    return np.full(k, float(spread)), f"|x| <= {spread:g} (no input scaler: pass a calibration input)", False
 
 
 _UNIT_FUNCS = ("Sigmoid", "Tanh", "Softmax", "Erf")
@@ -279,8 +285,8 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
     else:
         notes.append(f"the model is too large for the exact pre-launch overflow check "
                      f"(> {EXACT_CHECK_MACS:,} multiply-accumulates); only inputs and weights were checked")
-    box, desc = calibrated_box(graph, OUT_OF_RANGE_SPREAD)
-    ob = outside_box(x, box) if "scaler" in desc else None
+    box, desc, scaled = calibrated_box(graph, OUT_OF_RANGE_SPREAD)
+    ob = outside_box(x, box) if scaled else None
     if ob is not None:
         notes.append(f"input [{ob[0]}, {ob[1]}] = {ob[2]:.6g} is outside the model's calibrated range ({desc}: "
                      f"|x| <= {ob[3]:.4g}); it was checked exactly and does not overflow")
