@@ -84,6 +84,7 @@ HANDSHAKE_TIMEOUT = 5.0
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
+MAX_PENDING_HANDSHAKES = 32             # unauthenticated connections answered at once
 _CLOSED = object()
 
 
@@ -113,9 +114,16 @@ def handshake_keys(session_id: bytes, initiator: str, responder: str, e_i: bytes
     return okm[:32], okm[32:], h
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with ``deadline`` (``time.monotonic()``), ``socket.timeout`` once it has
+    passed, however the bytes trickle in."""
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout(f"handshake not completed within {HANDSHAKE_TIMEOUT:g}s")
+            sock.settimeout(left)
         chunk = sock.recv(n - len(buf))
         if not chunk:
             raise ConnectionError("connection closed during the handshake")
@@ -222,6 +230,12 @@ class TcpEndpoint(SocketEndpoint):
         return (priv or self._secret).exchange(X25519PublicKey.from_public_bytes(pub))
 
     def _accept_loop(self) -> None:
+        """Accept until every peer's stream is in. Each connection is answered in its own
+        thread with a deadline for the whole handshake, so a connection that is slow, silent
+        or speaks garbage (before any authentication) neither delays nor fails the real
+        peers' handshakes. Beyond ``MAX_PENDING_HANDSHAKES`` unfinished handshakes the
+        oldest is dropped (a real peer's takes milliseconds, so it is never the oldest)."""
+        pending: collections.deque = collections.deque()
         while not self._stop.is_set() and len(self._in) < len(self.peers):
             try:
                 conn, addr = self._listener.accept()
@@ -229,21 +243,34 @@ class TcpEndpoint(SocketEndpoint):
                 continue
             except OSError:
                 return
-            try:
-                self._respond(conn, addr)
-            except Exception as e:  # noqa: BLE001 - recorded, reported by connect()
-                conn.close()
-                with self._state:
-                    self._refused.append(f"{addr[0]}:{addr[1]}: {e}")
-                    self._state.notify_all()
+            with self._state:
+                while pending and pending[0].fileno() < 0:
+                    pending.popleft()
+                if len(pending) >= MAX_PENDING_HANDSHAKES:
+                    old = pending.popleft()
+                    with contextlib.suppress(OSError):
+                        old.shutdown(socket.SHUT_RDWR)
+                pending.append(conn)
+            threading.Thread(target=self._serve_handshake, args=(conn, addr), daemon=True,
+                             name=f"secinfer-tcp-hs-{self.me}").start()
+
+    def _serve_handshake(self, conn: socket.socket, addr) -> None:
+        try:
+            self._respond(conn, addr)
+        except Exception as e:  # noqa: BLE001 - recorded (connect() names them), never fatal
+            conn.close()
+            with self._state:
+                self._refused.append(f"{addr[0]}:{addr[1]}: {e}")
+                del self._refused[:-20]
+                self._state.notify_all()
 
     def _respond(self, conn: socket.socket, addr) -> None:
-        conn.settimeout(HANDSHAKE_TIMEOUT)
-        if _recv_exact(conn, len(MAGIC)) != MAGIC:
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT     # for the whole handshake, not per read
+        if _recv_exact(conn, len(MAGIC), deadline) != MAGIC:
             raise AuthenticationError("not a secinfer tcp stream")
-        n = _recv_exact(conn, 1)[0]
-        role = _recv_exact(conn, n).decode(errors="replace")
-        e_i = _recv_exact(conn, 32)
+        n = _recv_exact(conn, 1, deadline)[0]
+        role = _recv_exact(conn, n, deadline).decode(errors="replace")
+        e_i = _recv_exact(conn, 32, deadline)
         if role not in self._statics:
             raise AuthenticationError(f"claims role {role!r}, which is not a peer of this session")
         if role in self._in:
@@ -254,12 +281,12 @@ class TcpEndpoint(SocketEndpoint):
         dh = (self._dh(e_i), self._dh(s_i), self._dh(e_i, eph), self._dh(s_i, eph))
         k_ir, k_ri, h = handshake_keys(self.session_id, role, self.me, e_i, e_r, dh)
         conn.sendall(e_r + AESGCM(k_ri).encrypt(_nonce(0), b"confirm", h))
-        hdr = _recv_exact(conn, _HDR.size)
+        hdr = _recv_exact(conn, _HDR.size, deadline)
         length, _stamp, kind = _HDR.unpack(hdr)
         if kind != K_DATA or length != len(b"ready") + _TAG:
             raise AuthenticationError(f"stream claiming {role!r}: bad first record (wrong key or another session?)")
         try:
-            if AESGCM(k_ir).decrypt(_nonce(0), _recv_exact(conn, length), hdr) != b"ready":
+            if AESGCM(k_ir).decrypt(_nonce(0), _recv_exact(conn, length, deadline), hdr) != b"ready":
                 raise InvalidTag
         except InvalidTag:
             raise AuthenticationError(f"stream claiming {role!r} failed authentication: its key is not the "
@@ -267,6 +294,8 @@ class TcpEndpoint(SocketEndpoint):
         _keepalive(conn, self.peer_timeout)
         conn.setblocking(False)
         with self._state:
+            if role in self._in or self._stop.is_set():
+                raise AuthenticationError(f"a second stream claiming {role!r}")
             self._in[role] = _In(conn, k_ir)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
@@ -288,7 +317,7 @@ class TcpEndpoint(SocketEndpoint):
             me = self.me.encode()
             sock.sendall(MAGIC + bytes([len(me)]) + me + e_i)
             try:
-                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG)
+                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG, time.monotonic() + HANDSHAKE_TIMEOUT)
             except (TimeoutError, socket.timeout):
                 raise PeerUnreachableError(f"{peer} ({self.info[peer].url}) accepted the connection but did not "
                                            f"answer the handshake within {HANDSHAKE_TIMEOUT:g}s (not a secinfer "
