@@ -265,6 +265,15 @@ class TcpEndpoint(SocketEndpoint):
                 self._state.notify_all()
 
     def _respond(self, conn: socket.socket, addr) -> None:
+        """Answer one connection's handshake; any failure is an ``AuthenticationError``."""
+        try:
+            self._respond_handshake(conn)
+        except AuthenticationError:
+            raise
+        except (OSError, ValueError) as e:   # closed, timed out, reset; a low-order X25519 key
+            raise AuthenticationError(f"handshake failed: {e}") from None
+
+    def _respond_handshake(self, conn: socket.socket) -> None:
         deadline = time.monotonic() + HANDSHAKE_TIMEOUT     # for the whole handshake, not per read
         if _recv_exact(conn, len(MAGIC), deadline) != MAGIC:
             raise AuthenticationError("not a secinfer tcp stream")
