@@ -18,14 +18,14 @@ cryptographic engine is CKKS with complex slots (``ckks``, in ``ckks_engine.py``
 the HE layer provides it. ``plain-insecure`` sends the client's shares *in the clear*:
 the server then learns the client's input. It exists only so the MAC algebra, the
 truncation, the consistency check and every malicious-client test of Claim 2 can run
-exactly and fast; it is refused unless asked for by name, and every result it produces
-says ``insecure``. Both engines compute the same functionality over Z_2^k, so the
-client's deviations (Delta 2, 3, 4 of Claim 2) act identically.
+exactly and fast; it runs only with the explicit option ``allow_insecure_linear=true``
+(which the CLI refuses, like every option naming an insecure setting), and every result
+it produces says ``insecure``. Both engines compute the same functionality over Z_2^k,
+so the client's deviations (Delta 2, 3, 4 of Claim 2) act identically. Both are
+``twopc.engine.LinearEngine``s.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class PlainInsecureLinear:
     missing = ""
     timing: dict = {}
 
-    def setup_client(self, ep, prg=None, tamper=None) -> None:
+    def setup_client(self, ep, prg=None) -> None:
         pass
 
     def prepare_client(self, steps) -> dict:
@@ -64,41 +64,40 @@ class PlainInsecureLinear:
         self.g, self.f, self.malicious = g, frac_bits, malicious
 
     # ---- client ----------------------------------------------------------------------
-    def client(self, ep, idx: int, step: dict, v1: np.ndarray, w1: np.ndarray | None, tamper) -> tuple:
+    def client(self, ep, idx: int, step, v1: np.ndarray, w1: np.ndarray | None) -> tuple:
         g = self.g
-        n_in = int(np.prod(step["in_shape"]))
-        n_out = int(np.prod(step["out_shape"]))
-        c3re = tamper("c3re", idx, v1.reshape(n_in, g.limbs))
+        n_in = int(np.prod(step.in_shape))
+        n_out = step.size
+        c3re = v1.reshape(n_in, g.limbs)
         if self.malicious:
-            c3im = tamper("c3im", idx, w1.reshape(n_in, g.limbs))
-            c1 = tamper("c1", idx, v1.reshape(n_in, g.limbs))
-            c2 = tamper("c2", idx, w1.reshape(n_in, g.limbs))
-            ep.send(SERVER, f"crisp/lin/{idx}", c3re, c3im, c1, c2)
+            # c3 = (v_1, w_1), c1 = Re, c2 = Im: the same values, sent separately
+            c3im = w1.reshape(n_in, g.limbs)
+            ep.send(SERVER, f"crisp/lin/{idx}", c3re, c3im, c3re, c3im)
             spec_out = ArraySpec(np.uint64, (n_out, g.limbs))
             z1, zi1, t1 = ep.recv(SERVER, f"crisp/lin/{idx}/out", spec_out, spec_out,
                                   ArraySpec(np.uint64, (n_in, g.limbs)))
             for a in (z1, zi1, t1):
                 lifted.check_reduced(g, a, f"client <- server lin {idx}")
-            shp = tuple(step["out_shape"]) + (g.limbs,)
+            shp = tuple(step.out_shape) + (g.limbs,)
             return z1.reshape(shp), zi1.reshape(shp), t1
         ep.send(SERVER, f"crisp/lin/{idx}", c3re)
         (z1,) = ep.recv(SERVER, f"crisp/lin/{idx}/out", ArraySpec(np.uint64, (n_out, g.limbs)))
         lifted.check_reduced(g, z1, f"client <- server lin {idx}")
-        return z1.reshape(tuple(step["out_shape"]) + (g.limbs,)), None, None
+        return z1.reshape(tuple(step.out_shape) + (g.limbs,)), None, None
 
     # ---- server ----------------------------------------------------------------------
-    def server(self, ep, idx: int, step: dict, weights: dict, v0: np.ndarray, w0: np.ndarray | None,
+    def server(self, ep, idx: int, step, weights, v0: np.ndarray, w0: np.ndarray | None,
                mu: np.ndarray | None, prg) -> tuple:
         g = self.g
-        n_in = int(np.prod(step["in_shape"]))
+        n_in = int(np.prod(step.in_shape))
         spec = ArraySpec(np.uint64, (n_in, g.limbs))
-        in_shp = tuple(step["in_shape"]) + (g.limbs,)
+        in_shp = tuple(step.in_shape) + (g.limbs,)
         nparts = 4 if self.malicious else 1
         parts = ep.recv(CLIENT, f"crisp/lin/{idx}", *([spec] * nparts))
         # Validate every client element before computing anything on it.
         for a in parts:
             lifted.check_reduced(g, a, f"server <- client lin {idx}")
-        w, b = weights["w"], weights["b"]
+        w, b = weights.w, weights.b
         re = g.add(parts[0].reshape(in_shp), v0)
         s_re = linops.server_linear(step, w, g, re)
         if b is not None:
@@ -127,22 +126,16 @@ class PlainInsecureLinear:
 ENGINES = {"plain-insecure": PlainInsecureLinear}
 
 
-def _testing() -> bool:
-    """Insecure test-only settings are honoured only inside the test-suite (tests/conftest.py
-    sets SECINFER_TESTING=1, inherited by the parties' processes)."""
-    return os.environ.get("SECINFER_TESTING") == "1"
-
-
 def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dict | None = None):
     options = options or {}
     if name == "ckks":
         from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
         pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
-        return CKKSLinear(g, frac_bits, malicious, pname, allow_insecure="insecure" in pname
-                          and bool(options.get("allow_insecure_he", False)) and _testing())
-    if name == "plain-insecure" and not (options.get("allow_insecure_linear", False) and _testing()):
+        return CKKSLinear(g, frac_bits, malicious, pname,
+                          allow_insecure="insecure" in pname and options.get("allow_insecure_he") is True)
+    if name == "plain-insecure" and options.get("allow_insecure_linear") is not True:
         raise ConfigError("crisp: the plain-insecure linear engine reveals the client's shares to the "
-                          "server; it runs only in the test-suite with allow_insecure_linear=true")
+                          "server; it runs only with the option allow_insecure_linear=true (tests)")
     try:
         return ENGINES[name](g, frac_bits, malicious)
     except KeyError:
