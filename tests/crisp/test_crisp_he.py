@@ -139,7 +139,7 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     uniform Z_2^104 shares: shares reconstruct to the exact convolution, real and MAC half.
     ``spills`` (300-bit chain): the chosen layout's product runs past N/2 (he_conv.spill_ok), so a wrong
     feasibility rule would mix the halves at the targets and break one of them."""
-    from secinfer.protocols.crisp import he_conv, linops
+    from secinfer.protocols.crisp import linops
 
     grp = Z2k(104)
     prg = PRG.for_tests(11)
@@ -229,11 +229,11 @@ def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
     not be dropped."""
     from fractions import Fraction
 
-    from secinfer.crypto.zk import popk
+    from secinfer.crypto.zk import keyproof
 
     prm, bud = _budget(mal, k_in, n_out, wbits)
     n, t = prm.n, bud.t
-    fresh = popk.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
+    fresh = keyproof.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
     assert bud.t_bits == 104 + mal and (bud.D, bud.T) == (104, 1)
     pre = 2 ** (bud.B - bud.t_bits) + 2 + 2 ** bud.noise_bits + fresh
     # 2^-sigma over the whole view: per read coefficient 2^-(sigma + 24), <= 2^24 of them

@@ -217,7 +217,7 @@ def hardened(bud, params, sec: int):
     """Re-derive a layer budget from what the proof guarantees (soundness slack included)
     instead of the honest bounds, so a client that passes the proof with out-of-range but
     provable values still cannot break the masking / flooding argument."""
-    bud.rebudget(popk.ProvenBounds(params.n, sec))
+    bud.rebudget(keyproof.ProvenBounds(params.n, sec))
     return bud
 
 

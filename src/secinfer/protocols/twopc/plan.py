@@ -14,7 +14,7 @@ Step kinds (``Step.op``):
     output   the tensor the client learns                                 OutputStep
     lin      an activation times a server weight (Gemm, Conv, MatMul,     LinearStep
              Mul, BatchNormalization as a per-channel affine), bias optional
-    avgpool  AveragePool: a public linear map (window sums x 1/count)      Step
+    avgpool  (Global)AveragePool: a public linear map (sums x 1/count)     Step
     add      sum of two activations (residual connection)                  AddStep
     relu     ReLU                                                          Step
     maxpool  MaxPool                                                       Step
@@ -40,7 +40,7 @@ from secinfer.ir.graph import Node, lift_2d
 
 LINEAR_OPS = ("Gemm", "Conv", "Mul", "MatMul", "BatchNormalization")
 MOVE_OPS = ("Reshape", "Flatten", "Identity")
-KIND_OF = {"AveragePool": "avgpool", "Relu": "relu", "MaxPool": "maxpool", "Add": "add",
+KIND_OF = {"AveragePool": "avgpool", "GlobalAveragePool": "avgpool", "Relu": "relu", "MaxPool": "maxpool", "Add": "add",
            **{op: "lin" for op in LINEAR_OPS}, **{op: "move" for op in MOVE_OPS}}
 MAX_STEPS = 4096
 MAX_ELEMS = 1 << 26
@@ -275,7 +275,7 @@ def _node_step(d: dict, kind: str, who: str) -> Step:
         st.bias, st.wbits = d["bias"], d["wbits"]
     elif kind == "add":
         st.other, st.other_shape = _name(d, "other", who), _shape_field(d, "other_shape", who)
-    if kind in ("avgpool", "maxpool"):
+    if node_op in ("AveragePool", "MaxPool"):
         try:
             lift_2d(st.node())
         except Exception as e:  # noqa: BLE001 - any malformed pooling attribute
