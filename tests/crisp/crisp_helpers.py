@@ -71,7 +71,7 @@ class TamperEndpoint:
 def run_crisp(graph, x, security="malicious", linear="plain-insecure", adversary=None, cfg=FX64,
               seed=1, extra=None):
     def mk(role):
-        opts = {"linear": linear, "allow_insecure_linear": linear == "plain-insecure"}
+        opts = {"linear": linear}
         if extra:
             opts.update(extra)
         job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.for_tests(seed, role),

@@ -32,7 +32,7 @@ def test_cli_refuses_insecure_test_settings():
     from secinfer.cli.main import _parse_options
     from secinfer.errors import InsecureParametersError
 
-    for opt in ("allow_insecure_he=true", "allow_insecure_linear=true", "linear=plain-insecure",
+    for opt in ("allow_insecure_he=true", "linear=plain-insecure",
                 "he_params=ckks-n12-wide-insecure"):
         with pytest.raises(InsecureParametersError):
             _parse_options([opt], None)

@@ -180,12 +180,6 @@ class HECore:
         if wit is not None:
             self._zk.add(ep, wit)
 
-    def answer(self, ep, idx, acc, bud, prg, pos) -> np.ndarray:
-        """Mask and send one answer at once (see :meth:`masked_answer`, :meth:`send_answers`)."""
-        raw, rmask = self.masked_answer(idx, acc, bud, prg, pos)
-        self.send_answers(ep, idx, [raw])
-        return rmask
-
     def masked_answer(self, idx, acc, bud, prg, pos) -> tuple:
         """acc + a mask ciphertext (prepared offline when possible), rescaled and trimmed
         to what the client reads (c1 in full, c0 at :meth:`read_positions` of ``pos``:

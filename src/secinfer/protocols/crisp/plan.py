@@ -84,11 +84,6 @@ def _check_gates(d: dict, kind: str) -> dict:
     return {"gates": gates}
 
 
-def parse_public_plan(raw: np.ndarray) -> list:
-    """Client/dealer side: decode and validate the server's plan (sizes bounded)."""
-    return twoplan.parse_plan(raw, "crisp", check_notes=_check_gates, kinds=KINDS)
-
-
 PARSE = {"check_notes": _check_gates, "kinds": KINDS}
 
 
