@@ -39,6 +39,10 @@ def _parse_options(items: list[str], params: str | None) -> dict:
             opts[k] = json.loads(v)
         except json.JSONDecodeError:
             opts[k] = v
+        # test-only settings (an insecure parameter set or engine, an allow_insecure_* opt-in)
+        # are honoured by protocol code only when asked for explicitly: never from the CLI
+        if "insecure" in k or (isinstance(opts[k], str) and "insecure" in opts[k]):
+            raise InsecureParametersError(f"option {it!r} names an insecure test-only setting; the CLI refuses it")
     if params is not None:
         if "insecure" in params:
             raise InsecureParametersError(
