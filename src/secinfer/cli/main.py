@@ -39,6 +39,10 @@ def _parse_options(items: list[str], params: str | None) -> dict:
             opts[k] = json.loads(v)
         except json.JSONDecodeError:
             opts[k] = v
+        # test-only settings (an insecure parameter set or engine, an allow_insecure_* opt-in)
+        # are honoured by protocol code only when asked for explicitly: never from the CLI
+        if "insecure" in k or (isinstance(opts[k], str) and "insecure" in opts[k]):
+            raise InsecureParametersError(f"option {it!r} names an insecure test-only setting; the CLI refuses it")
     if params is not None:
         if "insecure" in params:
             raise InsecureParametersError(
@@ -109,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
-    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | all | list")
+    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | peers | all | list")
     b.add_argument("--out", default="results", help="results folder")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None, help="network profile(s), comma separated")
