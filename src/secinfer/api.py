@@ -91,6 +91,7 @@ class ModelRef:
     label: str                 # how the user named it
     bundled: str | None = None
     tmpdir: str | None = None
+    client_steps: list = field(default_factory=list)   # public, parameter-free steps the client applies
 
     def cleanup(self) -> None:
         if self.tmpdir:
@@ -129,10 +130,11 @@ def resolve_model(model) -> ModelRef:
         bundled = s.split(":", 1)[1] if s.startswith("bundled:") else None
         tmp = tempfile.mkdtemp(prefix="secinfer-model-") if s.startswith("zoo:") else None
         return ModelRef(model_path(s, workdir=tmp), s, bundled, tmp)
-    proto = None
+    proto, steps = None, []
     if type(model).__name__ == "ModelProto" and type(model).__module__.startswith("onnx"):
         proto, label = model, "<onnx.ModelProto>"
     elif _is_sklearn(model):
+        model, steps = _split_client_steps(model)
         proto, label = sklearn_to_onnx(model), f"<{type(model).__name__}>"
     if proto is None:
         raise ConfigError(f"model must be a path, 'bundled:NAME', 'zoo:NAME', an onnx.ModelProto or a fitted "
@@ -142,7 +144,23 @@ def resolve_model(model) -> ModelRef:
     path = os.path.join(tmp, "model.onnx")
     with open(path, "wb") as fh:
         fh.write(proto.SerializeToString())
-    return ModelRef(path, label, None, tmp)
+    return ModelRef(path, label, None, tmp, steps)
+
+
+def _split_client_steps(est):
+    """A Pipeline's leading ``Normalizer`` (no parameters: nothing secret) runs on the client
+    before the query; the rest of the pipeline is the model. Returns (model, client steps)."""
+    if type(est).__name__ != "Pipeline" or len(est.steps) < 2:
+        return est, []
+    steps = []
+    k = 0
+    while k < len(est.steps) - 1 and type(est.steps[k][1]).__name__ == "Normalizer":
+        steps.append(est.steps[k][1])
+        k += 1
+    if not steps:
+        return est, []
+    rest = est[k:] if len(est.steps) - k > 1 else est.steps[-1][1]
+    return rest, steps
 
 
 def load_graph(ref: ModelRef):
@@ -191,6 +209,8 @@ def _as_input(x, ref: ModelRef, graph) -> np.ndarray:
     except (TypeError, ValueError) as e:
         raise ConfigError(f"the input is not a numeric array: {e}") from None
     arr = graph.batch_input(arr)
+    for step in ref.client_steps:     # e.g. sklearn's Normalizer: public, applied in the clear
+        arr = np.asarray(step.transform(arr), dtype=np.float64)
     graph.resolve_feeds(arr)          # shape check (ShapeError names the expected shape)
     return arr
 
@@ -227,6 +247,8 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
         graph = load_graph(ref)
         meaning = meaning_of(graph)
         notes = [n for n in (trust_note(spec), run_warning(spec, cfg)) if n]
+        notes += [f"{type(st).__name__}(norm={getattr(st, 'norm', '?')!r}) is applied on the client before the "
+                  f"query (it has no parameters: nothing secret)" for st in ref.client_steps]
         if output_kind == "labels":
             if not is_classifier(meaning):
                 raise ConfigError("output_kind='labels' needs a classifier; this model's output is a value "

@@ -107,3 +107,17 @@ def test_cli_output_kind_and_rows(tmp_path, capsys):
     assert main(["inspect", "bundled:cancer-logreg", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["meaning"]["decision"] == "threshold:0.5" and rep["protocols"]
+
+
+def test_a_leading_normalizer_runs_on_the_client():
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer
+
+    x, y = load_iris(return_X_y=True)
+    est = make_pipeline(Normalizer(), LogisticRegression(max_iter=500)).fit(x, y)
+    res = secinfer.run(est, x[:4], protocol="reference", in_process=True, quiet=True)
+    assert np.array_equal(res.predictions, est.predict(x[:4]))
+    np.testing.assert_allclose(res.output, est.predict_proba(x[:4]), atol=2e-3)
+    assert any("applied on the client" in n for n in res.notes)
