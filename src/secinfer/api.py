@@ -297,14 +297,15 @@ class Result:
     details: dict = field(default_factory=dict)   # latency/bytes per phase and party, raw output
 
     def to_json(self) -> dict:
-        def plain(v):
-            a = np.asarray(v)
-            return a.tolist()
-        return {"protocol": self.protocol, "security": self.security, "output_kind": self.output_kind,
-                "output": plain(self.output), "predictions": plain(self.predictions),
-                "latency_s": self.latency, "bytes": self.bytes, "rounds": self.rounds,
-                "classes": self.meaning.get("classes"), "task": self.meaning.get("task"),
-                "notes": list(self.notes), **{k: v for k, v in self.details.items() if k != "raw_output"}}
+        """The launcher's record (latency_s, bytes per party, rounds per phase, ...) plus the
+        output, its kind, the predictions and the classes."""
+        d = {k: v for k, v in self.details.items() if k != "raw_output"}
+        d.update({"protocol": self.protocol, "security": self.security, "output_kind": self.output_kind,
+                  "output": np.asarray(self.output).tolist(), "predictions": np.asarray(self.predictions).tolist(),
+                  "classes": self.meaning.get("classes"), "task": self.meaning.get("task"),
+                  "notes": list(self.notes), "latency_online_s": self.latency, "bytes_total": self.bytes,
+                  "rounds_online": self.rounds})
+        return d
 
     def describe(self) -> str:
         from secinfer.ir.outputs import format_rows

@@ -122,3 +122,10 @@ def test_cost_model_baseline_says_so_whenever_it_runs(capsys):
     assert "COST MODEL" in capsys.readouterr().err
     rep = secinfer.inspect("bundled:digits-mlp")
     assert any(p["protocol"] == "falcon" and p["warning"] for p in rep.protocols)
+
+
+def test_party_command_refuses_non_finite_weights_before_connecting(tmp_path, capsys):
+    path = _with_weight(tmp_path, float("nan"))
+    code = main(["party", "--cluster", str(tmp_path / "missing.toml"), "--id", "model_owner", "-p", "astra",
+                 "-m", path])
+    assert code == 2 and "NaN or infinity" in capsys.readouterr().err

@@ -63,6 +63,17 @@ def cmd_party(args) -> int:
     _warn_insecure(spec)
     options = _parse_options(args.option, args.params)
     mpath = model_path(args.model) if args.model else None
+    from secinfer.api import run_warning
+    from secinfer.arith.fixed import get_config
+
+    cfg = get_config(args.fixed or options.get("fixed") or spec.default_fixed)
+    if run_warning(spec, cfg):
+        print(f"[secinfer] {run_warning(spec, cfg)}", file=sys.stderr)
+    if mpath:   # the model owner refuses NaN/infinite or unrepresentable weights before connecting
+        from secinfer.ir.onnx_import import load_model
+        from secinfer.ir.validate import check_weights
+
+        check_weights(load_model(mpath), cfg)
     return party_from_cli(args, model_path=mpath, options=options)
 
 
