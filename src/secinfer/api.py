@@ -456,9 +456,12 @@ class Inspection:
         lines.append(f"\nDerived bounds for {self.range_source}:")
         for name, b in self.bounds.items():
             risk = b["risks"][0] if b["risks"] else None
+            worst = (b.get("worst_case_risks") or [None])[0]
             lines.append(f"  {name:<9} |output| <= {b['output_max_abs']:.4g}, error <= {b['output_error']:.3g}, "
                          f"largest |value| {b['max_abs']:.4g} (ring holds {b['value_limit']:.4g}, sums of products "
                          f"{b['product_limit']:.4g})" + (f"  OVERFLOW at {risk['node']!r}" if risk else "")
+                         + (f"  (worst case over the range: may overflow at {worst['node']!r}; every query is "
+                            f"checked exactly before a run)" if worst and not risk else "")
                          if not b.get("error") else f"  {name:<9} {b['error']}")
         lines.append("\nProtocols that can run it:")
         for p in self.protocols:
@@ -481,7 +484,7 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
     |standardised value| <= 1, or |x| <= ``input_range``)."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import meaning_of
-    from secinfer.ir.validate import calibrated_box, check_weights, describe_risk, range_report
+    from secinfer.ir.validate import calibrated_box, check_weights, describe_risk, overflow_nodes, range_report
     from secinfer.protocols import registry
 
     ref = resolve_model(model)
@@ -503,6 +506,14 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
         box, src = None, f"the bundled held-out set ({len(xcal)} rows)"
     else:
         box, src, _ = calibrated_box(graph)
+    probe = None
+    if xcal is None:
+        # the verdict: the exact reference executor on a few typical inputs of the calibrated
+        # range (the worst-case bounds over the whole box are shown, not used to refuse)
+        from secinfer.ir.validate import EXACT_CHECK_MACS, probe_inputs
+
+        if graph.stats()["macs"] * 4 <= EXACT_CHECK_MACS:
+            probe = probe_inputs(graph, 4, float(np.max(box)) if input_range is not None else 1.0)
     rep = Inspection(graph, meaning, float(np.max(box)) if box is not None else float(np.max(np.abs(xcal))),
                      src, None)
     try:
@@ -511,6 +522,7 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
         rep.refusal = str(e)
         return rep
     g_cal = graph.with_batch(len(xcal)) if xcal is not None and graph.inputs[0].shape[0] is None else graph
+    g_probe = graph.with_batch(len(probe)) if probe is not None and graph.inputs[0].shape[0] is None else graph
     for name in registry.names():
         try:
             spec = registry.get(name)
@@ -522,6 +534,12 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
             try:
                 check_weights(graph, cfg)
                 rep.bounds[cfg.name] = range_report(g_cal, cfg, box=box, x=xcal)
+                if xcal is None:
+                    b0 = rep.bounds[cfg.name]
+                    b0["worst_case_risks"], b0["risks"] = b0["risks"], []
+                    if probe is not None:
+                        b0["risks"] = overflow_nodes(g_probe, probe, cfg)
+                        b0["probe"] = f"{len(probe)} typical inputs of {src}"
             except SecinferError as e:
                 rep.bounds[cfg.name] = {"error": str(e), "risks": [], "output_max_abs": float("nan"),
                                         "output_error": float("nan"), "max_abs": float("nan"),
@@ -538,6 +556,7 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
             if row["ok"] and b.get("error"):
                 row.update(ok=False, reason=b["error"])
             elif row["ok"] and b["risks"]:
-                row.update(ok=False, reason=f"overflow on {src}: {describe_risk(b['risks'][0], cfg, name)}")
+                where = b.get("probe", src)
+                row.update(ok=False, reason=f"overflow on {where}: {describe_risk(b['risks'][0], cfg, name)}")
             rep.protocols.append(row)
     return rep

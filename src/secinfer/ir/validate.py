@@ -184,6 +184,33 @@ def calibrated_box(graph, spread: float = CAL_SPREAD) -> tuple[np.ndarray, str, 
     return np.full(k, float(spread)), f"|x| <= {spread:g} (no input scaler: pass a calibration input)", False
 
 
+def probe_inputs(graph, n: int = 4, spread: float = CAL_SPREAD, seed: int = 0) -> np.ndarray:
+    """n typical inputs of the calibrated range (fixed seed): uniform in [-spread, spread]
+    after the model's leading scaler (standardiser, min-max scaler or input scaling), or
+    uniform in [-spread, spread] when it has none."""
+    rng = np.random.default_rng(seed)
+    inp = graph.inputs[0]
+    if inp.shape and inp.shape[0] is not None:
+        n = int(inp.shape[0])      # a model built for a fixed batch
+    shape = (n,) + tuple(1 if d is None else int(d) for d in inp.shape[1:])
+    u = rng.uniform(-spread, spread, size=shape)
+    _, _, scaled = calibrated_box(graph, spread)
+    if not scaled:
+        return u
+    n0 = next(nd for nd in graph.nodes if inp.name in nd.inputs)
+    n1 = next((nd for nd in graph.nodes if n0.outputs[0] in nd.inputs), None)
+    w = graph.initializers
+    c = np.asarray(w[n0.inputs[1]], np.float64).reshape(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if n0.op == "Sub":
+            x = c + u / np.asarray(w[n1.inputs[1]], np.float64).reshape(-1)
+        elif n1 is not None and n1.op == "Add" and n1.inputs[1] in w:
+            x = (u - np.asarray(w[n1.inputs[1]], np.float64).reshape(-1)) / c
+        else:
+            x = u / c
+    return np.where(np.isfinite(x), x, 0.0)
+
+
 _UNIT_FUNCS = ("Sigmoid", "Tanh", "Softmax", "Erf")
 _SAME = ("Relu", "Neg", "Identity")
 
