@@ -226,7 +226,7 @@ class _Importer(MovementImports, MLImports):
             op, name = node.op_type, node.name or f"{node.op_type}_{k}"
             present = [i for i in node.input if i]
             if node.domain in ("", "ai.onnx"):
-                if all(i in const for i in present) and op not in _NONDETERMINISTIC:
+                if op == "Shape" or (all(i in const for i in present) and op not in _NONDETERMINISTIC):
                     const.update(o for o in node.output if o)
                     continue
                 ok = op in ("Shape",) or hasattr(self, f"op_{op}")
