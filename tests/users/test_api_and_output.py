@@ -121,3 +121,12 @@ def test_a_leading_normalizer_runs_on_the_client():
     assert np.array_equal(res.predictions, est.predict(x[:4]))
     np.testing.assert_allclose(res.output, est.predict_proba(x[:4]), atol=2e-3)
     assert any("applied on the client" in n for n in res.notes)
+
+
+def test_zoo_names_run_and_leave_no_file_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    res = secinfer.run("zoo:secureml-a", np.zeros((1, 784)), protocol="reference", in_process=True, quiet=True)
+    assert res.output.shape == (1, 10)
+    assert not list(tmp_path.glob("secinfer-model-*"))
