@@ -484,7 +484,8 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
     |standardised value| <= 1, or |x| <= ``input_range``)."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import meaning_of
-    from secinfer.ir.validate import calibrated_box, check_weights, describe_risk, overflow_nodes, range_report
+    from secinfer.ir.validate import (calibrated_box, check_weights, describe_risk, limit_violation,
+                                      overflow_nodes, range_report)
     from secinfer.protocols import registry
 
     ref = resolve_model(model)
@@ -553,6 +554,18 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
                 row["reveals"] = _spec_reveals(spec, graph, sec, {})
             except Exception as e:  # noqa: BLE001 - report why not
                 row.update(ok=False, reason=str(e))
+            data, g_data = (xcal, g_cal) if xcal is not None else (probe, g_probe)
+            if row["ok"] and data is not None and not b.get("error"):
+                try:
+                    lim = _spec_limits(spec, graph, cfg, {})
+                    hit = None if not lim or lim.get("values") is None else \
+                        limit_violation(g_data, data, float(lim["values"]))
+                except SecinferError:
+                    hit = None
+                if hit is not None:
+                    row.update(ok=False, reason=f"on {b.get('probe', src)}, node {hit['node']!r} ({hit['op']}) "
+                                                f"reaches {hit['bound']:.4g}, beyond what {name} holds "
+                                                f"(|value| < {hit['limit']:.4g} at its fixed-point precision)")
             if row["ok"] and b.get("error"):
                 row.update(ok=False, reason=b["error"])
             elif row["ok"] and b["risks"]:

@@ -274,7 +274,7 @@ def describe_risk(r: dict, cfg: FixedPointConfig, protocol: str | None = None) -
             f"only {r['limit']:.4g}; {fix_hint(cfg, protocol)}")
 
 
-def _limited_values(graph, x, limit: float) -> dict | None:
+def limit_violation(graph, x, limit: float) -> dict | None:
     """The first node whose float value reaches ``limit`` on the query (None if none)."""
     from secinfer.ir.float_exec import run_float_all
 
@@ -318,7 +318,7 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
         notes.append(f"input [{ob[0]}, {ob[1]}] = {ob[2]:.6g} is outside the model's calibrated range ({desc}: "
                      f"|x| <= {ob[3]:.4g}); it was checked exactly and does not overflow")
     if lim.get("values") is not None:
-        hit = _limited_values(graph, x, float(lim["values"]))
+        hit = limit_violation(graph, x, float(lim["values"]))
         if hit is not None:
             raise FixedPointRangeError(
                 f"this input takes node {hit['node']!r} ({hit['op']}) to {hit['bound']:.4g}, beyond what "
