@@ -116,9 +116,6 @@ class MLImports:
                                              "as the predicted label")
         self.labels[node.output[0]] = {"scores": x, "classes": None}
 
-    def op_ArrayFeatureExtractor(self, node, ins, attrs):  # default domain spelling never occurs
-        raise self.unsupported("ArrayFeatureExtractor", "must be in the ai.onnx.ml domain")
-
     # ---- ai.onnx.ml ------------------------------------------------------------------------
     def _floats(self, attrs, key, op, required=True) -> np.ndarray | None:
         v = attrs.get(key)
