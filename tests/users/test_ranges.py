@@ -40,7 +40,7 @@ def test_stamp_diabetes_is_refused_before_launch_naming_node_and_fix(monkeypatch
     msg = str(ei.value)
     assert "'gemm'" in msg and "--fixed fx64" in msg and "Z_2^64" in msg
     assert main(["run", "-p", "stamp", "-m", "bundled:diabetes-linreg"]) == 2
-    assert "overflows the fixed-point ring" in capsys.readouterr().err
+    assert "overflows the fixed-point ring of fx32f13" in capsys.readouterr().err
 
 
 def test_inspect_uses_the_same_analysis_as_demo():

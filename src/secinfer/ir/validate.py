@@ -306,8 +306,8 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
         over = overflow_nodes(graph, x, cfg)
         if over:
             raise FixedPointRangeError(
-                "this input overflows the fixed-point ring, so every protocol would return a wrong "
-                f"answer: {describe_risk(over[0], cfg, protocol)}"
+                f"this input overflows the fixed-point ring of {cfg.name}, so the protocol (which computes the "
+                f"bit-exact reference) would return a wrong answer: {describe_risk(over[0], cfg, protocol)}"
                 + (f" (also at {', '.join(repr(o['node']) for o in over[1:4])})" if len(over) > 1 else ""))
     else:
         notes.append(f"the model is too large for the exact pre-launch overflow check "
