@@ -13,7 +13,8 @@ from secinfer.protocols import registry
 from sk_models import CLASSIFIERS, fitted, sklearn_scores
 
 # one model per family keeps the run short; every protocol inspect accepts runs each
-CASES = ["logreg-binary", "logreg-multi", "linsvc-binary", "linreg", "mlp-classifier", "mlp-regressor"]
+CASES = ["logreg-binary", "logreg-multi", "linsvc-binary", "linreg", "mlp-classifier", "mlp-binary",
+         "mlp-regressor"]
 
 
 def _runnable(est, x):
