@@ -353,6 +353,7 @@ def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in
     else:
         from secinfer.runtime.launcher import run_local
 
+        prep.graph = None   # the parties load their own copy; do not hold the weights meanwhile
         res = run_local(protocol=prep.spec.name, security=prep.security, model_path=prep.model.path,
                         input_array=prep.x, network=prep.network, fixed=prep.cfg.name, options=prep.options,
                         timeout=timeout, progress=progress, cluster_settings=cluster_settings)
