@@ -220,7 +220,7 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
     """Check everything about one run; nothing is started. Raises a typed SecinferError."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import is_classifier, meaning_of
-    from secinfer.ir.validate import check_run
+    from secinfer.ir.validate import check_query, check_run, check_weights
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
 
@@ -265,6 +265,10 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
             notes.append(f"{spec.name} reveals the scores; the labels are computed on the client from them "
                          f"(the protocol has no secure argmax)")
         xb = _as_input(x, ref, graph)
+        # never downgraded by allow_out_of_range: weights that cannot be encoded, NaN queries
+        check_weights(graph, cfg)
+        if not np.all(np.isfinite(xb)):
+            check_query(graph, xb, cfg)
         limits = _spec_limits(spec, graph, cfg, options)
         try:
             notes += check_run(graph.with_batch(len(xb)) if graph.inputs[0].shape[0] is None else graph,

@@ -140,3 +140,13 @@ def test_inspect_applies_the_protocols_own_range_to_the_calibration_input(tmp_pa
     rows = {(p["protocol"], p["security"]): p for p in rep.protocols}
     assert not rows[("astra", "semi-honest")]["ok"] and "beyond what astra holds" in rows[("astra", "semi-honest")]["reason"]
     assert rows[("reference", "semi-honest")]["ok"]
+
+
+def test_allow_out_of_range_never_lets_nan_or_unencodable_weights_through(tmp_path, monkeypatch):
+    _no_launch(monkeypatch)
+    q = np.zeros((1, 10))
+    q[0, 1] = np.inf
+    with pytest.raises(FixedPointRangeError):
+        prepare("bundled:diabetes-linreg", q, protocol="reference", allow_out_of_range=True)
+    with pytest.raises(FixedPointRangeError, match="outside fx32f13's range"):
+        prepare(_with_weight(tmp_path, 1e6), np.zeros((1, 10)), protocol="stamp", allow_out_of_range=True)
