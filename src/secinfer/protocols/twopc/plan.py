@@ -194,6 +194,10 @@ def compile_plan(graph, cfg, batch: int, annotate: Callable | None = None) -> Se
         if kind is None:
             raise ProtocolError(f"two-party plan: no step kind for {node.op} ({node.name})")
         x, y = node.inputs[0], node.outputs[0]
+        consts = [n in graph.initializers for n in node.inputs]
+        if consts[0] or (kind == "lin" and not all(consts[1:])) or (kind == "add" and any(consts)):
+            raise ProtocolError(f"two-party plan: {node.op} {node.name} needs an activation "
+                                + ("and another activation" if kind == "add" else "times server weights"))
         common = dict(op=kind, name=node.name, node_op=node.op, inp=x, out=y, in_shape=_shape(trace[x]),
                       out_shape=_shape(trace[y]), attrs=_jsonable_attrs(node.attrs))
         if kind == "lin":
