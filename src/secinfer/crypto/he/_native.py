@@ -99,6 +99,7 @@ _SIGNATURES: dict[str, list] = {
     "zk_evaluate": [P_i64, P_u64, P_u64, P_bytes, P_i64, P_bytes, P_u64],
     "zk_encode": [P_i64, P_u64, P_i64, P_u64],
     "zk_plaintext": [H, cint, cint, P_u64, OUT_H],
+    "zk_lincomb": [cint, P_u64, cint, cint, P_u64, P_i64, P_u64],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }
 

@@ -178,3 +178,32 @@ func zk_plaintext(ph C.uint64_t, level, logScale C.int, res *C.uint64_t, out *C.
 	*out = C.uint64_t(put(&PT{ph: uint64(ph), v: pt}))
 	return codeOK
 }
+
+// zk_lincomb writes sum_i a_i x_i in R_Q: a (count, L, N) residues, x (count, N) int64.
+//
+//export zk_lincomb
+func zk_lincomb(logN C.int, primes *C.uint64_t, L C.int, count C.int, a *C.uint64_t, x *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	if logN < 3 || logN > 16 || L < 1 || L > 8 || count < 1 || count > 64 {
+		fail(codeArgument, "zk_lincomb: bad sizes")
+	}
+	N, nl, k := 1<<uint(logN), int(L), int(count)
+	ps := append([]uint64(nil), u64s(primes, nl)...)
+	flatA, flatX := u64s(a, k*nl*N), i64s(x, k*N)
+	as := make([][][]uint64, k)
+	xs := make([][]int64, k)
+	for i := 0; i < k; i++ {
+		as[i] = make([][]uint64, nl)
+		for l := 0; l < nl; l++ {
+			as[i][l] = flatA[(i*nl+l)*N : (i*nl+l+1)*N]
+		}
+		xs[i] = flatX[i*N : (i+1)*N]
+	}
+	res, err := zkbpp.LinComb(int(logN), ps, as, xs)
+	check(err, codeArgument, "zk_lincomb")
+	dst := u64s(out, nl*N)
+	for l := range res {
+		copy(dst[l*N:], res[l])
+	}
+	return codeOK
+}

@@ -300,3 +300,29 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 	}
 	return out
 }
+
+// LinComb returns sum_i a_i * x_i in R_Q (negacyclic, RNS rows): a_i residues, x_i small
+// signed integers. The BDOP commitment and its bound proof (secinfer.crypto.zk.bdop) are
+// such combinations.
+func LinComb(logN int, primes []uint64, a [][][]uint64, x [][]int64) ([][]uint64, error) {
+	N := 1 << uint(logN)
+	rq, err := ring.NewRing(N, primes)
+	if err != nil {
+		return nil, err
+	}
+	acc := rq.NewPoly()
+	for i := range a {
+		A := polyFrom(rq, a[i])
+		X := rq.NewPoly()
+		for l, q := range primes {
+			for j, v := range x[i] {
+				X.Coeffs[l][j] = signedMod(v, q)
+			}
+		}
+		rq.NTT(A, A)
+		rq.NTT(X, X)
+		rq.MulCoeffsBarrettThenAdd(A, X, acc)
+	}
+	rq.INTT(acc, acc)
+	return acc.Coeffs, nil
+}
