@@ -25,3 +25,29 @@ def test_smart_metering_sum():
     assert abs(got - want) <= 1e-3 * abs(want)
     assert res["data_source"].output[0] == got
     assert abs(res["user"].info["result"] - got) < 1e-2
+
+
+def test_disease_susceptibility_weighted_sum():
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 3, 60).astype(float)           # SNP values in {0, 1, 2}
+    w = rng.uniform(0, 1, 60)
+    res = _ok(run_certified(x, "weighted-sum", {"weights": w.tolist()}))
+    want = float(np.dot(w, x))
+    got = res["provider"].info["result"]
+    assert abs(got - want) <= 2.2e-5 * 10 * abs(want)
+
+
+def test_location_tracking_distance():
+    rng = np.random.default_rng(2)
+    steps = rng.uniform(-1.5, 1.5, (15, 2))
+    trace = np.cumsum(np.vstack([[10.0, 20.0], steps]), axis=0)   # 16 points, units of 1/16
+    x = trace.reshape(-1)
+    res = _ok(run_certified(x, "distance", {"step_bound": 3.0}))
+    u = usecases.get("distance")
+    desc = usecases.describe("distance", x.size, None, 3.0)
+    d = u.quantize(x)
+    poly = usecases.reference(desc, d) / 16
+    exact = usecases.reference(desc, d, exact=True) / 16
+    got = res["provider"].info["result"]
+    assert abs(got - poly) <= 1e-3 * abs(poly)       # CKKS budget around the polynomial
+    assert abs(got - exact) <= 0.1 * exact           # the polynomial's approximation error

@@ -40,8 +40,6 @@ from secinfer.protocols.certified import usecases
 
 DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
 NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
-LOG_SCALE = 25                                # [CRISP-certified Sec. 6.2] 25-bit precision
-NU_BITS, ETA_BITS = 8, 24                     # release blinding ranges (see docs)
 RELEASE_TOL = 1.0                             # |m_B - (nu m + eta)| in data units
 _MAX_BYTES = 1 << 31
 
@@ -84,7 +82,7 @@ class Session:
 
     def zk_config(self, n_msgs: int) -> zkbpp.ZKConfig:
         return zkbpp.ZKConfig(self.params.log_n, self.primes, self.reps, self.msg_bytes,
-                              self.usecase.data_bits, n_msgs, LOG_SCALE)
+                              self.usecase.data_bits, n_msgs, self.usecase.log_scale)
 
     def chunks(self, n: int) -> list[tuple[int, int]]:
         return [(s, min(n, s + self.slots)) for s in range(0, n, self.slots)]
@@ -157,7 +155,7 @@ def _run_user(ep, job: PartyJob) -> PartyResult:
         for (a, b) in s.chunks(n):
             cfg = s.zk_config(b - a)
             d = np.array([data_of(u, m) for m in msgs[a:b]])
-            pt = zkbpp.plaintext(params, zkbpp.encode(cfg, d), s.level, LOG_SCALE)
+            pt = zkbpp.plaintext(params, zkbpp.encode(cfg, d), s.level, u.log_scale)
             ct, rnd = encrypt_with_randomness(params, pt, kp.pk, seed=prg.bytes(32))
             pt.close()
             noises = np.stack([rnd.u, rnd.e0, rnd.e1])
@@ -281,7 +279,7 @@ def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) ->
         vk.verify(digests[i], sigs[i * sl:(i + 1) * sl].tobytes()) for i in range(n))
     ep.require(ok, "signature", USER, "a digest is not signed by the data source")
     ct = s.params.load(ct_raw.tobytes(), Ciphertext)
-    ok = ct.level == s.level and ct.degree == 1 and abs(ct.log_scale - LOG_SCALE) < 1e-9
+    ok = ct.level == s.level and ct.degree == 1 and abs(ct.log_scale - s.usecase.log_scale) < 1e-9
     ep.require(ok, "zkbpp-encryption", USER, "ciphertext level, degree or scale")
     cfg = s.zk_config(n)
     st = statement(s, cfg, pk, ct, com, key, digests)
@@ -303,8 +301,9 @@ def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> np.ndarra
     """[CRISP-certified Sec. 4.5] blind with (nu, eta), commit C0, receive C1, open C0,
     receive the opening of C1, check m_B = nu m + eta."""
     slots = s.slots
-    nu = (prg.below((1 << NU_BITS) - 1, slots) + 1).astype(np.float64)
-    eta = (prg.below(1 << (ETA_BITS + 1), slots) - (1 << ETA_BITS)).astype(np.float64)
+    u = s.usecase
+    nu = (prg.below((1 << u.nu_bits) - 1, slots) + 1).astype(np.float64)
+    eta = (prg.below(1 << (u.eta_bits + 1), slots) - (1 << u.eta_bits)).astype(np.float64)
     eta += prg.below(1 << 20, slots) / float(1 << 20)
     rho0 = prg.bytes(16)
     with blind(ev, params, ct_psi, nu, eta) as ct_b:

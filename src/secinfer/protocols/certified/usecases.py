@@ -35,6 +35,9 @@ class UseCase:
     levels: int                # multiplicative levels psi consumes
     test_params: str           # HE parameter set for tests (insecure, small)
     params: str                # production parameter set (128-bit)
+    log_scale: int             # CKKS scale of the data (ct x ct products need ~ the primes)
+    nu_bits: int               # release blinding: nu uniform in [1, 2^nu_bits)
+    eta_bits: int              #                   eta uniform in [-2^eta_bits, 2^eta_bits)
     paper: dict = field(default_factory=dict)   # Table 1 figures
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
@@ -48,14 +51,14 @@ class UseCase:
 
 
 USECASES = {u.name: u for u in (
-    UseCase("sum", 16, 8, 0, "ckks-n10-insecure", "ckks-n13-128",
+    UseCase("sum", 16, 8, 0, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
             {"t_enc_ms": 70, "t_dec_ms": 0.7, "t_comp_ms": 130, "t_prove_s": 200, "t_ver_s": 82,
              "mare": 5.1e-5, "proof_mb_per_ct": 643.4, "proof_kb_per_point": 628,
              "bound_proof_mb": 7.05}),
-    UseCase("weighted-sum", 8, 0, 1, "ckks-n10-insecure", "ckks-n13-128",
+    UseCase("weighted-sum", 8, 0, 1, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
             {"t_enc_ms": 60, "t_dec_ms": 2.7, "t_comp_ms": 22, "t_prove_s": 26, "t_ver_s": 13,
              "mare": 2.2e-5}),
-    UseCase("distance", 16, 4, 4, "ckks-n12-wide-insecure", "ckks-n14-128",
+    UseCase("distance", 16, 4, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 4, 12,
             {"t_enc_ms": 980, "t_dec_ms": 7, "t_comp_ms": 180, "t_prove_s": 470, "t_ver_s": 210,
              "mare": 1.5e-2}),
 )}
@@ -167,12 +170,22 @@ def evaluate(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> Ci
 
 
 def _sum(ev: Evaluator, cts: list[Ciphertext]) -> Ciphertext:
-    acc = ev.add(cts[0], cts[1]) if len(cts) > 1 else ev.add_scalar(cts[0], 0)
+    if len(cts) == 1:
+        return cts[0]
+    acc = ev.add(cts[0], cts[1])
     for ct in cts[2:]:
         nxt = ev.add(acc, ct)
         acc.close()
         acc = nxt
     return acc
+
+
+def _add_const(ev: Evaluator, ct: Ciphertext, c: float, slots: int) -> Ciphertext:
+    """ct + c in every slot, at ct's scale (the evaluator's add_scalar resets a non-default
+    scale, see docs/protocols/certified.md)."""
+    with ev.params.encode(np.full(slots, c), level=ct.level, log_slots=ct.log_slots,
+                          log_scale=ct.log_scale) as pt:
+        return ev.add(ct, pt)
 
 
 def _distance(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> Ciphertext:
@@ -186,9 +199,9 @@ def _distance(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> C
     diff = ev.sub(nxt, ct)
     sq = ev.mul_rescale(diff, diff)              # level -1
     t = ev.add(sq, ev.rotate(sq, 1))             # even slots: |p_{i+1} - p_i|^2
-    u1 = ev.add_scalar(ev.mul_scalar(t, c[2]), c[1])          # c2 t + c1 (level -1)
+    u1 = _add_const(ev, ev.mul_plain_vector(t, np.full(slots, c[2])), c[1], slots)  # level -1
     t_low = ev.drop_level(t, t.level - u1.level) if t.level > u1.level else t
-    p = ev.add_scalar(ev.mul_rescale(u1, t_low), c[0])        # level -1
+    p = _add_const(ev, ev.mul_rescale(u1, t_low), c[0], slots)                    # level -1
     mask = np.zeros(slots)
     mask[0:n - 2:2] = 1.0                        # step i lives in slot 2i, i < n/2 - 1
     return ev.mul_plain_vector(p, mask)          # level -1
