@@ -213,7 +213,8 @@ def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
             ok = all(np.array_equal(params._poly(want, i), params._poly(ct_b, i)) for i in (0, 1))
     ep.require(ok, "release-blinding", PROVIDER, "the blinded ciphertext is not B(psi(ct))")
     ep.send(PROVIDER, "certified/open-c1", _bytes(rho1), m, m_b)
-    return {"result": float(m[0]) / usecases.result_scale(desc)}
+    (res,) = ep.recv(PROVIDER, "certified/accepted", ArraySpec(np.float64, (1,)))
+    return {"result": float(res[0])}
 
 
 def blind(ev: Evaluator, params: CKKSParams, ct: Ciphertext, nu: np.ndarray, eta: np.ndarray) -> Ciphertext:
@@ -262,6 +263,7 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
         ct_psi = usecases.evaluate(ev, desc, cts, s.slots)    # [CRISP-certified Sec. 4.4]
         m = _provider_release(ep, s, params, ev, ct_psi, prg)
         result = float(m[0]) / usecases.result_scale(desc)
+        ep.send(USER, "certified/accepted", np.array([result], np.float64))
         ep.send(DATA_SOURCE, "certified/receipt", np.array([result], np.float64))
     return PartyResult(info={"result": result, "usecase": desc["usecase"], "points": n,
                              "reps": s.reps, "soundness_bits": zkbpp.soundness_bits(s.reps)})
