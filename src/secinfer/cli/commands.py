@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -30,7 +31,12 @@ def cmd_run(args) -> int:
         raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
     options = _parse_options(args.option, args.params)
     x = load_input_file(args.input)
-    mpath = model_path(args.model)
+    if spec.name == "certified" and not os.path.exists(args.model):   # a named use case
+        from secinfer.protocols.certified.graphs import cli_model_path
+
+        mpath = cli_model_path(args.model, x, options)
+    else:
+        mpath = model_path(args.model)
     from secinfer.ir.onnx_import import load_model
 
     spec.check_model(load_model(mpath), security)  # fail before starting any party process

@@ -233,15 +233,15 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
     if job.model is not None:
         from secinfer.protocols.certified.graphs import usecase_of
 
-        name, weights, step_bound = usecase_of(job.model)
+        name, weights, coeffs = usecase_of(job.model)
     else:
-        name, weights, step_bound = o.get("usecase", "sum"), o.get("weights"), o.get("step_bound")
+        name, weights, coeffs = o.get("usecase", "sum"), o.get("weights"), None
     with ep.phase("setup"):
         ep.send(DATA_SOURCE, "certified/kind", _bytes(usecases.get(name).name.encode()))
         (vk_raw,) = ep.recv(DATA_SOURCE, "certified/vk", _spec_bytes())
         (count,) = ep.recv(DATA_SOURCE, "certified/count", ArraySpec(np.int64, (1,)))
         n = int(count[0])
-        desc = usecases.describe(name, n, weights, step_bound)
+        desc = usecases.describe(name, n, weights, o.get("step_bound"), coeffs)
         s = Session(job, desc)
         vk = VerifyKey(s.scheme, vk_raw.tobytes())
         prg = job.prg.derive("provider")

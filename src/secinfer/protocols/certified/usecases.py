@@ -74,7 +74,8 @@ def get(name: str) -> UseCase:
 # ---------------------------------------------------------------- public description
 
 
-def describe(name: str, n_points: int, weights=None, speed_bound: float | None = None) -> dict:
+def describe(name: str, n_points: int, weights=None, speed_bound: float | None = None,
+             coeffs=None) -> dict:
     """psi as the provider announces it to the user (public, JSON)."""
     u = get(name)
     d = {"usecase": u.name, "n_points": int(n_points)}
@@ -86,7 +87,11 @@ def describe(name: str, n_points: int, weights=None, speed_bound: float | None =
     if name == "distance":
         if n_points % 2 or n_points < 4:
             raise ConfigError("distance needs a trace of at least two (x, y) points")
-        d["step_bound"] = float(speed_bound if speed_bound is not None else 4.0)
+        c = coeffs if coeffs is not None else sqrt_poly(speed_bound if speed_bound is not None else 4.0)
+        c = np.asarray(c, dtype=np.float64).reshape(-1)
+        if c.shape != (3,) or not np.all(np.isfinite(c)):
+            raise ConfigError("distance needs three finite polynomial coefficients")
+        d["coeffs"] = c.tolist()
     return d
 
 
@@ -101,6 +106,10 @@ def parse(desc: dict, max_points: int) -> dict:
         w = desc.get("weights")
         if not isinstance(w, list) or len(w) != n:
             raise ConfigError("psi description: weights do not match n_points")
+    if desc["usecase"] == "distance":
+        c = desc.get("coeffs")
+        if not isinstance(c, list) or len(c) != 3 or n % 2:
+            raise ConfigError("psi description: distance needs 3 coefficients and (x, y) pairs")
     return desc
 
 
@@ -113,7 +122,7 @@ def to_bytes(desc: dict) -> bytes:
 
 def sqrt_poly(step_bound: float) -> np.ndarray:
     """Degree-2 least-squares fit (c0, c1, c2) of sqrt on [0, T], T = step_bound^2
-    (in squared data units), weighted towards the upper range where steps lie."""
+    (real units), sampled uniformly on the interval."""
     t = np.linspace(0.0, step_bound ** 2, 2049)[1:]
     A = np.stack([np.ones_like(t), t, t * t], axis=1)
     c, *_ = np.linalg.lstsq(A, np.sqrt(t), rcond=None)
@@ -133,9 +142,15 @@ def reference(desc: dict, d: np.ndarray, exact: bool = False) -> float:
     sq = np.sum((p[1:] - p[:-1]) ** 2, axis=1)
     if exact:
         return float(np.sum(np.sqrt(sq)))
-    scale = float(1 << u.frac_bits)
-    c = sqrt_poly(desc["step_bound"] * scale)
+    c = data_unit_coeffs(desc)
     return float(np.sum(c[0] + c[1] * sq + c[2] * sq * sq))
+
+
+def data_unit_coeffs(desc: dict) -> np.ndarray:
+    """The distance polynomial on squared data units: p_du(t) = 2^f p(t / 4^f)."""
+    f = float(1 << get("distance").frac_bits)
+    c = np.asarray(desc["coeffs"], dtype=np.float64)
+    return np.array([c[0] * f, c[1] / f, c[2] / f ** 3])
 
 
 def result_scale(desc: dict) -> float:
@@ -193,8 +208,7 @@ def _distance(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> C
         raise ConfigError("distance: one ciphertext per trace (at most slots/2 points)")
     ct = cts[0]
     n = desc["n_points"]
-    u = get("distance")
-    c = sqrt_poly(desc["step_bound"] * (1 << u.frac_bits))
+    c = data_unit_coeffs(desc)
     nxt = ev.rotate(ct, 2)                       # slot j <- slot j+2: the next point
     diff = ev.sub(nxt, ct)
     sq = ev.mul_rescale(diff, diff)              # level -1
