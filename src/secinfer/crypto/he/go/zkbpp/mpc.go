@@ -101,36 +101,42 @@ func (r *run) add(x, y bw) bw {
 		}
 	}
 	var c, z bw
-	var given uint32
-	ne := (r.e + 1) % 3
-	if r.verify {
-		given = r.readAnd()
-	}
-	for i := uint(0); i < 31; i++ {
-		var a, b [3]uint32
-		for p := 0; p < 3; p++ {
-			a[p] = ((x[p] ^ c[p]) >> i) & 1
-			b[p] = ((y[p] ^ c[p]) >> i) & 1
+	if !r.verify {
+		// All three players, word-wide: bit i of each gate word is exact once the carries
+		// below bit i are, so only bit i is kept per step.
+		r01, r12, r20 := rnd[0]^rnd[1], rnd[1]^rnd[2], rnd[2]^rnd[0]
+		for i := uint(0); i < 31; i++ {
+			a0, a1, a2 := x[0]^c[0], x[1]^c[1], x[2]^c[2]
+			b0, b1, b2 := y[0]^c[0], y[1]^c[1], y[2]^c[2]
+			m := uint32(1) << i
+			g0 := ((a0 & b0) ^ (a1 & b0) ^ (a0 & b1) ^ r01) & m
+			g1 := ((a1 & b1) ^ (a2 & b1) ^ (a1 & b2) ^ r12) & m
+			g2 := ((a2 & b2) ^ (a0 & b2) ^ (a2 & b0) ^ r20) & m
+			z[0], z[1], z[2] = z[0]|g0, z[1]|g1, z[2]|g2
+			c[0] |= (g0 ^ (c[0] & m)) << 1
+			c[1] |= (g1 ^ (c[1] & m)) << 1
+			c[2] |= (g2 ^ (c[2] & m)) << 1
 		}
 		for p := 0; p < 3; p++ {
-			q := (p + 1) % 3
-			if r.computes(p) {
-				bit := (a[p] & b[p]) ^ (a[q] & b[p]) ^ (a[p] & b[q]) ^ ((rnd[p] ^ rnd[q]) >> i & 1)
-				z[p] |= bit << i
-			}
-		}
-		if r.verify {
-			z[ne] |= given & (1 << i)
-		}
-		for p := 0; p < 3; p++ {
-			c[p] |= (((z[p] >> i) ^ (c[p] >> i)) & 1) << (i + 1)
-		}
-	}
-	for p := 0; p < 3; p++ {
-		if r.computes(p) {
 			r.views[p].and = append(r.views[p].and, z[p])
 		}
+		return bw{x[0] ^ y[0] ^ c[0], x[1] ^ y[1] ^ c[1], x[2] ^ y[2] ^ c[2]}
 	}
+	e, n := r.e, (r.e+1)%3
+	given := r.readAnd()
+	rr := rnd[e] ^ rnd[n]
+	var ce, cn, ze uint32
+	for i := uint(0); i < 31; i++ {
+		ae, an := x[e]^ce, x[n]^cn
+		be, bn := y[e]^ce, y[n]^cn
+		m := uint32(1) << i
+		g := ((ae & be) ^ (an & be) ^ (ae & bn) ^ rr) & m
+		ze |= g
+		ce |= (g ^ (ce & m)) << 1
+		cn |= ((given & m) ^ (cn & m)) << 1
+	}
+	r.views[e].and = append(r.views[e].and, ze)
+	c[e], c[n] = ce, cn
 	return bw{x[0] ^ y[0] ^ c[0], x[1] ^ y[1] ^ c[1], x[2] ^ y[2] ^ c[2]}
 }
 

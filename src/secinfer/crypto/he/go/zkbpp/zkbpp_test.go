@@ -10,7 +10,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
 
-func testPrimes(t *testing.T, logN, n int) []uint64 {
+func testPrimes(t testing.TB, logN, n int) []uint64 {
 	g := ring.NewNTTFriendlyPrimesGenerator(40, uint64(2<<uint(logN)))
 	ps, err := g.NextDownstreamPrimes(n)
 	if err != nil {
@@ -20,7 +20,7 @@ func testPrimes(t *testing.T, logN, n int) []uint64 {
 }
 
 // honestInstance builds a random statement/witness pair the plain way (no MPC).
-func honestInstance(t *testing.T, cfg *Config, rng *mrand.Rand) (*Statement, *Witness, []int64) {
+func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Witness, []int64) {
 	N := cfg.N()
 	w := &Witness{}
 	d := make([]int64, cfg.NMsgs)
