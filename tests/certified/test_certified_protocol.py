@@ -20,7 +20,7 @@ def test_smart_metering_sum():
     x = np.round(rng.gamma(2.0, 0.2, 40), 3)          # half-hourly kWh readings
     res = _ok(run_certified(x, "sum"))
     u = usecases.get("sum")
-    want = usecases.reference({"usecase": "sum"}, u.quantize(x)) / 256
+    want = usecases.reference({"usecase": "sum"}, u.quantize(x)) / u.unit
     got = res["provider"].info["result"]
     assert abs(got - want) <= 1e-3 * abs(want)
     assert res["data_source"].output[0] == got

@@ -1,13 +1,13 @@
 """The functions psi of the certified-data protocol: the paper's three use cases
 [CRISP-certified Sec. 6.2-6.4] evaluated on CKKS ciphertexts, with plaintext references.
 
-Data points are fixed-point integers d = round(x * 2^frac_bits) of ``data_bits`` bits
+Data points are fixed-point integers d = round(x * unit) of ``data_bits`` bits
 (what the data source signs); slot j of a ciphertext holds d_j (the exact encoding of
 ``secinfer.crypto.zk.zkbpp.encode``). Every psi returns a ciphertext whose every slot
 holds the result in data units (divide by ``result_scale`` for real units), so that the
 release's blinding can use every slot.
 
-* ``sum`` (smart metering): sum of half-hourly readings, 16-bit, 1/256 kWh units.
+* ``sum`` (smart metering): sum of half-hourly readings, 16-bit, in Wh (kWh x 1000).
 * ``weighted-sum`` (disease susceptibility): SNP values in {0, 1, 2} (8-bit) times public
   weights (the provider's, sent to the user with psi).
 * ``distance`` (location-based activity tracking): the distance travelled along a trace
@@ -31,7 +31,7 @@ from secinfer.errors import ConfigError
 class UseCase:
     name: str
     data_bits: int
-    frac_bits: int
+    unit: int                  # data point = round(x * unit): Wh for kWh, 1/16 for positions
     levels: int                # multiplicative levels psi consumes
     test_params: str           # HE parameter set for tests (insecure, small)
     params: str                # production parameter set (128-bit)
@@ -42,23 +42,23 @@ class UseCase:
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """Fixed-point data points; out-of-range values are a typed error."""
-        v = np.rint(np.asarray(x, dtype=np.float64).reshape(-1) * (1 << self.frac_bits))
+        v = np.rint(np.asarray(x, dtype=np.float64).reshape(-1) * self.unit)
         lim = 1 << (self.data_bits - 1)
         if v.size == 0 or not np.all(np.isfinite(v)) or np.any(v < -lim) or np.any(v >= lim):
             raise ConfigError(f"use case {self.name!r}: data must be finite and fit "
-                              f"{self.data_bits}-bit fixed point with {self.frac_bits} fractional bits")
+                              f"{self.data_bits}-bit signed integers in units of 1/{self.unit}")
         return v.astype(np.int64)
 
 
 USECASES = {u.name: u for u in (
-    UseCase("sum", 16, 8, 0, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
+    UseCase("sum", 16, 1000, 0, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
             {"t_enc_ms": 70, "t_dec_ms": 0.7, "t_comp_ms": 130, "t_prove_s": 200, "t_ver_s": 82,
              "mare": 5.1e-5, "proof_mb_per_ct": 643.4, "proof_kb_per_point": 628,
              "bound_proof_mb": 7.05}),
-    UseCase("weighted-sum", 8, 0, 1, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
+    UseCase("weighted-sum", 8, 1, 1, "ckks-n10-insecure", "ckks-n13-128", 40, 4, 12,
             {"t_enc_ms": 60, "t_dec_ms": 2.7, "t_comp_ms": 22, "t_prove_s": 26, "t_ver_s": 13,
              "mare": 2.2e-5}),
-    UseCase("distance", 16, 4, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 4, 12,
+    UseCase("distance", 16, 16, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 4, 12,
             {"t_enc_ms": 980, "t_dec_ms": 7, "t_comp_ms": 180, "t_prove_s": 470, "t_ver_s": 210,
              "mare": 1.5e-2}),
 )}
@@ -148,14 +148,14 @@ def reference(desc: dict, d: np.ndarray, exact: bool = False) -> float:
 
 def data_unit_coeffs(desc: dict) -> np.ndarray:
     """The distance polynomial on squared data units: p_du(t) = 2^f p(t / 4^f)."""
-    f = float(1 << get("distance").frac_bits)
+    f = float(get("distance").unit)
     c = np.asarray(desc["coeffs"], dtype=np.float64)
     return np.array([c[0] * f, c[1] / f, c[2] / f ** 3])
 
 
 def result_scale(desc: dict) -> float:
     """Divide a result in data units by this for real units."""
-    return float(1 << get(desc["usecase"]).frac_bits)
+    return float(get(desc["usecase"]).unit)
 
 
 # ---------------------------------------------------------------- homomorphic evaluation
