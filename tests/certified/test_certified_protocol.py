@@ -23,6 +23,8 @@ def test_smart_metering_sum():
     want = usecases.reference({"usecase": "sum"}, u.quantize(x)) / u.unit
     got = res["provider"].info["result"]
     assert abs(got - want) <= 1e-3 * abs(want)
+    # the readings have 3 decimals: exact in Wh; within the paper's MARE of the float sum
+    assert abs(got - x.sum()) <= 5.1e-5 * x.sum()
     assert res["data_source"].output[0] == got
     assert abs(res["user"].info["result"] - got) < 1e-2
 
@@ -34,7 +36,7 @@ def test_disease_susceptibility_weighted_sum():
     res = _ok(run_certified(x, "weighted-sum", {"weights": w.tolist()}))
     want = float(np.dot(w, x))
     got = res["provider"].info["result"]
-    assert abs(got - want) <= 2.2e-5 * 10 * abs(want)
+    assert abs(got - want) <= 2.2e-5 * abs(want)     # the paper's MARE
 
 
 def test_location_tracking_distance():
@@ -50,4 +52,4 @@ def test_location_tracking_distance():
     exact = usecases.reference(desc, d, exact=True) / 16
     got = res["provider"].info["result"]
     assert abs(got - poly) <= 1e-3 * abs(poly)       # CKKS budget around the polynomial
-    assert abs(got - exact) <= 0.1 * exact           # the polynomial's approximation error
+    assert abs(got - exact) <= 1.5e-2 * exact        # the paper's MARE (sqrt approximated)
