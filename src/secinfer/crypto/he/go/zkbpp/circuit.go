@@ -109,10 +109,13 @@ func newEncodeTable(logN, logScale, slots int) *encodeTable {
 	return &encodeTable{n2: 2 * N, T: T, g: g}
 }
 
-// apply returns m = E d modulo q for d given modulo q.
+// apply returns m = E d modulo q for d given modulo q. Rows k and N-k are opposite
+// (g_j odd: T[g_j (N-k)] = T[N - g_j k] = -T[g_j k]; real slots give m_{N-k} = -m_k), so
+// only rows 0..N/2 are computed.
 func (t *encodeTable) apply(d []uint64, q uint64, out []uint64) {
 	mask := t.n2 - 1
-	for k := range out {
+	half := len(out) / 2
+	for k := 0; k <= half; k++ {
 		var pHi, pLo, nHi, nLo uint64
 		for j, dj := range d {
 			c := t.T[(t.g[j]*k)&mask]
@@ -129,6 +132,9 @@ func (t *encodeTable) apply(d []uint64, q uint64, out []uint64) {
 			}
 		}
 		out[k] = submod(bits.Rem64(pHi%q, pLo, q), bits.Rem64(nHi%q, nLo, q), q)
+	}
+	for k := 1; k < half; k++ {
+		out[len(out)-k] = submod(0, out[k], q)
 	}
 }
 

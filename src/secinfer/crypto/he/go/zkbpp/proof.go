@@ -272,7 +272,7 @@ func ProofBytes(cfg *Config, msgBytes int) (perRep, fixed int) {
 	L := len(cfg.Primes)
 	pw := L * cfg.N()
 	perRep = 9*32 + 2*SeedBytes + 4*(cfg.NMsgs*nw) + 8*NumSecretPolys*pw +
-		4*cfg.NMsgs*blocks*AndWordsPerBlock + 8*cfg.NMsgs*cfg.DataBits*2*L + 4*8*cfg.NMsgs + 8*NumOutputPolys*pw
+		4*cfg.NMsgs*blocks*AndWordsPerBlock + 8*cfg.NMsgs*cfg.DataBits*2*L
 	return perRep, 6 + 4 + 32
 }
 
@@ -384,19 +384,6 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 		}
 		writeU32s(&buf, pr.views[e1].and)
 		writeU64s(&buf, pr.views[e1].mul)
-		sumB := make([]uint32, len(pr.out[e].words))
-		for i := range sumB {
-			sumB[i] = pr.out[e].words[i] ^ pr.out[e1].words[i]
-		}
-		writeU32s(&buf, sumB)
-		rq := pd.rq
-		for k := 0; k < NumOutputPolys; k++ {
-			s := rq.NewPoly()
-			rq.Add(pr.out[e].polys[k], pr.out[e1].polys[k], s)
-			for _, row := range s.Coeffs {
-				writeU64s(&buf, row)
-			}
-		}
 	}
 	return buf.Bytes(), nil
 }

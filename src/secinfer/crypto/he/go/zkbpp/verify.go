@@ -58,8 +58,6 @@ type verifierRep struct {
 	seedE1    []byte
 	in2       *inputs
 	viewE1    *view
-	sumB      []uint32
-	sumA      [NumOutputPolys]ring.Poly
 	e         int
 }
 
@@ -98,10 +96,6 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 			}
 		}
 		vr.viewE1 = &view{and: rd.u32s(sz.nAnd), mul: rd.u64s(sz.nMul)}
-		vr.sumB = rd.u32s(sz.nOutB)
-		for k := range vr.sumA {
-			vr.sumA[k] = rd.poly(pd.rq)
-		}
 		if rd.bad {
 			return 0, ErrMalformed
 		}
@@ -110,13 +104,12 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 	if len(rd.b) != 0 {
 		return 0, ErrMalformed
 	}
-	// Non-canonical residues in player 2's share or the sums are malformed.
+	// Non-canonical residues in player 2's share are malformed.
 	for _, vr := range reps {
-		polys := vr.sumA[:]
-		if vr.in2 != nil {
-			polys = append(polys, vr.in2.polys[:]...)
+		if vr.in2 == nil {
+			continue
 		}
-		for _, p := range polys {
+		for _, p := range vr.in2.polys {
 			for l, q := range cfg.Primes {
 				for _, v := range p.Coeffs[l] {
 					if v >= q {
@@ -165,30 +158,19 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 				bad = true
 			}
 		}
-		// The claimed sums of the opened players' output shares match the recomputation.
-		for i, w := range vr.sumB {
-			if w != out[e].words[i]^out[e1].words[i] {
-				bad = true
-			}
-		}
-		s := rq.NewPoly()
-		for k := range vr.sumA {
-			rq.Add(out[e].polys[k], out[e1].polys[k], s)
-			if !rq.Equal(s, vr.sumA[k]) {
-				bad = true
-			}
-		}
 		viewBad[j] = bad
-		// Player e+2's output share = public output - (claimed) sum of the opened ones.
+		// Player e+2's output share = public output - the opened players' shares; its hash
+		// must be the committed one [ZKB++ Sec. 3].
 		y2 := make([]uint32, sz.nOutB)
 		for i := range y2 {
-			y2[i] = pd.digests[i/8][i%8] ^ vr.sumB[i]
+			y2[i] = pd.digests[i/8][i%8] ^ out[e].words[i] ^ out[e1].words[i]
 		}
 		digestBad[j] = hashOutB(y2) != vr.t.hB[e2]
 		var ya [NumOutputPolys]ring.Poly
 		for k := range ya {
 			ya[k] = rq.NewPoly()
-			rq.Sub(pd.outA[k], vr.sumA[k], ya[k])
+			rq.Sub(pd.outA[k], out[e].polys[k], ya[k])
+			rq.Sub(ya[k], out[e1].polys[k], ya[k])
 		}
 		encBad[j] = hashOutA(ya) != vr.t.hA[e2]
 	})

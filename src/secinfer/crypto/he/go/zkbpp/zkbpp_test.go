@@ -149,9 +149,9 @@ func TestProveVerify(t *testing.T) {
 		t.Fatalf("other context: fails=%d", f)
 	}
 	bad := append([]byte(nil), proof...)
-	bad[len(bad)-8] ^= 1 // lowest byte of the last output-sum coefficient
+	bad[len(bad)-8] ^= 1 // lowest byte of the last multiplication output of an opened view
 	if f, _ := Verify(cfg, st, bad, ctx); f&FailView == 0 {
-		t.Fatalf("tampered sum accepted: fails=%d", f)
+		t.Fatalf("tampered view accepted: fails=%d", f)
 	}
 	// another statement: a different ciphertext
 	st2 := *st
