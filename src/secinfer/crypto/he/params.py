@@ -70,7 +70,18 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     # allows there with one small P prime
     ParamSpec("ckks-n13-q195-128", 13, (60, 45, 45, 45), (22,), 40,
               "3 levels, Q = 195 bits (crisp FC layers at N = 2^13); logQP = 217 <= 218"),
+    # SAFHIRE's coefficient-domain RLWE/LWE sets [SAFHIRE Table 2], one Q prime (level 0, no
+    # rescaling) and one special prime P for the automorphism key switches of packing;
+    # profiles b = 8 / 12 / 16 in secinfer.crypto.he.packing. Generated primes: q = 2^27.0003,
+    # p = 2^25.9998 (log2 QP = 53.0002 <= 54); q, p = 2^54 - O(2^18) (log2 QP < 108 <= 109).
+    ParamSpec("rlwe-n11-q27-128", 11, (27,), (26,), 20,
+              "SAFHIRE b = 8: N = 2^11, logQP = 53 <= 54"),
+    ParamSpec("rlwe-n12-q54-128", 12, (54,), (54,), 40,
+              "SAFHIRE b = 12, 16: N = 2^12, logQP = 108 <= 109"),
     # Fast sets for tests only: the ring is far too small for the modulus.
+    ParamSpec("rlwe-n9-insecure", 9, (50,), (50,), 30, "tests only: fast packing on a tiny ring"),
+    ParamSpec("rlwe-n10-insecure", 10, (27,), (26,), 20,
+              "tests only: rlwe-n11-q27-128's moduli on a smaller ring"),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),

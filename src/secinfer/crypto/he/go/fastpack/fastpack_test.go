@@ -162,7 +162,7 @@ func log2(x int64) float64 {
 }
 
 func BenchmarkPackFull(b *testing.B) {
-	for _, cfg := range []struct{ logN, logQ, logP int }{{11, 27, 26}, {12, 54, 54}} {
+	for _, cfg := range []struct{ logN, logQ, logP int }{{11, 27, 26}} {
 		f := newFixture(b, cfg.logN, []int{cfg.logQ}, []int{cfg.logP}, 0)
 		N := f.params.N()
 		m := make([]int64, N)
@@ -189,4 +189,25 @@ func BenchmarkPackFull(b *testing.B) {
 		}
 	}
 	_ = ring.Standard
+}
+
+func BenchmarkNTT2048(b *testing.B) {
+	f := newFixture(b, 11, []int{27}, []int{26}, 0)
+	r := f.params.RingQ().AtLevel(0)
+	p := r.NewPoly()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r.NTT(p, p)
+	}
+}
+
+func BenchmarkAutomorphism2048(b *testing.B) {
+	f := newFixture(b, 11, []int{27}, []int{26}, 0)
+	ct := rlwe.NewCiphertext(f.params, 1, 0)
+	ct.IsNTT = true
+	out := rlwe.NewCiphertext(f.params, 1, 0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.packer.eval.Automorphism(ct, 4095, out)
+	}
 }
