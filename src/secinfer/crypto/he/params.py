@@ -27,6 +27,10 @@ from secinfer.errors import ConfigError, InsecureParametersError
 # [HE Standard, Table 1, ternary secret, 128-bit classical]: logN -> max log2(QP)
 HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881}
 
+# A key-switching digit may exceed P by at most this many bits (the key-switch noise then
+# stays below ~2^(10 + logN/2 + 2) ~ 2^19 at N = 2^14, far under a 2^40 scale).
+KEY_SWITCH_MAX_GAP = 10
+
 # Error distribution: discrete Gaussian sigma = 3.2 (Lattigo default, as in the Standard);
 # secret: ternary with P(+-1) = 2/3 (Lattigo default).
 ERROR_SIGMA = 3.2
@@ -48,6 +52,23 @@ class ParamSpec:
     @property
     def insecure(self) -> bool:
         return "insecure" in self.name
+
+    @property
+    def key_switch_gap_bits(self) -> int:
+        """How many bits the largest key-switching digit exceeds P: Lattigo's hybrid key
+        switching splits Q into digits of len(log_p) consecutive primes, and its noise is
+        about 2^(digit bits - log P) * sqrt(N) * sigma, so a P much smaller than a digit
+        makes every rotation and relinearisation inaccurate."""
+        k = len(self.log_p)
+        digits = [sum(self.log_q[i:i + k]) for i in range(0, len(self.log_q), k)]
+        return max(digits) - sum(self.log_p)
+
+    @property
+    def key_switching(self) -> bool:
+        """False when P is more than KEY_SWITCH_MAX_GAP bits below a digit (e.g.
+        ckks-n13-q195-128: 60-bit digit, 22-bit P: a 784x128 matvec was off by 2.2e4,
+        issue 22 item 8): such a set refuses rotation and relinearisation keys."""
+        return self.key_switch_gap_bits <= KEY_SWITCH_MAX_GAP
 
     @property
     def security_bits(self) -> int:
@@ -224,6 +245,13 @@ class CKKSParams:
         """Relinearisation key and Galois keys for the requested operations."""
         els = set(self.galois_elements(rotations, conjugate, pack, expand, trace_to))
         els.update(int(g) for g in galois)
+        if (relin or els) and not self.spec.key_switching:
+            raise HEArgumentError(
+                f"parameter set {self.name!r} cannot key-switch accurately (its special modulus P "
+                f"is {self.spec.key_switch_gap_bits} bits below a key-switching digit, more than "
+                f"{KEY_SWITCH_MAX_GAP}): it refuses relinearisation and rotation keys; use it "
+                f"without key switching (relin=False, no Galois elements) or pick a set with a "
+                f"larger P (e.g. ckks-n13-128)")
         arr = np.ascontiguousarray(sorted(els), dtype=np.uint64)
         h = N.new_handle("he_evk_gen", self.handle, self._own(sk, "sk"), int(relin),
                          N.ptr(arr, N.u64), len(arr))
