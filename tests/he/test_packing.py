@@ -7,7 +7,7 @@ import pytest
 from secinfer.crypto import he
 from secinfer.crypto.he import packing as pk
 
-SMALL = "rlwe-n9-insecure"     # N = 512, one 50-bit Q prime, one 50-bit P prime
+SMALL = "rlwe-n9-insecure"     # N = 512, one 53-bit Q prime, no P: 18-bit key-switching digits
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +66,21 @@ def test_pack_decrypts_exactly_and_counts_key_switches(P, kp, ev, prof, rng, gam
         rest[pos] = False
         assert not dec[rest].any()          # every other coefficient encrypts 0
         ct.close()
+
+
+def test_base2_evaluation_keys_round_trip(P, kp, prof, rng):
+    """The rlwe-* sets have no special prime: their Galois keys use 18/27-bit digits; the
+    serialised keys load back with that layout (and only under the same set)."""
+    assert P.p == () and P.spec.key_base2 == 18
+    with P.gen_eval_keys(kp.sk, relin=False, galois=pk.pack_galois_elements(P, 2)) as keys:
+        data = keys.to_bytes()
+    with P.load(data) as keys2, he.Evaluator(P, keys2) as ev2:
+        x = rng.integers(-100, 100, P.n)
+        chunk = pk.encrypt_powers(P, x, kp.sk, prof.input_log_scale(2), 2)
+        ct, _ = pk.pack(ev2, pk.extract(P, [chunk], np.arange(64), gamma=2))
+        np.testing.assert_array_equal(pk.decode(P, ct, kp.sk, prof.log_delta)[he.spread_positions(64, P.n)], x[:64])
+    with pytest.raises(he.ParameterMismatchError):
+        he.get_params("rlwe-n11-q53-w27-128").load(data)
 
 
 def test_pack_explicit_positions_any_order(P, kp, ev, prof, rng):
@@ -179,8 +194,10 @@ def test_noise_within_bound(kp, ev, prof, rng, gamma):
     e = pk.pipeline_noise(prof, kp, ev, gamma, x, W)
     bound = 2 ** prof.log_delta // 2
     assert np.abs(e).max() < bound
-    # one key-switch noise per tree level (halved operands), not N of them: far below the bound
-    assert np.abs(e).max() < 2 ** 16
+    # one key-switch noise per tree level (halved operands), not ~N of them: a single key
+    # switch with w-bit digits adds ~2^(w + logN/2 + 2); N-fold growth would add 2^(logN / 2 + ...) more
+    P = prof.params()
+    assert np.abs(e).max() < 2.0 ** (P.spec.key_base2 + P.log_n / 2 + 6)
 
 
 def test_profiles_for_b_8_12_16():
@@ -240,5 +257,5 @@ def test_parameter_set_that_cannot_key_switch_refuses_keys():
             with pytest.raises(he.HEArgumentError, match="cannot key-switch"):
                 P.gen_eval_keys(kp.sk, **kw)
         P.gen_eval_keys(kp.sk, relin=False).close()     # no key switching: allowed
-    for name in ("ckks-n13-128", "ckks-n14-128", "ckks-n14-q380-128", "rlwe-n11-q27-128", "rlwe-n12-q54-128"):
+    for name in ("ckks-n13-128", "ckks-n14-128", "ckks-n14-q380-128", "rlwe-n11-q53-w27-128", "rlwe-n11-q53-w18-128"):
         assert he.get_params(name).spec.key_switching

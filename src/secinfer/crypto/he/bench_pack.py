@@ -107,6 +107,7 @@ def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tupl
     with P.keygen() as kp:
         keys = P.gen_eval_keys(kp.sk, relin=False, galois=pk.pack_galois_elements(P, 0))
         ev = Evaluator(P, keys)
+        raw = {}
         for gamma in (0, 1, 2):
             samples = []
             for _ in range(runs):
@@ -115,9 +116,12 @@ def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tupl
                 x = rng.integers(-xmax, xmax + 1, n_in)
                 bias = rng.integers(-(lim // 4), lim // 4, n_out)
                 samples.append(pk.pipeline_noise(prof, kp, ev, gamma, x, W, bias))
-            e = np.concatenate(samples).astype(np.float64)
-            bound = 2.0 ** prof.log_delta / 2
-            hist, edges = np.histogram(e, bins=41)
+            raw[gamma] = np.concatenate(samples).astype(np.float64)
+        bound = 2.0 ** prof.log_delta / 2
+        top = max(float(np.abs(e).max()) for e in raw.values()) + 1
+        edges = np.linspace(-top, top, 42)          # shared bins: the Fig. 10 plot overlays them
+        for gamma, e in raw.items():
+            hist, _ = np.histogram(e, bins=edges)
             out[gamma] = {"b": b, "params": prof.params_name, "gamma": gamma, "samples": int(e.size),
                           "std": float(e.std()), "max_abs": float(np.abs(e).max()),
                           "log2_std": float(np.log2(e.std() + 1e-300)),

@@ -430,7 +430,7 @@ def _log_delta(params_name: str, b: int) -> int:
     return q0.bit_length() - 1 - b
 
 
-PROFILE_SETS = {8: "rlwe-n11-q27-128", 12: "rlwe-n12-q54-128", 16: "rlwe-n12-q54-128"}
+PROFILE_SETS = {8: "rlwe-n11-q53-w27-128", 12: "rlwe-n11-q53-w18-128", 16: "rlwe-n11-q53-w18-128"}
 
 
 def profile(b: int, params_name: str | None = None) -> PackingProfile:

@@ -14,9 +14,19 @@ import (
 	"math"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/utils"
 
 	"secinfer/he/fastpack"
 )
+
+// evkParams: the evaluation-key layout of a parameter set (base-2^w gadget digits for the
+// sets without a special prime).
+func evkParams(ph C.uint64_t) []rlwe.EvaluationKeyParameters {
+	if b := params(ph).base2; b > 0 {
+		return []rlwe.EvaluationKeyParameters{{BaseTwoDecomposition: utils.Pointy(b)}}
+	}
+	return nil
+}
 
 func fpDepth(depth C.int) int {
 	if depth < 0 || int(depth) > fastpack.MaxDepth {
