@@ -7,6 +7,7 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/utils"
 	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 )
 
@@ -26,10 +27,17 @@ func newFixture(t testing.TB, logN int, logQ, logP []int, depth int) *fixture {
 	}
 	kgen := rlwe.NewKeyGenerator(params)
 	sk := kgen.GenSecretKeyNew()
-	gks := kgen.GenGaloisKeysNew(PackGaloisElements(params, 0), sk)
+	var evp []rlwe.EvaluationKeyParameters
+	if len(logP) == 0 {
+		evp = append(evp, rlwe.EvaluationKeyParameters{BaseTwoDecomposition: utils.Pointy(18)})
+	}
+	gks := kgen.GenGaloisKeysNew(PackGaloisElements(params, 0), sk, evp...)
 	evk := rlwe.NewMemEvaluationKeySet(nil, gks...)
 	f := &fixture{params: params, sk: sk, enc: rlwe.NewEncryptor(params, sk), dec: rlwe.NewDecryptor(params, sk),
 		packer: NewPacker(params, evk), delta: 1 << 20}
+	if len(logP) == 0 {
+		f.delta = 1 << 36 // base-2^18 digits: key-switch noise ~2^26
+	}
 	return f
 }
 
@@ -85,7 +93,14 @@ func (f *fixture) decryptCentered(ct *rlwe.Ciphertext) []int64 {
 }
 
 func TestPackExact(t *testing.T) {
-	f := newFixture(t, 9, []int{50}, []int{50}, 0)
+	testPackExact(t, newFixture(t, 9, []int{50}, []int{50}, 0))
+}
+
+func TestPackExactBase2(t *testing.T) {
+	testPackExact(t, newFixture(t, 9, []int{53}, nil, 0))
+}
+
+func testPackExact(t *testing.T, f *fixture) {
 	N := f.params.N()
 	prng, _ := sampling.NewPRNG()
 	_ = prng
