@@ -99,7 +99,8 @@ def bench_pack(params_name: str, quick: bool, rng) -> tuple[list, list]:
 
 def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tuple[dict, list]:
     """Noise after extraction -> linear -> packing for each gamma: ``runs`` random layers
-    (weights in [-7, 7], inputs scaled so that |W x + bias| stays inside the b-bit range)."""
+    (weights in [-7, 7], fewer for b = 8, inputs scaled so that |W x + bias| provably stays
+    inside the b-bit range)."""
     prof = pk.profile(b)
     P = prof.params()
     out, checks = {}, []
@@ -110,11 +111,15 @@ def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tupl
         raw = {}
         for gamma in (0, 1, 2):
             samples = []
+            wmax = max(1, min(7, (lim // 2) // n_in))
             for _ in range(runs):
-                W = rng.integers(-7, 8, (n_out, n_in))
+                W = rng.integers(-wmax, wmax + 1, (n_out, n_in))
                 xmax = max(1, (lim // 2) // max(1, int(np.abs(W).sum(axis=1).max())))
                 x = rng.integers(-xmax, xmax + 1, n_in)
                 bias = rng.integers(-(lim // 4), lim // 4, n_out)
+                acc = np.abs(W).sum(axis=1) * xmax + np.abs(bias)
+                if acc.max() >= lim:      # the b-bit accumulator bound the profile assumes
+                    raise ValueError("bench layer exceeds the b-bit accumulator range")
                 samples.append(pk.pipeline_noise(prof, kp, ev, gamma, x, W, bias))
             raw[gamma] = np.concatenate(samples).astype(np.float64)
         bound = 2.0 ** prof.log_delta / 2

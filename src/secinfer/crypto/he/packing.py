@@ -53,7 +53,6 @@ delta / 2 (= the paper's q/(2p) for q = p delta).
 from __future__ import annotations
 
 import ctypes as C
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -303,14 +302,18 @@ def _matmul_mod(W: np.ndarray, X: np.ndarray, q: int, threads: int) -> np.ndarra
             acc = np.mod(acc + np.mod(part, qi), qi)
         return acc
 
-    ncol = X.shape[1]
-    if threads <= 1 or ncol < 2 * 256:
-        return block(slice(0, ncol)).astype(np.uint64)
-    step = -(-ncol // threads)
-    cuts = [slice(i, min(i + step, ncol)) for i in range(0, ncol, step)]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        parts = list(pool.map(block, cuts))
-    return np.concatenate(parts, axis=1).astype(np.uint64)
+    return _with_blas_threads(threads, lambda: block(slice(0, X.shape[1]))).astype(np.uint64)
+
+
+def _with_blas_threads(threads: int, fn):
+    """Run fn with the BLAS pool limited to ``threads`` (threadpoolctl, a scikit-learn
+    dependency; without it BLAS keeps its own default)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn pulls it in
+        return fn()
+    with threadpool_limits(limits=threads, user_api="blas"):
+        return fn()
 
 
 def _mul_pow2_mod(acc: np.ndarray, q: int, bits: int) -> np.ndarray:
@@ -332,7 +335,7 @@ def lwe_linear(batch: LWEArrays, W, bias=None, threads: int = 1) -> LWEArrays:
     exactly mod every q_l [SAFHIRE Sec. 4.4 "Convolution": one batched integer matrix
     product over the extracted ciphertexts]. W: integer matrix (out, len(batch)),
     |W| < 2^47; bias: integers (out,), |bias| * 2^log_scale < 2^62. Float64 BLAS on 16-bit
-    limbs (never numpy integer matmul); ``threads`` split the columns."""
+    limbs (never numpy integer matmul); ``threads`` is the BLAS thread count."""
     th = _threads(threads)
     Wa = np.asarray(W)
     if Wa.ndim != 2 or Wa.shape[1] != len(batch):
@@ -454,6 +457,11 @@ def pipeline_noise(prof: PackingProfile, kp, ev: Evaluator, gamma: int, x: np.nd
     noise dec - delta (W x + bias) at the packed positions (int64 / object), to compare
     with delta / 2 (tests and ``secinfer bench he``; needs the secret key)."""
     P = prof.params()
+    want = _int_matvec(np.asarray(W, dtype=np.int64), np.asarray(x, dtype=np.int64))
+    if bias is not None:
+        want = want + np.asarray(bias, dtype=object)
+    if len(want) and max(abs(int(v)) for v in want) >= 1 << (prof.b - 1):
+        raise HEArgumentError(f"W x + bias leaves the {prof.b}-bit accumulator range (it would wrap mod q)")
     chunk = encrypt_powers(P, x, kp.sk, prof.input_log_scale(gamma), gamma)
     try:
         batch = extract(P, [chunk], np.arange(len(x)), gamma=gamma, threads=threads)
@@ -467,9 +475,6 @@ def pipeline_noise(prof: PackingProfile, kp, ev: Evaluator, gamma: int, x: np.nd
     from secinfer.crypto.he.rlwe import spread_positions
 
     pos = spread_positions(len(y), P.n) if len(y) != P.n else np.arange(P.n)
-    want = _int_matvec(np.asarray(W, dtype=np.int64), np.asarray(x, dtype=np.int64))
-    if bias is not None:
-        want = want + np.asarray(bias, dtype=object)
     return (dec[pos].astype(object) - want * (1 << prof.log_delta)).astype(np.int64)
 
 

@@ -29,14 +29,18 @@ func newFixture(t testing.TB, logN int, logQ, logP []int, depth int) *fixture {
 	sk := kgen.GenSecretKeyNew()
 	var evp []rlwe.EvaluationKeyParameters
 	if len(logP) == 0 {
-		evp = append(evp, rlwe.EvaluationKeyParameters{BaseTwoDecomposition: utils.Pointy(18)})
+		w := 18
+		if depth > 0 { // (the depth argument selects the digit width for base-2 fixtures)
+			w = depth
+		}
+		evp = append(evp, rlwe.EvaluationKeyParameters{BaseTwoDecomposition: utils.Pointy(w)})
 	}
 	gks := kgen.GenGaloisKeysNew(PackGaloisElements(params, 0), sk, evp...)
 	evk := rlwe.NewMemEvaluationKeySet(nil, gks...)
 	f := &fixture{params: params, sk: sk, enc: rlwe.NewEncryptor(params, sk), dec: rlwe.NewDecryptor(params, sk),
 		packer: NewPacker(params, evk), delta: 1 << 20}
 	if len(logP) == 0 {
-		f.delta = 1 << 36 // base-2^18 digits: key-switch noise ~2^26
+		f.delta = 1 << 42 // base-2^w digits: key-switch noise ~2^(w + 8); 125 delta 2^depth < q/2
 	}
 	return f
 }
@@ -98,6 +102,10 @@ func TestPackExact(t *testing.T) {
 
 func TestPackExactBase2(t *testing.T) {
 	testPackExact(t, newFixture(t, 9, []int{53}, nil, 0))
+}
+
+func TestPackExactBase27(t *testing.T) {
+	testPackExact(t, newFixture(t, 9, []int{53}, nil, 27))
 }
 
 func testPackExact(t *testing.T, f *fixture) {
