@@ -17,7 +17,8 @@ from secinfer.bench.common import Progress, num, ratio, split_profiles
 
 
 
-def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None) -> dict:
+def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None,
+           packing_sets=None, packing_noise=None) -> dict:
     from secinfer.crypto.he import bench as he_bench
     from secinfer.crypto.he import bench_pack
 
@@ -58,7 +59,7 @@ def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: 
                              "value": "ok" if ok else "FAILED"})
     # SAFHIRE packing [SAFHIRE Table 1, Table 2, Fig. 10]: see secinfer.crypto.he.bench_pack
     prog("SAFHIRE packing: key switches, time per packed coefficient, noise after packing")
-    packing = bench_pack.run(quick=quick)
+    packing = bench_pack.run(quick=quick, sets=packing_sets, noise_profiles=packing_noise)
     raw["packing"] = packing
     rows += [{"suite_part": "safhire-packing", **r} for r in packing["rows"]]
     for c in packing["checks"]:
@@ -92,14 +93,14 @@ def _packing_plots(packing: dict) -> list:
     full = [r for r in rows if r["n_packed"] == 2 ** r["log_n"]]
     gammas = ["gamma=0", "gamma=1", "gamma=2"]
     ks = {f"ours N=2^{r['log_n']}": [None] * 3 for r in full}
-    for r in full:
+    for r in full:      # the same count for every set of a ring size
         ks[f"ours N=2^{r['log_n']}"][r["gamma"]] = r["key_switches_per_coeff"]
     for ring, vals in packing["paper_table1"].items():
         ks[f"paper M={ring}"] = list(vals)
     tm = {}
     for r in full:
-        tm.setdefault(f"N=2^{r['log_n']} CPU", [None] * 3)[r["gamma"]] = r["ms_cpu"]
-        tm.setdefault(f"N=2^{r['log_n']} wall", [None] * 3)[r["gamma"]] = r["ms_wall"]
+        tm.setdefault(f"{r['params']} CPU", [None] * 3)[r["gamma"]] = r["ms_cpu"]
+        tm.setdefault(f"{r['params']} wall", [None] * 3)[r["gamma"]] = r["ms_wall"]
     plots = [
         {"title": "Key switches per packed coefficient [SAFHIRE Table 1]", "kind": "bar", "x": gammas,
          "xlabel": "extraction level", "ylabel": "key switches / coefficient", "file": "he_pack_keyswitches.png",
@@ -108,10 +109,10 @@ def _packing_plots(packing: dict) -> list:
          "xlabel": "extraction level", "ylabel": "ms", "file": "he_pack_ms.png", "series": tm},
     ]
     for b, per_gamma in packing["noise"].items():
-        nz0 = per_gamma[0]
+        nz0 = next(iter(per_gamma.values()))
         centers = [0.5 * (lo + hi) for lo, hi in zip(nz0["hist_edges"][:-1], nz0["hist_edges"][1:])]
-        plots.append({"title": f"Noise after extraction, linear layer and packing, b = {b} "
-                               f"(bound delta/2 = 2^{nz0['log2_bound']:.0f}) [SAFHIRE Fig. 10]",
+        plots.append({"title": f"Packing noise, b = {b}, bound delta/2 = 2^{nz0['log2_bound']:.0f} "
+                               f"[SAFHIRE Fig. 10]",
                       "kind": "line", "x": [round(c) for c in centers], "xlabel": "noise (integer units)",
                       "ylabel": "count", "file": f"he_pack_noise_b{b}.png",
                       "series": {f"gamma={g}": nz["hist"] for g, nz in per_gamma.items()}})

@@ -49,7 +49,8 @@ def _batch(P, kp, gamma: int, n: int, log_scale: int, rng) -> pk.LWEArrays:
 
 
 def bench_pack(params_name: str, quick: bool, rng) -> tuple[list, list]:
-    prof = pk.profile(next(b for b, s in pk.PROFILE_SETS.items() if s == params_name))
+    b = next((b for b, s in pk.PROFILE_SETS.items() if s == params_name), 16)
+    prof = pk.profile(b, params_name)
     P = prof.params()
     rows, checks = [], []
     with P.keygen() as kp:
@@ -97,11 +98,12 @@ def bench_pack(params_name: str, quick: bool, rng) -> tuple[list, list]:
     return rows, checks
 
 
-def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tuple[dict, list]:
+def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64,
+                params_name: str | None = None) -> tuple[dict, list]:
     """Noise after extraction -> linear -> packing for each gamma: ``runs`` random layers
     (weights in [-7, 7], fewer for b = 8, inputs scaled so that |W x + bias| provably stays
     inside the b-bit range)."""
-    prof = pk.profile(b)
+    prof = pk.profile(b, params_name)
     P = prof.params()
     out, checks = {}, []
     lim = 1 << (b - 1)
@@ -140,17 +142,19 @@ def bench_noise(b: int, runs: int, rng, n_in: int = 64, n_out: int = 64) -> tupl
     return out, checks
 
 
-def run(quick: bool = False, seed: int = 2026) -> dict:
-    """Every row of the SAFHIRE packing benchmark (see the module docstring)."""
+def run(quick: bool = False, seed: int = 2026, sets=None, noise_profiles=None) -> dict:
+    """Every row of the SAFHIRE packing benchmark (see the module docstring). ``sets``:
+    parameter sets to time (default: those of the b = 8/12/16 profiles); ``noise_profiles``:
+    (b, set) pairs for the noise runs (default: the three profiles)."""
     rng = np.random.default_rng(seed)     # bench data only, not cryptographic randomness
     rows, checks = [], []
-    for name in dict.fromkeys(pk.PROFILE_SETS.values()):
+    for name in (sets or dict.fromkeys(pk.PROFILE_SETS.values())):
         r, c = bench_pack(name, quick, rng)
         rows += r
         checks += c
     noise = {}
-    for b in (8, 12, 16):
-        nz, c = bench_noise(b, 3 if quick else 40, rng)
+    for b, name in (noise_profiles or [(b, pk.PROFILE_SETS[b]) for b in (8, 12, 16)]):
+        nz, c = bench_noise(b, 3 if quick else 40, rng, params_name=name)
         noise[b] = nz
         checks += c
     return {"rows": rows, "noise": noise, "checks": checks, "paper_table1": PAPER_TABLE1,
