@@ -168,6 +168,22 @@ def test_lwe_linear_residues_exact(P, kp, prof, rng, wmax):
         np.testing.assert_array_equal(y.a, ra)
 
 
+def test_lwe_linear_sparse_matrix_equals_dense(P, kp, prof, rng):
+    import scipy.sparse as sp
+
+    x = rng.integers(-100, 100, P.n)
+    chunk = pk.encrypt_powers(P, x, kp.sk, prof.input_log_scale(0), 0)
+    batch = pk.extract(P, [chunk], np.arange(60), gamma=0)
+    W = rng.integers(-(1 << 20), 1 << 20, (11, 60)) * (rng.random((11, 60)) < 0.2)
+    dense = pk.lwe_linear(batch, W)
+    for Ws in (sp.csr_matrix(W), sp.coo_matrix(W)):
+        sparse = pk.lwe_linear(batch, Ws)
+        np.testing.assert_array_equal(sparse.a, dense.a)
+        np.testing.assert_array_equal(sparse.b, dense.b)
+    with pytest.raises(he.HEArgumentError):
+        pk.lwe_linear(batch, sp.csr_matrix(np.ones((3, 59))))
+
+
 @pytest.mark.parametrize("gamma", [0, 1, 2])
 def test_linear_layer_round_trip_equals_plaintext_product(P, kp, ev, prof, rng, gamma):
     x = rng.integers(-40, 40, 300)

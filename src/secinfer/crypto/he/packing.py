@@ -266,25 +266,52 @@ def expected_key_switches(log_n: int, count: int, gamma: int) -> int:
 # ---------------------------------------------------------------- exact linear layers
 
 
-def _matmul_mod(W: np.ndarray, X: np.ndarray, q: int, threads: int) -> np.ndarray:
-    """(W @ X) mod q exactly, W int64 (m, E), X uint64 (E, C) with entries < q < 2^62.
-    Float64 BLAS on 16-bit limbs of X and W (every partial sum below 2^53), then a
-    Horner recombination mod q in 8-bit steps (no uint64 overflow)."""
+def _is_sparse(W) -> bool:
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scikit-learn pulls scipy in
+        return False
+    return sp.issparse(W)
+
+
+def _weight_digits(W) -> list:
+    """W = sum_j W_j 2^(16 j) with W_j in [0, 2^16) except the last (signed, |.| < 2^16),
+    as float64 matrices (dense, or CSR with W's sparsity when W is a scipy sparse matrix)."""
+    if _is_sparse(W):
+        import scipy.sparse as sp
+
+        Wc = sp.csr_matrix(W, dtype=np.int64)
+        Wc.sum_duplicates()
+        rest = Wc.data.astype(np.int64)
+
+        def mk(vals):
+            return sp.csr_matrix((vals.astype(np.float64), Wc.indices, Wc.indptr), shape=Wc.shape)
+    else:
+        rest = np.asarray(W, dtype=np.int64)
+
+        def mk(vals):
+            return vals.astype(np.float64)
+    out = []
+    while True:
+        if int(np.max(np.abs(rest), initial=0)) < 1 << 16 or len(out) == 3:
+            out.append(mk(rest))
+            return out
+        lo = rest & 0xFFFF
+        out.append(mk(lo))
+        rest = (rest - lo) >> 16
+
+
+def _matmul_mod(W, X: np.ndarray, q: int, threads: int) -> np.ndarray:
+    """(W @ X) mod q exactly, W int64 (m, E) dense or scipy sparse, X uint64 (E, C) with
+    entries < q < 2^61. Float64 BLAS (or sparse products) on 16-bit limbs of X and W (every
+    partial sum below 2^53), then a Horner recombination mod q that never overflows int64."""
     m, E = W.shape
     if q >= 1 << 61:
         raise HEArgumentError("moduli of 61 bits or more are not supported by lwe_linear")
-    if E >= 1 << 20:
+    per_row = (int(np.diff(W.tocsr().indptr).max(initial=0)) if _is_sparse(W) else E)
+    if per_row >= 1 << 20:
         raise HEArgumentError("linear layers with 2^20 or more inputs per output are not supported")
-    # W = sum_j W_j 2^(16 j) with W_j in [0, 2^16) except the last (signed)
-    wdig = []
-    rest = W.astype(np.int64)
-    while True:
-        if int(np.max(np.abs(rest), initial=0)) < 1 << 16 or len(wdig) == 3:
-            wdig.append(rest.astype(np.float64))
-            break
-        lo = rest & 0xFFFF
-        wdig.append(lo.astype(np.float64))
-        rest = (rest - lo) >> 16
+    wdig = _weight_digits(W)
     xdig = [((X >> np.uint64(16 * k)) & np.uint64(0xFFFF)).astype(np.float64) for k in range(4)]
     nd = len(wdig) + 3
     qi = np.int64(q)
@@ -297,7 +324,7 @@ def _matmul_mod(W: np.ndarray, X: np.ndarray, q: int, threads: int) -> np.ndarra
                 k = s - j
                 if 0 <= k < 4:
                     # |W_j| < 2^16, X_k < 2^16, E < 2^20: |product| < 2^52, exact
-                    part += np.mod((wd @ xdig[k][:, cols]).astype(np.int64), qi)
+                    part += np.mod(np.asarray(wd @ xdig[k][:, cols]).astype(np.int64), qi)
             acc = _mul_pow2_mod(acc, q, 16)
             acc = np.mod(acc + np.mod(part, qi), qi)
         return acc
@@ -333,19 +360,27 @@ def _mul_pow2_mod(acc: np.ndarray, q: int, bits: int) -> np.ndarray:
 def lwe_linear(batch: LWEArrays, W, bias=None, threads: int = 1) -> LWEArrays:
     """Out member o = sum_i W[o, i] member i (+ bias[o] at the batch's payload scale),
     exactly mod every q_l [SAFHIRE Sec. 4.4 "Convolution": one batched integer matrix
-    product over the extracted ciphertexts]. W: integer matrix (out, len(batch)),
-    |W| < 2^47; bias: integers (out,), |bias| * 2^log_scale < 2^62. Float64 BLAS on 16-bit
+    product over the extracted ciphertexts]. W: integer matrix (out, len(batch)), dense or
+    a scipy.sparse matrix (a convolution's Toeplitz matrix: cost ~ its non-zeros), |W| < 2^47; bias: integers (out,), |bias| * 2^log_scale < 2^62. Float64 BLAS on 16-bit
     limbs (never numpy integer matmul); ``threads`` is the BLAS thread count."""
     th = _threads(threads)
-    Wa = np.asarray(W)
-    if Wa.ndim != 2 or Wa.shape[1] != len(batch):
-        raise HEArgumentError(f"W must be (out, {len(batch)})")
-    if not np.issubdtype(Wa.dtype, np.integer):
-        if not np.all(np.isfinite(Wa)) or np.any(Wa != np.round(Wa)):
+    if _is_sparse(W):            # e.g. a convolution's (out, in) matrix: scipy.sparse
+        Wi = W.tocsr()
+        vals = Wi.data
+        if Wi.shape[1] != len(batch):
+            raise HEArgumentError(f"W must be (out, {len(batch)})")
+    else:
+        Wa = np.asarray(W)
+        if Wa.ndim != 2 or Wa.shape[1] != len(batch):
+            raise HEArgumentError(f"W must be (out, {len(batch)})")
+        Wi = vals = Wa
+    if not np.issubdtype(vals.dtype, np.integer):
+        if not np.all(np.isfinite(vals)) or np.any(vals != np.round(vals)):
             raise HEArgumentError("W must hold integers")
-    Wi = Wa.astype(np.int64)
-    if Wi.size and int(np.max(np.abs(Wi))) >= 1 << 47:
+    if vals.size and float(np.max(np.abs(vals))) >= 2.0 ** 47:
         raise HEArgumentError("|W| must stay below 2^47")
+    if not _is_sparse(Wi):
+        Wi = Wi.astype(np.int64)
     m = Wi.shape[0]
     if bias is not None:
         bias = np.asarray(bias)
