@@ -85,7 +85,7 @@ def test_base2_evaluation_keys_round_trip(P, kp, prof, rng):
 
 def test_pack_explicit_positions_any_order(P, kp, ev, prof, rng):
     x = rng.integers(-1000, 1000, P.n)
-    chunk = pk.encrypt_powers(P, x, kp.sk, prof.input_log_scale(1), 1)
+    chunk = pk.encrypt_powers(P, x, kp.pk, prof.input_log_scale(1), 1)     # public-key encryption
     batch = pk.extract(P, [chunk], np.arange(40), gamma=1)
     pos = rng.permutation(P.n)[:40]
     ct, _ = pk.pack(ev, batch, positions=pos)
