@@ -186,7 +186,7 @@ func Extract(params rlwe.Parameters, srcs []ExtractSource, chunk, index []int, o
 			return fmt.Errorf("member %d: coefficient %d out of [0, %d)", t, index[t], N)
 		}
 	}
-	parallelFor(out.Count, threads, func(t int) {
+	return parallelFor(out.Count, threads, func(t int) {
 		src := srcs[chunk[t]]
 		for l := 0; l < L; l++ {
 			q := moduli[l]
@@ -211,22 +211,31 @@ func Extract(params rlwe.Parameters, srcs []ExtractSource, chunk, index []int, o
 			}
 		}
 	})
-	return nil
 }
 
-func parallelFor(n, threads int, f func(i int)) {
+// parallelFor runs f(0..n-1) on `threads` goroutines; a panic in a worker is returned as
+// an error (it would otherwise bypass the cgo export's recover and end the process).
+func parallelFor(n, threads int, f func(i int)) (err error) {
 	if threads <= 1 || n < 2 {
 		for i := 0; i < n; i++ {
 			f(i)
 		}
-		return
+		return nil
 	}
 	var wg sync.WaitGroup
 	var next int64 = -1
+	var mu sync.Mutex
 	for w := 0; w < threads; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					err = fmt.Errorf("internal error in an extraction worker: %v", r)
+					mu.Unlock()
+				}
+			}()
 			for {
 				i := int(atomic.AddInt64(&next, 1))
 				if i >= n {
@@ -237,6 +246,7 @@ func parallelFor(n, threads int, f func(i int)) {
 		}()
 	}
 	wg.Wait()
+	return err
 }
 
 // Packer holds the precomputed constants for one parameter set and one key set.
@@ -391,6 +401,12 @@ func (p *Packer) Pack(b *Batch, positions []int, threads int) (*rlwe.Ciphertext,
 		return nil, 0, job.err
 	}
 	return out, int(job.ks), nil
+}
+
+func (j *packJob) recoverInto() {
+	if r := recover(); r != nil {
+		j.setErr(fmt.Errorf("internal error in a packing worker: %v", r))
+	}
 }
 
 func (j *packJob) setErr(err error) {
@@ -603,6 +619,7 @@ func (j *packJob) node(i, jkey int, members, positions []int, wid, nthreads int,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer j.recoverInto() // a panic here would bypass the cgo export's recover
 			hasA = j.node(i-1, jkey, left, positions, wid, half, a)
 		}()
 		hasB = j.node(i-1, jkey+h, right, positions, wid+half, nthreads-half, bb)
