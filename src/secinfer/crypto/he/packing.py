@@ -216,8 +216,8 @@ def extract(params: CKKSParams, chunks, coeffs, chunk_of=None, gamma: int = 0,
     if abs(log_scale - ls) > 1e-9:
         raise HEArgumentError("extraction needs a power-of-two input scale")
     L = level + 1
-    b = np.zeros((len(idx), L, 1 << g), dtype=np.uint64)
-    a = np.zeros((len(idx), L, params.n), dtype=np.uint64)
+    b = np.empty((len(idx), L, 1 << g), dtype=np.uint64)     # the Go layer writes every entry
+    a = np.empty((len(idx), L, params.n), dtype=np.uint64)
     harr = np.ascontiguousarray(hs, dtype=np.uint64)
     N.call("he_fp_extract", params.handle, g, level, N.ptr(harr, N.u64), len(chunks),
            N.ptr(ch, N.i64), N.ptr(idx, N.i64), len(idx), N.ptr(b, N.u64), N.ptr(a, N.u64), th)
