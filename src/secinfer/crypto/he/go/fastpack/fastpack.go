@@ -438,99 +438,128 @@ func (j *packJob) leaf(t int, w *worker, dst *rlwe.Ciphertext) {
 	}
 }
 
-// freeGroup writes sum_m X^(positions[m] - jkey) member_m (NTT domain) into dst; the shifts
-// are multiples of N / 2^depth, so c0 keeps its 2^depth sparse positions.
-func (j *packJob) freeGroup(jkey int, members, positions []int, w *worker, dst *rlwe.Ciphertext) {
+// coeffGroup writes, in the coefficient domain (limb 0 of level 0 when used by fusedMerge,
+// every limb otherwise), sum_m X^(positions[m] - jkey) member_m: c1 in full and c0's
+// 2^depth coefficients at the multiples of N / 2^depth (the shifts are multiples of it).
+func (j *packJob) coeffGroup(l, jkey int, members, positions []int, c1, c0s []uint64) {
 	b, c := j.b, j.c
 	N, L, G := b.N, b.Level+1, b.G()
 	stride := N / G
-	for l, s := range c.ringQ.SubRings[:L] {
-		q := s.Modulus
-		c1 := dst.Value[1].Coeffs[l]
-		for x := range c1 {
-			c1[x] = 0
-		}
-		c0s := make([]uint64, G)
-		for _, t := range members {
-			e := positions[t] - jkey // X^e, 0 <= e < N, multiple of stride
-			// X^e A = X^-(2N - e) A
-			rotAcc(c1, b.A[(t*L+l)*N:(t*L+l+1)*N], (2*N-e)%(2*N), q)
-			bv := b.B[(t*L+l)*G : (t*L+l+1)*G]
-			for k := 0; k < G; k++ {
-				pos := k*stride + e
-				v := bv[k]
-				if pos >= N { // X^N = -1
-					pos -= N
-					if v != 0 {
-						v = q - v
-					}
+	q := c.ringQ.SubRings[l].Modulus
+	for x := range c1 {
+		c1[x] = 0
+	}
+	for k := range c0s {
+		c0s[k] = 0
+	}
+	for _, t := range members {
+		e := positions[t] - jkey // X^e, 0 <= e < N, multiple of stride
+		// X^e A = X^-(2N - e) A
+		rotAcc(c1, b.A[(t*L+l)*N:(t*L+l+1)*N], (2*N-e)%(2*N), q)
+		bv := b.B[(t*L+l)*G : (t*L+l+1)*G]
+		for k := 0; k < G; k++ {
+			pos := k*stride + e
+			v := bv[k]
+			if pos >= N { // X^N = -1
+				pos -= N
+				if v != 0 {
+					v = q - v
 				}
-				x := c0s[pos/stride] + v
-				if x >= q {
-					x -= q
-				}
-				c0s[pos/stride] = x
 			}
-		}
-		s.NTT(c1, c1)
-		c0 := dst.Value[0].Coeffs[l]
-		for x := range c0 {
-			c0[x] = c0s[0]
-		}
-		for k := 1; k < G; k++ {
-			if c0s[k] != 0 {
-				s.MulScalarMontgomeryThenAdd(c.xg[k*((1<<MaxDepth)/G)].Coeffs[l], ring.MForm(c0s[k], q, s.BRedConstant), c0)
+			x := c0s[pos/stride] + v
+			if x >= q {
+				x -= q
 			}
+			c0s[pos/stride] = x
 		}
 	}
 }
 
-// fusedLeafOK: the step-0 merge of two members can skip the members' NTTs when the set
-// has one Q prime and base-2^w key-switching digits (no special prime): the digits are
-// cut from the coefficient-domain difference directly.
-func (j *packJob) fusedLeafOK() bool {
-	if j.b.Level != 0 || j.p.params.PCount() != 0 {
+// sparseNTT writes the NTT of sum_k vals[k] X^(k N / len(vals)) (len(vals) <= 2^MaxDepth).
+func (j *packJob) sparseNTT(l int, vals, out []uint64) {
+	s, c := j.c.ringQ.SubRings[l], j.c
+	for x := range out {
+		out[x] = vals[0] // NTT of a constant is that constant everywhere
+	}
+	step := (1 << MaxDepth) / len(vals)
+	for k := 1; k < len(vals); k++ {
+		if vals[k] != 0 {
+			s.MulScalarMontgomeryThenAdd(c.xg[k*step].Coeffs[l], ring.MForm(vals[k], s.Modulus, s.BRedConstant), out)
+		}
+	}
+}
+
+// freeGroup writes sum_m X^(positions[m] - jkey) member_m (NTT domain) into dst: the
+// node of the last free step, accumulated in the coefficient domain, one NTT.
+func (j *packJob) freeGroup(jkey int, members, positions []int, w *worker, dst *rlwe.Ciphertext) {
+	G := j.b.G()
+	c0s := make([]uint64, G)
+	for l, s := range j.c.ringQ.SubRings[:j.b.Level+1] {
+		c1 := dst.Value[1].Coeffs[l]
+		j.coeffGroup(l, jkey, members, positions, c1, c0s)
+		s.NTT(c1, c1)
+		j.sparseNTT(l, c0s, dst.Value[0].Coeffs[l])
+	}
+}
+
+// fusedOK: the first key-switched merge (step depth) can take its operands in the
+// coefficient domain when the set has one Q prime and base-2^w key-switching digits (no
+// special prime), and 2^(depth+1) sparse c0 positions fit the precomputed monomials.
+func (j *packJob) fusedOK() bool {
+	if j.b.Level != 0 || j.p.params.PCount() != 0 || j.depth+1 > MaxDepth {
 		return false
 	}
-	gk, err := j.p.eval.CheckAndGetGaloisKey(StepGalois(j.p.params, 0))
+	gk, err := j.p.eval.CheckAndGetGaloisKey(StepGalois(j.p.params, j.depth))
 	return err == nil && gk.BaseTwoDecomposition > 0
 }
 
-// fusedLeafMerge computes step 0 for members ta (bit N/2 clear) and tb (set), i.e.
-// u + KS(sigma_(2N-1)(v)) with u, v = 2^-1 (a +- X^(N/2) b), forming u and v in the
-// coefficient domain: 4 NTTs (3 digits of v's c1, u's c1) instead of 6 (two member NTTs,
-// the key switch's inverse NTT and 3 digits). Same arithmetic as Lattigo's Automorphism
-// with a base-two gadget key: digits (c1 >> w k) & (2^w - 1), NTT, Montgomery products with
-// the key, then the automorphism's NTT-domain permutation.
-func (j *packJob) fusedLeafMerge(ta, tb int, w *worker, dst *rlwe.Ciphertext) {
+// fusedMerge computes step i = depth for the groups `left` (bit h = N/2^(i+1) of the
+// position clear) and `right` (set): u + KS(sigma_(g_i)(v)) with u, v = 2^-1 (a +- X^h b),
+// forming a, b, u and v in the coefficient domain, so that the gadget digits of v's c1 are
+// cut without an inverse NTT and the operands are never transformed: 3 or 4 NTTs (the
+// digits, u's c1) instead of 6 or 7 (both operands, the key switch's inverse NTT, the
+// digits). Same arithmetic as Lattigo's Automorphism with a base-two gadget key: digits
+// (c1 >> w k) & (2^w - 1), NTT, Montgomery products with the key's gadget rows, + c0,
+// then the automorphism's NTT-domain permutation.
+func (j *packJob) fusedMerge(i, jkey int, left, right, positions []int, w *worker, dst *rlwe.Ciphertext) {
 	b, c := j.b, j.c
-	N := b.N
+	N, G := b.N, b.G()
+	h := N >> (i + 1)
 	s := c.ringQ.SubRings[0]
 	q, inv2 := s.Modulus, c.inv2Mont[0]
-	g := StepGalois(j.p.params, 0)
+	g := StepGalois(j.p.params, i)
 	gk, err := j.p.eval.CheckAndGetGaloisKey(g)
 	if err != nil {
 		j.setErr(err)
 		return
 	}
 	atomic.AddInt64(&j.ks, 1)
-	// c1: xb = X^(N/2) A_b; u1 = (A_a + xb) / 2 (into dst c1), v1 = (A_a - xb) / 2 (w.tmp)
-	xb := w.tmp.Value[0].Coeffs[0]
+	a1, xb := w.slotA[0].Value[1].Coeffs[0], w.slotB[0].Value[1].Coeffs[0]
+	a0s, b0s := make([]uint64, G), make([]uint64, G)
+	j.coeffGroup(0, jkey, left, positions, a1, a0s)
+	j.coeffGroup(0, jkey+h, right, positions, w.tmp.Value[0].Coeffs[0], b0s)
 	for x := range xb {
 		xb[x] = 0
 	}
-	rotAcc(xb, b.A[tb*N:(tb+1)*N], 2*N-N/2, q)
-	aa := b.A[ta*N : (ta+1)*N]
+	rotAcc(xb, w.tmp.Value[0].Coeffs[0], 2*N-h, q) // X^h b (c1)
 	u1, v1 := dst.Value[1].Coeffs[0], w.tmp.Value[1].Coeffs[0]
-	s.SubThenMulScalarMontgomeryTwoModulus(aa, xb, inv2, v1)
-	s.AddLazyThenMulScalarMontgomery(aa, xb, inv2, u1)
-	// c0 (positions 0 and N/2): u0 = (b_a + X^(N/2) b_b) / 2, v0 = (b_a - X^(N/2) b_b) / 2
-	ba := ring.MRed(b.B[ta], inv2, q, s.MRedConstant)
-	bb := ring.MRed(b.B[tb], inv2, q, s.MRedConstant)
-	// gadget product of v1: digits in the coefficient domain, NTT, products with the key
+	s.SubThenMulScalarMontgomeryTwoModulus(a1, xb, inv2, v1)
+	s.AddLazyThenMulScalarMontgomery(a1, xb, inv2, u1)
+	// c0: a's entries at the multiples of N/G = 2h, X^h b's at 2h k + h (no wrap: h < 2h)
+	u0s, v0s := make([]uint64, 2*G), make([]uint64, 2*G)
+	for k := 0; k < G; k++ {
+		ah := ring.MRed(a0s[k], inv2, q, s.MRedConstant)
+		bh := ring.MRed(b0s[k], inv2, q, s.MRedConstant)
+		u0s[2*k], v0s[2*k] = ah, ah
+		u0s[2*k+1] = bh
+		if bh != 0 {
+			v0s[2*k+1] = q - bh
+		}
+	}
+	// gadget product of v1
 	el := gk.GadgetCiphertext.Value
 	d0, d1 := w.ks.Value[0].Coeffs[0], w.ks.Value[1].Coeffs[0]
-	digit := w.tmp.Value[0].Coeffs[0] // xb is no longer needed
+	digit := w.tmp.Value[0].Coeffs[0] // b's c1 is no longer needed
 	pw2 := gk.BaseTwoDecomposition
 	mask := uint64(1)<<pw2 - 1
 	for k := range el[0] {
@@ -546,33 +575,16 @@ func (j *packJob) fusedLeafMerge(ta, tb int, w *worker, dst *rlwe.Ciphertext) {
 	}
 	s.Reduce(d0, d0)
 	s.Reduce(d1, d1)
-	// + NTT(v0) = ba - bb NTT(X^(N/2)) (constant ba everywhere)
-	xh := c.xg[(1<<MaxDepth)/2].Coeffs[0]
-	for x := range d0 {
-		v := d0[x] + ba
-		if v >= q {
-			v -= q
-		}
-		d0[x] = v
-	}
-	if bb != 0 {
-		s.MulScalarMontgomeryThenAdd(xh, ring.MForm(q-bb, q, s.BRedConstant), d0)
-	}
-	// the automorphism (NTT-domain permutation), into w.tmp
+	j.sparseNTT(0, v0s, digit) // + NTT(v0)
+	s.Add(d0, digit, d0)
 	idx := w.eval.AutomorphismIndex(g)
 	r := c.ringQ
 	r.AutomorphismNTTWithIndex(w.ks.Value[0], idx, w.tmp.Value[0])
 	r.AutomorphismNTTWithIndex(w.ks.Value[1], idx, w.tmp.Value[1])
-	// dst = NTT(u) + that
 	s.NTT(u1, u1)
 	s.Add(u1, w.tmp.Value[1].Coeffs[0], u1)
 	u0 := dst.Value[0].Coeffs[0]
-	for x := range u0 {
-		u0[x] = ba
-	}
-	if bb != 0 {
-		s.MulScalarMontgomeryThenAdd(xh, ring.MForm(bb, q, s.BRedConstant), u0)
-	}
+	j.sparseNTT(0, u0s, u0)
 	s.Add(u0, w.tmp.Value[0].Coeffs[0], u0)
 }
 
@@ -594,14 +606,6 @@ func (j *packJob) node(i, jkey int, members, positions []int, wid, nthreads int,
 		return true
 	}
 	N := j.b.N
-	if i == 0 && j.depth == 0 && len(members) == 2 && j.fusedLeafOK() {
-		ta, tb := members[0], members[1]
-		if positions[ta]&(N/2) != 0 {
-			ta, tb = tb, ta
-		}
-		j.fusedLeafMerge(ta, tb, w, dst)
-		return true
-	}
 	h := N >> (i + 1)
 	var left, right []int
 	for _, t := range members {
@@ -610,6 +614,10 @@ func (j *packJob) node(i, jkey int, members, positions []int, wid, nthreads int,
 		} else {
 			right = append(right, t)
 		}
+	}
+	if i == j.depth && len(left) > 0 && len(right) > 0 && j.fusedOK() {
+		j.fusedMerge(i, jkey, left, right, positions, w, dst)
+		return true
 	}
 	a, bb := w.slotA[i], w.slotB[i]
 	var hasA, hasB bool
