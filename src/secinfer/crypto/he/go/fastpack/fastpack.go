@@ -314,10 +314,10 @@ func (p *Packer) levelConsts(level int) *levelConsts {
 }
 
 type worker struct {
-	eval     *rlwe.Evaluator
-	slotA    []*rlwe.Ciphertext
-	slotB    []*rlwe.Ciphertext
-	tmp, ks  *rlwe.Ciphertext
+	eval    *rlwe.Evaluator
+	slotA   []*rlwe.Ciphertext
+	slotB   []*rlwe.Ciphertext
+	tmp, ks *rlwe.Ciphertext
 }
 
 func (p *Packer) newWorker(level int) *worker {
