@@ -40,7 +40,9 @@ class CKKSLinear(HECore):
     offline_input_layers = True   # server_masks: the HE part alone (protocol._on_input)
 
     def budget(self, k_in, n_out, wbits, n_rows: int = 1) -> LayerBudget:
-        return self._harden(LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma, n_rows))
+        # no MAC half without MACs: the rows may span the whole ring (``LayerBudget``)
+        span = self.params.n // 2 if self.malicious else self.params.n
+        return self._harden(LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma, n_rows, span))
 
     def conv_layout(self, step):
         return he_conv.conv_layout(step, self.params, self.g.bits, self.sigma, harden=self._harden,
