@@ -151,7 +151,7 @@ def _load(fleet: _Fleet, clients: int, n: int, network: str | None = None) -> di
 def _faults(fleet: _Fleet, quick: bool, network: str) -> dict:
     from secinfer.runtime.serve import query
 
-    before = {pid: fleet.status(pid) for pid in fleet.ids}
+    before = fleet.settled()
     kills = 3 if quick else 10
     dying = [subprocess.Popen([sys.executable, "-c", _DYING, str(fleet.cluster), fleet.client], env=_src_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(kills)]
