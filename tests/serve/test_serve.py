@@ -225,3 +225,39 @@ def test_sigterm_finishes_or_aborts_in_flight_sessions(servers, grace, finished)
     for p in s.procs.values():   # no process left in the server's process group
         with pytest.raises(ProcessLookupError):
             os.killpg(p.pid, 0)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
+    """STAMP's p0/p2 serve; each session spawns its own LTEE device processes, and an
+    aborted shutdown leaves none of them behind."""
+    s = servers("stamp", MODEL, extra=("--grace", "0.5"), peer_timeout=10.0, heartbeat_interval=0.5)
+    assert _right(query(s.cluster, X, s.client), s.spec)
+    slow = _client_proc(_SLOW_CLIENT, s.cluster, s.client, 4.0)
+    deadline = time.monotonic() + 30
+    while not all(s.status(pid)["running"] for pid in s.ids):
+        assert time.monotonic() < deadline and slow.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    kids = [k for pid in s.ids for k in _children(s.procs[pid].pid)]
+    assert kids, "every running stamp session has its device process"
+    codes = s.terminate(timeout=40)
+    assert all(c == 1 for c in codes.values())            # one session aborted at shutdown
+    slow.communicate(timeout=60)
+    assert slow.returncode != 0
+    deadline = time.monotonic() + 15
+    while any(os.path.exists(f"/proc/{k}") for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [k for k in kids if os.path.exists(f"/proc/{k}")]
