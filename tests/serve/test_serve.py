@@ -261,3 +261,17 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     while any(os.path.exists(f"/proc/{k}") for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [k for k in kids if os.path.exists(f"/proc/{k}")]
+
+
+def test_crisp_server_and_dealer_served(servers):
+    """CRISP: the server and its dealer serve; the dealer runs online per session."""
+    from secinfer.arith.fixed import get_config
+
+    s = servers("crisp", "bundled:digits-mlp")
+    x = np.linspace(0, 16, 64).reshape(1, 64)
+    cfg = get_config(s.spec.default_fixed)
+    ref = cfg.decode(run_fixed(load_model(str(bundled_path("digits-mlp"))), x, cfg))
+    r = query(s.cluster, x, s.client)
+    assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
+    st = s.wait_settled()
+    assert all(v["completed"] == 1 and v["pool"]["taken"] == 1 for v in st.values()), st
