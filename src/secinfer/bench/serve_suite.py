@@ -199,9 +199,9 @@ def _soak(fleet: _Fleet, n: int, every: int) -> dict:
 def run(quick: bool = False, network: str | None = None) -> dict:
     shaped = (network or "lan").split(",")[0]
     # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
-    protocols = {"reference": ((8, 8, 32), 200, 3) if quick else ((20, 80, 320), 2000, 10),
-                 "astra": ((8, 8, 32), 300, 3) if quick else ((20, 80, 320), 10000, 10),
-                 "stamp": ((2, 4, 16), 40, 2) if quick else ((10, 40, 160), 1000, 10)}
+    protocols = {"reference": ((8, 8, 32), 100, 3) if quick else ((20, 80, 320), 2000, 10),
+                 "astra": ((8, 8, 32), 200, 3) if quick else ((20, 80, 320), 10000, 10),
+                 "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
     conc = (1, 4, 16)
     rows, raw, plots = [], {}, []
     lat_series, qps_series = {}, {}
