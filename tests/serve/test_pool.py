@@ -35,3 +35,13 @@ def test_empty_pool_makes_on_demand_and_seeds_are_fresh():
     assert a.seed == b""
     with pytest.raises(ConfigError):
         MaterialPool(make_session_seed, capacity=-1)
+
+
+def test_api_query_is_the_runtime_query(servers):
+    import numpy as np
+
+    from secinfer import api
+
+    s = servers("reference", "bundled:diabetes-linreg")
+    r = api.query(s.cluster, np.zeros((1, 10)), s.client, protocol="reference")
+    assert r.output.shape == (1, 1) and len(r.session_id) == 32
