@@ -275,3 +275,21 @@ def test_crisp_server_and_dealer_served(servers):
     assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
     st = s.wait_settled()
     assert all(v["completed"] == 1 and v["pool"]["taken"] == 1 for v in st.values()), st
+
+
+def test_cli_query_writes_output(servers, tmp_path):
+    import json
+
+    s = servers("reference", MODEL)
+    np.save(tmp_path / "x.npy", X)
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    base = [sys.executable, "-m", "secinfer.cli.main", "query", "--cluster", str(s.cluster), "--id", s.client,
+            "--input", str(tmp_path / "x.npy")]
+    p = subprocess.run(base + ["--output", str(tmp_path / "y.npy"), "--json"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert np.array_equal(np.load(tmp_path / "y.npy"), np.asarray(json.loads(p.stdout)["output"]))
+    bad = subprocess.run(base + ["--output", str(tmp_path / "missing" / "y.npy")], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+    assert s.status(s.ids[0])["opened"] == 1     # refused before any session was opened
