@@ -293,3 +293,14 @@ def test_cli_query_writes_output(servers, tmp_path):
                          text=True, timeout=120)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
     assert s.status(s.ids[0])["opened"] == 1     # refused before any session was opened
+
+
+def test_zmq_transport_sessions(servers):
+    s = servers("reference", MODEL, transport="zmq")
+    out = []
+    ts = [threading.Thread(target=lambda: out.append(query(s.cluster, X, s.client))) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert len(out) == 2 and all(_right(r, s.spec) for r in out) and out[0].session_id != out[1].session_id
