@@ -184,16 +184,19 @@ def _faults(fleet: _Fleet, kills: int, network: str) -> dict:
 
 
 def _soak(fleet: _Fleet, n: int, every: int) -> dict:
+    before = fleet.settled()
     samples = [{"queries": 0, "rss_kb": fleet.rss_kb()}]
-    done = 0
+    done = client_errors = 0
     while done < n:
         k = min(every, n - done)
-        _load(fleet, 4, k)
+        client_errors += _load(fleet, 4, k)["errors"]
         done += k
         samples.append({"queries": done, "rss_kb": fleet.rss_kb()})
     st = fleet.settled()
-    return {"queries": n, "samples": samples, "completed": {pid: v["completed"] for pid, v in st.items()},
-            "pool": {pid: v["pool"] for pid, v in st.items()}}
+    delta = {pid: {k: v[k] - before[pid][k] for k in ("opened", "completed", "failed", "expired")}
+             for pid, v in st.items()}
+    return {"queries": n, "client_errors": client_errors, "samples": samples, "servers": delta,
+            "errors": {pid: v["errors"] for pid, v in st.items()}, "pool": {pid: v["pool"] for pid, v in st.items()}}
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
@@ -221,6 +224,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                 soak = _soak(fleet, soak_n, max(25, soak_n // 10))
                 first, last = soak["samples"][1], soak["samples"][-1]
                 rows.append({"protocol": proto, "kind": "soak", "queries": soak_n,
+                             "client_errors": soak["client_errors"],
+                             "server_failed": sum(v["failed"] + v["expired"] for v in soak["servers"].values()),
                              **{f"rss_kb_{pid}_first": first["rss_kb"][pid] for pid in fleet.ids},
                              **{f"rss_kb_{pid}_last": last["rss_kb"][pid] for pid in fleet.ids}})
                 raw[proto] = {"load": loads, "faults": f, "soak": soak}

@@ -377,10 +377,11 @@ class Server:
                         continue
                     try:
                         rep = self._handle(_decode(frames[1].bytes, "the client"))
-                    except SecinferError as e:
+                    except Exception as e:  # noqa: BLE001 - a bad request is refused, never ends the server
                         with self._lock:
                             self.stats.refused += 1
-                        rep = {"ok": False, "error": str(e)}
+                        rep = {"ok": False, "error": str(e) if isinstance(e, SecinferError)
+                               else f"malformed request ({type(e).__name__})"}
                     self._sock.send_multipart([frames[0].bytes, _encode(rep)])
                 self._expire()
             return self._drain(log)
