@@ -90,6 +90,22 @@ def session_nonce(nonce_c: bytes, contribs: dict[str, bytes]) -> bytes:
     return nonce_c + b"".join(contribs[k] for k in sorted(contribs))
 
 
+def session_port(cluster, party_id: str, avoid=()) -> int:
+    """A free port for one session of ``party_id``, from that party's own slice of
+    20000-32000 (below Linux's ephemeral range), so that parties on one host never pick
+    the same port at the same time; ``avoid``: ports this process has announced already."""
+    from secinfer.runtime.cluster import free_ports
+
+    ids = sorted(cluster.parties)
+    width = 12000 // len(ids)
+    low = 20000 + ids.index(party_id) * width
+    for _ in range(20):
+        for p in free_ports(4, cluster.party(party_id).host, low, low + width):
+            if p not in avoid and low <= p < low + width:
+                return p
+    raise ServeError(f"no free session port for {party_id} in {low}..{low + width - 1}")
+
+
 def derived_cluster(cluster, ports: dict[str, int]):
     """The cluster of one served session: same parties, keys and hosts, per-session ports."""
     if set(ports) != set(cluster.parties):
@@ -252,8 +268,6 @@ class Server:
         raise ServeError(f"unknown control operation {op!r}")
 
     def _on_open(self, msg: dict) -> dict:
-        from secinfer.runtime.cluster import free_ports
-
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "open")
         with self._lock:
             if self._stop.is_set():
@@ -267,7 +281,7 @@ class Server:
             while len(self._seen) > SEEN_NONCES:
                 self._seen.pop(next(iter(self._seen)))
             used = {s.port for s in self._sessions.values()}
-        port = next(p for p in free_ports(4, self.entry.host) if p not in used)
+        port = session_port(self.cluster, self.party_id, used)
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
         with self._lock:
             self._sessions[nonce_c] = sess
@@ -436,14 +450,34 @@ class QueryResult:
     info: dict
 
 
+class _ConnectFailed(Exception):
+    """The session's endpoint could not be set up (before the protocol sent anything)."""
+
+
 def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol: str | None = None,
           network: str | None = None, control_timeout: float = 10.0, recv_timeout: float | None = None,
-          endpoint_wrapper=None) -> QueryResult:
+          endpoint_wrapper=None, retries: int = 2) -> QueryResult:
     """One client session against running ``secinfer serve`` parties; returns the output.
 
     ``protocol`` (optional) must match what the servers serve. ``endpoint_wrapper(ep)``
-    (tests: fault injection) wraps the session endpoint the protocol runs on.
+    (tests: fault injection) wraps the session endpoint the protocol runs on. A session
+    whose endpoints cannot connect (e.g. a session port taken by another process between
+    its choice and its bind) is given up before any protocol message and retried as a
+    new session (fresh nonce, ports and material) up to ``retries`` times.
     """
+    for attempt in range(retries + 1):
+        try:
+            return _query_once(cluster_path, x, party_id, keys_dir=keys_dir, protocol=protocol, network=network,
+                               control_timeout=control_timeout, recv_timeout=recv_timeout,
+                               endpoint_wrapper=endpoint_wrapper)
+        except _ConnectFailed as e:
+            if attempt == retries:
+                raise e.__cause__ from None
+    raise AssertionError("unreachable")
+
+
+def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, control_timeout, recv_timeout,
+                endpoint_wrapper) -> QueryResult:
     import zmq
 
     from secinfer.arith.fixed import get_config
@@ -451,7 +485,7 @@ def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol:
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
     from secinfer.protocols.base import PartyJob
-    from secinfer.runtime.cluster import free_ports, load_cluster
+    from secinfer.runtime.cluster import load_cluster
     from secinfer.runtime.party import endpoint_class
 
     t0 = time.perf_counter()
@@ -481,7 +515,7 @@ def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol:
                               f"{spec.input_role!r} can query")
         cluster.check_roles(spec.roles)
         ports = {pid: int(r["port"]) for pid, r in replies.items()}
-        ports[party_id] = free_ports(1, me.host)[0]
+        ports[party_id] = session_port(cluster, party_id)
         contribs = {pid: _hex(r, "contrib", NONCE_BYTES, pid) for pid, r in replies.items()}
         go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()}}
         sids = {pid: _request(s, go, control_timeout, pid)["session_id"] for pid, s in socks.items()}
@@ -496,11 +530,17 @@ def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol:
     t_ctl = time.perf_counter()
     profile = parse_profile(network) if network and network != "none" else None
     kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
-    ep = endpoint_class(derived.transport).from_cluster(derived, party_id, identity, sid, network=profile,
-                                                        connect=False, **kw)
+    try:
+        ep = endpoint_class(derived.transport).from_cluster(derived, party_id, identity, sid, network=profile,
+                                                            connect=False, **kw)
+    except NetworkError as e:
+        raise _ConnectFailed() from e
     ok = False
     try:
-        ep.connect()
+        try:
+            ep.connect()
+        except NetworkError as e:
+            raise _ConnectFailed() from e
         run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
         job = PartyJob(role=me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
                        prg=PRG.fresh(f"query/{me.role}"), model=None, input=x, options=dict(conf["options"] or {}))
