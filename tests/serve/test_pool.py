@@ -45,3 +45,17 @@ def test_api_query_is_the_runtime_query(servers):
     s = servers("reference", "bundled:diabetes-linreg")
     r = api.query(s.cluster, np.zeros((1, 10)), s.client, protocol="reference")
     assert r.output.shape == (1, 1) and len(r.session_id) == 32
+
+
+def test_serve_refuses_bad_configuration_at_start(tmp_path):
+    from secinfer.errors import ConfigError
+    from secinfer.runtime.cluster import write_loopback_cluster
+    from secinfer.runtime.serve import Server
+
+    c = write_loopback_cluster(tmp_path / "c", ["server", "client"])
+    with pytest.raises(ConfigError, match="input role"):
+        Server(c, "client", "reference")
+    with pytest.raises(ConfigError, match="needs --model"):
+        Server(c, "server", "reference")
+    with pytest.raises(ConfigError, match="offers"):
+        Server(c, "server", "reference", "malicious", "unused.onnx")

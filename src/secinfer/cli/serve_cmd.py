@@ -46,6 +46,10 @@ def cmd_serve(args) -> int:
     from secinfer.cli.resolve import model_path
     from secinfer.runtime.serve import Server
 
+    from secinfer.cli.commands import _warn_insecure
+    from secinfer.protocols import registry
+
+    _warn_insecure(registry.get(args.protocol))
     options = _parse_options(args.option, args.params)
     mpath = model_path(args.model) if args.model else None
     srv = Server(args.cluster, args.party_id, args.protocol, args.security, mpath, keys_dir=args.keys,

@@ -203,8 +203,11 @@ class Server:
                 raise ConfigError(f"party {party_id} plays {self.role!r}, the model owner: it needs --model")
             from secinfer.ir.onnx_import import load_model
 
+            from secinfer.ir.validate import check_weights
+
             self.model = load_model(str(model_path))
             spec.check_model(self.model, self.security)
+            check_weights(self.model, self.cfg)   # NaN/infinite or unrepresentable weights: refused at start
         if not isinstance(max_sessions, int) or max_sessions < 1:
             raise ConfigError(f"max_sessions must be a positive integer, got {max_sessions!r}")
         self.max_sessions = max_sessions
