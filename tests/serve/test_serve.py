@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -231,7 +230,6 @@ def test_sigterm_finishes_or_aborts_in_flight_sessions(servers, grace, finished)
     codes = s.terminate(timeout=40)
     took = time.monotonic() - t0
     err = slow.communicate(timeout=60)[1].decode()
-    log = s.log if False else None
     if finished:
         assert codes == {pid: 0 for pid in s.ids} and slow.returncode == 0, err
     else:

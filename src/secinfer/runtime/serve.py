@@ -37,7 +37,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import secrets
 import threading
 import time
