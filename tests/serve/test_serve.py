@@ -23,7 +23,7 @@ from secinfer.net.codec import decode_frame
 from secinfer.runtime.cluster import load_cluster
 from secinfer.runtime.serve import NONCE_BYTES, ServeError, _control_socket, _request, query
 
-from conftest import SRC
+from serve_helpers import SRC
 
 MODEL = "bundled:diabetes-linreg"
 X = np.linspace(-0.05, 0.05, 10).reshape(1, 10)
