@@ -65,7 +65,7 @@ class _Fleet:
 
         spec = registry.get(protocol)
         self.cluster = write_loopback_cluster(work / protocol, spec.roles, session=f"bench-{protocol}",
-                                              connect_timeout=10.0, heartbeat_interval=0.25, peer_timeout=2.0)
+                                              connect_timeout=10.0, heartbeat_interval=0.5, peer_timeout=5.0)
         self.client = spec.input_role
         self.ids = [r for r in spec.roles if r != spec.input_role]
         self.procs = {}
@@ -135,7 +135,7 @@ def _load(fleet: _Fleet, clients: int, n: int, network: str | None = None) -> di
                     lat.append(time.perf_counter() - t)
             except Exception as e:  # noqa: BLE001 - counted
                 with lock:
-                    errors.append(type(e).__name__)
+                    errors.append(f"{type(e).__name__}: {str(e)[:80]}")
     t0 = time.perf_counter()
     ths = [threading.Thread(target=worker) for _ in range(clients)]
     for t in ths:
@@ -144,7 +144,9 @@ def _load(fleet: _Fleet, clients: int, n: int, network: str | None = None) -> di
         t.join()
     wall = time.perf_counter() - t0
     a = np.array(lat) if lat else np.array([np.nan])
-    return {"clients": clients, "queries": n, "ok": len(lat), "errors": len(errors), "wall_s": wall,
+    kinds = {k: errors.count(k) for k in sorted(set(errors))}
+    return {"clients": clients, "queries": n, "ok": len(lat), "errors": len(errors), "error_types": kinds,
+            "wall_s": wall,
             "qps": len(lat) / wall, "p50_s": float(np.percentile(a, 50)), "p99_s": float(np.percentile(a, 99))}
 
 
@@ -202,8 +204,8 @@ def _soak(fleet: _Fleet, n: int, every: int) -> dict:
 def run(quick: bool = False, network: str | None = None) -> dict:
     shaped = (network or "lan").split(",")[0]
     # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
-    protocols = {"reference": ((8, 8, 32), 100, 3) if quick else ((20, 80, 320), 2000, 10),
-                 "astra": ((8, 8, 32), 200, 3) if quick else ((20, 80, 320), 10000, 10),
+    protocols = {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
+                 "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
                  "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
     conc = (1, 4, 16)
     rows, raw, plots = [], {}, []
@@ -214,7 +216,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
             try:
                 loads = [_load(fleet, c, n) for c, n in zip(conc, counts)]
                 for r in loads:
-                    rows.append({"protocol": proto, "kind": "load", **r})
+                    rows.append({"protocol": proto, "kind": "load", **{k: v for k, v in r.items() if k != "error_types"},
+                                 "error_types": "; ".join(f"{n} x {k}" for k, n in r["error_types"].items())})
                 lat_series[f"{proto} p50"] = [r["p50_s"] * 1e3 for r in loads]
                 lat_series[f"{proto} p99"] = [r["p99_s"] * 1e3 for r in loads]
                 qps_series[proto] = [r["qps"] for r in loads]
