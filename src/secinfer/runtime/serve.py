@@ -163,6 +163,7 @@ class ServeStats:
     refused: int = 0                   # open/go refused (replay, busy, malformed, shutting down)
     aborted: int = 0                   # still running at shutdown after the grace period
     errors: dict = field(default_factory=dict)   # error type -> count
+    last_error: dict = field(default_factory=dict)   # error type -> its latest message (bounded)
 
 
 class Server:
@@ -366,6 +367,8 @@ class Server:
                     self.stats.failed += 1
                     t = (sess.error or {}).get("type", "?")
                     self.stats.errors[t] = self.stats.errors.get(t, 0) + 1
+                    if len(self.stats.last_error) < 32 or t in self.stats.last_error:
+                        self.stats.last_error[t] = str((sess.error or {}).get("message", ""))[:300]
                 self._sessions.pop(sess.nonce_c, None)
 
     def _expire(self) -> None:
