@@ -239,7 +239,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                           "x": [s["queries"] for s in soak["samples"]],
                           "series": {pid: [s["rss_kb"][pid] / 1024 for s in soak["samples"]] for pid in fleet.ids}})
     plots.insert(0, {"file": "serve-latency.png", "title": "served query latency", "xlabel": "concurrent clients",
-                     "ylabel": "latency (ms)", "x": list(conc), "series": lat_series, "logx": True})
+                     "ylabel": "latency (ms)", "x": list(conc), "series": lat_series, "logx": True,
+                     "logy": True})
     plots.insert(1, {"file": "serve-throughput.png", "title": "served queries per second",
                      "xlabel": "concurrent clients", "ylabel": "queries/s", "x": list(conc), "series": qps_series,
                      "logx": True})
