@@ -550,3 +550,12 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
                 row.update(ok=False, reason=f"overflow on {where}: {describe_risk(b['risks'][0], cfg, name)}")
             rep.protocols.append(row)
     return rep
+
+
+def query(cluster, x, party_id: str = "client", **kwargs):
+    """One client session against running ``secinfer serve`` parties (docs/runtime.md,
+    "Serving"); returns ``secinfer.runtime.serve.QueryResult`` (``.output``, ``.session_id``,
+    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout."""
+    from secinfer.runtime.serve import query as _query
+
+    return _query(cluster, np.asarray(x, dtype=np.float64), party_id, **kwargs)
