@@ -190,4 +190,5 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt",
+    trust="TRUSTED: each party's LTEE (trusted device) is EMULATED in software (a separate process, not hardware), certified by the well-known DEMO CA key (public: insecure by design; -o ltee_ca_seed=HEX sets your own) [STAMP 2.2]",
 )
