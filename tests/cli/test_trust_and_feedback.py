@@ -170,3 +170,10 @@ def test_run_verbose_prints_phases(capsys):
     res = run("bundled:digits-mlp", X[:1], protocol="reference", in_process=True, quiet=True)
     text = run_details(res)
     assert "offline" in text and "online" in text and "rounds" in text
+
+
+def test_party_output_must_be_npy(tmp_path, capsys):
+    path = init_cluster("reference", out=tmp_path / "c", port="auto")
+    rc = main(["party", "--cluster", str(path), "--id", "client", "--protocol", "reference",
+               "--input", "x.npy", "--output", str(tmp_path / "y.csv")])
+    assert rc == 2 and "name it *.npy" in capsys.readouterr().err

@@ -92,6 +92,11 @@ def cmd_party(args) -> int:
     from secinfer.runtime.party import party_from_cli
 
     spec = registry.get(args.protocol)
+    if args.output is not None and not args.output.lower().endswith(".npy"):
+        from secinfer.errors import ConfigError
+
+        raise ConfigError(f"party --output {args.output!r}: a party writes its output as .npy (its raw array); "
+                          f"name it *.npy")
     for line in filter(None, trust_note(spec).split("\n")):
         print(f"[secinfer] {line}", file=sys.stderr)
     options = _parse_options(args.option, args.params)
