@@ -463,10 +463,12 @@ def _run_in_process(prep: Prepared, timeout: float):
 def run(model, x=None, *, protocol: str, security: str | None = None, network: str = "none",
         fixed: str | None = None, options: dict | None = None, output_kind: str = "scores",
         allow_out_of_range: bool = False, timeout: float = 600.0, in_process: bool = False,
-        progress: bool = False, quiet: bool = False) -> Result:
-    """Private inference of ``model`` on ``x``; see the module docstring."""
+        progress: bool = False, quiet: bool = False, batch: int | None = None) -> Result:
+    """Private inference of ``model`` on ``x``; see the module docstring. ``batch``: the
+    batch a ``zoo:`` network is built and run for (see ``prepare``)."""
     prep = prepare(model, x, protocol=protocol, security=security, network=network, fixed=fixed,
-                   options=options, output_kind=output_kind, allow_out_of_range=allow_out_of_range)
+                   options=options, output_kind=output_kind, allow_out_of_range=allow_out_of_range,
+                   batch=batch)
     try:
         if not quiet:
             for n in prep.notes:
