@@ -53,6 +53,7 @@ class Progress:
         self.tick = tick if tick is not None else (15.0 if self.verbosity > 0 else 60.0)
         self._step: str | None = None
         self._step_t = 0.0
+        self._last = time.perf_counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,6 +62,7 @@ class Progress:
             live.append(self)
 
     def _print(self, text: str) -> None:
+        self._last = time.perf_counter()
         if self.verbosity >= 0:
             print(text, file=self.stream, flush=True)
 
@@ -89,9 +91,10 @@ class Progress:
             self._print(f"{self._head()}   {text}")
 
     def _ticker(self) -> None:
-        while not self._stop.wait(self.tick):
+        """A "still running" line when nothing was printed for ``tick`` seconds."""
+        while not self._stop.wait(min(self.tick, 1.0)):
             with self._lock:
-                if self._step is not None:
+                if self._step is not None and time.perf_counter() - self._last >= self.tick:
                     self._print(f"{self._head()} still running: {self._step} "
                                 f"({time.perf_counter() - self._step_t:.0f} s so far)")
 
