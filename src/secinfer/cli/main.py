@@ -18,7 +18,6 @@ EXIT_ABORT = 3
 
 
 _FIXED = "fx64f13 (64-bit ring, 13 fractional bits), fx64f16, fx32f13 (32-bit ring)"   # arith.fixed.NAMED_CONFIGS
-_PARAMS = "ckks-n14-q380-128 (crisp's default), ckks-n14-128, ckks-n13-128, ckks-n13-q195-128"   # crypto.he.params
 _SECURITIES = "semi-honest | malicious | fair (which ones a protocol offers: `secinfer models`)"
 
 
@@ -30,8 +29,15 @@ def _add_common_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", default="none",
                    help="none | lan | wan | bw=<MB/s>,lat=<ms> (shapes the real traffic; default none)")
     p.add_argument("--fixed", default=None, help=f"fixed-point config: {_FIXED}; default: the protocol's")
+    try:
+        from secinfer.crypto.he.params import PARAMETER_SETS
+
+        usable = [n for n in PARAMETER_SETS if "insecure" not in n]
+    except ImportError:   # pragma: no cover - the HE layer is a dependency
+        usable = ["(the HE layer is not importable)"]
     p.add_argument("--params", default=None,
-                   help=f"HE parameter set (crisp): {_PARAMS}; sets named *insecure* are refused")
+                   help=f"HE parameter set of HE-based protocols (crisp's default: ckks-n14-q380-128): "
+                        f"{', '.join(usable)}; sets named *insecure* are for tests and refused")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol-specific option, VALUE as JSON or a string (repeatable); e.g. "
                         "-o ltee_ca_seed=HEX (stamp: your own device CA), -o output=label (astra)")
