@@ -50,10 +50,20 @@ def run_warning(spec, cfg=None) -> str:
 
 
 def trust_note(spec) -> str:
+    """What the user must trust beyond the parties: an insecure protocol, a trusted dealer,
+    (emulated) trusted hardware and its demo key. Printed whenever the protocol runs."""
+    notes = []
     if spec.insecure:
-        return (f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server in plaintext. "
-                "Use it only as a reference.")
-    return ""
+        notes.append(f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server in "
+                     "plaintext. Use it only as a reference.")
+    if getattr(spec, "trust", ""):
+        notes.append(f"{spec.name}: {spec.trust}")
+    return "\n".join(notes)
+
+
+def trust_of(spec) -> dict:
+    """The trust facts of a protocol, for --json: {"insecure": bool, "trusted": str}."""
+    return {"insecure": bool(spec.insecure), "trusted": getattr(spec, "trust", "") or None}
 
 
 # ---- models --------------------------------------------------------------------------------
@@ -171,9 +181,9 @@ def _as_input(x, ref: ModelRef, graph) -> np.ndarray:
         else:
             raise ConfigError("no input given (only bundled models have a default: their held-out test set)")
     if isinstance(x, (str, os.PathLike)):
-        from secinfer.runtime.party import load_input_file
+        from secinfer.cli.files import load_array
 
-        x = load_input_file(os.fspath(x))
+        x = load_array(x)           # .npy, .npz (one array) or .csv
     if hasattr(x, "to_numpy"):
         x = x.to_numpy()
     try:
@@ -187,10 +197,46 @@ def _as_input(x, ref: ModelRef, graph) -> np.ndarray:
     return arr
 
 
+def _zoo_batch(ref: ModelRef, graph, x, batch: int | None):
+    """A ``zoo:`` network is built for one batch size: rebuild it for ``batch`` or for the
+    input's batch; without an input, a seeded random input in [0, 1) (for timing).
+    Returns (graph, x, notes)."""
+    from secinfer.cli.resolve import model_path
+    from secinfer.crypto.prg import PRG
+
+    notes = []
+    shape = graph.inputs[0].shape
+    if isinstance(x, (str, os.PathLike)):
+        from secinfer.cli.files import load_array
+
+        x = load_array(x)
+    if x is not None:
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == len(shape) - 1:
+            x = x[None, ...]
+        if batch is not None and x.ndim == len(shape) and x.shape[0] != batch:
+            raise ConfigError(f"batch {batch} given but the input holds {x.shape[0]} samples")
+    n = int(batch if batch is not None else (x.shape[0] if x is not None and x.ndim == len(shape) else 1))
+    if n < 1:
+        raise ConfigError(f"batch size must be >= 1, got {n}")
+    if shape[0] is not None and shape[0] != n:
+        ref.path = model_path(ref.label, workdir=ref.tmpdir, batch=n)
+        graph = load_graph(ref)
+    if x is None:
+        full = (n, *[d for d in graph.inputs[0].shape[1:]])
+        x = PRG(bytes(16), f"secinfer-zoo-input/{ref.label}").uint64(full).astype(np.float64) / 2.0 ** 64
+        notes.append(f"{ref.label} has no data set: running a seeded random input in [0, 1) of batch {n} "
+                     f"(timing only; --input X.npy for your own)")
+    return graph, x, notes
+
+
 def prepare(model, x=None, *, protocol: str, security: str | None = None, network: str = "none",
             fixed: str | None = None, options: dict | None = None, output_kind: str = "scores",
-            allow_out_of_range: bool = False) -> Prepared:
-    """Check everything about one run; nothing is started. Raises a typed SecinferError."""
+            allow_out_of_range: bool = False, batch: int | None = None) -> Prepared:
+    """Check everything about one run; nothing is started. Raises a typed SecinferError.
+
+    ``batch``: for ``zoo:`` networks (built for a fixed batch size), the batch to build
+    and run; by default the input's batch (a random input of batch 1 without one)."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import is_classifier, meaning_of
     from secinfer.ir.validate import check_query, check_run, check_weights
@@ -217,8 +263,14 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
     ref = resolve_model(model)
     try:
         graph = load_graph(ref)
+        zoo_notes = []
+        if ref.label.startswith("zoo:"):
+            graph, x, zoo_notes = _zoo_batch(ref, graph, x, batch)
+        elif batch is not None:
+            raise ConfigError("batch is for zoo: networks (built for one batch size); other models take "
+                              "any batch: give an input with that many rows")
         meaning = meaning_of(graph)
-        notes = [n for n in (trust_note(spec), run_warning(spec, cfg)) if n]
+        notes = zoo_notes + [n for n in (*trust_note(spec).split("\n"), run_warning(spec, cfg)) if n]
         notes += [f"{type(st).__name__}(norm={getattr(st, 'norm', '?')!r}) is applied on the client before the "
                   f"query (it has no parameters: nothing secret)" for st in ref.client_steps]
         if output_kind == "labels":
@@ -271,6 +323,7 @@ class Result:
     meaning: dict
     notes: list = field(default_factory=list)
     details: dict = field(default_factory=dict)   # latency/bytes per phase and party, raw output
+    trust: dict = field(default_factory=dict)     # trust_of(spec): insecure, trusted dealer/device
 
     def to_json(self) -> dict:
         """The launcher's record (latency_s, bytes per party, rounds per phase, ...) plus the
@@ -280,7 +333,7 @@ class Result:
                   "output": np.asarray(self.output).tolist(), "predictions": np.asarray(self.predictions).tolist(),
                   "classes": self.meaning.get("classes"), "task": self.meaning.get("task"),
                   "notes": list(self.notes), "latency_online_s": self.latency, "bytes_total": self.bytes,
-                  "rounds_online": self.rounds})
+                  "rounds_online": self.rounds, "trust": self.trust})
         return d
 
     def describe(self) -> str:
@@ -319,7 +372,7 @@ def _finish(prep: Prepared, raw: np.ndarray, details: dict) -> Result:
     return Result(output=out, predictions=preds, output_kind=kind, latency=float(lat.get("online", 0.0)),
                   bytes=int(details.get("bytes_total", 0)), rounds=int(rounds.get("online", 0)),
                   protocol=prep.spec.name, security=prep.security, meaning=prep.meaning, notes=list(prep.notes),
-                  details=details)
+                  details=details, trust=trust_of(prep.spec))
 
 
 def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in_process: bool = False,
@@ -383,10 +436,12 @@ def _run_in_process(prep: Prepared, timeout: float):
 def run(model, x=None, *, protocol: str, security: str | None = None, network: str = "none",
         fixed: str | None = None, options: dict | None = None, output_kind: str = "scores",
         allow_out_of_range: bool = False, timeout: float = 600.0, in_process: bool = False,
-        progress: bool = False, quiet: bool = False) -> Result:
-    """Private inference of ``model`` on ``x``; see the module docstring."""
+        progress: bool = False, quiet: bool = False, batch: int | None = None) -> Result:
+    """Private inference of ``model`` on ``x``; see the module docstring. ``batch``: the
+    batch a ``zoo:`` network is built and run for (see ``prepare``)."""
     prep = prepare(model, x, protocol=protocol, security=security, network=network, fixed=fixed,
-                   options=options, output_kind=output_kind, allow_out_of_range=allow_out_of_range)
+                   options=options, output_kind=output_kind, allow_out_of_range=allow_out_of_range,
+                   batch=batch)
     try:
         if not quiet:
             for n in prep.notes:
@@ -447,6 +502,8 @@ class Inspection:
                 extra = "  (reveals only the predicted class, not the scores)"
             if p.get("warning"):
                 extra += "  (cost model: outputs are not exact)"
+            if (p.get("trust") or {}).get("trusted"):
+                extra += "  (trusts a dealer/device: see `secinfer models`)"
             verdict = "yes" if p["ok"] else f"no: {p['reason']}"
             lines.append(f"  {p['protocol']:<11} {p['security']:<12} {verdict}{extra}")
         return "\n".join(lines)
@@ -525,7 +582,7 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
         b = rep.bounds[cfg.name]
         for sec in spec.securities:
             row = {"protocol": name, "security": sec, "fixed": cfg.name, "ok": True, "reason": "",
-                   "warning": run_warning(spec, cfg)}
+                   "warning": run_warning(spec, cfg), "trust": trust_of(spec)}
             try:
                 spec.check_model(graph, sec)
                 row["reveals"] = _spec_reveals(spec, graph, sec, {})

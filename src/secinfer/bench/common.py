@@ -7,28 +7,101 @@ An adapter is ``run(quick: bool = False, network: str | None = None) -> dict`` r
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import sys
+import threading
 import time
 
 from secinfer.errors import ConfigError
 
 
-class Progress:
-    """One line per step on stderr, with the elapsed time of the suite so far."""
+_VERBOSITY: contextvars.ContextVar[int] = contextvars.ContextVar("secinfer_bench_verbosity", default=0)
+_LIVE: contextvars.ContextVar[list | None] = contextvars.ContextVar("secinfer_bench_live", default=None)
 
-    def __init__(self, suite: str, total: int | None = None, stream=None):
+
+@contextlib.contextmanager
+def bench_feedback(verbosity: int = 0):
+    """The scope of one suite run (``secinfer.bench.suites.run_one``): the Progress objects
+    made inside print at this verbosity (-1: nothing, 0: steps, 1: steps and "still
+    running" lines every 15 s instead of 60 s) and their last step is closed at the end."""
+    t1 = _VERBOSITY.set(int(verbosity))
+    live: list = []
+    t2 = _LIVE.set(live)
+    try:
+        yield
+    finally:
+        for p in live:
+            p.close()
+        _VERBOSITY.reset(t1)
+        _LIVE.reset(t2)
+
+
+class Progress:
+    """One line on stderr when a step starts, one when it finishes (with its time), the
+    suite's elapsed time on each, a "still running" line while a long step runs, and
+    ``row(text)`` for a result as soon as it is known."""
+
+    def __init__(self, suite: str, total: int | None = None, stream=None, tick: float | None = None):
         self.suite = suite
         self.total = total
         self.done = 0
         self.t0 = time.perf_counter()
         self.stream = stream if stream is not None else sys.stderr
+        self.verbosity = _VERBOSITY.get()
+        self.tick = tick if tick is not None else (15.0 if self.verbosity > 0 else 60.0)
+        self._step: str | None = None
+        self._step_t = 0.0
+        self._last = time.perf_counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        live = _LIVE.get()
+        if live is not None:
+            live.append(self)
+
+    def _print(self, text: str) -> None:
+        self._last = time.perf_counter()
+        if self.verbosity >= 0:
+            print(text, file=self.stream, flush=True)
+
+    def _head(self) -> str:
+        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
+        return f"[bench {self.suite} {count} +{time.perf_counter() - self.t0:6.1f}s]"
+
+    def _finish_step(self) -> None:
+        if self._step is not None:
+            self._print(f"{self._head()} done: {self._step} ({time.perf_counter() - self._step_t:.1f} s)")
+            self._step = None
 
     def __call__(self, msg: str) -> None:
-        self.done += 1
-        count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
-        print(f"[bench {self.suite} {count} +{time.perf_counter() - self.t0:6.1f}s] {msg}",
-              file=self.stream, flush=True)
+        with self._lock:
+            self._finish_step()
+            self.done += 1
+            self._step, self._step_t = msg, time.perf_counter()
+            self._print(f"{self._head()} {msg} ...")
+        if self._thread is None and self.verbosity >= 0 and self.tick > 0:
+            self._thread = threading.Thread(target=self._ticker, name=f"bench-{self.suite}-progress", daemon=True)
+            self._thread.start()
+
+    def row(self, text: str) -> None:
+        """A finished result, printed now (not only when the suite ends)."""
+        with self._lock:
+            self._print(f"{self._head()}   {text}")
+
+    def _ticker(self) -> None:
+        """A "still running" line when nothing was printed for ``tick`` seconds."""
+        while not self._stop.wait(min(self.tick, 1.0)):
+            with self._lock:
+                if self._step is not None and time.perf_counter() - self._last >= self.tick:
+                    self._print(f"{self._head()} still running: {self._step} "
+                                f"({time.perf_counter() - self._step_t:.0f} s so far)")
+
+    def close(self) -> None:
+        with self._lock:
+            self._finish_step()
+        self._stop.set()
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0

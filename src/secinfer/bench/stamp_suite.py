@@ -88,6 +88,8 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
         e["results"][sec]["batch"] = e["batch"]
         slot = raw["networks"].setdefault(name, {"paper_name": e["paper_name"], "batch": e["batch"], "results": {}})
         slot["results"][sec] = e["results"][sec]
+        for line in sb.summary_lines(r):   # this row's figures now, not only when the suite ends
+            prog.row(line)
         if partial:
             os.makedirs(os.path.dirname(partial) or ".", exist_ok=True)
             with open(partial, "a") as f:

@@ -37,6 +37,57 @@ SUITES = {
 }
 
 
+# What each suite reproduces, and how long it took on this machine (2 shared vCPUs): only
+# measured figures, with where they were recorded; None = not measured.
+SUITE_INFO = {
+    "runtime": {"reproduces": "none (the runtime itself: latency per network profile and batch)",
+                "quick_s": 10.6, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
+    "he": {"reproduces": "none (CKKS primitives, the HE layer under CRISP)",
+           "quick_s": 19.0, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
+    "fss": {"reproduces": "none (FSS ReLU gate of CRISP V-B, MAC'd vs plain)",
+            "quick_s": 12.7, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
+    "astra": {"reproduces": "ASTRA Tables 3, 5, 6, 7, 8, 9, 10; Figs. 13-14 (vs in-repo ABY3)",
+              "quick_s": 5.9, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
+    "astra-real": {"reproduces": "ASTRA Tables 6, 8 (LAN latency, real processes); 7, 9 (WAN throughput)",
+                   "quick_s": None, "quick_more_than_s": 200.0, "full_s": None,
+                   "source": "bench astra-real --quick 2026-11-27 02:54 UTC, load average ~25: stopped at 200 s "
+                             "during step 10 of 14 (steps took 16-23 s each)"},
+    "stamp": {"reproduces": "STAMP Tables 1, 2, 3, 4 (vs in-repo Falcon+)",
+              "quick_s": 265.0, "full_s": None,
+              "source": "docs/benchmarks.md, bench stamp --quick 2026-11-24 (6 networks, batch 8); full: "
+                        "VGG16 malicious at batch 1 alone took about 23 min"},
+    "crisp": {"reproduces": "CRISP Table I, II-III, V; Figs. 5-6 (vs CRISP semi-honest)",
+              "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
+    "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
+                  "quick_s": None, "full_s": None, "source": ""},
+    "peers": {"reproduces": "none (four workloads beside a mature C++ MPC framework's figures, issue #23)",
+              "quick_s": None, "full_s": None, "source": ""},
+}
+
+
+def _dur(v) -> str:
+    if v is None:
+        return "not measured"
+    return f"{v:.0f} s" if v < 120 else f"{v / 60:.1f} min"
+
+
+def list_suites(as_json: bool = False) -> str:
+    """``secinfer bench list``: suite, what it reproduces, measured --quick and full time."""
+    if as_json:
+        return json.dumps({k: {**SUITE_INFO.get(k, {}), "module": f"{m}.{f}"} for k, (m, f) in SUITES.items()})
+    lines = [f"{'suite':<11} {'--quick':<13} {'full':<13} reproduces"]
+    for name in SUITES:
+        i = SUITE_INFO.get(name, {})
+        quick = _dur(i.get("quick_s")) if i.get("quick_s") or not i.get("quick_more_than_s") else \
+            "> " + _dur(i["quick_more_than_s"])
+        lines.append(f"{name:<11} {quick:<13} {_dur(i.get('full_s')):<13} "
+                     f"{i.get('reproduces', '')}")
+    lines.append(f"{'all':<11} every suite above, in turn")
+    lines.append("times: wall clock measured on this 2-core shared machine (sources in "
+                 "secinfer.bench.suites.SUITE_INFO and docs/benchmarks.md); they grow with load")
+    return "\n".join(lines)
+
+
 def machine_info() -> dict:
     return {"platform": platform.platform(), "python": platform.python_version(),
             "cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
@@ -123,24 +174,27 @@ def write_plots(result: dict, folder: str) -> list[str]:
     return written
 
 
-def run_suite(suite: str, out: str = "results", quick: bool = False, network: str | None = None) -> int:
+def run_suite(suite: str, out: str = "results", quick: bool = False, network: str | None = None,
+              verbosity: int = 0) -> int:
+    """``verbosity``: -1 quiet (no progress lines, no rows echoed), 0 default, 1 more
+    frequent "still running" lines."""
     if suite == "list":
-        for name, (mod, fn) in SUITES.items():
-            print(f"{name:<10} {mod}.{fn}")
-        print(f"{'all':<10} every suite above, in turn")
+        print(list_suites())
         return 0
     if suite == "all":
-        return run_all(out=out, quick=quick, network=network)
+        return run_all(out=out, quick=quick, network=network, verbosity=verbosity)
     if suite not in SUITES:
         raise ConfigError(f"unknown benchmark suite {suite!r}; suites: {', '.join(SUITES)}, all, list")
-    folder = run_one(suite, out=out, quick=quick, network=network)
+    folder = run_one(suite, out=out, quick=quick, network=network, echo=verbosity >= 0, verbosity=verbosity)
     print(f"wrote {os.path.join(folder, 'results.json')}")
     return 0
 
 
 def run_one(suite: str, out: str = "results", quick: bool = False, network: str | None = None,
-            echo: bool = True) -> str:
-    """Run one suite, write its JSON and PNGs; returns the folder."""
+            echo: bool = True, verbosity: int = 0) -> str:
+    """Run one suite, write its JSON and PNGs; returns the folder (named at the start)."""
+    from secinfer.bench.common import bench_feedback
+
     if suite not in SUITES:
         raise ConfigError(f"unknown benchmark suite {suite!r}; suites: {', '.join(SUITES)}, all, list")
     module, fn = SUITES[suite]
@@ -148,7 +202,13 @@ def run_one(suite: str, out: str = "results", quick: bool = False, network: str 
     t0 = time.perf_counter()
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     folder = os.path.join(out, f"{suite}-{stamp}")          # named after the start
-    result = _call_suite(module, fn, quick, network, partial=os.path.join(folder, "partial.jsonl"))
+    os.makedirs(folder, exist_ok=True)
+    if verbosity >= 0:
+        took = SUITE_INFO.get(suite, {}).get("quick_s" if quick else "full_s")
+        print(f"[bench {suite}] results folder: {folder} (partial.jsonl there as steps finish; measured "
+              f"{'--quick' if quick else 'full'} time: {_dur(took)})", file=sys.stderr, flush=True)
+    with bench_feedback(verbosity):
+        result = _call_suite(module, fn, quick, network, partial=os.path.join(folder, "partial.jsonl"))
     result.setdefault("suite", suite)
     result["machine"] = {**machine_info(), "load_avg_at_start": load0}
     result["quick"] = quick
@@ -169,13 +229,13 @@ def run_one(suite: str, out: str = "results", quick: bool = False, network: str 
     return folder
 
 
-def run_all(out: str = "results", quick: bool = False, network: str | None = None) -> int:
+def run_all(out: str = "results", quick: bool = False, network: str | None = None, verbosity: int = 0) -> int:
     """Every suite in turn; a suite that fails is reported and the others still run."""
     done, failed = {}, {}
     for suite in SUITES:
         print(f"[bench all] {suite} ...", file=sys.stderr, flush=True)
         try:
-            done[suite] = run_one(suite, out=out, quick=quick, network=network, echo=False)
+            done[suite] = run_one(suite, out=out, quick=quick, network=network, echo=False, verbosity=verbosity)
         except Exception as e:  # noqa: BLE001 - one broken suite must not hide the others
             failed[suite] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
             print(f"[bench all] {suite} FAILED:\n{failed[suite]['traceback']}", file=sys.stderr, flush=True)

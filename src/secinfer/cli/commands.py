@@ -11,42 +11,64 @@ import numpy as np
 from secinfer.cli.resolve import model_path
 
 
-def _warn_insecure(spec) -> None:
-    if spec.insecure:
-        print(f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server "
-              "in plaintext. Use it only as a reference.", file=sys.stderr)
+def _say(args, note: str) -> None:
+    """A ``[secinfer]`` note on stderr; ``-q`` keeps only warnings and trust notices."""
+    important = note.startswith("WARNING") or "TRUSTED" in note or "INSECURE" in note
+    if important or not getattr(args, "quiet", False):
+        print(f"[secinfer] {note}", file=sys.stderr)
 
 
 def cmd_run(args) -> int:
     from secinfer.api import launch, prepare
+    from secinfer.cli.files import check_output_path, load_array
     from secinfer.cli.main import _parse_options
 
+    check_output_path(args.output)     # an unwritable --output fails now, not after the run
     options = _parse_options(args.option, args.params)
     model = args.model
+    x = args.input
+    if args.input_key is not None:
+        if x is None:
+            from secinfer.errors import ConfigError
+
+            raise ConfigError("--input-key needs --input")
+        x = load_array(x, args.input_key)
     if args.protocol == "certified" and model and not os.path.exists(model):   # a named use case
         from secinfer.protocols.certified.graphs import cli_model_path
-        from secinfer.runtime.party import load_input_file
 
-        model = cli_model_path(model, load_input_file(args.input), options)
+        model = cli_model_path(model, load_array(args.input) if isinstance(x, str) else x, options)
     # everything (protocol, options, model, weights, input shape and range) is checked here,
     # before any party process starts
-    prep = prepare(model, args.input, protocol=args.protocol, security=args.security,
+    prep = prepare(model, x, protocol=args.protocol, security=args.security,
                    network=args.network, fixed=args.fixed, options=options,
                    output_kind=getattr(args, "output_kind", "scores"),
-                   allow_out_of_range=getattr(args, "allow_out_of_range", False))
+                   allow_out_of_range=getattr(args, "allow_out_of_range", False),
+                   batch=getattr(args, "batch", None))
     try:
+        if args.input is None and prep.model.bundled:
+            _say(args, f"no --input: running the bundled held-out test set of {args.model} "
+                       f"({len(prep.x)} rows)")
         for note in prep.notes:
-            print(f"[secinfer] {note}", file=sys.stderr)
+            _say(args, note)
         settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
-        res = launch(prep, timeout=args.timeout, progress=not args.json, cluster_settings=settings)
+        res = launch(prep, timeout=args.timeout, progress=not args.json and not args.quiet,
+                     cluster_settings=settings)
     finally:
         prep.model.cleanup()
+    doc = res.to_json() if (args.json or (args.output or "").lower().endswith(".json")) else None
     if args.output:
-        np.save(args.output, np.asarray(res.output))
+        from secinfer.cli.files import write_output
+
+        write_output(args.output, res, doc)
+        _say(args, f"wrote {args.output}")
     if args.json:
-        print(json.dumps(res.to_json(), default=_json_default))
+        print(json.dumps(doc, default=_json_default))
     else:
         print(res.describe())
+        if args.verbose:
+            from secinfer.cli.feedback import run_details
+
+            print(run_details(res), file=sys.stderr)
     return 0
 
 
@@ -61,12 +83,22 @@ def _json_default(o):
 
 
 def cmd_party(args) -> int:
+    import tempfile
+
+    from secinfer.api import trust_note
+    from secinfer.cli.files import as_npy
     from secinfer.cli.main import _parse_options
     from secinfer.protocols import registry
     from secinfer.runtime.party import party_from_cli
 
     spec = registry.get(args.protocol)
-    _warn_insecure(spec)
+    if args.output is not None and not args.output.lower().endswith(".npy"):
+        from secinfer.errors import ConfigError
+
+        raise ConfigError(f"party --output {args.output!r}: a party writes its output as .npy (its raw array); "
+                          f"name it *.npy")
+    for line in filter(None, trust_note(spec).split("\n")):
+        print(f"[secinfer] {line}", file=sys.stderr)
     options = _parse_options(args.option, args.params)
     mpath = model_path(args.model) if args.model else None
     from secinfer.api import run_warning
@@ -80,7 +112,9 @@ def cmd_party(args) -> int:
         from secinfer.ir.validate import check_weights
 
         check_weights(load_model(mpath), cfg)
-    return party_from_cli(args, model_path=mpath, options=options)
+    with tempfile.TemporaryDirectory(prefix="secinfer-party-") as tmp:
+        args.input = as_npy(args.input, getattr(args, "input_key", None), tmp)   # .npz/.csv -> .npy
+        return party_from_cli(args, model_path=mpath, options=options)
 
 
 def cmd_keygen(args) -> int:
@@ -93,27 +127,30 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_models(args) -> int:
-    from secinfer.ir import bundled, zoo
-    from secinfer.protocols import registry
+    from secinfer.cli.feedback import models_catalogue
 
+    cat = models_catalogue()
+    if getattr(args, "json", False):
+        print(json.dumps(cat, default=_json_default))
+        return 0
     print("Protocols:")
-    for name in registry.names():
-        try:
-            s = registry.get(name)
-            flag = "  [INSECURE]" if s.insecure else ""
-            print(f"  {name:<11} {', '.join(s.securities):<32} {s.description}{flag}")
-        except Exception as e:  # noqa: BLE001 - a protocol whose dependencies are missing
-            print(f"  {name:<11} (unavailable: {e})")
-    print("\nZoo networks (seeded random weights, for timing):  secinfer run --model zoo:NAME")
-    for m in zoo.list_models():
-        print(f"  {m.name:<18} input {str(m.input_shape):<18} {m.params:>11,} params  {m.description}")
+    for s in cat["protocols"]:
+        if "error" in s:
+            print(f"  {s['name']:<11} (unavailable: {s['error']})")
+            continue
+        flag = "  [INSECURE]" if s["insecure"] else ""
+        print(f"  {s['name']:<11} {', '.join(s['securities']):<32} {s['description']}{flag}")
+        if s.get("trusted"):
+            print(f"  {'':<11} {s['trusted']}")
+    print("\nZoo networks (seeded random weights, for timing):  secinfer run --model zoo:NAME [--batch N]")
+    for m in cat["zoo"]:
+        print(f"  {m['name']:<18} input {str(tuple(m['input_shape'])):<18} {m['params']:>11,} params  "
+              f"{m['description']}")
     print("\nBundled trained models (scikit-learn data):  secinfer run --model bundled:NAME")
-    for name in bundled.bundled_names():
-        info = bundled.bundled_info(name)
-        metric = info.get("metric", "")
-        val = info.get("metrics", {}).get("float", {}).get(metric)
-        shown = f"{metric} {val:.4f}" if isinstance(val, float) else ""
-        print(f"  {name:<18} {info.get('task', ''):<14} {info.get('estimator', ''):<40} {shown}")
+    for b in cat["bundled"]:
+        val = b.get("metric_value")
+        shown = f"{b['metric']} {val:.4f}" if isinstance(val, float) else ""
+        print(f"  {b['name']:<18} {b['task']:<14} {b['estimator']:<40} {shown}")
     return 0
 
 
@@ -139,4 +176,11 @@ def cmd_demo(args) -> int:
 def cmd_bench(args) -> int:
     from secinfer.bench.suites import run_suite
 
-    return run_suite(args.suite, out=args.out, quick=args.quick, network=args.network)
+    return run_suite(args.suite, out=args.out, quick=args.quick, network=args.network,
+                     verbosity=-1 if args.quiet else args.verbose)
+
+
+def cmd_cluster(args) -> int:
+    from secinfer.cli.cluster_init import cmd_cluster as run
+
+    return run(args)

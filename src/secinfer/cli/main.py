@@ -17,14 +17,40 @@ EXIT_ERROR = 2
 EXIT_ABORT = 3
 
 
+_FIXED = "fx64f13 (64-bit ring, 13 fractional bits), fx64f16, fx32f13 (32-bit ring)"   # arith.fixed.NAMED_CONFIGS
+_SECURITIES = "semi-honest | malicious | fair (which ones a protocol offers: `secinfer models`)"
+
+
 def _add_common_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--protocol", "-p", required=True, help="protocol name (see `secinfer models`)")
-    p.add_argument("--security", "-s", default=None, help="semi-honest | malicious | fair")
-    p.add_argument("--network", default="none", help="none | lan | wan | bw=<MB/s>,lat=<ms>")
-    p.add_argument("--fixed", default=None, help="fixed-point config (default: the protocol's)")
-    p.add_argument("--params", default=None, help="named parameter set for HE-based protocols")
+    from secinfer.protocols.registry import names
+
+    p.add_argument("--protocol", "-p", required=True, help=f"protocol: {', '.join(names())}")
+    p.add_argument("--security", "-s", default=None, help=f"{_SECURITIES}; default: the protocol's")
+    p.add_argument("--network", default="none",
+                   help="none | lan | wan | bw=<MB/s>,lat=<ms> (shapes the real traffic; default none)")
+    p.add_argument("--fixed", default=None, help=f"fixed-point config: {_FIXED}; default: the protocol's")
+    try:
+        from secinfer.crypto.he.params import PARAMETER_SETS
+
+        usable = [n for n in PARAMETER_SETS if "insecure" not in n]
+    except ImportError:   # pragma: no cover - the HE layer is a dependency
+        usable = ["(the HE layer is not importable)"]
+    p.add_argument("--params", default=None,
+                   help=f"HE parameter set of HE-based protocols (crisp's default: ckks-n14-q380-128): "
+                        f"{', '.join(usable)}; sets named *insecure* are for tests and refused")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
-                   help="protocol-specific option (repeatable)")
+                   help="protocol-specific option, VALUE as JSON or a string (repeatable); e.g. "
+                        "-o ltee_ca_seed=HEX (stamp: your own device CA), -o output=label (astra)")
+    p.add_argument("--input-key", default=None, metavar="NAME",
+                   help="the array to use from an .npz input holding several")
+
+
+def _add_verbosity(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="more detail on stderr (per phase and party after a run)")
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="only results, warnings and trust notices (no progress, no informational notes)")
 
 
 def _parse_options(items: list[str], params: str | None) -> dict:
@@ -52,7 +78,10 @@ def _parse_options(items: list[str], params: str | None) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from secinfer import __version__
+
     ap = argparse.ArgumentParser(prog="secinfer", description="Private machine-learning inference.")
+    ap.add_argument("--version", action="version", version=f"secinfer {__version__}")
     ap.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
@@ -67,10 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
-    r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME")
+    r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME (`secinfer models`)")
     r.add_argument("--input", "-i", default=None,
-                   help=".npy file with one sample or a batch (default for bundled:NAME: its held-out set)")
-    r.add_argument("--output", default=None, help="write the output here (.npy)")
+                   help="one sample or a batch: .npy, .npz (one array, or --input-key) or .csv (numbers, optional "
+                        "header); default for bundled:NAME: its held-out test set, for zoo:NAME: a seeded "
+                        "random input")
+    r.add_argument("--batch", type=int, default=None, metavar="N",
+                   help="zoo:NAME only: build and run the network for a batch of N (default: the input's batch)")
+    r.add_argument("--output", default=None,
+                   help="also write the result here, as its suffix says: .npy (output array), .npz (output and "
+                        "predictions), .csv (one row per sample), .json (what --json prints)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--output-kind", choices=("scores", "labels"), default="scores",
                    help="scores: the model's own output (probabilities/scores as its ONNX graph defines "
@@ -85,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "models whose parties spend seconds in one computation)")
     r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
                    help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")
+    _add_verbosity(r)
 
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
@@ -92,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--keys", default=None, help="folder with this party's secret key (default: next to the cluster file)")
     _add_common_run_args(pa)
     pa.add_argument("--model", "-m", default=None)
-    pa.add_argument("--input", "-i", default=None)
-    pa.add_argument("--output", default=None)
+    pa.add_argument("--input", "-i", default=None, help="the input role's input: .npy, .npz or .csv")
+    pa.add_argument("--output", default=None, help="the input role writes its output here (.npy)")
     pa.add_argument("--session", default=None, help="session nonce shared by all parties (hex)")
     pa.add_argument("--result", default=None, help="write this party's result JSON here")
 
@@ -101,7 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--out", required=True, help="output folder")
     k.add_argument("names", nargs="+", help="party ids")
 
-    sub.add_parser("models", help="list protocols, zoo networks and bundled models")
+    from secinfer.cli.cluster_init import add_cluster_parser
+
+    add_cluster_parser(sub)
+
+    mo = sub.add_parser("models", help="list protocols, zoo networks and bundled models")
+    mo.add_argument("--json", action="store_true", help="print one JSON object")
 
     i = sub.add_parser("inspect", help="ops, shapes, output meaning, derived bounds and which protocols "
                                        "can run a model")
@@ -113,10 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
-    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | peers | all | list")
-    b.add_argument("--out", default="results", help="results folder")
+    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | certified | peers | "
+                                 "all | list (`secinfer bench list`: what each reproduces and how long it takes)")
+    b.add_argument("--out", default="results", help="results folder (default: results/)")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
-    b.add_argument("--network", default=None, help="network profile(s), comma separated")
+    b.add_argument("--network", default=None,
+                   help="network profile(s), comma separated (none | lan | wan | bw=<MB/s>,lat=<ms>; "
+                        "which ones a suite accepts: its error lists them)")
+    _add_verbosity(b)
 
     from secinfer.cli import serve_cmd  # serve, query
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from secinfer.errors import ModelError
 
 
-def model_path(spec: str, workdir: str | None = None) -> str:
+def model_path(spec: str, workdir: str | None = None, batch: int = 1) -> str:
+    """``batch``: the batch size a ``zoo:`` network is built for (its input shape is fixed)."""
     if spec.startswith("bundled:"):
         from secinfer.ir import bundled
 
@@ -25,9 +26,11 @@ def model_path(spec: str, workdir: str | None = None) -> str:
         name = spec.split(":", 1)[1]
         if name not in zoo.ZOO:
             raise ModelError(f"no zoo network {name!r}; zoo: {', '.join(zoo.ZOO)}")
-        model = zoo.build(name, seed=0)
+        if int(batch) < 1:
+            raise ModelError(f"batch size must be >= 1, got {batch}")
+        model = zoo.build(name, seed=0, batch=int(batch))
         d = workdir or tempfile.mkdtemp(prefix="secinfer-zoo-")
-        out = os.path.join(d, f"{name}.onnx")
+        out = os.path.join(d, f"{name}-b{int(batch)}.onnx")
         onnx.save(model, out)
         return out
     p = Path(spec)

@@ -97,3 +97,6 @@ class ProtocolSpec:
     # printed by the CLI and the Python API whenever the protocol runs (e.g. a cost model
     # whose outputs are not the reference's: probabilistic truncation)
     run_warning: str = ""
+    # what the protocol trusts beyond its parties (a trusted dealer, trusted hardware, a
+    # demo key): named by the CLI and the Python API at run time and in --json ("trust")
+    trust: str = ""

@@ -111,7 +111,8 @@ def _module_root(module: str) -> str | None:
 
 
 def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, security: str, model_path,
-               input_path, network: str, fixed, options: dict, nonce: str, protocol_module) -> list[str]:
+               input_path, network: str, fixed, options: dict, nonce: str, protocol_module,
+               progress: bool = False) -> list[str]:
     cmd = [sys.executable, "-m", "secinfer.runtime.party", "--cluster", str(cluster), "--id", role,
            "--protocol", protocol, "--security", security, "--network", network, "--session", nonce,
            "--result", str(work / f"result-{role}.json"), "--options-json", json.dumps(options),
@@ -124,6 +125,8 @@ def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, securi
         cmd += ["--model", str(model_path)]
     if role == spec.input_role:
         cmd += ["--input", str(input_path), "--output", str(work / "output.npy")]
+    if progress:
+        cmd += ["--progress-file", str(work / f"progress-{role}.json")]
     return cmd
 
 
@@ -254,13 +257,14 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         exited: list[str] = []
         stopped: set = set()
         bar = None
+        bar_wanted = bool(progress) and sys.stderr.isatty()   # live party status: terminals only
         try:
             for role in spec.roles:
                 logs[role] = work / f"party-{role}.log"
                 with open(logs[role], "wb") as logf:
                     procs[role] = subprocess.Popen(
                         _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
-                                   fixed, options, nonce, protocol_module),
+                                   fixed, options, nonce, protocol_module, progress=bar_wanted),
                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                         start_new_session=True)
             if progress:
@@ -292,6 +296,11 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                     stopped = _stop_all(procs)
                     break
                 if bar is not None and not bar.disable and now - last_refresh > 0.5:
+                    if bar_wanted:
+                        from secinfer.runtime.progress import describe, read_status
+
+                        bar.set_postfix_str(describe({r: read_status(work / f"progress-{r}.json")
+                                                      for r in spec.roles}), refresh=False)
                     bar.refresh()
                     last_refresh = now
                 time.sleep(0.02)

@@ -127,8 +127,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
-                      recv_timeout: float | None = None) -> dict:
+                      recv_timeout: float | None = None, progress_file=None) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
+    ``progress_file``: a live status file for the launcher (``secinfer.runtime.progress``).
 
     Never raises for protocol or network failures: they are recorded in the result
     (``ok`` False, ``error``) and in ``exit_code``.
@@ -147,6 +148,11 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                  "latency_s": {}, "info": {}}
     ep = None
     code = EXIT_ERROR
+    status = None
+    if progress_file:
+        from secinfer.runtime.progress import PartyStatus
+
+        status = PartyStatus(progress_file)
     try:
         if protocol_module:
             registry.register_module(protocol, protocol_module)
@@ -186,6 +192,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
         t_conn = time.perf_counter()
+        if status is not None:
+            status.set_stage("connect")
         ep = endpoint_class(cluster.transport).from_cluster(
             cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False, **kw)
         try:
@@ -199,6 +207,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.fresh(f"party/{role}"),
                        model=model, input=x, options=dict(options or {}))
         t_run = time.perf_counter()
+        if status is not None:
+            status.set_stage("protocol", ep)
         res = spec.run_party(role, ep, job)
         rec["latency_s"]["protocol"] = time.perf_counter() - t_run
         if role == spec.input_role:
@@ -225,6 +235,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
 
             rec["error"]["traceback"] = traceback.format_exc()[-4000:]
     finally:
+        if status is not None:
+            status.stop("done" if code == EXIT_OK else "failed")
         if ep is not None:
             try:
                 # a success is one only once every frame we sent has been delivered (no
@@ -266,6 +278,7 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--result", default=None, help="write this party's result JSON here")
     ap.add_argument("--protocol-module", default=None, help="register PROTOCOL from this module (plugins, tests)")
     ap.add_argument("--recv-timeout", type=float, default=None)
+    ap.add_argument("--progress-file", default=None, help="write a live status line here (the local launcher)")
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -307,7 +320,7 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             input_path=g("input"), output_path=g("output"), network=g("network") or "none",
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
-                            recv_timeout=g("recv_timeout"))
+                            recv_timeout=g("recv_timeout"), progress_file=g("progress_file"))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "

@@ -326,6 +326,7 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx64f13",
     paper="crisp-2pc-malicious-client.txt",
+    trust="TRUSTED: the 'dealer' party is a trusted offline dealer (F_FSS, it sees the FSS keys and masks); it must not collude with the server or the client [CRISP III-B]",
     demo_rows=4,
     checks=(
         Check(CONSISTENCY, "the MACs of every gate input and linear output fold to q = 0 mod 2^(n+s)",
