@@ -353,10 +353,24 @@ def calibration_inputs(graph: Graph, data: np.ndarray | None, count: int, prg=No
     return 2.0 * u - 1.0
 
 
+def batch_free(graph: Graph) -> Graph:
+    """The same graph with a symbolic batch axis on its input (zoo graphs fix batch 1), so
+    calibration and probing run many samples at once."""
+    import dataclasses
+
+    from secinfer.ir.graph import TensorInfo
+
+    t = graph.inputs[0]
+    if t.shape and t.shape[0] is None:
+        return graph
+    return dataclasses.replace(graph, inputs=[TensorInfo(t.name, (None,) + tuple(t.shape[1:]), t.dtype)])
+
+
 def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = None,
              weight_bits: int | None = None, headroom: float = HEADROOM) -> QuantizedModel:
     """Post-training quantization of ``graph`` for accumulator precision ``b`` [SAFHIRE
     Sec. 3], calibrated on ``calib`` (batch-first float inputs)."""
+    graph = batch_free(graph)
     if b not in ACCUMULATOR_BITS:
         raise ConfigError(f"accumulator precision b must be one of {ACCUMULATOR_BITS}, got {b!r}")
     a = int(act_bits or ACT_BITS[b])
@@ -448,7 +462,7 @@ def accuracy_report(graph: Graph, qm: QuantizedModel, x: np.ndarray, labels: np.
     """Float vs quantized on held-out data: accuracy (argmax) and prediction agreement."""
     from secinfer.ir.float_exec import run_float
 
-    f = run_float(graph, x).reshape(len(x), -1)
+    f = run_float(batch_free(graph), x).reshape(len(x), -1)
     q = qm.run(x).reshape(len(x), -1)
     out = {"agreement": float(np.mean(np.argmax(f, 1) == np.argmax(q, 1))), "samples": int(len(x))}
     if labels is not None:
@@ -482,6 +496,7 @@ def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 
     public metadata like the rest."""
     from secinfer.ir.float_exec import run_float
 
+    graph = batch_free(graph)
     ref = np.argmax(run_float(graph, calib).reshape(len(calib), -1), 1)
     best, best_score = None, -1.0
     pairs = [(ACT_BITS[b], WEIGHT_BITS[b])]
