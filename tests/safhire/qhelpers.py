@@ -46,3 +46,13 @@ def quantized(name: str, b: int):
         return g, Q.quantize(g, b, cal)
     g, x, _ = digits(name)
     return g, Q.quantize_searched(g, b, x[: len(x) // 2])
+
+
+@functools.lru_cache(maxsize=None)
+def mlp3():
+    """12 -> 8 -> ReLU -> 8 -> ReLU -> 10: a first, a middle and a last round."""
+    net = zoo._Net("mlp3", 11, {})
+    h = net.relu(net.gemm("input", 12, 8, gain=1.0))
+    h = net.relu(net.gemm(h, 8, 8))
+    out = net.gemm(h, 8, 10, gain=1.0)
+    return load_model(net.finish([1, 12], out, [1, 10]).SerializeToString())
