@@ -11,10 +11,13 @@ from secinfer.cli.resolve import model_path
 from secinfer.errors import ConfigError
 
 
-def _warn_insecure(spec) -> None:
+def _warn_insecure(spec, options: dict | None = None) -> None:
     if spec.insecure:
         print(f"WARNING: protocol {spec.name!r} is INSECURE: the client's input is sent to the server "
               "in plaintext. Use it only as a reference.", file=sys.stderr)
+    if str((options or {}).get("shuffle", "on")).lower() in ("off", "0", "false"):
+        print(f"WARNING: shuffle=off is INSECURE for {spec.name!r}: the client can read the model's "
+              "weights (analysis mode only).", file=sys.stderr)
 
 
 def cmd_run(args) -> int:
@@ -24,11 +27,11 @@ def cmd_run(args) -> int:
     from secinfer.runtime.party import load_input_file
 
     spec = registry.get(args.protocol)
-    _warn_insecure(spec)
     security = args.security or spec.default_security
     if security not in spec.securities:
         raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
     options = _parse_options(args.option, args.params)
+    _warn_insecure(spec, options)
     x = load_input_file(args.input)
     mpath = model_path(args.model)
     from secinfer.ir.onnx_import import load_model
@@ -63,8 +66,8 @@ def cmd_party(args) -> int:
     from secinfer.runtime.party import party_from_cli
 
     spec = registry.get(args.protocol)
-    _warn_insecure(spec)
     options = _parse_options(args.option, args.params)
+    _warn_insecure(spec, options)
     mpath = model_path(args.model) if args.model else None
     return party_from_cli(args, model_path=mpath, options=options)
 
@@ -110,6 +113,7 @@ def cmd_inspect(args) -> int:
     graph = load_model(model_path(args.model))
     print(graph.summary())
     print("\nProtocols that can run it:")
+    extra: list[str] = []
     for name in registry.names():
         try:
             spec = registry.get(name)
@@ -120,8 +124,12 @@ def cmd_inspect(args) -> int:
             try:
                 spec.check_model(graph, sec)
                 print(f"  {name:<11} {sec:<12} yes")
+                extra.extend(spec.inspect(graph) if spec.inspect is not None else [])
             except Exception as e:  # noqa: BLE001 - report why not
                 print(f"  {name:<11} {sec:<12} no: {e}")
+    if extra:
+        print()
+        print("\n".join(extra))
     return 0
 
 

@@ -35,8 +35,12 @@ def theorem2(sigma: float, n: int, delta0: float = DELTA0, delta: float = DELTA)
     arg = n / (16.0 * math.log(2.0 / delta))
     limit = math.log(arg) if arg > 0 else float("-inf")
     out["eps0_limit"] = limit
+    # the smallest noise (in accumulator units) for which the theorem would apply
+    out["sigma_needed_units"] = (math.sqrt(2.0 * math.log(1.25 / delta0)) / limit) if limit > 0 else None
     if eps0 > limit:
-        out.update(applicable=False, why=f"eps0 = {eps0:.3g} exceeds ln(n / (16 ln(2/delta))) = {limit:.3g}")
+        need = out["sigma_needed_units"]
+        out.update(applicable=False, why=f"eps0 = {eps0:.3g} exceeds ln(n / (16 ln(2/delta))) = {limit:.3g}"
+                   + (f"; it would need noise std >= {need:.3g} units" if need else "; n too small"))
         return out
     e0 = math.exp(eps0)
     eps = math.log(1.0 + (e0 - 1.0) / (e0 + 1.0) * (8.0 * math.sqrt(e0 * math.log(4.0 / delta)) / math.sqrt(n)

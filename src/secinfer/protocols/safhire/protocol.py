@@ -419,4 +419,9 @@ SPEC = ProtocolSpec(
     run_party=run_party,
     check_model=check_model,
     paper="safhire-hybrid-fhe.txt",
+    demo_rows=8,
+    oracle=lambda graph, x, options: __import__(
+        "secinfer.protocols.safhire.report", fromlist=["demo_oracle"]).demo_oracle(graph, x, options),
+    inspect=lambda graph: __import__(
+        "secinfer.protocols.safhire.report", fromlist=["inspect_lines"]).inspect_lines(graph),
 )
