@@ -51,6 +51,7 @@ ACCUMULATOR_BITS = (8, 12, 16)
 ACT_BITS = {8: 4, 12: 6, 16: 8}
 WEIGHT_BITS = {8: 4, 12: 6, 16: 8}
 HEADROOM = 0.75
+TAB_PCT = 2.0       # tabular inputs: per-feature range from the 2nd to the 98th percentile (outliers clip)
 CLIENT_OPS = ("Relu", "MaxPool", "GlobalMaxPool")
 LINEAR_OPS = ("Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Neg", "BatchNormalization",
               "AveragePool", "GlobalAveragePool") + tuple(MOVEMENT)
@@ -237,19 +238,22 @@ class QuantizedModel:
     act_bits: int
     weight_bits: int
     in_shape: tuple                  # per sample, no batch axis
-    in_scale: float
+    in_scale: np.ndarray             # per input element (E,): one value for images, per feature for tables
     in_lo: int
     in_hi: int
     rounds: list[QRound]
     softmax: bool
     out_shape: tuple
     calib: dict = field(default_factory=dict)
+    in_zero: np.ndarray | None = None  # per-feature zero point (tabular inputs), public
 
     # -- inputs
     def quantize_input(self, x: np.ndarray) -> np.ndarray:
         """(batch, E) integer inputs: clip(round(x / in_scale))."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, int(np.prod(self.in_shape)))
-        return np.clip(np.rint(x / self.in_scale), self.in_lo, self.in_hi).astype(np.int64)
+        z = 0.0 if self.in_zero is None else np.asarray(self.in_zero).reshape(1, -1)
+        return np.clip(np.rint((x - z) / np.asarray(self.in_scale).reshape(1, -1)), self.in_lo,
+                       self.in_hi).astype(np.int64)
 
     # -- the oracle
     def run_int(self, v0: np.ndarray, trace: list | None = None) -> np.ndarray:
@@ -284,8 +288,9 @@ class QuantizedModel:
     # -- public metadata [SAFHIRE Sec. 4.2]
     def public(self) -> dict:
         return {"b": self.b, "act_bits": self.act_bits, "weight_bits": self.weight_bits,
-                "in_shape": list(self.in_shape), "in_scale": self.in_scale,
+                "in_shape": list(self.in_shape), "in_scale": np.asarray(self.in_scale).tolist(),
                 "in_lo": self.in_lo, "in_hi": self.in_hi, "softmax": self.softmax,
+                "in_zero": None if self.in_zero is None else np.asarray(self.in_zero).tolist(),
                 "out_shape": list(self.out_shape), "s_out": self.rounds[-1].s_acc,
                 "rounds": [{"n_in": [self.width(s) for s in rd.sources], "sources": rd.sources,
                             "m": rd.m, "n_out": rd.n_out, "n_next": rd.n_next, "k": rd.k,
@@ -340,6 +345,12 @@ def _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes) -> tuple[list[
     return mats, bias
 
 
+def _row(scale) -> np.ndarray:
+    """A source's scale as a (1, E) row (broadcast over a map's columns) or a scalar."""
+    a = np.asarray(scale, dtype=np.float64)
+    return a.reshape(1, -1) if a.ndim else a
+
+
 def calibration_inputs(graph: Graph, data: np.ndarray | None, count: int, prg=None) -> np.ndarray:
     """The user's calibration data, or ``count`` random inputs (uniform [-1, 1], from the
     injected PRG when given) for networks without a data set."""
@@ -392,22 +403,36 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
 
     # input scale
     x0 = env[in_name]
-    signed_in = bool(np.min(x0) < 0)
+    signed_in = bool(np.min(x0) < 0) or x0.ndim == 2
     in_hi = (1 << (a - 1)) - 1 if signed_in else (1 << a) - 1
     in_lo = -in_hi if signed_in else 0
-    in_scale = max(float(np.max(np.abs(x0))), 1e-12) / in_hi
+    # tabular inputs (rank 2): a public scale and zero point per feature (features live on
+    # different scales and offsets; the server folds both into the first layer's weights
+    # and bias); images: one scale, zero point 0
+    xf = x0.reshape(x0.shape[0], -1)
+    top = max(float(np.max(np.abs(xf))), 1e-12)
+    in_zero = None
+    if x0.ndim == 2:
+        lo_f, hi_f = np.percentile(xf, TAB_PCT, axis=0), np.percentile(xf, 100 - TAB_PCT, axis=0)
+        in_zero = (lo_f + hi_f) / 2.0
+        in_scale = np.maximum((hi_f - lo_f) / 2.0, 1e-3 * top) / in_hi
+    else:
+        in_scale = np.full(xf.shape[1], top / in_hi)
     scales = {0: in_scale}
     vmax = {0: max(abs(in_lo), in_hi)}
     qrounds: list[QRound] = []
     n_over = 0
     for r, rd in enumerate(rounds_s):
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
+        if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
+            bias = bias + mats[rd.sources.index(0)] @ in_zero
         y = env[rd.out].reshape(calib.shape[0], -1)
-        w_need = max(float(abs(m).max()) * scales[c] for m, c in zip(mats, rd.sources)) / ((1 << (wb - 1)) - 1)
+        w_need = max(float(abs(m.multiply(_row(scales[c]))).max()) for m, c in zip(mats, rd.sources)) \
+            / ((1 << (wb - 1)) - 1)
         s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
         wints = []
         for m, c in zip(mats, rd.sources):
-            q = m.multiply(scales[c] / s_acc).tocsr()
+            q = sp.csr_matrix(m.multiply(_row(scales[c]) / s_acc))
             q.data = np.rint(q.data)
             q = q.astype(np.int64)
             q.eliminate_zeros()
@@ -430,7 +455,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         qrounds.append(qr)
     qm = QuantizedModel(b, a, wb, shapes[0], in_scale, in_lo, in_hi, qrounds,
                         rounds_s[-1].softmax is not None,
-                        tuple(env[graph.output_names[0]].shape[1:]))
+                        tuple(env[graph.output_names[0]].shape[1:]), in_zero=in_zero)
     # calibration report: accumulator use and overflow (wraps) on the calibration data
     xs = qm.quantize_input(calib)
     use = np.zeros(len(qrounds))
@@ -491,21 +516,28 @@ def log2_worst(qm: QuantizedModel) -> int:
 
 def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 12) -> QuantizedModel:
     """``quantize`` with the (activation bits, weight bits) pair that agrees best with the
-    float model's argmax on the calibration data (ties: the default pair), trying at most
+    float model on the calibration data (argmax for classifiers, relative error for one output) (ties: the default pair), trying at most
     ``max_tries`` pairs around the defaults. Cheap for small models; the chosen pair is
     public metadata like the rest."""
     from secinfer.ir.float_exec import run_float
 
     graph = batch_free(graph)
-    ref = np.argmax(run_float(graph, calib).reshape(len(calib), -1), 1)
-    best, best_score = None, -1.0
+    ref = run_float(graph, calib).reshape(len(calib), -1)
+
+    def score(q: np.ndarray) -> float:
+        q = q.reshape(len(calib), -1)
+        if ref.shape[1] > 1:                       # classifier: argmax agreement
+            return float(np.mean(np.argmax(q, 1) == np.argmax(ref, 1)))
+        return 1.0 - float(np.mean(np.abs(q - ref)) / max(float(np.mean(np.abs(ref))), 1e-12))
+
+    best, best_score = None, -np.inf
     pairs = [(ACT_BITS[b], WEIGHT_BITS[b])]
     pairs += [(a, w) for a in range(2, b - 1) for w in range(2, b - 1)
               if abs(a - ACT_BITS[b]) <= 2 and abs(w - WEIGHT_BITS[b]) <= 2 and (a, w) != pairs[0]]
     for a, w in pairs[:max_tries]:
         qm = quantize(graph, b, calib, a, w)
-        score = float(np.mean(np.argmax(qm.run(calib).reshape(len(calib), -1), 1) == ref))
-        if score > best_score:
-            best, best_score = qm, score
+        sc = score(qm.run(calib))
+        if sc > best_score:
+            best, best_score = qm, sc
     best.calib["calibration_agreement"] = best_score
     return best

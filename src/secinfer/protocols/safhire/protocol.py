@@ -326,7 +326,11 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     if x.size % e_in:
         raise ShapeError(f"input of {x.size} values is not a whole number of {e_in}-value samples")
     xs = x.reshape(-1, e_in)
-    xq = np.clip(np.rint(xs / meta["in_scale"]), meta["in_lo"], meta["in_hi"]).astype(np.int64)
+    scale = np.asarray(meta["in_scale"], dtype=np.float64).reshape(1, -1)
+    if scale.shape[1] != e_in or not np.all(scale > 0):
+        raise ProtocolError("server announced malformed input scales")
+    zero = 0.0 if meta.get("in_zero") is None else np.asarray(meta["in_zero"], np.float64).reshape(1, -1)
+    xq = np.clip(np.rint((xs - zero) / scale), meta["in_lo"], meta["in_hi"]).astype(np.int64)
     b, ld = int(meta["b"]), int(meta["log_delta"])
     total = meta["samples"] * R
     state = ck or {"sid": sid_array(sid), "digest": digest, "outputs": [], "finals": [],
