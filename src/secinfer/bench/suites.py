@@ -32,6 +32,7 @@ SUITES = {
     "stamp": ("secinfer.bench.stamp_suite", "run"),
     "crisp": ("secinfer.bench.crisp_suite", "run"),
     "peers": ("secinfer.bench.peers_suite", "run"),
+    "safhire": ("secinfer.bench.safhire_suite", "run"),
 }
 
 
