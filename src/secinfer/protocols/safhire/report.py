@@ -55,9 +55,10 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
         labels = y if bundled.bundled_info(name)["task"] == "classification" else None
     else:
         x, labels = Q.calibration_inputs(Q.batch_free(graph), None, 32), None
+    models = {}
     for b in (8, 12, 16):
         cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=b)))
-        qm = quantized_model(graph, cfg, options)
+        qm = models[b] = quantized_model(graph, cfg, options)
         rep = Q.accuracy_report(graph, qm, x, labels)
         acc = (f"accuracy {rep['quantized_accuracy']:.4f} (float {rep['float_accuracy']:.4f}), "
                if labels is not None else "")
@@ -66,10 +67,10 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
                      f"{len(qm.rounds)} rounds, eta {[rd.eta for rd in qm.rounds[:-1]]}")
     # rounds, noise and DP at b = 12 with the default (secure) ring
     cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=12)))
-    qm = quantized_model(graph, cfg, options)
+    qm = models[12]
     params = _params(cfg)
     ld = log_delta(qm, params)
-    noise = measure_packing_noise(params, ld, min(256, max(rd.n_out for rd in qm.rounds)))
+    noise = measure_packing_noise(params, ld, min(128, max(rd.n_out for rd in qm.rounds)), reps=1)
     lines.append(f"  b=12 on {cfg['he_params']} (N = {params.n}), Delta = 2^{ld}: packing noise std "
                  f"2^{noise['log2_std_abs']:.1f}, max 2^{noise['log2_max_abs']:.1f} (decryption needs < 2^{ld - 1}); "
                  f"{noise['std_units']:.2e} message units")
