@@ -51,7 +51,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dic
 
     path = model_path(model)
     # a shaped link carries the 16 MB of packing keys for many seconds: heartbeats wait too
-    settings = None if network == "none" else {"peer_timeout": 300.0}
+    settings = None if network == "none" else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
                     options={"b": b, "gamma": gamma, "he_params": PARAMS}, timeout=1800,
                     cluster_settings=settings)
