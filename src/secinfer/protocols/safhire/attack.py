@@ -37,7 +37,7 @@ class RoundOracle:
         self.core = ServerRound(qm, params, ld, shuffle)
         kp = params.keygen()
         self.sk = kp.sk
-        self.ev = he.Evaluator(params, params.gen_eval_keys(kp.sk, relin=False, pack=True))
+        self.ev = he.Evaluator(params, L.eval_keys(params, kp.sk, 0))
         self.queries = 0
 
     def __call__(self, v: np.ndarray) -> np.ndarray:
@@ -49,7 +49,7 @@ class RoundOracle:
         x = self.core.unshuffle(x, self.seed, s, self.r)
         timing = {"linear": 0.0, "shuffle": 0.0}
         y = self.core.apply({self.r: (x.b, x.a)}, self.seed, s, self.r, timing)
-        out = L.pack(self.params, self.ev, y, self.ld)
+        out, _ = L.pack(self.params, self.ev, y, self.ld)
         n_out = rd.n_out if self.r < len(self.qm.rounds) - 1 else rd.m
         vals, _ = L.decrypt(self.params, out, self.sk, self.ld, n_out)
         L.close_all(cts + out)

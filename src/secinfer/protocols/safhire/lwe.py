@@ -1,25 +1,26 @@
-"""The HE pieces SAFHIRE uses, on today's coefficient-domain RLWE API (secinfer.crypto.he.rlwe).
+"""The HE pieces SAFHIRE uses, behind one small interface.
 
-Everything the protocol does with ciphertexts goes through this module, so that the HE
-core's faster pieces (partial trace extraction, batched LWE products, fast packing) can
-replace these functions one by one:
+Two backends, chosen by what ``secinfer.crypto.he`` offers:
 
-* client: ``encrypt`` a vector of integers as RLWE polynomials of N coefficients each,
-  scaled by Delta, with the client's secret key [SAFHIRE Sec. 4.3 "flatten and chunk"];
-  ``decrypt`` the packed answers (and measure their noise).
-* server: ``extract`` LWE ciphertexts of the used coefficients [Sec. 4.4 step 6], hold them
-  as RNS arrays ``Lwe(b, a)`` with b + <a, s> = Delta m + e (mod q_l, one row per prime);
-  ``select`` rows (unshuffle / shuffle / window layout, steps 7 and 9); ``linear``: one
-  batched exact integer product W X + Delta bias mod q on all LWE ciphertexts at once
-  (step 8); ``pack`` back into RLWE by automorphism key switching (step 10).
+* ``fast`` (``secinfer.crypto.he.packing``, when present): the client encrypts m(X^d) for
+  the 2^gamma elements d of D_gamma [SAFHIRE Sec. 4.3 "Power computations"], the server
+  extracts partial traces without key switching [Sec. 4.4, Lemma 1] and packs with the
+  tree packer (N / 2^gamma - 1 key switches per N values, Table 1's role);
+* ``classic`` (``secinfer.crypto.he.rlwe``): gamma = 0 only; LWE extraction and Lattigo's
+  trace-sharing packing.
 
-The product is exact: every residue is cut into three 20-bit limbs, each limb product runs
-as a float64 sparse product (exact while the row l1-norm of W times 2^21 stays below 2^53,
-checked), and the limbs are recombined mod q with shifts that never leave uint64.
+Either way the server holds a batch ``Lwe(b, a)``: per member and RNS limb l, ``b[t, l, :G]``
+and ``a[t, l, :N]`` (G = 2^gamma) are integer vectors mod q_l on which any integer linear
+map acts componentwise; the payload (Delta times the value) sits in the decryption at
+``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly:
+residues are cut into three 20-bit limbs, each limb product is a float64 sparse product
+(exact while the row l1-norm of W times 2^22 stays below 2^53, checked), and the limbs are
+recombined mod q with shifts that never leave uint64 [Sec. 4.4 step 8].
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,9 +33,27 @@ from secinfer.errors import ConfigError, ProtocolError
 LIMB = 20
 
 
+class DecryptionMarginError(ProtocolError):
+    """The client's decryption came too close to a rounding boundary to be trusted."""
+
+
+def fast_available() -> bool:
+    return importlib.util.find_spec("secinfer.crypto.he.packing") is not None
+
+
+def backend(gamma: int) -> str:
+    if fast_available():
+        return "fast"
+    if gamma:
+        raise ConfigError("safhire: gamma = 1, 2 need partial trace extraction from the HE core "
+                          "(secinfer.crypto.he.packing), which this installation does not have; "
+                          "use gamma=0")
+    return "classic"
+
+
 @dataclass
 class Lwe:
-    """count LWE ciphertexts: b (count, L+1), a (count, L+1, N), uint64 residues."""
+    """count members: b (count, L, G), a (count, L, N), uint64 residues."""
 
     b: np.ndarray
     a: np.ndarray
@@ -51,21 +70,48 @@ class Lwe:
         return Lwe(np.concatenate([p.b for p in parts]), np.concatenate([p.a for p in parts]))
 
 
+# ---------------------------------------------------------------- keys
+def eval_keys(params, sk, gamma: int):
+    """The automorphism keys the server's packing needs (sent once at set-up [Sec. 4.2])."""
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        return params.gen_eval_keys(sk, relin=False, galois=pk.pack_galois_elements(params, gamma))
+    return params.gen_eval_keys(sk, relin=False, pack=True)
+
+
+def cts_per_chunk(gamma: int) -> int:
+    return 1 << gamma
+
+
+def chunks(count: int, n: int) -> int:
+    return max(1, -(-count // n))
+
+
 # ---------------------------------------------------------------- client side
-def encrypt(params, v: np.ndarray, sk, log_delta: int) -> list:
-    """RLWE_s(Delta * chunk) for each chunk of N coefficients (zero padded)."""
+def encrypt(params, v: np.ndarray, sk, log_delta: int, gamma: int = 0) -> list:
+    """For each chunk of N values: RLWE_s(Delta m(X^d)) for d in D_gamma (the fast backend;
+    the payload gains 2^gamma in extraction, so it encrypts at Delta / 2^gamma), or
+    RLWE_s(Delta m) (classic). Flat list, chunk by chunk."""
     v = np.asarray(v, dtype=np.int64).reshape(-1)
     n = params.n
     out = []
+    fast = backend(gamma) == "fast"
     for s in range(0, max(len(v), 1), n):
-        out.append(rlwe.coeff_encrypt(params, v[s:s + n].astype(np.float64), sk, float(2.0 ** log_delta),
-                                      level=0))
+        part = v[s:s + n]
+        if fast:
+            from secinfer.crypto.he import packing as pk
+
+            out.extend(pk.encrypt_powers(params, part, sk, log_delta - gamma, gamma))
+        else:
+            out.append(rlwe.coeff_encrypt(params, part.astype(np.float64), sk, float(2.0 ** log_delta),
+                                          level=0))
     return out
 
 
 def decrypt(params, cts: list, sk, log_delta: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The packed integers (count values over the chunks, at spread positions) and their
-    decryption noise in message units (value - nearest integer)."""
+    """The packed integers (count values over the ciphertexts, at spread positions) and their
+    decryption noise in message units (value / Delta - nearest integer)."""
     vals, noise = [], []
     left = count
     for ct in cts:
@@ -80,20 +126,25 @@ def decrypt(params, cts: list, sk, log_delta: int, count: int) -> tuple[np.ndarr
     return np.concatenate(vals), np.concatenate(noise)
 
 
-def chunks(count: int, n: int) -> int:
-    return max(1, -(-count // n))
-
-
 # ---------------------------------------------------------------- server side
-def extract(params, cts: list, count: int) -> Lwe:
-    """LWE ciphertexts of coefficients 0..count-1 across the chunks [SAFHIRE Sec. 4.4]."""
+def extract(params, cts: list, count: int, gamma: int = 0, threads: int = 1) -> Lwe:
+    """Members 0..count-1 (coefficient j of chunk j // N) [SAFHIRE Sec. 4.4 step 6]."""
+    n = params.n
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        g = cts_per_chunk(gamma)
+        groups = [cts[i:i + g] for i in range(0, len(cts), g)]
+        idx = np.arange(count, dtype=np.int64)
+        batch = pk.extract(params, groups, idx % n, idx // n, gamma=gamma, threads=threads)
+        return Lwe(batch.b, batch.a)
     parts = []
     left = count
     for ct in cts:
-        c = min(left, params.n)
+        c = min(left, n)
         with rlwe.extract_lwe(params, ct, np.arange(c)) as batch:
             b, a = batch.to_arrays()
-        parts.append(Lwe(b, a))
+        parts.append(Lwe(b[:, :, None], a))
         left -= c
     return Lwe.concat(parts)
 
@@ -112,7 +163,7 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
 
 
 def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int) -> Lwe:
-    """W x + Delta bias on every LWE ciphertext at once (exact mod each prime)."""
+    """W x + Delta bias on every member at once (exact mod each prime)."""
     w = sp.csr_matrix(w)
     if w.shape[1] != len(x):
         raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {len(x)}")
@@ -120,15 +171,14 @@ def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int) -> 
     if l1 * 2.0 ** (LIMB + 2) >= 2.0 ** 53:
         raise ConfigError(f"weights too large for the exact product (row l1-norm {l1:.3g})")
     wf = w.astype(np.float64)
-    nl = x.b.shape[1]
-    n = x.a.shape[2]
+    nl, g = x.b.shape[1], x.b.shape[2]
     m = w.shape[0]
-    ob = np.empty((m, nl), dtype=np.uint64)
-    oa = np.empty((m, nl, n), dtype=np.uint64)
+    ob = np.empty((m, nl, g), dtype=np.uint64)
+    oa = np.empty((m, nl, x.a.shape[2]), dtype=np.uint64)
     mask = np.uint64((1 << LIMB) - 1)
     for lvl in range(nl):
         q = int(params.q[lvl])
-        xl = np.concatenate([x.b[:, lvl:lvl + 1], x.a[:, lvl, :]], axis=1)     # (count, 1+N)
+        xl = np.concatenate([x.b[:, lvl, :], x.a[:, lvl, :]], axis=1)     # (count, G + N)
         acc = None
         for j in (2, 1, 0):
             limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
@@ -137,20 +187,32 @@ def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int) -> 
             acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
         bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
         acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
-        ob[:, lvl] = acc[:, 0]
-        oa[:, lvl, :] = acc[:, 1:]
+        ob[:, lvl, :] = acc[:, :g]
+        oa[:, lvl, :] = acc[:, g:]
     return Lwe(ob, oa)
 
 
-def pack(params, ev, x: Lwe, log_delta: int) -> list:
-    """RLWE ciphertexts holding the LWE plaintexts at spread positions, N per ciphertext
-    [SAFHIRE Sec. 4.4 fast packing; here Lattigo's trace-sharing packing]."""
-    out = []
+def pack(params, ev, x: Lwe, log_delta: int, gamma: int = 0, threads: int = 1) -> tuple[list, int]:
+    """RLWE ciphertexts holding the members' payloads at spread positions, N per
+    ciphertext [SAFHIRE Sec. 4.4 step 10]; and the key switches made (None if unknown)."""
+    out, ks = [], 0
+    fast = backend(gamma) == "fast"
     for s in range(0, len(x), params.n):
-        with rlwe.lwe_from_arrays(params, x.b[s:s + params.n], x.a[s:s + params.n],
-                                  log_scale=float(log_delta)) as batch:
-            out.append(rlwe.pack_lwe(ev, batch))
-    return out
+        b, a = x.b[s:s + params.n], x.a[s:s + params.n]
+        if fast:
+            from secinfer.crypto.he import packing as pk
+
+            ct, k = pk.pack(ev, pk.LWEArrays(params, np.ascontiguousarray(b), np.ascontiguousarray(a),
+                                             gamma, log_delta), threads=threads)
+            out.append(ct)
+            ks += k
+        else:
+            with rlwe.lwe_from_arrays(params, b[:, :, 0], a, log_scale=float(log_delta)) as batch:
+                out.append(rlwe.pack_lwe(ev, batch))
+            c = len(b)
+            lg = max(0, (c - 1).bit_length())
+            ks += (1 << lg) - 1 + params.log_n - lg            # docs/he.md: shared trace
+    return out, ks
 
 
 def load_cts(params, blobs: list[np.ndarray], expected: int) -> list:

@@ -59,7 +59,8 @@ _MAX_META = 1 << 22
 _CT = ArraySpec(np.uint8, (None,), max_elems=1 << 26)
 _EVK = ArraySpec(np.uint8, (None,), max_elems=1 << 31)
 _NOISE_MARGIN_BITS = 20     # Delta must exceed the measured packing noise (~2^15-2^17) by far
-_CALIB_SEED = b"safhire-calibrat"   # public: calibration draws must be the same on resumption
+_CALIB_SEED = b"safhire-calibrat"
+MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused   # public: calibration draws must be the same on resumption
 
 
 # ---------------------------------------------------------------- configuration
@@ -74,10 +75,15 @@ def _config(job: PartyJob) -> dict:
         raise ConfigError(f"safhire: b must be 8, 12 or 16, not {b}")
     if gamma not in GAMMAS:
         raise ConfigError(f"safhire: gamma must be 0, 1 or 2, not {gamma}")
-    if gamma != 0:
-        raise ConfigError("safhire: gamma = 1, 2 need partial trace extraction from the HE core "
-                          "(client-sent automorphism images), which secinfer.crypto.he does not "
-                          "offer yet; use gamma=0")
+    from secinfer.protocols.safhire.lwe import backend
+
+    backend(gamma)          # gamma > 0 needs the HE core's partial trace extraction
+    try:
+        threads = int(o.get("threads", 1))
+    except (TypeError, ValueError):
+        raise ConfigError("safhire option threads must be an integer") from None
+    if not 1 <= threads <= 64:
+        raise ConfigError(f"safhire: threads must lie in [1, 64], not {threads}")
     shuffle = str(o.get("shuffle", "on")).lower()
     if shuffle not in ("on", "off", "1", "0", "true", "false"):
         raise ConfigError(f"safhire: shuffle must be on or off, not {shuffle!r}")
@@ -86,7 +92,7 @@ def _config(job: PartyJob) -> dict:
         print("[safhire] WARNING: shuffle=off is INSECURE (model confidentiality analysis only, "
               "SAFHIRE Sec. 5 (i)): the client can read the weights", file=sys.stderr)
     name = str(o.get("he_params", DEFAULT_PARAMS))
-    return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name,
+    return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
 
@@ -171,6 +177,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     cfg = _config(job)
     store = SessionStore(job.options.get("sessions"))
     timing = dict.fromkeys(("extract", "unshuffle", "linear", "shuffle", "pack"), 0.0)
+    g, th = cfg["gamma"], cfg["threads"]
+    key_switches = 0
     with ep.phase("setup"):
         hdr, sidb = ep.recv(CLIENT, "sh/hello", HDR, SID)
         sid = bytes(sidb)
@@ -222,12 +230,12 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             t += 1
         while t <= total:
             s, r = divmod(t - 1, R)
-            n_ct = L.chunks(qm.width(r), params.n)
+            n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
             got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
             t0 = time.perf_counter()
             cts = L.load_cts(params, got[2:], n_ct)
-            x = L.extract(params, cts, qm.width(r))
+            x = L.extract(params, cts, qm.width(r), g, th)
             L.close_all(cts)
             t1 = time.perf_counter()
             x = core.unshuffle(x, sess.seed, s, r)
@@ -238,7 +246,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             sess.saved[r] = (x.b, x.a)
             y = core.apply(sess.saved, sess.seed, s, r, timing)
             t2 = time.perf_counter()
-            out = L.pack(params, ev, y, ld)
+            out, ks = L.pack(params, ev, y, ld, g, th)
+            key_switches += ks
             blobs = L.to_wire(out)
             L.close_all(out)
             timing["pack"] += time.perf_counter() - t2
@@ -252,7 +261,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     store.drop(sid)
     ev.close()
     evk.close()
-    return PartyResult(info={"timing_s": timing, "rounds": R, "samples": sess.samples,
+    return PartyResult(info={"timing_s": timing, "rounds": R, "samples": sess.samples, "gamma": g,
+                             "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
                              "shuffle": cfg["shuffle"], "resumed_at": resume_at if kind == RESUME else None})
@@ -315,7 +325,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             kp.pk.close()
         else:
             sk = params.load(bytes(ck["sk"]), he.SecretKey)
-        evk = params.gen_eval_keys(sk, relin=False, pack=True)
+        evk = L.eval_keys(params, sk, cfg["gamma"])
         timing["keys"] = time.perf_counter() - t0
         ep.send(SERVER, "sh/keys", header(t_start, 0, 0, KEYS), sid_array(sid),
                 np.frombuffer(evk.to_bytes(), np.uint8))
@@ -347,7 +357,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
                 cur = xq[s]
             if not (meta["replay"] and t == t_start):
                 t0 = time.perf_counter()
-                cts = L.encrypt(params, cur, sk, ld)
+                cts = L.encrypt(params, cur, sk, ld, cfg["gamma"])
                 blobs = L.to_wire(cts)
                 L.close_all(cts)
                 timing["encrypt"] += time.perf_counter() - t0
@@ -359,6 +369,10 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             cts = L.load_cts(params, got[2:], L.chunks(n_out, params.n))
             vals, noise = L.decrypt(params, cts, sk, ld, n_out)
             L.close_all(cts)
+            if noise.size and float(np.max(np.abs(noise))) > MAX_NOISE_UNITS:
+                raise L.DecryptionMarginError(
+                    f"round {t}: decryption noise reached {float(np.max(np.abs(noise))):.3f} of a unit "
+                    f"(limit {MAX_NOISE_UNITS}): the ring's noise is too large for Delta = 2^{ld}")
             t1 = time.perf_counter()
             timing["decrypt"] += t1 - t0
             y = wrap(vals, b)

@@ -18,13 +18,13 @@ def measure_packing_noise(params, log_delta: int, count: int, reps: int = 2) -> 
     kp = params.keygen()
     from secinfer.crypto import he
 
-    evk = params.gen_eval_keys(kp.sk, relin=False, pack=True)
+    evk = L.eval_keys(params, kp.sk, 0)
     ev = he.Evaluator(params, evk)
     errs = []
     for i in range(reps):
         v = (np.arange(count, dtype=np.int64) * 7919 + i) % 255 - 127
         cts = L.encrypt(params, v, kp.sk, log_delta)
-        out = L.pack(params, ev, L.extract(params, cts, count), log_delta)
+        out, _ = L.pack(params, ev, L.extract(params, cts, count), log_delta)
         got, noise = L.decrypt(params, out, kp.sk, log_delta, count)
         if not np.array_equal(got, v):
             raise AssertionError("packing decrypted wrongly")
