@@ -3,7 +3,7 @@ breakdown, upload/download bytes and the bandwidth sweep [SAFHIRE Tables 3, 5, F
 
 Every measured row is a real run: both parties as their own processes over the
 authenticated TCP transport (``secinfer.runtime.launcher.run_local``), one sample, the
-secure ring ``ckks-n13-128``. Per row: end-to-end protocol latency, server time by
+secure ring of the accumulator precision (the HE core's SAFHIRE profile, else ``ckks-n13-128``). Per row: end-to-end protocol latency, server time by
 operation (extraction, unshuffle, linear, shuffle, packing) and client time (key
 generation, encryption, decryption, activations), bytes up (client -> server, of which the
 one-time packing keys) and down.
@@ -26,7 +26,6 @@ import numpy as np
 from secinfer.bench.common import Progress
 
 BANDWIDTHS = (0.1, 0.3, 1, 3, 10, 30, 100, 300)       # MB/s [SAFHIRE Fig. 4]
-PARAMS = "ckks-n13-128"
 BUDGET_S = 180.0
 
 
@@ -53,7 +52,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dic
     # a shaped link carries the 16 MB of packing keys for many seconds: heartbeats wait too
     settings = None if network == "none" else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
-                    options={"b": b, "gamma": gamma, "he_params": PARAMS}, timeout=1800,
+                    options={"b": b, "gamma": gamma}, timeout=1800,
                     cluster_settings=settings)
     srv = res.parties["server"]["info"]
     cli = res.parties["client"]["info"]
@@ -71,7 +70,9 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dic
            **{f"server_{k}_s": v for k, v in st.items()}, **{f"client_{k}_s": v for k, v in ct.items()},
            "bytes_up": up, "bytes_up_keys": keys, "bytes_down": down, "packed_values": packed,
            "pack_ms_per_value": 1000.0 * st["pack"] / max(1, packed * len(x)),
-           "log_delta": cli["log_delta"],
+           "log_delta": cli["log_delta"], "he_params": srv["he_params"], "backend": srv.get("backend"),
+           "key_switches": srv.get("key_switches"),
+           "key_switches_per_value": (srv.get("key_switches") or 0) / max(1, packed * len(x)),
            "noise_log2_std": [n.get("log2_std_abs") for n in cli["noise"]],
            "dp": [n.get("dp") for n in cli["noise"]]}
     for bw in BANDWIDTHS:
@@ -82,20 +83,24 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dic
 def run(quick: bool = False, network: str | None = None) -> dict:
     from secinfer.ir import bundled
 
+    from secinfer.protocols.safhire.lwe import fast_available
+
     x_d, _ = bundled.bundled_testset("digits-cnn")
-    configs = [("bundled:digits-mlp", b) for b in (8, 12, 16)] + [("bundled:digits-cnn", 12)]
+    gammas = (0, 1, 2) if fast_available() else (0,)
+    configs = [("bundled:digits-mlp", b, g) for b in (8, 12, 16) for g in gammas]
+    configs += [("bundled:digits-cnn", 12, g) for g in gammas]
     if not quick:
-        configs += [("bundled:digits-cnn", 8), ("bundled:digits-cnn", 16)]
+        configs += [("bundled:digits-cnn", b, g) for b in (8, 16) for g in gammas]
     prog = Progress("safhire", len(configs) + 2)
     rows, skipped = [], []
-    for model, b in configs:
-        r = _measure(model, b, 0, "none", x_d[300:301])
+    for model, b, g in configs:
+        r = _measure(model, b, g, "none", x_d[300:301])
         rows.append(r)
-        prog(f"{model} b={b}: e2e {r['e2e_s']:.2f}s, server {r['server_s']:.2f}s "
+        prog(f"{model} b={b} gamma={g} ({r['he_params']}): e2e {r['e2e_s']:.2f}s, server {r['server_s']:.2f}s "
              f"(pack {r['server_pack_s']:.2f}s), up {r['bytes_up'] / 1e6:.2f} MB, down {r['bytes_down'] / 1e6:.2f} MB")
     # the bandwidth model against one real shaped run [Fig. 4]
     prof = network or "bw=1.25,lat=10"
-    base = next(r for r in rows if r["model"] == "bundled:digits-mlp" and r["b"] == 12)
+    base = next(r for r in rows if r["model"] == "bundled:digits-mlp" and r["b"] == 12 and r["gamma"] == 0)
     bw = _bandwidth(prof)
     try:
         real = _measure("bundled:digits-mlp", 12, 0, prof, x_d[300:301])
@@ -124,22 +129,24 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                                    f"{BUDGET_S:.0f}s budget of a bench row"})
         except Exception as e:  # noqa: BLE001 - report, do not stop the suite
             skipped.append({"model": f"zoo:{zoo_name}", "why": f"could not analyse: {e}"})
-    skipped.append({"model": "*", "gamma": "1, 2", "why": "partial trace extraction not in the HE core yet"})
+    if not fast_available():
+        skipped.append({"model": "*", "gamma": "1, 2", "why": "partial trace extraction not in the HE core yet"})
     skipped.append({"model": "*", "baseline": "fhe-ckks (ORION-style)",
                     "why": "the fully encrypted CKKS baseline is not implemented in the repository yet"})
     prog("skipped rows listed")
     plots = [
         {"title": "SAFHIRE end-to-end time vs bandwidth (model: compute + bytes / bandwidth) [Fig. 4]",
          "x": list(BANDWIDTHS), "xlabel": "MB/s", "ylabel": "seconds", "logx": True, "logy": True,
-         "series": {f"{r['model'].split(':')[1]} b={r['b']}": [r[f"model_s_at_{bw}MBps"] for bw in BANDWIDTHS]
+         "series": {f"{r['model'].split(':')[1]} b={r['b']} g={r['gamma']}": [r[f"model_s_at_{bw}MBps"]
+                                                                            for bw in BANDWIDTHS]
                     for r in rows}, "file": "bandwidth.png"},
         {"title": "SAFHIRE server time by operation [Fig. 5]", "kind": "bar",
-         "x": [f"{r['model'].split(':')[1]} b={r['b']}" for r in rows], "ylabel": "seconds",
+         "x": [f"{r['model'].split(':')[1]} b={r['b']} g={r['gamma']}" for r in rows], "ylabel": "seconds",
          "series": {op: [r[f"server_{op}_s"] for r in rows] for op in ("extract", "linear", "shuffle", "pack")},
          "file": "server_ops.png"},
     ]
     return {"suite": "safhire", "rows": rows, "plots": plots, "skipped": skipped,
-            "bandwidth_check": check, "raw": {"params": PARAMS, "bandwidths_MBps": list(BANDWIDTHS)},
+            "bandwidth_check": check, "raw": {"bandwidths_MBps": list(BANDWIDTHS)},
             "seconds": prog.elapsed()}
 
 

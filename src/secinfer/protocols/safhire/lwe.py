@@ -51,6 +51,22 @@ def backend(gamma: int) -> str:
     return "classic"
 
 
+CLASSIC_PARAMS = "ckks-n13-128"
+# smallest log2(Delta) per backend: the packing noise (classic, Lattigo's trace packing at
+# N = 2^13: std ~2^17.8, max ~2^19.3; fast tree packing: max ~2^6) must stay far below Delta / 4
+MIN_LOG_DELTA = {"classic": 24, "fast": 10}
+
+
+def default_params(b: int, gamma: int) -> str:
+    """The ring for accumulator precision b: the HE core's SAFHIRE profile [Table 2's role]
+    with the fast backend, else ckks-n13-128 (level 0)."""
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        return getattr(pk, "PROFILE_SETS", {}).get(b, CLASSIC_PARAMS)
+    return CLASSIC_PARAMS
+
+
 @dataclass
 class Lwe:
     """count members: b (count, L, G), a (count, L, N), uint64 residues."""

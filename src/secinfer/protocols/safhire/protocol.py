@@ -51,14 +51,12 @@ from secinfer.protocols.safhire.session import (
 
 SERVER, CLIENT = "server", "client"
 DEFAULT_B = 12
-DEFAULT_PARAMS = "ckks-n13-128"
 GAMMAS = (0, 1, 2)
 HDR = ArraySpec(np.int64, (4,))
 SID = ArraySpec(np.uint8, (SID_BYTES,))
 _MAX_META = 1 << 22
 _CT = ArraySpec(np.uint8, (None,), max_elems=1 << 26)
 _EVK = ArraySpec(np.uint8, (None,), max_elems=1 << 31)
-_NOISE_MARGIN_BITS = 20     # Delta must exceed the measured packing noise (~2^15-2^17) by far
 _CALIB_SEED = b"safhire-calibrat"
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused   # public: calibration draws must be the same on resumption
 
@@ -75,7 +73,7 @@ def _config(job: PartyJob) -> dict:
         raise ConfigError(f"safhire: b must be 8, 12 or 16, not {b}")
     if gamma not in GAMMAS:
         raise ConfigError(f"safhire: gamma must be 0, 1 or 2, not {gamma}")
-    from secinfer.protocols.safhire.lwe import backend
+    from secinfer.protocols.safhire.lwe import backend, default_params
 
     backend(gamma)          # gamma > 0 needs the HE core's partial trace extraction
     try:
@@ -91,7 +89,7 @@ def _config(job: PartyJob) -> dict:
     if not shuffle_on:
         print("[safhire] WARNING: shuffle=off is INSECURE (model confidentiality analysis only, "
               "SAFHIRE Sec. 5 (i)): the client can read the weights", file=sys.stderr)
-    name = str(o.get("he_params", DEFAULT_PARAMS))
+    name = str(o.get("he_params") or default_params(b, gamma))
     return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
@@ -102,13 +100,14 @@ def _params(cfg: dict):
     return he.get_params(cfg["he_params"], allow_insecure=cfg["allow_insecure_he"])
 
 
-def log_delta(qm, params) -> int:
+def log_delta(qm, params, gamma: int = 0) -> int:
     """Delta = 2^ld with every accumulator bound (|W v + bias| for in-range inputs) times Delta
     below q0 / 4, and far above the packing noise."""
     from secinfer.ir.quantize import log2_worst
+    from secinfer.protocols.safhire.lwe import MIN_LOG_DELTA, backend
 
     ld = int(params.q[0]).bit_length() - 3 - log2_worst(qm)
-    if ld < _NOISE_MARGIN_BITS + 17:
+    if ld < MIN_LOG_DELTA[backend(gamma)] + gamma:
         raise ConfigError(f"model accumulators need {log2_worst(qm)} bits: too wide for the "
                           f"{int(params.q[0]).bit_length()}-bit ciphertext modulus")
     return ld
@@ -185,7 +184,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         kind, t_client = int(hdr[3]), int(hdr[0])
         qm = quantized_model(job.model, cfg, job.options)
         params = _params(cfg)
-        ld = log_delta(qm, params)
+        ld = log_delta(qm, params, cfg["gamma"])
         e_in = qm.width(0)
         replay = False
         if kind == HELLO:
