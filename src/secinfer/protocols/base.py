@@ -91,3 +91,17 @@ class ProtocolSpec:
     oracle: Callable[[Any, Any, dict], Any] | None = None
     # inspect(graph) -> extra lines for `secinfer inspect` (e.g. quantized accuracy)
     inspect: Callable[[Any], list] | None = None
+    # option_warnings(options) -> warnings the CLI and the API print for these options
+    # (e.g. an insecure analysis mode switched on)
+    option_warnings: Callable[[dict], list] | None = None
+    # What the input role learns for a model: reveals(graph, security, options) -> "scores"
+    # (the model's own output) or "labels" (only the class, e.g. ASTRA's classification
+    # reveal, or a secure comparison asked for with options). None: always "scores".
+    reveals: Callable[[Any, str, dict], str] | None = None
+    # value_limits(graph, cfg, options) -> {"input": max |x|, "values": max |node value|} when
+    # the protocol encodes values at more fractional bits than the reference (a smaller
+    # range), checked before launch by secinfer.ir.validate; None: the reference's range.
+    value_limits: Callable[[Any, FixedPointConfig, dict], dict | None] | None = None
+    # printed by the CLI and the Python API whenever the protocol runs (e.g. a cost model
+    # whose outputs are not the reference's: probabilistic truncation)
+    run_warning: str = ""

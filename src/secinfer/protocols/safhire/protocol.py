@@ -437,6 +437,10 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     paper="safhire-hybrid-fhe.txt",
     demo_rows=8,
+    option_warnings=lambda options: (
+        ["WARNING: shuffle=off is INSECURE for 'safhire': the client can read the model's weights "
+         "(analysis mode only, SAFHIRE Sec. 5 (i))"]
+        if str(options.get("shuffle", "on")).lower() in ("off", "0", "false") else []),
     oracle=lambda graph, x, options: __import__(
         "secinfer.protocols.safhire.report", fromlist=["demo_oracle"]).demo_oracle(graph, x, options),
     inspect=lambda graph: __import__(
