@@ -178,8 +178,21 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     return r
 
 
-def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int) -> Lwe:
-    """W x + Delta bias on every member at once (exact mod each prime)."""
+def _limb_product(wf, xl: np.ndarray, q: int) -> np.ndarray:
+    """(W xl) mod q for uint64 xl < q, through three 20-bit limbs (exact float64 products)."""
+    mask = np.uint64((1 << LIMB) - 1)
+    acc = None
+    for j in (2, 1, 0):
+        limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
+        y = np.asarray(wf @ limb)
+        y = np.mod(y.astype(np.int64), np.int64(q)).astype(np.uint64)     # y holds exact integers
+        acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
+    return acc
+
+
+def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int, threads: int = 1) -> Lwe:
+    """W x + Delta bias on every member at once (exact mod each prime); ``threads`` workers
+    take column blocks (numpy and scipy release the GIL in the products)."""
     w = sp.csr_matrix(w)
     if w.shape[1] != len(x):
         raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {len(x)}")
@@ -191,16 +204,18 @@ def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int) -> 
     m = w.shape[0]
     ob = np.empty((m, nl, g), dtype=np.uint64)
     oa = np.empty((m, nl, x.a.shape[2]), dtype=np.uint64)
-    mask = np.uint64((1 << LIMB) - 1)
     for lvl in range(nl):
         q = int(params.q[lvl])
         xl = np.concatenate([x.b[:, lvl, :], x.a[:, lvl, :]], axis=1)     # (count, G + N)
-        acc = None
-        for j in (2, 1, 0):
-            limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
-            y = np.asarray(wf @ limb)
-            y = np.mod(np.rint(y).astype(np.int64), np.int64(q)).astype(np.uint64)
-            acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
+        if threads > 1 and xl.shape[1] >= 2 * threads:
+            from concurrent.futures import ThreadPoolExecutor
+
+            cuts = np.array_split(np.arange(xl.shape[1]), threads)
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                parts = list(pool.map(lambda c: _limb_product(wf, xl[:, c[0]:c[-1] + 1], q), cuts))
+            acc = np.concatenate(parts, axis=1)
+        else:
+            acc = _limb_product(wf, xl, q)
         bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
         acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
         ob[:, lvl, :] = acc[:, :g]

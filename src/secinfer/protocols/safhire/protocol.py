@@ -135,8 +135,8 @@ def quantized_model(graph, cfg: dict, options: dict):
 class ServerRound:
     """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], given extracted LWEs."""
 
-    def __init__(self, qm, params, ld: int, shuffle: bool) -> None:
-        self.qm, self.params, self.ld, self.shuffle = qm, params, ld, shuffle
+    def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1) -> None:
+        self.qm, self.params, self.ld, self.shuffle, self.threads = qm, params, ld, shuffle, threads
         self.w = [sp.hstack(rd.weights).tocsr() if len(rd.weights) > 1 else rd.weights[0]
                   for rd in qm.rounds]
 
@@ -161,7 +161,7 @@ class ServerRound:
         rd = self.qm.rounds[r]
         t0 = time.perf_counter()
         x = L.Lwe.concat([L.Lwe(*saved[c]) for c in rd.sources])
-        y = L.linear(self.params, x, self.w[r], rd.bias, self.ld)
+        y = L.linear(self.params, x, self.w[r], rd.bias, self.ld, self.threads)
         t1 = time.perf_counter()
         y = y.select(self.out_rows(seed, sample, r))
         timing["linear"] += t1 - t0
@@ -218,7 +218,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         check_message(hk, sk_sid, sid, resume_at, KEYS, 0, "server <- client keys")
         evk = params.load(bytes(evk_b), he.EvalKeys)
         ev = he.Evaluator(params, evk)
-        core = ServerRound(qm, params, ld, cfg["shuffle"])
+        core = ServerRound(qm, params, ld, cfg["shuffle"], th)
     R = len(qm.rounds)
     total = sess.samples * R
     with ep.phase("online"):
