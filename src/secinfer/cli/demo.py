@@ -73,6 +73,7 @@ def evaluate_pair(spec, mname: str, rows: int | None, network: str, security: st
     return {
         "protocol": spec.name, "security": security, "model": mname, "rows": int(n),
         "bit_exact": exact, "max_abs_err_vs_fixed": max_err, "prediction_agreement": agree,
+        "reference": "own oracle" if spec.oracle is not None else "fixed-point ref",
         "metric": metric, "secure": bundled.score(mname, y, pred_secure)[metric],
         "float": bundled.score(mname, y, pred_float)[metric],
         "offline_s": res.latency_s["offline"], "online_s": res.latency_s["online"],
@@ -150,7 +151,7 @@ def run_demo(protocols=None, rows=None, network="none", as_json=False, baselines
         results.append(r)
         if not as_json:
             fixed = "bit-exact" if r["bit_exact"] else f"max err {r['max_abs_err_vs_fixed']:.2e}"
-            tqdm.write(f"{spec.name:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs fixed-point ref: "
+            tqdm.write(f"{spec.name:<9} {r['security']:<11} {mname:<16} rows={r['rows']:<4} vs {r['reference']}: "
                        f"{fixed:<16} predictions agree {r['prediction_agreement']:6.1%}  "
                        f"{r['metric']} {r['secure']:.4f} (float {r['float']:.4f})  "
                        f"offline {r['offline_s']:.3f}s online {r['online_s']:.3f}s  "
