@@ -90,3 +90,15 @@ def test_refusals():
 def test_shuffle_off_is_announced_as_insecure(capsys):
     _config(PartyJob("client", "semi-honest", None, None, options={"shuffle": "off"}))
     assert "INSECURE" in capsys.readouterr().err
+
+
+def test_client_refuses_decryptions_too_close_to_a_rounding_boundary(monkeypatch):
+    """With a Delta below the packing noise the client stops with a typed error instead of
+    returning wrong integers."""
+    from secinfer.protocols.safhire import lwe as L
+    from secinfer.protocols.safhire import protocol as proto
+
+    monkeypatch.setattr(proto, "log_delta", lambda qm, params, gamma=0: 12)
+    g, x, _ = digits("digits-mlp")
+    res = run(g, x[:1], options(b=8))
+    assert isinstance(res["client"], L.DecryptionMarginError), res["client"]
