@@ -8,7 +8,6 @@ import sys
 import numpy as np
 
 from secinfer.cli.resolve import model_path
-from secinfer.errors import ConfigError
 
 
 def _warn_insecure(spec, options: dict | None = None) -> None:
