@@ -98,7 +98,7 @@ def test_client_refuses_decryptions_too_close_to_a_rounding_boundary(monkeypatch
     from secinfer.protocols.safhire import lwe as L
     from secinfer.protocols.safhire import protocol as proto
 
-    monkeypatch.setattr(proto, "log_delta", lambda qm, params, gamma=0: 12)
+    monkeypatch.setattr(proto, "log_delta", lambda qm, params, gamma=0: 2)
     g, x, _ = digits("digits-mlp")
     res = run(g, x[:1], options(b=8))
     assert isinstance(res["client"], L.DecryptionMarginError), res["client"]
