@@ -58,12 +58,17 @@ MIN_LOG_DELTA = {"classic": 24, "fast": 10}
 
 
 def default_params(b: int, gamma: int) -> str:
-    """The ring for accumulator precision b: the HE core's SAFHIRE profile [Table 2's role]
-    with the fast backend, else ckks-n13-128 (level 0)."""
+    """The ring for accumulator precision b: with the fast backend the HE core's SAFHIRE
+    profile [Table 2's role] for max(b, 12), else ckks-n13-128 (level 0). Not b = 8's own
+    profile: our Delta leaves room for the worst-case accumulator of every in-range input
+    (a few bits above 2^b), and the b = 8 profile's wider key-switching digits leave its
+    noise (~2^35 on a 53-bit q, measured) too close to that Delta; the b >= 12 profile's
+    noise is ~2^26.5."""
     if backend(gamma) == "fast":
         from secinfer.crypto.he import packing as pk
 
-        return getattr(pk, "PROFILE_SETS", {}).get(b, CLASSIC_PARAMS)
+        sets = getattr(pk, "PROFILE_SETS", {})
+        return sets.get(max(b, 12), sets.get(b, CLASSIC_PARAMS))
     return CLASSIC_PARAMS
 
 

@@ -58,7 +58,8 @@ _MAX_META = 1 << 22
 _CT = ArraySpec(np.uint8, (None,), max_elems=1 << 26)
 _EVK = ArraySpec(np.uint8, (None,), max_elems=1 << 31)
 _CALIB_SEED = b"safhire-calibrat"
-MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused   # public: calibration draws must be the same on resumption
+MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
+NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
 
 # ---------------------------------------------------------------- configuration
@@ -131,6 +132,21 @@ def quantized_model(graph, cfg: dict, options: dict):
     return qm
 
 
+def check_noise_margin(params, ld: int, gamma: int) -> dict:
+    """The server's own measurement of the ring's packing noise (a throwaway key, 64 values):
+    refuse a Delta that leaves less than 2^NOISE_MARGIN_BITS between the noise and one unit,
+    rather than let the client's decryptions fail."""
+    from secinfer.protocols.safhire.report import measure_packing_noise
+
+    n = measure_packing_noise(params, ld, 64, reps=1, gamma=gamma)
+    if not n["exact"] or (n["log2_max_abs"] is not None and n["log2_max_abs"] > ld - NOISE_MARGIN_BITS):
+        seen = "beyond Delta / 2" if not n["exact"] else f"2^{n['log2_max_abs']:.1f}"
+        raise ConfigError(f"safhire: packing noise on this ring reaches {seen}, too close to "
+                          f"Delta = 2^{ld} (the model's worst-case accumulators leave no more); choose a ring "
+                          f"with a wider modulus (he_params=...)")
+    return n
+
+
 # ---------------------------------------------------------------- server
 class ServerRound:
     """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], given extracted LWEs."""
@@ -185,6 +201,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         qm = quantized_model(job.model, cfg, job.options)
         params = _params(cfg)
         ld = log_delta(qm, params, cfg["gamma"])
+        noise = check_noise_margin(params, ld, cfg["gamma"])
         e_in = qm.width(0)
         replay = False
         if kind == HELLO:
@@ -264,6 +281,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
                              "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
+                             "setup_noise_log2_max": noise["log2_max_abs"],
                              "shuffle": cfg["shuffle"], "resumed_at": resume_at if kind == RESUME else None})
 
 
