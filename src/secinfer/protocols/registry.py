@@ -17,6 +17,7 @@ _MODULES = {
     "astra": "secinfer.protocols.astra.protocol",
     "aby3": "secinfer.protocols.aby3.protocol",
     "safhire": "secinfer.protocols.safhire.protocol",
+    "certified": "secinfer.protocols.certified.protocol",
 }
 
 
