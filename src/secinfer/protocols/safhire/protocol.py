@@ -108,6 +108,8 @@ def log_delta(qm, params, gamma: int = 0) -> int:
     from secinfer.protocols.safhire.lwe import MIN_LOG_DELTA, backend
 
     ld = int(params.q[0]).bit_length() - 3 - log2_worst(qm)
+    # the client's plaintexts |v| Delta must stay exact in float64 (|v| < 2^act_bits)
+    ld = min(ld, 52 - qm.act_bits - 1)
     if ld < MIN_LOG_DELTA[backend(gamma)] + gamma:
         raise ConfigError(f"model accumulators need {log2_worst(qm)} bits: too wide for the "
                           f"{int(params.q[0]).bit_length()}-bit ciphertext modulus")

@@ -23,7 +23,7 @@ def measure_packing_noise(params, log_delta: int, count: int, reps: int = 2, gam
     errs = []
     exact = True
     for i in range(reps):
-        v = (np.arange(count, dtype=np.int64) * 7919 + i) % 255 - 127
+        v = (np.arange(count, dtype=np.int64) * 7919 + i) % 7 - 3        # activation-sized values
         cts = L.encrypt(params, v, kp.sk, log_delta, gamma)
         out, _ = L.pack(params, ev, L.extract(params, cts, count, gamma), log_delta, gamma)
         got, noise = L.decrypt(params, out, kp.sk, log_delta, count)
