@@ -34,6 +34,7 @@ SUITES = {
     "certified": ("secinfer.bench.certified_suite", "run"),
     "peers": ("secinfer.bench.peers_suite", "run"),
     "safhire": ("secinfer.bench.safhire_suite", "run"),
+    "serve": ("secinfer.bench.serve_suite", "run"),
 }
 
 
