@@ -271,6 +271,8 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
                               "any batch: give an input with that many rows")
         meaning = meaning_of(graph)
         notes = zoo_notes + [n for n in (*trust_note(spec).split("\n"), run_warning(spec, cfg)) if n]
+        if getattr(spec, "option_warnings", None) is not None:
+            notes += list(spec.option_warnings(options))
         notes += [f"{type(st).__name__}(norm={getattr(st, 'norm', '?')!r}) is applied on the client before the "
                   f"query (it has no parameters: nothing secret)" for st in ref.client_steps]
         if output_kind == "labels":
@@ -461,6 +463,7 @@ class Inspection:
     refusal: str | None                          # set when the model cannot be run at all
     bounds: dict = field(default_factory=dict)   # config name -> range report
     protocols: list = field(default_factory=list)  # dicts: protocol, security, ok, reason, reveals, warning
+    extra: list = field(default_factory=list)      # protocol-specific lines (ProtocolSpec.inspect)
 
     def runnable(self) -> list[tuple[str, str]]:
         return [(p["protocol"], p["security"]) for p in self.protocols if p["ok"]]
@@ -471,7 +474,7 @@ class Inspection:
                 "outputs": [[n, list(s)] for n, s in st["outputs"]], "ops": st["ops"], "params": st["params"],
                 "macs": st["macs"], "meaning": self.meaning, "input_range": self.input_range,
                 "range_source": self.range_source, "refusal": self.refusal, "bounds": self.bounds,
-                "protocols": self.protocols}
+                "protocols": self.protocols, "extra": self.extra}
 
     def describe(self) -> str:
         lines = [self.graph.summary(), ""]
@@ -506,6 +509,8 @@ class Inspection:
                 extra += "  (trusts a dealer/device: see `secinfer models`)"
             verdict = "yes" if p["ok"] else f"no: {p['reason']}"
             lines.append(f"  {p['protocol']:<11} {p['security']:<12} {verdict}{extra}")
+        if self.extra:
+            lines += [""] + list(self.extra)
         return "\n".join(lines)
 
 
@@ -586,6 +591,8 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
             try:
                 spec.check_model(graph, sec)
                 row["reveals"] = _spec_reveals(spec, graph, sec, {})
+                if getattr(spec, "inspect", None) is not None:
+                    rep.extra += list(spec.inspect(graph))
             except Exception as e:  # noqa: BLE001 - report why not
                 row.update(ok=False, reason=str(e))
             data, g_data = (xcal, g_cal) if xcal is not None else (probe, g_probe)

@@ -18,6 +18,13 @@ def _say(args, note: str) -> None:
         print(f"[secinfer] {note}", file=sys.stderr)
 
 
+def _warn_insecure(spec, options: dict | None = None) -> None:
+    """The protocol's warnings about insecure option values (e.g. SAFHIRE's shuffle=off);
+    an insecure protocol itself is named by its trust notice."""
+    for w in (spec.option_warnings(options or {}) if spec.option_warnings is not None else []):
+        print(w, file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     from secinfer.api import launch, prepare
     from secinfer.cli.files import check_output_path, load_array
@@ -100,6 +107,7 @@ def cmd_party(args) -> int:
     for line in filter(None, trust_note(spec).split("\n")):
         print(f"[secinfer] {line}", file=sys.stderr)
     options = _parse_options(args.option, args.params)
+    _warn_insecure(spec, options)
     mpath = model_path(args.model) if args.model else None
     from secinfer.api import run_warning
     from secinfer.arith.fixed import get_config

@@ -86,6 +86,14 @@ class ProtocolSpec:
     demo_rows: int = 0  # held-out rows `secinfer demo` runs (0 = all)
     baseline_for: str = ""  # set on in-repo baselines (e.g. "astra" on aby3): bench only, not demo
     checks: tuple[Check, ...] = ()  # every malicious-security check the protocol runs
+    # oracle(graph, x, options) -> float outputs the protocol equals exactly, for protocols
+    # whose reference is not the fixed-point executor (safhire: its quantized model)
+    oracle: Callable[[Any, Any, dict], Any] | None = None
+    # inspect(graph) -> extra lines for `secinfer inspect` (e.g. quantized accuracy)
+    inspect: Callable[[Any], list] | None = None
+    # option_warnings(options) -> warnings the CLI and the API print for these options
+    # (e.g. an insecure analysis mode switched on)
+    option_warnings: Callable[[dict], list] | None = None
     # What the input role learns for a model: reveals(graph, security, options) -> "scores"
     # (the model's own output) or "labels" (only the class, e.g. ASTRA's classification
     # reveal, or a secure comparison asked for with options). None: always "scores".

@@ -1,0 +1,276 @@
+"""The HE pieces SAFHIRE uses, behind one small interface.
+
+Two backends, chosen by what ``secinfer.crypto.he`` offers:
+
+* ``fast`` (``secinfer.crypto.he.packing``, when present): the client encrypts m(X^d) for
+  the 2^gamma elements d of D_gamma [SAFHIRE Sec. 4.3 "Power computations"], the server
+  extracts partial traces without key switching [Sec. 4.4, Lemma 1] and packs with the
+  tree packer (N / 2^gamma - 1 key switches per N values, Table 1's role);
+* ``classic`` (``secinfer.crypto.he.rlwe``): gamma = 0 only; LWE extraction and Lattigo's
+  trace-sharing packing.
+
+Either way the server holds a batch ``Lwe(b, a)``: per member and RNS limb l, ``b[t, l, :G]``
+and ``a[t, l, :N]`` (G = 2^gamma) are integer vectors mod q_l on which any integer linear
+map acts componentwise; the payload (Delta times the value) sits in the decryption at
+``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly:
+residues are cut into three 20-bit limbs, each limb product is a float64 sparse product
+(exact while the row l1-norm of W times 2^22 stays below 2^53, checked), and the limbs are
+recombined mod q with shifts that never leave uint64 [Sec. 4.4 step 8].
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from secinfer.crypto import he
+from secinfer.crypto.he import rlwe
+from secinfer.errors import ConfigError, ProtocolError
+
+LIMB = 20
+
+
+class DecryptionMarginError(ProtocolError):
+    """The client's decryption came too close to a rounding boundary to be trusted."""
+
+
+def fast_available() -> bool:
+    return importlib.util.find_spec("secinfer.crypto.he.packing") is not None
+
+
+def backend(gamma: int) -> str:
+    if fast_available():
+        return "fast"
+    if gamma:
+        raise ConfigError("safhire: gamma = 1, 2 need partial trace extraction from the HE core "
+                          "(secinfer.crypto.he.packing), which this installation does not have; "
+                          "use gamma=0")
+    return "classic"
+
+
+CLASSIC_PARAMS = "ckks-n13-128"
+# smallest log2(Delta) per backend: the packing noise (classic, Lattigo's trace packing at
+# N = 2^13: std ~2^17.8, max ~2^19.3; fast tree packing: max ~2^6) must stay far below Delta / 4
+MIN_LOG_DELTA = {"classic": 24, "fast": 10}
+
+
+def default_params(b: int, gamma: int) -> str:
+    """The ring for accumulator precision b: with the fast backend the HE core's SAFHIRE
+    profile [Table 2's role] for max(b, 12), else ckks-n13-128 (level 0). Not b = 8's own
+    profile: our Delta leaves room for the worst-case accumulator of every in-range input
+    (a few bits above 2^b), and the b = 8 profile's wider key-switching digits leave its
+    noise (~2^35 on a 53-bit q, measured) too close to that Delta; the b >= 12 profile's
+    noise is ~2^26.5."""
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        sets = getattr(pk, "PROFILE_SETS", {})
+        return sets.get(max(b, 12), sets.get(b, CLASSIC_PARAMS))
+    return CLASSIC_PARAMS
+
+
+@dataclass
+class Lwe:
+    """count members: b (count, L, G), a (count, L, N), uint64 residues."""
+
+    b: np.ndarray
+    a: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.b.shape[0])
+
+    def select(self, idx) -> "Lwe":
+        idx = np.asarray(idx, dtype=np.int64)
+        return Lwe(self.b[idx], self.a[idx])
+
+    @staticmethod
+    def concat(parts: list["Lwe"]) -> "Lwe":
+        return Lwe(np.concatenate([p.b for p in parts]), np.concatenate([p.a for p in parts]))
+
+
+# ---------------------------------------------------------------- keys
+def eval_keys(params, sk, gamma: int):
+    """The automorphism keys the server's packing needs (sent once at set-up [Sec. 4.2])."""
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        return params.gen_eval_keys(sk, relin=False, galois=pk.pack_galois_elements(params, gamma))
+    return params.gen_eval_keys(sk, relin=False, pack=True)
+
+
+def cts_per_chunk(gamma: int) -> int:
+    return 1 << gamma
+
+
+def chunks(count: int, n: int) -> int:
+    return max(1, -(-count // n))
+
+
+# ---------------------------------------------------------------- client side
+def encrypt(params, v: np.ndarray, sk, log_delta: int, gamma: int = 0) -> list:
+    """For each chunk of N values: RLWE_s(Delta m(X^d)) for d in D_gamma (the fast backend;
+    the payload gains 2^gamma in extraction, so it encrypts at Delta / 2^gamma), or
+    RLWE_s(Delta m) (classic). Flat list, chunk by chunk."""
+    v = np.asarray(v, dtype=np.int64).reshape(-1)
+    n = params.n
+    out = []
+    fast = backend(gamma) == "fast"
+    for s in range(0, max(len(v), 1), n):
+        part = v[s:s + n]
+        if fast:
+            from secinfer.crypto.he import packing as pk
+
+            out.extend(pk.encrypt_powers(params, part, sk, log_delta - gamma, gamma))
+        else:
+            out.append(rlwe.coeff_encrypt(params, part.astype(np.float64), sk, float(2.0 ** log_delta),
+                                          level=0))
+    return out
+
+
+def decrypt(params, cts: list, sk, log_delta: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The packed integers (count values over the ciphertexts, at spread positions) and their
+    decryption noise in message units (value / Delta - nearest integer)."""
+    vals, noise = [], []
+    left = count
+    for ct in cts:
+        c = min(left, params.n)
+        d = rlwe.coeff_decrypt(params, ct, sk, float(2.0 ** log_delta))[rlwe.spread_positions(c, params.n)]
+        r = np.rint(d)
+        vals.append(r.astype(np.int64))
+        noise.append(d - r)
+        left -= c
+    if left != 0:
+        raise ProtocolError(f"answer has {len(cts)} ciphertexts, too few for {count} values")
+    return np.concatenate(vals), np.concatenate(noise)
+
+
+# ---------------------------------------------------------------- server side
+def extract(params, cts: list, count: int, gamma: int = 0, threads: int = 1) -> Lwe:
+    """Members 0..count-1 (coefficient j of chunk j // N) [SAFHIRE Sec. 4.4 step 6]."""
+    n = params.n
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        g = cts_per_chunk(gamma)
+        groups = [cts[i:i + g] for i in range(0, len(cts), g)]
+        idx = np.arange(count, dtype=np.int64)
+        batch = pk.extract(params, groups, idx % n, idx // n, gamma=gamma, threads=threads)
+        return Lwe(batch.b, batch.a)
+    parts = []
+    left = count
+    for ct in cts:
+        c = min(left, n)
+        with rlwe.extract_lwe(params, ct, np.arange(c)) as batch:
+            b, a = batch.to_arrays()
+        parts.append(Lwe(b[:, :, None], a))
+        left -= c
+    return Lwe.concat(parts)
+
+
+def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
+    """r * 2^k mod q for uint64 r < q, by shifts that stay below 2^64."""
+    step = 64 - q.bit_length()
+    if step < 1:
+        raise ConfigError("prime too wide for the limb recombination")
+    qq = np.uint64(q)
+    while k > 0:
+        s = min(step, k)
+        r = (r << np.uint64(s)) % qq
+        k -= s
+    return r
+
+
+def _limb_product(wf, xl: np.ndarray, q: int) -> np.ndarray:
+    """(W xl) mod q for uint64 xl < q, through three 20-bit limbs (exact float64 products)."""
+    mask = np.uint64((1 << LIMB) - 1)
+    acc = None
+    for j in (2, 1, 0):
+        limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
+        y = np.asarray(wf @ limb)
+        y = np.mod(y.astype(np.int64), np.int64(q)).astype(np.uint64)     # y holds exact integers
+        acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
+    return acc
+
+
+def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int, threads: int = 1) -> Lwe:
+    """W x + Delta bias on every member at once (exact mod each prime); ``threads`` workers
+    take column blocks (numpy and scipy release the GIL in the products)."""
+    w = sp.csr_matrix(w)
+    if w.shape[1] != len(x):
+        raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {len(x)}")
+    l1 = float(np.max(np.asarray(abs(w).sum(axis=1)), initial=0))
+    if l1 * 2.0 ** (LIMB + 2) >= 2.0 ** 53:
+        raise ConfigError(f"weights too large for the exact product (row l1-norm {l1:.3g})")
+    wf = w.astype(np.float64)
+    nl, g = x.b.shape[1], x.b.shape[2]
+    m = w.shape[0]
+    ob = np.empty((m, nl, g), dtype=np.uint64)
+    oa = np.empty((m, nl, x.a.shape[2]), dtype=np.uint64)
+    for lvl in range(nl):
+        q = int(params.q[lvl])
+        xl = np.concatenate([x.b[:, lvl, :], x.a[:, lvl, :]], axis=1)     # (count, G + N)
+        if threads > 1 and xl.shape[1] >= 2 * threads:
+            from concurrent.futures import ThreadPoolExecutor
+
+            cuts = np.array_split(np.arange(xl.shape[1]), threads)
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                parts = list(pool.map(lambda c: _limb_product(wf, xl[:, c[0]:c[-1] + 1], q), cuts))
+            acc = np.concatenate(parts, axis=1)
+        else:
+            acc = _limb_product(wf, xl, q)
+        bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
+        acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
+        ob[:, lvl, :] = acc[:, :g]
+        oa[:, lvl, :] = acc[:, g:]
+    return Lwe(ob, oa)
+
+
+def pack(params, ev, x: Lwe, log_delta: int, gamma: int = 0, threads: int = 1) -> tuple[list, int]:
+    """RLWE ciphertexts holding the members' payloads at spread positions, N per
+    ciphertext [SAFHIRE Sec. 4.4 step 10]; and the key switches made (None if unknown)."""
+    out, ks = [], 0
+    fast = backend(gamma) == "fast"
+    for s in range(0, len(x), params.n):
+        b, a = x.b[s:s + params.n], x.a[s:s + params.n]
+        if fast:
+            from secinfer.crypto.he import packing as pk
+
+            ct, k = pk.pack(ev, pk.LWEArrays(params, np.ascontiguousarray(b), np.ascontiguousarray(a),
+                                             gamma, log_delta), threads=threads)
+            out.append(ct)
+            ks += k
+        else:
+            with rlwe.lwe_from_arrays(params, b[:, :, 0], a, log_scale=float(log_delta)) as batch:
+                out.append(rlwe.pack_lwe(ev, batch))
+            c = len(b)
+            lg = max(0, (c - 1).bit_length())
+            ks += (1 << lg) - 1 + params.log_n - lg            # docs/he.md: shared trace
+    return out, ks
+
+
+def load_cts(params, blobs: list[np.ndarray], expected: int) -> list:
+    """Ciphertexts from the wire (the loader checks length, fingerprint, residue ranges)."""
+    if len(blobs) != expected:
+        raise ProtocolError(f"expected {expected} ciphertexts, got {len(blobs)}")
+    cts = []
+    for data in blobs:
+        ct = params.load(bytes(np.asarray(data, dtype=np.uint8)), he.Ciphertext)
+        if ct.level != 0 or ct.degree != 1:
+            raise ProtocolError("SAFHIRE ciphertexts are degree-1 at level 0")
+        cts.append(ct)
+    return cts
+
+
+def to_wire(cts: list) -> list[np.ndarray]:
+    return [np.frombuffer(ct.to_bytes(), dtype=np.uint8) for ct in cts]
+
+
+def close_all(objs) -> None:
+    for o in objs:
+        try:
+            o.close()
+        except Exception:  # noqa: BLE001 - freeing must not hide the real outcome
+            pass

@@ -1,0 +1,94 @@
+"""What ``secinfer inspect`` and ``secinfer demo`` show for SAFHIRE: the quantized model's
+accuracy next to float for b = 8, 12, 16 [SAFHIRE Table 4], its rounds and public
+metadata [Sec. 4.2], the packing noise measured at the model's Delta and the Theorem 2
+bound per layer [Sec. 5]; and the demo's oracle (the quantized model, not fx64)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from secinfer.protocols.safhire import dp
+
+
+def measure_packing_noise(params, log_delta: int, count: int, reps: int = 2, gamma: int = 0) -> dict:
+    """Encrypt, extract, pack ``count`` integers ``reps`` times under a throwaway key (the
+    noise does not depend on whose key it is); the decryption error in absolute units
+    (std, max) and as a fraction of one message unit."""
+    from secinfer.crypto import he
+    from secinfer.protocols.safhire import lwe as L
+
+    kp = params.keygen()
+    evk = L.eval_keys(params, kp.sk, gamma)
+    ev = he.Evaluator(params, evk)
+    errs = []
+    exact = True
+    for i in range(reps):
+        v = (np.arange(count, dtype=np.int64) * 7919 + i) % 7 - 3        # activation-sized values
+        cts = L.encrypt(params, v, kp.sk, log_delta, gamma)
+        out, _ = L.pack(params, ev, L.extract(params, cts, count, gamma), log_delta, gamma)
+        got, noise = L.decrypt(params, out, kp.sk, log_delta, count)
+        exact = exact and bool(np.array_equal(got, v))
+        errs.append(noise)
+        L.close_all(cts + out)
+    e = np.concatenate(errs)
+    ev.close()
+    evk.close()
+    kp.close()
+    sd = float(np.std(e))
+    return {"samples": int(e.size), "exact": exact, "std_units": sd, "max_units": float(np.max(np.abs(e))),
+            "log2_std_abs": float(np.log2(sd) + log_delta) if sd else None,
+            "log2_max_abs": float(np.log2(np.max(np.abs(e))) + log_delta) if sd else None}
+
+
+def inspect_lines(graph, options: dict | None = None) -> list[str]:
+    from secinfer.ir import bundled
+    from secinfer.ir import quantize as Q
+    from secinfer.protocols.safhire.protocol import _config, _params, log_delta, quantized_model
+    from secinfer.protocols.base import PartyJob
+
+    options = dict(options or {})
+    lines = ["SAFHIRE (quantized integer model; accuracy of the oracle next to float):"]
+    name = str(graph.name).replace("_", "-")
+    if name in bundled.bundled_names():
+        x, y = bundled.bundled_testset(name)
+        x, y = x[len(x) // 2:], y[len(y) // 2:]            # the half not used for calibration
+        labels = y if bundled.bundled_info(name)["task"] == "classification" else None
+    else:
+        x, labels = Q.calibration_inputs(Q.batch_free(graph), None, 32), None
+    models = {}
+    for b in (8, 12, 16):
+        cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=b)))
+        qm = models[b] = quantized_model(graph, cfg, options)
+        rep = Q.accuracy_report(graph, qm, x, labels)
+        acc = (f"accuracy {rep['quantized_accuracy']:.4f} (float {rep['float_accuracy']:.4f}), "
+               if labels is not None else "")
+        lines.append(f"  b={b:<2} act {qm.act_bits} bits, weights <= {qm.weight_bits} bits: {acc}"
+                     f"argmax agrees with float on {rep['agreement']:.1%} of {rep['samples']} inputs; "
+                     f"{len(qm.rounds)} rounds, eta {[rd.eta for rd in qm.rounds[:-1]]}")
+    # rounds, noise and DP at b = 12 with the default (secure) ring
+    cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=12)))
+    qm = models[12]
+    params = _params(cfg)
+    ld = log_delta(qm, params)
+    noise = measure_packing_noise(params, ld, min(128, max(rd.n_out for rd in qm.rounds)), reps=1)
+    lines.append(f"  b=12 on {cfg['he_params']} (N = {params.n}), Delta = 2^{ld}: packing noise std "
+                 f"2^{noise['log2_std_abs']:.1f}, max 2^{noise['log2_max_abs']:.1f} (decryption needs < 2^{ld - 1}); "
+                 f"{noise['std_units']:.2e} message units")
+    for r, rd in enumerate(qm.rounds):
+        last = r == len(qm.rounds) - 1
+        d = None if last else dp.theorem2(noise["std_units"], rd.n_out)
+        dps = "last round, not shuffled" if last else (
+            f"Theorem 2: eps {d['eps']:.3g}, delta {d['delta_total']:.2g}" if d["applicable"]
+            else f"Theorem 2 not applicable ({d['why']})")
+        lines.append(f"  round {r}: sources {rd.sources}, {rd.m} outputs, window {rd.k}, "
+                     f"{'ReLU, ' if rd.relu else ''}eta {rd.eta}; {dps}")
+    return lines
+
+
+def demo_oracle(graph, x: np.ndarray, options: dict | None = None) -> np.ndarray:
+    """The quantized model's float output for ``x`` (what the protocol must equal exactly)."""
+    from secinfer.protocols.safhire.protocol import _config, quantized_model
+    from secinfer.protocols.base import PartyJob
+
+    cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options or {})))
+    return quantized_model(graph, cfg, dict(options or {})).run(x)

@@ -1,0 +1,58 @@
+"""Small models for the SAFHIRE tests (tiny ResNet with max pooling, bundled digits)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from secinfer.ir import bundled, zoo
+from secinfer.ir.onnx_import import load_model
+from secinfer.ir import quantize as Q
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_resnet():
+    """8x8x3 input: conv-bn-relu stem + 2x2 max pool, two basic blocks (one with a 1x1
+    downsampling shortcut), global average pool, 10 logits."""
+    net = zoo._Net("tiny-resnet", 3, {})
+    h = net.relu(net.conv_bn("input", 3, 4, 3, 1, 1, gain=1.0, fold=True))
+    h = net.maxpool(h, 2, 2)                                    # 4 x 4 x 4
+    cin = 4
+    for cout, stride in ((4, 1), (6, 2)):
+        y = net.relu(net.conv_bn(h, cin, cout, 3, stride, 1, fold=True))
+        y = net.conv_bn(y, cout, cout, 3, 1, 1, fold=True)
+        if stride != 1 or cin != cout:
+            h = net.conv_bn(h, cin, cout, 1, stride, 0, gain=1.0, fold=True)
+        h = net.relu(net.node("Add", [h, y]))
+        cin = cout
+    h = net.flatten(net.node("GlobalAveragePool", [h]))
+    out = net.gemm(h, cin, 10, gain=1.0)
+    return load_model(net.finish([1, 3, 8, 8], out, [1, 10]).SerializeToString())
+
+
+@functools.lru_cache(maxsize=None)
+def digits(name: str = "digits-cnn"):
+    g = load_model(str(bundled.bundled_path(name)))
+    x, y = bundled.bundled_testset(name)
+    return g, x, y
+
+
+@functools.lru_cache(maxsize=None)
+def quantized(name: str, b: int):
+    if name == "tiny-resnet":
+        g = tiny_resnet()
+        cal = Q.calibration_inputs(g, None, 32)
+        return g, Q.quantize(g, b, cal)
+    g, x, _ = digits(name)
+    return g, Q.quantize_searched(g, b, x[: len(x) // 2])
+
+
+@functools.lru_cache(maxsize=None)
+def mlp3():
+    """12 -> 8 -> ReLU -> 8 -> ReLU -> 10: a first, a middle and a last round."""
+    net = zoo._Net("mlp3", 11, {})
+    h = net.relu(net.gemm("input", 12, 8, gain=1.0))
+    h = net.relu(net.gemm(h, 8, 8))
+    out = net.gemm(h, 8, 10, gain=1.0)
+    return load_model(net.finish([1, 12], out, [1, 10]).SerializeToString())

@@ -1,0 +1,102 @@
+"""Post-training quantization [SAFHIRE Sec. 3, 4.5] and the integer oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from secinfer.errors import ConfigError, UnsupportedOpError
+from secinfer.ir import quantize as Q
+from secinfer.ir.float_exec import run_float, run_float_all
+from tests.safhire.qhelpers import digits, quantized, tiny_resnet
+
+# held-out accuracy floor per precision (float: digits-cnn 98.2 %, digits-mlp 97.8 %)
+FLOOR = {8: 0.80, 12: 0.96, 16: 0.97}
+
+
+@pytest.mark.parametrize("name", ["digits-cnn", "digits-mlp"])
+@pytest.mark.parametrize("b", [8, 12, 16])
+def test_accuracy_close_to_float_on_bundled_digits(name, b):
+    g, x, y = digits(name)
+    _, qm = quantized(name, b)
+    half = len(x) // 2
+    rep = Q.accuracy_report(g, qm, x[half:], y[half:])
+    assert rep["float_accuracy"] > 0.97
+    assert rep["quantized_accuracy"] >= FLOOR[b], rep
+    if b == 16:
+        assert rep["agreement"] >= 0.98, rep
+    assert qm.calib["wrapped_accumulators"] == 0
+
+
+def test_rounds_of_digits_cnn_are_conv_then_pool_and_fc():
+    _, qm = quantized("digits-cnn", 12)
+    assert [rd.sources for rd in qm.rounds] == [[0], [1]]
+    assert qm.rounds[0].m == 512 and qm.rounds[0].relu and qm.rounds[0].k == 1
+    assert qm.rounds[1].m == 10 and not qm.softmax
+    assert all(rd.eta >= 1 for rd in qm.rounds)
+    for rd in qm.rounds:          # weights within the public weight width
+        for w in rd.weights:
+            assert np.abs(w.data).max() <= (1 << (qm.weight_bits - 1)) - 1
+
+
+def test_oracle_is_integer_arithmetic_written_out():
+    """Round by round, the oracle equals a hand computation: W v + bias wrapped to b bits,
+    ReLU, floor(y / eta) clipped."""
+    _, qm = quantized("digits-cnn", 8)
+    g, x, _ = digits("digits-cnn")
+    v = qm.quantize_input(x[:3])
+    for v0 in v:
+        tr: list = []
+        out = qm.run_int(v0, tr)
+        r0, r1 = qm.rounds
+        y0 = r0.weights[0].toarray() @ v0 + r0.bias
+        y0 = ((y0 + 128) % 256) - 128
+        assert np.array_equal(tr[0], y0)
+        v1 = np.clip(np.maximum(y0, 0) // r0.eta, r0.lo, r0.hi)
+        y1 = ((r1.weights[0].toarray() @ v1 + r1.bias + 128) % 256) - 128
+        assert np.array_equal(out, y1)
+
+
+def test_accumulators_wrap_mod_2_to_the_b():
+    _, qm = quantized("digits-mlp", 8)
+    big = np.full(qm.width(0), qm.in_hi, dtype=np.int64)
+    tr: list = []
+    qm.run_int(big, tr)
+    for y in tr:
+        assert y.min() >= -128 and y.max() <= 127
+
+
+def test_tiny_resnet_max_pool_and_residuals():
+    g = Q.batch_free(tiny_resnet())
+    _, qm = quantized("tiny-resnet", 16)
+    srcs = [rd.sources for rd in qm.rounds]
+    assert srcs[0] == [0] and any(len(s) == 2 for s in srcs)        # a residual round
+    assert qm.rounds[0].k == 4 and qm.rounds[0].n_out == qm.rounds[0].n_next * 4
+    x = Q.calibration_inputs(g, None, 16)
+    f = run_float(g, x)
+    q = qm.run(x)
+    # 16-bit accumulators: logits within a few percent of the float range
+    assert np.max(np.abs(f - q)) <= 0.08 * np.max(np.abs(f)), np.max(np.abs(f - q))
+
+
+def test_max_pool_windows_in_layout_match_float_pooling():
+    g = Q.batch_free(tiny_resnet())
+    _, qm = quantized("tiny-resnet", 16)
+    rd = qm.rounds[0]
+    x = Q.calibration_inputs(g, None, 2)
+    env = run_float_all(g, x, intermediates=True)
+    conv_out = next(v for k, v in env.items() if v.shape[1:] == (4, 8, 8))
+    pooled = next(v for k, v in env.items() if v.shape[1:] == (4, 4, 4))
+    lay = rd.layout(conv_out[0].reshape(-1)).reshape(-1, rd.k).max(axis=1)
+    assert np.allclose(np.maximum(lay, 0), np.maximum(pooled[0].reshape(-1), 0))
+
+
+def test_refusals():
+    g, x, _ = digits("digits-cnn")
+    with pytest.raises(ConfigError):
+        Q.quantize(g, 10, x[:10])
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.ir import bundled
+    lg = load_model(str(bundled.bundled_path("cancer-logreg")))     # ends with Sigmoid
+    with pytest.raises(UnsupportedOpError):
+        Q.split_rounds(lg)
