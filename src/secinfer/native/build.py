@@ -1,8 +1,11 @@
-"""Build the Lattigo c-shared library (``python -m secinfer.crypto.he.build``).
+"""Build secinfer's native c-shared library (``python -m secinfer.native.build``; the old
+command ``python -m secinfer.native.build`` is an alias).
 
-The library also carries the native FSS kernels (``go/fss_*.go``, ``go/fss_dcf.c`` and the
-AES-NI hash ``go/fss_aes.c``, compiled by cgo with the system C compiler that c-shared
-builds need anyway; bound in ``secinfer.crypto.fss.native``).
+One library serves every layer that needs native code: Lattigo HE (``secinfer.crypto.he``),
+the FSS kernels (``go/fss_*.go``, ``go/fss_dcf.c`` and the AES-NI hash ``go/fss_aes.c``,
+compiled by cgo with the system C compiler that c-shared builds need anyway; bound in
+``secinfer.crypto.fss.native``), garbled circuits (``secinfer.crypto.gc``) and the ZK
+provers (``secinfer.crypto.zk``). All of them load it through :mod:`secinfer.native.lib`.
 
 The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
 dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against
@@ -10,7 +13,7 @@ the committed ``go.sum``. The library is written to ``_lib/libsecinferhe.so``; t
 header that ``go build`` emits is discarded (it is build output, never committed).
 
 The library is rebuilt when it is missing or older than any Go or C source, both here and
-lazily on first import (see ``_native.load``). A missing Go toolchain or C compiler raises
+lazily on first import (see ``secinfer.native.lib.load``). A missing Go toolchain or C compiler raises
 :class:`HENativeBuildError` with instructions.
 """
 
@@ -26,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from secinfer.crypto.he.errors import HENativeBuildError
+from secinfer.native.errors import HENativeBuildError
 
 HERE = Path(__file__).resolve().parent
 GO_DIR = HERE / "go"
@@ -63,7 +66,7 @@ def find_go() -> str:
         raise HENativeBuildError(
             "the Go toolchain (>= 1.23) is needed to build secinfer's native library "
             "(Lattigo v6 HE and the FSS kernels) but `go` was not found on PATH; install Go from "
-            "https://go.dev/dl/ and run `python -m secinfer.crypto.he.build`")
+            "https://go.dev/dl/ and run `python -m secinfer.native.build`")
     return go
 
 
@@ -78,7 +81,7 @@ def find_cc() -> str:
         raise HENativeBuildError(
             f"a C compiler is needed to build secinfer's native library (cgo: c-shared library, "
             f"FSS kernels) but {name!r} was not found on PATH; install gcc (e.g. `apt-get install "
-            f"gcc`) or set CC to clang, then run `python -m secinfer.crypto.he.build`")
+            f"gcc`) or set CC to clang, then run `python -m secinfer.native.build`")
     return path
 
 
@@ -109,19 +112,19 @@ def _build_locked(go: str, quiet: bool) -> Path:
         tmp_lib = Path(tmp) / "libsecinferhe.so"
         cmd = [go, "build", "-trimpath", "-buildmode=c-shared", "-o", str(tmp_lib), "."]
         if not quiet:
-            print(f"[secinfer.he] building Lattigo library: {' '.join(cmd)} (in {GO_DIR})",
+            print(f"[secinfer.native] building the native library: {' '.join(cmd)} (in {GO_DIR})",
                   file=sys.stderr)
         proc = subprocess.run(cmd, cwd=GO_DIR, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise HENativeBuildError(
-                f"building the HE library failed (exit {proc.returncode}):\n"
+                f"building the native library failed (exit {proc.returncode}):\n"
                 f"{proc.stderr.strip()[-4000:]}")
         # Atomic replace: a concurrently running process never sees a half-written file.
         staged = LIB_DIR / f".libsecinferhe.{os.getpid()}.so"
         shutil.copyfile(tmp_lib, staged)
         os.replace(staged, LIB_PATH)
     if not quiet:
-        print(f"[secinfer.he] built {LIB_PATH} in {time.perf_counter() - t0:.1f} s",
+        print(f"[secinfer.native] built {LIB_PATH} in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
     return LIB_PATH
 

@@ -18,7 +18,7 @@ import (
 	"unsafe"
 )
 
-// Status codes mirrored in secinfer/crypto/he/_native.py.
+// Status codes mirrored in secinfer/native/errors.py (STATUS_ERRORS).
 const (
 	codeOK       = 0
 	codeHE       = 1 // generic HE failure (Lattigo returned an error)
