@@ -1,4 +1,4 @@
-package main
+package gc
 
 /*
 #include <stdint.h>
