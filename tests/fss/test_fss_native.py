@@ -1,4 +1,4 @@
-"""The native FSS kernels (native/go/fss_*.go, fss_aes.c) against their independent
+"""The native FSS kernels (native/go/fss/fss_*.go, fss_aes.c) against their independent
 references: the AES-MMO hash against `cryptography`'s AES (known answers), DCF keys and
 evaluations against the numpy implementation (byte-identical keys, identical shares), the
 gates and their serialized keys, the backend switch, and the buffer checks at the boundary."""

@@ -1,5 +1,5 @@
 """ctypes binding of the native FSS kernels (DCF key generation and evaluation, the MMO
-hash), which live in secinfer's native library (``secinfer/native/go/fss_*.go``, one
+hash), which live in secinfer's native library (``secinfer/native/go/fss/fss_*.go``, one
 c-shared library, built by ``python -m secinfer.native.build`` / ``make install``; loaded and
 declared by :mod:`secinfer.native.lib`).
 

@@ -11,7 +11,7 @@ computed with ``cryptography`` over whole arrays (one ``update`` call per level)
 Per AND gate the garbler sends two ciphertexts (T_G, T_E): 2 kappa bits.
 
 ``garble``, ``evaluate`` and ``label_hash`` run in the native library when it is loaded
-(``native/go/gc.go``: the same arithmetic gate by gate with AES-NI, ~30x faster for the
+(``native/go/gc/gc.go``: the same arithmetic gate by gate with AES-NI, ~30x faster for the
 comparison circuits, which matters on ASTRA's online path); the numpy code here is the
 reference they are tested against (``native=False``).
 """
@@ -106,6 +106,13 @@ def _native_lib():
         return N
     except Exception:  # noqa: BLE001 - no toolchain / no library: the numpy path is complete
         return None
+
+
+def prepare(circ: Circuit) -> None:
+    """Load the native library and build ``circ``'s gate program now (set-up or offline),
+    so that the first garbling or evaluation of an online phase does neither."""
+    if _native_lib() is not None:
+        _program(circ)
 
 
 def _program(circ: Circuit) -> np.ndarray:
