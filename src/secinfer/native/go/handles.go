@@ -171,4 +171,3 @@ func withLock(mu *sync.Mutex, f func()) {
 	defer mu.Unlock()
 	f()
 }
-

@@ -12,19 +12,9 @@ import (
 	"secinfer/native/internal/status"
 )
 
-// The export boundary of this package (see internal/status; cgo's C types are per package).
-const (
-	codeOK       = status.OK
-	codeArgument = status.Argument
-	codeInternal = status.Internal
-)
-
-func fail(code int, format string, a ...any) { status.Fail(code, format, a...) }
-
-func check(err error, code int, what string) { status.Check(err, code, what) }
-
-// recoverTo converts a panic into a status code and an error message; it must be
-// deferred directly by every export.
+// recoverTo converts a panic into a status code and an error message; every export defers
+// it directly. (cgo's C types are per package, so each cgo package has its own copy of
+// these few lines; the logic is in internal/status.)
 func recoverTo(rc *C.int, errbuf *C.char, errlen C.int) {
 	if r := recover(); r != nil {
 		code, msg := status.Decode(r)
@@ -42,7 +32,7 @@ func u64s(p *C.uint64_t, n int) []uint64 {
 		return nil
 	}
 	if p == nil {
-		fail(codeArgument, "null uint64 buffer")
+		status.Fail(status.Argument, "null uint64 buffer")
 	}
 	return unsafe.Slice((*uint64)(unsafe.Pointer(p)), n)
 }

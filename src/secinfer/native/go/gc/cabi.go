@@ -11,19 +11,9 @@ import (
 	"secinfer/native/internal/status"
 )
 
-// The export boundary of this package (see internal/status; cgo's C types are per package).
-const (
-	codeOK       = status.OK
-	codeArgument = status.Argument
-	codeInternal = status.Internal
-)
-
-func fail(code int, format string, a ...any) { status.Fail(code, format, a...) }
-
-func check(err error, code int, what string) { status.Check(err, code, what) }
-
-// recoverTo converts a panic into a status code and an error message; it must be
-// deferred directly by every export.
+// recoverTo converts a panic into a status code and an error message; every export defers
+// it directly. (cgo's C types are per package, so each cgo package has its own copy of
+// these few lines; the logic is in internal/status.)
 func recoverTo(rc *C.int, errbuf *C.char, errlen C.int) {
 	if r := recover(); r != nil {
 		code, msg := status.Decode(r)
