@@ -15,9 +15,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) native
 
-# Native parts (the Lattigo HE library) are built by the package's own build step.
+# The native library (Lattigo HE, FSS kernels, garbled circuits, ZK; src/secinfer/native/go)
+# is built by the package's own build step.
 native: $(STAMP)
-	@if [ -f src/secinfer/crypto/he/build.py ]; then $(PY) -m secinfer.crypto.he.build; fi
+	$(PY) -m secinfer.native.build
 
 demo: install
 	$(VENV)/bin/secinfer demo

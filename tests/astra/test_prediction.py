@@ -144,7 +144,7 @@ def test_garbled_circuit_library_and_program_are_ready_before_the_online_phase(m
     import threading
 
     from secinfer.crypto.gc import garble
-    from secinfer.crypto.he import _native
+    from secinfer.native import lib as _native
     where = threading.local()
     first = {}
 

@@ -67,7 +67,7 @@ def test_half_gates_garbling_and_authenticity(native):
 
 @pytest.mark.parametrize("make", [msb_sub_circuit, msb_sub3_circuit, msb_add3_circuit])
 def test_native_garbling_equals_the_numpy_reference(make):
-    """The native kernel (crypto/he/go/gc.go) against the numpy code: the same tables, output
+    """The native kernel (native/go/gc/gc.go) against the numpy code: the same tables, output
     labels and evaluation for every instance of a batch (tweaks depend on the instance)."""
     assert gcm._native_lib() is not None, "the native library must be built (make install)"
     prg = PRG.for_tests(7)

@@ -1,4 +1,4 @@
-"""The native FSS kernels (crypto/he/go/fss_*.go, fss_aes.c) against their independent
+"""The native FSS kernels (native/go/fss/fss_*.go, fss_aes.c) against their independent
 references: the AES-MMO hash against `cryptography`'s AES (known answers), DCF keys and
 evaluations against the numpy implementation (byte-identical keys, identical shares), the
 gates and their serialized keys, the backend switch, and the buffer checks at the boundary."""
@@ -313,7 +313,7 @@ def test_missing_library_falls_back_or_raises(monkeypatch):
 
 
 def test_missing_c_compiler_is_a_clear_build_error(monkeypatch):
-    from secinfer.crypto.he import build
+    from secinfer.native import build
     monkeypatch.setenv("CC", "no-such-c-compiler-here")
     with pytest.raises(NativeBuildError, match="C compiler"):
         build.find_cc()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from secinfer.crypto import he
-from secinfer.crypto.he import _native
+from secinfer.native import lib as _native
 from secinfer.crypto.he.errors import HEArgumentError, HEClosedError, ParameterMismatchError
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from secinfer.crypto import he
-from secinfer.crypto.he import _native, build
+from secinfer.native import build
+from secinfer.native import lib as _native
 
 
 def test_close_and_context_manager_free_handles(P, kp):
@@ -90,3 +91,11 @@ def test_needs_build_when_library_missing_or_stale(monkeypatch, tmp_path):
     os.utime(old, (1, 1))  # older than every Go source
     monkeypatch.setattr(build, "LIB_PATH", old)
     assert build.needs_build()
+
+
+def test_old_build_command_is_an_alias_of_the_native_build():
+    """``python -m secinfer.crypto.he.build`` (earlier releases) still builds the library."""
+    from secinfer.crypto.he import build as old
+
+    assert old.main is build.main and old.LIB_PATH == build.LIB_PATH
+    assert build.GO_DIR.parent.name == "native" and (build.GO_DIR / "go.mod").exists()

@@ -1,6 +1,7 @@
 """ctypes binding of the native FSS kernels (DCF key generation and evaluation, the MMO
-hash), which live in the Go module of the HE library (``crypto/he/go/fss_*.go``, one
-c-shared library, built by ``python -m secinfer.crypto.he.build`` / ``make install``).
+hash), which live in secinfer's native library (``secinfer/native/go/fss/fss_*.go``, one
+c-shared library, built by ``python -m secinfer.native.build`` / ``make install``; loaded and
+declared by :mod:`secinfer.native.lib`).
 
 The numpy code in ``dcf.py`` and ``expand.py`` stays the reference: the kernels produce the
 same keys byte for byte and the same outputs from the same PRG draws (tested in
@@ -31,6 +32,7 @@ import warnings
 import numpy as np
 
 from secinfer.errors import ConfigError, NativeBuildError, SecinferError, SerializationError
+from secinfer.native import lib as N
 
 BACKEND_ENV = "SECINFER_FSS_BACKEND"
 THREADS_ENV = "SECINFER_FSS_THREADS"
@@ -43,17 +45,8 @@ _lib = None
 _load_error: NativeBuildError | None = None
 _warned = False
 
-i64, cint = C.c_int64, C.c_int
+# argument pointer types (the export signatures are declared in secinfer.native.lib)
 P_u64, P_u8, P_i32 = C.POINTER(C.c_uint64), C.POINTER(C.c_uint8), C.POINTER(C.c_int32)
-
-_SHAPE_ARGS = [cint, cint, cint, P_i32, i64]        # n, out_bits, payload, entry bits, count of them
-_SIGNATURES = {
-    "fss_mmo_hash": [P_u64, i64, P_u64, i64, i64, P_u64, i64, cint],
-    "fss_dcf_gen": _SHAPE_ARGS + [i64, P_u64, i64, P_u64, i64, P_u64, i64, P_u64, i64,
-                                  P_u64, i64, P_u8, i64, P_u8, i64, P_u64, i64, cint, cint],
-    "fss_dcf_eval": _SHAPE_ARGS + [cint, i64, i64, P_u64, i64, P_u64, i64, P_u8, i64, P_u8, i64,
-                                   P_u64, i64, P_u64, i64, P_u64, i64, cint, cint],
-}
 
 
 class FSSNativeError(SecinferError):
@@ -61,8 +54,8 @@ class FSSNativeError(SecinferError):
 
 
 def _load():
-    """The library with the FSS exports declared; raises ``NativeBuildError`` if it cannot be
-    built (the HE layer's build step; remembered, so a missing toolchain is probed once)."""
+    """The native library; raises ``NativeBuildError`` if it cannot be built (remembered, so
+    a missing toolchain is probed once)."""
     global _lib, _load_error
     if _lib is not None:
         return _lib
@@ -70,19 +63,11 @@ def _load():
         raise _load_error
     with _lock:
         if _lib is None and _load_error is None:
-            from secinfer.crypto.he import _native as he_native
             try:
-                lib = he_native.load()
+                _lib = N.load()
             except NativeBuildError as e:
                 _load_error = e
                 raise
-            for name, args in _SIGNATURES.items():
-                fn = getattr(lib, name)
-                fn.argtypes = [*args, C.c_char_p, cint]
-                fn.restype = cint
-            lib.fss_info.argtypes = [C.c_char_p, cint]
-            lib.fss_info.restype = cint
-            _lib = lib
     if _lib is None:
         raise _load_error  # type: ignore[misc]
     return _lib
@@ -143,10 +128,8 @@ def _threads() -> int:
 
 
 def _call(name: str, *args) -> None:
-    from secinfer.crypto.he import _native as he_native
-
-    _load()   # declares the FSS exports
-    he_native.call(name, *args, errors={4: ConfigError}, default=FSSNativeError)
+    _load()   # remembers a build failure
+    N.call(name, *args, errors={4: ConfigError}, default=FSSNativeError)
 
 
 def info() -> str:

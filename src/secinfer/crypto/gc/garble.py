@@ -11,7 +11,7 @@ computed with ``cryptography`` over whole arrays (one ``update`` call per level)
 Per AND gate the garbler sends two ciphertexts (T_G, T_E): 2 kappa bits.
 
 ``garble``, ``evaluate`` and ``label_hash`` run in the native library when it is loaded
-(``crypto/he/go/gc.go``: the same arithmetic gate by gate with AES-NI, ~30x faster for the
+(``native/go/gc/gc.go``: the same arithmetic gate by gate with AES-NI, ~30x faster for the
 comparison circuits, which matters on ASTRA's online path); the numpy code here is the
 reference they are tested against (``native=False``).
 """
@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from secinfer.crypto.gc.circuit import Circuit
 from secinfer.errors import ShapeError
+from secinfer.native import lib as N
 
 _FIXED_KEY = hashlib.sha256(b"secinfer/gc/fixed-key-aes").digest()[:16]
 ONE64 = np.uint64(1)
@@ -101,9 +102,8 @@ _KEY_BYTES = np.frombuffer(_FIXED_KEY, np.uint8).copy()
 def _native_lib():
     """The native library's binding, or None if it cannot be loaded (numpy is used then)."""
     try:
-        from secinfer.crypto.he import _native
-        _native.load()
-        return _native
+        N.load()
+        return N
     except Exception:  # noqa: BLE001 - no toolchain / no library: the numpy path is complete
         return None
 

@@ -1,6 +1,7 @@
 """Homomorphic encryption for secinfer: a typed Python API over Lattigo v6 (Go, c-shared).
 
-The Lattigo library is built by ``python -m secinfer.crypto.he.build`` (the Makefile's
+The Lattigo library (part of :mod:`secinfer.native`) is built by
+``python -m secinfer.native.build`` (the Makefile's
 ``native`` target) and, failing that, on first use when the library is missing or older
 than the Go sources. See docs/he.md.
 

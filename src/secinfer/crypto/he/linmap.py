@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.objects import Ciphertext, PublicKey
 from secinfer.crypto.he.params import CKKSParams

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, PublicKey, SecretKey

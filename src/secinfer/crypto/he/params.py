@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.errors import HEArgumentError, ParameterMismatchError
 from secinfer.crypto.he.objects import (
     Ciphertext, EvalKeys, HEObject, Plaintext, PublicKey, SecretKey, load,

@@ -21,7 +21,7 @@ import ctypes as C
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.linmap import delta_bytes

@@ -24,7 +24,7 @@ import ctypes as C
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.errors import HEArgumentError
 from secinfer.crypto.he.objects import Ciphertext, SecretKey
 from secinfer.crypto.he.params import CKKSParams

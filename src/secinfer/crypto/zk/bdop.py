@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError, SerializationError
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.crypto.he import _native as N
+from secinfer.native import lib as N
 from secinfer.crypto.he.objects import Plaintext
 from secinfer.crypto.he.params import CKKSParams
 from secinfer.errors import ConfigError, SerializationError

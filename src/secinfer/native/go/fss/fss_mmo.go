@@ -1,4 +1,4 @@
-package main
+package fss
 
 /*
 #include <stddef.h>
@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"secinfer/native/internal/status"
 )
 
 // The PRG of the FSS trees (secinfer/crypto/fss/expand.py): fixed-key AES-128 in
@@ -70,7 +72,7 @@ func mmoInit() {
 		aesniSetup(mmoKey[:])
 	})
 	if mmoInitErr != "" {
-		fail(codeInternal, "%s", mmoInitErr)
+		status.Fail(status.Internal, "%s", mmoInitErr)
 	}
 }
 
@@ -188,7 +190,7 @@ func fss_mmo_hash(seeds *C.uint64_t, nseeds C.int64_t, tweaks *C.uint64_t, ntwea
 	mmoInit()
 	b, t := int(nseeds), int(ntweaks)
 	if b < 0 || t < 0 || (tweakRows != 0 && int(tweakRows) != b) {
-		fail(codeArgument, "fss_mmo_hash: bad sizes (%d seeds, %d tweaks, %d tweak rows)", b, t, tweakRows)
+		status.Fail(status.Argument, "fss_mmo_hash: bad sizes (%d seeds, %d tweaks, %d tweak rows)", b, t, tweakRows)
 	}
 	checkImpl(int(impl))
 	rows := 1
@@ -196,10 +198,10 @@ func fss_mmo_hash(seeds *C.uint64_t, nseeds C.int64_t, tweaks *C.uint64_t, ntwea
 		rows = b
 	}
 	if int(outLen) != 2*b*t {
-		fail(codeArgument, "fss_mmo_hash: output holds %d words, need %d", outLen, 2*b*t)
+		status.Fail(status.Argument, "fss_mmo_hash: output holds %d words, need %d", outLen, 2*b*t)
 	}
 	if b == 0 || t == 0 {
-		return codeOK
+		return status.OK
 	}
 	s := u64s(seeds, 2*b)
 	tw := u64s(tweaks, rows*t)
@@ -215,12 +217,12 @@ func fss_mmo_hash(seeds *C.uint64_t, nseeds C.int64_t, tweaks *C.uint64_t, ntwea
 		}
 	}
 	mmoHashInPlace(o, int(impl))
-	return codeOK
+	return status.OK
 }
 
 //export fss_info
 func fss_info(out *C.char, outlen C.int) (rc C.int) {
 	defer recoverTo(&rc, out, outlen)
 	writeErr(out, outlen, "secinfer-fss/1 mmo="+mmoImplName())
-	return codeOK
+	return status.OK
 }

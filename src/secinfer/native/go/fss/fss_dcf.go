@@ -1,4 +1,4 @@
-package main
+package fss
 
 /*
 #include <stddef.h>
@@ -15,6 +15,8 @@ import "C"
 import (
 	"runtime"
 	"unsafe"
+
+	"secinfer/native/internal/status"
 )
 
 // The exports of the native DCF [BCG+21 Fig. 1] (secinfer/crypto/fss/native.py binds them):
@@ -64,20 +66,20 @@ func bitMask(width int) uint64 {
 
 func newDCFShape(n, outBits, pay int, bitsPtr *C.int32_t, nbits int64) *dcfShape {
 	if n < 1 || n > 64 {
-		fail(codeArgument, "DCF domain bits must be in 1..64, got %d", n)
+		status.Fail(status.Argument, "DCF domain bits must be in 1..64, got %d", n)
 	}
 	if outBits < 1 || outBits > 128 {
-		fail(codeArgument, "DCF output group Z_2^k needs 1 <= k <= 128, got %d", outBits)
+		status.Fail(status.Argument, "DCF output group Z_2^k needs 1 <= k <= 128, got %d", outBits)
 	}
 	lim := 1
 	if outBits > 64 {
 		lim = 2
 	}
 	if pay < 1 || pay*lim > dcfMaxWords || nbits != int64(pay) {
-		fail(codeArgument, "DCF payload of %d entries with %d bit widths", pay, nbits)
+		status.Fail(status.Argument, "DCF payload of %d entries with %d bit widths", pay, nbits)
 	}
 	if bitsPtr == nil {
-		fail(codeArgument, "null entry-width buffer")
+		status.Fail(status.Argument, "null entry-width buffer")
 	}
 	eb := unsafe.Slice((*int32)(unsafe.Pointer(bitsPtr)), pay)
 	sh := &dcfShape{n: n, lim: lim, pay: pay, words: pay * lim, nv: (pay*lim + 1) / 2, tb: (2*n + 7) / 8}
@@ -85,7 +87,7 @@ func newDCFShape(n, outBits, pay int, bitsPtr *C.int32_t, nbits int64) *dcfShape
 	for p := 0; p < pay; p++ {
 		b := int(eb[p])
 		if b < 1 || b > outBits {
-			fail(codeArgument, "DCF payload entry %d has %d bits, outside 1..%d", p, b, outBits)
+			status.Fail(status.Argument, "DCF payload entry %d has %d bits, outside 1..%d", p, b, outBits)
 		}
 		nb := (b + 7) / 8
 		e := sh.table[shHdr+eStride*p : shHdr+eStride*(p+1)]
@@ -103,7 +105,7 @@ func newDCFShape(n, outBits, pay int, bitsPtr *C.int32_t, nbits int64) *dcfShape
 
 func u8s(p *C.uint8_t, n int) []byte {
 	if p == nil {
-		fail(codeArgument, "null byte buffer")
+		status.Fail(status.Argument, "null byte buffer")
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), n)
 }
@@ -111,13 +113,13 @@ func u8s(p *C.uint8_t, n int) []byte {
 // need checks that a caller's buffer holds exactly `want` elements.
 func need(what string, got int64, want int64) {
 	if got != want {
-		fail(codeArgument, "DCF %s: buffer holds %d elements, expected %d", what, got, want)
+		status.Fail(status.Argument, "DCF %s: buffer holds %d elements, expected %d", what, got, want)
 	}
 }
 
 func checkCount(count int64) int {
 	if count < 1 || count > dcfMaxCount {
-		fail(codeArgument, "DCF batch of %d keys", count)
+		status.Fail(status.Argument, "DCF batch of %d keys", count)
 	}
 	return int(count)
 }
@@ -131,10 +133,10 @@ func useAESNI(impl int) C.int {
 
 func checkImpl(impl int) {
 	if impl < 0 || impl > mmoImplAESNI {
-		fail(codeArgument, "unknown MMO implementation %d", impl)
+		status.Fail(status.Argument, "unknown MMO implementation %d", impl)
 	}
 	if impl == mmoImplAESNI && !aesniAvailable() {
-		fail(codeArgument, "the AES-NI implementation is not available here")
+		status.Fail(status.Argument, "the AES-NI implementation is not available here")
 	}
 }
 
@@ -142,7 +144,7 @@ func checkBelow(vals []uint64, n int, what string) {
 	if n < 64 {
 		for _, v := range vals {
 			if v>>uint(n) != 0 {
-				fail(codeArgument, "DCF %s must be < 2^%d", what, n)
+				status.Fail(status.Argument, "DCF %s must be < 2^%d", what, n)
 			}
 		}
 	}
@@ -167,11 +169,11 @@ func fss_dcf_eval(n, outBits, pay C.int, entryBits *C.int32_t, nbits C.int64_t, 
 	checkImpl(int(impl))
 	sh := newDCFShape(int(n), int(outBits), int(pay), entryBits, int64(nbits))
 	if party != 0 && party != 1 {
-		fail(codeArgument, "DCF key party must be 0 or 1, got %d", party)
+		status.Fail(status.Argument, "DCF key party must be 0 or 1, got %d", party)
 	}
 	B := checkCount(int64(count))
 	if perKey < 1 || int64(perKey) > dcfMaxCount/int64(B) {
-		fail(codeArgument, "DCF eval: %d points per key", perKey)
+		status.Fail(status.Argument, "DCF eval: %d points per key", perKey)
 	}
 	M := int(perKey)
 	b64, n64, w64, words := int64(B), int64(sh.n), int64(sh.w), int64(sh.words)
@@ -200,7 +202,7 @@ func fss_dcf_eval(n, outBits, pay C.int, entryBits *C.int32_t, nbits C.int64_t, 
 		runtime.KeepAlive(scratch)
 	})
 	runtime.KeepAlive(sh)
-	return codeOK
+	return status.OK
 }
 
 // fss_dcf_gen: both parties' keys for f^<_{alpha[b], beta[b]}, b < count
@@ -252,5 +254,5 @@ func fss_dcf_gen(n, outBits, pay C.int, entryBits *C.int32_t, nbits C.int64_t, c
 	})
 	runtime.KeepAlive(sh)
 	runtime.KeepAlive(betaS)
-	return codeOK
+	return status.OK
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 
-	"secinfer/he/zkbpp"
+	"secinfer/native/zkbpp"
 )
 
 // Thin exports of the ZKB++ prover/verifier (package zkbpp) for

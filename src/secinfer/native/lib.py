@@ -1,8 +1,11 @@
-"""ctypes binding to the Lattigo c-shared library (built by ``build.py``).
+"""The one ctypes binding to secinfer's native library (``libsecinferhe.so``, built by
+:mod:`secinfer.native.build` from the Go module in ``go/``): Lattigo HE, the FSS kernels,
+garbled circuits and the ZK provers.
 
 Every export returns a status code and writes an error message into a buffer that
 this module supplies; :func:`call` turns codes into typed errors. Loading builds the
-library first when it is missing or older than the Go sources.
+library first when it is missing or older than the Go sources. The layers above
+(``secinfer.crypto.he``, ``.fss``, ``.gc``, ``.zk``) import this module, never each other's.
 """
 
 from __future__ import annotations
@@ -10,9 +13,7 @@ from __future__ import annotations
 import ctypes as C
 import threading
 
-from secinfer.crypto.he.errors import (
-    HEArgumentError, HEError, HEInternalError, HESerializationError, ParameterMismatchError,
-)
+from secinfer.native.errors import STATUS_ERRORS, HEError
 
 _ERRLEN = 2048
 _lock = threading.Lock()
@@ -22,15 +23,11 @@ u64, i64, f64, cint, csize = C.c_uint64, C.c_int64, C.c_double, C.c_int, C.c_siz
 P_u64, P_i64, P_f64 = C.POINTER(u64), C.POINTER(i64), C.POINTER(f64)
 P_bytes = C.POINTER(C.c_ubyte)
 
-_CODES = {
-    1: HEError,
-    2: HESerializationError,
-    3: ParameterMismatchError,
-    4: HEArgumentError,
-    5: HEInternalError,
-}
+_CODES = STATUS_ERRORS
 
 # name -> argument types (without the trailing errbuf, errlen pair); all return int.
+P_u8, P_i32 = C.POINTER(C.c_uint8), C.POINTER(C.c_int32)
+_FSS_SHAPE = [cint, cint, cint, P_i32, i64]   # n, out_bits, payload, entry bits, count of them
 H = u64          # a handle
 OUT_H = P_u64    # where a new handle is written
 _SIGNATURES: dict[str, list] = {
@@ -105,6 +102,12 @@ _SIGNATURES: dict[str, list] = {
     "he_fp_extract": [H, cint, cint, P_u64, cint, P_i64, P_i64, cint, P_u64, P_u64, cint],
     "he_fp_pack": [H, H, cint, cint, cint, P_u64, P_u64, P_i64, f64, cint, C.POINTER(cint), OUT_H],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
+    # FSS kernels (go/fss_*.go; bound in secinfer.crypto.fss.native)
+    "fss_mmo_hash": [P_u64, i64, P_u64, i64, i64, P_u64, i64, cint],
+    "fss_dcf_gen": _FSS_SHAPE + [i64, P_u64, i64, P_u64, i64, P_u64, i64, P_u64, i64,
+                                 P_u64, i64, P_u8, i64, P_u8, i64, P_u64, i64, cint, cint],
+    "fss_dcf_eval": _FSS_SHAPE + [cint, i64, i64, P_u64, i64, P_u64, i64, P_u8, i64, P_u8, i64,
+                                  P_u64, i64, P_u64, i64, P_u64, i64, cint, cint],
 }
 
 
@@ -119,6 +122,8 @@ def _declare(lib: C.CDLL) -> None:
     lib.he_free.restype = None
     lib.he_live_handles.argtypes = []
     lib.he_live_handles.restype = i64
+    lib.fss_info.argtypes = [C.c_char_p, cint]
+    lib.fss_info.restype = cint
 
 
 def load() -> C.CDLL:
@@ -128,8 +133,8 @@ def load() -> C.CDLL:
         return _lib
     with _lock:
         if _lib is None:
-            # Imported here so `python -m secinfer.crypto.he.build` runs cleanly.
-            from secinfer.crypto.he import build as _build
+            # Imported here so `python -m secinfer.native.build` runs cleanly.
+            from secinfer.native import build as _build
 
             path = _build.build(quiet=False) if _build.needs_build() else _build.LIB_PATH
             lib = C.CDLL(str(path))

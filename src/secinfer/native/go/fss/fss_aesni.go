@@ -1,4 +1,4 @@
-package main
+package fss
 
 /*
 #include <stddef.h>

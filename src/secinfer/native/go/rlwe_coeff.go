@@ -16,7 +16,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils/sampling"
 
-	"secinfer/he/fastpack"
+	"secinfer/native/fastpack"
 )
 
 type ring_Poly = ring.Poly

@@ -1,4 +1,4 @@
-package main
+package gc
 
 /*
 #include <stdint.h>
@@ -13,6 +13,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"unsafe"
+
+	"secinfer/native/internal/status"
 )
 
 // Garbled circuits for secinfer.crypto.gc: free-XOR + half-gates garbling and evaluation
@@ -47,7 +49,7 @@ func gcCipher(key *C.uchar) cipher.Block {
 	if !ok {
 		var err error
 		b, err = aes.NewCipher(k[:])
-		check(err, codeArgument, "gc key")
+		status.Check(err, status.Argument, "gc key")
 		gcCiphers[k] = b
 	}
 	return b
@@ -65,7 +67,7 @@ func gcHash(b cipher.Block, w0, w1, t uint64) (uint64, uint64) {
 
 func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, int, int) {
 	if nprog < 0 || nAnd < 0 || nWires < 1 || batch < 1 {
-		fail(codeArgument, "gc: bad sizes (program %d, and %d, wires %d, batch %d)", nprog, nAnd, nWires, batch)
+		status.Fail(status.Argument, "gc: bad sizes (program %d, and %d, wires %d, batch %d)", nprog, nAnd, nWires, batch)
 	}
 	p := unsafe.Slice((*int32)(unsafe.Pointer(prog)), int(nprog)*5)
 	nw, na := int32(nWires), int32(nAnd)
@@ -73,7 +75,7 @@ func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, in
 		op, a, b, o, g := p[5*i], p[5*i+1], p[5*i+2], p[5*i+3], p[5*i+4]
 		if op < gcXOR || op > gcAND || a < 0 || a >= nw || o < 0 || o >= nw ||
 			(op != gcINV && (b < 0 || b >= nw)) || (op == gcAND && (g < 0 || g >= na)) {
-			fail(codeArgument, "gc: program row %d out of range", i)
+			status.Fail(status.Argument, "gc: program row %d out of range", i)
 		}
 	}
 	return p, int(nAnd), int(nWires), int(batch)
@@ -141,7 +143,7 @@ func he_gc_garble(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.in
 	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
 	R := unsafe.Slice((*uint64)(unsafe.Pointer(r)), 2)
 	if R[0]&1 != 1 {
-		fail(codeArgument, "gc: the offset R must have its permute bit set")
+		status.Fail(status.Argument, "gc: the offset R must have its permute bit set")
 	}
 	tab := unsafe.Slice((*uint64)(unsafe.Pointer(tables)), bs*na*4)
 	w := unsafe.Slice((*uint64)(unsafe.Pointer(wires)), bs*nw*2)
@@ -155,7 +157,7 @@ func he_gc_garble(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch C.in
 func he_label_hash(prefix *C.uchar, plen C.int, labels *C.uint64_t, n C.int, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	if plen < 0 || plen > 64 || n < 0 {
-		fail(codeArgument, "label hash: bad sizes")
+		status.Fail(status.Argument, "label hash: bad sizes")
 	}
 	pre := unsafe.Slice((*byte)(unsafe.Pointer(prefix)), int(plen))
 	lab := unsafe.Slice((*byte)(unsafe.Pointer(labels)), int(n)*16)
@@ -183,14 +185,14 @@ func he_gc_eval_opened(key *C.uchar, prog *C.int32_t, nprog, nAnd, nWires, batch
 	defer recoverTo(&rc, errbuf, errlen)
 	p, na, nw, bs := gcArgs(prog, nprog, nAnd, nWires, batch)
 	if width < 1 || width > 64 || nout < 0 || plen < 0 || plen > 64 {
-		fail(codeArgument, "gc: bad group width %d, outputs %d or prefix %d", width, nout, plen)
+		status.Fail(status.Argument, "gc: bad group width %d, outputs %d or prefix %d", width, nout, plen)
 	}
 	wd, no := int(width), int(nout)
 	g := unsafe.Slice((*int32)(unsafe.Pointer(group)), wd)
 	oi := unsafe.Slice((*int32)(unsafe.Pointer(outIdx)), no)
 	for _, x := range append(append([]int32{}, g...), oi...) {
 		if x < 0 || int(x) >= nw {
-			fail(codeArgument, "gc: wire index %d out of range", x)
+			status.Fail(status.Argument, "gc: wire index %d out of range", x)
 		}
 	}
 	lab := unsafe.Slice((*uint64)(unsafe.Pointer(labels)), bs*wd*2)

@@ -16,7 +16,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/utils"
 
-	"secinfer/he/fastpack"
+	"secinfer/native/fastpack"
 )
 
 // evkParams: the evaluation-key layout of a parameter set (base-2^w gadget digits for the

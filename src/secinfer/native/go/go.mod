@@ -1,4 +1,4 @@
-module secinfer/he
+module secinfer/native
 
 go 1.23
 

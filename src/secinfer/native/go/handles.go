@@ -1,9 +1,10 @@
-// Package main is the thin cgo layer between secinfer's Python HE API and Lattigo v6.
+// The thin cgo layer between secinfer's Python HE API and Lattigo v6: the handle table.
 //
 // Every Lattigo object lives in a handle table; Python holds opaque uint64 handles and
 // exchanges bytes and flat numeric arrays. Every exported function returns a status code
 // (0 = ok) and writes a message into a caller-provided buffer on failure; panics are
 // recovered at the export boundary so bad input never crashes the Python process.
+
 package main
 
 /*
@@ -13,63 +14,38 @@ package main
 import "C"
 
 import (
-	"fmt"
 	"sync"
 	"unsafe"
+
+	"secinfer/native/internal/status"
 )
 
-// Status codes mirrored in secinfer/crypto/he/_native.py.
+// Status codes: see internal/status (mirrored in secinfer/native/errors.py, STATUS_ERRORS).
 const (
-	codeOK       = 0
-	codeHE       = 1 // generic HE failure (Lattigo returned an error)
-	codeSerial   = 2 // bytes that do not decode to the expected object
-	codeMismatch = 3 // objects bound to different parameter sets
-	codeArgument = 4 // bad argument (unknown handle, wrong object kind, bad sizes)
-	codeInternal = 5 // recovered panic inside Lattigo
+	codeOK       = status.OK
+	codeHE       = status.HE
+	codeSerial   = status.Serial
+	codeMismatch = status.Mismatch
+	codeArgument = status.Argument
+	codeInternal = status.Internal
 )
 
-type heFailure struct {
-	code int
-	msg  string
-}
+func fail(code int, format string, a ...any) { status.Fail(code, format, a...) }
 
-func fail(code int, format string, a ...any) {
-	panic(heFailure{code, fmt.Sprintf(format, a...)})
-}
-
-func check(err error, code int, what string) {
-	if err != nil {
-		fail(code, "%s: %v", what, err)
-	}
-}
+func check(err error, code int, what string) { status.Check(err, code, what) }
 
 // recoverTo converts a panic into a status code and an error message; it must be
 // deferred directly by every export.
 func recoverTo(rc *C.int, errbuf *C.char, errlen C.int) {
-	r := recover()
-	if r == nil {
-		return
+	if r := recover(); r != nil {
+		code, msg := status.Decode(r)
+		*rc = C.int(code)
+		writeErr(errbuf, errlen, msg)
 	}
-	code, msg := codeInternal, ""
-	switch v := r.(type) {
-	case heFailure:
-		code, msg = v.code, v.msg
-	case error:
-		msg = "internal error: " + v.Error()
-	default:
-		msg = fmt.Sprintf("internal error: %v", v)
-	}
-	*rc = C.int(code)
-	writeErr(errbuf, errlen, msg)
 }
 
 func writeErr(errbuf *C.char, errlen C.int, msg string) {
-	if errbuf == nil || errlen <= 0 {
-		return
-	}
-	buf := unsafe.Slice((*byte)(unsafe.Pointer(errbuf)), int(errlen))
-	n := copy(buf[:len(buf)-1], msg)
-	buf[n] = 0
+	status.WriteErr(unsafe.Pointer(errbuf), int(errlen), msg)
 }
 
 // ---------------------------------------------------------------- handle table
@@ -195,5 +171,3 @@ func withLock(mu *sync.Mutex, f func()) {
 	defer mu.Unlock()
 	f()
 }
-
-func main() {}

@@ -1,0 +1,13 @@
+// Command main is the c-shared library secinfer loads (secinfer/native/lib.py). It holds the
+// HE layer (Lattigo handles, serialisation, packing) and the ZK exports that use its
+// handles; the self-contained concerns are packages whose //export functions are linked in
+// by the blank imports below (cgo exports from non-main packages are part of a c-shared
+// build).
+package main
+
+import (
+	_ "secinfer/native/fss" // FSS kernels: fss_mmo_hash, fss_dcf_gen, fss_dcf_eval, fss_info
+	_ "secinfer/native/gc"  // garbled circuits: he_gc_garble, he_gc_eval, he_gc_eval_opened, he_label_hash
+)
+
+func main() {}
