@@ -80,12 +80,13 @@ def fixed_config(spec):
     return get_config(EXPECT[spec.name]["fixed"] or spec.default_fixed)
 
 
-def run_case(case: Case, seed: int = 1) -> Run:
-    """Every role of ``case.protocol`` in-process on ``ROWS`` held-out rows."""
+def run_case(case: Case, seed: int = 1, spec=None) -> Run:
+    """Every role of ``case.protocol`` (or of ``spec``, a test's altered copy of it)
+    in-process on ``ROWS`` held-out rows."""
     from secinfer.cli.demo import demo_rows
     from secinfer.protocols import registry
 
-    spec = registry.get(case.protocol)
+    spec = spec or registry.get(case.protocol)
     graph, X = model_data(case.model)
     X = X[:demo_rows(spec, len(X), ROWS)]
     cfg = fixed_config(spec)

@@ -21,6 +21,7 @@ import pytest
 
 from secinfer.errors import ProtocolAbort, SecinferError
 from secinfer.ir import bundled
+from secinfer.protocols import registry
 from secinfer.runtime.launcher import PartyFailedError, run_local
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -47,6 +48,8 @@ def _processes_in_groups(pgids) -> list[tuple[int, str]]:
 def _launch(tmp_path, monkeypatch, protocol, model, security, rows, fault=None):
     """run_local of ``fault-<protocol>``; returns (result or error, the run's work folder)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the launcher's work folder goes here
+    # run_local registers fault-<protocol> in this process too: undo it after the test
+    monkeypatch.setattr(registry, "_MODULES", dict(registry._MODULES))
     X, _ = bundled.bundled_testset(model)
     options = {"fault": fault} if fault else {}
     try:
