@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("model", help="ONNX file, bundled:NAME or zoo:NAME")
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
-    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | all | list")
+    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | peers | all | list")
     b.add_argument("--out", default="results", help="results folder")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None, help="network profile(s), comma separated")
