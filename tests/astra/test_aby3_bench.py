@@ -34,6 +34,7 @@ def _run(protocol, est, x, security, options=None):
     return run_local({r: party(r) for r in spec.roles}, recv_timeout=20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_aby3_prediction_matches_sklearn_and_astra(security):
     x, y = load_breast_cancer(return_X_y=True)
@@ -101,6 +102,7 @@ def test_aby3_sacrifice_catches_wrong_product():
         assert isinstance(res[p], ProtocolAbort)
 
 
+@pytest.mark.slow
 def test_bench_run_reports_ratios():
     from secinfer.protocols.astra import bench
     rep = bench.run("wan", d=64, sweep=(64,), micro=False)

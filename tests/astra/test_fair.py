@@ -23,6 +23,7 @@ def _outcome(res, honest):
 STOPS = [(p, s) for p in ("p0", "p1", "p2") for s in ("commit", "open")] + [("p1", "forward"), ("p2", "forward"), ("p0", "signal")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("party,step", STOPS, ids=[f"{p}-{s}" for p, s in STOPS])
 def test_party_stopping_in_frec_is_all_or_none(reg, party, step):
     est, x = reg
@@ -59,6 +60,7 @@ def test_fair_honest_run(reg):
     assert np.max(np.abs(res["client"].output[:, 0] - est.predict(x))) < 0.5
 
 
+@pytest.mark.slow
 def test_fair_classification_checks_the_pads_input_consistency():
     """The client's pad is shared in the boolean ring (its own engine); its Pi_sh^m check
     must still be folded into the verify the servers run before Pi_fRec (a pad sent
