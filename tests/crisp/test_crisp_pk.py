@@ -65,6 +65,7 @@ def _large_e(a):
     return s, e
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [_uniform_s, _large_e], ids=["uniform-secret", "large-error"])
 @pytest.mark.parametrize("force", [True, False], ids=["sends-anyway", "restarts"])
 def test_dishonest_key_aborts(key, force):
@@ -121,6 +122,7 @@ def test_semi_honest_baseline_sends_a_plain_key_without_proof():
     assert not any(p.startswith("pk") for p in seen)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 6)), ("ckks-n14-128", (104, 1, 6))])
 def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
     """With the proven key bounds (||s|| <= 2^26, ||e_pk|| <= 2^30) every linear layer of

@@ -8,8 +8,10 @@ from secinfer.arith.fixed import FX64
 from secinfer.ir import bundled
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
+import pytest
 
 
+@pytest.mark.slow
 def test_digits_mlp_malicious_over_sockets():
     from secinfer.runtime.launcher import run_local
 
