@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from secinfer.arith.fixed import FX64
 from secinfer.ir import bundled
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
-import pytest
 
 
 @pytest.mark.slow
