@@ -69,11 +69,14 @@ def idle_peer(endpoint_cls, c):
     once b reports ready; yields (a, b's process). b's process group is killed after."""
     proc = subprocess.Popen([sys.executable, PEER_SCRIPT, str(c.path), "b", "n", "idle"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    a = None
     try:
-        with endpoint_cls.from_cluster(c, "a", c.load_secret("a"), c.session_id("n")) as a:
-            assert proc.stdout.readline().strip() == b"ready"
-            yield a, proc
+        a = endpoint_cls.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"))
+        assert proc.stdout.readline().strip() == b"ready"
+        yield a, proc
     finally:
+        if a is not None:   # (no flush: b may be dead, so frames sent to it may be lost)
+            a.close(flush=False)
         if proc.poll() is None:         # also a stopped (SIGSTOP) process
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

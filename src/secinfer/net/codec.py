@@ -11,7 +11,9 @@ with the header (little-endian)
 
 and the payload the arrays' raw C-order little-endian bytes, concatenated. Decoding checks
 the size cap first, then every length against what is actually present, so a truncated,
-corrupted or oversized frame is a ``FrameError`` and never a crash or a huge allocation.
+corrupted or oversized frame is a ``FrameError`` (``MessageTooLargeError`` for one over the
+cap) and never another exception, a crash or a huge allocation (fuzzed in
+tests/net/test_decoder_fuzz.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ DTYPES: dict[int, np.dtype] = {
 _CODES = {dt: code for code, dt in DTYPES.items()}
 PHASES = ("setup", "offline", "online")
 _MAX_NDIM = 8
+_MAX_SPAN = 1 << 62   # bytes an array's non-zero dimensions may span (numpy's sizes are signed 64-bit)
 
 
 class Header(NamedTuple):   # immutable; a named tuple is cheaper to build than a frozen dataclass
@@ -145,10 +148,14 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
         pos += dims.size
         dt = DTYPES[code]
         n = 1
-        for d in shape:
+        span = 1                      # product of the non-zero dimensions: numpy needs it to fit an intp
+        for d in shape:            # (at most 8 dimensions of 64 bits: Python's integers stay small)
             n *= d
-            if n * dt.itemsize > size:
-                raise FrameError("array shape larger than the frame")
+            span *= d or 1
+        if n * dt.itemsize > size:
+            raise FrameError("array shape larger than the frame")
+        if span * dt.itemsize > _MAX_SPAN:   # e.g. (0, 2^64 - 1): no bytes, yet no numpy array
+            raise FrameError(f"array shape {shape} is too large for any array")
         nbytes = n * dt.itemsize
         specs.append((dt, shape, off, n))
         off += nbytes
@@ -156,5 +163,9 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
         raise FrameError("frame header length mismatch")
     if off != size:
         raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
-    arrays = [np.frombuffer(data, dtype=dt, count=n, offset=o).reshape(shape).copy() for dt, shape, o, n in specs]
+    try:
+        arrays = [np.frombuffer(data, dtype=dt, count=n, offset=o).reshape(shape).copy()
+                  for dt, shape, o, n in specs]
+    except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
+        raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays

@@ -50,10 +50,13 @@ on); more than ``max_inbox`` bytes received and not consumed cut the peer off
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import hashlib
 import select
 import socket
 import struct
+import termios
 import threading
 import time
 
@@ -78,6 +81,10 @@ _HDR = struct.Struct("<IdB")            # ciphertext length, stamp, kind
 K_DATA, K_HB, K_BYE, MORE = 0x44, 0x48, 0x42, 0x80
 _TAG = 16
 HANDSHAKE_TIMEOUT = 5.0
+# after the protocol thread stopped reading the streams itself, the reader thread takes
+# over this much later (a protocol receiving often then rarely has to wait for it)
+RX_RETRY = 0.005
+MAX_PENDING_HANDSHAKES = 32             # unauthenticated connections answered at once
 _CLOSED = object()
 
 
@@ -107,9 +114,16 @@ def handshake_keys(session_id: bytes, initiator: str, responder: str, e_i: bytes
     return okm[:32], okm[32:], h
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with ``deadline`` (``time.monotonic()``), ``socket.timeout`` once it has
+    passed, however the bytes trickle in."""
     buf = bytearray()
     while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout(f"handshake not completed within {HANDSHAKE_TIMEOUT:g}s")
+            sock.settimeout(left)
         chunk = sock.recv(n - len(buf))
         if not chunk:
             raise ConnectionError("connection closed during the handshake")
@@ -128,19 +142,26 @@ def _keepalive(sock: socket.socket, peer_timeout: float) -> None:
 
 
 class _Out:
-    """Our stream to one peer: written by the protocol thread (under ``lock``), by the
-    heartbeat thread and by the pacing thread."""
+    """Our stream to one peer. ``lock`` is the wire: whoever writes records holds it (the
+    protocol thread for a frame that may leave at once, else the link's writer thread,
+    which also sends the heartbeats), so the record counter follows the byte order. ``cv``
+    guards the queue of paced frames; nobody holds it while writing."""
 
     def __init__(self, sock, key: bytes, profile) -> None:
         self.sock = sock
         self.aead = AESGCM(key)
         self.counter = 1                  # record 0 was the handshake's "ready"
         self.lock = threading.Lock()
+        self.cv = threading.Condition(threading.Lock())
         self.bucket = TokenBucket(profile.bandwidth)
         self.paced = profile.bandwidth is not None
-        self.queue: collections.deque = collections.deque()   # (ready time, records) not yet sent
-        self.cv = threading.Condition(self.lock)
+        self.queue: collections.deque = collections.deque()   # (ready time, frame) not yet written
         self.error: Exception | None = None
+        self.next_hb = 0.0                # when the link's next heartbeat is due
+        self.moved = time.monotonic()     # when bytes last went into the socket
+        self.closing = False              # bye sent: no more heartbeats
+        self.dropped = 0                  # paced frames never written (the link failed)
+        self.writer: threading.Thread | None = None
 
 
 class _In:
@@ -191,8 +212,12 @@ class TcpEndpoint(SocketEndpoint):
         self._listener.settimeout(0.2)
         self._acceptor = threading.Thread(target=self._accept_loop, name=f"secinfer-tcp-accept-{me}", daemon=True)
         self._acceptor.start()
-        self._hb = threading.Thread(target=self._heartbeat_loop, name=f"secinfer-tcp-hb-{me}", daemon=True)
-        self._pacers: dict[str, threading.Thread] = {}
+        self._rlock = threading.Lock()     # held by whichever thread reads the streams
+        self._fg = False                   # the protocol thread wants / holds _rlock
+        self._fg_left = 0.0                # when it last let go of it
+        self._stats_lock = threading.Lock()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._reader = threading.Thread(target=self._reader_loop, name=f"secinfer-tcp-read-{me}", daemon=True)
         if connect:
             try:
                 self.connect()
@@ -205,6 +230,12 @@ class TcpEndpoint(SocketEndpoint):
         return (priv or self._secret).exchange(X25519PublicKey.from_public_bytes(pub))
 
     def _accept_loop(self) -> None:
+        """Accept until every peer's stream is in. Each connection is answered in its own
+        thread with a deadline for the whole handshake, so a connection that is slow, silent
+        or speaks garbage (before any authentication) neither delays nor fails the real
+        peers' handshakes. Beyond ``MAX_PENDING_HANDSHAKES`` unfinished handshakes the
+        oldest is dropped (a real peer's takes milliseconds, so it is never the oldest)."""
+        pending: collections.deque = collections.deque()
         while not self._stop.is_set() and len(self._in) < len(self.peers):
             try:
                 conn, addr = self._listener.accept()
@@ -212,21 +243,43 @@ class TcpEndpoint(SocketEndpoint):
                 continue
             except OSError:
                 return
-            try:
-                self._respond(conn, addr)
-            except Exception as e:  # noqa: BLE001 - recorded, reported by connect()
-                conn.close()
-                with self._state:
-                    self._refused.append(f"{addr[0]}:{addr[1]}: {e}")
-                    self._state.notify_all()
+            with self._state:
+                while pending and pending[0].fileno() < 0:
+                    pending.popleft()
+                if len(pending) >= MAX_PENDING_HANDSHAKES:
+                    old = pending.popleft()
+                    with contextlib.suppress(OSError):
+                        old.shutdown(socket.SHUT_RDWR)
+                pending.append(conn)
+            threading.Thread(target=self._serve_handshake, args=(conn, addr), daemon=True,
+                             name=f"secinfer-tcp-hs-{self.me}").start()
+
+    def _serve_handshake(self, conn: socket.socket, addr) -> None:
+        try:
+            self._respond(conn, addr)
+        except Exception as e:  # noqa: BLE001 - recorded (connect() names them), never fatal
+            conn.close()
+            with self._state:
+                self._refused.append(f"{addr[0]}:{addr[1]}: {e}")
+                del self._refused[:-20]
+                self._state.notify_all()
 
     def _respond(self, conn: socket.socket, addr) -> None:
-        conn.settimeout(HANDSHAKE_TIMEOUT)
-        if _recv_exact(conn, len(MAGIC)) != MAGIC:
+        """Answer one connection's handshake; any failure is an ``AuthenticationError``."""
+        try:
+            self._respond_handshake(conn)
+        except AuthenticationError:
+            raise
+        except (OSError, ValueError) as e:   # closed, timed out, reset; a low-order X25519 key
+            raise AuthenticationError(f"handshake failed: {e}") from None
+
+    def _respond_handshake(self, conn: socket.socket) -> None:
+        deadline = time.monotonic() + HANDSHAKE_TIMEOUT     # for the whole handshake, not per read
+        if _recv_exact(conn, len(MAGIC), deadline) != MAGIC:
             raise AuthenticationError("not a secinfer tcp stream")
-        n = _recv_exact(conn, 1)[0]
-        role = _recv_exact(conn, n).decode(errors="replace")
-        e_i = _recv_exact(conn, 32)
+        n = _recv_exact(conn, 1, deadline)[0]
+        role = _recv_exact(conn, n, deadline).decode(errors="replace")
+        e_i = _recv_exact(conn, 32, deadline)
         if role not in self._statics:
             raise AuthenticationError(f"claims role {role!r}, which is not a peer of this session")
         if role in self._in:
@@ -237,12 +290,12 @@ class TcpEndpoint(SocketEndpoint):
         dh = (self._dh(e_i), self._dh(s_i), self._dh(e_i, eph), self._dh(s_i, eph))
         k_ir, k_ri, h = handshake_keys(self.session_id, role, self.me, e_i, e_r, dh)
         conn.sendall(e_r + AESGCM(k_ri).encrypt(_nonce(0), b"confirm", h))
-        hdr = _recv_exact(conn, _HDR.size)
+        hdr = _recv_exact(conn, _HDR.size, deadline)
         length, _stamp, kind = _HDR.unpack(hdr)
         if kind != K_DATA or length != len(b"ready") + _TAG:
             raise AuthenticationError(f"stream claiming {role!r}: bad first record (wrong key or another session?)")
         try:
-            if AESGCM(k_ir).decrypt(_nonce(0), _recv_exact(conn, length), hdr) != b"ready":
+            if AESGCM(k_ir).decrypt(_nonce(0), _recv_exact(conn, length, deadline), hdr) != b"ready":
                 raise InvalidTag
         except InvalidTag:
             raise AuthenticationError(f"stream claiming {role!r} failed authentication: its key is not the "
@@ -250,6 +303,8 @@ class TcpEndpoint(SocketEndpoint):
         _keepalive(conn, self.peer_timeout)
         conn.setblocking(False)
         with self._state:
+            if role in self._in or self._stop.is_set():
+                raise AuthenticationError(f"a second stream claiming {role!r}")
             self._in[role] = _In(conn, k_ir)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
@@ -271,7 +326,7 @@ class TcpEndpoint(SocketEndpoint):
             me = self.me.encode()
             sock.sendall(MAGIC + bytes([len(me)]) + me + e_i)
             try:
-                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG)
+                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG, time.monotonic() + HANDSHAKE_TIMEOUT)
             except (TimeoutError, socket.timeout):
                 raise PeerUnreachableError(f"{peer} ({self.info[peer].url}) accepted the connection but did not "
                                            f"answer the handshake within {HANDSHAKE_TIMEOUT:g}s (not a secinfer "
@@ -327,12 +382,18 @@ class TcpEndpoint(SocketEndpoint):
             msg = f"{self.me}: could not connect within {t:.1f}s: " + "; ".join(parts)
             auth = refused or any(isinstance(e, AuthenticationError) for e in errs.values())
             raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
-        if not self._hb.is_alive():
-            self._hb.start()
+        for peer, link in self._out.items():
+            if link.writer is None:
+                link.writer = threading.Thread(target=self._writer_loop, args=(peer, link), daemon=True,
+                                               name=f"secinfer-tcp-write-{self.me}-{peer}")
+                link.writer.start()
+        if not self._reader.is_alive():
+            self._reader.start()
 
     # ---- sending ------------------------------------------------------------------------
     def _records(self, link: _Out, frame, kind: int, stamp: float) -> list:
-        """Encrypt ``frame`` as records (caller holds the link's lock: counters in order)."""
+        """Encrypt ``frame`` as records (caller holds the link's wire lock: the record
+        counter follows the order in which records reach the socket)."""
         view = memoryview(frame)
         out = []
         n = len(view)
@@ -348,14 +409,21 @@ class TcpEndpoint(SocketEndpoint):
             if start >= n:
                 return out
 
-    def _write(self, peer: str, link: _Out, bufs: list, drain: bool) -> None:
-        """Write every buffer; ``drain`` (protocol thread): read our peers' streams while the
-        socket is full, so two parties sending each other large frames never deadlock."""
+    def _write(self, peer: str, link: _Out, bufs: list) -> None:
+        """Write every buffer (caller holds ``link.lock``). Never reads: the reader thread
+        (or a waiting protocol thread) drains our peers' streams meanwhile, so a full socket
+        only means that the peer does not read. The peer is dead when nothing moved for
+        ``peer_timeout`` and it sent nothing (not even a heartbeat) for as long; a live peer
+        that reads nothing for ``recv_timeout`` is given up too."""
         sock = link.sock
         views = [memoryview(b) for b in bufs if len(b)]
         since = time.monotonic()
         try:
             while views:
+                if link.error is not None:
+                    raise link.error
+                if self._stop.is_set():
+                    raise NetworkError(f"{self.me}: endpoint is closed")
                 try:
                     sent = sock.sendmsg(views, (), socket.MSG_DONTWAIT)   # all buffers, one call
                 except BlockingIOError:
@@ -367,22 +435,28 @@ class TcpEndpoint(SocketEndpoint):
                         views[0] = views[0][k:]
                         if not len(views[0]):
                             views.pop(0)
-                    since = time.monotonic()
+                    since = link.moved = time.monotonic()
                     continue
-                rd = [c.sock for c in self._in.values() if not c.eof] if drain else []
-                r, _w, _x = select.select(rd, [sock], [], min(1.0, self.heartbeat_interval))
-                for s in r:
-                    p = self._by_fd.get(s.fileno())
-                    if p is not None:
-                        self._read(p)
+                select.select([], [sock], [], min(0.5, self.heartbeat_interval))
+                now = time.monotonic()
                 c = self._in.get(peer)
-                # the peer reads nothing and sends nothing, not even heartbeats: it is frozen
-                if drain and c is not None and not c.eof and time.monotonic() - max(c.last, since) > self.peer_timeout:
-                    raise OSError(f"no heartbeat for {self.peer_timeout:g}s while it does not read")
+                heard = c.last if c is not None else since
+                if now - max(heard, since) > self.peer_timeout:
+                    raise OSError(f"it has read nothing and sent nothing (no heartbeat) for {now - since:.1f}s "
+                                  f"(peer timeout {self.peer_timeout:g}s, option --peer-timeout)")
+                if now - since > max(self.recv_timeout, self.peer_timeout):
+                    raise OSError(f"it has read nothing for {now - since:.1f}s although it is alive")
         except OSError as e:
             err = PeerDeadError(f"{self.me}: cannot send to {peer}: {e}")
             link.error = err
+            with link.cv:
+                link.cv.notify_all()
             raise err from None
+
+    def _count_sent(self, n: int) -> None:
+        with self._stats_lock:   # protocol and writer threads send, on different links
+            self.stats["frames_sent"] += 1
+            self.stats["bytes_sent"] += n
 
     def _transmit(self, peer: str, frame: bytes) -> None:
         if self._closed:
@@ -394,58 +468,103 @@ class TcpEndpoint(SocketEndpoint):
             raise link.error
         if peer in self._bye_from:
             raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
-        with link.lock:
+        with link.cv:
             now = time.monotonic()
             ready = link.bucket.reserve(len(frame), now) if link.paced else now
-            if ready <= now and not link.queue:
-                self._write(peer, link, self._records(link, frame, K_DATA, now), True)
-                self.stats["frames_sent"] += 1
-                self.stats["bytes_sent"] += len(frame)
+            if ready > now or link.queue:
+                # paced: the link's writer thread sends it at its time (links are independent wires)
+                link.queue.append((ready, frame))
+                link.cv.notify_all()
                 return
-            link.queue.append((ready, self._records(link, frame, K_DATA, ready), len(frame)))
-            link.cv.notify_all()
-            if peer not in self._pacers:
-                th = threading.Thread(target=self._pace_loop, args=(peer, link), daemon=True,
-                                      name=f"secinfer-tcp-pace-{self.me}-{peer}")
-                self._pacers[peer] = th
-                th.start()
+            link.lock.acquire()   # (under cv: no queued frame can overtake this one)
+        # may leave now and nothing is queued: this thread writes it (no thread hand-off)
+        try:
+            self._write(peer, link, self._records(link, frame, K_DATA, now))
+            link.next_hb = time.monotonic() + self.heartbeat_interval
+        finally:
+            link.lock.release()
+        self._count_sent(len(frame))
 
-    def _pace_loop(self, peer: str, link: _Out) -> None:
-        """Sends a link's paced frames at their time (its own wire: links are independent)."""
+    def _writer_loop(self, peer: str, link: _Out) -> None:
+        """A link's own thread: sends its paced frames at their time and a heartbeat whenever
+        the link was quiet for ``heartbeat_interval`` (also while this party computes or while
+        frames wait for their time). It never takes a lock that the readers need."""
+        hb = self.heartbeat_interval
         while True:
-            with link.lock:
-                while not link.queue and not self._stop.is_set():
-                    link.cv.wait(0.5)
-                if not link.queue:
-                    return
-                ready, recs, n = link.queue[0]
-            _sleep_until(ready)
-            with link.lock:
-                try:
-                    self._write(peer, link, recs, False)
-                except PeerDeadError:
+            with link.cv:
+                while True:
+                    if link.error is not None or self._stop.is_set():
+                        return
+                    now = time.monotonic()
+                    if link.queue and link.queue[0][0] <= now:
+                        ready, frame = link.queue[0]
+                        break
+                    if now >= link.next_hb and not link.closing:
+                        frame = None
+                        break
+                    wake = link.next_hb if not link.closing else now + hb
+                    if link.queue:
+                        wake = min(wake, link.queue[0][0])
+                    link.cv.wait(max(0.0, min(wake - now, hb)))
+            if frame is None:
+                if link.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
+                    try:
+                        self._write(peer, link, self._records(link, b"", K_HB, time.monotonic()))
+                    except PeerDeadError:
+                        return
+                    finally:
+                        link.lock.release()
+                link.next_hb = time.monotonic() + hb
+                continue
+            try:
+                with link.lock:
+                    self._write(peer, link, self._records(link, frame, K_DATA, ready))
+                    link.next_hb = time.monotonic() + hb
+            except PeerDeadError:
+                with link.cv:
+                    link.dropped += len(link.queue)
                     link.queue.clear()
                     link.cv.notify_all()
-                    return
+                return
+            self._count_sent(len(frame))
+            with link.cv:
                 link.queue.popleft()
-                self.stats["frames_sent"] += 1
-                self.stats["bytes_sent"] += n
                 link.cv.notify_all()
 
-    def _heartbeat_loop(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
-            for peer, link in list(self._out.items()):
-                if link.error is not None or not link.lock.acquire(blocking=False):
-                    continue   # a send in progress is a sign of life too
-                try:
-                    if not link.queue:
-                        self._write(peer, link, self._records(link, b"", K_HB, time.monotonic()), False)
-                except PeerDeadError:
-                    pass
-                finally:
-                    link.lock.release()
-
     # ---- receiving ------------------------------------------------------------------------
+    def _reader_loop(self) -> None:
+        """Reads every stream while the protocol thread does not (it computes or sends), so
+        that a peer's sends never wait for this party's protocol: no deadlock whatever the
+        order of sends and receives, and heartbeats are always read. A peer with more than
+        half the inbox limit waiting here is not read (TCP flow control) until the protocol
+        consumes some. While the protocol thread waits for a frame it reads itself (no
+        thread hand-off); this thread takes over ``RX_RETRY`` after it left."""
+        soft = max(1, self.max_inbox // 2)
+        while not self._stop.is_set():
+            if self._fg or time.monotonic() - self._fg_left < RX_RETRY:
+                time.sleep(RX_RETRY)
+                continue
+            socks = [c.sock for p, c in self._in.items() if not c.eof and self._queued[p] < soft]
+            try:
+                r = select.select([self._wake_r, *socks], [], [], self.heartbeat_interval)[0]
+            except (OSError, ValueError):   # a stream closed meanwhile
+                continue
+            if self._wake_r in r:
+                try:
+                    self._wake_r.recv(4096)
+                except OSError:
+                    pass
+            r = [s for s in r if s is not self._wake_r]
+            if not r or self._fg or not self._rlock.acquire(blocking=False):
+                continue
+            try:
+                for s in r:
+                    p = self._by_fd.get(s.fileno())
+                    if p is not None:
+                        self._read(p)
+            finally:
+                self._rlock.release()
+
     def _read(self, peer: str) -> None:
         """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
         Small records are parsed out of one receive buffer (one system call for many); a
@@ -581,7 +700,8 @@ class TcpEndpoint(SocketEndpoint):
             c = self._in[p]
             if not c.eof and now - max(c.last, since) > self.peer_timeout:
                 self._cut(p, PeerDeadError(f"{self.me}: peer {p} is dead: no message or heartbeat for "
-                                           f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s)"))
+                                           f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s; "
+                                           "raise it with --peer-timeout if a peer computes or stalls for longer)"))
                 return
         socks = [c.sock for c in self._in.values() if not c.eof]
         wait = max(0.0, min(deadline - now, self.heartbeat_interval))
@@ -594,19 +714,38 @@ class TcpEndpoint(SocketEndpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
-        self._wait_any([peer], deadline)   # reads every stream meanwhile, releases on time
-        ok, err = self._due(peer, time.monotonic())
-        if not ok:
-            raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
-        if err is not None:
-            raise err
-        item = self._inbox[peer].popleft()[1]
-        if isinstance(item, Exception):
-            raise item
-        self._queued[peer] -= len(item)
-        return item
+        with self._reading():
+            self._wait_locked([peer], deadline)   # reads every stream meanwhile, releases on time
+            ok, err = self._due(peer, time.monotonic())
+            if not ok:
+                raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+            if err is not None:
+                raise err
+            item = self._inbox[peer].popleft()[1]
+            if isinstance(item, Exception):
+                raise item
+            self._queued[peer] -= len(item)
+            return item
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """The protocol thread takes the streams over from the reader thread (which lets go
+        at its next read: it reads in short, non-blocking batches)."""
+        self._fg = True
+        try:
+            with self._rlock:
+                try:
+                    yield
+                finally:
+                    self._fg_left = time.monotonic()
+        finally:
+            self._fg = False
 
     def _wait_any(self, peers: list, deadline: float) -> str:
+        with self._reading():
+            return self._wait_locked(peers, deadline)
+
+    def _wait_locked(self, peers: list, deadline: float) -> str:
         since = time.monotonic()
         for p in peers:
             self._read(p)
@@ -638,38 +777,135 @@ class TcpEndpoint(SocketEndpoint):
 
     # ---- close --------------------------------------------------------------------------
     def close(self, flush: bool = True, timeout: float | None = None) -> None:
-        """Say bye on every stream (behind the frames already queued, bounded wait), close."""
+        """Close. With ``flush`` (the default): every frame still queued for a paced link is
+        sent, then a bye on every stream, and we wait until the peer's host has acknowledged
+        every byte (the kernel's send queue is empty). There is no fixed bound: the wait goes
+        on as long as bytes move or the peer is alive (it sends heartbeats); a peer that
+        stops reading and goes silent for ``peer_timeout`` ends it, and so does ``timeout``
+        if given. A frame that may not have been delivered makes ``close`` raise
+        ``PeerDeadError`` (after closing everything), so a party never reports success
+        for a run whose last frames were lost. A peer that has already said bye needs
+        nothing more from us."""
         if self._closed:
             return
         self._closed = True
-        wait = min(5.0, self.peer_timeout + 1.0) if timeout is None else timeout
-        deadline = time.monotonic() + wait
-        for peer, link in list(self._out.items()):
-            if not flush or link.error is not None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        lost: dict[str, str] = {}
+        if flush:
+            try:
+                lost = self._flush(deadline)
+            except BaseException:
+                self._shutdown()
+                raise
+        self._shutdown()
+        if lost:
+            raise PeerDeadError(f"{self.me}: frames sent to " + "; ".join(f"{p} may not have been delivered: {why}"
+                                                                          for p, why in lost.items()))
+
+    def _flush(self, deadline: float | None) -> dict:
+        def over() -> bool:
+            return deadline is not None and time.monotonic() >= deadline
+
+        lost: dict[str, str] = {}
+        links = {p: link for p, link in self._out.items() if link.error is None}
+        for p, link in self._out.items():
+            if link.error is not None and (link.dropped or _unsent(link.sock)):
+                lost[p] = str(link.error)
+        for p, link in links.items():      # the writer threads send the paced frames meanwhile
+            with link.cv:
+                while link.queue and link.error is None and not over():
+                    link.cv.wait(0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic())))
+                left = len(link.queue)
+            if link.error is not None and link.dropped:
+                lost[p] = str(link.error)
+            elif left:
+                lost[p] = f"{left} frames still queued after the close timeout"
+        # delivered = acknowledged by the peer's host (nothing left in our send queue)
+        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, lost, over)
+        for p, link in links.items():        # then bye (its own loss loses no frame)
+            if p in lost:
                 continue
             with link.lock:
-                while link.queue and time.monotonic() < deadline:
-                    link.cv.wait(min(0.1, max(0.0, deadline - time.monotonic())))
-                if not link.queue:
-                    try:
-                        link.sock.settimeout(max(0.05, deadline - time.monotonic()))
-                        link.sock.sendall(b"".join(self._records(link, b"", K_BYE, time.monotonic())))
-                    except OSError:
-                        pass
+                try:
+                    self._write(p, link, self._records(link, b"", K_BYE, time.monotonic()))
+                except (PeerDeadError, NetworkError):
+                    pass
+                link.closing = True
+        bye_end = time.monotonic() + min(1.0, self.peer_timeout)
+        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, {},
+                                lambda: over() or time.monotonic() >= bye_end)
+        for p in list(lost):
+            if p in self._bye_from:          # it finished: it needs nothing more from us
+                del lost[p]
+        return lost
+
+    def _wait_acknowledged(self, pending: dict, lost: dict, over) -> None:
+        """Wait until every link of ``pending`` has its send queue acknowledged, recording in
+        ``lost`` those that cannot: the connection failed, the peer is gone (its stream to us
+        ended without a bye) or nothing moved and the peer was silent for ``peer_timeout``."""
+        last = {p: (_unsent(link.sock), time.monotonic()) for p, link in pending.items()}
+        while pending:
+            now = time.monotonic()
+            for p, link in list(pending.items()):
+                n = _unsent(link.sock)
+                c = self._in.get(p)
+                if n == 0 or p in self._bye_from:
+                    del pending[p]
+                    continue
+                if n < 0 or (c is not None and c.eof):
+                    lost[p] = f"{n if n > 0 else 'some'} bytes not acknowledged and its connection is gone"
+                elif now - max(last[p][1], c.last if c is not None else 0.0) > self.peer_timeout:
+                    lost[p] = (f"{n} bytes not acknowledged: it has read nothing and sent nothing for "
+                               f"{now - last[p][1]:.1f}s (peer timeout {self.peer_timeout:g}s)")
+                elif over():
+                    lost[p] = f"{n} bytes not acknowledged within the close timeout"
+                else:
+                    if n < last[p][0]:
+                        last[p] = (n, now)
+                    continue
+                del pending[p]
+            if pending:
+                time.sleep(0.005)
+
+    def _shutdown(self) -> None:
+        """Stop every thread, close every socket."""
         self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
         for link in self._out.values():
-            with link.lock:
+            with link.cv:
                 link.cv.notify_all()
             try:
                 link.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 pass
+        for link in self._out.values():
+            if link.writer is not None and link.writer is not threading.current_thread():
+                link.writer.join(2.0)
             link.sock.close()
-        for c in self._in.values():
-            if not c.eof:
-                c.sock.close()
+        if self._reader.is_alive():
+            self._reader.join(2.0)
+        with self._rlock:
+            for c in self._in.values():
+                if not c.eof:
+                    c.eof = True
+                    c.sock.close()
         self._listener.close()
         self._acceptor.join(1.0)
-        if self._hb.is_alive():
-            self._hb.join(1.0)
+        self._wake_r.close()
+        self._wake_w.close()
 
+
+def _unsent(sock: socket.socket) -> int:
+    """Bytes in ``sock``'s send queue not yet acknowledged by the peer (Linux SIOCOUTQ);
+    -1 if some are and the connection failed; 0 where the platform cannot say."""
+    try:
+        buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\x00\x00\x00\x00")
+        n = struct.unpack("<i", buf)[0]
+        if n and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+            return -1
+        return n
+    except OSError:
+        return 0

@@ -113,6 +113,7 @@ class ZmqEndpoint(SocketEndpoint):
         self._bye_at: dict[str, float] = {}
         self._lost_at: dict[str, float] = {}  # when a connection to the peer dropped
         self._acked: set[str] = set()
+        self._sent_to: dict[str, bool] = {}     # peers we sent a data frame to
         self._auth_count: dict[str, int] = collections.Counter()
         self._handshake_errors: dict[str, str] = {}
         self._io_error: BaseException | None = None
@@ -216,6 +217,7 @@ class ZmqEndpoint(SocketEndpoint):
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: peer is dead ({self._dead[peer]})")
             if peer in self._bye_from:
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+        self._sent_to[peer] = True
         lock = self._link_lock[peer]
         with lock:
             now = time.monotonic()
@@ -340,24 +342,34 @@ class ZmqEndpoint(SocketEndpoint):
         return n
 
     def close(self, flush: bool = True, timeout: float | None = None) -> None:
-        """Say bye (bounded wait for acknowledgements if ``flush``), stop the thread, linger 0."""
+        """Say bye behind every frame already queued and, if ``flush``, wait until every
+        live peer has acknowledged it (so it has received every frame before it). The wait
+        has no fixed bound: it lasts as long as the peer is alive (its heartbeats arrive;
+        a peer silent for ``peer_timeout`` is dead) or until ``timeout`` if given. Then stop
+        the thread and close every socket with linger 0. Raises ``PeerDeadError`` (after
+        closing) when a peer that has not said bye itself did not acknowledge: frames sent
+        to it may have been lost."""
         if self._closed:
             return
         self._closed = True
         alive = self._thread.is_alive()
+        unacked: list[str] = []
         if flush and alive:
-            wait = min(5.0, self.peer_timeout + 1.0) if timeout is None else timeout
             with self._send_lock:
                 self._cmd.send_multipart([C_CLOSE])
-            deadline = time.monotonic() + wait
+            deadline = None if timeout is None else time.monotonic() + timeout
             with self._cv:
-                while self._io_error is None:
+                while True:
                     pending = [p for p in self.peers if p in self._last_seen and p not in self._acked
-                               and p not in self._bye_from and p not in self._dead]
-                    left = deadline - time.monotonic()
-                    if not pending or left <= 0:
+                               and p not in self._bye_from and p not in self._dead and p not in self._fatal]
+                    left = 1.0 if deadline is None else deadline - time.monotonic()
+                    if not pending or left <= 0 or self._io_error is not None:
                         break
                     self._cv.wait(min(left, 0.2))
+                unacked = [p for p in self.peers if p in self._last_seen and p not in self._acked
+                           and p not in self._bye_from and self._sent_to.get(p)]
+                why = {p: self._dead.get(p) or (str(self._fatal[p]) if p in self._fatal else "no acknowledgement "
+                                                "within the close timeout") for p in unacked}
         if alive:
             with self._send_lock:
                 try:
@@ -368,6 +380,9 @@ class ZmqEndpoint(SocketEndpoint):
         self._cmd.close(linger=0)
         if not self._thread.is_alive():
             self._ctx.term()
+        if unacked:
+            raise PeerDeadError(f"{self.me}: frames sent to " + "; ".join(
+                f"{p} may not have been delivered (it did not acknowledge our bye: {why[p]})" for p in unacked))
 
     # ---- the I/O thread -------------------------------------------------------------------
     def _io_main(self) -> None:

@@ -178,7 +178,7 @@ def _req(d: dict, key: str, typ, where: str):
         raise ConfigError(f"{where}: missing field {key!r}")
     v = d[key]
     if typ is float and isinstance(v, int) and not isinstance(v, bool):
-        v = float(v)
+        v = float(v) if abs(v) < 2**1000 else float("inf")
     if not isinstance(v, typ) or isinstance(v, bool):
         raise ConfigError(f"{where}: field {key!r} must be {getattr(typ, '__name__', typ)}, got {type(v).__name__}")
     return v
@@ -262,7 +262,10 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
     if len(parties) < 2:
         raise ConfigError(f"{where}: a session needs at least two parties")
     links: dict[frozenset, LinkProfile] = {}
-    for i, ln in enumerate(data.get("link", []) or []):
+    link_list = data.get("link", []) or []
+    if not isinstance(link_list, list):
+        raise ConfigError(f"{where}: 'link' must be a list of [[link]] tables")
+    for i, ln in enumerate(link_list):
         lw = f"{where}: link #{i + 1}"
         if not isinstance(ln, dict):
             raise ConfigError(f"{lw}: must be a table")
@@ -270,6 +273,8 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
         if bad:
             raise ConfigError(f"{lw}: unknown field(s) {', '.join(sorted(bad))}")
         between = _req(ln, "between", list, lw)
+        if not all(isinstance(b, str) for b in between):
+            raise ConfigError(f"{lw}: 'between' must name two parties (strings)")
         if len(between) != 2 or len(set(between)) != 2 or any(b not in parties for b in between):
             raise ConfigError(f"{lw}: 'between' must name two different parties of the file")
         pair = frozenset(between)
@@ -286,8 +291,10 @@ def load_cluster(path: str | os.PathLike) -> Cluster:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"cluster file {str(p)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"cluster file {str(p)!r} is not valid TOML: {e}") from None
+    except OSError as e:
+        raise ConfigError(f"cluster file {str(p)!r} cannot be read: {e}") from None
     c = parse_cluster(data, f"cluster file {p.name}", p.resolve().parent)
     c.path = p.resolve()
     return c

@@ -227,9 +227,14 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     finally:
         if ep is not None:
             try:
-                ep.close()
-            except Exception:  # noqa: BLE001 - closing must not hide the real outcome
-                pass
+                # a success is one only once every frame we sent has been delivered (no
+                # fixed bound while the peers are alive); after a failure, a bounded wait
+                ep.close() if code == EXIT_OK else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
+            except Exception as e:  # noqa: BLE001 - closing must not hide the real outcome
+                if code == EXIT_OK:
+                    rec["ok"] = False
+                    rec["error"] = error_record(e)
+                    code = EXIT_ERROR
             rec["meter"] = ep.meter.summary()
             rec["transport"] = dict(ep.stats)
             for ph in ("setup", "offline", "online"):

@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 GO_DIR = HERE / "go"
 LIB_DIR = HERE / "_lib"
 LIB_PATH = LIB_DIR / "libsecinferhe.so"
-_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum")
+_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum", "*/*.go")  # */: Go sub-packages (zkbpp/)
 
 
 def _go_sources() -> list[Path]:

@@ -1,0 +1,126 @@
+"""Issue #22 items 1 and 2 and issue #21 item 6, on both transports: sending never blocks
+receiving (no deadlock on shaped links), heartbeats flow while a party sends or computes,
+and a close delivers every frame sent before it (or fails loudly)."""
+
+import contextlib
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from secinfer.errors import PeerDeadError
+from secinfer.net.shaping import parse_profile
+from secinfer.runtime.party import endpoint_class
+from transport_helpers import ANY_U, all_endpoints, loopback_cluster  # tests/net helper
+
+pytestmark = pytest.mark.timeout(120)
+TRANSPORTS = pytest.mark.parametrize("transport", ["tcp", "zmq"])
+
+
+def _run_parties(eps, fn, limit):
+    """Run ``fn(endpoint)`` for every party in its own thread; {party: result or exception}."""
+    out = {}
+
+    def body(pid):
+        try:
+            out[pid] = fn(eps[pid])
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out[pid] = e
+
+    ts = {p: threading.Thread(target=body, args=(p,), daemon=True) for p in eps}
+    for t in ts.values():
+        t.start()
+    end = time.monotonic() + limit
+    for t in ts.values():
+        t.join(max(0.0, end - time.monotonic()))
+    hung = [p for p, t in ts.items() if t.is_alive()]
+    return out, hung
+
+
+@TRANSPORTS
+def test_a_ring_of_large_sends_under_lan_shaping_finishes(tmp_path, transport):
+    """Three parties each send 8 frames of 8 MB to the next, then receive 8 from the
+    previous one, on 'lan'-shaped links: every socket on the ring fills up while every
+    party is still sending. The old tcp pacing thread held the link lock while blocked on
+    a full socket; the protocol threads waited on that lock and nobody read: a hang."""
+    roles = ("p0", "p1", "p2")
+    c = loopback_cluster(tmp_path, transport, roles=roles)
+    eps = all_endpoints(endpoint_class(transport), c, network=parse_profile("lan"), recv_timeout=60)
+    nxt = {r: roles[(i + 1) % 3] for i, r in enumerate(roles)}
+    prv = {r: roles[(i - 1) % 3] for i, r in enumerate(roles)}
+    x = np.arange(1 << 20, dtype=np.uint64)   # 8 MB
+
+    def party(ep):
+        for i in range(8):
+            ep.send(nxt[ep.me], f"f{i}", x + i)
+        for i in range(8):
+            (y,) = ep.recv(prv[ep.me], f"f{i}", ANY_U)
+            assert np.array_equal(y, x + i)
+        return True
+
+    try:
+        out, hung = _run_parties(eps, party, 60)
+        assert not hung, f"parties {hung} hung (deadlock)"
+        assert all(v is True for v in out.values()), out
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+@TRANSPORTS
+def test_close_delivers_every_paced_frame_before_it_returns(tmp_path, transport):
+    """a queues 3 s worth of frames on a 10 MB/s link and closes at once. The old close
+    waited at most min(5, peer_timeout + 1) = 2 s, then dropped the rest without a bye (and
+    the old tcp heartbeats were skipped while frames were queued: b declared a dead)."""
+    c = loopback_cluster(tmp_path, transport, heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class(transport), c, network=parse_profile("bw=10,lat=5"), recv_timeout=30)
+    a, b = eps["a"], eps["b"]
+    x = np.arange(1 << 17, dtype=np.uint64)   # 1 MB
+    got = []
+
+    def receiver():
+        try:
+            for i in range(30):
+                got.append(int(b.recv("a", f"f{i}", ANY_U)[0][0]))
+            b.recv("a", "after-the-last", ANY_U)
+        except PeerDeadError as e:
+            got.append(str(e))
+
+    try:
+        t = threading.Thread(target=receiver, daemon=True)
+        t.start()
+        for i in range(30):
+            a.send("b", f"f{i}", x + i)
+        t0 = time.monotonic()
+        a.close()                        # flushes: returns once b's host has every byte
+        assert time.monotonic() - t0 > 2.0
+        t.join(30)
+        assert got[:30] == list(range(30)), got[:31]
+        assert "a closed the session" in got[30]
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+@TRANSPORTS
+def test_close_fails_loudly_when_a_frozen_peer_stops_reading(tmp_path, transport):
+    import os
+    import signal
+
+    from transport_helpers import idle_peer
+    c = loopback_cluster(tmp_path, transport, heartbeat_interval=0.2, peer_timeout=1.0)
+    with idle_peer(endpoint_class(transport), c) as (a, proc):
+        os.killpg(proc.pid, signal.SIGSTOP)
+        def flood():
+            with contextlib.suppress(PeerDeadError):   # (tcp: the send itself may notice)
+                for i in range(8):
+                    a.send("b", f"f{i}", np.zeros(1 << 20, dtype=np.uint64))
+
+        th = threading.Thread(target=flood, daemon=True)
+        th.start()                       # 64 MB: far beyond what b's kernel buffers
+        th.join(10)
+        t0 = time.monotonic()
+        with pytest.raises(PeerDeadError, match="may not have been delivered|cannot send to b"):
+            a.close()
+        assert time.monotonic() - t0 < 10
