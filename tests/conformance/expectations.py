@@ -19,6 +19,10 @@ at the fixed-point config ``fixed``):
 
 ``offline``: the protocol sends preprocessing traffic in the ``offline`` phase (at every
 security level it offers); ``online`` traffic is required of every protocol.
+
+``bundled: False`` (with ``why``): the protocol runs none of the bundled models by design;
+the suite then asserts that ``check_model`` refuses every one of them (so the entry cannot
+outlive the reason) and runs no case for it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ EXPECT = {
     # (docs/protocols/astra.md, "Fixed point and the error budget")
     "astra": {"fixed": None, "budget": "derived", "offline": True},
     "aby3": {"fixed": None, "budget": "derived", "offline": True},
+    # computation on certified data: psi is one of its use-case graphs (sum, weighted sum,
+    # distance) over signed data points, not an ML model (src/secinfer/protocols/certified)
+    "certified": {"bundled": False, "why": "psi is a certified-data use case, not a bundled model"},
 }
 
 ROWS = 4  # held-out rows per model (fewer if the protocol's demo_rows is smaller)
