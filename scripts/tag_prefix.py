@@ -33,17 +33,20 @@ import tokenize
 from pathlib import Path
 
 SKIP = "tag_prefix: " + "skip"  # a file holding this marker is left alone (sample tags)
-PAPERS = ("ASTRA", "STAMP", "CRISP", "SAFHIRE", "CERTIFIED")
+# CRISP-certified: the certified-data fragment of the CRISP system paper (protocols/certified)
+PAPERS = ("ASTRA", "STAMP", "CRISP-certified", "CRISP", "SAFHIRE")
 
 # path fragment (posix, relative to the repository) -> paper; the first match wins
 PACKAGES = (
     ("protocols/astra/", "ASTRA"), ("protocols/aby3/", "ASTRA"), ("sharing/astra.py", "ASTRA"),
     ("protocols/stamp/", "STAMP"), ("protocols/falcon/", "STAMP"),
+    ("crypto/zk/zkbpp.py", "CRISP-certified"), ("crypto/zk/bdop.py", "CRISP-certified"),
+    ("tests/zk/test_zkbpp", "CRISP-certified"), ("tests/zk/test_bdop", "CRISP-certified"),
     ("protocols/crisp/", "CRISP"), ("crypto/zk/", "CRISP"), ("crypto/fss/", "CRISP"),
-    ("protocols/safhire/", "SAFHIRE"), ("protocols/certified/", "CERTIFIED"),
+    ("protocols/safhire/", "SAFHIRE"), ("protocols/certified/", "CRISP-certified"),
     ("tests/astra/", "ASTRA"), ("tests/stamp/", "STAMP"), ("tests/crisp/", "CRISP"),
     ("tests/zk/", "CRISP"), ("tests/fss/", "CRISP"), ("tests/safhire/", "SAFHIRE"),
-    ("tests/certified/", "CERTIFIED"),
+    ("tests/certified/", "CRISP-certified"),
 )
 
 CITE_WORDS = (r"Fig\.?|Figure|Figs\.?|Alg\.?|Algorithm|Protocol|Table|Tab\.|Sec\.?|Section|§|Lemma|"
@@ -54,7 +57,7 @@ SECTION = r"(?!\d+(?:\.\d+)?\s*,\s*-?\d+(?:\.\d+)?\s*\))(?:[1-9]\d*\.\d+|[IVX]+-
 # "[" not after a name, ")" or "]" (an index), then a citation word or a section number
 TAG = re.compile(rf"(?<![\w\])])\[(?=(?:{CITE_WORDS})(?![\w])|(?:{SECTION})(?![\w]))")
 # "ASTRA [5.3" -> "[ASTRA 5.3"
-NAMED = re.compile(rf"\b({'|'.join(PAPERS)}) \[(?=(?:{CITE_WORDS})(?![\w])|(?:{SECTION})(?![\w]))")
+NAMED = re.compile(rf"\b({'|'.join(map(re.escape, PAPERS))}) \[(?=(?:{CITE_WORDS})(?![\w])|(?:{SECTION})(?![\w]))")
 
 
 def paper_of(path: Path, source: str) -> str | None:
@@ -63,7 +66,7 @@ def paper_of(path: Path, source: str) -> str | None:
         if frag in posix:
             return paper
     doc = _module_docstring(source)
-    named = {p for p in PAPERS if re.search(rf"\b{p}\b", doc)}
+    named = {p for p in PAPERS if re.search(rf"\b{re.escape(p)}\b(?!-certified)", doc)}
     return named.pop() if len(named) == 1 else None
 
 

@@ -32,6 +32,12 @@ SAMPLE = {
         "FX64 = 1  # ASTRA [5.3]: l = 64\n",
         "FX64 = 1  # [ASTRA 5.3]: l = 64\n"),
 }
+SAMPLE["src/secinfer/protocols/certified/protocol.py"] = (
+    "NONCE = 16  # [Sec. 6.2]; keep [CRISP-certified Sec. 4.3]\n",
+    "NONCE = 16  # [CRISP-certified Sec. 6.2]; keep [CRISP-certified Sec. 4.3]\n")
+SAMPLE["src/secinfer/crypto/he/extra.py"] = (
+    '"""Helpers of the CRISP-certified release."""\n# [Sec. 5.1]\n',
+    '"""Helpers of the CRISP-certified release."""\n# [CRISP-certified Sec. 5.1]\n')
 UNDECIDED = ("src/secinfer/sharing/shared.py", '"""Used by ASTRA and STAMP."""\n# [Table 7]\n')
 
 
