@@ -103,9 +103,21 @@ def test_huge_weights_are_refused_by_inspect_for_every_protocol(tmp_path):
     rep = secinfer.inspect(_with_weight(tmp_path, 1e12))
     assert rep.refusal is None and rep.protocols
     assert not rep.runnable()
-    assert all("overflow" in p["reason"] or "outside" in p["reason"] or "unsupported" in p["reason"]
-               or "beyond what" in p["reason"]
-               or "offers" in p["reason"] for p in rep.protocols)
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols import registry
+
+    graph = load_model(_with_weight(tmp_path, 1e12))
+
+    def structural(p):   # the protocol cannot run this graph at all, whatever its weights
+        try:
+            registry.get(p["protocol"]).check_model(graph, p["security"])
+        except Exception:  # noqa: BLE001
+            return True
+        return False
+    range_refusals = [p for p in rep.protocols if not structural(p)]
+    assert {p["protocol"] for p in range_refusals} >= {"astra", "aby3", "reference", "stamp"}
+    assert all("overflow" in p["reason"] or "outside" in p["reason"] or "beyond what" in p["reason"]
+               for p in range_refusals), range_refusals
 
 
 def test_non_finite_queries_are_refused(monkeypatch):

@@ -100,6 +100,10 @@ _SIGNATURES: dict[str, list] = {
     "zk_encode": [P_i64, P_u64, P_i64, P_u64],
     "zk_plaintext": [H, cint, cint, P_u64, OUT_H],
     "zk_lincomb": [cint, P_u64, cint, cint, P_u64, P_i64, P_u64],
+    # fast packing / partial trace extraction (go/fastpack_cgo.go, secinfer.crypto.he.packing)
+    "he_fp_elements": [H, cint, cint, P_u64, cint, C.POINTER(cint)],
+    "he_fp_extract": [H, cint, cint, P_u64, cint, P_i64, P_i64, cint, P_u64, P_u64, cint],
+    "he_fp_pack": [H, H, cint, cint, cint, P_u64, P_u64, P_i64, f64, cint, C.POINTER(cint), OUT_H],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }
 
