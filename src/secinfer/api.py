@@ -59,7 +59,7 @@ def _spec_limits(spec, graph, cfg, options: dict) -> dict | None:
     if spec.name in ("astra", "aby3"):
         # the owner folds a standardiser into W and encodes the query at f_x and W at f_w
         # fractional bits; z @ W + b is held at f_x + f_w bits before the client's shift
-        from secinfer.protocols.astra import model as mdl
+        from secinfer.protocols.rep3 import linear as mdl
 
         lm = mdl.resolve_wfrac(mdl.to_linear(graph, options), cfg)
         fx, fw = lm.xfrac(cfg), lm.wfrac(cfg)

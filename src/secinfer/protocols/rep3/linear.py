@@ -199,10 +199,6 @@ def to_linear(model, options: dict | None = None) -> LinearModel:
     return lm
 
 
-def wfrac_value(lm: LinearModel, cfg: FixedPointConfig) -> LinearModel:
-    return resolve_wfrac(lm, cfg)
-
-
 # Folding a standardiser into W makes weights large for features with a small spread and
 # small for features with a large one; 22 fractional bits for the query and 28 for the
 # weights keep both quantisation errors below 1e-3 on the bundled data while leaving
