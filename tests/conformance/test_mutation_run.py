@@ -73,9 +73,6 @@ def test_checks_are_well_formed():
             assert "semi-honest" not in c.securities, f"{name}:{c.name}: a malicious check at semi-honest"
 
 
-@pytest.mark.xfail(strict=False, reason="TEMPORARY (conformance branch): astra, aby3, stamp and falcon "
-                   "declare their checks in the rep3 work, not merged yet; the coordinator removes "
-                   "this xfail after merging it")
 def test_protocols_with_malicious_security_declare_their_checks():
     # A protocol offering security against a malicious party runs checks; each must be
     # declared in ProtocolSpec.checks so that the mutation run can attack it.
