@@ -68,9 +68,8 @@ def test_checks_are_well_formed():
         assert len(names) == len(set(names)), f"{name}: a check is declared twice"
         for c in spec.checks:
             assert c.what, f"{name}:{c.name} says nothing about what it verifies"
-            assert set(c.securities) <= set(spec.securities), \
+            assert c.securities and set(c.securities) <= set(spec.securities), \
                 f"{name}:{c.name} runs at {c.securities}, the protocol offers {spec.securities}"
-            assert "semi-honest" not in c.securities, f"{name}:{c.name}: a malicious check at semi-honest"
 
 
 def test_protocols_with_malicious_security_declare_their_checks():
