@@ -142,7 +142,8 @@ SPEC = ProtocolSpec(
     description="ABY3 replicated 3PC baseline for ASTRA's prediction functions",
     roles=ROLES, model_role=M, input_role=C,
     securities=("semi-honest", "malicious"), default_security="semi-honest",
-    run_party=run_party, check_model=check_model, default_fixed="fx64f13",
+    run_party=run_party, check_model=check_model, reveals=mdl.reveals, value_limits=mdl.value_limits,
+    default_fixed="fx64f13",
     paper="astra-3pc-rings.txt (baseline, ref. 55)",
     baseline_for="astra",
     checks=(

@@ -398,7 +398,7 @@ SPEC = ProtocolSpec(
     securities=("semi-honest", "malicious", "fair"),
     default_security="semi-honest",
     run_party=run_party,
-    check_model=check_model,
+    check_model=check_model, reveals=mdl.reveals, value_limits=mdl.value_limits,
     default_fixed="fx64f13",
     paper="astra-3pc-rings.txt",
     checks=tuple(Check(n, what, "ASTRA " + ref, sec) for n, what, ref, sec in (

@@ -111,6 +111,9 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt (baseline of 5.1)",
+    run_warning=("WARNING: falcon is an in-repo COST MODEL of Falcon+ (the baseline of STAMP's evaluation): "
+                 "its probabilistic truncation makes outputs differ from the reference and from run to run "
+                 "(in fx32, by many units); use it for timing and traffic, not for answers"),
     baseline_for="stamp",
     checks=(
         Check("reconstruct-consistency", "a missing component equals its hash from the other holder", "ABY3 5.1"),

@@ -33,7 +33,7 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   of its own shapes (c = f(a, b) for its bilinear f: a "matrix triple"); N = 1, so one
   bucket: B = C = 22 and the check is passed by a bad triple with probability
   1 / binom(44, 22) < 2^-40. This costs 44 products of the layer's size offline.
-  Memory: a large matrix triple's (``LAZY_ELEMS``) a and b are drawn from labelled PRF streams
+  Memory: a matrix triple's a and b are drawn from labelled PRF streams
   (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
   output needs them, one triple at a time; only the 44 products c are kept (VGG16's
   4096 x 4096 layer needed ~12 GB per party otherwise). The messages, bytes and rounds are
@@ -63,11 +63,10 @@ SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
 POOL_ITEMS = 1 << 20      # element-wise triples per pool (B = 2 from N = 2^20 on)
 BATCH_ELEMS = 1 << 23     # generated ring elements per batch (memory bound)
 TRUNC_CHUNK = 1 << 15     # truncation pairs per generation batch (x l bits)
-# matrix triples whose T copies of a and b would exceed this many ring elements are made one
-# at a time (``_Group.lazy``). Not all of them: over TCP with a shaped network (``--network
-# lan``) the one-at-a-time message pattern hung in the evening of 2026-11-24 (not yet
-# understood, docs/protocols/stamp.md), so the small layers keep the stacked path.
-LAZY_ELEMS = 1 << 23
+# every matrix triple is made one at a time (``_Group.lazy``). A 2^23-element threshold that
+# kept small layers on the stacked path worked around a TCP transport deadlock on shaped
+# links (issue #22 item 1), fixed in the transport; ``LAZY_ELEMS`` stays as a knob for tests.
+LAZY_ELEMS = 0
 
 
 class Request(NamedTuple):
