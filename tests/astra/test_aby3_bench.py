@@ -35,6 +35,7 @@ def _run(protocol, est, x, security, options=None, adversary=None):
     return run_local({r: party(r) for r in spec.roles}, recv_timeout=20)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_aby3_prediction_matches_sklearn_and_astra(security):
     x, y = load_breast_cancer(return_X_y=True)
@@ -94,6 +95,7 @@ def test_aby3_mul_costs(security, online, offline):
     assert bits("offline") == offline * 64 * n
 
 
+@pytest.mark.slow
 def test_bench_run_reports_ratios():
     from secinfer.bench import astra_bench as bench
     rep = bench.run("wan", d=64, sweep=(64,), micro=False)

@@ -34,6 +34,7 @@ STOP_AT = {("p0", "commit"): (match(prefix="astra/frec/", suffix="/cm"), "recv")
            ("p2", "open"): (match(prefix="astra/frec/", suffix="/o2"), "send")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("party,step", STOPS, ids=[f"{p}-{s}" for p, s in STOPS])
 def test_party_stopping_in_frec_is_all_or_none(reg, party, step):
     est, x = reg
@@ -127,6 +128,7 @@ def test_fair_honest_run(reg):
     assert np.max(np.abs(res["client"].output[:, 0] - est.predict(x))) < 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.covers_check("astra", "sh-consistency")
 def test_fair_classification_checks_the_pads_input_consistency():
     """The client's pad is shared in the boolean ring (its own engine); its Pi_sh^m check

@@ -57,6 +57,7 @@ def test_classifiers_match_sklearn(cancer, security):
         assert np.array_equal(out.output_ring[:, 0].astype(np.int64), mdl.oracle(lm, xte, FX64)[:, 0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious", "fair"])
 def test_regressors_within_fixed_point_bound(diabetes, security):
     xtr, ytr, xte, _ = diabetes
@@ -71,6 +72,7 @@ def test_regressors_within_fixed_point_bound(diabetes, security):
         assert np.all(err <= _bound(lm, xte)[:, 0])
 
 
+@pytest.mark.slow
 def test_bundled_onnx_models():
     from secinfer.ir.onnx_import import load_model
     import importlib.resources as ir

@@ -25,6 +25,7 @@ def _model(d=24, classifier=False):
     return lm, g.uniform(-1.5, 1.5, (1, d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 @pytest.mark.parametrize("classifier", [False, True])
 def test_repeated_queries_are_correct_and_count_one_querys_rounds(security, classifier):
@@ -113,6 +114,7 @@ def test_real_process_bench_row_small():
     ("semi-honest", True, "direct", 3), ("semi-honest", True, "paper", 4),
     ("malicious", True, "direct", 3), ("malicious", True, "paper", 5),
     ("malicious", False, "direct", 2), ("malicious", False, "paper", 3)])
+@pytest.mark.slow
 def test_server_rounds_per_reveal_mode(security, classifier, reveal, rounds):
     """Server rounds (online rounds minus the client's upload) of both message structures,
     on real processes: ``direct`` saves the evaluators' exchange (semi-honest regression),
@@ -128,6 +130,7 @@ def test_server_rounds_per_reveal_mode(security, classifier, reveal, rounds):
     assert r["online"]["min_ms"] >= (rounds + 1) * 0.95   # upload + server rounds, from the query
 
 
+@pytest.mark.slow
 def test_real_wan_throughput_row_small():
     """Throughput on the paper's WAN links (per-link RTTs): ASTRA's semi-honest dot product
     uses only the P1-P2 link (RTT 81.7 ms), so one batch takes at least that one-way delay."""

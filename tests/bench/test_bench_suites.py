@@ -30,6 +30,7 @@ def _check_plots(result: dict, folder) -> list[str]:
     return paths
 
 
+@pytest.mark.slow
 def test_fss_adapter_rows_ratios_and_plots(tmp_path):
     from secinfer.bench.micro_suites import run_fss
 
@@ -53,6 +54,7 @@ def test_fss_adapter_rows_ratios_and_plots(tmp_path):
     _check_plots(r, tmp_path)
 
 
+@pytest.mark.slow
 def test_runtime_adapter_tiny_batch(tmp_path):
     from secinfer.bench import runtime_suite
 
@@ -73,6 +75,7 @@ def test_runtime_adapter_tiny_batch(tmp_path):
     _check_plots(r, tmp_path)
 
 
+@pytest.mark.slow
 def test_he_adapter_small_set(tmp_path):
     from secinfer.bench.micro_suites import run_he
 
@@ -97,6 +100,7 @@ def test_he_adapter_small_set(tmp_path):
     _check_plots(r, tmp_path)
 
 
+@pytest.mark.slow
 def test_astra_adapter_small(tmp_path):
     from secinfer.bench import astra_suite
 
@@ -192,6 +196,7 @@ def test_all_runs_every_suite_and_reports_failures(tmp_path, monkeypatch, capsys
     assert "broken   FAILED" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_stamp_suite_small_run_rows_lines_and_partial(tmp_path):
     """One real STAMP-vs-Falcon+ row (Network-A, batch 3): table rows for Tables 1 and 3,
     printable summary lines (formatted, not template text), one JSON line per result in
@@ -214,6 +219,7 @@ def test_stamp_suite_small_run_rows_lines_and_partial(tmp_path):
     assert comm["falcon_max_err_units"] >= 0
 
 
+@pytest.mark.slow
 def test_run_one_gives_long_suites_a_partial_file(tmp_path, monkeypatch):
     """``secinfer bench stamp`` keeps each finished result in <folder>/partial.jsonl."""
     from secinfer.bench import stamp_suite

@@ -27,6 +27,7 @@ def digits_input(tmp_path_factory):
     return path, X[:7]
 
 
+@pytest.mark.slow
 def test_run_json_contract_and_oracle_agreement(digits_input, tmp_path):
     path, X = digits_input
     out = tmp_path / "y.npy"
@@ -68,6 +69,7 @@ def test_errors_are_one_line_and_non_zero(args, needle, digits_input):
     assert "Traceback" not in se
 
 
+@pytest.mark.slow
 def test_wrong_input_shape_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.npy"
     np.save(bad, np.zeros((3, 65)))
@@ -83,6 +85,7 @@ def test_malformed_model_is_a_clear_error(tmp_path, digits_input):
     assert rc != 0 and se.strip().splitlines()[-1].startswith("error:") and "Traceback" not in se
 
 
+@pytest.mark.slow
 def test_models_and_inspect_list_what_exists():
     rc, so, _ = _cli("models")
     assert rc == 0 and "reference" in so and "secureml-a" in so and "digits-mlp" in so
@@ -97,6 +100,7 @@ def test_keygen_writes_keys(tmp_path):
     assert any("alice" in f for f in files) and any("bob" in f for f in files)
 
 
+@pytest.mark.slow
 def test_demo_json_reports_oracle_agreement_for_reference():
     rc, so, se = _cli("demo", "--protocol", "reference", "--rows", "20", "--json", timeout=300)
     assert rc == 0, se
@@ -107,6 +111,7 @@ def test_demo_json_reports_oracle_agreement_for_reference():
         assert r["bytes_total"] > 0 and r["rounds_online"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol,model", [("reference", "digits-mlp"), ("stamp", "digits-mlp"),
                                             ("astra", "cancer-logreg")])
 def test_one_sample_without_batch_axis_is_a_batch_of_one(protocol, model, tmp_path):

@@ -63,6 +63,7 @@ def _exact(lay, params, x, x_im, w, stride) -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c,m,hin,stride", [(6, 20, 13, 1), (12, 3, 9, 2), (9, 7, 7, 1), (4, 30, 5, 2)])
 def test_every_admitted_layout_is_exact_and_the_rule_is_tight(c, m, hin, stride):
     params = get_params("ckks-n12-wide-insecure")

@@ -82,6 +82,7 @@ def test_production_parameters_refuse_nothing_and_insecure_need_opt_in():
         CKKSLinear(Z2k(104), 13, True, "ckks-n12-insecure")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,digits", [("ckks-n14-q380-128", (104, 1)), ("ckks-n14-128", (104, 1))])
 def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     """CKKS-in-Z_2^n: the 64x(64*3*3) convolution of benchmark B (its largest layer by
@@ -131,6 +132,7 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     assert 2 * bud.t * nu < prm.q_level(bud.level - bud.drop)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain", CHAINS)
 @pytest.mark.parametrize("c,m,hin,stride,spills", [(12, 3, 9, 2, True), (2, 9, 9, 2, False),
                                                     (6, 20, 13, 1, True)])

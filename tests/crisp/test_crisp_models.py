@@ -50,6 +50,7 @@ def test_fx32_ring_lifted_to_72_bits():
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(g, X[:2], FX32, overflow="ignore"))
 
 
+@pytest.mark.slow
 def test_maxpool_tree_network_c():
     g = load_model(zoo.build("network-c", seed=3))
     x = np.linspace(-1, 1, 784).reshape(1, 1, 28, 28)

@@ -115,6 +115,7 @@ def _large_e(a):
     return s, e
 
 
+@pytest.mark.slow
 @pytest.mark.covers_check("crisp", "crisp-pk")
 @pytest.mark.parametrize("key", [_uniform_s, _large_e], ids=["uniform-secret", "large-error"])
 @pytest.mark.parametrize("force", [True, False], ids=["sends-anyway", "restarts"])
@@ -173,6 +174,7 @@ def test_semi_honest_baseline_sends_a_plain_key_without_proof():
     assert "crisp/he-pk" in spy.sent and not [t for t in spy.sent if re.fullmatch(KEY_TAGS, t)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pname,expect", [("ckks-n14-q380-128", (104, 1, 6)), ("ckks-n14-128", (104, 1, 6))])
 def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
     """With the proven key bounds (||s|| <= 2^26, ||e_pk|| <= 2^30) every linear layer of

@@ -151,6 +151,7 @@ def _random_ct(a):                # c * r for a random polynomial r: no short pr
     return out, w
 
 
+@pytest.mark.slow
 @pytest.mark.covers_check("crisp", "crisp-popk")
 @pytest.mark.parametrize("force", [False, True])
 @pytest.mark.parametrize("bad", ["digit-2^160", "noise-2^42", "random"])
@@ -162,6 +163,7 @@ def test_malformed_client_ciphertext_aborts(bad, force):
     _assert_popk_abort(res)
 
 
+@pytest.mark.slow
 def test_dishonest_but_provable_values_are_harmless():
     """Within the soundness slack the proof accepts (by design); the budget is sized for
     the proven bounds, so a larger noise still decrypts exactly, and a changed digit is a
@@ -216,6 +218,7 @@ def test_semi_honest_runs_without_the_proof():
     assert "missing" not in res["client"].info
 
 
+@pytest.mark.slow
 def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
     """70 inputs in the single-sample layout (the batched one would pack them into a few
     ciphertexts): a layer group of 70 client ciphertexts runs as proofs of 64 + 6."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from secinfer.arith.fixed import FX64
 from secinfer.ir import bundled
@@ -10,6 +11,7 @@ from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
 
 
+@pytest.mark.slow
 def test_digits_mlp_malicious_over_sockets():
     from secinfer.runtime.launcher import run_local
 

@@ -189,6 +189,7 @@ def test_matvec_level_and_slot_checks(P, kp):
         plan.input_slots(np.ones(9))
 
 
+@pytest.mark.slow
 def test_multi_block_conv_and_large_dense(P, kp, rng):
     # Inputs/outputs spanning several ciphertexts (blocks of 2^8 slots).
     w = rng.standard_normal((4, 3, 3, 3)) / 6

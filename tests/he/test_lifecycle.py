@@ -38,6 +38,7 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+@pytest.mark.slow
 def test_no_memory_growth_over_10000_cycles(kp):
     P10 = he.get_params("ckks-n10-insecure")
     pair = P10.keygen()

@@ -68,6 +68,7 @@ def test_lwe_arrays_satisfy_decryption_equation(P, kp, rng):
         he.lwe_from_arrays(P, b, bad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count,layout", [(1, "spread"), (16, "spread"), (100, "spread"),
                                           (12, "contiguous"), (P_N := 2048, "spread")])
 def test_extract_then_pack_roundtrip_exact(P, kp, pack_ev, rng, count, layout):

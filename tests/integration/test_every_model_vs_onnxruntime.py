@@ -31,6 +31,7 @@ def _uniform(shape, seed):
     return (2 * u - 1).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(zoo.ZOO))
 def test_zoo_float_reference_matches_onnxruntime(name):
     model = zoo.build(name, seed=3, batch=1)

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import onnx
+import pytest
 from onnx import numpy_helper
 
 from secinfer.errors import ModelError, UnsupportedOpError
@@ -99,6 +100,7 @@ def _run(model, inputs, outputs, case) -> str:
     return "ok"
 
 
+@pytest.mark.slow
 def test_backend_node_cases_match_or_are_refused():
     cases = _collect()
     assert len(cases) > 500

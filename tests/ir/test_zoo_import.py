@@ -18,6 +18,7 @@ zoo = pytest.importorskip("secinfer.ir.zoo")
 SMALL = ["secureml-a", "network-b", "network-c", "lenet", "muse-a", "stamp-transformer"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in SMALL if n in zoo.ZOO])
 def test_zoo_model_float_and_fixed(name):
     model = zoo.build(name, seed=1, batch=2)

@@ -142,6 +142,7 @@ def test_reference_protocol_matches_the_fixed_point_executor():
     assert res.rounds["online"] == 2 and res.bytes["client"]["payload"] >= x.size * 8
 
 
+@pytest.mark.slow
 def test_multi_host_recipe_on_loopback(tmp_path):
     """keygen + a hand-written cluster file + one `party` process per id (as on separate hosts)."""
     from secinfer.crypto.identity import keygen

@@ -86,6 +86,7 @@ def _signed_ref(fx, x):
     return (fx.ring.to_signed(x) >= 0).astype(np.uint64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES + ["carry"])
 @pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
 @pytest.mark.parametrize("fx", [FX32, FX64], ids=["z2^32", "z2^64"])

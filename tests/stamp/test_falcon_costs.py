@@ -47,6 +47,7 @@ def rss_slice(p, k):
 MODES = ["falcon", "pc", "carry"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drelu", MODES)
 @pytest.mark.parametrize("case", list(CASES))
 def test_falcon_rounds_match_declared(case, drelu):
@@ -75,6 +76,7 @@ def test_faithful_mode_meets_table7_rounds():
     assert falcon_declared_rounds("MaxPool", 4, "pc") == 7 * 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mal", [False, True], ids=["semi-honest", "malicious"])
 @pytest.mark.parametrize("drelu", MODES)
 def test_relu_bytes_and_rounds_against_table7(drelu, mal):

@@ -218,6 +218,7 @@ def _bump_matrix_triple(eng, k):
     eng.zero3 = wrapped
 
 
+@pytest.mark.slow
 def test_matrix_triples_checked_one_at_a_time(monkeypatch):
     """Matrix triples are generated, opened and sacrificed one at a time, their random
     operands re-drawn from a label (``TripleSource._ab``). An error in any one of the 44
@@ -341,6 +342,7 @@ def _falcon_run(graph, x, fx, corrupt=None, monkeypatch=None):
     return run_local({r: party(k, r) for k, r in enumerate(spec.roles)}, timeout=300)
 
 
+@pytest.mark.slow
 def test_full_malicious_run_fx64_agrees_and_meters_triples_offline(monkeypatch):
     from secinfer.protocols.falcon import triples
     monkeypatch.setattr(triples, "TRUNC_CHUNK", 512)       # several truncation-pair batches

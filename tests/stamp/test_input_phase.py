@@ -12,6 +12,7 @@ from secinfer.bench.stamp_bench import _input, run_protocol
 from secinfer.protocols.rep3.graph import input_phase
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["stamp", "falcon"])
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_sharing_the_input_offline_moves_only_the_input(protocol, security):

@@ -286,6 +286,7 @@ def _act_body(tamper_product=None, premultiply=True, tamper_premul=None):
     return body, (w, v), seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("premultiply", [True, False])
 def test_rho_from_the_device_step_honest_run_is_exact(premultiply):
     from secinfer.arith.fixed import FX32
@@ -319,6 +320,7 @@ def _check_stopped(res, adversary, check):
     assert check in {res[i].check for i in honest if isinstance(res[i], ProtocolAbort)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adversary,tag", [(0, "stamp/rho^"), (2, "stamp/rho^"), (1, "stamp/z")])
 def test_altered_rho_or_real_component_from_the_device_step(adversary, tag):
     """The leader forwards rho (from its LTEE), the evaluator A_t + rho: the third party
@@ -387,6 +389,7 @@ def test_inconsistent_premultiplied_copy(adversary):
     _check_stopped(res, adversary, "multiplication-check")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adversary", [0, 1, 2])
 def test_altered_delta_hash_riding_on_step5(adversary):
     """The hash of the pending deltas (sent with the ReLU's step-5 messages) altered: its
@@ -462,6 +465,7 @@ def test_sibling_products_honest_run_is_exact_in_one_device_step():
     assert sum(res[i][2] for i in range(3)) == 3 * 4 * X.size + 3 * 32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adversary", [0, 1, 2])
 def test_tampered_sibling_products(adversary):
     body, _ = _siblings_body(tamper=adversary)

@@ -16,6 +16,7 @@ from test_stamp_models import run_model
 ring = FX32.ring
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drelu", ["falcon", "pc", "carry"])
 @pytest.mark.parametrize("mal", [False, True])
 def test_relu_max_exact_and_relu_rounds(mal, drelu):
@@ -145,6 +146,7 @@ def _falcon_run(g, x, fixed, security="semi-honest"):
     return run_local({r: party(k, r) for k, r in enumerate(spec.roles)}, timeout=600)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drelu", ["falcon", "pc", "carry"])
 @pytest.mark.parametrize("mal", [False, True])
 def test_falcon_pow_and_division(mal, drelu):
@@ -176,6 +178,7 @@ def test_falcon_pow_and_division(mal, drelu):
     assert ok.mean() >= 0.75, (got, 1 / vals)
 
 
+@pytest.mark.slow
 def test_falcon_transformer_softmax_layernorm_fx64():
     """Falcon+ softmax (running max, CrypTen exp, Falcon division) and LayerNorm (Falcon's
     BN forward: Babylonian sqrt by divisions) against the oracle over Z_2^64."""
@@ -190,6 +193,7 @@ def test_falcon_transformer_softmax_layernorm_fx64():
     assert np.mean(np.argmax(out, -1) == np.argmax(ref, -1)) >= 0.9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("drelu", ["falcon", "pc"])
 @pytest.mark.parametrize("bn", ["falcon", "folded"])
 def test_falcon_batchnorm_and_maxpool_index(bn, drelu):

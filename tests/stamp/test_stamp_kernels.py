@@ -76,6 +76,7 @@ def test_layernorm(mal):
     assert np.array_equal(y, fixed_ops.float_fn(node, [x, g, b], cfg))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mal", SECS)
 def test_softmax_within_budget(mal):
     """Protocol 6: error budget 2 units of 2^-13 against the oracle (float softmax, encoded)."""
@@ -93,6 +94,7 @@ def test_softmax_within_budget(mal):
     assert np.abs(ring.to_signed(y1) - ring.to_signed(fixed_ops.float_fn(node1, [x], cfg))).max() <= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mal", SECS)
 def test_relu_cost_matches_declaration(mal):
     n = 300

@@ -15,6 +15,7 @@ def _mask_meta(op, n_op, ctr, sub, j, hat, n):
     return np.array([op, n_op, ctr, sub, j, hat, n, 0], dtype=np.int64)
 
 
+@pytest.mark.slow
 def test_protocol1_gives_consistent_keys_and_separate_processes():
     def body(i, eng, ops):
         # GenMask of stream 0: parties 0 and 2 hold component 0 and must get the same masks
@@ -53,6 +54,7 @@ def test_stale_and_replayed_counters_are_refused():
     assert size == 16   # a 128-bit stream seed
 
 
+@pytest.mark.slow
 def test_release_policy():
     def body(i, eng, ops):
         if i != 1:
@@ -71,6 +73,7 @@ def test_release_policy():
     assert res[1] == ["policy", "policy"]
 
 
+@pytest.mark.slow
 @pytest.mark.covers_check("stamp", "ltee-certificate")
 def test_bad_certificate_rejected_at_setup():
     rogue = hashlib.sha256(b"rogue manufacturer").hexdigest()

@@ -30,6 +30,7 @@ def run_model(graph, x, security, protocol="stamp", options=None):
     return res
 
 
+@pytest.mark.slow
 def test_digits_mlp_all_held_out_rows_semi_honest():
     g = load_model(bundled_path("digits-mlp"))
     x, _ = bundled_testset("digits-mlp")
@@ -44,6 +45,7 @@ def test_digits_mlp_all_held_out_rows_semi_honest():
     assert res["p1"].info["output_fused"] == 1   # the last Gemm opened by p1's LTEE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_digits_cnn_matches_oracle(security):
     g = load_model(bundled_path("digits-cnn"))
@@ -59,6 +61,7 @@ def test_digits_cnn_matches_oracle(security):
     assert res["p1"].info["output_fused"] == 1   # Flatten, Gemm: the Gemm opened by p1's LTEE
 
 
+@pytest.mark.slow
 def test_digits_mlp_malicious():
     g = load_model(bundled_path("digits-mlp"))
     x, _ = bundled_testset("digits-mlp")
@@ -77,6 +80,7 @@ def test_spec_declares_roles_and_rejects_fair():
     spec.check_model(g, "malicious")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_small_transformer_fused_scaling(security):
     """Attention's Q * (1/sqrt(d)) after the head split runs in the Q projection's device
@@ -136,6 +140,7 @@ def _declared_network_a(batch: int, security: str, fused: bool, premul: bool = T
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security,fused,premul,rounds", [
     ("semi-honest", True, True, 6), ("semi-honest", False, True, 8),
     ("malicious", True, True, 6), ("malicious", False, True, 8),
@@ -195,6 +200,7 @@ def test_last_product_followed_by_movement_ops(security):
     assert res["p1"].info["output_fused"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,rounds", [("network-b", 6), ("network-c", 8), ("lenet", 8)])
 def test_zoo_convnets_malicious_premultiplied_exact(name, rounds):
     """Malicious, every product premultiplied (convolutions included: the masked input's,

@@ -10,6 +10,7 @@ from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("security", ["semi-honest", "malicious"])
 def test_stamp_over_sockets(security):
     from secinfer.runtime.launcher import run_local

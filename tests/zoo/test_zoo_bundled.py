@@ -80,6 +80,7 @@ def test_onnxruntime_reproduces_metrics_json(name):
     assert recorded["float"][recorded["metric"]] > floor      # the models did learn
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SKLEARN)
 def test_sklearn_and_onnx_agree_on_every_row(name, fitted):
     x, _ = bundled.bundled_testset(name)
@@ -92,6 +93,7 @@ def test_sklearn_and_onnx_agree_on_every_row(name, fitted):
         np.testing.assert_allclose(onnx_pred, sk_pred, rtol=1e-6, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SKLEARN)
 def test_skl2onnx_route_agrees(name, fitted, trainer):
     est = fitted[name]

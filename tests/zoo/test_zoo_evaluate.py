@@ -55,6 +55,7 @@ def test_fixed_point_entry_shape():
             "max_abs_output_error"} <= set(entry["fx32f13"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["secureml-a", "network-b", "network-c", "muse-a",
                                   "resnet20", "stamp-transformer"])
 def test_zoo_models_agree_in_fx32(name):

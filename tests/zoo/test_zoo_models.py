@@ -31,6 +31,7 @@ def _input(shape, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).random(shape).astype(np.float32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_model_checks_and_runs(name):
     info = zoo.describe(name)
