@@ -12,6 +12,9 @@ at the fixed-point config ``fixed``):
 * ``("units", n)``: |output_ring - oracle| < n units of the last place (signed), and the
   predicted classes equal the oracle's. Probabilistic truncation: +-1 unit per truncation,
   a wrap with probability about |x| / 2^(l-1) per element (negligible at l = 64).
+* ``"own-oracle"``: the float output equals ``ProtocolSpec.oracle(graph, x, {})`` exactly:
+  the protocol computes a declared transformation of the model (SAFHIRE: its quantized
+  integer model, run in the clear), not the fixed-point graph.
 * ``"derived"``: |output - decode(oracle)| <= 2 x the oracle's derived error bound against
   the float model (``derived_error_bound``): the protocol computes the same function at a
   different precision, and both are within that bound of the float model. This is what
@@ -47,6 +50,9 @@ EXPECT = {
     "aby3": {"fixed": None, "budget": "derived", "offline": True},
     # computation on certified data: psi is one of its use-case graphs (sum, weighted sum,
     # distance) over signed data points, not an ML model (src/secinfer/protocols/certified)
+    # [SAFHIRE Sec. 4.5] the quantized model (b-bit accumulators, per-round requantization)
+    # is the oracle; every round decrypts to it exactly (docs/protocols/safhire.md)
+    "safhire": {"fixed": None, "budget": "own-oracle", "offline": False},
     "certified": {"bundled": False, "why": "psi is a certified-data use case, not a bundled model"},
 }
 
