@@ -38,7 +38,7 @@ def attack(step: str, party: str, monkeypatch, paper: bool = False) -> Corrupt:
     """The corrupt ``party``'s deviation ``step``, applied from outside."""
     adv = Corrupt(party)
     send = {
-        "wrong_gamma": (match(prefix="astra/mul/", suffix="/g2"), flip_all, 0),    # P0's gamma share [Fig. 8]
+        "wrong_gamma": (match(prefix="astra/mul/", suffix="/g2"), flip_all, 0),    # P0's gamma share [ASTRA Fig. 8]
         "wrong_chi": (match(prefix="astra/mul/", suffix="/chi"), flip_all, 0),     # an evaluator's chi share
         "wrong_mz": (match(prefix="astra/mul/", suffix="/mz"), flip_all, 0),       # m_z share to the other evaluator
         "inconsistent_mx": (match(prefix="astra/sh/", peer="p2"), flip_all, 0),    # m_x differs at P1, P2
@@ -63,7 +63,7 @@ def attack(step: str, party: str, monkeypatch, paper: bool = False) -> Corrupt:
         adv.on_send(match(prefix="astra/bx/", suffix="/y"), flip_all, 0)
         if not paper:
             adv.on_send(match(prefix="astra/out/", suffix="/l2"), flip, 2)
-    elif step == "split_key":   # a different key to one receiver of a three-holder key [2.2]
+    elif step == "split_key":   # a different key to one receiver of a three-holder key [ASTRA 2.2]
         adv.on_send(match(prefix="astra/key/P", peer="p2") if party == "p0" else
                     match(prefix="astra/key/C1", peer="p1"), flip)
     elif step == "consistent_mz":   # both evaluators end with m_z + 1

@@ -41,7 +41,7 @@ def test_aes128_over_z2(security):
     got = np.packbits(res["p2"][0].astype(np.uint8), bitorder="little").tobytes()
     assert got == want
     st = circuit_stats(circ)
-    # online: 2 bits (semi-honest) / 4 bits (malicious) per AND gate [Thm. 4.2, 4.4], plus the inputs
+    # online: 2 bits (semi-honest) / 4 bits (malicious) per AND gate [ASTRA Thm. 4.2, 4.4], plus the inputs
     per_and = 2 if security == "semi-honest" else 4
     inputs = 8 * (2 * 16 + 16)      # P0 sends m_key to P1 and P2, P1 sends m_pt to P2 (packed)
     assert traffic(meters, "online") == per_and * st["and_gates"] + inputs

@@ -70,7 +70,7 @@ def test_dot_product_cost(security):
         if security == "malicious":
             assert online[d] == (2 * d + 2) * 64                 # Lemma 5.1: 2d + 2 elements
     if security == "semi-honest":
-        assert online[16] == online[64] == 2 * 64                 # independent of d [Fig. 11]
+        assert online[16] == online[64] == 2 * 64                 # independent of d [ASTRA Fig. 11]
 
 
 @pytest.mark.parametrize("k", [16, 64])

@@ -1,4 +1,4 @@
-"""CRISP's proof of plaintext knowledge for the client's ciphertexts [Fig. 2 note a],
+"""CRISP's proof of plaintext knowledge for the client's ciphertexts [CRISP Fig. 2 note a],
 end to end: honest runs stay exact, every kind of malformed ciphertext or proof message
 makes the server abort (check ``crisp-popk``) before it answers, and the client gets
 nothing."""

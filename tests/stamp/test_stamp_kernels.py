@@ -134,7 +134,7 @@ def test_fused_matmul_relu_cost_is_two_rounds():
     x, w = _rand((6, 10), 15), _rand((10, 4), 16, 0.5)
     node, relu = Node("g", "Gemm", [], [], {}), Node("r", "Relu", [], [], {})
     y, meters = _secure(lambda be, eng, p: be.product(node, p[0], p[1], None, [relu], [[]], (6, 4)), [x, w], False)
-    # the whole MatMul + truncation + ReLU is 2 rounds (+1 for the reveal) [4.3]
+    # the whole MatMul + truncation + ReLU is 2 rounds (+1 for the reveal) [STAMP 4.3]
     assert max(m[0].rounds("online") for m in meters.values()) == 3
     n = 24
     assert sum(m[0].total("online") for m in meters.values()) == \

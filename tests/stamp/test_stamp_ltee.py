@@ -101,7 +101,7 @@ def test_a_replayed_device_request_aborts_its_host():
 
 @pytest.mark.covers_check("stamp", "ltee-key-exchange")
 def test_altered_wrapped_key_aborts_at_setup():
-    """p0 alters the wrapped pairwise key it sends p2 [Protocol 1 step 3]: p2's LTEE
+    """p0 alters the wrapped pairwise key it sends p2 [STAMP Protocol 1 step 3]: p2's LTEE
     refuses it and p2 aborts."""
     res, _ = run3(lambda i, eng, ops: "ran", adversary=0, send_tag="stamp/init/wrap")
     assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-key-exchange"

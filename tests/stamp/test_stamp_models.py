@@ -115,7 +115,7 @@ def test_small_transformer_fused_scaling(security):
 def _declared_network_a(batch: int, security: str, fused: bool, premul: bool = True) -> int:
     """Online inter-party bytes of Network-A (FC 784-128-128-10) from the per-protocol
     declarations of ``costmodel``; batch >= 3, so every device path runs three jobs, each
-    carrying the layer's bias once [4.2]."""
+    carrying the layer's bias once [STAMP 4.2]."""
     from secinfer.protocols.stamp import costmodel as cm
     mal = security == "malicious"
     layers = [(784, 128), (128, 128), (128, 10)]

@@ -96,8 +96,8 @@ class FixedPointConfig:
         return self.trunc(self.ring.matmul(a, b))
 
 
-FX64 = FixedPointConfig("fx64f13", 64, 13)   # ASTRA [5.3]: l = 64, 13 fractional bits
-FX32 = FixedPointConfig("fx32f13", 32, 13)   # STAMP / Falcon [3.1]: Z_2^32, 13 fractional bits
+FX64 = FixedPointConfig("fx64f13", 64, 13)   # [ASTRA 5.3]: l = 64, 13 fractional bits
+FX32 = FixedPointConfig("fx32f13", 32, 13)   # STAMP / Falcon [STAMP 3.1]: Z_2^32, 13 fractional bits
 FX64_F16 = FixedPointConfig("fx64f16", 64, 16)
 
 NAMED_CONFIGS = {c.name: c for c in (FX64, FX32, FX64_F16)}

@@ -66,7 +66,7 @@ def run_prediction(protocol: str, security: str, d: int, classifier: bool, seed:
 
     def party(role):
         def f(ep):
-            # the paper's message structure [Fig. 4, 6] (``reveal="paper"``): these figures
+            # the paper's message structure [ASTRA Fig. 4, 6] (``reveal="paper"``): these figures
             # reproduce its tables; `secinfer bench astra-real` runs the default one
             job = PartyJob(role, security, FX64, PRG.fresh(), model=lm if role == "model_owner" else None,
                            input=x if role == "client" else None,

@@ -8,7 +8,7 @@ operation (extraction, unshuffle, linear, shuffle, packing) and client time (key
 generation, encryption, decryption, activations), bytes up (client -> server, of which the
 one-time packing keys) and down.
 
-Bandwidth sweep [Fig. 4] as the paper computes it: measured compute (server + client) plus
+Bandwidth sweep [SAFHIRE Fig. 4] as the paper computes it: measured compute (server + client) plus
 online bytes / bandwidth, for 0.1 ... 300 MB/s; one real run through
 ``--network bw=1.25,lat=10`` checks the model.
 
@@ -98,7 +98,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
         rows.append(r)
         prog(f"{model} b={b} gamma={g} ({r['he_params']}): e2e {r['e2e_s']:.2f}s, server {r['server_s']:.2f}s "
              f"(pack {r['server_pack_s']:.2f}s), up {r['bytes_up'] / 1e6:.2f} MB, down {r['bytes_down'] / 1e6:.2f} MB")
-    # the bandwidth model against one real shaped run [Fig. 4]
+    # the bandwidth model against one real shaped run [SAFHIRE Fig. 4]
     prof = network or "bw=1.25,lat=10"
     base = next(r for r in rows if r["model"] == "bundled:digits-mlp" and r["b"] == 12 and r["gamma"] == 0)
     bw = _bandwidth(prof)
@@ -146,12 +146,12 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                     "why": "the fully encrypted CKKS baseline is not implemented in the repository yet"})
     prog("skipped rows listed")
     plots = [
-        {"title": "SAFHIRE end-to-end time vs bandwidth (model: compute + bytes / bandwidth) [Fig. 4]",
+        {"title": "SAFHIRE end-to-end time vs bandwidth (model: compute + bytes / bandwidth) [SAFHIRE Fig. 4]",
          "x": list(BANDWIDTHS), "xlabel": "MB/s", "ylabel": "seconds", "logx": True, "logy": True,
          "series": {f"{r['model'].split(':')[1]} b={r['b']} g={r['gamma']}": [r[f"model_s_at_{bw}MBps"]
                                                                             for bw in BANDWIDTHS]
                     for r in rows}, "file": "bandwidth.png"},
-        {"title": "SAFHIRE server time by operation [Fig. 5]", "kind": "bar",
+        {"title": "SAFHIRE server time by operation [SAFHIRE Fig. 5]", "kind": "bar",
          "x": [f"{r['model'].split(':')[1]} b={r['b']} g={r['gamma']}" for r in rows], "ylabel": "seconds",
          "series": {op: [r[f"server_{op}_s"] for r in rows] for op in ("extract", "linear", "shuffle", "pack")},
          "file": "server_ops.png"},

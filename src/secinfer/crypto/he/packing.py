@@ -11,9 +11,9 @@ The round trip of one linear layer (all integers; ``delta`` = 2^log_delta, see
     kp = P.keygen()
     keys = P.gen_eval_keys(kp.sk, relin=False, galois=pk.pack_galois_elements(P, gamma))
     ev = he.Evaluator(P, keys)
-    # client [Sec. 4.3]: one chunk = N integers; encrypt m(X^d) for every d in D_gamma
+    # client [SAFHIRE Sec. 4.3]: one chunk = N integers; encrypt m(X^d) for every d in D_gamma
     chunk = pk.encrypt_powers(P, x_int, kp.sk, prof.input_log_scale(gamma), gamma)
-    # server [Sec. 4.4]: extract, linear layer, shuffle, pack
+    # server [SAFHIRE Sec. 4.4]: extract, linear layer, shuffle, pack
     batch = pk.extract(P, [chunk], coeffs=np.arange(n), gamma=gamma)   # LWEArrays
     y = pk.lwe_linear(batch, W_int, bias_int, threads=2)                # exact mod q
     y = y.select(perm)                                                   # shuffle

@@ -80,7 +80,7 @@ def bitext_online(eng, a: AShare, prep: BitExtPrep, bool_eng, to: str | None = N
     client), msb(a) revealed to ``to`` directly: P2 sends it the circuit's output
     y = msb(a) xor r and P0 the mask r, instead of [[y]]^B-sharing y with P1 first (one
     round less; ``to`` computes y xor r and sees a uniformly masked y and r, as it would
-    see m and the two masks in [Fig. 4]'s reconstruction)."""
+    see m and the two masks in [ASTRA Fig. 4]'s reconstruction)."""
     if eng.malicious:
         if to is not None:
             return _online_m_direct(eng, a, prep, pending_verify)
@@ -222,7 +222,7 @@ def _offline_m(eng, a, beng, n, lab):
 
 
 def _open_eval(ep, circ, prep, k1, m):
-    """P2's online step [5.4]: P1's labels of m_a against their commitments (check
+    """P2's online step [ASTRA 5.4]: P1's labels of m_a against their commitments (check
     "gc-key"), then the evaluation -- one native call (``gcm.evaluate_opened``)."""
     out = gcm.evaluate_opened(circ, prep.tables, prep.wires, "u1", k1, prep.c1, m)
     ep.require(out is not None, "gc-key", "p1", "an opened input label does not match its commitment")
@@ -297,7 +297,7 @@ def _online_m_direct(eng, a, prep, pending):
 
 
 def open_direct_to(beng, receiver: str, st: dict, label: str) -> None:
-    """Pi_rec^m [Fig. 6] of [[r1 xor r2]]^B towards ``receiver``, plus y and the output-label
+    """Pi_rec^m [ASTRA Fig. 6] of [[r1 xor r2]]^B towards ``receiver``, plus y and the output-label
     check material (see ``_online_m_direct``); run after ``verify``."""
     rest, role, t = st["rest"], beng.role, f"astra/out/{label}"
     beng.require_verified()

@@ -16,14 +16,14 @@ def mul_cost(n: int, security: str, l: int = 64, bucket: int = 2, opened: int = 
     """n independent multiplication gates [ASTRA Thm. 4.2, Thm. 4.4]."""
     if security == "semi-honest":
         return {"offline_bits": n * l, "online_bits": 2 * n * l, "online_rounds": 1}
-    per_gate = 9 * bucket + 3                      # 21 for B = 2  [Thm. 4.4]
+    per_gate = 9 * bucket + 3                      # 21 for B = 2  [ASTRA Thm. 4.4]
     return {"offline_bits": (per_gate * n + 9 * opened) * l, "online_bits": 4 * n * l,
             "online_rounds": 2}
 
 
 def matmul_cost(b: int, k: int, n: int, security: str, l: int = 64, bucket: int = 2,
                 opened: int = 0, receiver_checked: bool = False) -> dict:
-    """U = X (b x k) @ W (k x n): Pi_dp^s [Fig. 11] / Pi_dp^m [Lemma 5.1] per output.
+    """U = X (b x k) @ W (k x n): Pi_dp^s [ASTRA Fig. 11] / Pi_dp^m [ASTRA Lemma 5.1] per output.
 
     ``receiver_checked`` (``AstraEngine.matmul_offline(check_at=...)``, W's masked value
     known offline): m*_w moves to the offline phase and the mul-mz hashes travel with the

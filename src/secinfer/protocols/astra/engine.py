@@ -6,13 +6,13 @@ half works on masks only (P0 is the distributor), the online half on masked valu
 are the evaluators) [ASTRA 4.1]. Malicious security [ASTRA 4.2] adds
 
 * Pi_sh^m: P1, P2 cross-check H(m_x) of every value an outside owner shared (deferred);
-* Pi_rec^m [Fig. 6]: every missing share comes as a value from one holder and a hash from
+* Pi_rec^m [ASTRA Fig. 6]: every missing share comes as a value from one holder and a hash from
   the other;
-* Pi_mul^m [Fig. 8]: chi reaches P0 offline, the triple (a, b, c) built from it is checked
+* Pi_mul^m [ASTRA Fig. 8]: chi reaches P0 offline, the triple (a, b, c) built from it is checked
   with Pi_prc against a triple from Pi_trip (``triples.py``) when ``finish_offline`` runs;
   online P1 sends m*_x, m*_y, P2 their hash, P0 answers with H(m*_z) which the evaluators
   check in ``verify`` before anything is revealed;
-* Pi_dp^m [Lemma 5.1]: the same with per-wire pads, so the online cost is 2d + 2 elements.
+* Pi_dp^m [ASTRA Lemma 5.1]: the same with per-wire pads, so the online cost is 2d + 2 elements.
 
 Deferred incoming hashes are checked in ``verify()``; callers run it before every reveal.
 The adversarial tests make a party deviate from outside (tests/adversary.py).
@@ -47,7 +47,7 @@ def mstar_pad(key: bytes, mstar_x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class MulPrep:
-    """The offline state of one product (Pi_mul / Pi_dp [Fig. 3, 8, 11]) for its online half."""
+    """The offline state of one product (Pi_mul / Pi_dp [ASTRA Fig. 3, 8, 11]) for its online half."""
 
     prod_shape: tuple | None          # (B, K, N) of a dot product, None for elementwise
     lab: str = ""
@@ -174,7 +174,7 @@ class AstraEngine:
         if self.malicious and (self.out_h or self.in_h):
             raise ConfigError(f"reveal with unverified hash checks {sorted(self.out_h.keys() | self.in_h.keys())}")
 
-    # ---- input sharing: Pi_sh [Fig. 1], Pi_sh^m [4.2] -------------------------------
+    # ---- input sharing: Pi_sh [ASTRA Fig. 1], Pi_sh^m [ASTRA 4.2] -------------------------------
     @staticmethod
     def mask_keys(owner: str) -> tuple[str, str]:
         return {"p0": ("01", "02"), "p1": ("01", "P"), "p2": ("P", "02"),
@@ -214,7 +214,7 @@ class AstraEngine:
         self.send_hash(other, "sh-consistency", m)
         self.expect_hash(other, "sh-consistency", m)
 
-    # ---- reconstruction: Pi_rec^s [4.1], Pi_rec^m [Fig. 6] ------------------------------
+    # ---- reconstruction: Pi_rec^s [ASTRA 4.1], Pi_rec^m [ASTRA Fig. 6] ------------------------------
     def open_all(self, sh: AShare, label: str) -> np.ndarray:
         """Reveal v to all three servers."""
         ep, R, shape = self.ep, self.R, sh.shape
@@ -259,7 +259,7 @@ class AstraEngine:
         """Server side of reconstructing [[v]] towards an outside party (the client).
 
         Semi-honest: P1 sends m, P0 sends lambda_1, P2 sends lambda_2. Malicious: every
-        component also comes as a hash from its second holder [Fig. 6]. ``extra`` arrays
+        component also comes as a hash from its second holder [ASTRA Fig. 6]. ``extra`` arrays
         ride in the same frame (the client-checked H(m*_z) / H(expected)).
         """
         ep, t, role = self.ep, f"astra/out/{label}", self.role
@@ -275,16 +275,16 @@ class AstraEngine:
         hashes = (digest("out", hashed),) if self.malicious else ()
         ep.send(receiver, t + tag, pack(val, self.bits), *hashes, *extra)
 
-    # ---- multiplication: Pi_mul^s [Fig. 3], Pi_mul^m [Fig. 8] ---------------------------
+    # ---- multiplication: Pi_mul^s [ASTRA Fig. 3], Pi_mul^m [ASTRA Fig. 8] ---------------------------
     def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, MulPrep]:
         """Offline half of z = x * y (elementwise, equal shapes)."""
         return self._products_offline(x, y, x.shape, None)
 
     def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, MulPrep]:
-        """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m.
+        """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [ASTRA Fig. 11] / Pi_dp^m.
 
         ``check_at`` (malicious, W's masked value known offline): the outside party that
-        receives U's reveal runs the mul-mz comparison of [Fig. 8] -- P0's H(m*_z) against
+        receives U's reveal runs the mul-mz comparison of [ASTRA Fig. 8] -- P0's H(m*_z) against
         both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep.mz_check``)
         instead of P0's verify message to the evaluators -- and P1 sends m*_w (P2 its hash)
         in the offline phase (docs/protocols/astra.md, "Receiver-checked products")."""
@@ -300,7 +300,7 @@ class AstraEngine:
         ep, R, role = self.ep, self.R, self.role
         lab = self._label("mul")
         prep = MulPrep(prod_shape)
-        # P0, P1 sample lambda_{z,1}; P0, P2 sample lambda_{z,2} [Fig. 3 offline]
+        # P0, P1 sample lambda_{z,1}; P0, P2 sample lambda_{z,2} [ASTRA Fig. 3 offline]
         lz1 = self.draw("01", lab + "/lz", out_shape) if role in ("p0", "p1") else None
         lz2 = self.draw("02", lab + "/lz", out_shape) if role in ("p0", "p2") else None
         z = AShare(self.bits, None, lz1, lz2)
@@ -332,7 +332,7 @@ class AstraEngine:
         masked value is already known (the model's weights, shared in the offline phase),
         the whole term [l_z]_i - [l_x]_i m_y + [gamma]_i and the vector m_x is multiplied by
         online, so an evaluator does one (malicious: two) dot products after the query
-        arrives; P0's constant l_z + 2 gamma + chi likewise [Fig. 3, 8, 11]."""
+        arrives; P0's constant l_z + 2 gamma + chi likewise [ASTRA Fig. 3, 8, 11]."""
         R, ps = self.R, prep.prod_shape
 
         def total(a):  # per-product values summed over k (Pi_dp: one value per output)
@@ -348,7 +348,7 @@ class AstraEngine:
                 prep.coef = R.sub(y.m, ly) if i == 2 else R.neg(ly)
                 if self.malicious:
                     prep.mstar_y = R.add(y.m, prep.dy)
-                    if prep.check_at is not None:   # m*_y offline [Fig. 8, moved]
+                    if prep.check_at is not None:   # m*_y offline [ASTRA Fig. 8, moved]
                         t = f"astra/mul/{prep.lab}"
                         if i == 1:
                             self.send("p0", t + "/mstar_y", prep.mstar_y)
@@ -386,12 +386,12 @@ class AstraEngine:
         return np.broadcast_to(a[:, :, None], prod_shape) if which == "x" else np.broadcast_to(a[None, :, :], prod_shape)
 
     def _mal_offline(self, x, y, prep, lab, prod_shape, out_shape):
-        """chi to P0 and the triple (a, b, c) to be checked [Fig. 8 offline]."""
+        """chi to P0 and the triple (a, b, c) to be checked [ASTRA Fig. 8 offline]."""
         ep, R, role = self.ep, self.R, self.role
         pshape = prod_shape if prod_shape is not None else out_shape
         ex = lambda a, w: self._expand(a, w, prod_shape)  # noqa: E731
         if role in EVALUATORS:
-            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [Fig. 8]
+            # P1, P2 sample delta_x, delta_y (per wire) and delta_z (per product) [ASTRA Fig. 8]
             dx = self.draw("12", lab + "/dx", x.shape)
             dy = self.draw("12", lab + "/dy", y.shape)
             dz = self.draw("12", lab + "/dz", pshape)
@@ -435,7 +435,7 @@ class AstraEngine:
 
     def products_send(self, x, y, z, prep, mstar_first: bool = False, with_verify: bool = False) -> dict:
         """First half of the online product: the evaluators send their m_z share (and, in
-        [Fig. 8]'s structure, m*_x, m*_y / their hash to P0). Returns the state for
+        [ASTRA Fig. 8]'s structure, m*_x, m*_y / their hash to P0). Returns the state for
         ``products_recv``; steps in between may send (e.g. a verify message) but not receive
         from the other evaluator. ``with_verify``: the m_z frame also carries the verify
         hashes for the other evaluator (the input checks folded so far), compared when it
@@ -449,7 +449,7 @@ class AstraEngine:
             to_p0 = self.malicious
             y_offline = prep.check_at is not None   # m*_y went to P0 offline
 
-            def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
+            def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [ASTRA Fig. 8]
                 mstar_x = self._mstar_x(x, prep)
                 mstar_y = () if y_offline else (prep.mstar_y if prep.mstar_y is not None else R.add(y.m, prep.dy),)
                 if i == 1:
@@ -507,7 +507,7 @@ class AstraEngine:
                 h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
                 ep.require(h.tobytes() == digest_bytes("mstar", *got), "mul-mstar", None,
                            "m*_x, m*_y from P1 do not match P2's hash")
-            # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
+            # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [ASTRA Fig. 8]
             mstar = R.sub(prep.p0_const, self._prod(got[0], prep.ly, ps, False))
             if not y_offline:
                 mstar = R.sub(mstar, self._prod(prep.lx, got[1], ps, False))
@@ -524,11 +524,11 @@ class AstraEngine:
         return z
 
     def _mstar_x(self, x, prep):
-        """m*_x = m_x + delta_x [Fig. 8]."""
+        """m*_x = m_x + delta_x [ASTRA Fig. 8]."""
         return self.R.add(x.m, prep.dx)
 
     def _mz_share(self, x, y, z, prep):
-        """Evaluator i's additive part of m_z [Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
+        """Evaluator i's additive part of m_z [ASTRA Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
         m_y [l_x]_i + [l_z]_i + [gamma]_i."""
         R, ps, i = self.R, prep.prod_shape, 1 if self.role == "p1" else 2
         if prep.base is not None:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
@@ -558,12 +558,12 @@ class AstraEngine:
 
     def open_parts_to(self, receiver: str, sh: AShare, label: str, rho=None) -> None:
         """Reveal v towards an outside party from additive parts of m_v (semi-honest, the
-        variant of [Fig. 4] output reconstruction that skips the evaluators' exchange).
+        variant of [ASTRA Fig. 4] output reconstruction that skips the evaluators' exchange).
 
         Evaluator i sends [m_v]_i -/+ rho with rho from k_12 (P0 does not know it), P0 sends
         lambda_v = lambda_{v,1} + lambda_{v,2}; the receiver computes part_1 + part_2 -
         lambda_v. See docs/protocols/astra.md for why
-        this view is the same as [Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2}). ``rho`` from
+        this view is the same as [ASTRA Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2}). ``rho`` from
         ``parts_pad`` in the offline phase, else drawn here."""
         R, t, role = self.R, f"astra/out/{label}", self.role
         if rho is None:

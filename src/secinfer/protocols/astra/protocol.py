@@ -160,7 +160,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResul
         if eng.malicious:
             eng.verify()
         if fair:
-            # [Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
+            # [ASTRA Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
         # preprocessing done: the client may send its query (keeps the online clock honest)
@@ -298,7 +298,7 @@ def _receive_direct(ep, size: int, bits: int) -> np.ndarray:
 
 
 def _receive_direct_m(ep, size: int) -> np.ndarray:
-    """Client side of the malicious classification reveal ``direct``: Pi_rec^m [Fig. 6] of
+    """Client side of the malicious classification reveal ``direct``: Pi_rec^m [ASTRA Fig. 6] of
     [[r1 xor r2]]^B (value + hash from the second holder, per component) and y from P2 with
     the check "bitext-y" [ASTRA 5.4]: H(L_y) from P2 must be P0's hash of the label of y."""
     spec, hs = packed_spec(1, (size,)), ArraySpec(np.uint8, (32,))
@@ -340,7 +340,7 @@ def _two_of_three(got: list) -> np.ndarray | None:
 
 
 def _check_mz(ep, h0: bytes, h1: bytes, h2: bytes) -> None:
-    """Receiver-checked product [Fig. 8's check at the output's receiver]: P0's H(m*_z) (unmasked
+    """Receiver-checked product [ASTRA Fig. 8's check at the output's receiver]: P0's H(m*_z) (unmasked
     with P2's pad) must equal both evaluators' H(m_z - m_x m_y + delta_z). With one corrupt
     server at least two of the three are honest, so a wrong m_z (even one both evaluators
     hold) aborts, and so does a wrong m*_x from P1 (P0's pad then differs from P2's)."""
@@ -353,7 +353,7 @@ _OUT_PARTS = (("lambda_1", "p0", "p1"), ("lambda_2", "p2", "p0"), ("m", "p1", "p
 
 
 def _receive_output(ep, size: int, malicious: bool, bits: int, mz_check: bool = False) -> np.ndarray:
-    """Client side of Pi_rec (malicious: Pi_rec^m [Fig. 6] towards C; ``mz_check``: each
+    """Client side of Pi_rec (malicious: Pi_rec^m [ASTRA Fig. 6] towards C; ``mz_check``: each
     frame also carries the client-checked product hash).
 
     Each frame is unpacked and its component hashed as it arrives; the comparisons (plain

@@ -31,7 +31,7 @@ from secinfer.sharing.astra import AShare
 
 
 def rand_shares(eng, n: int, label: str) -> AShare:
-    """Pi_rand [App. A.1]: a random [[v]] with no communication."""
+    """Pi_rand [ASTRA App. A.1]: a random [[v]] with no communication."""
     r = eng.role
     l1 = eng.draw("01", label + "/l1", (n,)) if r in ("p0", "p1") else None
     l2 = eng.draw("02", label + "/l2", (n,)) if r in ("p0", "p2") else None
@@ -40,7 +40,7 @@ def rand_shares(eng, n: int, label: str) -> AShare:
 
 
 def mul_semi(eng, x: AShare, y: AShare, label: str) -> AShare:
-    """Pi_mul^s [Fig. 3] run inside the offline phase (optimistic triple generation)."""
+    """Pi_mul^s [ASTRA Fig. 3] run inside the offline phase (optimistic triple generation)."""
     ep, R, r = eng.ep, eng.R, eng.role
     n = x.shape
     lz1 = eng.draw("01", label + "/lz", n) if r in ("p0", "p1") else None
@@ -81,7 +81,7 @@ def zero_check(eng, t: AShare, label: str, check: str) -> None:
 
 
 def prc(eng, abc, def_, label: str, check: str = "prc") -> None:
-    """Pi_prc [Fig. 7]: is (a, b, c) a multiplication triple, given that (d, e, f) is one."""
+    """Pi_prc [ASTRA Fig. 7]: is (a, b, c) a multiplication triple, given that (d, e, f) is one."""
     a, b, c = abc
     d, e, f = def_
     rho = eng.open_all(a - d, label + "/rho")
@@ -96,7 +96,7 @@ def _take(s: AShare, idx) -> AShare:
 
 
 def generate_triples(eng, n: int, label: str = "trip") -> tuple[AShare, AShare, AShare]:
-    """Pi_trip [Fig. 16]: n verified random triples (rep3.triples' cut and buckets)."""
+    """Pi_trip [ASTRA Fig. 16]: n verified random triples (rep3.triples' cut and buckets)."""
     bsz, c = bucket_params(n, eng.bucket, eng.opened)
     total = bsz * n + c
     d = rand_shares(eng, total, label + "/d")

@@ -62,7 +62,7 @@ class HECore:
         self._zk = None           # the current layer group's proof batch (malicious only)
         self._precommit: dict = {}  # client: proof first messages made offline
 
-    # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
+    # ---- setup: the client's key pair [CRISP Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep, prg=None) -> None:
         self.prg = prg if prg is not None else PRG.fresh("crisp-client-he")
         if self.malicious:   # a = pk1 from the server, pk0 proven well formed (proof.py)

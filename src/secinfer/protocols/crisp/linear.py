@@ -4,7 +4,7 @@ Input: the server holds (v_0, w_0), the client (v_1, w_1), additive shares over 
 activation v and of its MAC w = mu v (the real and imaginary parts of the paper's complex
 share m = v + w j). Output: shares of
 
-    s^Re = W v + b 2^f,   s^Im = W w + mu b 2^f   (= mu s^Re),          [Fig. 2 Lin, Fig. 8]
+    s^Re = W v + b 2^f,   s^Im = W w + mu b 2^f   (= mu s^Re),          [CRISP Fig. 2 Lin, Fig. 8]
     t    = mu^3 (c1 + v_0) - mu^2 (c2 + w_0)     (= 0 when c1 = v_1, c2 = w_1)
 
 where the client supplies c3 = (v_1, w_1) (the complex share), c1 = Re, c2 = Im. The

@@ -4,9 +4,9 @@ Each party holds, for a tensor, its share ``re`` of the value and (malicious) ``
 value's MAC mu * value, both over Z_2^k (k = n + s). A gate consumes one FSS key batch
 from the store, opens x + r (n bits per element per party, one round) and returns
 shares of the gate output and of its MAC *plus* shares of mu * lift(x) -- the paper's
-u = mu s^Re, rebuilt locally from x + r [Fig. 1 local computation, Eq. (3)]. The
+u = mu s^Re, rebuilt locally from x + r [CRISP Fig. 1 local computation, Eq. (3)]. The
 difference ``im - u`` (zero for an honest client) is appended to the ``checks`` list the
-consistency check of Pi_Inf step 4 folds together [Fig. 4].
+consistency check of Pi_Inf step 4 folds together [CRISP Fig. 4].
 
 Truncation (design, proof in docs/protocols/crisp.md): after every linear layer the
 accumulator z (2f fractional bits, bias folded in as b 2^f) goes through the ARS gate of
@@ -44,7 +44,7 @@ def truncate(ep, peer, prm, store, idx, re, im, checks):
     out = _gate(ep, peer, prm, store, idx, 0, "ars", re)
     if not prm.malicious:
         return out["y"], None
-    checks.append(g.sub(im, out["mu_x"]))      # s^Im - u   [Fig. 4 step 4, Claim 3 Eq. (5), (7)]
+    checks.append(g.sub(im, out["mu_x"]))      # s^Im - u   [CRISP Fig. 4 step 4, Claim 3 Eq. (5), (7)]
     return out["y"], out["mu_y"]
 
 
@@ -58,7 +58,7 @@ def relu(ep, peer, prm, store, idx, re, im, checks, pos: int = 0):
 
 
 def maxpool_tree(ep, peer, prm, store, idx, wre, wim, checks):
-    """Max over axis 2 of window arrays by max(a, b) = ReLU(a - b) + b [Remark 3.1, App. B]."""
+    """Max over axis 2 of window arrays by max(a, b) = ReLU(a - b) + b [CRISP Remark 3.1, App. B]."""
     g = Z2k(prm.k)
     pos = 0
     while wre.shape[2] > 1:

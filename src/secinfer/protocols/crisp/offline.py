@@ -5,14 +5,14 @@ The dealer is its own role, ``dealer``, in its own process: it is the trusted pr
 correlated randomness the paper assumes for the offline phase [CRISP III-B: "assuming a
 semi-trusted dealer ... or introducing a trusted third party"]. It learns the server's
 MAC key mu (it must, to write mu into the MAC-twin payloads beta' = (mu, -mu r)
-[Alg. 1]) and never sees the model or the input. It is never used silently: it appears
+[CRISP Alg. 1]) and never sees the model or the input. It is never used silently: it appears
 in the protocol's roles and every run names it.
 
 What the dealer produces for one inference (``DealerOutput``):
 
 * the input mask r_in (uniform in Z_2^k, one per input element), to the client, and
   (malicious) additive shares of mu r_in: the InitLin correlation that gives the parties
-  shares of mu x without the client learning mu [Fig. 2 InitLin, "multiplication
+  shares of mu x without the client learning mu [CRISP Fig. 2 InitLin, "multiplication
   triplets"];
 * for every FSS gate batch of the plan, the key pair of ``secinfer.crypto.fss.gates``
   (ReLU or ARS, with the MAC twin in the malicious setting), k_0 to the server, k_1 to
@@ -133,7 +133,7 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
 
 
 def _in_masks(prm: Params, prg, steps: list, mu_arr) -> tuple:
-    """InitLin's correlation [Fig. 2]: r_in for the client and (malicious) additive shares
+    """InitLin's correlation [CRISP Fig. 2]: r_in for the client and (malicious) additive shares
     of mu r_in: (server's arrays or None, client's arrays)."""
     g = Z2k(prm.k)
     r_in = g.random(prg, (int(np.prod(steps[0].out_shape)),))

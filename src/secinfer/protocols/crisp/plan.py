@@ -1,16 +1,16 @@
 """CRISP's plan: the two-party plan (``protocols.twopc.plan``) with the FSS gate batches of
-each step as its public notes. The architecture is public in CRISP [II-A threat model];
+each step as its public notes. The architecture is public in [CRISP II-A threat model];
 the server sends the plan to the client and the dealer, who validate it before sizing
 anything (keys, masks, buffers) by it.
 
 How CRISP runs each step kind:
 
-    lin      Gemm / Conv / Mul / MatMul with a server weight: Pi_Lin [Fig. 2], then the
+    lin      Gemm / Conv / Mul / MatMul with a server weight: Pi_Lin [CRISP Fig. 2], then the
              exact truncation by f (ARS gate with MAC twin), bias folded in before it
     avgpool  AveragePool: public window sums x encode(1/count) computed locally on the
              shares (no communication), then the ARS gate
-    relu     the FSS ReLU gate with MAC twin [Alg. 1-2, Fig. 1]
-    maxpool  tree of max(a, b) = ReLU(a - b) + b gates [Remark 3.1]
+    relu     the FSS ReLU gate with MAC twin [CRISP Alg. 1-2, Fig. 1]
+    maxpool  tree of max(a, b) = ReLU(a - b) + b gates [CRISP Remark 3.1]
     move     Reshape / Flatten / Identity: local on the shares
 
 Notes: ``gates`` = [[kind, count], ..] (kind "ars" or "relu"), one key batch each.

@@ -1,17 +1,17 @@
 """``crisp``: two-party inference secure against a malicious client [CRISP, Fang et al.].
 
 Roles: ``server`` (P0, model, semi-honest), ``client`` (P1, input, may deviate
-arbitrarily), ``dealer`` (the trusted offline dealer realising F_FSS [III-B, Fig. 3], its
+arbitrarily), ``dealer`` (the trusted offline dealer realising F_FSS [CRISP III-B, Fig. 3], its
 own process). Securities: ``malicious`` (the paper's semi-honest server + malicious client:
 MACs in the lifted ring Z_2^(n+s), s = 40, one final consistency check) and
 ``semi-honest`` (the baseline: same FSS gates and linear layers, no MACs, no check).
 
-Message flow (Pi_Inf [Fig. 4]):
+Message flow (Pi_Inf [CRISP Fig. 4]):
 
   setup    client -> server  crisp/batch                      batch size
            server -> client, dealer  crisp/plan               public architecture (JSON)
   offline  server -> dealer  crisp/mu                         fresh MAC key (malicious)
-           dealer -> server, client  crisp/in-mask, crisp/key/i/j   [Fig. 3]
+           dealer -> server, client  crisp/in-mask, crisp/key/i/j   [CRISP Fig. 3]
   online   client -> server  crisp/input     x - r_in  (InitLin: shares of x, mu x)
            per linear step i: Pi_Lin messages of the engine, then the ARS gate round
            per ReLU step:     one gate round (x + r opened, n bits each way)
@@ -87,7 +87,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         else:
             store = PreprocessingStore(SERVER)
             if prm.malicious:
-                mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [Fig. 4 step 1]
+                mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [CRISP Fig. 4 step 1]
                 ep.send(DEALER, "crisp/mu", mu)
         # the server's own input-independent HE work, masks and weight plaintexts, runs in
         # a worker thread while the dealer's keys are received
@@ -145,7 +145,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
             ok = not np.any(g.add(q0, q1) != 0)
             if not ok:
                 wipe(store)
-            ep.require(ok, CONSISTENCY, CLIENT, "MAC check q != 0 mod 2^(n+s)")   # [Fig. 4 step 4]
+            ep.require(ok, CONSISTENCY, CLIENT, "MAC check q != 0 mod 2^(n+s)")   # [CRISP Fig. 4 step 4]
         ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
         timing["check_and_output"] = time.perf_counter() - t0
     wipe(store)
@@ -167,7 +167,7 @@ def _info(engine, prm: Params, checks, timing=None) -> dict:
 
 
 def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
-    """q_b = sum_j < d_j, r_j > with r_j from the shared seed [Fig. 4 step 4]."""
+    """q_b = sum_j < d_j, r_j > with r_j from the shared seed [CRISP Fig. 4 step 4]."""
     root = PRG(seed, "crisp-check")
     q = g.zeros(())
     for j, d in enumerate(checks):

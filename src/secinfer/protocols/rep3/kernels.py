@@ -137,7 +137,7 @@ def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
     elif op in ("AveragePool", "GlobalAveragePool"):
         cnt.int_ops += x.size + 3 * y.size              # window sums, multiply, shift
     elif op == "BatchNormalization":
-        cnt.int_ops += 3 * x.size                       # multiply, shift, add [4.4]
+        cnt.int_ops += 3 * x.size                       # multiply, shift, add [STAMP 4.4]
     elif op == "Mul":
         cnt.int_ops += 2 * x.size                       # multiply by the scale, shift
     elif op == "LayerNormalization":
@@ -162,7 +162,7 @@ def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount)
         pos += k
     for st in spec["steps"]:
         op = st["op"]
-        if op == "trunc":                               # [Protocol 5 step 5]
+        if op == "trunc":                               # [STAMP Protocol 5 step 5]
             x = cfg.trunc(x)
             cnt.int_ops += x.size
         elif op == "bias":

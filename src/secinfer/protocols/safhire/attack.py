@@ -65,7 +65,7 @@ def attack_no_shuffle(query, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _column_multiset(b0: np.ndarray, y1: np.ndarray, y2: np.ndarray) -> list:
     """Entries a_k with b_k + a_k in y1 and b_k + 2 a_k in y2, for each shuffled bias entry
-    b_k [Sec. 5 (ii)]; None where no consistent match exists."""
+    b_k [SAFHIRE Sec. 5 (ii)]; None where no consistent match exists."""
     left1 = Counter(int(v) for v in y1)
     left2 = Counter(int(v) for v in y2)
     out = []

@@ -4,7 +4,7 @@ Two backends, chosen by what ``secinfer.crypto.he`` offers:
 
 * ``fast`` (``secinfer.crypto.he.packing``, when present): the client encrypts m(X^d) for
   the 2^gamma elements d of D_gamma [SAFHIRE Sec. 4.3 "Power computations"], the server
-  extracts partial traces without key switching [Sec. 4.4, Lemma 1] and packs with the
+  extracts partial traces without key switching [SAFHIRE Sec. 4.4, Lemma 1] and packs with the
   tree packer (N / 2^gamma - 1 key switches per N values, Table 1's role);
 * ``classic`` (``secinfer.crypto.he.rlwe``): gamma = 0 only; LWE extraction and Lattigo's
   trace-sharing packing.
@@ -15,7 +15,7 @@ map acts componentwise; the payload (Delta times the value) sits in the decrypti
 ``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly:
 residues are cut into three 20-bit limbs, each limb product is a float64 sparse product
 (exact while the row l1-norm of W times 2^22 stays below 2^53, checked), and the limbs are
-recombined mod q with shifts that never leave uint64 [Sec. 4.4 step 8].
+recombined mod q with shifts that never leave uint64 [SAFHIRE Sec. 4.4 step 8].
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ MIN_LOG_DELTA = {"classic": 24, "fast": 10}
 
 def default_params(b: int, gamma: int) -> str:
     """The ring for accumulator precision b: with the fast backend the HE core's SAFHIRE
-    profile [Table 2's role] for max(b, 12), else ckks-n13-128 (level 0). Not b = 8's own
+    profile [SAFHIRE Table 2's role] for max(b, 12), else ckks-n13-128 (level 0). Not b = 8's own
     profile: our Delta leaves room for the worst-case accumulator of every in-range input
     (a few bits above 2^b), and the b = 8 profile's wider key-switching digits leave its
     noise (~2^35 on a 53-bit q, measured) too close to that Delta; the b >= 12 profile's
@@ -93,7 +93,7 @@ class Lwe:
 
 # ---------------------------------------------------------------- keys
 def eval_keys(params, sk, gamma: int):
-    """The automorphism keys the server's packing needs (sent once at set-up [Sec. 4.2])."""
+    """The automorphism keys the server's packing needs (sent once at set-up [SAFHIRE Sec. 4.2])."""
     if backend(gamma) == "fast":
         from secinfer.crypto.he import packing as pk
 

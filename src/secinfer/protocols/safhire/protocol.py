@@ -3,20 +3,20 @@ in the clear at the client, shuffling for model confidentiality [SAFHIRE, Biswas
 
 Roles: ``server`` (the model; semi-honest towards the client's data), ``client`` (the
 input and the only secret key; may send arbitrary inputs to learn the model, which the
-shuffling is there to stop [Sec. 3, 5]). Security: ``semi-honest``.
+shuffling is there to stop [SAFHIRE Sec. 3, 5]). Security: ``semi-honest``.
 
 Message flow (every message carries the session id and header [t, sample, round, kind]):
 
   setup   client -> server  sh/hello   kind HELLO (t = 0, input size) or RESUME (t = its round)
-          server -> client  sh/meta    public metadata, once [Sec. 4.2]: input shape, b, per
+          server -> client  sh/meta    public metadata, once [SAFHIRE Sec. 4.2]: input shape, b, per
                                        round sizes, window size k, eta, clip range, ReLU;
                                        ring, Delta; where to resume
           client -> server  sh/keys    the packing (automorphism) keys of its secret key
   online  per sample and round r (t = sample R + r + 1):
-          client -> server  sh/x       RLWE_s(Delta v_r), one ciphertext per N values [4.3]
+          client -> server  sh/x       RLWE_s(Delta v_r), one ciphertext per N values [SAFHIRE 4.3]
           server -> client  sh/y       extract, unshuffle (sigma_{r-1}), W v + bias, window
-                                       layout, shuffle (sigma_r; not in the last round), pack [4.4]
-          client: decrypt, wrap to b bits, ReLU, window max, clip(floor(y / eta)) [4.5]
+                                       layout, shuffle (sigma_r; not in the last round), pack [SAFHIRE 4.4]
+          client: decrypt, wrap to b bits, ReLU, window max, clip(floor(y / eta)) [SAFHIRE 4.5]
           client -> server  sh/bye
 
 Options: b (8 | 12 | 16, default 12), gamma (0; 1 and 2 need the HE core's partial trace
@@ -160,7 +160,7 @@ class ServerRound:
 
     def unshuffle(self, x, seed: bytes, sample: int, r: int):
         if r == 0 or not self.shuffle:
-            return x                                      # sigma_0 = id [Sec. 4.4 step 7]
+            return x                                      # sigma_0 = id [SAFHIRE Sec. 4.4 step 7]
         perm = round_permutation(seed, sample, r - 1, self.qm.rounds[r - 1].n_next)
         return x.select(np.argsort(perm))
 
@@ -242,7 +242,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     total = sess.samples * R
     with ep.phase("online"):
         t = resume_at
-        if replay:      # the answer the client lost; never recomputed [Sec. 4.6]
+        if replay:      # the answer the client lost; never recomputed [SAFHIRE Sec. 4.6]
             s, r = divmod(t - 1, R)
             ep.send(CLIENT, "sh/y", header(t, s, r, Y), sidb, *sess.last_reply)
             t += 1

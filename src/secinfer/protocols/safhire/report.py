@@ -1,7 +1,7 @@
 """What ``secinfer inspect`` and ``secinfer demo`` show for SAFHIRE: the quantized model's
 accuracy next to float for b = 8, 12, 16 [SAFHIRE Table 4], its rounds and public
-metadata [Sec. 4.2], the packing noise measured at the model's Delta and the Theorem 2
-bound per layer [Sec. 5]; and the demo's oracle (the quantized model, not fx64)."""
+metadata [SAFHIRE Sec. 4.2], the packing noise measured at the model's Delta and the Theorem 2
+bound per layer [SAFHIRE Sec. 5]; and the demo's oracle (the quantized model, not fx64)."""
 
 from __future__ import annotations
 

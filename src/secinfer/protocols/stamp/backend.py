@@ -1,13 +1,13 @@
 """STAMP's backend for the graph executor: every non-linear step goes through the LTEE.
 
 Semi-honest: a linear node's 3-out-of-3 product goes straight into the device path
-(truncation, bias and the following ReLU / MaxPool / BatchNorm fused, [Protocol 5]);
-two rounds for MatMul + non-linearity instead of at least three [4.3].
+(truncation, bias and the following ReLU / MaxPool / BatchNorm fused, [STAMP Protocol 5]);
+two rounds for MatMul + non-linearity instead of at least three [STAMP 4.3].
 Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
-duplicated device path runs [Protocol 5 blue]; a device step whose result feeds
+duplicated device path runs [STAMP Protocol 5 blue]; a device step whose result feeds
 products only hands them their rho (``_act_plan``).
-Batches are split across the three parties [4.2]. The graph's last product, with nothing
+Batches are split across the three parties [STAMP 4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
 Malicious products whose input will be shared as A + rho re-share f(A, W) early, with the
@@ -215,7 +215,7 @@ class StampBackend:
     @staticmethod
     def _jobs(data, steps: list, params: list[Pair], out_shape: tuple, ranges: list, leaders: list,
               batched: set, act) -> list:
-        """One job per batch part [4.2]; parameters in ``batched`` (a residual) are cut by rows
+        """One job per batch part [STAMP 4.2]; parameters in ``batched`` (a residual) are cut by rows
         like the data, the others (bias, LayerNorm gamma/beta) go whole to every job."""
         jobs, pos = [], 0
         for c, (lo, hi) in enumerate(ranges):
@@ -323,7 +323,7 @@ class StampBackend:
         if not eng.malicious:
             return self.ops.output(Job(r, spec, z3, plist), r)
         z = self._verified(node, f, x, w, z3)
-        eng.flush_checks()   # [Protocol 5 step 1, malicious]: verified before it leaves
+        eng.flush_checks()   # [STAMP Protocol 5 step 1, malicious]: verified before it leaves
         return self.ops.output(Job(r, spec, z, plist), r)
 
     def _product_task(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],

@@ -10,7 +10,7 @@ time cannot be measured; it is *modelled* from what the emulation really does:
 * PRF time = AES bytes the device really generated / AES-engine throughput.
 
 How the cycle costs are chosen (and why they are honest): the paper measured its
-LTEE-chip on an Arduino Due (Cortex-M3, 84 MHz) and reports two anchors [4.5]: "1
+LTEE-chip on an Arduino Due (Cortex-M3, 84 MHz) and reports two anchors [STAMP 4.5]: "1
 million 32-bit multiplications take less than a second" (<= 84 cycles each, loop and
 memory included) and "double-precision exponentiation takes over a minute" per million
 (>= 5040 cycles each, soft-float). We charge 12 cycles per 32-bit integer element
@@ -20,7 +20,7 @@ multiplication, a conservative figure for soft-float) and 5040 cycles per
 exponential/square root (its lower anchor). These are stated constants, not
 measurements of this machine; ``emulation_busy_s`` (the Python process's own time) is
 reported next to them and never used as device time. The LTEE-SoC is the same core
-at 1 GHz [5.1] behind a 16 GB/s on-chip network; the AES engine is 14 GB/s [5.1, 11].
+at 1 GHz [STAMP 5.1] behind a 16 GB/s on-chip network; the AES engine is 14 GB/s [STAMP 5.1, 11].
 
 Declared costs (``declared``) are this implementation's exact traffic per protocol,
 used by the tests against the metered bytes and rounds, next to the paper's Table 7.
@@ -56,7 +56,7 @@ class DeviceProfile:
 LTEE_CHIP = DeviceProfile("ltee-chip", 15e6, 84e6, 20e-6,
                           "discrete TPM-like chip: Cortex-M3 at 84 MHz, LPC bus 15 MB/s [STAMP 5.1]")
 LTEE_SOC = DeviceProfile("ltee-soc", 16e9, 1e9, 1e-6,
-                         "SoC security subsystem: Cortex-M3 at 1 GHz, 128-bit on-chip network 16 GB/s [5.1]")
+                         "SoC security subsystem: Cortex-M3 at 1 GHz, 128-bit on-chip network 16 GB/s [STAMP 5.1]")
 PROFILES = {p.name: p for p in (LTEE_CHIP, LTEE_SOC)}
 
 
@@ -75,12 +75,12 @@ def declared(kind: str, n: int, security: str, n_out: int | None = None, elem: i
     n_out output elements. Ring elements travel as 4-byte words (``Engine.wire``), the
     paper's count; the exp path's mantissa is 8 bytes and its exponent 4.
 
-    rss (ReLU, MaxPool, BatchNorm, LayerNorm [Protocol 4]):
+    rss (ReLU, MaxPool, BatchNorm, LayerNorm [STAMP Protocol 4]):
       semi-honest: step 2 n + step 5 n_out elements; malicious: step 2 twice 2n, step 5 2 n_out
       (the real component and its padded copy, or, when the result feeds products only,
       A_t + rho and rho: the same count, and the next product opens no rho).
-    3of3 (MatMul + truncation + non-linearity [Protocol 5], semi-honest): 2n + n_out.
-    exp (softmax [Protocol 6]): mantissa and exponent words instead of one element in step 2.
+    3of3 (MatMul + truncation + non-linearity [STAMP Protocol 5], semi-honest): 2n + n_out.
+    exp (softmax [STAMP Protocol 6]): mantissa and exponent words instead of one element in step 2.
     """
     n_out = n if n_out is None else n_out
     mal = security == "malicious"
@@ -155,7 +155,7 @@ def declared_bus(kind: str, n: int, security: str, n_out: int | None = None, ele
 def declared_output(n: int, security: str, elem: int = 4) -> dict:
     """The fused output step (``StampOps.output``): the graph's last product opened to the
     output party r through its LTEE's exact truncation; n = product elements plus bias
-    elements, all parties. One job, not split across the batch [4.2].
+    elements, all parties. One job, not split across the batch [STAMP 4.2].
 
     semi-honest: the two non-receivers' masked 3-out-of-3 components, 2n elements, 1 round
       (the whole last layer: from the local product to the output at r).
@@ -171,7 +171,7 @@ def declared_output(n: int, security: str, elem: int = 4) -> dict:
 
 def declared_output_bus(n: int, n_out: int, security: str, receiver: int = 1, elem: int = 4) -> list[int]:
     """LTEE bus data bytes *per party* of the fused output step (excluding request headers
-    and 16-byte seeds). Not split [4.2]: the receiver's LTEE unmasks and truncates the
+    and 16-byte seeds). Not split [STAMP 4.2]: the receiver's LTEE unmasks and truncates the
     whole batch, so its party carries all of it (the cost model charges per party, the
     latency takes the slowest). semi-honest: the receiver passes the masked sum in (n) and
     gets the output back (n_out). malicious: the receiver passes c and its component

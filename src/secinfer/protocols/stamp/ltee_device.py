@@ -10,7 +10,7 @@ refuses) and lets the cost model charge the bytes and operations a real device w
 
 State kept inside the device, never sent to the host:
 * the identity key (Ed25519) certified by the manufacturer CA, and the CA public key;
-* the pairwise PRF keys k_0 = k_{0,1}, k_1 = k_{1,2}, k_2 = k_{2,0} [Protocol 1];
+* the pairwise PRF keys k_0 = k_{0,1}, k_1 = k_{1,2}, k_2 = k_{2,0} [STAMP Protocol 1];
 * the counters ctr_0, ctr_1, ctr_2, ctr_s and, for the malicious setting, the
   duplicated counters ctr^_0, ctr^_1, ctr^_2, ctr^_s [Protocols 2-3, 4.2].
 
@@ -68,10 +68,10 @@ DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
 OUT_MAC_DOMAIN = b"secinfer/stamp/ltee-output-mac/v1"
 STREAMS = ("k0", "k1", "k2", "s")
 # counter slots of one operation: one per job; up to three products of one input finish in
-# one operation, each split in three batch parts [4.2] (``StampBackend._run_many``)
+# one operation, each split in three batch parts [STAMP 4.2] (``StampBackend._run_many``)
 SLOTS = 9
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
-EXP_BITS = 32    # exponent masked in Z_2^32 [Protocol 6 step 1]
+EXP_BITS = 32    # exponent masked in Z_2^32 [STAMP Protocol 6 step 1]
 
 
 
@@ -129,7 +129,7 @@ def expand(seed: bytes, n: int) -> np.ndarray:
 
 
 def zero_component(seeds: dict, comp: int, n: int, mask: np.uint64) -> np.ndarray:
-    """Component comp of a zero-sharing from the stream seeds of comp and comp+1 [Protocol 3]."""
+    """Component comp of a zero-sharing from the stream seeds of comp and comp+1 [STAMP Protocol 3]."""
     return (expand(seeds[comp], n) - expand(seeds[(comp + 1) % 3], n)) & mask
 
 
@@ -142,7 +142,7 @@ def seeds_array(seeds: dict) -> np.ndarray:
 
 
 def prf_elements(prf: PRF, label: str, ctr: int, n: int) -> np.ndarray:
-    """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [Protocol 2]."""
+    """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [STAMP Protocol 2]."""
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
     skip = ctr % 2
@@ -193,7 +193,7 @@ class Device:
         return expand(self._seed(j, label, ctr), n)
 
     def _zero_comp(self, comp: int, label: str, ctr: int, n: int, bits: int) -> np.ndarray:
-        """Component ``comp`` of a zero-sharing: F_{k_c}(ctr) - F_{k_{c+1}}(ctr) [Protocol 3]."""
+        """Component ``comp`` of a zero-sharing: F_{k_c}(ctr) - F_{k_{c+1}}(ctr) [STAMP Protocol 3]."""
         a = self._elems(comp, label, ctr, n)
         b = self._elems((comp + 1) % 3, label, ctr, n)
         self.cnt.int_ops += n
@@ -203,7 +203,7 @@ class Device:
         """Counter discipline [Protocols 2-3]. meta = [op, n_op, ctr, sub, ...].
 
         An operation covers counters [ctr, ctr + n_op) of every stream, split into three
-        equal slots, one per job ``sub`` (the three batch parts of [4.2]). The first request
+        equal slots, one per job ``sub`` (the three batch parts of [STAMP 4.2]). The first request
         of a new operation may move the counters forward (never back); an older
         operation, a counter below the device's, a counter that differs from the
         operation's, or a second request of the same kind for the same slot is refused.
@@ -218,7 +218,7 @@ class Device:
                 raise Refused("stale-counter", f"counter {ctr} is below the device's {self.ctr[stream]}")
             self.op_base = {k: ctr for k in self.ctr}
             for k in self.ctr:
-                self.ctr[k] = ctr + n_op   # every counter advances by n [4.2]
+                self.ctr[k] = ctr + n_op   # every counter advances by n [STAMP 4.2]
             self.op_last, self.op_n, self.used = op, n_op, set()
         elif n_op != self.op_n:
             raise Refused("stale-counter", "operation size differs from its first request")
@@ -300,7 +300,7 @@ class Device:
         return []
 
     def cmd_wrap(self, arrays):
-        """Send k_d to device d-1 encrypted and authenticated under k_{d-1} [Protocol 1 step 3]."""
+        """Send k_d to device d-1 encrypted and authenticated under k_{d-1} [STAMP Protocol 1 step 3]."""
         d = self.index
         if d is None or d not in self._keys or (d - 1) % 3 not in self._keys:
             raise Refused("bad-request", "pairwise keys missing")
@@ -389,9 +389,9 @@ class Device:
         fused output step. meta = [op, n_op, ctr, sub, mode, n].
 
         mode 0 (semi-honest; the input is a 3-out-of-3 product): this party's components of
-        a zero-sharing labelled for r, as GenMaskShare gives them [Protocol 5 step 2];
+        a zero-sharing labelled for r, as GenMaskShare gives them [STAMP Protocol 5 step 2];
         mode 1 (malicious; the input is the verified 2-out-of-3 product): GenMask of stream
-        r-1, the component r lacks, held by the two non-receivers [Protocol 4 step 1].
+        r-1, the component r lacks, held by the two non-receivers [STAMP Protocol 4 step 1].
         Labels differ from every other step's, so these masks cancel only in ``cmd_output``;
         the output party's host never receives them (it would unmask the product)."""
         meta = arrays[0]
@@ -437,7 +437,7 @@ class Device:
         return [np.frombuffer(self._out_mac(self.index, ctr, v), dtype=np.uint8)]
 
     def cmd_output(self, arrays):
-        """The fused output step in the output party's LTEE [Protocol 5 steps 4-5, with the
+        """The fused output step in the output party's LTEE [STAMP Protocol 5 steps 4-5, with the
         opening to the output party in place of the re-sharing]: unmask the product,
         truncate exactly, add the bias and return the plaintext output to this host.
         meta = [op, n_op, ctr, sub, mode]; arrays[1] = JSON spec (steps: trunc, then
@@ -496,7 +496,7 @@ class Device:
 
         mode 0: RSS path, payload s = x'_{d-1} + x_d + x_{d+1} (masked with stream d-1);
         mode 1: 3-out-of-3 path, payload s = sum of zero-masked components but ours;
-        mode 2: exp split, payload (q* + q^, m*, m^) [Protocol 6].
+        mode 2: exp split, payload (q* + q^, m*, m^) [STAMP Protocol 6].
         """
         self._need_ready()
         kernels = _kernels()
@@ -567,7 +567,7 @@ class Device:
         return [ring.add(comps[(d + 1) % 3], rho)] if hat == 0 else [rho]
 
     def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
-        """[Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
+        """[STAMP Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
         the host's exp(x_d + x_{d+1}); then softmax of each row."""
         cfg = self.cfg
         shape = tuple(spec["shape"])
@@ -584,7 +584,7 @@ class Device:
         m1 = 1.0 + ((mstar - alpha) & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
         m2 = 1.0 + (mhat & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
         mant = m1 * m2                                           # the device's one multiplication
-        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [Protocol 6 step 3 a-c];
+        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [STAMP Protocol 6 step 3 a-c];
         # the case is read off the exponent alone (the mantissa in [1, 4) moves it by < 2,
         # which matters only for |x| within 2^-17 of the ring's limit 2^18)
         big = (1 << cfg.ring_bits) / cfg.scale * np.log2(np.e)

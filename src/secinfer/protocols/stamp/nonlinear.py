@@ -1,17 +1,17 @@
 """STAMP's LTEE-assisted non-linear protocols [STAMP Protocols 4-6, 4.2-4.5].
 
 Three paths, each two inter-party rounds, each run on a *list of jobs* in lockstep so
-the batch can be split across the three parties [4.2] (job c has leader c):
+the batch can be split across the three parties [STAMP 4.2] (job c has leader c):
 
-* ``rss``   [Protocol 4]: input is replicated. Leader i masks its component x_i with
+* ``rss``   [STAMP Protocol 4]: input is replicated. Leader i masks its component x_i with
   GenMask(i) and sends it to evaluator e = i+1, whose LTEE unmasks, runs the plaintext
   chain (ReLU, MaxPool, BatchNorm, LayerNorm, truncation, ...) and re-shares the result;
   the real share goes to the third party t = i+2 (the step-5 reshare).
-* ``3of3``  [Protocol 5]: input is the 3-out-of-3 sum after a local matrix product; the
+* ``3of3``  [STAMP Protocol 5]: input is the 3-out-of-3 sum after a local matrix product; the
   two non-evaluators mask with GenMaskShare and send to the evaluator, whose LTEE adds
   its own mask, truncates (merging the multiplication's truncation into the
-  non-linear step [4.3]) and runs the chain.
-* ``exp``   [Protocol 6]: softmax; hosts exponentiate their own shares in floating point
+  non-linear step [STAMP 4.3]) and runs the chain.
+* ``exp``   [STAMP Protocol 6]: softmax; hosts exponentiate their own shares in floating point
   and send masked mantissa/exponent; the LTEE only multiplies and corrects.
 
 Malicious [blue steps]: the component sent in step 2 is sent by both of its holders and
@@ -68,7 +68,7 @@ class Job:
 
 
 def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
-    """Rows of a batch of n for leaders 0, 1, 2 [4.2]. When n is not a multiple of three,
+    """Rows of a batch of n for leaders 0, 1, 2 [STAMP 4.2]. When n is not a multiple of three,
     the part of leader ``light`` gets no extra row (its evaluator has more to do elsewhere:
     the output party's LTEE runs the whole fused output step)."""
     base, extra = divmod(n, parts)
@@ -88,7 +88,7 @@ class StampOps:
         self.eng = eng
         self.link = link
         self.op = 0          # operation number shared by the three hosts
-        self.ctr = 0         # every LTEE counter (all advance by n per operation [4.2])
+        self.ctr = 0         # every LTEE counter (all advance by n per operation [STAMP 4.2])
         self.triple_stats = np.zeros(5, dtype=np.int64)   # device work spent on triples
         self.triple_bus = 0
         self._n_op = 0
@@ -126,7 +126,7 @@ class StampOps:
         return np.concatenate([job.data.reshape(-1)] + [p.a.reshape(-1) for p in job.params])
 
     def _exp_split(self, comp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """exp(comp / 2^fp) = 2^q * m, m in [1, 2): (52-bit mantissa fraction, q) [Protocol 6 step 1]."""
+        """exp(comp / 2^fp) = 2^q * m, m in [1, 2): (52-bit mantissa fraction, q) [STAMP Protocol 6 step 1]."""
         t = comp.astype(np.float64) / self.eng.cfg.scale * np.log2(np.e)
         q = np.floor(t)
         frac = np.exp2(t - q) - 1.0
@@ -143,7 +143,7 @@ class StampOps:
         names, ep = eng.names, eng.ep
         ring = eng.ring
         if not 1 <= len(jobs) <= MAX_JOBS:
-            raise ProtocolError(f"a device operation runs one to {MAX_JOBS} jobs (the batch split of [4.2])")
+            raise ProtocolError(f"a device operation runs one to {MAX_JOBS} jobs (the batch split of [STAMP 4.2])")
         sizes = []
         for job in jobs:
             kernels.validate(job.spec)
@@ -281,12 +281,12 @@ class StampOps:
         (the output party), whose LTEE unmasks it, truncates exactly, adds the bias and
         returns the plaintext output to its own host only (``ltee_device.cmd_output``): one
         round instead of the device path's two plus the opening. Protocol 5 steps 2-5 with
-        the opening in place of the re-sharing; one job, not split across the batch [4.2]:
+        the opening in place of the re-sharing; one job, not split across the batch [STAMP 4.2]:
         only the receiver's LTEE may produce the output. Returns the output at the
         receiver, None elsewhere.
 
         Semi-honest: ``job.data`` is this party's 3-out-of-3 component of the product; the
-        two others mask theirs with GenMaskShare components and send them [Protocol 5 steps
+        two others mask theirs with GenMaskShare components and send them [STAMP Protocol 5 steps
         2-3]. Malicious: ``job.data`` is the verified 2-out-of-3 product -- the caller has
         run the delta check (``Engine.flush_checks``) before, so the receiver's LTEE only
         ever sees a verified product. Party r-1 sends c = z_{r-1} + m + z_r (m: GenMask of

@@ -2,16 +2,16 @@
 
 [STAMP] Huang, Hoang, Li, Shi, Suh: "STAMP: Lightweight TEE-Assisted MPC for Efficient
 Privacy-Preserving Machine Learning". Three parties P_1, P_2, P_3 with 2-out-of-3
-replicated sharing over Z_2^32 (13 fractional bits) [3.1-3.2]; linear layers in MPC,
-non-linear layers offloaded to each party's LTEE [4.2-4.5]; honest majority,
-semi-honest or malicious with abort [2.2].
+replicated sharing over Z_2^32 (13 fractional bits) [STAMP 3.1-3.2]; linear layers in MPC,
+non-linear layers offloaded to each party's LTEE [STAMP 4.2-4.5]; honest majority,
+semi-honest or malicious with abort [STAMP 2.2].
 
 Roles: ``p0`` (P_1) holds the model and shares its weights; ``p1`` (P_2) holds the input
 and is the only party that learns the output; ``p2`` (P_3) is the third computing
 party. All three run an LTEE -- here an EMULATION, one OS process per party
 (``ltee_device``), see docs/protocols/stamp.md.
 
-Phases: setup = LTEE initialization [Protocol 1] + host PRF keys + architecture and
+Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + architecture and
 batch size; offline = the model owner shares its weights; online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
 only movement ops after it), in the same step as that product's truncation, by p1's LTEE
