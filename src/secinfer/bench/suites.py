@@ -61,6 +61,13 @@ SUITE_INFO = {
               "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
     "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
                   "quick_s": None, "full_s": None, "source": ""},
+    "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits CNN and zoo networks that fit; ResNets skipped "
+                              "with their reasons)",
+                "quick_s": None, "full_s": None, "source": ""},
+    "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
+                            "memory over a soak)",
+              "quick_s": 162.0, "full_s": None,
+              "source": "bench serve --quick 2026-11-27 ~03:10 UTC, load average 18-28 (helper serve's run)"},
     "peers": {"reproduces": "none (four workloads beside a mature C++ MPC framework's figures, issue #23)",
               "quick_s": None, "full_s": None, "source": ""},
 }
