@@ -102,10 +102,15 @@ def test_network_profiles_give_config_error_only(spec):
 
 
 # ---- the tcp transport's own decoders ------------------------------------------------------
+SID_TAG = tcp_transport.session_tag(b"\x00" * 16)   # replaced by the fixture's own below
+
+
 @pytest.fixture(scope="module")
 def endpoint(tmp_path_factory):
     c = loopback_cluster(tmp_path_factory.mktemp("fuzz"), "tcp")
     ep = TcpEndpoint.from_cluster(c, "a", c.load_secret("a"), c.session_id("n"), connect=False)
+    global SID_TAG
+    SID_TAG = tcp_transport.session_tag(ep.session_id)
     yield ep
     ep.close(flush=False)
 
@@ -167,7 +172,9 @@ def test_authentic_records_of_any_kind_and_content(endpoint, records):
                  st.tuples(st.integers(0, 255), st.binary(max_size=260)).map(
                      lambda t: tcp_transport.MAGIC + bytes([t[0]]) + t[1]),
                  st.binary(min_size=32, max_size=32).map(lambda e: tcp_transport.MAGIC + b"\x01b" + e),
-                 st.binary(max_size=80).map(lambda r: tcp_transport.MAGIC + b"\x01b" + bytes(32) + r)))
+                 st.binary(max_size=80).map(lambda r: tcp_transport.MAGIC + b"\x01b" + bytes(32) + r),
+                 st.tuples(st.binary(min_size=32, max_size=32), st.binary(max_size=80)).map(
+                     lambda t: tcp_transport.MAGIC + b"\x01b" + t[0] + SID_TAG + b"\x00" + t[1])))
 def test_handshake_bytes_give_authentication_error_only(endpoint, data):
     a, b = socket.socketpair()
     try:

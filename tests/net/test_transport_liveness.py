@@ -124,3 +124,51 @@ def test_close_fails_loudly_when_a_frozen_peer_stops_reading(tmp_path, transport
         with pytest.raises(PeerDeadError, match="may not have been delivered|cannot send to b"):
             a.close()
         assert time.monotonic() - t0 < 10
+
+
+def _connect_all(endpoint_cls, c, per_party, nonces=None):
+    """Build every party's endpoint concurrently; {party: endpoint or exception}, seconds."""
+    out = {}
+
+    def mk(pid):
+        try:
+            out[pid] = endpoint_cls.from_cluster(c, pid, c.load_secret(pid), c.session_id((nonces or {}).get(pid, "n")),
+                                                 **per_party.get(pid, {}))
+        except Exception as e:  # noqa: BLE001 - inspected by the test
+            out[pid] = e
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out, time.monotonic() - t0
+
+
+@TRANSPORTS
+def test_a_protocol_or_fixed_point_mismatch_is_named_at_connect(tmp_path, transport):
+    from secinfer.errors import ConfigError
+    c = loopback_cluster(tmp_path, transport, connect_timeout=20.0)
+    out, took = _connect_all(endpoint_class(transport), c, {"a": {"context": "stamp/malicious/fx64"},
+                                                            "b": {"context": "stamp/semi-honest/fx64"}})
+    for e in out.values():
+        if not isinstance(e, Exception):
+            e.close(flush=False)
+    errs = [e for e in out.values() if isinstance(e, Exception)]
+    assert errs and all(isinstance(e, ConfigError) for e in errs), out
+    assert any("stamp/semi-honest/fx64" in str(e) and "stamp/malicious/fx64" in str(e) for e in errs)
+    assert took < 10
+
+
+@TRANSPORTS
+def test_a_session_mismatch_says_so_at_once(tmp_path, transport):
+    from secinfer.errors import AuthenticationError
+    c = loopback_cluster(tmp_path, transport, connect_timeout=20.0)
+    out, took = _connect_all(endpoint_class(transport), c, {}, nonces={"a": "n1", "b": "n2"})
+    for e in out.values():
+        if not isinstance(e, Exception):
+            e.close(flush=False)
+    assert all(isinstance(e, AuthenticationError) for e in out.values()), out
+    assert all("session mismatch" in str(e) for e in out.values()), out
+    assert took < 10

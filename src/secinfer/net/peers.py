@@ -29,6 +29,11 @@ class PeerInfo:
     in_profile: LinkProfile = NONE     # peer -> me
 
 
+def context_mismatch(me: str, peer: str, ours: str, theirs: str) -> str:
+    return (f"{me}: {peer} runs {theirs!r} and we run {ours!r} (protocol/security/fixed-point): every party "
+            "must be started with the same protocol, security level and fixed-point configuration")
+
+
 def endpoint_args(cluster, party_id: str, identity, session_id: bytes, network, kw: dict) -> tuple:
     """(role, identity, bind url, peers, session id) of ``party_id`` in a
     ``secinfer.runtime.cluster.Cluster``; fills ``kw`` with the cluster's timeouts and cap."""
@@ -53,11 +58,14 @@ class SocketEndpoint(Endpoint):
     def __init__(self, me: str, identity, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
                  connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
-                 max_inbox: int | None = None) -> None:
+                 max_inbox: int | None = None, context: str = "") -> None:
         super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
         if len(session_id) != 16:
             raise NetworkError("session id must be 16 bytes")
         self.identity = identity
+        # what every party must agree on besides the session (protocol, security level,
+        # fixed-point configuration): compared in the handshake, a mismatch named at once
+        self.context = str(context)[:200]
         self.info = {p.role: p for p in peers}
         self.connect_timeout = connect_timeout
         self.heartbeat_interval = heartbeat_interval

@@ -55,9 +55,10 @@ from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from secinfer.crypto.identity import Identity
-from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
+from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.peers import PeerInfo, SocketEndpoint, sleep_until as _sleep_until  # PeerInfo re-exported
+from secinfer.net.peers import (PeerInfo, SocketEndpoint, context_mismatch,  # PeerInfo re-exported
+                                sleep_until as _sleep_until)
 from secinfer.net.shaping import TokenBucket
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
@@ -114,6 +115,7 @@ class ZmqEndpoint(SocketEndpoint):
         self._lost_at: dict[str, float] = {}  # when a connection to the peer dropped
         self._acked: set[str] = set()
         self._sent_to: dict[str, bool] = {}     # peers we sent a data frame to
+        self._fatal_seen: dict[str, float] = {}
         self._auth_count: dict[str, int] = collections.Counter()
         self._handshake_errors: dict[str, str] = {}
         self._io_error: BaseException | None = None
@@ -168,7 +170,12 @@ class ZmqEndpoint(SocketEndpoint):
                 self._raise_io_error()
                 for p in self.peers:
                     if p in self._fatal:
-                        raise self._fatal[p]
+                        # a mismatch seen in the peer's hello: raise once it has heard ours too
+                        # (so it names the mismatch as well), or after two seconds
+                        mismatch = isinstance(self._fatal[p], (ConfigError, AuthenticationError))
+                        first = self._fatal_seen.setdefault(p, time.monotonic())
+                        if not mismatch or p in self._heard_us or time.monotonic() - first > 2.0:
+                            raise self._fatal[p]
                     if p in self._dead:
                         raise PeerDeadError(f"{self.me}: peer {p} died during connection set-up: {self._dead[p]}")
                     if p in self._bye_from and time.monotonic() - self._bye_at[p] > 0.5:
@@ -466,7 +473,7 @@ class ZmqEndpoint(SocketEndpoint):
 
     def _hello(self) -> bytes:
         heard = ",".join(sorted(self._last_seen))
-        return self.session_id + f"{self.me}|{heard}".encode()
+        return self.session_id + f"{self.me}|{heard}|{self.context}".encode()
 
     def _io_loop(self, zap, cmd, pull, push, ctl, monitors) -> None:
         poller = zmq.Poller()
@@ -698,13 +705,17 @@ class ZmqEndpoint(SocketEndpoint):
 
     def _on_hello(self, peer: str, body: bytes) -> None:
         sid, rest = body[:16], body[16:]
-        claimed, _, heard = rest.decode(errors="replace").partition("|")
+        claimed, _, tail = rest.decode(errors="replace").partition("|")
+        heard, _, ctx = tail.partition("|")
         if sid != self.session_id:
             self._fatal.setdefault(peer, AuthenticationError(
                 f"{self.me}: peer {peer} is in another session (session id {sid.hex()} vs ours "
-                f"{self.session_id.hex()}); every party must use the same cluster file and session nonce"))
-        elif claimed != peer:
+                f"{self.session_id.hex()}): session mismatch; every party must use the same cluster file and "
+                "session nonce (--session)"))
+        elif ctx != self.context:
+            self._fatal.setdefault(peer, ConfigError(context_mismatch(self.me, peer, self.context, ctx)))
+        if claimed != peer:
             self._fatal.setdefault(peer, AuthenticationError(
                 f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
         elif self.me in heard.split(","):
-            self._heard_us.add(peer)
+            self._heard_us.add(peer)   # (also on a mismatch: connect() waits for it, so both sides learn it)

@@ -187,7 +187,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         rec["latency_s"]["load"] = time.perf_counter() - t_load
         t_conn = time.perf_counter()
         ep = endpoint_class(cluster.transport).from_cluster(
-            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False, **kw)
+            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
+            context=f"{spec.name}/{security}/{cfg.name}", **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
