@@ -172,3 +172,25 @@ def test_a_session_mismatch_says_so_at_once(tmp_path, transport):
     assert all(isinstance(e, AuthenticationError) for e in out.values()), out
     assert all("session mismatch" in str(e) for e in out.values()), out
     assert took < 10
+
+
+@TRANSPORTS
+def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transport):
+    """Issue #22 item 7: the client vanishes (no bye), the dealer fails on it and leaves
+    with its reason; the server, waiting for the dealer, must name the client."""
+    c = loopback_cluster(tmp_path, transport, roles=("server", "client", "dealer"),
+                         heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class(transport), c, recv_timeout=20)
+    try:
+        eps["client"].close(flush=False)            # killed: no bye
+        with pytest.raises(PeerDeadError) as dealer_err:
+            eps["dealer"].recv("client", "x", ANY_U)
+        eps["dealer"].close(reason=f"dealer: PeerDeadError: {dealer_err.value}")
+        with pytest.raises(PeerDeadError) as server_err:
+            eps["server"].recv("dealer", "y", ANY_U)
+        msg = str(server_err.value)
+        assert "peer dealer failed and closed the session" in msg and "client" in msg, msg
+        assert msg.index("client") < msg.index("dealer"), msg
+    finally:
+        for e in eps.values():
+            e.close(flush=False)

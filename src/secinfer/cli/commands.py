@@ -29,6 +29,9 @@ def cmd_run(args) -> int:
     if security not in spec.securities:
         raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
     options = _parse_options(args.option, args.params)
+    from secinfer.runtime.launcher import check_run_options
+
+    check_run_options(args.fixed, options, args.output)  # before any party starts
     x = load_input_file(args.input)
     mpath = model_path(args.model)
     from secinfer.ir.onnx_import import load_model

@@ -708,6 +708,7 @@ class TcpEndpoint(SocketEndpoint):
         if base == K_HB:
             return
         if base == K_BYE:
+            self._bye_reason[peer] = pt[:1000].decode(errors="replace")
             self._bye_from.add(peer)
             self._inbox[peer].append((0.0, _CLOSED, 0.0))
             return
@@ -754,7 +755,7 @@ class TcpEndpoint(SocketEndpoint):
         if q:
             release, item, _stamp = q[0]
             if item is _CLOSED:
-                return True, PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+                return True, self._closed_error(peer)
             if release <= now:
                 return True, None
             return False, release
@@ -847,7 +848,7 @@ class TcpEndpoint(SocketEndpoint):
             self._poll(peers, deadline, since)
 
     # ---- close --------------------------------------------------------------------------
-    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+    def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Close. With ``flush`` (the default): every frame still queued for a paced link is
         sent, then a bye on every stream, and we wait until the peer's host has acknowledged
         every byte (the kernel's send queue is empty). There is no fixed bound: the wait goes
@@ -856,7 +857,8 @@ class TcpEndpoint(SocketEndpoint):
         if given. A frame that may not have been delivered makes ``close`` raise
         ``PeerDeadError`` (after closing everything), so a party never reports success
         for a run whose last frames were lost. A peer that has already said bye needs
-        nothing more from us."""
+        nothing more from us. ``reason``: why we leave (empty: we finished), told to the
+        peers in the bye."""
         if self._closed:
             return
         self._closed = True
@@ -864,7 +866,7 @@ class TcpEndpoint(SocketEndpoint):
         lost: dict[str, str] = {}
         if flush:
             try:
-                lost = self._flush(deadline)
+                lost = self._flush(deadline, reason.encode()[:1000])
             except BaseException:
                 self._shutdown()
                 raise
@@ -873,7 +875,7 @@ class TcpEndpoint(SocketEndpoint):
             raise PeerDeadError(f"{self.me}: frames sent to " + "; ".join(f"{p} may not have been delivered: {why}"
                                                                           for p, why in lost.items()))
 
-    def _flush(self, deadline: float | None) -> dict:
+    def _flush(self, deadline: float | None, reason: bytes) -> dict:
         def over() -> bool:
             return deadline is not None and time.monotonic() >= deadline
 
@@ -898,7 +900,7 @@ class TcpEndpoint(SocketEndpoint):
                 continue
             with link.lock:
                 try:
-                    self._write(p, link, self._records(link, b"", K_BYE, time.monotonic()))
+                    self._write(p, link, self._records(link, reason, K_BYE, time.monotonic()))
                 except (PeerDeadError, NetworkError):
                     pass
                 link.closing = True

@@ -258,7 +258,7 @@ class ZmqEndpoint(SocketEndpoint):
                 if q:
                     release, item = q[0]
                     if item is _CLOSED:
-                        raise PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+                        raise self._closed_error(peer)
                     if release <= now:
                         q.popleft()
                         if isinstance(item, Exception):
@@ -348,14 +348,15 @@ class ZmqEndpoint(SocketEndpoint):
                 self._cmd.send(C_WAKE)
         return n
 
-    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+    def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Say bye behind every frame already queued and, if ``flush``, wait until every
         live peer has acknowledged it (so it has received every frame before it). The wait
         has no fixed bound: it lasts as long as the peer is alive (its heartbeats arrive;
         a peer silent for ``peer_timeout`` is dead) or until ``timeout`` if given. Then stop
         the thread and close every socket with linger 0. Raises ``PeerDeadError`` (after
         closing) when a peer that has not said bye itself did not acknowledge: frames sent
-        to it may have been lost."""
+        to it may have been lost. ``reason``: why we leave (empty: we finished), told to
+        the peers in the bye."""
         if self._closed:
             return
         self._closed = True
@@ -363,7 +364,7 @@ class ZmqEndpoint(SocketEndpoint):
         unacked: list[str] = []
         if flush and alive:
             with self._send_lock:
-                self._cmd.send_multipart([C_CLOSE])
+                self._cmd.send_multipart([C_CLOSE, reason.encode()[:1000]])
             deadline = None if timeout is None else time.monotonic() + timeout
             with self._cv:
                 while True:
@@ -552,9 +553,10 @@ class ZmqEndpoint(SocketEndpoint):
                         parts = [K_DATA, frame, stamp]
                     elif kind == C_CLOSE and not closing:
                         closing = True
+                        why = msg[1].bytes if len(msg) > 1 else b""
                         for p in push:
                             with self._link_lock[p]:
-                                outq[p].append((0.0, [K_BYE]))  # behind the data already queued
+                                outq[p].append((0.0, [K_BYE, why]))  # behind the data already queued
                         continue
                     else:
                         continue
@@ -686,6 +688,7 @@ class ZmqEndpoint(SocketEndpoint):
                 self._on_hello(peer, parts[1].bytes)
             elif kind == K_BYE:
                 if peer not in self._bye_from:
+                    self._bye_reason[peer] = parts[1].bytes[:1000].decode(errors="replace") if len(parts) > 1 else ""
                     self._bye_from.add(peer)
                     self._bye_at[peer] = now
                     self._inbox[peer].append((0.0, _CLOSED))

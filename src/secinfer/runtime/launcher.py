@@ -199,6 +199,32 @@ def _failure_error(failures: dict, order: list) -> SecinferError:
     return err
 
 
+def check_run_options(fixed: str | None, options: dict | None, output_path=None) -> None:
+    """Validate what the parties would otherwise refuse only after they started: the
+    fixed-point configuration, a named HE parameter set (``params`` / ``he_params``) and
+    the folder an output is to be written to. ConfigError naming the cause."""
+    from secinfer.arith.fixed import get_config
+
+    if fixed:
+        get_config(fixed)
+    for key in ("params", "he_params"):
+        name = (options or {}).get(key)
+        if name is None:
+            continue
+        try:
+            from secinfer.crypto.he.params import PARAMETER_SETS
+        except ImportError:   # (no HE back-end here: the party that needs it reports it)
+            break
+        if not isinstance(name, str) or name not in PARAMETER_SETS:
+            raise ConfigError(f"unknown HE parameter set {name!r} (--params); known: {', '.join(sorted(PARAMETER_SETS))}")
+    if output_path is not None:
+        parent = Path(output_path).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise ConfigError(f"--output {str(output_path)!r}: folder {str(parent)!r} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"--output {str(output_path)!r}: folder {str(parent)!r} is not writable")
+
+
 def run_local(protocol: str, security: str | None = None, model_path=None, input_array=None,
               network: str = "none", fixed: str | None = None, options: dict | None = None,
               timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
@@ -222,6 +248,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         raise ConfigError(f"protocol {protocol!r} offers {', '.join(spec.securities)}; not {security!r}")
     parse_profile(network)  # fail early on a bad profile
     options = dict(options or {})
+    check_run_options(fixed, options)  # before any party starts
     json.dumps(options)  # must be JSON-serialisable to reach the parties
     if input_array is None:
         input_array = input_path

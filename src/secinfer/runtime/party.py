@@ -163,6 +163,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         profile = parse_profile(network) if network and network != "none" else None
         rec["network"] = (profile or cluster.network).name
         cfg = get_config(fixed or (options or {}).get("fixed") or spec.default_fixed)
+        from secinfer.runtime.launcher import check_run_options
+
+        check_run_options(None, options, output_path if role == spec.input_role else None)
         if role == spec.model_role and model_path is None:
             raise ConfigError(f"party {party_id} plays {role!r}, the model owner: it needs a model")
         if role == spec.input_role and input_path is None:
@@ -230,7 +233,11 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             try:
                 # a success is one only once every frame we sent has been delivered (no
                 # fixed bound while the peers are alive); after a failure, a bounded wait
-                ep.close() if code == EXIT_OK else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
+                if code == EXIT_OK:
+                    ep.close()
+                else:   # the peers learn why we leave (so they blame the right party)
+                    ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0,
+                             reason=f"{party_id}: {rec['error']['type']}: {rec['error']['message']}"[:900])
             except Exception as e:  # noqa: BLE001 - closing must not hide the real outcome
                 if code == EXIT_OK:
                     rec["ok"] = False

@@ -1,0 +1,52 @@
+"""Issue #22 item 7: options are validated before any party starts (the run is not lost
+to a bad --output folder, --fixed or --params)."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from secinfer.ir import bundled
+
+
+def _cli(*args, timeout=120):
+    p = subprocess.run([sys.executable, "-m", "secinfer", *args], capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def x_path(tmp_path_factory):
+    X, _ = bundled.bundled_testset("digits-mlp")
+    path = tmp_path_factory.mktemp("in") / "x.npy"
+    np.save(path, X[:1])
+    return path
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--output", "/nonexistent-secinfer-dir/y.npy"], "does not exist"),
+    (["--fixed", "fx-bogus"], "unknown fixed-point config"),
+    (["--params", "ckks-bogus"], "unknown HE parameter set"),
+])
+def test_bad_options_are_refused_before_any_party_starts(x_path, extra, needle):
+    t0 = time.monotonic()
+    rc, _so, se = _cli("run", "-p", "stamp", "-m", "bundled:digits-mlp", "-i", str(x_path), *extra)
+    assert rc == 2 and needle in se, se
+    assert "started" not in se and "party process" not in se, se
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_party_refuses_a_missing_output_folder_before_connecting(tmp_path):
+    from secinfer.runtime.cluster import write_loopback_cluster
+    from secinfer.runtime.party import run_party_process
+
+    X, _ = bundled.bundled_testset("digits-mlp")
+    np.save(tmp_path / "x.npy", X[:1])
+    cluster = write_loopback_cluster(tmp_path / "c", ("server", "client"), connect_timeout=30.0)
+    t0 = time.monotonic()
+    rec = run_party_process(cluster, "client", "reference", input_path=str(tmp_path / "x.npy"),
+                            output_path=str(tmp_path / "missing" / "y.npy"))
+    assert not rec["ok"] and "does not exist" in rec["error"]["message"]
+    assert time.monotonic() - t0 < 10      # did not wait for the server to connect
