@@ -1,6 +1,7 @@
 """Issue #22 item 7: options are validated before any party starts (the run is not lost
 to a bad --output folder, --fixed or --params)."""
 
+import os
 import subprocess
 import sys
 import time
@@ -50,3 +51,16 @@ def test_a_party_refuses_a_missing_output_folder_before_connecting(tmp_path):
                             output_path=str(tmp_path / "missing" / "y.npy"))
     assert not rec["ok"] and "does not exist" in rec["error"]["message"]
     assert time.monotonic() - t0 < 10      # did not wait for the server to connect
+
+
+def test_zoo_exports_are_cached_in_one_user_folder(tmp_path, monkeypatch):
+    from secinfer.cli.resolve import model_path, zoo_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    a = model_path("zoo:lenet")
+    b = model_path("zoo:lenet")
+    assert a == b and a.startswith(str(zoo_cache_dir())) and a.endswith(".onnx")
+    assert [p.name for p in zoo_cache_dir().iterdir()] == [os.path.basename(a)]
+    assert list((tmp_path / "tmp").iterdir()) == []          # nothing per run in $TMPDIR

@@ -40,7 +40,7 @@ def cmd_run(args) -> int:
     settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
     res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
                     network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
-                    progress=not args.json, cluster_settings=settings)
+                    progress=not args.json, cluster_settings=settings, log_dir=getattr(args, "log_dir", None))
     if args.output:
         np.save(args.output, res.output)
     if args.json:

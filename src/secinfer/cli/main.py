@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "models whose parties spend seconds in one computation)")
     r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
                    help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")
+    r.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="keep every party's structured log here (default: kept only after a failure, "
+                        "in a temporary folder the error names)")
 
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--output", default=None)
     pa.add_argument("--session", default=None, help="session nonce shared by all parties (hex)")
     pa.add_argument("--result", default=None, help="write this party's result JSON here")
+    pa.add_argument("--log-dir", default=None, metavar="DIR", help="write this party's structured log here")
 
     k = sub.add_parser("keygen", help="write identity key pairs for parties")
     k.add_argument("--out", required=True, help="output folder")

@@ -127,11 +127,13 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
-                      recv_timeout: float | None = None) -> dict:
+                      recv_timeout: float | None = None, log_dir=None) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
 
     Never raises for protocol or network failures: they are recorded in the result
-    (``ok`` False, ``error``) and in ``exit_code``.
+    (``ok`` False, ``error``) and in ``exit_code``. With ``log_dir``, the party writes its
+    structured log (``secinfer.runtime.partylog``) to ``log_dir/party-<id>.log.jsonl``
+    (named in the record as ``log_path``).
     """
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
@@ -147,6 +149,18 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                  "latency_s": {}, "info": {}}
     ep = None
     code = EXIT_ERROR
+    log = None
+    if log_dir is not None:
+        from secinfer.runtime.partylog import PartyLog
+
+        try:
+            Path(log_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            log = PartyLog(Path(log_dir) / f"party-{party_id}.log.jsonl", party_id)
+            rec["log_path"] = str(log.path)
+            log.event("start", protocol=protocol, security=security, network=network, pid=os.getpid())
+        except OSError as e:
+            print(f"warning: party {party_id}: cannot write a log in {str(log_dir)!r}: {e}", file=sys.stderr)
+            log = None
     try:
         if protocol_module:
             registry.register_module(protocol, protocol_module)
@@ -159,6 +173,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         cluster.check_roles(spec.roles)
         entry = cluster.party(party_id)
         role = rec["role"] = entry.role
+        if log is not None:
+            log.role = role
         identity = cluster.load_secret(party_id, keys_dir)
         profile = parse_profile(network) if network and network != "none" else None
         rec["network"] = (profile or cluster.network).name
@@ -188,6 +204,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
+        if log is not None:
+            log.event("loaded", seconds=round(rec["latency_s"]["load"], 4),
+                      error=None if load_err is None else f"{type(load_err).__name__}: {load_err}")
         t_conn = time.perf_counter()
         ep = endpoint_class(cluster.transport).from_cluster(
             cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
@@ -200,6 +219,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if load_err is not None:
             raise load_err
         rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        if log is not None:
+            log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
+            log.watch(ep)
         job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.fresh(f"party/{role}"),
                        model=model, input=x, options=dict(options or {}))
         t_run = time.perf_counter()
@@ -218,6 +240,11 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         rec["info"] = dict(res.info) if res is not None else {}
         rec["ok"] = True
         code = EXIT_OK
+        if log is not None:
+            log.event("done", seconds=round(rec["latency_s"]["protocol"], 4), phases={
+                ph: {"seconds": round(ep.meter.seconds[ph], 4), "sent": ep.meter.total(ph, "sent"),
+                     "recv": ep.meter.total(ph, "recv"), "rounds": ep.meter.depth[ph]}
+                for ph in ("setup", "offline", "online")})
     except BaseException as e:  # noqa: BLE001 - every failure is reported, never swallowed silently
         if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
                 and getattr(ep, "_aborted", None) is None:
@@ -228,8 +255,13 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             import traceback
 
             rec["error"]["traceback"] = traceback.format_exc()[-4000:]
+        if log is not None:
+            log.event("error", phase=(ep.failed_phase or ep.current_phase) if ep is not None else None,
+                      step=" ".join(ep.last_step) if ep is not None and ep.last_step else None,
+                      type=rec["error"]["type"], message=rec["error"]["message"])
     finally:
         if ep is not None:
+            t_close = time.perf_counter()
             try:
                 # a success is one only once every frame we sent has been delivered (no
                 # fixed bound while the peers are alive); after a failure, a bounded wait
@@ -243,6 +275,11 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                     rec["ok"] = False
                     rec["error"] = error_record(e)
                     code = EXIT_ERROR
+            rec["latency_s"]["close"] = time.perf_counter() - t_close
+            if log is not None:
+                log.event("closed", seconds=round(rec["latency_s"]["close"], 4), ok=rec["ok"],
+                          sent=ep.stats.get("bytes_sent"), recv=ep.stats.get("bytes_recv"),
+                          error=None if rec["ok"] else rec["error"]["message"])
             rec["meter"] = ep.meter.summary()
             rec["transport"] = dict(ep.stats)
             for ph in ("setup", "offline", "online"):
@@ -252,6 +289,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         rec["exit_code"] = code
         if result_path is not None:
             _write_json_atomic(result_path, rec)
+        if log is not None:
+            log.close()
     return rec
 
 
@@ -274,6 +313,7 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--result", default=None, help="write this party's result JSON here")
     ap.add_argument("--protocol-module", default=None, help="register PROTOCOL from this module (plugins, tests)")
     ap.add_argument("--recv-timeout", type=float, default=None)
+    ap.add_argument("--log-dir", default=None, help="write this party's structured log (JSON lines) here")
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -315,7 +355,7 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             input_path=g("input"), output_path=g("output"), network=g("network") or "none",
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
-                            recv_timeout=g("recv_timeout"))
+                            recv_timeout=g("recv_timeout"), log_dir=g("log_dir"))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "
@@ -324,7 +364,8 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
             msg += f"; output written to {rec['output_path']}"
         print(msg, file=sys.stderr)
     else:
-        print(f"error: party {rec['party']}: {rec['error']['type']}: {rec['error']['message']}", file=sys.stderr)
+        where = f" (log: {rec['log_path']})" if rec.get("log_path") else ""
+        print(f"error: party {rec['party']}: {rec['error']['type']}: {rec['error']['message']}{where}", file=sys.stderr)
     return int(rec["exit_code"])
 
 
