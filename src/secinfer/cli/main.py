@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object")
     r.add_argument("--timeout", type=float, default=1800.0)
     r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
-                   help="declare a silent peer dead after this long (default 3; raise it for very large "
-                        "models whose parties spend seconds in one computation)")
+                   help="declare a silent peer dead after this long (default 3; heartbeats keep flowing "
+                        "while a party computes or sends, so it rarely needs raising)")
     r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
                    help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")
     r.add_argument("--log-dir", default=None, metavar="DIR",

@@ -590,7 +590,7 @@ class ZmqEndpoint(SocketEndpoint):
                     lost = None
                 if now - seen > self.peer_timeout:
                     self._dead[p] = (f"no message or heartbeat for {now - seen:.1f}s (peer timeout {self.peer_timeout:g}s; "
-                                     "raise peer_timeout if a party computes for longer in one call)")
+                                     "raise it with --peer-timeout if a party stalls for longer in one call)")
                     changed = True
                 elif lost is not None and now - lost > max(2 * self.heartbeat_interval, 0.5):
                     # its TCP connections closed and it has been silent since: the process is gone
