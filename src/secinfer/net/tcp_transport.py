@@ -632,16 +632,21 @@ class TcpEndpoint(SocketEndpoint):
                 for s in r:
                     p = self._by_fd.get(s.fileno())
                     if p is not None:
-                        self._read(p)
+                        self._read(p, soft)
+                    if self._fg:
+                        break       # the protocol thread wants the streams: it reads the rest
             finally:
                 self._rlock.release()
 
-    def _read(self, peer: str) -> None:
+    def _read(self, peer: str, soft: int | None = None) -> None:
         """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
         Small records are parsed out of one receive buffer (one system call for many); a
-        record larger than it is read straight into its own buffer."""
+        record larger than it is read straight into its own buffer. With ``soft`` (the
+        reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
         while not c.eof:
+            if soft is not None and (self._queued[peer] >= soft or self._fg):
+                return      # (the reader thread: enough waits here, or the protocol thread takes over)
             big = c.body is not None
             view = memoryview(c.body)[c.got:] if big else c.view[c.fill:]
             want = len(view)
