@@ -56,9 +56,17 @@ def test_fss_adapter_rows_ratios_and_plots(tmp_path):
 def test_runtime_adapter_tiny_batch(tmp_path):
     from secinfer.bench import runtime_suite
 
-    r = runtime_suite.run(quick=True, network="none", batches=[1])
-    assert len(r["rows"]) == 1
-    row = r["rows"][0]
+    r = runtime_suite.run(quick=True, network="none", batches=[1],
+                          hop_sizes={"pings": 20, "bulk_mb": 2, "bulk_frames": 4})
+    hops = [x for x in r["rows"] if x.get("row") == "hop"]
+    assert sorted(h["transport"] for h in hops) == ["tcp", "zmq"]
+    for h in hops:   # the transport alone: a small frame's one-way latency and bulk MB/s
+        assert 0 < h["one_way_us_p10"] <= h["one_way_us_median"] <= h["one_way_us_p90"]
+        assert h["bulk_MB_s"] > 0 and h["bulk_MB"] == pytest.approx(2 * 1.048576)
+        assert h["target_one_way_us"] == 50.0
+    rows = [x for x in r["rows"] if x.get("row") != "hop"]
+    assert len(rows) == 1
+    row = rows[0]
     assert row["network"] == "none" and row["batch"] == 1
     assert row["bytes_total"] > 0 and row["rounds_online"] >= 1
     assert row["ratio_vs_none"] == pytest.approx(1.0)
@@ -155,7 +163,7 @@ def test_cli_bench_list(capsys):
 
     assert main(["bench", "list"]) == 0
     out = capsys.readouterr().out
-    for name in ("runtime", "he", "fss", "astra", "stamp", "crisp", "all"):
+    for name in ("runtime", "he", "fss", "astra", "stamp", "crisp", "peers", "all"):
         assert name in out
 
 

@@ -3,11 +3,17 @@ every layout the feasibility rule (he_conv.spill_ok) admits reads the exact conv
 at its targets in both halves -- value and MAC -- and the rule is not vacuous: one block
 more than it allows breaks a target for some channel-group size."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
 from secinfer.crypto.he.params import get_params
 from secinfer.protocols.crisp import he_conv
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crisp_helpers import lin_step  # noqa: E402
 
 
 def _negacyclic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -20,10 +26,10 @@ def _negacyclic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _step(c, m, hin, stride):
     o = (hin - 1) // stride + 1
-    return {"op": "lin", "node_op": "Conv", "name": "conv", "in_shape": [1, c, hin, hin],
+    return lin_step({"op": "lin", "node_op": "Conv", "name": "conv", "in_shape": [1, c, hin, hin],
             "out_shape": [1, m, o, o], "wbits": 4,
             "attrs": {"kernel_shape": [3, 3], "strides": [stride, stride], "pads": [1, 1, 1, 1],
-                      "dilations": [1, 1], "group": 1}}
+                      "dilations": [1, 1], "group": 1}})
 
 
 def _conv(x, w, stride):

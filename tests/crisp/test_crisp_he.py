@@ -20,9 +20,10 @@ from secinfer.ir.onnx_import import load_model
 from secinfer.net.channel import run_local
 from secinfer.protocols.crisp import lifted
 from secinfer.protocols.crisp.ckks_engine import CKKSLinear, LayerBudget
+from secinfer.protocols.twopc.plan import LinearWeights
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crisp_helpers import add_at, run_crisp  # noqa: E402
+from crisp_helpers import add_at, lin_step, replace_frame, run_crisp  # noqa: E402
 
 # malicious budgets are sized for the client's *proven* bounds (proof slack): they need the
 # long modulus chains of the 2^14 sets, here on a small insecure ring -- the default's
@@ -49,18 +50,17 @@ def test_cnn_semi_honest_he_equals_oracle():
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(CNN, x, FX64))
 
 
+@pytest.mark.covers_check("crisp", "crisp-consistency")
 def test_he_share_deviation_aborts():
     res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE_TEST,
-                    tamper=add_at("c3re", step=4, index=3))
+                    adversary=add_at("c3re", step=4, index=3))
     assert isinstance(res["server"], ProtocolAbort) and res["server"].check == "crisp-consistency"
     assert isinstance(res["client"], PeerAbortedError)
 
 
 @pytest.mark.parametrize("bad", ["garbage", "truncated", "other-params"])
 def test_malformed_ciphertext_rejected_before_computation(bad):
-    def corrupt(p, idx, raw):
-        if p != "ct" or idx != 2:
-            return raw
+    def corrupt(raw):
         if bad == "garbage":
             return np.zeros_like(raw)
         if bad == "truncated":
@@ -70,7 +70,8 @@ def test_malformed_ciphertext_rejected_before_computation(bad):
         kp = other.keygen()
         return np.frombuffer(other.encrypt(np.zeros(4), kp.pk).to_bytes(), np.uint8)
 
-    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE_TEST, tamper=corrupt)
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE_TEST,
+                    adversary=replace_frame(r"crisp/lin/2/ct", corrupt, once=True))
     assert isinstance(res["server"], FrameError), res["server"]
     assert "ciphertext rejected" in str(res["server"])
 
@@ -93,8 +94,8 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     grp = Z2k(104)
     rows = 1
     wbits = int(np.max(np.abs(w))).bit_length()
-    step = {"op": "lin", "node_op": "Gemm", "name": "muse-b/conv1-rows", "in_shape": [rows, 576],
-            "out_shape": [rows, 64], "wbits": wbits, "attrs": {}}
+    step = lin_step({"op": "lin", "node_op": "Gemm", "name": "muse-b/conv1-rows", "in_shape": [rows, 576],
+            "out_shape": [rows, 64], "wbits": wbits, "attrs": {}})
     prg = PRG.for_tests(7)
     v0, v1, w0, w1 = (grp.random(prg, (rows, 576)) for _ in range(4))
     mu = grp.random(prg, ())
@@ -108,11 +109,11 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
 
     def client(ep):
         eng_c.setup_client(ep)
-        return eng_c.client(ep, 1, step, v1, w1, lambda p, i, a: a)
+        return eng_c.client(ep, 1, step, v1, w1)
 
     def server(ep):
         eng_s.setup_server(ep)
-        return eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0, mu, PRG.for_tests(8))
+        return eng_s.server(ep, 1, step, LinearWeights(w), v0, w0, mu, PRG.for_tests(8))
 
     res = run_local({"client": client, "server": server}, timeout=600)
     (c_re, c_im, _), (s_re, s_im, _) = res["client"], res["server"]
@@ -138,19 +139,19 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     uniform Z_2^104 shares: shares reconstruct to the exact convolution, real and MAC half.
     ``spills`` (300-bit chain): the chosen layout's product runs past N/2 (he_conv.spill_ok), so a wrong
     feasibility rule would mix the halves at the targets and break one of them."""
-    from secinfer.protocols.crisp import he_conv, linops
+    from secinfer.protocols.crisp import linops
 
     grp = Z2k(104)
     prg = PRG.for_tests(11)
     w = (prg.uint64((m, c, 3, 3)).astype(np.int64) % 4001) - 2000
     o = (hin - 1) // stride + 1
-    step = {"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, hin, hin],
+    step = lin_step({"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, hin, hin],
             "out_shape": [1, m, o, o], "wbits": 11,
             "attrs": {"kernel_shape": [3, 3], "strides": [stride, stride], "pads": [1, 1, 1, 1],
-                      "dilations": [1, 1], "group": 1}}
+                      "dilations": [1, 1], "group": 1}})
     eng_c = CKKSLinear(grp, 13, True, chain, allow_insecure=True)
     eng_s = CKKSLinear(grp, 13, True, chain, allow_insecure=True)
-    lay = eng_s._conv_layout(step)
+    lay = eng_s.conv_layout(step)
     assert lay is not None and (lay.n_cg > 1 or lay.n_mb > 1)
     assert (lay.T, lay.D) == (1, 104)
     top = lay.C_b * lay.Hp * lay.Wp - 1 + lay.O + (lay.M_b - 1) * lay.Dm
@@ -161,11 +162,11 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
 
     def client(ep):
         eng_c.setup_client(ep)
-        return eng_c.client(ep, 1, step, v1, w1, lambda p, i, a: a)
+        return eng_c.client(ep, 1, step, v1, w1)
 
     def server(ep):
         eng_s.setup_server(ep)
-        return eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0, mu, PRG.for_tests(12))
+        return eng_s.server(ep, 1, step, LinearWeights(w), v0, w0, mu, PRG.for_tests(12))
 
     res = run_local({"client": client, "server": server}, timeout=600)
     (c_re, c_im, _), (s_re, s_im, _) = res["client"], res["server"]
@@ -228,11 +229,11 @@ def test_answer_drop_is_exact_and_largest(mal, k_in, n_out, wbits):
     not be dropped."""
     from fractions import Fraction
 
-    from secinfer.crypto.zk import popk
+    from secinfer.crypto.zk import keyproof
 
     prm, bud = _budget(mal, k_in, n_out, wbits)
     n, t = prm.n, bud.t
-    fresh = popk.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
+    fresh = keyproof.ProvenBounds(n, 40).noise_bound() if mal else (2 * n + 1) * 19.2
     assert bud.t_bits == 104 + mal and (bud.D, bud.T) == (104, 1)
     pre = 2 ** (bud.B - bud.t_bits) + 2 + 2 ** bud.noise_bits + fresh
     # 2^-sigma over the whole view: per read coefficient 2^-(sigma + 24), <= 2^24 of them
@@ -258,10 +259,10 @@ def test_plan_reading_more_flooded_coefficients_than_budgeted_is_refused():
     from secinfer.protocols.crisp.budget import FLOOD_UNION_BITS
 
     eng = CKKSLinear(Z2k(104), 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
-    step = {"op": "lin", "node_op": "Gemm", "name": "wide", "in_shape": [1 << 13, 8],
-            "out_shape": [1 << 13, 1 << 11], "wbits": 8, "attrs": {}}
+    step = lin_step({"op": "lin", "node_op": "Gemm", "name": "wide", "in_shape": [1 << 13, 8],
+            "out_shape": [1 << 13, 1 << 11], "wbits": 8, "attrs": {}})
     with pytest.raises(ConfigError, match="flooded coefficients"):
-        eng.prepare_server([step], {0: {"w": np.zeros((8, 1 << 11), np.int64), "b": None}}, PRG.for_tests(1))
+        eng.prepare_server([step], {0: LinearWeights(np.zeros((8, 1 << 11), np.int64))}, PRG.for_tests(1))
     assert FLOOD_UNION_BITS == 24 and (1 << 13) * (1 << 11) * 2 > 1 << FLOOD_UNION_BITS
 
 

@@ -17,7 +17,7 @@ from secinfer.ir.onnx_import import load_model
 from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crisp_helpers import add_at, run_crisp  # noqa: E402
+from crisp_helpers import add_at, replace_frame, run_crisp  # noqa: E402
 
 MLP = load_model(bundled.bundled_path("digits-mlp"))
 CNN = load_model(bundled.bundled_path("digits-cnn"))
@@ -26,16 +26,16 @@ x = X[:2]
 
 # digits-mlp plan: 1 Mul(inv_scale) lin, 2 Gemm lin, 3 Relu, 4 Gemm lin (output)
 DEVIATIONS = {
-    "delta1-relu-input": add_at("open", step=3),           # share entering the ReLU gate
-    "delta1-trunc-input": add_at("open", step=2),          # share entering the ARS (truncation) gate
-    "delta1-last-layer": add_at("open", step=4, delta=1 << 20),
-    "delta2-re": add_at("c1", step=2, index=20),                   # Re(<m>_1) of Lin
-    "delta3-im": add_at("c2", step=4),                     # Im(<m>_1) of Lin
-    "delta4-share-re": add_at("c3re", step=4),             # complex share sent to Lin, real part
-    "delta4-share-im": add_at("c3im", step=2, delta=7, index=20),  # ... imaginary part
-    "delta4-input-layer": add_at("c3re", step=1, index=20),
-    "delta5-q": add_at("q", delta=1),
-    "delta5-q-high": add_at("q", delta=1 << 63),
+    "delta1-relu-input": lambda: add_at("open", step=3),           # share entering the ReLU gate
+    "delta1-trunc-input": lambda: add_at("open", step=2),          # share entering the ARS gate
+    "delta1-last-layer": lambda: add_at("open", step=4, delta=1 << 20),
+    "delta2-re": lambda: add_at("c1", step=2, index=20),           # Re(<m>_1) of Lin
+    "delta3-im": lambda: add_at("c2", step=4),                     # Im(<m>_1) of Lin
+    "delta4-share-re": lambda: add_at("c3re", step=4),             # complex share to Lin, real part
+    "delta4-share-im": lambda: add_at("c3im", step=2, delta=7, index=20),  # ... imaginary part
+    "delta4-input-layer": lambda: add_at("c3re", step=1, index=20),
+    "delta5-q": lambda: add_at("q", delta=1),
+    "delta5-q-high": lambda: add_at("q", delta=1 << 63),
 }
 
 
@@ -48,40 +48,45 @@ def _assert_aborted(res):
     assert not isinstance(dealer, BaseException)
 
 
+@pytest.mark.covers_check("crisp", "crisp-consistency")
 @pytest.mark.parametrize("name", sorted(DEVIATIONS))
 def test_deviation_aborts(name):
-    _assert_aborted(run_crisp(MLP, x, tamper=DEVIATIONS[name]))
+    _assert_aborted(run_crisp(MLP, x, adversary=DEVIATIONS[name]()))
 
 
+@pytest.mark.covers_check("crisp", "crisp-consistency")
 def test_deviation_in_cnn_conv_and_avgpool():
     # digits-cnn: 1 Mul, 2 Reshape, 3 Conv, 4 Relu, 5 AveragePool, 6 Flatten, 7 Gemm
-    _assert_aborted(run_crisp(CNN, X[:1], tamper=add_at("open", step=5)))
-    _assert_aborted(run_crisp(CNN, X[:1], tamper=add_at("c3im", step=3, index=5)))
+    _assert_aborted(run_crisp(CNN, X[:1], adversary=add_at("open", step=5)))
+    _assert_aborted(run_crisp(CNN, X[:1], adversary=add_at("c3im", step=3, index=5)))
 
 
 def test_consistent_wrong_input_is_allowed():
-    """Claim 2 (1): a different input used consistently just yields the output for it."""
+    """Claim 2 (1): a different input used consistently just yields the output for it
+    (the client encodes another input; the parties' code is unchanged)."""
+    from secinfer.arith.fixed import FixedPointConfig
+    from crisp_helpers import Adversary
+
     other = X[5:7]
 
-    def swap(p, idx, a):
-        return FX64.encode(other) if p == "input" else a
-
-    res = run_crisp(MLP, x, tamper=swap)
+    def wrap(orig):
+        def encode(self, v, *a, **k):
+            if np.shape(v) == np.shape(x) and np.array_equal(v, x):
+                adv.fired += 1
+                v = other
+            return orig(self, v, *a, **k)
+        return encode
+    adv = Adversary().patch(FixedPointConfig, "encode", wrap)
+    res = run_crisp(MLP, x, adversary=adv)
     assert not isinstance(res["server"], BaseException), res["server"]
     np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, other, FX64))
 
 
 def test_semi_honest_baseline_has_no_check():
     """Sanity of the test itself: without MACs the same deviation goes undetected."""
-    res = run_crisp(MLP, x, security="semi-honest", tamper=add_at("open", step=3, delta=1 << 14))
+    res = run_crisp(MLP, x, security="semi-honest", adversary=add_at("open", step=3, delta=1 << 14))
     assert not isinstance(res["server"], BaseException)
     assert not np.array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
-
-
-def _replace(point, step, fn):
-    def tamper(p, idx, a):
-        return fn(a) if (p == point and idx == step) else a
-    return tamper
 
 
 @pytest.mark.parametrize("bad", ["short", "long", "dtype", "top-bits"])
@@ -97,7 +102,7 @@ def test_malformed_lin_message_rejected_before_use(bad):
         b[0, -1] = np.uint64(1) << np.uint64(63)        # bits above 2^(n+s)
         return b
 
-    res = run_crisp(MLP, x, tamper=_replace("c3re", 2, corrupt))
+    res = run_crisp(MLP, x, adversary=replace_frame(r"crisp/lin/2", corrupt))
     assert isinstance(res["server"], FrameError), res["server"]
     assert isinstance(res["client"], BaseException)
 

@@ -20,7 +20,7 @@ from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crisp_helpers import run_crisp  # noqa: E402
+from crisp_helpers import Adversary, run_crisp  # noqa: E402
 
 HE = {"he_params": "ckks-n12-wide-insecure", "allow_insecure_he": True}
 MLP = load_model(bundled.bundled_path("digits-mlp"))
@@ -28,19 +28,46 @@ CNN = load_model(bundled.bundled_path("digits-cnn"))
 X, _ = bundled.bundled_testset("digits-mlp")
 
 
-def _once(point, fn, force=False):
-    """Apply ``fn`` at the first occurrence of ``point``; optionally make the client's prover
-    send its responses even when they are out of range (a cheating prover)."""
-    state = {"done": False}
+def _forced(adv: Adversary) -> Adversary:
+    """The client's ciphertext prover sends its responses even when they are out of range
+    (a cheating prover); the key proof stays honest."""
+    from secinfer.crypto.zk import keyproof, popk
 
-    def tamper(p, idx, a):
-        if p == "popk-force":
-            return force
-        if p == point and not state["done"]:
-            state["done"] = True
-            return fn(a)
-        return a
-    return tamper
+    def wrap(orig):
+        def respond(self, seed, force=False):
+            return orig(self, seed, force=force or not isinstance(self, keyproof.KeyProver))
+        return respond
+    return adv.patch(popk.Prover, "respond", wrap)
+
+
+def _ct_once(fn, force=False) -> Adversary:
+    """Replace the client's first ciphertext and its proof witness by ``fn((ct, witness))``
+    (the client's encryption, patched for this run); optionally a cheating prover."""
+    from secinfer.protocols.crisp.he_core import HECore
+
+    adv = Adversary()
+
+    def wrap(orig):
+        def encrypt(self, poly, bud):
+            out = orig(self, poly, bud)
+            if adv.fired == 0 and out[1] is not None:
+                adv.fired += 1
+                return fn(out)
+            return out
+        return encrypt
+    adv.patch(HECore, "encrypt", wrap)
+    return _forced(adv) if force else adv
+
+
+def _popk_frame_once(what: str, fn) -> Adversary:
+    """Rewrite the bytes of the client's first proof message ``what`` (h, or a z that is not
+    a restart)."""
+    def rule(arrays):
+        if arrays[0].size == 1 and arrays[0][0] == 0:
+            return None
+        out = fn(arrays[0].tobytes())
+        return [np.frombuffer(out, np.uint8)]
+    return Adversary().on_send(rf"crisp/lin/\d+/popk/\d+\.\d+/{what}\d+", rule, once=True)
 
 
 def _add_plain(ct, pos, value):
@@ -124,14 +151,14 @@ def _random_ct(a):                # c * r for a random polynomial r: no short pr
     return out, w
 
 
+@pytest.mark.covers_check("crisp", "crisp-popk")
 @pytest.mark.parametrize("force", [False, True])
 @pytest.mark.parametrize("bad", ["digit-2^160", "noise-2^42", "random"])
 def test_malformed_client_ciphertext_aborts(bad, force):
     # e0 is rounded away in the proof: it is proven below the rounding prime q_r < 2^41
     # (popk.E0_PROVEN), so the noise that must abort is above that
     fn = {"digit-2^160": _digit(160), "noise-2^42": _noise(42), "random": _random_ct}[bad]
-    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE,
-                    tamper=_once("popk-ct", fn, force))
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, adversary=_ct_once(fn, force))
     _assert_popk_abort(res)
 
 
@@ -143,17 +170,17 @@ def test_dishonest_but_provable_values_are_harmless():
     # the prover's band check on most attempts (a row keeps its high part unless the low
     # part is within 2^33 of the block's end)
     for bits in (20, 33):
-        res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _noise(bits)))
+        res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, adversary=_ct_once(_noise(bits)))
         assert not isinstance(res["server"], BaseException), res["server"]
         np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, X[:1], FX64))
-    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _digit(56)))
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, adversary=_ct_once(_digit(56)))
     assert isinstance(res["server"], ProtocolAbort) and res["server"].check == "crisp-consistency"
     assert isinstance(res["client"], PeerAbortedError)
 
 
+@pytest.mark.covers_check("crisp", "crisp-popk")
 def test_malformed_ciphertext_in_conv_layer_aborts():
-    res = run_crisp(CNN, X[:1], "malicious", linear="ckks", extra=HE,
-                    tamper=_once("popk-ct", _noise(42), True))
+    res = run_crisp(CNN, X[:1], "malicious", linear="ckks", extra=HE, adversary=_ct_once(_noise(42), True))
     _assert_popk_abort(res)
 
 
@@ -165,9 +192,10 @@ def _flip(pos):
     return fn
 
 
-@pytest.mark.parametrize("point,pos", [("popk-h", 0), ("popk-z", -1)])
-def test_tampered_commitment_or_response_aborts(point, pos):
-    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once(point, _flip(pos)))
+@pytest.mark.covers_check("crisp", "crisp-popk")
+@pytest.mark.parametrize("what,pos", [("h", 0), ("z", -1)])
+def test_tampered_commitment_or_response_aborts(what, pos):
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, adversary=_popk_frame_once(what, _flip(pos)))
     _assert_popk_abort(res)
 
 
@@ -175,7 +203,7 @@ def test_tampered_commitment_or_response_aborts(point, pos):
 def test_wrong_size_response_is_typed_error(cut):
     """A response of the wrong length (a 1-byte message other than the restart byte 0
     included) is a FrameError at the server, before any check or computation."""
-    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-z", cut))
+    res = run_crisp(MLP, X[:1], "malicious", linear="ckks", extra=HE, adversary=_popk_frame_once("z", cut))
     assert isinstance(res["server"], FrameError), res["server"]
     assert "crisp-popk" in str(res["server"])
     assert isinstance(res["client"], BaseException)
@@ -228,7 +256,7 @@ def test_no_answer_leaves_the_server_before_the_proof_is_checked(model, monkeypa
     monkeypatch.setattr(Endpoint, "send", send)
     monkeypatch.setattr(Endpoint, "recv", recv)
     g = MLP if model == "mlp" else CNN
-    res = run_crisp(g, X[:1], "malicious", linear="ckks", extra=HE, tamper=_once("popk-ct", _noise(42), True))
+    res = run_crisp(g, X[:1], "malicious", linear="ckks", extra=HE, adversary=_ct_once(_noise(42), True))
     _assert_popk_abort(res)
     assert not [e for e in log if e[0] == "send" and e[2].endswith("/res")]
     log.clear()

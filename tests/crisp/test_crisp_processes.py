@@ -22,3 +22,18 @@ def test_digits_mlp_malicious_over_sockets():
     np.testing.assert_array_equal(res.output_ring, run_fixed(g, x, FX64))
     assert res.rounds["online"] >= 6
     assert res.bytes_by_phase["offline"] > 0 and res.bytes_by_phase["online"] > 0
+
+
+def test_cli_refuses_insecure_test_settings():
+    """Protocol code honours test-only settings (insecure HE sets, the plain-insecure
+    engine) only when asked for explicitly; the CLI never passes them."""
+    import pytest
+
+    from secinfer.cli.main import _parse_options
+    from secinfer.errors import InsecureParametersError
+
+    for opt in ("allow_insecure_he=true", "linear=plain-insecure",
+                "he_params=ckks-n12-wide-insecure"):
+        with pytest.raises(InsecureParametersError):
+            _parse_options([opt], None)
+    assert _parse_options(["linear=ckks"], None) == {"linear": "ckks"}

@@ -13,8 +13,15 @@ from secinfer.crypto.he.objects import Ciphertext
 from secinfer.crypto.he.trimmed import trim, trimmed_size
 from secinfer.crypto.prg import PRG
 from secinfer.errors import FrameError
-from secinfer.protocols.crisp import he_conv
-from secinfer.protocols.crisp.ckks_engine import CKKSLinear, ct_pt_dot
+from secinfer.protocols.crisp import he_conv, he_rows
+from secinfer.protocols.crisp.ckks_engine import CKKSLinear
+from secinfer.protocols.crisp.he_core import ct_pt_dot
+
+import os  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from crisp_helpers import lin_step  # noqa: E402
 
 PARAMS = "ckks-n12-wide-insecure"
 SECURITIES = ["semi-honest", "malicious"]
@@ -87,16 +94,16 @@ def test_rows_trimmed_equals_full(security):
     grp, eng_c, eng_s = _engines(malicious)
     rng = np.random.default_rng(5)
     k_in, n_out, n_rows, wbits = 20, 5, 3, 11
-    bud = eng_s._budget(k_in, n_out, wbits)
+    bud = eng_s.budget(k_in, n_out, wbits)
     assert bud.n_chunks == 1 and bud.n_blocks == 1 and bud.rows_per >= n_rows
     d_re = _digits(rng, (n_rows, k_in), bud.D)
     d_im = _digits(rng, (n_rows, k_in), bud.D)
     mat = rng.integers(-(1 << 10), 1 << 10, (k_in, n_out))
-    poly = eng_c._layout(_limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
+    poly = he_rows.client_poly(eng_c.params.n, _limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
     ct = _encrypt(eng_c, poly, bud)
-    wp = eng_s._weight_polys(mat, bud)
+    wp = he_rows.weight_polys(eng_s, mat, bud)
     ev = Evaluator(eng_s.params)
-    _, _, pos = eng_s._targets(bud, n_rows, 0, 0, n_out)
+    _, _, pos = he_rows.targets(bud, n_rows, 0, 0, n_out)
     expect = [d_re.dot(mat.astype(object)), d_im.dot(mat.astype(object))][:2 if malicious else 1]
     _check_answer(grp, eng_c, eng_s, ev, lambda: ct_pt_dot(ev, [ct], [wp[0, 0]]), bud, pos, expect,
                   PRG.for_tests(21))
@@ -122,11 +129,11 @@ def test_conv_trimmed_equals_full(security):
     grp, eng_c, eng_s = _engines(malicious)
     rng = np.random.default_rng(6)
     c, m = 2, 9
-    step = {"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, 9, 9],
+    step = lin_step({"op": "lin", "node_op": "Conv", "name": "conv", "in": "a", "out": "b", "in_shape": [1, c, 9, 9],
             "out_shape": [1, m, 5, 5], "wbits": 11,
             "attrs": {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1],
-                      "dilations": [1, 1], "group": 1}}
-    lay = eng_s._conv_layout(step)
+                      "dilations": [1, 1], "group": 1}})
+    lay = eng_s.conv_layout(step)
     assert lay is not None and lay.n_cg == 1 and lay.n_mb > 1
     w = rng.integers(-2000, 2001, (m, c, 3, 3))
     t_re, t_im = np.zeros((2, c, 11, 11), object)       # Python-int zeros: exact sums
@@ -159,11 +166,11 @@ def test_malformed_trimmed_answer_is_a_frame_error(security, bad, monkeypatch):
 
     malicious = security == "malicious"
     grp, eng_c, eng_s = _engines(malicious)
-    bud = eng_s._budget(20, 5, 11)
-    _, _, pos = eng_s._targets(bud, 3, 0, 0, 5)
+    bud = eng_s.budget(20, 5, 11)
+    _, _, pos = he_rows.targets(bud, 3, 0, 0, 5)
     ev = Evaluator(eng_s.params)
     ct = _encrypt(eng_c, np.zeros(eng_c.params.n), bud)
-    with eng_s._weight_polys(np.ones((20, 5), np.int64), bud)[0, 0] as wpt:
+    with he_rows.weight_polys(eng_s, np.ones((20, 5), np.int64), bud)[0, 0] as wpt:
         raw, _ = eng_s.masked_answer(1, ev.mul(ct, wpt, relin=False), bud, PRG.for_tests(3), pos)
     ct.close()
     ev.close()

@@ -29,7 +29,7 @@ def _client_view(x, seed):
     def mk(role):
         job = PartyJob(role=role, security="malicious", fixed=FX64, prg=PRG.for_tests(seed, role),
                        model=MLP if role == "server" else None, input=x if role == "client" else None,
-                       options={"linear": "plain-insecure", "allow_insecure_linear": True})
+                       options={"linear": "plain-insecure"})
 
         def fn(ep):
             if role == "client":
@@ -100,7 +100,7 @@ def test_relu_layer_meters_n_bits_per_element_per_party_in_one_round():
     def mk(role):
         job = PartyJob(role=role, security="malicious", fixed=FX64, prg=PRG.for_tests(9, role),
                        model=MLP if role == "server" else None, input=x if role == "client" else None,
-                       options={"linear": "plain-insecure", "allow_insecure_linear": True})
+                       options={"linear": "plain-insecure"})
 
         def fn(ep):
             meters[role] = ep.meter

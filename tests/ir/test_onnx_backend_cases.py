@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from secinfer.errors import ModelError, UnsupportedOpError
 from secinfer.ir.float_exec import run_float_all
 from secinfer.ir.onnx_import import load_model
+from secinfer.ir.outputs import predictions
 
 # Ops that must have at least one backend case reproduced exactly (as shipped or baked).
 MUST_COVER = {"Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "MaxPool",
@@ -81,8 +82,14 @@ def _run(model, inputs, outputs, case) -> str:
         got = run_float_all(g, feeds)
     except (UnsupportedOpError, ModelError):
         return "refused"
+    labels = (g.meaning or {}).get("label_outputs", [])
     for vi, exp in zip(model.graph.output, outputs):
         exp = np.asarray(exp)
+        if vi.name in labels:   # a label output: the argmax of the scores, taken on the client
+            pred = predictions(g.meaning, got[g.output_names[0]])
+            if not np.array_equal(pred.reshape(-1), exp.reshape(-1)):
+                return f"{vi.name}: labels {pred.reshape(-1)[:5]} != expected {exp.reshape(-1)[:5]}"
+            continue
         y = got[vi.name]
         if y.shape != exp.shape:
             return f"{vi.name}: shape {y.shape} != expected {exp.shape}"

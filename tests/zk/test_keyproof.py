@@ -122,7 +122,7 @@ def test_geometry_and_proven_bounds():
     g = keyproof.KeyGeometry(1 << 14)
     assert g.V == 44 and g.k == 24 and g.r == [25, 29]
     assert g.proven == (1 << 26, 1 << 30)
-    pb = popk.ProvenBounds(1 << 14)
+    pb = keyproof.ProvenBounds(1 << 14)
     assert (pb.s_pk, pb.e_pk) == g.proven
     assert pb.noise_bound() >= (1 << 14) * pb.e_pk * pb.u + (1 << 14) * pb.e * pb.s_pk
 

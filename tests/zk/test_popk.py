@@ -6,7 +6,7 @@ import pytest
 from secinfer.crypto import he
 from secinfer.crypto.he.rlwe import coeff_encode
 from secinfer.crypto.prg import PRG
-from secinfer.crypto.zk import popk
+from secinfer.crypto.zk import keyproof, popk
 from secinfer.errors import ConfigError, FrameError
 
 LEVEL, LOG_DELTA, D = 1, 40, 20
@@ -126,7 +126,7 @@ def test_geometry_and_soundness_parameters(P):
     # masks 2^k_rej wider than the largest shift; the packed widths
     assert all(r == s.bit_length() + g.k for r, s in zip(g.r, g.shift))
     # extraction: (z - z') < 2^(r+1), times 2 / delta (at most doubles), for 2 c_j
-    pb = popk.ProvenBounds(P.n)
+    pb = keyproof.ProvenBounds(P.n)
     assert pb.factor == 2
     assert pb.u >= 2 * 2 ** (g.r[1] + 1) and pb.e == 2 * popk.E_PROVEN     # e0, e1: rounded away
     assert 2 ** (D + pb.m_extra_bits) >= 2 * 2 ** (g.r[0] + 1)
@@ -214,7 +214,7 @@ def test_e0_below_the_rounding_prime_is_provable_and_bounded(P, kp):
     batch[0] = _raise_e0(P, *batch[0], 300, 30)
     (ok, why), _ = _run(P, kp, batch, prg)
     assert ok, why
-    pb = popk.ProvenBounds(P.n)
+    pb = keyproof.ProvenBounds(P.n)
     q_r = P.q[popk.round_prime(P, LEVEL)]
     assert 2 * q_r < pb.e == 2 * popk.E_PROVEN <= 2 ** 42
 

@@ -80,12 +80,13 @@ def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: boo
     from secinfer.crypto.prg import PRG
     from secinfer.net.channel import run_local
     from secinfer.protocols.crisp.ckks_engine import CKKSLinear
+    from secinfer.protocols.twopc.plan import InputStep, LinearStep, LinearWeights
 
     grp = Z2k(104 if malicious else 64)
     prg = PRG.fresh("crisp-fc-bench")
     w = (prg.uint64((k_in, n_out)) % np.uint64(1 << 14)).astype(np.int64) - (1 << 13)
-    step = {"op": "lin", "node_op": "Gemm", "name": name, "in_shape": [1, k_in], "out_shape": [1, n_out],
-            "wbits": 14, "attrs": {}}
+    step = LinearStep(op="lin", name=name, node_op="Gemm", inp="x", out="y", in_shape=(1, k_in),
+                      out_shape=(1, n_out), wbits=14)
     v0, v1, w0, w1 = (grp.random(prg, (1, k_in)) for _ in range(4))
     mu = grp.random(prg, ())
     row = {"kind": "fc", "layer": name, "he_params": params_name,
@@ -101,7 +102,7 @@ def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: boo
         eng_c.setup_client(ep)
         with ep.phase("online"):
             t = time.perf_counter()
-            eng_c.client(ep, 1, step, v1, w1 if malicious else None, lambda p, i, a: a)
+            eng_c.client(ep, 1, step, v1, w1 if malicious else None)
             times["client"] = time.perf_counter() - t
         meters["client"] = ep.meter
 
@@ -109,11 +110,11 @@ def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: boo
         eng_s.setup_server(ep)
         with ep.phase("offline"):
             t = time.perf_counter()
-            eng_s.prepare_server([{}, step], {1: {"w": w, "b": None}}, prg.derive("off"))
+            eng_s.prepare_server([InputStep("x", (1, k_in)), step], {1: LinearWeights(w)}, prg.derive("off"))
             times["offline"] = time.perf_counter() - t
         with ep.phase("online"):
             t = time.perf_counter()
-            eng_s.server(ep, 1, step, {"w": w, "b": None}, v0, w0 if malicious else None, mu, prg.derive("on"))
+            eng_s.server(ep, 1, step, LinearWeights(w), v0, w0 if malicious else None, mu, prg.derive("on"))
             times["server"] = time.perf_counter() - t
         eng_s.release()
         meters["server"] = ep.meter
@@ -211,33 +212,32 @@ def muse_b_he_counts(params_name: str = DEFAULT_PARAMS) -> list:
     from secinfer.crypto.he.params import get_params
     from secinfer.ir import zoo
     from secinfer.ir.onnx_import import load_model
-    from secinfer.protocols.crisp.ckks_engine import LayerBudget, rows_and_mats
+    from secinfer.protocols.crisp.budget import LayerBudget
+    from secinfer.protocols.crisp.he_conv import conv_layout
+    from secinfer.protocols.crisp.he_rows import rows_and_mats, rows_of
     from secinfer.protocols.crisp.plan import compile_plan
 
     g = load_model(zoo.build("muse-b", seed=0))
     plan = compile_plan(g, FX64, 1)
     prm = get_params(params_name)
     out = []
-    for i, st in enumerate(plan.public):
-        if st.get("op") != "lin":
+    for i, st in enumerate(plan.steps):
+        if st.op != "lin":
             continue
-        from secinfer.protocols.crisp.ckks_engine import _rows_of
-        from secinfer.protocols.crisp.he_conv import conv_layout
-
         lay = conv_layout(st, prm, 104, 40)
         if lay is not None:
-            out.append({"layer": st["name"], "op": st["node_op"], "layout": "channel-packed",
+            out.append({"layer": st.name, "op": st.node_op, "layout": "channel-packed",
                         "client_cts": lay.T * lay.n_cg, "server_cts": lay.T * lay.n_mb,
                         "digits": lay.T, "plaintext_modulus_bits": lay.t_bits, "level": lay.level})
             continue
-        groups, _ = rows_and_mats(st, plan.weights[i]["w"], None, None)
+        groups, _ = rows_and_mats(st, plan.weights[i].w, None, None)
         n_ct_in = n_ct_out = 0
         for (_, _, k_in, n_out) in groups:
-            bud = LayerBudget(prm, 104, k_in, n_out, st["wbits"], 40)
-            rgs = -(-_rows_of(st, k_in, len(groups)) // bud.rows_per)
+            bud = LayerBudget(prm, 104, k_in, n_out, st.wbits, 40)
+            rgs = -(-rows_of(st, k_in, len(groups)) // bud.rows_per)
             n_ct_in += bud.T * rgs * bud.n_chunks
             n_ct_out += bud.T * rgs * bud.n_blocks
-        out.append({"layer": st["name"], "op": st["node_op"], "layout": "rows",
+        out.append({"layer": st.name, "op": st.node_op, "layout": "rows",
                     "client_cts": n_ct_in, "server_cts": n_ct_out})
     return out
 

@@ -3,14 +3,22 @@
 Runs a bundled model through the (insecure) reference protocol as separate processes
 under each network profile and reports latency, bytes and rounds, with the slow-down of
 each profile as a ratio against the ``none`` profile measured in the same run.
+
+First, the transport alone (``secinfer.bench.hop``), on both transports: one small
+authenticated frame between two party processes (one-way latency, median and p10/p90 of
+half the round trips) and bulk MB/s over one link, next to issue #23's targets (one-way
+hop under 50 us, bulk over 1 GB/s per link on loopback).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+HOP_TARGET_US = 50.0
+BULK_TARGET_MB_S = 1000.0
 
-def run(quick: bool = False, network: str | None = None, batches=None) -> dict:
+
+def run(quick: bool = False, network: str | None = None, batches=None, hop_sizes: dict | None = None) -> dict:
     from secinfer.bench.common import Progress, split_profiles
     from secinfer.ir import bundled
     from secinfer.runtime.launcher import run_local
@@ -21,8 +29,19 @@ def run(quick: bool = False, network: str | None = None, batches=None) -> dict:
     model = "digits-mlp"
     X, _ = bundled.bundled_testset(model)
     batches = list(batches or ([1, 64] if quick else [1, 64, len(X)]))
-    prog = Progress("runtime", len(batches) * len(profiles))
-    rows = []
+    from secinfer.bench.hop import measure
+
+    prog = Progress("runtime", len(batches) * len(profiles) + 2)
+    rows, hops = [], []
+    for transport in ("tcp", "zmq"):
+        prog(f"hop and bulk over {transport} (2 processes)")
+        sizes = hop_sizes or ({"pings": 500, "bulk_mb": 64, "bulk_frames": 16} if quick
+                              else {"pings": 5000, "bulk_mb": 512, "bulk_frames": 64})
+        h = measure(transport, **sizes)
+        h.update(target_one_way_us=HOP_TARGET_US, target_bulk_MB_s=BULK_TARGET_MB_S,
+                 hop_vs_target=h["one_way_us_median"] / HOP_TARGET_US,
+                 bulk_vs_target=h["bulk_MB_s"] / BULK_TARGET_MB_S)
+        hops.append(h)
     for batch in batches:
         base = None
         for prof in profiles:
@@ -42,7 +61,8 @@ def run(quick: bool = False, network: str | None = None, batches=None) -> dict:
         "series": {p: [r["online_s"] for r in rows if r["network"] == p] for p in profiles},
     }]
     return {"suite": "runtime", "network": ",".join(profiles), "baseline": "profile none, same run",
-            "rows": rows, "plots": plots, "raw": {"model": model, "batches": batches, "profiles": profiles},
+            "rows": [{"row": "hop", **h} for h in hops] + rows, "plots": plots, "hops": hops,
+            "raw": {"model": model, "batches": batches, "profiles": profiles},
             "seconds": prog.elapsed(),
             "notes": "reference protocol is insecure; this suite measures the runtime and the shaping only",
             "checksum": float(np.sum([r["bytes_total"] for r in rows]))}

@@ -18,31 +18,29 @@ def _warn_insecure(spec) -> None:
 
 
 def cmd_run(args) -> int:
+    from secinfer.api import launch, prepare
     from secinfer.cli.main import _parse_options
-    from secinfer.protocols import registry
-    from secinfer.runtime.launcher import run_local
-    from secinfer.runtime.party import load_input_file
 
-    spec = registry.get(args.protocol)
-    _warn_insecure(spec)
-    security = args.security or spec.default_security
-    if security not in spec.securities:
-        raise ConfigError(f"protocol {spec.name!r} offers {', '.join(spec.securities)}; not {security!r}")
     options = _parse_options(args.option, args.params)
     from secinfer.runtime.launcher import check_run_options
 
-    check_run_options(args.fixed, options, args.output)  # before any party starts
-    x = load_input_file(args.input)
-    mpath = model_path(args.model)
-    from secinfer.ir.onnx_import import load_model
-
-    spec.check_model(load_model(mpath), security)  # fail before starting any party process
-    settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
-    res = run_local(protocol=spec.name, security=security, model_path=mpath, input_array=x,
-                    network=args.network, fixed=args.fixed, options=options, timeout=args.timeout,
-                    progress=not args.json, cluster_settings=settings, log_dir=getattr(args, "log_dir", None))
+    check_run_options(args.fixed, options, args.output)  # --output's folder, --fixed, --params: before launch
+    # everything (protocol, options, model, weights, input shape and range) is checked here,
+    # before any party process starts
+    prep = prepare(args.model, args.input, protocol=args.protocol, security=args.security,
+                   network=args.network, fixed=args.fixed, options=options,
+                   output_kind=getattr(args, "output_kind", "scores"),
+                   allow_out_of_range=getattr(args, "allow_out_of_range", False))
+    try:
+        for note in prep.notes:
+            print(f"[secinfer] {note}", file=sys.stderr)
+        settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
+        res = launch(prep, timeout=args.timeout, progress=not args.json, cluster_settings=settings,
+                     log_dir=getattr(args, "log_dir", None))
+    finally:
+        prep.model.cleanup()
     if args.output:
-        np.save(args.output, res.output)
+        np.save(args.output, np.asarray(res.output))
     if args.json:
         print(json.dumps(res.to_json(), default=_json_default))
     else:
@@ -69,6 +67,17 @@ def cmd_party(args) -> int:
     _warn_insecure(spec)
     options = _parse_options(args.option, args.params)
     mpath = model_path(args.model) if args.model else None
+    from secinfer.api import run_warning
+    from secinfer.arith.fixed import get_config
+
+    cfg = get_config(args.fixed or options.get("fixed") or spec.default_fixed)
+    if run_warning(spec, cfg):
+        print(f"[secinfer] {run_warning(spec, cfg)}", file=sys.stderr)
+    if mpath:   # the model owner refuses NaN/infinite or unrepresentable weights before connecting
+        from secinfer.ir.onnx_import import load_model
+        from secinfer.ir.validate import check_weights
+
+        check_weights(load_model(mpath), cfg)
     return party_from_cli(args, model_path=mpath, options=options)
 
 
@@ -107,25 +116,15 @@ def cmd_models(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from secinfer.ir.onnx_import import load_model
-    from secinfer.protocols import registry
+    from secinfer.api import inspect
 
-    graph = load_model(model_path(args.model))
-    print(graph.summary())
-    print("\nProtocols that can run it:")
-    for name in registry.names():
-        try:
-            spec = registry.get(name)
-        except Exception as e:  # noqa: BLE001
-            print(f"  {name:<11} unavailable ({e})")
-            continue
-        for sec in spec.securities:
-            try:
-                spec.check_model(graph, sec)
-                print(f"  {name:<11} {sec:<12} yes")
-            except Exception as e:  # noqa: BLE001 - report why not
-                print(f"  {name:<11} {sec:<12} no: {e}")
-    return 0
+    rep = inspect(args.model, input_range=getattr(args, "input_range", None),
+                  calibration=getattr(args, "calibration", None))
+    if getattr(args, "json", False):
+        print(json.dumps(rep.to_json(), default=_json_default))
+    else:
+        print(rep.describe())
+    return 2 if rep.refusal else 0
 
 
 def cmd_demo(args) -> int:

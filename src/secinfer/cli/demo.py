@@ -22,12 +22,11 @@ def demo_rows(spec, available: int, rows: int | None) -> int:
 
 
 def overflow_nodes(graph, X, cfg) -> list[str]:
-    """Nodes whose sums of products leave ``cfg``'s range on this data (result meaningless)."""
-    from secinfer.ir.fixed_exec import run_fixed
+    """Nodes whose sums of products leave ``cfg``'s range on this data (result meaningless):
+    the check ``secinfer run``, ``inspect`` and the Python API make (secinfer.ir.validate)."""
+    from secinfer.ir.validate import overflow_nodes as exact_overflows
 
-    found: list = []
-    run_fixed(graph, X, cfg, overflow="collect", overflows=found)
-    return sorted({getattr(r, "node", str(r)) for r in found})
+    return sorted({r["node"] for r in exact_overflows(graph, X, cfg)})
 
 
 def evaluate_pair(spec, mname: str, rows: int | None, network: str, security: str | None = None) -> dict:
@@ -100,6 +99,10 @@ def _plan(names, baselines: bool, explicit: bool, all_securities: bool) -> tuple
             continue
         if spec.insecure:
             print(f"[{pname}] NOTE: {spec.description}", file=sys.stderr)
+        from secinfer.api import run_warning
+
+        if run_warning(spec, get_config(spec.default_fixed)):
+            print(f"[{pname}] {run_warning(spec, get_config(spec.default_fixed))}", file=sys.stderr)
         securities = spec.securities if all_securities else (spec.default_security,)
         for mname in bundled.bundled_names():
             graph = load_model(str(bundled.bundled_path(mname)))

@@ -39,6 +39,10 @@ def _parse_options(items: list[str], params: str | None) -> dict:
             opts[k] = json.loads(v)
         except json.JSONDecodeError:
             opts[k] = v
+        # test-only settings (an insecure parameter set or engine, an allow_insecure_* opt-in)
+        # are honoured by protocol code only when asked for explicitly: never from the CLI
+        if "insecure" in k or (isinstance(opts[k], str) and "insecure" in opts[k]):
+            raise InsecureParametersError(f"option {it!r} names an insecure test-only setting; the CLI refuses it")
     if params is not None:
         if "insecure" in params:
             raise InsecureParametersError(
@@ -64,9 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
     r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME")
-    r.add_argument("--input", "-i", required=True, help=".npy file with one sample or a batch")
+    r.add_argument("--input", "-i", default=None,
+                   help=".npy file with one sample or a batch (default for bundled:NAME: its held-out set)")
     r.add_argument("--output", default=None, help="write the output here (.npy)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
+    r.add_argument("--output-kind", choices=("scores", "labels"), default="scores",
+                   help="scores: the model's own output (probabilities/scores as its ONNX graph defines "
+                        "them; default); labels: only the predicted class (securely where the protocol can)")
+    r.add_argument("--predict", dest="output_kind", action="store_const", const="labels",
+                   help="alias of --output-kind labels")
+    r.add_argument("--allow-out-of-range", action="store_true",
+                   help="run even when the input overflows the fixed-point range (the answer is then wrong)")
     r.add_argument("--timeout", type=float, default=1800.0)
     r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
                    help="declare a silent peer dead after this long (default 3; heartbeats keep flowing "
@@ -95,11 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="list protocols, zoo networks and bundled models")
 
-    i = sub.add_parser("inspect", help="ops, shapes and which protocols can run a model")
+    i = sub.add_parser("inspect", help="ops, shapes, output meaning, derived bounds and which protocols "
+                                       "can run a model")
     i.add_argument("model", help="ONNX file, bundled:NAME or zoo:NAME")
+    i.add_argument("--calibration", default=None, metavar="X.npy",
+                   help="representative inputs: the overflow verdict runs the reference executor on them")
+    i.add_argument("--input-range", type=float, default=None, metavar="R",
+                   help="derive bounds for every input with |x| <= R (default: the model's scaler range)")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
-    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | all | list")
+    b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | peers | all | list")
     b.add_argument("--out", default="results", help="results folder")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None, help="network profile(s), comma separated")

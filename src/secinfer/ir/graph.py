@@ -182,6 +182,10 @@ class Graph:
     # Shapes of the weights; filled from ``initializers`` when not given. A graph read
     # with ``from_public_bytes`` has weight_info but no initializer values.
     weight_info: dict[str, TensorInfo] | None = None
+    # What the first output means and how the ONNX graph's own outputs are rebuilt from it
+    # (classes, decision rule, label outputs, ZipMap): set by the importer for models with
+    # ai.onnx.ml steps, None otherwise; see secinfer.ir.outputs. Not part of the public bytes.
+    meaning: dict | None = None
 
     def __post_init__(self) -> None:
         if self.weight_info is None:
@@ -271,6 +275,7 @@ class Graph:
                   inputs, [], dict(self.initializers), {}, dict(self.weight_info))
         g.shapes = infer_shapes(g)
         g.outputs = [TensorInfo(t.name, g.shapes[t.name], t.dtype) for t in self.outputs]
+        g.meaning = None if self.meaning is None else dict(self.meaning)
         return g
 
     def batch_input(self, x) -> np.ndarray:

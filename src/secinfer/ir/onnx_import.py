@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 
 from secinfer.errors import ModelError, ShapeError, UnsupportedOpError
 from secinfer.ir.graph import Graph, Node, TensorInfo
+from secinfer.ir.onnx_ml import ML_DOMAIN, MODELS_DOC, MLImports, ml_refusal_hint
 from secinfer.ir.onnx_movement import _DYN, MovementImports
 from secinfer.ir.shapes import infer_node
 
@@ -83,15 +84,11 @@ def _dims(vi: onnx.ValueInfoProto) -> tuple | None:
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
 
 
-class _Importer(MovementImports):
+class _Importer(MovementImports, MLImports):
     def __init__(self, model: onnx.ModelProto, batch: int | None, input_shapes: dict | None):
         self.model = model
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-        for o in model.opset_import:
-            if o.domain not in ("", "ai.onnx"):
-                used = any(n.domain == o.domain for n in model.graph.node)
-                if used:
-                    raise UnsupportedOpError(f"domain {o.domain}", "-", "only the default ONNX domain is supported")
+        self.ml_init()
         self.batch = batch
         self.input_shapes = dict(input_shapes or {})
         self.consts: dict[str, np.ndarray] = {}
@@ -211,10 +208,41 @@ class _Importer(MovementImports):
         if unknown:
             raise ModelError(f"input_shapes names unknown input(s) {sorted(unknown)}; "
                              f"inputs: {[t.name for t in inputs]}")
+        self.refuse_unknown_ops()
         for node in g.node:
             self.cur = node.name or f"{node.op_type}_{len(self.nodes)}"
             self.import_node(node)
         return self.finish(inputs)
+
+    def refuse_unknown_ops(self) -> None:
+        """Name every node whose operator secinfer does not import, all at once.
+
+        A default-domain node without a handler passes when all its inputs are constants
+        (it is folded); other domains than ai.onnx.ml are refused whole."""
+        g = self.model.graph
+        const = {i.name for i in g.initializer}
+        refused: list[tuple[str, str, str]] = []
+        for k, node in enumerate(g.node):
+            op, name = node.op_type, node.name or f"{node.op_type}_{k}"
+            present = [i for i in node.input if i]
+            if node.domain in ("", "ai.onnx"):
+                if op == "Shape" or (all(i in const for i in present) and op not in _NONDETERMINISTIC):
+                    const.update(o for o in node.output if o)
+                    continue
+                ok = op in ("Shape",) or hasattr(self, f"op_{op}")
+                hint = "operator not implemented"
+            elif node.domain == ML_DOMAIN:
+                ok = self.ml_handler(op) is not None
+                hint = ml_refusal_hint(op)
+            else:
+                ok, hint = False, f"domain {node.domain!r} (only the default ONNX domain and ai.onnx.ml)"
+            if not ok:
+                refused.append((op, name, hint))
+        if refused:
+            listed = ", ".join(f"{op} {name!r}" for op, name, _ in refused)
+            op, name, hint = refused[0]
+            raise UnsupportedOpError(op, name, f"{hint}. Refused node(s): {listed}. See {MODELS_DOC} "
+                                               f"for what is supported and how to export a model")
 
     def finish(self, inputs: list[TensorInfo]) -> Graph:
         from secinfer.ir.passes import optimize
@@ -223,23 +251,28 @@ class _Importer(MovementImports):
         outputs = []
         renames: dict[str, str] = {}
         taken = {t.name for t in inputs}
-        for vi in g.output:
-            src = self.real(vi.name)
+        kept, meaning = self.ml_outputs([vi.name for vi in g.output])
+        onnx_names = {vi.name for vi in g.output}
+        for onnx_name, src, same_name in kept:
+            src = self.real(src)
+            name = onnx_name if same_name else src
             if src in self.pending_pads:
                 raise UnsupportedOpError("Pad", src, "a padded tensor as a graph output")
             if src in self.consts:
-                raise ModelError(f"output {vi.name!r} does not depend on the input (constant)")
+                raise ModelError(f"output {onnx_name!r} does not depend on the input (constant)")
             if src not in self.shapes:
-                raise ModelError(f"output {vi.name!r} is never computed")
-            if src != vi.name:
+                raise ModelError(f"output {onnx_name!r} is never computed")
+            if src != name:
                 producer_out = src not in taken and src not in renames and src not in self.weights
-                if producer_out and src not in {o.name for o in g.output}:
-                    renames[src] = vi.name
+                if producer_out and src not in onnx_names:
+                    renames[src] = name
                 else:
-                    self.cur = f"output_{vi.name}"
-                    self.emit("Identity", [src], [vi.name])
-            taken.add(vi.name)
-            outputs.append(vi.name)
+                    self.cur = f"output_{name}"
+                    self.emit("Identity", [src], [name])
+            taken.add(name)
+            outputs.append(name)
+        if meaning is not None and outputs:
+            meaning["output"] = outputs[0]
         if renames:
             for n in self.nodes:
                 n.inputs = [renames.get(i, i) for i in n.inputs]
@@ -252,16 +285,29 @@ class _Importer(MovementImports):
         elem = {vi.name: vi.type.tensor_type.elem_type for vi in g.output}
         graph.outputs = [TensorInfo(o, graph.shapes[o], _FLOAT_TYPES.get(elem.get(o), "float32"))
                          for o in outputs]
+        graph.meaning = meaning
         graph.validate()
         return graph
 
     # ---- one node -----------------------------------------------------------------------
     def import_node(self, node: onnx.NodeProto) -> None:
         op = node.op_type
-        if node.domain not in ("", "ai.onnx"):
-            raise self.unsupported(op, f"domain {node.domain!r}")
         ins = [self.real(i) if i else "" for i in node.input]
         attrs = _attr_dict(node)
+        if any(i in self.labels for i in ins if i):
+            self.import_label_step(node, ins, attrs)
+            return
+        if node.domain == ML_DOMAIN:
+            handler = self.ml_handler(op)
+            if handler is None:
+                raise self.unsupported(op, ml_refusal_hint(op))
+            if op not in ("Normalizer", "ZipMap", "ArrayFeatureExtractor"):
+                ins = [self.materialize_pair(i) if i in self.pairs else i for i in ins]
+            handler(node, ins, attrs)
+            return
+        if node.domain not in ("", "ai.onnx"):
+            raise self.unsupported(op, f"domain {node.domain!r}")
+        ins = [self.materialize_pair(i) if i in self.pairs else i for i in ins]
         if op in _NONDETERMINISTIC:
             raise self.unsupported(op, "random operators are not supported")
         present = [i for i in ins if i]
@@ -652,6 +698,11 @@ def load_model(src, batch: int | None = None, input_shapes: dict | None = None,
     imp = _Importer(model, batch, input_shapes)
     try:
         graph = imp.run()
+    except UnsupportedOpError as e:
+        if "docs/models.md" in str(e):
+            raise
+        raise UnsupportedOpError(e.op, e.node, (e.detail + "; " if e.detail else "")
+                                 + f"see {MODELS_DOC}") from None
     except (KeyError, IndexError, ValueError, TypeError) as e:
         # inconsistent models that passed ONNX's checks; never a raw exception
         raise ModelError(f"malformed model near node {imp.cur!r}: {type(e).__name__}: {e}") from None

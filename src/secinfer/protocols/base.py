@@ -86,3 +86,14 @@ class ProtocolSpec:
     demo_rows: int = 0  # held-out rows `secinfer demo` runs (0 = all)
     baseline_for: str = ""  # set on in-repo baselines (e.g. "astra" on aby3): bench only, not demo
     checks: tuple[Check, ...] = ()  # every malicious-security check the protocol runs
+    # What the input role learns for a model: reveals(graph, security, options) -> "scores"
+    # (the model's own output) or "labels" (only the class, e.g. ASTRA's classification
+    # reveal, or a secure comparison asked for with options). None: always "scores".
+    reveals: Callable[[Any, str, dict], str] | None = None
+    # value_limits(graph, cfg, options) -> {"input": max |x|, "values": max |node value|} when
+    # the protocol encodes values at more fractional bits than the reference (a smaller
+    # range), checked before launch by secinfer.ir.validate; None: the reference's range.
+    value_limits: Callable[[Any, FixedPointConfig, dict], dict | None] | None = None
+    # printed by the CLI and the Python API whenever the protocol runs (e.g. a cost model
+    # whose outputs are not the reference's: probabilistic truncation)
+    run_warning: str = ""

@@ -93,3 +93,31 @@ class KeyVerifier(_KeySide, popk.Verifier):
     def __init__(self, params, pk, sec: int = popk.SEC) -> None:
         self._key_init(params, pk, sec)
         self.cts = ["pk0"]      # one statement: the target is pk0 itself
+
+
+class ProvenBounds:
+    """What the accepted proofs of a session guarantee, soundness slack included (here, as
+    it combines ``popk``'s for the ciphertexts with this module's for the key): for *every*
+    ciphertext c_j of a batch, ``factor`` c_j = f(m_j, u_j, e0_j, e1_j) (factor = 2: popk) with
+    m_j of at most D + m_extra_bits bits, zero outside the support, ||u_j|| <= u,
+    ||e_j|| <= e (independent of D and of the batch size n <= N_MAX); for the client's
+    public key (its proof of well-formedness, above), pk0 + a s = e_pk with
+    ||s|| <= s_pk, ||e_pk|| <= e_pk. The verifier must therefore compute on factor c_j."""
+
+    factor = popk.FACTOR
+
+    def __init__(self, n_ring: int, sec: int = popk.SEC, n_max: int = popk.N_MAX) -> None:
+        k = popk.rejection_bits(n_ring, sec)
+        # difference of two in-range responses (< 2^(r + 1)) times 2 / delta (at most
+        # doubles a coefficient): one bit more than with binary challenges
+        self.m_extra_bits = n_max.bit_length() + k + 2
+        self.u = 1 << (n_max * popk.U_BOUND).bit_length() + k + 2
+        self.e = 2 * popk.E_PROVEN          # e0 and e1: rounded away (popk), times 2
+        self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
+        self.n_ring = n_ring
+
+    def noise_bound(self) -> float:
+        """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N ||e_pk|| ||u|| + ||e0|| + N ||e1|| ||s||
+        with every norm the proven one (the key's as well)."""
+        n = self.n_ring
+        return float(n * self.e_pk * self.u + self.e + n * self.e * self.s_pk)

@@ -42,7 +42,8 @@ answerable rows differing only in position j, by delta = M_kj - M'_kj, give equa
 parts, i.e. g(z - z') - delta c_j = d with |d| < q_r; rho = 2 / delta lies in Z[i],
 at most doubles a coefficient and keeps S, so 2 c_j = f(rho (z - z'), -rho d)), so one
 attempt passes with probability <= 5^-V, all attempts with <= MAX_ATTEMPTS 5^-V <= 2^-sec
-(plus a SHA-256 collision). The verifier therefore computes on 2 c_j (``ProvenBounds``).
+(plus a SHA-256 collision). The verifier therefore computes on 2 c_j
+(``keyproof.ProvenBounds``: these bounds together with the key proof's).
 Zero knowledge: given acceptance, each response coefficient is exactly uniform on its
 range whatever the witness (rejection sampling with uniform masks); the band condition
 of step 3 is a predicate of X_k, which the verifier computes from the responses and the
@@ -89,35 +90,6 @@ def rejection_bits(n_ring: int, sec: int = SEC, components: int = 4, chal_set: i
     """k_rej: masks 2^k_rej times wider than the largest shift, so one attempt is rejected
     with probability <= (#coefficients) 2^-k_rej <= 2^-3 (#coefficients <= V * components * N)."""
     return math.ceil(math.log2(rows_for(sec, chal_set) * components * n_ring)) + 3
-
-
-class ProvenBounds:
-    """What accepted proofs guarantee (soundness slack included): for *every* ciphertext c_j
-    of a batch, ``factor`` c_j = f(m_j, u_j, e0_j, e1_j) (factor = 2: module docstring) with
-    m_j of at most D + m_extra_bits bits, zero outside the support, ||u_j|| <= u,
-    ||e_j|| <= e (independent of D and of the batch size n <= N_MAX); for the client's
-    public key (its proof of well-formedness, ``keyproof``), pk0 + a s = e_pk with
-    ||s|| <= s_pk, ||e_pk|| <= e_pk. The verifier must therefore compute on factor c_j."""
-
-    factor = FACTOR
-
-    def __init__(self, n_ring: int, sec: int = SEC, n_max: int = N_MAX) -> None:
-        from secinfer.crypto.zk.keyproof import KeyGeometry
-
-        k = rejection_bits(n_ring, sec)
-        # difference of two in-range responses (< 2^(r + 1)) times 2 / delta (at most
-        # doubles a coefficient): one bit more than with binary challenges
-        self.m_extra_bits = n_max.bit_length() + k + 2
-        self.u = 1 << (n_max * U_BOUND).bit_length() + k + 2
-        self.e = 2 * E_PROVEN          # e0 and e1: rounded away (module docstring), times 2
-        self.s_pk, self.e_pk = KeyGeometry(n_ring, sec).proven
-        self.n_ring = n_ring
-
-    def noise_bound(self) -> float:
-        """|phase - Delta m| = |e_pk u + e0 + e1 s| <= N ||e_pk|| ||u|| + ||e0|| + N ||e1|| ||s||
-        with every norm the proven one (the key's as well)."""
-        n = self.n_ring
-        return float(n * self.e_pk * self.u + self.e + n * self.e * self.s_pk)
 
 
 class Geometry:

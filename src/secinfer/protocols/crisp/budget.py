@@ -46,7 +46,7 @@ class Budget:
         self._args = (params, k, terms, nnz, n_acc, wbits, sigma)
         self.half = params.n // 2
         # honest client: fresh-encryption noise, digits < 2^D; malicious client: what its
-        # proof of plaintext knowledge guarantees (``proven``, crypto.zk.popk.ProvenBounds)
+        # proof of plaintext knowledge guarantees (``proven``, crypto.zk.keyproof.ProvenBounds)
         fresh = (2 * params.n + 1) * GAUSS_BOUND if proven is None else proven.noise_bound()
         extra = 0 if proven is None else proven.m_extra_bits
         self.factor = 1 if proven is None else proven.factor

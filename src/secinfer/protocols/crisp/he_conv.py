@@ -30,25 +30,28 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
+from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
+from secinfer.crypto.zk import popk
+from secinfer.protocols.crisp import proof
 from secinfer.protocols.crisp.budget import Budget
-from secinfer.protocols.crisp.ckks_engine import SERVER, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.he_core import SERVER, _as_limbs, ct_pt_dot, digit_limbs
 
 
 class ConvLayout(Budget):
     def __init__(self, params, k, step, sigma, c_b, m_b, dm):
-        n_, c, h_in, w_in = step["in_shape"]
-        self.C, self.M = c, step["out_shape"][1]
+        n_, c, h_in, w_in = step.in_shape
+        self.C, self.M = c, step.out_shape[1]
         pt, pl, pb, pr = self.pads = _pads(step)
         self.Hp, self.Wp = h_in + pt + pb, w_in + pl + pr
-        self.kh, self.kw = step["attrs"]["kernel_shape"]
-        self.sh, self.sw = step["attrs"].get("strides", [1, 1])
-        self.OH, self.OW = step["out_shape"][2], step["out_shape"][3]
+        self.kh, self.kw = step.attrs["kernel_shape"]
+        self.sh, self.sw = step.attrs.get("strides", [1, 1])
+        self.OH, self.OW = step.out_shape[2], step.out_shape[3]
         self.C_b, self.M_b, self.Dm = c_b, m_b, dm
         self.n_cg = -(-c // c_b)
         self.n_mb = -(-self.M // m_b)
         self.O = (c_b - 1) * self.Hp * self.Wp + (self.kh - 1) * self.Wp + (self.kw - 1)
         nnz = c_b * self.kh * self.kw * m_b
-        super().__init__(params, k, nnz * self.n_cg, nnz, self.n_cg, int(step["wbits"]), sigma)
+        super().__init__(params, k, nnz * self.n_cg, nnz, self.n_cg, step.wbits, sigma)
 
     def positions(self, mb: int):
         """(channels of block mb, target coefficients (len, OH, OW))."""
@@ -61,11 +64,11 @@ class ConvLayout(Budget):
 
 
 def _pads(step) -> tuple:
-    p = step["attrs"].get("pads", [0, 0, 0, 0])
+    p = step.attrs.get("pads", [0, 0, 0, 0])
     return int(p[0]), int(p[1]), int(p[2]), int(p[3])
 
 
-def conv_layout(step: dict, params, k: int, sigma: int, harden=None, malicious: bool = False):
+def conv_layout(step, params, k: int, sigma: int, harden=None, malicious: bool = False):
     """The packed layout for a Conv step with the fewest online bytes, or None when it
     does not apply (groups, dilations, or a single padded channel larger than N/2).
 
@@ -75,12 +78,12 @@ def conv_layout(step: dict, params, k: int, sigma: int, harden=None, malicious: 
     feasible candidates the one with the fewest bytes wins: the client's ciphertexts, the
     trimmed answers and (malicious) the proofs of plaintext knowledge, each sized with the
     budget the engine will use (``harden``: the malicious client's proven bounds)."""
-    if step.get("node_op") != "Conv" or len(step["in_shape"]) != 4:
+    if step.node_op != "Conv" or len(step.in_shape) != 4:
         return None
-    at = step["attrs"]
+    at = step.attrs
     if int(at.get("group", 1)) != 1 or any(int(d) != 1 for d in at.get("dilations", [1, 1])):
         return None
-    m_out = step["out_shape"][1]
+    m_out = step.out_shape[1]
     best, best_cost = None, None
     for c_b, m_max, dm in feasible(step, params):
         m_b = -(-m_out // -(-m_out // m_max))     # as few per block as the block count allows
@@ -92,16 +95,16 @@ def conv_layout(step: dict, params, k: int, sigma: int, harden=None, malicious: 
     return best
 
 
-def feasible(step: dict, params):
+def feasible(step, params):
     """(C_b, the largest M_b that :func:`spill_ok` allows, D_m) for every channel-group size
     with at least one feasible block size."""
     half = params.n // 2
-    _, c, h_in, w_in = step["in_shape"]
+    _, c, h_in, w_in = step.in_shape
     pt, pl, pb, pr = _pads(step)
     hp, wp = h_in + pt + pb, w_in + pl + pr
-    kh, kw = step["attrs"]["kernel_shape"]
+    kh, kw = step.attrs["kernel_shape"]
     hw = hp * wp
-    m_out = step["out_shape"][1]
+    m_out = step.out_shape[1]
     last = _last_target(step, wp)
     for c_b in range(min(c, half // hw), 0, -1):
         o = (c_b - 1) * hw + (kh - 1) * wp + (kw - 1)
@@ -113,10 +116,10 @@ def feasible(step: dict, params):
             yield c_b, m_max, dm
 
 
-def _last_target(step: dict, wp: int) -> int:
+def _last_target(step, wp: int) -> int:
     """Offset of the last stride-1 target inside an output channel's window."""
-    sh, sw = step["attrs"].get("strides", [1, 1])
-    return (step["out_shape"][2] - 1) * sh * wp + (step["out_shape"][3] - 1) * sw
+    sh, sw = step.attrs.get("strides", [1, 1])
+    return (step.out_shape[2] - 1) * sh * wp + (step.out_shape[3] - 1) * sw
 
 
 def spill_ok(params, t_len: int, o: int, dm: int, m_b: int, last: int) -> bool:
@@ -139,10 +142,6 @@ def spill_ok(params, t_len: int, o: int, dm: int, m_b: int, last: int) -> bool:
 def _online_bytes(params, lay: "ConvLayout", malicious: bool) -> int:
     """Bytes a layout sends per input: client ciphertexts, trimmed answers and (malicious)
     proof responses."""
-    from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
-    from secinfer.crypto.zk import popk
-    from secinfer.protocols.crisp import proof
-
     halves = 2 if malicious else 1
     per_block = lay.M_b * lay.OH * lay.OW
     last = (lay.M - (lay.n_mb - 1) * lay.M_b) * lay.OH * lay.OW
@@ -162,10 +161,11 @@ def _padded(a: np.ndarray, lay: ConvLayout) -> np.ndarray:
     return np.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr), (0, 0)))
 
 
-def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
+def client_conv(eng, ep, idx, lay: ConvLayout, v1, w1):
+    """Client: encrypt the padded channel groups (value and MAC halves), read the answers."""
     g = eng.g
-    re = _padded(tamper("c3re", idx, v1), lay)
-    im = _padded(tamper("c3im", idx, w1), lay) if eng.malicious else None
+    re = _padded(v1, lay)
+    im = _padded(w1, lay) if eng.malicious else None
     n_ = re.shape[0]
     for b in range(n_):
         for cg in range(lay.n_cg):
@@ -173,7 +173,7 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
             for t in range(lay.T):
                 blk = digit_limbs(re[b, cs], lay.D * t, lay.D)
                 blk_im = None if im is None else digit_limbs(im[b, cs], lay.D * t, lay.D)
-                eng.encrypt_send(ep, idx, client_poly(eng.params.n, blk, blk_im), lay, tamper)
+                eng.encrypt_send(ep, idx, client_poly(eng.params.n, blk, blk_im), lay)
     acc_re = g.zeros((n_, lay.M, lay.OH, lay.OW))
     acc_im = g.zeros((n_, lay.M, lay.OH, lay.OW)) if eng.malicious else None
     for b in range(n_):
@@ -186,7 +186,7 @@ def client_conv(eng, ep, idx, step, lay: ConvLayout, v1, w1, tamper):
                 acc_re[sel] = g.add(acc_re[sel], g.shl(vals[0], lay.D * t))
                 if eng.malicious:
                     acc_im[sel] = g.add(acc_im[sel], g.shl(vals[1], lay.D * t))
-    return acc_re, acc_im, None
+    return acc_re, acc_im
 
 
 def client_poly(n_ring: int, re, im) -> np.ndarray:
@@ -225,7 +225,7 @@ def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
     from secinfer.crypto.he.evaluator import Evaluator
 
     g = eng.g
-    n_ = step["in_shape"][0]
+    n_ = step.in_shape[0]
     ev = Evaluator(eng.params)
     kpolys = eng._wcache.pop(idx, None) or kernel_polys(eng, lay, w)
     cts = {}

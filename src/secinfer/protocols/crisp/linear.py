@@ -13,137 +13,36 @@ In the semi-honest baseline only s^Re is computed (no MACs, no t).
 
 Engines
 -------
-An engine carries the client's three inputs to the server and the results back. The
-cryptographic engine is CKKS with complex slots (``ckks``, in ``ckks_engine.py``) when
-the HE layer provides it. ``plain-insecure`` sends the client's shares *in the clear*:
-the server then learns the client's input. It exists only so the MAC algebra, the
-truncation, the consistency check and every malicious-client test of Claim 2 can run
-exactly and fast; it is refused unless asked for by name, and every result it produces
-says ``insecure``. Both engines compute the same functionality over Z_2^k, so the
-client's deviations (Delta 2, 3, 4 of Claim 2) act identically.
+An engine (a ``twopc.engine.LinearEngine``) carries the client's inputs to the server and
+the results back. The one engine here is ``ckks`` (``ckks_engine.py``): the client's
+shares under RLWE encryption. The tests add an insecure stand-in that sends the shares in
+the clear and also carries the paper's t tag (tests/crisp/plain_engine.py), so the MAC
+algebra and every deviation of Claim 2 run exactly and fast; it is registered in
+``ENGINES`` by the test-suite only.
 """
 
 from __future__ import annotations
 
-import os
-
-import numpy as np
-
 from secinfer.crypto.fss.group import Z2k
 from secinfer.errors import ConfigError
-from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp import lifted, linops
-
-SERVER, CLIENT = "server", "client"
 
 
-class PlainInsecureLinear:
-    """INSECURE stand-in for the encryption in Pi_Lin (see module docstring)."""
+def _ckks(g: Z2k, frac_bits: int, malicious: bool, options: dict):
+    from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
 
-    name = "plain-insecure"
-    insecure = True
-    missing = ""
-    timing: dict = {}
-
-    def setup_client(self, ep, prg=None, tamper=None) -> None:
-        pass
-
-    def prepare_client(self, steps) -> dict:
-        return {}
-
-    def setup_server(self, ep, prg=None) -> None:
-        pass
-
-    def prepare_server(self, steps, weights, prg) -> dict:
-        return {}
-
-    def release(self) -> None:
-        pass
-
-    def __init__(self, g: Z2k, frac_bits: int, malicious: bool) -> None:
-        self.g, self.f, self.malicious = g, frac_bits, malicious
-
-    # ---- client ----------------------------------------------------------------------
-    def client(self, ep, idx: int, step: dict, v1: np.ndarray, w1: np.ndarray | None, tamper) -> tuple:
-        g = self.g
-        n_in = int(np.prod(step["in_shape"]))
-        n_out = int(np.prod(step["out_shape"]))
-        c3re = tamper("c3re", idx, v1.reshape(n_in, g.limbs))
-        if self.malicious:
-            c3im = tamper("c3im", idx, w1.reshape(n_in, g.limbs))
-            c1 = tamper("c1", idx, v1.reshape(n_in, g.limbs))
-            c2 = tamper("c2", idx, w1.reshape(n_in, g.limbs))
-            ep.send(SERVER, f"crisp/lin/{idx}", c3re, c3im, c1, c2)
-            spec_out = ArraySpec(np.uint64, (n_out, g.limbs))
-            z1, zi1, t1 = ep.recv(SERVER, f"crisp/lin/{idx}/out", spec_out, spec_out,
-                                  ArraySpec(np.uint64, (n_in, g.limbs)))
-            for a in (z1, zi1, t1):
-                lifted.check_reduced(g, a, f"client <- server lin {idx}")
-            shp = tuple(step["out_shape"]) + (g.limbs,)
-            return z1.reshape(shp), zi1.reshape(shp), t1
-        ep.send(SERVER, f"crisp/lin/{idx}", c3re)
-        (z1,) = ep.recv(SERVER, f"crisp/lin/{idx}/out", ArraySpec(np.uint64, (n_out, g.limbs)))
-        lifted.check_reduced(g, z1, f"client <- server lin {idx}")
-        return z1.reshape(tuple(step["out_shape"]) + (g.limbs,)), None, None
-
-    # ---- server ----------------------------------------------------------------------
-    def server(self, ep, idx: int, step: dict, weights: dict, v0: np.ndarray, w0: np.ndarray | None,
-               mu: np.ndarray | None, prg) -> tuple:
-        g = self.g
-        n_in = int(np.prod(step["in_shape"]))
-        spec = ArraySpec(np.uint64, (n_in, g.limbs))
-        in_shp = tuple(step["in_shape"]) + (g.limbs,)
-        nparts = 4 if self.malicious else 1
-        parts = ep.recv(CLIENT, f"crisp/lin/{idx}", *([spec] * nparts))
-        # Validate every client element before computing anything on it.
-        for a in parts:
-            lifted.check_reduced(g, a, f"server <- client lin {idx}")
-        w, b = weights["w"], weights["b"]
-        re = g.add(parts[0].reshape(in_shp), v0)
-        s_re = linops.server_linear(step, w, g, re)
-        if b is not None:
-            s_re = g.add(s_re, linops.bias_term(step, b, g, self.f))
-        r_re = g.random(prg, s_re.shape[:-1])
-        if not self.malicious:
-            ep.send(CLIENT, f"crisp/lin/{idx}/out", g.sub(s_re, r_re).reshape(-1, g.limbs))
-            return r_re, None, None
-        im = g.add(parts[1].reshape(in_shp), w0)
-        s_im = linops.server_linear(step, w, g, im)
-        if b is not None:
-            s_im = g.add(s_im, g.mul(linops.bias_term(step, b, g, self.f), mu))
-        # t = mu^3 (c1 + <v>_0) - mu^2 (c2 + <w>_0)   [CRISP Fig. 2 Lin]
-        mu2 = g.mul(mu, mu)
-        mu3 = g.mul(mu2, mu)
-        c1 = g.add(parts[2], v0.reshape(n_in, g.limbs))
-        c2 = g.add(parts[3], w0.reshape(n_in, g.limbs))
-        t = g.sub(g.mul(c1, mu3), g.mul(c2, mu2))
-        r_im = g.random(prg, s_im.shape[:-1])
-        r_t = g.random(prg, (n_in,))
-        ep.send(CLIENT, f"crisp/lin/{idx}/out", g.sub(s_re, r_re).reshape(-1, g.limbs),
-                g.sub(s_im, r_im).reshape(-1, g.limbs), g.sub(t, r_t))
-        return r_re, r_im, r_t
+    pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
+    # test-only parameter sets need the explicit opt-in (which the CLI refuses)
+    return CKKSLinear(g, frac_bits, malicious, pname,
+                      allow_insecure="insecure" in pname and options.get("allow_insecure_he") is True)
 
 
-ENGINES = {"plain-insecure": PlainInsecureLinear}
-
-
-def _testing() -> bool:
-    """Insecure test-only settings are honoured only inside the test-suite (tests/conftest.py
-    sets SECINFER_TESTING=1, inherited by the parties' processes)."""
-    return os.environ.get("SECINFER_TESTING") == "1"
+# name -> factory(g, frac_bits, malicious, options)
+ENGINES = {"ckks": _ckks}
 
 
 def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dict | None = None):
-    options = options or {}
-    if name == "ckks":
-        from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
-        pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
-        return CKKSLinear(g, frac_bits, malicious, pname, allow_insecure="insecure" in pname
-                          and bool(options.get("allow_insecure_he", False)) and _testing())
-    if name == "plain-insecure" and not (options.get("allow_insecure_linear", False) and _testing()):
-        raise ConfigError("crisp: the plain-insecure linear engine reveals the client's shares to the "
-                          "server; it runs only in the test-suite with allow_insecure_linear=true")
     try:
-        return ENGINES[name](g, frac_bits, malicious)
+        factory = ENGINES[name]
     except KeyError:
-        raise ConfigError(f"crisp: unknown linear engine {name!r}; known: ckks, {', '.join(ENGINES)}") from None
+        raise ConfigError(f"crisp: unknown linear engine {name!r}; known: {', '.join(ENGINES)}") from None
+    return factory(g, frac_bits, malicious, options or {})

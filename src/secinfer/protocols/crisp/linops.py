@@ -18,12 +18,11 @@ from secinfer.errors import ProtocolError
 from secinfer.ir.graph import lift_2d
 from secinfer.ir.movement import MOVEMENT
 from secinfer.protocols.crisp import lifted
-from secinfer.protocols.crisp.plan import node_of
 
 
-def server_linear(step: dict, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+def server_linear(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
     """L_W(a) mod 2^k for the step's op; ``a`` has shape in_shape + (L,)."""
-    op = step["node_op"]
+    op = step.node_op
     if op in ("Gemm", "MatMul"):
         out = lifted.matmul_signed(g, a, w)
     elif op == "Mul":
@@ -32,55 +31,55 @@ def server_linear(step: dict, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarra
         out = _conv(step, w, g, a)
     else:
         raise ProtocolError(f"crisp: {op} is not a server-weight linear op")
-    if list(out.shape[:-1]) != list(step["out_shape"]):
-        raise ProtocolError(f"crisp: linear step {step.get('name')} produced {out.shape[:-1]}, "
-                            f"plan says {step['out_shape']}")
+    if tuple(out.shape[:-1]) != tuple(step.out_shape):
+        raise ProtocolError(f"crisp: linear step {step.name} produced {out.shape[:-1]}, "
+                            f"plan says {step.out_shape}")
     return out
 
 
-def _conv(step: dict, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
-    p = lift_2d(node_of(step))
-    groups = int(step["attrs"].get("group", 1))
+def _conv(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+    p = lift_2d(step.node())
+    groups = int(step.attrs.get("group", 1))
     cols = lifted.apply_limbwise(a, lambda x: conv_columns(x, w.shape, p["strides"], p["pads"],
                                                           p["dilations"], groups)[0])
     m = w.shape[0]
     wg = w.reshape(groups, m // groups, -1)
     out = lifted.matmul_signed(g, cols, wg, fn=lambda da, dw: np.matmul(dw, da))
-    n_, oh, ow = a.shape[0], step["out_shape"][2], step["out_shape"][3]
+    n_, oh, ow = a.shape[0], step.out_shape[2], step.out_shape[3]
     return out.reshape(n_, m, oh, ow, g.limbs)
 
 
-def bias_term(step: dict, b: np.ndarray, g: Z2k, frac_bits: int) -> np.ndarray:
+def bias_term(step, b: np.ndarray, g: Z2k, frac_bits: int) -> np.ndarray:
     """lift(b) * 2^f broadcast to the output shape (bias folded in before the truncation:
     (acc + b 2^f) >> f = (acc >> f) + b exactly)."""
-    shape = step["out_shape"]
-    if step["node_op"] == "Conv":
+    shape = step.out_shape
+    if step.node_op == "Conv":
         bb = np.broadcast_to(b.reshape(1, -1, 1, 1), shape)
     else:
         bb = np.broadcast_to(b, shape)
     return g.shl(g.from_signed64(np.ascontiguousarray(bb)), frac_bits)
 
 
-def avgpool_linear(step: dict, mult: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+def avgpool_linear(step, mult: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
     """sum_window(a) * encode(1/count): the accumulator of AveragePool, public coefficients."""
-    p = lift_2d(node_of(step))
-    ceil = bool(step["attrs"].get("ceil_mode", 0))
+    p = lift_2d(step.node())
+    ceil = bool(step.attrs.get("ceil_mode", 0))
     cols = lifted.apply_limbwise(a, lambda x: pool_patches(x, p["kernel"], p["strides"], p["pads"],
                                                            p["dilations"], np.uint64(0), ceil))
     sums = lifted.sum_axis(g, cols, 2)
     return lifted.mul_signed(g, sums, np.broadcast_to(mult, sums.shape[:-1]))
 
 
-def move(step: dict, a: np.ndarray) -> np.ndarray:
-    node = node_of(step)
-    out = lifted.apply_limbwise(a, lambda x: MOVEMENT[step["node_op"]](node, [x])[0])
-    if list(out.shape[:-1]) != list(step["out_shape"]):
-        raise ProtocolError(f"crisp: {step['node_op']} produced {out.shape[:-1]}, plan says {step['out_shape']}")
+def move(step, a: np.ndarray) -> np.ndarray:
+    node = step.node()
+    out = lifted.apply_limbwise(a, lambda x: MOVEMENT[step.node_op](node, [x])[0])
+    if tuple(out.shape[:-1]) != tuple(step.out_shape):
+        raise ProtocolError(f"crisp: {step.node_op} produced {out.shape[:-1]}, plan says {step.out_shape}")
     return out
 
 
-def maxpool_windows(step: dict, a: np.ndarray) -> np.ndarray:
+def maxpool_windows(step, a: np.ndarray) -> np.ndarray:
     """(N, C, kH*kW, OH, OW, L) windows of a share (no padding: checked in the plan)."""
-    p = lift_2d(node_of(step))
+    p = lift_2d(step.node())
     return lifted.apply_limbwise(a, lambda x: pool_patches(x, p["kernel"], p["strides"], p["pads"],
                                                            p["dilations"], np.uint64(0), False))

@@ -27,40 +27,37 @@ from secinfer.protocols.crisp import lifted
 from secinfer.protocols.crisp.offline import SERVER, Params, take_gate_key
 
 
-def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: np.ndarray,
-          tamper=None) -> dict:
+def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: np.ndarray) -> dict:
     """Run one gate batch on the share ``x_share`` (shape + (L,)) over Z_2^k."""
     g = Z2k(prm.k)
     gate = prm.gate(kind)
     shape = x_share.shape[:-1]
     key = take_gate_key(store, prm, kind, idx, pos, 1 if peer == SERVER else 0)
     low = lifted.low_bits(g, x_share, prm.n).reshape(-1)
-    if tamper is not None:
-        low = tamper("open", idx, low)  # Delta 1: the client's share entering the gate
     out = gate.online(ep, peer, key, low, f"crisp/g/{idx}/{pos}")
     return {k: v.reshape(shape + (g.limbs,)) for k, v in out.items()}
 
 
-def truncate(ep, peer, prm, store, idx, re, im, checks, tamper=None):
+def truncate(ep, peer, prm, store, idx, re, im, checks):
     """ARS gate: (re, im) of the accumulator -> (re, im) of the truncated value."""
     g = Z2k(prm.k)
-    out = _gate(ep, peer, prm, store, idx, 0, "ars", re, tamper)
+    out = _gate(ep, peer, prm, store, idx, 0, "ars", re)
     if not prm.malicious:
         return out["y"], None
     checks.append(g.sub(im, out["mu_x"]))      # s^Im - u   [Fig. 4 step 4, Claim 3 Eq. (5), (7)]
     return out["y"], out["mu_y"]
 
 
-def relu(ep, peer, prm, store, idx, re, im, checks, tamper=None, pos: int = 0):
+def relu(ep, peer, prm, store, idx, re, im, checks, pos: int = 0):
     g = Z2k(prm.k)
-    out = _gate(ep, peer, prm, store, idx, pos, "relu", re, tamper)
+    out = _gate(ep, peer, prm, store, idx, pos, "relu", re)
     if not prm.malicious:
         return out["relu"], None
     checks.append(g.sub(im, out["mu_x"]))
     return out["relu"], out["mu_relu"]
 
 
-def maxpool_tree(ep, peer, prm, store, idx, wre, wim, checks, tamper=None):
+def maxpool_tree(ep, peer, prm, store, idx, wre, wim, checks):
     """Max over axis 2 of window arrays by max(a, b) = ReLU(a - b) + b [Remark 3.1, App. B]."""
     g = Z2k(prm.k)
     pos = 0
@@ -74,7 +71,7 @@ def maxpool_tree(ep, peer, prm, store, idx, wre, wim, checks, tamper=None):
             d_im = g.sub(a_im, b_im)
         else:
             d_im = None
-        r_re, r_im = relu(ep, peer, prm, store, idx, d_re, d_im, checks, tamper, pos)
+        r_re, r_im = relu(ep, peer, prm, store, idx, d_re, d_im, checks, pos)
         wre = np.concatenate([g.add(r_re, b_re), rest_re], axis=2)
         if prm.malicious:
             wim = np.concatenate([g.add(r_im, b_im), rest_im], axis=2)

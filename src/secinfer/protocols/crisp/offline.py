@@ -107,7 +107,7 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
         if not g.is_reduced(mu_arr[None]):
             raise ProtocolError("crisp dealer: MAC key outside Z_2^k")
         mu = int(g.to_int(mu_arr[None])[0])
-    n_in = int(np.prod(steps[0]["out_shape"]))
+    n_in = int(np.prod(steps[0].out_shape))
     r_in = g.random(prg, (n_in,))
     if prm.malicious:
         mur = g.mul(r_in, g.from_int(mu)[None, :])
@@ -152,7 +152,7 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
 
     g = Z2k(prm.k)
     st0, st1 = PreprocessingStore(SERVER), PreprocessingStore(CLIENT)
-    n_in = int(np.prod(steps[0]["out_shape"]))
+    n_in = int(np.prod(steps[0].out_shape))
     r_in = g.random(prg, (n_in,))
     mu = None
     if prm.malicious:
@@ -189,7 +189,7 @@ def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: Prepr
     from secinfer.crypto.fss.group import Z2k
 
     g = Z2k(prm.k)
-    n_in = int(np.prod(steps[0]["out_shape"]))
+    n_in = int(np.prod(steps[0].out_shape))
     spec = ArraySpec(np.uint64, (n_in, g.limbs))
     if party == 0:
         if prm.malicious:

@@ -13,7 +13,7 @@ Messages of proof k of linear step i (attempt a = 0, 1, ..; restarts are rare, 2
     server -> client  crisp/lin/i/popk/k/ch<a>   16-byte fresh challenge seed
     client -> server  crisp/lin/i/popk/k/z<a>    packed responses, or one 0 byte = restart
 
-A failed check aborts with ``ProtocolAbort("crisp-popk", suspect="client")``.
+A failed check aborts with ``ProtocolAbort("crisp-popk", suspect="client")`` (``ep.require``).
 
 The statement is relative to the client's public key, so in the setup phase the key
 itself is proven well formed (``crypto.zk.keyproof``, :func:`key_setup_server` /
@@ -35,8 +35,11 @@ import time
 
 import numpy as np
 
+from secinfer.crypto.he import rlwe
+from secinfer.crypto.he.errors import HEError
+from secinfer.crypto.he.trimmed import pack_poly, packed_poly_size, unpack_poly
 from secinfer.crypto.zk import keyproof, popk
-from secinfer.errors import FrameError, ProtocolError
+from secinfer.errors import FrameError, ProtocolAbort, ProtocolError
 from secinfer.net.channel import ArraySpec
 
 SERVER, CLIENT = "server", "client"
@@ -124,30 +127,29 @@ class _Batch:
 
 
 class ClientBatch(_Batch):
-    def add(self, ep, witness, tamper) -> None:
+    def add(self, ep, witness) -> None:
         self.items.append(witness)
         if self._full():
-            self._prove(ep, tamper)
+            self._prove(ep)
             self._next()
 
-    def _prove(self, ep, tamper) -> None:
+    def _prove(self, ep) -> None:
         e, b = self.eng, self.bud
         prover = popk.Prover(e.params, e.pk, b.level, b.delta, b.D, self.support, self.items,
                              e.prg.derive(f"popk/{self.idx}/{self.group}.{self.proof_no}"), e.sigma)
         pre = e._precommit.pop(self._key(), None)
         for a in range(popk.MAX_ATTEMPTS):
             t0 = time.perf_counter()
-            h = tamper("popk-h", self.idx, prover.commit(pre if a == 0 and pre else None))
+            h = prover.commit(pre if a == 0 and pre else None)
             _tick(e, "popk_commit", t0)
             ep.send(SERVER, self._tag("h", a), np.frombuffer(h, np.uint8))
             (seed,) = ep.recv(SERVER, self._tag("ch", a), ArraySpec(np.uint8, (popk.SEED_BYTES,)))
             t0 = time.perf_counter()
-            z = prover.respond(seed.tobytes(), force=bool(tamper("popk-force", self.idx, False)))
+            z = prover.respond(seed.tobytes())
             _tick(e, "popk_respond", t0)
             if z is None:
                 ep.send(SERVER, self._tag("z", a), np.zeros(1, np.uint8))
                 continue
-            z = tamper("popk-z", self.idx, z)
             ep.send(SERVER, self._tag("z", a), np.frombuffer(z, np.uint8))
             expand_next(e)     # idle until the answers arrive: prepare the next proof
             return
@@ -197,14 +199,14 @@ class ServerBatch(_Batch):
             if z.size == 1 and z[0] == 0:
                 a += 1
                 if a == popk.MAX_ATTEMPTS:
-                    raise ep.abort(CHECK, CLIENT, f"step {self.idx}: no accepted proof in {a} attempts")
+                    ep.require(False, CHECK, CLIENT, f"step {self.idx}: no accepted proof in {a} attempts")
+                    raise ProtocolError(f"crisp: step {self.idx}: no accepted proof (check {CHECK} off)")
                 self._challenge(ep, ver, a)
                 _, a, seed, h = self._open
                 continue
             ok, why = ver.check(h.tobytes(), seed, z.tobytes())
             _tick(e, "popk_verify", t0)
-            if not ok:
-                raise ep.abort(CHECK, CLIENT, f"step {self.idx}: {why}")
+            ep.require(ok, CHECK, CLIENT, f"step {self.idx}: {why}")
             break
         self._open = None
         self.pending = 0
@@ -215,7 +217,7 @@ def hardened(bud, params, sec: int):
     """Re-derive a layer budget from what the proof guarantees (soundness slack included)
     instead of the honest bounds, so a client that passes the proof with out-of-range but
     provable values still cannot break the masking / flooding argument."""
-    bud.rebudget(popk.ProvenBounds(params.n, sec))
+    bud.rebudget(keyproof.ProvenBounds(params.n, sec))
     return bud
 
 
@@ -223,17 +225,13 @@ def hardened(bud, params, sec: int):
 def key_setup_server(eng, ep, prg):
     """Server: choose a (seed), receive pk0, verify the proof of short (s, e) with
     pk0 + a s = e; returns the Q-only public key (pk0, a) the engine then uses."""
-    from secinfer.crypto.he.errors import HEError
-    from secinfer.crypto.he.rlwe import public_key_from_parts
-    from secinfer.crypto.he.trimmed import packed_poly_size, unpack_poly
-
     prm = eng.params
     a_seed = prg.seed()[:A_SEED_BYTES]
     ep.send(CLIENT, "crisp/he-a", np.frombuffer(a_seed, np.uint8))
     top = len(prm.q) - 1
     (raw,) = ep.recv(CLIENT, "crisp/he-pk0", ArraySpec(np.uint8, (packed_poly_size(prm, top),)))
     try:     # exact length, every residue below its prime, zero padding: else FrameError
-        pk = public_key_from_parts(prm, a_seed, unpack_poly(prm, raw, top))
+        pk = rlwe.public_key_from_parts(prm, a_seed, unpack_poly(prm, raw, top))
     except HEError as e:
         raise FrameError(f"crisp: client pk0 rejected: {e}") from None
     ver = keyproof.KeyVerifier(prm, pk, eng.sigma)
@@ -246,39 +244,35 @@ def key_setup_server(eng, ep, prg):
         if z.size == 1 and z[0] == 0:
             continue
         ok, why = ver.check(h.tobytes(), seed, z.tobytes())
-        if not ok:
-            pk.close()
-            raise ep.abort(KEY_CHECK, CLIENT, f"public key: {why}")
+        _require_key(ep, ok, pk, f"public key: {why}")
         return pk
-    pk.close()
-    raise ep.abort(KEY_CHECK, CLIENT, f"public key: no accepted proof in {popk.MAX_ATTEMPTS} attempts")
+    _require_key(ep, False, pk, f"public key: no accepted proof in {popk.MAX_ATTEMPTS} attempts")
+    raise ProtocolError(f"crisp: no accepted key proof (check {KEY_CHECK} off)")
 
 
-def key_setup_client(eng, ep, prg, tamper):
+def _require_key(ep, ok, pk, why: str) -> None:
+    """The key proof's check; on failure the key is freed before the abort propagates."""
+    try:
+        ep.require(ok, KEY_CHECK, CLIENT, why)
+    except ProtocolAbort:
+        pk.close()
+        raise
+
+
+def key_setup_client(eng, ep, prg):
     """Client: key pair for the server's a, pk0 to the server, proof of short (s, e)."""
-    from secinfer.crypto.he import linmap
-    from secinfer.crypto.he.rlwe import keygen_seeded, public_key_from_parts
-    from secinfer.crypto.he.trimmed import pack_poly
-
     prm = eng.params
     (a_seed,) = ep.recv(SERVER, "crisp/he-a", ArraySpec(np.uint8, (A_SEED_BYTES,)))
-    kp, s, e = keygen_seeded(prm, a_seed.tobytes(), prg.seed())
-    s2, e2 = tamper("pk-key", 0, (s, e))
-    if s2 is not s or e2 is not e:       # tests: a dishonest key, pk0 = e' - a s' exactly
-        pk0 = linmap.key_image(prm, kp.pk, [1, 1], np.concatenate([s2, e2]))
-        kp.pk.close()
-        kp.pk = public_key_from_parts(prm, a_seed.tobytes(), pk0)
-        s, e = s2, e2
-    packed = np.frombuffer(pack_poly(prm, tamper("pk0", 0, kp.pk.poly(0))), np.uint8)
-    ep.send(SERVER, "crisp/he-pk0", tamper("pk0-bytes", 0, packed))
+    kp, s, e = rlwe.keygen_seeded(prm, a_seed.tobytes(), prg.seed())
+    ep.send(SERVER, "crisp/he-pk0", np.frombuffer(pack_poly(prm, kp.pk.poly(0)), np.uint8))
     prover = keyproof.KeyProver(prm, kp.pk, s, e, prg.derive("keyproof"), eng.sigma)
     for a in range(popk.MAX_ATTEMPTS):
-        ep.send(SERVER, f"crisp/he-pk/h{a}", np.frombuffer(tamper("pk-h", 0, prover.commit()), np.uint8))
+        ep.send(SERVER, f"crisp/he-pk/h{a}", np.frombuffer(prover.commit(), np.uint8))
         (seed,) = ep.recv(SERVER, f"crisp/he-pk/ch{a}", ArraySpec(np.uint8, (popk.SEED_BYTES,)))
-        z = prover.respond(seed.tobytes(), force=bool(tamper("pk-force", 0, False)))
+        z = prover.respond(seed.tobytes())
         if z is None:
             ep.send(SERVER, f"crisp/he-pk/z{a}", np.zeros(1, np.uint8))
             continue
-        ep.send(SERVER, f"crisp/he-pk/z{a}", np.frombuffer(tamper("pk-z", 0, z), np.uint8))
+        ep.send(SERVER, f"crisp/he-pk/z{a}", np.frombuffer(z, np.uint8))
         return kp
     raise ProtocolError(f"crisp: no key-proof attempt accepted in {popk.MAX_ATTEMPTS}")

@@ -23,7 +23,6 @@ Message flow (Pi_Inf [Fig. 4]):
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -31,36 +30,21 @@ from secinfer.crypto.fss.group import Z2k
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
-from secinfer.protocols.crisp import lifted, linops, nonlinear
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.crisp import lifted, linops, nonlinear, proof
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
     CLIENT, DEALER, SERVER, Params, PreprocessingStore, load_ahead, receive_preprocessing, run_dealer,
     store_path, take_in_mask, wipe,
 )
-from secinfer.protocols.crisp.plan import (
-    avgpool_multipliers, check_graph, compile_plan, encode_public, parse_public_plan,
-)
+from secinfer.protocols.crisp.plan import PARSE, avgpool_multipliers, check_graph, compile_plan
+from secinfer.protocols.twopc import session
+from secinfer.protocols.twopc.plan import encode_public, parse_plan
 
 STAT_BITS = 40          # s of the lifted ring Z_2^(n+s) [CRISP V-B, Cramer et al.]
 DEFAULT_ENGINE = "ckks"
-_MAX_PLAN_BYTES = 1 << 22
+CONSISTENCY = "crisp-consistency"
 _OFFLINE_WAIT = 3600.0
-
-
-def _timed(fn, *args) -> tuple:
-    """(fn(*args), seconds): run in the offline worker (``_overlap``)."""
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0
-
-
-def _overlap():
-    """One worker thread for the offline HE work (the server's masks, the client's proof
-    commitments: mostly Go calls, which release the GIL) while this party receives the
-    dealer's keys (mostly waiting on the transport). Only the worker touches the engine
-    meanwhile; leaving the ``with`` block joins it, also when the receipt failed."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="crisp-offline-he")
 
 
 def _params(job: PartyJob) -> Params:
@@ -73,10 +57,6 @@ def _params(job: PartyJob) -> Params:
 def _engine(job: PartyJob, prm: Params):
     name = job.options.get("linear", DEFAULT_ENGINE)
     return make_engine(name, Z2k(prm.k), prm.f, prm.malicious, job.options)
-
-
-def _no_tamper(point, idx, a):
-    return a
 
 
 # ---- server ------------------------------------------------------------------------------
@@ -93,15 +73,9 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
     g = Z2k(prm.k)
     prg = job.prg.derive("crisp-server")
     with ep.phase("setup"):
-        (batch,) = ep.recv(CLIENT, "crisp/batch", ArraySpec(np.int64, (1,)))
-        batch = int(batch[0])
-        if not 1 <= batch <= 1 << 16:
-            raise ProtocolError(f"client asked for batch size {batch}")
-        plan = compile_plan(job.model, job.fixed, batch)
-        raw = encode_public(plan)
-        ep.send(CLIENT, "crisp/plan", raw)
-        ep.send(DEALER, "crisp/plan", raw)
-        steps = plan.public
+        plan = compile_plan(job.model, job.fixed, session.recv_batch(ep, "crisp"))
+        session.send_plan(ep, "crisp", plan.steps, peers=(CLIENT, DEALER))
+        steps = plan.steps
         engine.setup_server(ep, prg.derive("he-setup"))
     ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
@@ -118,8 +92,9 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         # the server's own input-independent HE work, masks and weight plaintexts, runs in
         # a worker thread while the dealer's keys are received
         off_s = {}
-        with _overlap() as pool:
-            he_job = pool.submit(_timed, engine.prepare_server, steps, plan.weights, prg.derive("he-offline"))
+        with session.offline_worker() as pool:
+            he_job = pool.submit(session.timed, engine.prepare_server, steps, plan.weights,
+                                 prg.derive("he-offline"))
             if not ahead:
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 0, store)
@@ -129,43 +104,41 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
-        n_in = int(np.prod(steps[0]["out_shape"]))
+        n_in = int(np.prod(steps[0].out_shape))
         (xhat,) = ep.recv(CLIENT, "crisp/input", ArraySpec(np.uint64, (n_in, g.limbs)))
         lifted.check_reduced(g, xhat, "server <- client input")
-        shp = tuple(steps[0]["out_shape"]) + (g.limbs,)
-        env = {}
-        re = xhat.reshape(shp)
+        re = xhat.reshape(tuple(steps[0].out_shape) + (g.limbs,))
         im = None
         if prm.malicious:   # InitLin: <mu x>_0 = mu (x - r) + <mu r>_0
-            im = g.add(g.mul(re, mu), take_in_mask(store)["mu_r"].reshape(shp))
-        env[steps[0]["out"]] = (re, im)
-        for i, st in enumerate(steps[1:-1], start=1):
-            re, im = env[st["in"]]
+            im = g.add(g.mul(re, mu), take_in_mask(store)["mu_r"].reshape(re.shape))
+
+        def run_step(i, st, x):
             t0 = time.perf_counter()
-            if st["op"] == "lin":
-                s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], re, im, mu, prg.derive(f"lin{i}"))
-                if t is not None:
-                    checks.append(t)
-                t1 = time.perf_counter()
-                timing["linear"] += t1 - t0
-                t0 = t1
-                out = nonlinear.truncate(ep, CLIENT, prm, store, i, s_re, s_im, checks)
-            else:
-                out = _local_or_gate(ep, CLIENT, prm, store, i, st, re, im, checks, job, None)
-            timing["nonlinear"] += time.perf_counter() - t0
-            env[st["out"]] = out
+            if st.op != "lin":
+                out = _local_or_gate(ep, CLIENT, prm, store, i, st, x, checks, job)
+                timing["nonlinear"] += time.perf_counter() - t0
+                return out
+            s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], *x, mu, prg.derive(f"lin{i}"))
+            if t is not None:
+                checks.append(t)
+            t1 = time.perf_counter()
+            timing["linear"] += t1 - t0
+            out = nonlinear.truncate(ep, CLIENT, prm, store, i, s_re, s_im, checks)
+            timing["nonlinear"] += time.perf_counter() - t1
+            return out
+
+        y_re, _ = session.walk(steps, {steps[0].out: (re, im)}, run_step)
         t0 = time.perf_counter()
-        y_re, _ = env[steps[-1]["in"]]
         if prm.malicious:
             seed = prg.derive("check").seed()
             ep.send(CLIENT, "crisp/check-seed", np.frombuffer(seed, np.uint8))
             q0 = _fold_checks(g, checks, seed)
             (q1,) = ep.recv(CLIENT, "crisp/q", ArraySpec(np.uint64, (g.limbs,)))
             lifted.check_reduced(g, q1[None], "server <- client q")
-            q = g.add(q0, q1)
-            if np.any(q != 0):
+            ok = not np.any(g.add(q0, q1) != 0)
+            if not ok:
                 wipe(store)
-                raise ep.abort("crisp-consistency", CLIENT, "MAC check q != 0 mod 2^(n+s)")
+            ep.require(ok, CONSISTENCY, CLIENT, "MAC check q != 0 mod 2^(n+s)")   # [Fig. 4 step 4]
         ep.send(CLIENT, "crisp/out", y_re.reshape(-1, g.limbs))
         timing["check_and_output"] = time.perf_counter() - t0
     wipe(store)
@@ -196,23 +169,24 @@ def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
     return q
 
 
-def _local_or_gate(ep, peer, prm, store, i, st, re, im, checks, job, tamper):
+def _local_or_gate(ep, peer, prm, store, i, st, x, checks, job):
+    """A non-``lin`` step on this party's (share, MAC share) ``x``."""
     g = Z2k(prm.k)
-    op = st["op"]
-    if op == "move":
+    re, im = x
+    if st.op == "move":
         return linops.move(st, re), (linops.move(st, im) if im is not None else None)
-    if op == "relu":
-        return nonlinear.relu(ep, peer, prm, store, i, re, im, checks, tamper)
-    if op == "avgpool":
+    if st.op == "relu":
+        return nonlinear.relu(ep, peer, prm, store, i, re, im, checks)
+    if st.op == "avgpool":
         mult = avgpool_multipliers(st, job.fixed)
         a_re = linops.avgpool_linear(st, mult, g, re)
         a_im = linops.avgpool_linear(st, mult, g, im) if im is not None else None
-        return nonlinear.truncate(ep, peer, prm, store, i, a_re, a_im, checks, tamper)
-    if op == "maxpool":
+        return nonlinear.truncate(ep, peer, prm, store, i, a_re, a_im, checks)
+    if st.op == "maxpool":
         w_re = linops.maxpool_windows(st, re)
         w_im = linops.maxpool_windows(st, im) if im is not None else None
-        return nonlinear.maxpool_tree(ep, peer, prm, store, i, w_re, w_im, checks, tamper)
-    raise ProtocolError(f"crisp: unexpected step {op!r}")
+        return nonlinear.maxpool_tree(ep, peer, prm, store, i, w_re, w_im, checks)
+    raise ProtocolError(f"crisp: unexpected step {st.op!r}")
 
 
 # ---- client ------------------------------------------------------------------------------
@@ -220,27 +194,20 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
     g = Z2k(prm.k)
     engine = _engine(job, prm)
-    tamper = job.options.get("test_tamper") or _no_tamper
-    if not callable(tamper):
-        raise ConfigError("crisp: option test_tamper must be callable (tests only)")
     cfg = job.fixed
     x = np.asarray(job.input, dtype=np.float64)
     with ep.phase("setup"):
-        ep.send(SERVER, "crisp/batch", np.array([x.shape[0] if x.ndim > 1 else 1], np.int64))
-        (raw,) = ep.recv(SERVER, "crisp/plan", ArraySpec(np.uint8, (None,), max_elems=_MAX_PLAN_BYTES))
-        steps = parse_public_plan(raw)
-        in_shape = tuple(steps[0]["out_shape"])
-        if x.size != int(np.prod(in_shape)):
-            raise ProtocolError(f"crisp: input of {x.size} values, the model expects {in_shape}")
-        x = x.reshape(in_shape)
-        engine.setup_client(ep, job.prg.derive("crisp-client-he"), tamper)
+        session.send_batch(ep, "crisp", x)
+        steps = session.recv_plan(ep, "crisp", **PARSE)
+        x = session.fit_input(x, steps, "crisp")
+        engine.setup_client(ep, job.prg.derive("crisp-client-he"))
     ahead = job.options.get("preprocessing_dir")
     off_s: dict = {}
     with ep.phase("offline"):
         # proof commitments (witness-independent) in a worker thread while the dealer's
         # keys are received
-        with _overlap() as pool:
-            pre_job = pool.submit(_timed, engine.prepare_client, steps)
+        with session.offline_worker() as pool:
+            pre_job = pool.submit(session.timed, engine.prepare_client, steps)
             if ahead:
                 store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
             else:
@@ -253,29 +220,26 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
     checks: list = []
     with ep.phase("online"):
-        shp = in_shape + (g.limbs,)
-        xr = tamper("input", 0, cfg.encode(x))     # a consistent wrong input is allowed [Claim 2 (1)]
-        xl = lifted.lift_signed(g, xr, prm.n)
+        shp = x.shape + (g.limbs,)
+        xl = lifted.lift_signed(g, cfg.encode(x), prm.n)
         mask = take_in_mask(store)
         r_in = mask["r"].reshape(shp)
         ep.send(SERVER, "crisp/input", g.sub(xl, r_in).reshape(-1, g.limbs))
-        env = {steps[0]["out"]: (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)}
-        for i, st in enumerate(steps[1:-1], start=1):
-            re, im = env[st["in"]]
-            if st["op"] == "lin":
-                s_re, s_im, t = engine.client(ep, i, st, re, im, tamper)
-                if t is not None:
-                    checks.append(t)
-                out = nonlinear.truncate(ep, SERVER, prm, store, i, s_re, s_im, checks, tamper)
-            else:
-                out = _local_or_gate(ep, SERVER, prm, store, i, st, re, im, checks, job, tamper)
-            env[st["out"]] = out
-        y1, _ = env[steps[-1]["in"]]
+
+        def run_step(i, st, v):
+            if st.op != "lin":
+                return _local_or_gate(ep, SERVER, prm, store, i, st, v, checks, job)
+            s_re, s_im, t = engine.client(ep, i, st, *v)
+            if t is not None:
+                checks.append(t)
+            return nonlinear.truncate(ep, SERVER, prm, store, i, s_re, s_im, checks)
+
+        start = (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)
+        y1, _ = session.walk(steps, {steps[0].out: start}, run_step)
         if prm.malicious:
             (seed,) = ep.recv(SERVER, "crisp/check-seed", ArraySpec(np.uint8, (16,)))
-            q1 = tamper("q", 0, _fold_checks(g, checks, bytes(seed)))
-            ep.send(SERVER, "crisp/q", q1)
-        out_shape = tuple(steps[-1]["in_shape"])
+            ep.send(SERVER, "crisp/q", _fold_checks(g, checks, bytes(seed)))
+        out_shape = tuple(steps[-1].in_shape)
         (y0,) = ep.recv(SERVER, "crisp/out", ArraySpec(np.uint64, (int(np.prod(out_shape)), g.limbs)))
         lifted.check_reduced(g, y0, "client <- server output")
         y = lifted.low_bits(g, g.add(y0, y1.reshape(-1, g.limbs)), prm.n).reshape(out_shape)
@@ -288,8 +252,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
 def _run_dealer(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
     with ep.phase("setup"):
-        (raw,) = ep.recv(SERVER, "crisp/plan", ArraySpec(np.uint8, (None,), max_elems=_MAX_PLAN_BYTES))
-        steps = parse_public_plan(raw)
+        steps = session.recv_plan(ep, "crisp", **PARSE)
     if job.options.get("preprocessing_dir"):
         return PartyResult(info={"ran_ahead": True})     # its output is already in the stores
     with ep.phase("offline"):
@@ -305,7 +268,7 @@ def produce_preprocessing_ahead(graph, fixed, batch: int, security: str, out_dir
     from secinfer.protocols.crisp.offline import produce_ahead
 
     prm = Params(fixed.ring_bits, fixed.frac_bits, security == "malicious", stat_bits)
-    steps = parse_public_plan(encode_public(compile_plan(graph, fixed, batch)))
+    steps = parse_plan(encode_public(compile_plan(graph, fixed, batch).steps), "crisp", **PARSE)
     return produce_ahead(steps, prm, prg, store_path(out_dir, SERVER), store_path(out_dir, CLIENT))
 
 
@@ -340,4 +303,12 @@ SPEC = ProtocolSpec(
     default_fixed="fx64f13",
     paper="crisp-2pc-malicious-client.txt",
     demo_rows=4,
+    checks=(
+        Check(CONSISTENCY, "the MACs of every gate input and linear output fold to q = 0 mod 2^(n+s)",
+              "CRISP Fig. 4 step 4"),
+        Check(proof.CHECK, "proof of plaintext knowledge of the client's ciphertexts (HE engine)",
+              "CRISP Fig. 2 note a"),
+        Check(proof.KEY_CHECK, "proof that the client's public key is well formed (HE engine)",
+              "CRISP Fig. 2 InitLin"),
+    ),
 )

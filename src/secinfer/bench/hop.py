@@ -1,0 +1,99 @@
+"""Per-hop cost of the transport alone: one small authenticated frame between two party
+processes (one-way latency = half a ping-pong round trip) and bulk throughput per link.
+
+``secinfer bench runtime`` runs it on both transports. The echo side is this module run as
+a process: ``python -m secinfer.bench.hop CLUSTER ROLE NONCE MODE COUNT`` (MODE ping: answer
+COUNT pings; MODE bulk: receive COUNT frames, then acknowledge once).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from secinfer.net.channel import ArraySpec
+
+_SMALL = ArraySpec(np.uint8, (None,))
+_BULK = ArraySpec(np.uint8, (None,), max_elems=1 << 30)
+
+
+def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int) -> int:
+    from secinfer.runtime.cluster import load_cluster
+    from secinfer.runtime.party import endpoint_class
+
+    c = load_cluster(cluster_path)
+    ep = endpoint_class(c.transport).from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
+                                                  recv_timeout=60)
+    (peer,) = ep.peers
+    if mode == "ping":
+        for _ in range(count):
+            (x,) = ep.recv(peer, "ping", _SMALL)
+            ep.send(peer, "pong", x)
+    else:
+        for _ in range(count):
+            ep.recv(peer, "bulk", _BULK)
+        ep.send(peer, "ack", np.zeros(1, np.uint8))
+    ep.close()
+    return 0
+
+
+def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: int = 32,
+            payload: int = 8) -> dict:
+    """One-way latency (median and spread over ``pings`` round trips / 2) and bulk MB/s."""
+    from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
+    from secinfer.runtime.party import endpoint_class
+
+    out = {"transport": transport}
+    with tempfile.TemporaryDirectory(prefix="secinfer-hop-") as tmp:
+        c = load_cluster(write_loopback_cluster(Path(tmp) / "cluster", ("a", "b"), transport=transport,
+                                                connect_timeout=20.0))
+        for mode, count in (("ping", pings), ("bulk", bulk_frames)):
+            nonce = f"hop-{mode}"
+            proc = subprocess.Popen([sys.executable, "-m", "secinfer.bench.hop", str(c.path), "b", nonce,
+                                     mode, str(count)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                ep = endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id(nonce),
+                                                            recv_timeout=60)
+                if mode == "ping":
+                    msg = np.zeros(payload, np.uint8)
+                    rtts = []
+                    for _ in range(count):
+                        t0 = time.perf_counter()
+                        ep.send("b", "ping", msg)
+                        ep.recv("b", "pong", _SMALL)
+                        rtts.append(time.perf_counter() - t0)
+                    half = sorted(r / 2 for r in rtts[count // 10:])   # warm-up dropped
+                    out.update(one_way_us_median=statistics.median(half) * 1e6,
+                               one_way_us_p10=half[len(half) // 10] * 1e6,
+                               one_way_us_p90=half[(9 * len(half)) // 10] * 1e6, pings=count,
+                               payload_bytes=payload)
+                else:
+                    frame = np.zeros((bulk_mb << 20) // bulk_frames, np.uint8)
+                    t0 = time.perf_counter()
+                    for _ in range(count):
+                        ep.send("b", "bulk", frame)
+                    ep.recv("b", "ack", _SMALL)
+                    dt = time.perf_counter() - t0
+                    out.update(bulk_MB_s=(frame.size * count) / dt / 1e6, bulk_MB=frame.size * count / 1e6,
+                               bulk_frames=count)
+                ep.close()
+            finally:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.returncode != 0:
+                raise RuntimeError(f"hop echo process failed ({mode}, {transport}): "
+                                   f"{proc.stderr.read().decode(errors='replace')[-400:]}")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(_serve(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))

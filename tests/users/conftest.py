@@ -1,0 +1,4 @@
+import pytest
+
+pytest.importorskip("skl2onnx")
+pytest.importorskip("onnxruntime")
