@@ -194,3 +194,38 @@ def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transpo
     finally:
         for e in eps.values():
             e.close(flush=False)
+
+
+@TRANSPORTS
+def test_a_busy_sender_with_a_large_paced_frame_in_flight_is_not_declared_dead(tmp_path, transport):
+    """Issue #21 item 6: heartbeats come from a thread that neither the party's computation
+    nor a large (paced) send blocks. a queues a 6 MB frame on a 2 MB/s link (3 s of pacing)
+    and then computes in pure Python (holding the GIL but for the interpreter's switches);
+    b, waiting for the frame with a peer timeout of 1 s, must not declare a dead (the old
+    tcp transport skipped heartbeats while a frame was queued)."""
+    c = loopback_cluster(tmp_path, transport, heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class(transport), c, network=parse_profile("bw=2"), recv_timeout=30)
+    a, b = eps["a"], eps["b"]
+    got = {}
+
+    def receiver():
+        try:
+            got["x"] = b.recv("a", "big", ANY_U)[0]
+        except Exception as e:  # noqa: BLE001 - inspected below
+            got["x"] = e
+
+    try:
+        t = threading.Thread(target=receiver, daemon=True)
+        t.start()
+        x = np.arange(6 * 10**6 // 8, dtype=np.uint64)
+        a.send("b", "big", x)
+        end = time.monotonic() + 4.0
+        n = 0
+        while time.monotonic() < end:          # a computes
+            n += sum(i * i for i in range(1000))
+        t.join(20)
+        assert isinstance(got.get("x"), np.ndarray), got
+        assert np.array_equal(got["x"], x)
+    finally:
+        for e in eps.values():
+            e.close(flush=False)

@@ -58,6 +58,7 @@ def test_log_dir_keeps_structured_logs_of_every_party(tmpdir_only_ours, tmp_path
         done = next(r for r in recs if r["event"] == "done")
         assert done["phases"]["online"]["rounds"] >= 1 and done["phases"]["offline"]["seconds"] >= 0
         assert (logs / f"party-{role}.log.jsonl").stat().st_mode & 0o777 == 0o600
+        assert (logs / f"party-{role}.stderr.log").stat().st_mode & 0o777 == 0o600
     assert list(tmpdir_only_ours.iterdir()) == []   # the work folder is gone
 
 

@@ -97,6 +97,7 @@ RX_RETRY = 0.005
 MAX_PENDING_HANDSHAKES = 32
 ST_OK, ST_UNKNOWN, ST_SESSION, ST_CONTEXT, ST_DUPLICATE = 0, 1, 2, 3, 4   # the responder's first byte             # unauthenticated connections answered at once
 _CLOSED = object()
+_SOON = object()
 
 
 def _nonce(counter: int) -> bytes:
@@ -564,15 +565,21 @@ class TcpEndpoint(SocketEndpoint):
                     if now >= link.next_hb and not link.closing:
                         frame = None
                         break
+                    if link.queue and link.queue[0][0] - now < 0.002:
+                        frame = _SOON          # due within 2 ms: wait for it precisely, below
+                        break
                     wake = link.next_hb if not link.closing else now + hb
                     if link.queue:
                         wake = min(wake, link.queue[0][0])
                     link.cv.wait(max(0.0, min(wake - now, hb)))
+            if frame is _SOON:
+                _sleep_until(link.queue[0][0] if link.queue else time.monotonic())
+                continue
             if frame is None:
                 if link.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
                     try:
                         self._write(peer, link, self._records(link, b"", K_HB, time.monotonic()))
-                    except PeerDeadError:
+                    except NetworkError:     # dead peer (recorded in link.error) or closed endpoint
                         return
                     finally:
                         link.lock.release()
@@ -582,7 +589,7 @@ class TcpEndpoint(SocketEndpoint):
                 with link.lock:
                     self._write(peer, link, self._records(link, frame, K_DATA, ready))
                     link.next_hb = time.monotonic() + hb
-            except PeerDeadError:
+            except NetworkError:
                 with link.cv:
                     link.dropped += len(link.queue)
                     link.queue.clear()

@@ -137,9 +137,9 @@ class ZmqEndpoint(SocketEndpoint):
         self._rx_want = False           # the protocol thread waits for the socket: the I/O thread lets go
         self._rx_left = 0.0             # when the protocol thread last stopped reading it
         self._ack_due: list[str] = []   # "bye"s received by the protocol thread, acknowledged by the I/O thread
-        # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
-        # connection does not hold up the heartbeats on the control connection
-        self._ctx = zmq.Context(io_threads=2)
+        # three libzmq I/O threads (data out, control out, everything in): a huge frame being
+        # encrypted or decrypted never holds up the heartbeats on the control connections
+        self._ctx = zmq.Context(io_threads=3)
         self._cmd_url = f"inproc://secinfer-cmd-{next(_ids)}"
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._io_main, name=f"secinfer-io-{me}", daemon=True)
@@ -414,6 +414,9 @@ class ZmqEndpoint(SocketEndpoint):
             pull.curve_secretkey = self.identity.secret
             pull.zap_domain = ZAP_DOMAIN
             pull.maxmsgsize = self.hard_cap
+            # its own libzmq I/O thread: decrypting a peer's huge frame (seconds on a loaded
+            # host) never holds up our heartbeats (control connections: thread 2)
+            pull.affinity = 4
             if self.bind_url.startswith("tcp://[") or self.bind_url.count(":") > 2:
                 pull.ipv6 = True
             try:

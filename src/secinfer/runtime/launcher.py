@@ -361,7 +361,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         try:
             for role in spec.roles:
                 logs[role] = logdir / f"party-{role}.stderr.log"
-                with open(logs[role], "wb") as logf:
+                with os.fdopen(os.open(logs[role], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as logf:
                     procs[role] = subprocess.Popen(
                         _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
                                    fixed, options, nonce, protocol_module) + ["--log-dir", str(logdir)],
