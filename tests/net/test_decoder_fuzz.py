@@ -1,5 +1,5 @@
 """Issue #22 item 5: every decoder of the net layer lets only its typed error escape, on
-any input (property-based, hypothesis). ``--hypothesis-profile=fuzz`` runs a longer
+any input (property-based, hypothesis). ``SECINFER_FUZZ_EXAMPLES=N`` runs a longer
 bounded fuzz campaign (the default profile keeps ``make test`` fast).
 
 * frames (``codec.decode_frame``): arbitrary bytes, and valid frames with bytes flipped,
@@ -12,6 +12,7 @@ bounded fuzz campaign (the default profile keeps ``make test`` fast).
 * network profiles (``shaping.parse_profile``) -> ``ConfigError`` only.
 """
 
+import os
 import socket
 import struct
 import time
@@ -29,9 +30,8 @@ from secinfer.net.shaping import parse_profile
 from secinfer.net.tcp_transport import _HDR, RX_BUFFER, TcpEndpoint, _In, _nonce
 from transport_helpers import loopback_cluster  # tests/net helper
 
-settings.register_profile("fuzz", max_examples=3_000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-FAST = settings(max_examples=300, deadline=None,
+# SECINFER_FUZZ_EXAMPLES=N runs a longer bounded fuzz campaign (default: 300 per property)
+FAST = settings(max_examples=int(os.environ.get("SECINFER_FUZZ_EXAMPLES", "300")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run even when the input overflows the fixed-point range (the answer is then wrong)")
     r.add_argument("--timeout", type=float, default=1800.0)
     r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
-                   help="declare a silent peer dead after this long (default 3; heartbeats keep flowing "
+                   help="declare a silent peer dead after this long (default 10; heartbeats keep flowing "
                         "while a party computes or sends, so it rarely needs raising)")
     r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
                    help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")

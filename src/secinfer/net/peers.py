@@ -57,7 +57,7 @@ class SocketEndpoint(Endpoint):
 
     def __init__(self, me: str, identity, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
-                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
+                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 10.0,
                  max_inbox: int | None = None, context: str = "") -> None:
         super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
         if len(session_id) != 16:

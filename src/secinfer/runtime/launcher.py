@@ -373,7 +373,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             bar = _party_bar(protocol, len(procs)) if progress else None
             last_refresh = time.monotonic()
             deadline = time.monotonic() + timeout
-            grace = float(settings.get("peer_timeout", 3.0)) + 4.0
+            grace = float(settings.get("peer_timeout", 10.0)) + 4.0
             fail_at = None
             timed_out = False
             while len(exited) < len(procs):

@@ -268,7 +268,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                 if code == EXIT_OK:
                     ep.close()
                 else:   # the peers learn why we leave (so they blame the right party)
-                    ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0,
+                    ep.close(timeout=getattr(ep, "peer_timeout", 10.0) + 1.0,
                              reason=f"{party_id}: {rec['error']['type']}: {rec['error']['message']}"[:900])
             except Exception as e:  # noqa: BLE001 - closing must not hide the real outcome
                 if code == EXIT_OK:
