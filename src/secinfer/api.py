@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -221,7 +220,7 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
     """Check everything about one run; nothing is started. Raises a typed SecinferError."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import is_classifier, meaning_of
-    from secinfer.ir.validate import check_run
+    from secinfer.ir.validate import check_query, check_run, check_weights
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
 
@@ -266,6 +265,10 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
             notes.append(f"{spec.name} reveals the scores; the labels are computed on the client from them "
                          f"(the protocol has no secure argmax)")
         xb = _as_input(x, ref, graph)
+        # never downgraded by allow_out_of_range: weights that cannot be encoded, NaN queries
+        check_weights(graph, cfg)
+        if not np.all(np.isfinite(xb)):
+            check_query(graph, xb, cfg)
         limits = _spec_limits(spec, graph, cfg, options)
         try:
             notes += check_run(graph.with_batch(len(xb)) if graph.inputs[0].shape[0] is None else graph,
@@ -354,6 +357,7 @@ def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in
     else:
         from secinfer.runtime.launcher import run_local
 
+        prep.graph = None   # the parties load their own copy; do not hold the weights meanwhile
         res = run_local(protocol=prep.spec.name, security=prep.security, model_path=prep.model.path,
                         input_array=prep.x, network=prep.network, fixed=prep.cfg.name, options=prep.options,
                         timeout=timeout, progress=progress, cluster_settings=cluster_settings, log_dir=log_dir)
@@ -484,7 +488,8 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
     |standardised value| <= 1, or |x| <= ``input_range``)."""
     from secinfer.arith.fixed import get_config
     from secinfer.ir.outputs import meaning_of
-    from secinfer.ir.validate import calibrated_box, check_weights, describe_risk, overflow_nodes, range_report
+    from secinfer.ir.validate import (calibrated_box, check_weights, describe_risk, limit_violation,
+                                      overflow_nodes, range_report)
     from secinfer.protocols import registry
 
     ref = resolve_model(model)
@@ -553,6 +558,18 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
                 row["reveals"] = _spec_reveals(spec, graph, sec, {})
             except Exception as e:  # noqa: BLE001 - report why not
                 row.update(ok=False, reason=str(e))
+            data, g_data = (xcal, g_cal) if xcal is not None else (probe, g_probe)
+            if row["ok"] and data is not None and not b.get("error"):
+                try:
+                    lim = _spec_limits(spec, graph, cfg, {})
+                    hit = None if not lim or lim.get("values") is None else \
+                        limit_violation(g_data, data, float(lim["values"]))
+                except SecinferError:
+                    hit = None
+                if hit is not None:
+                    row.update(ok=False, reason=f"on {b.get('probe', src)}, node {hit['node']!r} ({hit['op']}) "
+                                                f"reaches {hit['bound']:.4g}, beyond what {name} holds "
+                                                f"(|value| < {hit['limit']:.4g} at its fixed-point precision)")
             if row["ok"] and b.get("error"):
                 row.update(ok=False, reason=b["error"])
             elif row["ok"] and b["risks"]:

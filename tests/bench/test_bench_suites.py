@@ -76,8 +76,16 @@ def test_runtime_adapter_tiny_batch(tmp_path):
 def test_he_adapter_small_set(tmp_path):
     from secinfer.bench.micro_suites import run_he
 
-    r = run_he(sets=("ckks-n11-insecure",), repeats=1)
-    metrics = {(x["params"], x["metric"]) for x in r["rows"]}
+    r = run_he(sets=("ckks-n11-insecure",), repeats=1, packing_sets=("rlwe-n9-insecure",),
+               packing_noise=((16, "rlwe-n9-insecure"),))
+    metrics = {(x.get("params"), x["metric"]) for x in r["rows"]}
+    # SAFHIRE packing rows: key switches per coefficient next to the paper's Table 1, checks
+    pack = [x for x in r["rows"] if x["metric"] == "pack_per_coeff" and x["n_packed"] == 512]
+    assert {x["gamma"]: x["key_switches"] for x in pack} == {0: 511, 1: 255, 2: 127}
+    assert all("paper_table1_key_switches_per_coeff" in x for x in pack)
+    checks = [x for x in r["rows"] if x["metric"].startswith("check/")]
+    assert checks and all(x["value"] == "ok" for x in checks)
+    assert {x["gamma"] for x in r["rows"] if x["metric"] == "noise_after_packing"} == {0, 1, 2}
     assert ("ckks-n11-insecure", "mul_ct_relin") in metrics
     hoisted = next(x for x in r["rows"] if x["metric"] == "rotate_hoisted_per_rotation")
     assert hoisted["ratio_vs_plain_rotate"] > 0

@@ -28,6 +28,8 @@ def _fit(name):
         "linsvr": (LinearSVR(C=1.0, max_iter=20000), xr, yr),
         "svr-linear": (SVR(kernel="linear", C=10.0), xr[:80], yr[:80]),
         "mlp-classifier": (MLPClassifier(hidden_layer_sizes=(8,), max_iter=300, random_state=0), xi, yi),
+        "mlp-binary": (make_pipeline(StandardScaler(), MLPClassifier(hidden_layer_sizes=(6,), max_iter=300,
+                                                                     random_state=0)), xc, yc),
         "mlp-regressor": (make_pipeline(StandardScaler(), MLPRegressor(hidden_layer_sizes=(8,), max_iter=300,
                                                                        random_state=0)), xr, yr / 100.0),
         "minmax-logreg": (make_pipeline(MinMaxScaler(), LogisticRegression(max_iter=2000)), xi, yi),
@@ -41,8 +43,8 @@ def _fit(name):
 
 
 MODELS = ["logreg-binary", "logreg-multi", "linsvc-binary", "linsvc-multi", "linreg", "ridge", "linsvr",
-          "svr-linear", "mlp-classifier", "mlp-regressor", "minmax-logreg"]
-CLASSIFIERS = {"logreg-binary", "logreg-multi", "linsvc-binary", "linsvc-multi", "mlp-classifier",
+          "svr-linear", "mlp-classifier", "mlp-binary", "mlp-regressor", "minmax-logreg"]
+CLASSIFIERS = {"logreg-binary", "logreg-multi", "linsvc-binary", "linsvc-multi", "mlp-classifier", "mlp-binary",
                "minmax-logreg"}
 
 

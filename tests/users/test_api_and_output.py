@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import secinfer
+from secinfer.api import sklearn_to_onnx
 from secinfer.cli.main import build_parser, main
 from secinfer.errors import ConfigError, ShapeError
 from sk_models import fitted
@@ -38,7 +39,7 @@ def test_api_accepts_every_model_form(tmp_path):
     import onnx
 
     est, x = fitted("logreg-multi")
-    proto = secinfer.api.sklearn_to_onnx(est)
+    proto = sklearn_to_onnx(est)
     path = tmp_path / "m.onnx"
     onnx.save(proto, str(path))
     outs = [secinfer.run(m, x[:2], protocol="reference", in_process=True, quiet=True).output
@@ -121,3 +122,24 @@ def test_a_leading_normalizer_runs_on_the_client():
     assert np.array_equal(res.predictions, est.predict(x[:4]))
     np.testing.assert_allclose(res.output, est.predict_proba(x[:4]), atol=2e-3)
     assert any("applied on the client" in n for n in res.notes)
+
+
+def test_zoo_names_run_and_leave_no_file_behind(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    res = secinfer.run("zoo:secureml-a", np.zeros((1, 784)), protocol="reference", in_process=True, quiet=True)
+    assert res.output.shape == (1, 10)
+    assert not list(tmp_path.glob("secinfer-model-*"))
+
+
+def test_cli_runs_an_exported_sklearn_file_in_party_processes(tmp_path, capsys):
+    est, x = fitted("logreg-multi")
+    (tmp_path / "m.onnx").write_bytes(sklearn_to_onnx(est).SerializeToString())
+    np.save(tmp_path / "x.npy", x[:3])
+    assert main(["run", "-p", "stamp", "-m", str(tmp_path / "m.onnx"), "-i", str(tmp_path / "x.npy"),
+                 "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert rec["output_kind"] == "scores" and rec["classes"] == [0, 1, 2]
+    np.testing.assert_allclose(np.array(rec["output"]), est.predict_proba(x[:3]), atol=5e-3)
+    assert rec["predictions"] == est.predict(x[:3]).tolist()

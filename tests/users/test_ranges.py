@@ -40,7 +40,7 @@ def test_stamp_diabetes_is_refused_before_launch_naming_node_and_fix(monkeypatch
     msg = str(ei.value)
     assert "'gemm'" in msg and "--fixed fx64" in msg and "Z_2^64" in msg
     assert main(["run", "-p", "stamp", "-m", "bundled:diabetes-linreg"]) == 2
-    assert "overflows the fixed-point ring" in capsys.readouterr().err
+    assert "overflows the fixed-point ring of fx32f13" in capsys.readouterr().err
 
 
 def test_inspect_uses_the_same_analysis_as_demo():
@@ -103,8 +103,21 @@ def test_huge_weights_are_refused_by_inspect_for_every_protocol(tmp_path):
     rep = secinfer.inspect(_with_weight(tmp_path, 1e12))
     assert rep.refusal is None and rep.protocols
     assert not rep.runnable()
-    assert all("overflow" in p["reason"] or "outside" in p["reason"] or "unsupported" in p["reason"]
-               or "offers" in p["reason"] for p in rep.protocols)
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols import registry
+
+    graph = load_model(_with_weight(tmp_path, 1e12))
+
+    def structural(p):   # the protocol cannot run this graph at all, whatever its weights
+        try:
+            registry.get(p["protocol"]).check_model(graph, p["security"])
+        except Exception:  # noqa: BLE001
+            return True
+        return False
+    range_refusals = [p for p in rep.protocols if not structural(p)]
+    assert {p["protocol"] for p in range_refusals} >= {"astra", "aby3", "reference", "stamp"}
+    assert all("overflow" in p["reason"] or "outside" in p["reason"] or "beyond what" in p["reason"]
+               for p in range_refusals), range_refusals
 
 
 def test_non_finite_queries_are_refused(monkeypatch):
@@ -129,3 +142,23 @@ def test_party_command_refuses_non_finite_weights_before_connecting(tmp_path, ca
     code = main(["party", "--cluster", str(tmp_path / "missing.toml"), "--id", "model_owner", "-p", "astra",
                  "-m", path])
     assert code == 2 and "NaN or infinity" in capsys.readouterr().err
+
+
+def test_inspect_applies_the_protocols_own_range_to_the_calibration_input(tmp_path):
+    x, _ = bundled.bundled_testset("diabetes-linreg")
+    q = x[:4].copy()
+    q[0, 0] = 1000.0
+    rep = secinfer.inspect("bundled:diabetes-linreg", calibration=q)
+    rows = {(p["protocol"], p["security"]): p for p in rep.protocols}
+    assert not rows[("astra", "semi-honest")]["ok"] and "beyond what astra holds" in rows[("astra", "semi-honest")]["reason"]
+    assert rows[("reference", "semi-honest")]["ok"]
+
+
+def test_allow_out_of_range_never_lets_nan_or_unencodable_weights_through(tmp_path, monkeypatch):
+    _no_launch(monkeypatch)
+    q = np.zeros((1, 10))
+    q[0, 1] = np.inf
+    with pytest.raises(FixedPointRangeError):
+        prepare("bundled:diabetes-linreg", q, protocol="reference", allow_out_of_range=True)
+    with pytest.raises(FixedPointRangeError, match="outside fx32f13's range"):
+        prepare(_with_weight(tmp_path, 1e6), np.zeros((1, 10)), protocol="stamp", allow_out_of_range=True)

@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 
 import secinfer
+from secinfer.api import load_graph, resolve_model, run_warning
 from secinfer.arith.fixed import get_config
 from secinfer.ir.fixed_exec import derived_error_bound
 from secinfer.protocols import registry
 from sk_models import CLASSIFIERS, fitted, sklearn_scores
 
 # one model per family keeps the run short; every protocol inspect accepts runs each
-CASES = ["logreg-binary", "logreg-multi", "linsvc-binary", "linreg", "mlp-classifier", "mlp-regressor"]
+CASES = ["logreg-binary", "logreg-multi", "linsvc-binary", "linreg", "mlp-classifier", "mlp-binary",
+         "mlp-regressor"]
 
 
 def _runnable(est, x):
@@ -38,7 +40,7 @@ def test_every_protocol_inspect_accepts_agrees_with_sklearn(name):
         res = secinfer.run(est, x, protocol=proto, security=sec, in_process=True, quiet=True)
         spec = registry.get(proto)
         assert res.bytes > 0 or proto == "reference"
-        if secinfer.api.run_warning(spec, get_config(spec.default_fixed)):
+        if run_warning(spec, get_config(spec.default_fixed)):
             assert any("COST MODEL" in n for n in res.notes)   # falcon fx32: not exact, says so
             continue
         if name in CLASSIFIERS:
@@ -48,7 +50,9 @@ def test_every_protocol_inspect_accepts_agrees_with_sklearn(name):
             assert any("reveals only the predicted class" in n for n in res.notes)
             assert np.array_equal(res.output, expected_pred)
             continue
-        graph = secinfer.api.load_graph(secinfer.api.resolve_model(est))
+        ref = resolve_model(est)
+        graph = load_graph(ref)
+        ref.cleanup()
         cfg = get_config(spec.default_fixed)
         bound = derived_error_bound(graph.with_batch(len(x)), cfg, x=x)["bound"]
         scale = 1.0 + float(np.max(np.abs(expected_scores)))

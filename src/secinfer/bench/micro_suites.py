@@ -17,13 +17,14 @@ from secinfer.bench.common import Progress, num, ratio, split_profiles
 
 
 
-def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None) -> dict:
+def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None,
+           packing_sets=None, packing_noise=None) -> dict:
     from secinfer.crypto.he import bench as he_bench
-    from secinfer.crypto.he.params import SECURE_SETS
+    from secinfer.crypto.he import bench_pack
 
-    sets = tuple(sets or SECURE_SETS)   # quick: the same 128-bit sets, fewer repeats
+    sets = tuple(sets or he_bench.CKKS_SETS)   # quick: the same 128-bit sets, fewer repeats
     repeats = int(repeats or (2 if quick else 5))
-    prog = Progress("he", len(sets))
+    prog = Progress("he", len(sets) + 1)
     raw = {"sets": {}}
     for name in sets:
         prog(f"parameter set {name}, {repeats} repeats")
@@ -47,8 +48,29 @@ def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: 
             if name != base_name:
                 row[f"ratio_vs_{base_name}"] = ratio(nbytes, base["bytes"].get(what))
             rows.append(row)
-        rows.append({"params": name, "log_n": s["log_n"], "metric": "matvec_max_abs_error",
-                     "value": s["matvec_max_abs_error"]})
+        if "matvec_max_abs_error" in s:
+            rows.append({"params": name, "log_n": s["log_n"], "metric": "matvec_max_abs_error",
+                         "value": s["matvec_max_abs_error"]})
+        if "skipped" in s:
+            rows.append({"params": name, "log_n": s["log_n"], "metric": "skipped", "value": s["skipped"]})
+        for check, ok in s.get("checks", {}).items():
+            if isinstance(ok, bool):
+                rows.append({"params": name, "log_n": s["log_n"], "metric": f"check/{check}",
+                             "value": "ok" if ok else "FAILED"})
+    # SAFHIRE packing [SAFHIRE Table 1, Table 2, Fig. 10]: see secinfer.crypto.he.bench_pack
+    prog("SAFHIRE packing: key switches, time per packed coefficient, noise after packing")
+    packing = bench_pack.run(quick=quick, sets=packing_sets, noise_profiles=packing_noise)
+    raw["packing"] = packing
+    rows += [{"suite_part": "safhire-packing", **r} for r in packing["rows"]]
+    for c in packing["checks"]:
+        rows.append({"suite_part": "safhire-packing", "metric": f"check/{c['check']}",
+                     "value": "ok" if c["ok"] else "FAILED"})
+    for b, per_gamma in packing["noise"].items():
+        for gamma, nz in per_gamma.items():
+            rows.append({"suite_part": "safhire-packing", "metric": "noise_after_packing", "b": b,
+                         "gamma": gamma, "params": nz["params"], "samples": nz["samples"],
+                         "log2_std": nz["log2_std"], "max_abs": nz["max_abs"],
+                         "log2_bound_delta_half": nz["log2_bound"], "log2_margin": nz["log2_margin_max"]})
     ops = list(base["ms"])
     byte_keys = list(base["bytes"])
     plots = [
@@ -59,8 +81,42 @@ def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: 
          "logy": True, "file": "he_sizes.png",
          "series": {n: [num(s["bytes"].get(k)) for k in byte_keys] for n, s in raw["sets"].items()}},
     ]
+    plots += _packing_plots(packing)
     return {"suite": "he", "network": "n/a (local computation)", "baseline": base_name, "rows": rows,
             "plots": plots, "raw": raw, "seconds": prog.elapsed()}
+
+
+def _packing_plots(packing: dict) -> list:
+    """Key switches per packed coefficient next to the paper's Table 1, time per packed
+    coefficient, and the noise histograms against delta/2 (the paper's Fig. 10)."""
+    rows = [r for r in packing["rows"] if r["metric"] == "pack_per_coeff" and r["threads"] == 1]
+    full = [r for r in rows if r["n_packed"] == 2 ** r["log_n"]]
+    gammas = ["gamma=0", "gamma=1", "gamma=2"]
+    ks = {f"ours N=2^{r['log_n']}": [None] * 3 for r in full}
+    for r in full:      # the same count for every set of a ring size
+        ks[f"ours N=2^{r['log_n']}"][r["gamma"]] = r["key_switches_per_coeff"]
+    for ring, vals in packing["paper_table1"].items():
+        ks[f"paper M={ring}"] = list(vals)
+    tm = {}
+    for r in full:
+        tm.setdefault(f"{r['params']} CPU", [None] * 3)[r["gamma"]] = r["ms_cpu"]
+        tm.setdefault(f"{r['params']} wall", [None] * 3)[r["gamma"]] = r["ms_wall"]
+    plots = [
+        {"title": "Key switches per packed coefficient [SAFHIRE Table 1]", "kind": "bar", "x": gammas,
+         "xlabel": "extraction level", "ylabel": "key switches / coefficient", "file": "he_pack_keyswitches.png",
+         "series": ks},
+        {"title": "Packing time per coefficient (n = N, 1 thread)", "kind": "bar", "x": gammas,
+         "xlabel": "extraction level", "ylabel": "ms", "file": "he_pack_ms.png", "series": tm},
+    ]
+    for b, per_gamma in packing["noise"].items():
+        nz0 = next(iter(per_gamma.values()))
+        centers = [0.5 * (lo + hi) for lo, hi in zip(nz0["hist_edges"][:-1], nz0["hist_edges"][1:])]
+        plots.append({"title": f"Packing noise, b = {b}, bound delta/2 = 2^{nz0['log2_bound']:.0f} "
+                               f"[SAFHIRE Fig. 10]",
+                      "kind": "line", "x": [round(c) for c in centers], "xlabel": "noise (integer units)",
+                      "ylabel": "count", "file": f"he_pack_noise_b{b}.png",
+                      "series": {f"gamma={g}": nz["hist"] for g, nz in per_gamma.items()}})
+    return plots
 
 
 FSS_QUICK_SIZES = (10**3, 10**4, 10**5)

@@ -31,6 +31,7 @@ SUITES = {
     "astra-real": ("secinfer.bench.astra_suite", "run_real"),
     "stamp": ("secinfer.bench.stamp_suite", "run"),
     "crisp": ("secinfer.bench.crisp_suite", "run"),
+    "certified": ("secinfer.bench.certified_suite", "run"),
     "peers": ("secinfer.bench.peers_suite", "run"),
 }
 

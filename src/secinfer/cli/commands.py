@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
 
 from secinfer.cli.resolve import model_path
-from secinfer.errors import ConfigError
 
 
 def _warn_insecure(spec) -> None:
@@ -25,9 +25,15 @@ def cmd_run(args) -> int:
     from secinfer.runtime.launcher import check_run_options
 
     check_run_options(args.fixed, options, args.output)  # --output's folder, --fixed, --params: before launch
+    model = args.model
+    if args.protocol == "certified" and model and not os.path.exists(model):   # a named use case
+        from secinfer.protocols.certified.graphs import cli_model_path
+        from secinfer.runtime.party import load_input_file
+
+        model = cli_model_path(model, load_input_file(args.input), options)
     # everything (protocol, options, model, weights, input shape and range) is checked here,
     # before any party process starts
-    prep = prepare(args.model, args.input, protocol=args.protocol, security=args.security,
+    prep = prepare(model, args.input, protocol=args.protocol, security=args.security,
                    network=args.network, fixed=args.fixed, options=options,
                    output_kind=getattr(args, "output_kind", "scores"),
                    allow_out_of_range=getattr(args, "allow_out_of_range", False))

@@ -307,6 +307,8 @@ class _Importer(MovementImports, MLImports):
             return
         if node.domain not in ("", "ai.onnx"):
             raise self.unsupported(op, f"domain {node.domain!r}")
+        if self.binary_pair_step(node, ins, attrs):
+            return
         ins = [self.materialize_pair(i) if i in self.pairs else i for i in ins]
         if op in _NONDETERMINISTIC:
             raise self.unsupported(op, "random operators are not supported")

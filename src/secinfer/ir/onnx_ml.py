@@ -64,6 +64,7 @@ class MLImports:
         self.classes: list | None = None
         self.task: str | None = None
         self.score_kind: dict[str, str] = {}
+        self.complements: dict[str, str] = {}   # Sub(1, p) output -> p
 
     # ---- dispatch -------------------------------------------------------------------------
     def ml_handler(self, op: str):
@@ -107,6 +108,34 @@ class MLImports:
         return full
 
     # ---- default-domain helpers for classifiers -----------------------------------------------
+    def binary_pair_step(self, node, ins, attrs) -> bool:
+        """The binary-probability pattern of skl2onnx's MLPClassifier: p (one column, a Sigmoid
+        output), Sub(1, p), Concat([1 - p, p], axis 1) is the pair [1 - p, p] of p (the client
+        rebuilds it; the secure graph ends at p); ArgMax of a pair is its label. True when
+        the node was taken care of here."""
+        op = node.op_type
+        if op == "Sub" and len(ins) == 2 and ins[0] in self.consts and ins[1] not in self.consts:
+            c = np.asarray(self.consts[ins[0]])
+            if c.size == 1 and float(c.reshape(-1)[0]) == 1.0 and self.shapes.get(ins[1], (None, 0))[-1] == 1:
+                self.complements[node.output[0]] = ins[1]
+            return False
+        if op == "Concat" and len(ins) == 2 and int(attrs.get("axis", 0)) % 2 == 1 \
+                and self.complements.get(ins[0]) == ins[1] and len(self.shapes[ins[1]]) == 2 \
+                and self.score_kind.get(ins[1]) == "probabilities":
+            self.pairs[node.output[0]] = (ins[1], "proba")
+            self.shapes[node.output[0]] = (self.shapes[ins[1]][0], 2)
+            return True
+        if op == "ArgMax" and ins and ins[0] in self.pairs:
+            self.check_attrs("ArgMax", attrs, {"axis", "keepdims", "select_last_index"})
+            if int(attrs.get("axis", 0)) % 2 != 1 or attrs.get("select_last_index", 0):
+                raise self.unsupported("ArgMax", "only the argmax over the classes")
+            self.labels[node.output[0]] = {"scores": ins[0], "classes": None}
+            return True
+        if op == "Sigmoid" and ins:
+            self.score_kind[node.output[0]] = "probabilities"
+        return False
+
+
     def op_ArgMax(self, node, ins, attrs):
         self.check_attrs("ArgMax", attrs, {"axis", "keepdims", "select_last_index"})
         x = ins[0]
@@ -115,9 +144,6 @@ class MLImports:
             raise self.unsupported("ArgMax", "only the argmax over the classes of (batch, classes) scores, "
                                              "as the predicted label")
         self.labels[node.output[0]] = {"scores": x, "classes": None}
-
-    def op_ArrayFeatureExtractor(self, node, ins, attrs):  # default domain spelling never occurs
-        raise self.unsupported("ArrayFeatureExtractor", "must be in the ai.onnx.ml domain")
 
     # ---- ai.onnx.ml ------------------------------------------------------------------------
     def _floats(self, attrs, key, op, required=True) -> np.ndarray | None:

@@ -274,7 +274,7 @@ def describe_risk(r: dict, cfg: FixedPointConfig, protocol: str | None = None) -
             f"only {r['limit']:.4g}; {fix_hint(cfg, protocol)}")
 
 
-def _limited_values(graph, x, limit: float) -> dict | None:
+def limit_violation(graph, x, limit: float) -> dict | None:
     """The first node whose float value reaches ``limit`` on the query (None if none)."""
     from secinfer.ir.float_exec import run_float_all
 
@@ -306,8 +306,8 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
         over = overflow_nodes(graph, x, cfg)
         if over:
             raise FixedPointRangeError(
-                "this input overflows the fixed-point ring, so every protocol would return a wrong "
-                f"answer: {describe_risk(over[0], cfg, protocol)}"
+                f"this input overflows the fixed-point ring of {cfg.name}, so the protocol (which computes the "
+                f"bit-exact reference) would return a wrong answer: {describe_risk(over[0], cfg, protocol)}"
                 + (f" (also at {', '.join(repr(o['node']) for o in over[1:4])})" if len(over) > 1 else ""))
     else:
         notes.append(f"the model is too large for the exact pre-launch overflow check "
@@ -318,7 +318,7 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
         notes.append(f"input [{ob[0]}, {ob[1]}] = {ob[2]:.6g} is outside the model's calibrated range ({desc}: "
                      f"|x| <= {ob[3]:.4g}); it was checked exactly and does not overflow")
     if lim.get("values") is not None:
-        hit = _limited_values(graph, x, float(lim["values"]))
+        hit = limit_violation(graph, x, float(lim["values"]))
         if hit is not None:
             raise FixedPointRangeError(
                 f"this input takes node {hit['node']!r} ({hit['op']}) to {hit['bound']:.4g}, beyond what "

@@ -16,6 +16,7 @@ _MODULES = {
     "falcon": "secinfer.protocols.falcon.protocol",
     "astra": "secinfer.protocols.astra.protocol",
     "aby3": "secinfer.protocols.aby3.protocol",
+    "certified": "secinfer.protocols.certified.protocol",
 }
 
 

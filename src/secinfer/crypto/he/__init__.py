@@ -28,6 +28,7 @@ from secinfer.crypto.he.rlwe import (
     lwe_from_arrays, noise, pack_lwe, spread_positions, trace,
 )
 from secinfer.crypto.he.trimmed import decrypt_trimmed, trim, trimmed_size
+from secinfer.crypto.he import packing  # SAFHIRE: extraction, exact LWE linear layers, fast packing
 
 __all__ = [
     "HEError", "HEArgumentError", "HEClosedError", "HEInternalError", "HENativeBuildError",
@@ -38,5 +39,5 @@ __all__ = [
     "coeff_decode", "coeff_decrypt", "coeff_encode", "coeff_encrypt",
     "encrypt_with_randomness", "expand", "extract_lwe", "flood", "flooding_log_bound",
     "lwe_decrypt", "lwe_from_arrays", "noise", "pack_lwe", "spread_positions", "trace",
-    "decrypt_trimmed", "trim", "trimmed_size",
+    "decrypt_trimmed", "trim", "trimmed_size", "packing",
 ]

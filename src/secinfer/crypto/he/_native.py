@@ -91,6 +91,19 @@ _SIGNATURES: dict[str, list] = {
                           cint, P_u64, P_bytes, P_u64, P_bytes, cint, C.POINTER(C.c_int32), cint, P_u64,
                           C.POINTER(cint)],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
+    # ZKB++ for certified data (go/zkbpp_export.go; bound in secinfer.crypto.zk.zkbpp)
+    "zk_prove": [P_i64, P_u64, P_bytes, P_u64, P_u64, P_bytes, P_i64, C.c_char_p, csize, C.c_char_p,
+                 csize, C.POINTER(P_bytes), C.POINTER(csize)],
+    "zk_verify": [P_i64, P_u64, P_bytes, P_u64, P_u64, C.c_char_p, csize, C.c_char_p, csize,
+                  C.POINTER(cint)],
+    "zk_evaluate": [P_i64, P_u64, P_u64, P_bytes, P_i64, P_bytes, P_u64],
+    "zk_encode": [P_i64, P_u64, P_i64, P_u64],
+    "zk_plaintext": [H, cint, cint, P_u64, OUT_H],
+    "zk_lincomb": [cint, P_u64, cint, cint, P_u64, P_i64, P_u64],
+    # fast packing / partial trace extraction (go/fastpack_cgo.go, secinfer.crypto.he.packing)
+    "he_fp_elements": [H, cint, cint, P_u64, cint, C.POINTER(cint)],
+    "he_fp_extract": [H, cint, cint, P_u64, cint, P_i64, P_i64, cint, P_u64, P_u64, cint],
+    "he_fp_pack": [H, H, cint, cint, cint, P_u64, P_u64, P_i64, f64, cint, C.POINTER(cint), OUT_H],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
 }
 

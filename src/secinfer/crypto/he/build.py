@@ -32,13 +32,14 @@ HERE = Path(__file__).resolve().parent
 GO_DIR = HERE / "go"
 LIB_DIR = HERE / "_lib"
 LIB_PATH = LIB_DIR / "libsecinferhe.so"
-_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum")
+_GO_INPUTS = ("*.go", "*.c", "*.h", "go.mod", "go.sum", "*/*.go")  # */: Go sub-packages (zkbpp/)
 
 
 def _go_sources() -> list[Path]:
     files: list[Path] = []
     for pattern in _GO_INPUTS:
-        files.extend(GO_DIR.glob(pattern))
+        # rglob: Go sub-packages of the module (e.g. go/fastpack/) are sources too
+        files.extend(GO_DIR.rglob(pattern))
     # Go test files (benchmarks) are not part of the library.
     return [f for f in files if not f.name.endswith("_test.go")]
 

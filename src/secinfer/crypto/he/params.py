@@ -27,6 +27,10 @@ from secinfer.errors import ConfigError, InsecureParametersError
 # [HE Standard, Table 1, ternary secret, 128-bit classical]: logN -> max log2(QP)
 HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881}
 
+# A key-switching digit may exceed P by at most this many bits (the key-switch noise then
+# stays below ~2^(10 + logN/2 + 2) ~ 2^19 at N = 2^14, far under a 2^40 scale).
+KEY_SWITCH_MAX_GAP = 10
+
 # Error distribution: discrete Gaussian sigma = 3.2 (Lattigo default, as in the Standard);
 # secret: ternary with P(+-1) = 2/3 (Lattigo default).
 ERROR_SIGMA = 3.2
@@ -40,6 +44,7 @@ class ParamSpec:
     log_p: tuple[int, ...]
     log_scale: int
     note: str = ""
+    key_base2: int = 0      # > 0: no special prime; key switching with base-2^key_base2 digits
     log_qp: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +53,30 @@ class ParamSpec:
     @property
     def insecure(self) -> bool:
         return "insecure" in self.name
+
+    @property
+    def key_switch_gap_bits(self) -> int:
+        """How many bits the largest key-switching digit exceeds P: Lattigo's hybrid key
+        switching splits Q into digits of len(log_p) consecutive primes, and its noise is
+        about 2^(digit bits - log P) * sqrt(N) * sigma, so a P much smaller than a digit
+        makes every rotation and relinearisation inaccurate."""
+        if self.key_base2:
+            return self.key_base2
+        k = len(self.log_p)
+        digits = [sum(self.log_q[i:i + k]) for i in range(0, len(self.log_q), k)]
+        return max(digits) - sum(self.log_p)
+
+    @property
+    def key_switching(self) -> bool:
+        """False when P is more than KEY_SWITCH_MAX_GAP bits below a digit (e.g.
+        ckks-n13-q195-128: 60-bit digit, 22-bit P: a 784x128 matvec was off by 2.2e4,
+        issue 22 item 8): such a set refuses rotation and relinearisation keys."""
+        if self.key_base2:
+            # digit-decomposition key switching (noise ~2^w sqrt(l N) sigma, no P): accurate
+            # enough for the coefficient-domain sets it is used for, whose packing profiles
+            # budget that noise (secinfer.crypto.he.packing, tests/he/test_packing.py)
+            return True
+        return self.key_switch_gap_bits <= KEY_SWITCH_MAX_GAP
 
     @property
     def security_bits(self) -> int:
@@ -70,7 +99,20 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     # allows there with one small P prime
     ParamSpec("ckks-n13-q195-128", 13, (60, 45, 45, 45), (22,), 40,
               "3 levels, Q = 195 bits (crisp FC layers at N = 2^13); logQP = 217 <= 218"),
+    # SAFHIRE's coefficient-domain RLWE/LWE sets [SAFHIRE Table 2]: one 53-bit Q prime
+    # (level 0, no rescaling), no special prime: the automorphism key switches of packing
+    # use base-2^w digits (w = 27: 2 digits, b = 8; w = 18: 3 digits, b = 12 and 16), like
+    # the paper's (D, l) gadget. log2 Q = 53.000004 <= 54 (HE Standard, N = 2^11). Profiles
+    # in secinfer.crypto.he.packing.
+    ParamSpec("rlwe-n11-q53-w27-128", 11, (53,), (), 36,
+              "SAFHIRE b = 8: N = 2^11, logQ = 53 <= 54, key switching with 27-bit digits",
+              key_base2=27),
+    ParamSpec("rlwe-n11-q53-w18-128", 11, (53,), (), 36,
+              "SAFHIRE b = 12, 16: N = 2^11, logQ = 53 <= 54, key switching with 18-bit digits",
+              key_base2=18),
     # Fast sets for tests only: the ring is far too small for the modulus.
+    ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
+              "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
@@ -120,8 +162,11 @@ class CKKSParams:
     def __init__(self, spec: ParamSpec) -> None:
         self.spec = spec
         self.name = spec.name
-        lit = json.dumps({"LogN": spec.log_n, "LogQ": list(spec.log_q), "LogP": list(spec.log_p),
-                          "LogDefaultScale": spec.log_scale}).encode()
+        lit_d = {"LogN": spec.log_n, "LogQ": list(spec.log_q), "LogP": list(spec.log_p),
+                 "LogDefaultScale": spec.log_scale}
+        if spec.key_base2:
+            lit_d["KeyBase2"] = spec.key_base2
+        lit = json.dumps(lit_d).encode()
         self.handle = N.new_handle("he_params_new", lit)
         info = np.zeros(5 + len(spec.log_q) + len(spec.log_p), dtype=np.uint64)
         N.call("he_params_info", self.handle, N.ptr(info, N.u64), len(info))
@@ -138,6 +183,8 @@ class CKKSParams:
         self.insecure = spec.insecure
         canon = json.dumps({"v": 1, "N": self.n, "Q": list(self.q), "P": list(self.p),
                             "scale": spec.log_scale, "sigma": ERROR_SIGMA}, sort_keys=True)
+        if spec.key_base2:      # the evaluation-key layout differs: part of the identity
+            canon += f";w={spec.key_base2}"
         self.fingerprint = hashlib.sha256(canon.encode()).digest()[:16]
 
     def __repr__(self) -> str:
@@ -213,6 +260,13 @@ class CKKSParams:
         """Relinearisation key and Galois keys for the requested operations."""
         els = set(self.galois_elements(rotations, conjugate, pack, expand, trace_to))
         els.update(int(g) for g in galois)
+        if (relin or els) and not self.spec.key_switching:
+            raise HEArgumentError(
+                f"parameter set {self.name!r} cannot key-switch accurately (its special modulus P "
+                f"is {self.spec.key_switch_gap_bits} bits below a key-switching digit, more than "
+                f"{KEY_SWITCH_MAX_GAP}): it refuses relinearisation and rotation keys; use it "
+                f"without key switching (relin=False, no Galois elements) or pick a set with a "
+                f"larger P (e.g. ckks-n13-128)")
         arr = np.ascontiguousarray(sorted(els), dtype=np.uint64)
         h = N.new_handle("he_evk_gen", self.handle, self._own(sk, "sk"), int(relin),
                          N.ptr(arr, N.u64), len(arr))

@@ -7,6 +7,12 @@ Fig. 3 steps 2-10]: the client encrypts layer inputs as polynomial coefficients,
 extracts LWE ciphertexts of chosen coefficients (partial extraction), forms linear
 combinations with small integer weights, and packs the results back into one RLWE
 ciphertext by automorphism (trace) key switching [SAFHIRE Sec. 2.3-2.4].
+
+For SAFHIRE use :mod:`secinfer.crypto.he.packing` instead of :func:`extract_lwe` /
+:func:`pack_lwe`: batches as numpy arrays, partial trace extraction at level gamma (the
+client's m(X^d) powers), exact batched linear layers (``lwe_linear``), packing with
+N/2^gamma - 1 key switches per N coefficients, ``threads``, and the b = 8/12/16 profiles.
+:func:`pack_lwe` keeps its signature and runs the same tree packer at depth 0.
 """
 
 from __future__ import annotations

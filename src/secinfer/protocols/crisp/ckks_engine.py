@@ -1,46 +1,18 @@
-"""Pi_Lin on Lattigo CKKS ciphertexts with an exact "complex" packing [CRISP Fig. 2, IV].
+"""Pi_Lin on Lattigo RLWE ciphertexts with an exact "complex" packing [CRISP Fig. 2, IV].
 
-Why not the CKKS slots. The shares Pi_Lin works on are uniform elements of Z_2^(n+s)
-(104 bits for n = 64), and the server must hide W <client share> statistically, i.e. add a
-mask 40 bits wider than the value. Slot encoding and decoding go through a float64 FFT
-(the HE layer's encoder), which keeps ~50 significant bits: far too few to round
-B + 40 >= 100 bit values back to exact ring elements. The argument in full is in
-docs/protocols/crisp.md.
-
-What we do instead keeps the paper's idea -- one ciphertext carries the value and its MAC
-as the real and imaginary part of a "complex" number, and one plaintext multiplication
-by W produces both -- but in the coefficient domain, where it is exact: in
-R = Z[X]/(X^N + 1) the monomial X^(N/2) squares to -1, so R contains Z[i] with
-i = X^(N/2). The client encrypts
-
-    m(X) = Delta (a(X) + X^(N/2) b(X)),   a = Re share digits, b = Im share digits
-
-(each of degree < N/2; Delta = t^-1 mod Q, below) and the server multiplies by the
-weight polynomial w(X) of degree < N/2 - deg a, so a w and b w never meet: (a + i b) w = a w + i b w, exactly the
-complex-slot computation of the paper with integer arithmetic. Matrix-vector products
-use the coefficient layout a(X) = sum_i x_i X^i, w(X) = sum_ij W_ij X^(j c + c - 1 - i)
-(c = input chunk): coefficient j c + c - 1 of a w is (x W)_j; several rows sit at
-stride S = c (n_o + 1) in one polynomial.
-
-Exactness and hiding (bounds checked here, argued in the docs; ``Budget``):
-* plaintext modulus t = 2^k (2^(k+1) malicious: the server works on 2 c), one digit of k
-  bits, encoded at Delta = t^-1 mod Q exactly from 40-bit limbs (``rlwe.encode_limbs``);
-* every product coefficient (target or not) is an integer |V| < 2^B; the server adds one
-  fresh encryption of -Delta R + F (R uniform in Z_t, F flooding in [-2^phi, 2^phi]), made
-  offline, which also re-randomises the answer. Since Delta t = 1 (mod Q) the phase is
-  Delta U + (K + noise) with U = (V - R) mod t uniform and K = (V - R - U) / t small: the
-  value is reduced mod t inside the ciphertext, F floods K and e W (2^-40 per coefficient);
-* the level's Q holds 2 t nu0 > 2 |U + t e|, so [t phase]_Q mod t is U exactly -- decryption
-  never fails for noise within the bounded-Gaussian support;
-* the masked answer is rescaled (``Budget.drop``: Lattigo's exact rounding division keeps
-  the form, U -> U q^-1 mod t) and trimmed to what the client reads: c1 in full, c0 only
-  at the targets (and the MAC half), ``crypto.he.trimmed`` -- public post-processing of
-  the masked answer.
-
-Malicious client: every client ciphertext is covered by a proof of plaintext knowledge
-and the client's public key by a proof of well-formedness (server-chosen a = pk1, short
-(s, e) with pk0 + a s = e), and the budget above is sized for the *proven* bounds
-(``proof.py``, docs/protocols/crisp.md).
+The paper's idea is kept -- one ciphertext carries the value and its MAC as the real and
+imaginary part of a "complex" number, and one plaintext multiplication by W produces
+both -- but in the coefficient domain, where it is exact (CKKS slots keep ~50 bits, far
+too few for 104-bit shares masked 40 bits wider): in R = Z[X]/(X^N + 1), i = X^(N/2)
+squares to -1. The client encrypts m(X) = Delta (a(X) + X^(N/2) b(X)) (a, b: the digits
+of its value and MAC shares; Delta = t^-1 mod Q, t = 2^k, or 2^(k+1) for a malicious
+client); the server multiplies by weight polynomials of degree < N/2 - deg a (matrix
+products: ``he_rows``; channel-packed convolutions: ``he_conv``), adds a fresh encryption
+of -Delta R + F (R: uniform mask, reduced mod t inside the ciphertext; F: flooding of the
+noise), rescales and trims the answer to what the client reads (``he_core``). Every
+bound (``budget.Budget``) and the argument in full: docs/protocols/crisp.md, "HE linear
+layer". A malicious client proves plaintext knowledge of every ciphertext and that its
+public key is well formed, and the budget is sized for the proven bounds (``proof``).
 
 Files: ``he_core`` (keys, ciphertext traffic, masked answers, exact decoding), ``he_rows``
 (the row layout), ``he_conv`` (channel-packed convolutions), this module (the engine:

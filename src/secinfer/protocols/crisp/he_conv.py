@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.net.channel import ArraySpec
+from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
 from secinfer.crypto.zk import popk
 from secinfer.protocols.crisp import proof
@@ -222,8 +223,6 @@ def kernel_polys(eng, lay: ConvLayout, w: np.ndarray) -> dict:
 
 
 def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
-    from secinfer.crypto.he.evaluator import Evaluator
-
     g = eng.g
     n_ = step.in_shape[0]
     ev = Evaluator(eng.params)

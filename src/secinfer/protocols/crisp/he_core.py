@@ -13,6 +13,14 @@ import math
 import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
+from secinfer.crypto.he.errors import HESerializationError
+from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.objects import Ciphertext, PublicKey
+from secinfer.crypto.he.params import get_params
+from secinfer.crypto.he.rlwe import coeff_encode, encode_limbs, encrypt_with_randomness
+from secinfer.crypto.he.trimmed import decrypt_trimmed, trim, trimmed_size
+from secinfer.crypto.prg import PRG
+from secinfer.crypto.zk.popk import FACTOR
 from secinfer.errors import ConfigError, FrameError, InsecureParametersError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp import proof
@@ -36,17 +44,11 @@ class HECore:
 
     def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
-        from secinfer.crypto.he.params import get_params
-
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
         # Malicious client: its proofs guarantee a short preimage of 2 c (popk.FACTOR), so
         # the server computes on 2 c -- the kernels carry the factor -- and the halving
         # is done on the shares (``_mask_limbs``, ``decode_residues``).
-        self.ct_factor = 1
-        if malicious:
-            from secinfer.crypto.zk.popk import FACTOR
-
-            self.ct_factor = FACTOR
+        self.ct_factor = FACTOR if malicious else 1
         self.missing = ""      # malicious: ciphertexts and the public key are proven
         self.params = get_params(params_name, allow_insecure=True)
         if self.params.insecure and not allow_insecure:
@@ -62,8 +64,6 @@ class HECore:
 
     # ---- setup: the client's key pair [Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep, prg=None) -> None:
-        from secinfer.crypto.prg import PRG
-
         self.prg = prg if prg is not None else PRG.fresh("crisp-client-he")
         if self.malicious:   # a = pk1 from the server, pk0 proven well formed (proof.py)
             kp = proof.key_setup_client(self, ep, self.prg.derive("key"))
@@ -73,9 +73,6 @@ class HECore:
         self.sk, self.pk = kp.sk, kp.pk
 
     def setup_server(self, ep, prg=None) -> None:
-        from secinfer.crypto.he.objects import PublicKey
-        from secinfer.crypto.prg import PRG
-
         if self.malicious:
             self.pk = proof.key_setup_server(self, ep, prg if prg is not None else PRG.fresh("crisp-he-setup"))
             return
@@ -109,9 +106,6 @@ class HECore:
         """Read coefficients ``pos`` (and pos + N/2 for the MAC half) of a trimmed answer
         (:meth:`masked_answer`) exactly: c0 at those positions plus c1 s, CRT of the RNS
         residues, centre, scale back by the dropped primes, round / Delta -> Z_2^k."""
-        from secinfer.crypto.he.errors import HESerializationError
-        from secinfer.crypto.he.trimmed import decrypt_trimmed, trimmed_size
-
         prm = self.params
         level = bud.level - bud.drop
         read = self.read_positions(bud, pos)
@@ -157,8 +151,6 @@ class HECore:
         """Encrypt the digit polynomial ``poly`` ((L, N) int64 limbs of 40 bits:
         ``he_rows.client_poly``, ``he_conv.client_poly``) at Delta and the layer's level:
         (ciphertext, witness [m, u, e0, e1] for the proof, or None when semi-honest)."""
-        from secinfer.crypto.he.rlwe import encode_limbs, encrypt_with_randomness
-
         prm = self.params
         with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
                           delta=bud.delta) as pt:
@@ -186,8 +178,6 @@ class HECore:
         crypto.he.trimmed), not sent; returns (bytes, R mod 2^k of length N: the server's
         share of the answer). May run before the client's proof is settled: nothing
         leaves the server here."""
-        from secinfer.crypto.he.trimmed import trim
-
         out, rmask = self.masked_rescaled(idx, acc, bud, prg)
         raw = np.frombuffer(trim(self.params, out, self.read_positions(bud, pos)), np.uint8)
         out.close()
@@ -196,8 +186,6 @@ class HECore:
     def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
         """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level
         bud.level - bud.drop); consumes acc. Returns (ciphertext, R mod 2^k)."""
-        from secinfer.crypto.he.evaluator import Evaluator
-
         queue = self._prepared.get(_mask_key(idx, bud))
         mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
         ev = Evaluator(self.params)
@@ -224,8 +212,6 @@ class HECore:
         """A fresh public-key encryption of -Delta R + F (R: statistical mask, F: flooding).
         Added to an answer it masks the values and re-randomises the ciphertext (its c_1
         is fresh), replacing a separate flooding step [circuit privacy of Fig. 2's c_4]."""
-        from secinfer.crypto.he.rlwe import encode_limbs
-
         prm = self.params
         neg_r, f, rmask = self._mask_limbs(bud, prg)
         # Malicious client: only the proven (pk0, a) over Q may be used, so the Q-only
@@ -253,24 +239,20 @@ class HECore:
     def weight_plaintext(self, coeffs: np.ndarray, level: int):
         """A weight / kernel polynomial (integer coefficients, float64) as a plaintext at
         scale 1, times ``ct_factor``: a malicious client's ciphertexts enter as 2 c."""
-        from secinfer.crypto.he.rlwe import coeff_encode
-
         return coeff_encode(self.params, coeffs * self.ct_factor, 1.0, level)
 
     def recv_client_ct(self, ep, idx, bud):
-        from secinfer.crypto.he.objects import Ciphertext
-
         if self._zk is not None:     # a full proof of this group: its response comes first
             self._zk.settle(ep)
         (raw,) = ep.recv(CLIENT, f"crisp/lin/{idx}/ct", ArraySpec(np.uint8, (None,), max_elems=1 << 28))
-        ct = self._load_client_ct(raw, bud, Ciphertext)
+        ct = self._load_client_ct(raw, bud)
         if self._zk is not None:     # the batch's proof runs when its last ciphertext is in
             self._zk.add(ep, ct)
         return ct
 
     # ---- server ------------------------------------------------------------------------
 
-    def _load_client_ct(self, raw, bud, Ciphertext):
+    def _load_client_ct(self, raw, bud):
         """Validate a client ciphertext before any computation on it."""
         prm = self.params
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.arith.linalg import conv_columns
+from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.errors import ConfigError
 from secinfer.ir.graph import lift_2d
 from secinfer.net.channel import ArraySpec
@@ -175,8 +176,6 @@ def weight_polys(eng, mat, bud) -> dict:
 
 def server_rows(eng, ep, idx, step, w, prg):
     """Server: W times the client's ciphertexts, masked answers; returns its mask shares."""
-    from secinfer.crypto.he.evaluator import Evaluator
-
     g = eng.g
     _, finish = rows_and_mats(step, w, None, None)
     ev = Evaluator(eng.params)

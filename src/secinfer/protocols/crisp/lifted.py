@@ -24,10 +24,6 @@ _DIGIT = 16
 _MAX_INNER = 1 << 21
 
 
-def group(bits: int) -> Z2k:
-    return Z2k(bits)
-
-
 def lift_signed(g: Z2k, v_ring: np.ndarray, n: int) -> np.ndarray:
     """Ring elements of Z_2^n (uint64) -> their signed lift in Z_2^k (shape + (L,))."""
     v = np.asarray(v_ring, np.uint64)

@@ -27,9 +27,13 @@ taken.
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 
 from secinfer.crypto.fss.gates import GateKey, make_gate
+from secinfer.crypto.fss.group import Z2k
 from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
@@ -98,8 +102,6 @@ def take_in_mask(store: PreprocessingStore) -> dict:
 
 def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     """The dealer's whole job (offline phase). Returns metering info."""
-    from secinfer.crypto.fss.group import Z2k
-
     g = Z2k(prm.k)
     mu = None
     if prm.malicious:
@@ -107,17 +109,10 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
         if not g.is_reduced(mu_arr[None]):
             raise ProtocolError("crisp dealer: MAC key outside Z_2^k")
         mu = int(g.to_int(mu_arr[None])[0])
-    n_in = int(np.prod(steps[0].out_shape))
-    r_in = g.random(prg, (n_in,))
-    if prm.malicious:
-        mur = g.mul(r_in, g.from_int(mu)[None, :])
-        m0 = g.random(prg, (n_in,))
-        ep.send(SERVER, "crisp/in-mask", m0)
-        ep.send(CLIENT, "crisp/in-mask", r_in, g.sub(mur, m0))
-    else:
-        ep.send(CLIENT, "crisp/in-mask", r_in)
-    import time
-
+    srv, cli = _in_masks(prm, prg, steps, g.from_int(mu) if prm.malicious else None)
+    if srv is not None:
+        ep.send(SERVER, "crisp/in-mask", srv["mu_r"])
+    ep.send(CLIENT, "crisp/in-mask", *cli.values())
     key_bytes, by_kind, t_gen, t_ser = 0, {}, 0.0, 0.0
     for (label, i, j, kind, size) in gate_labels(steps):
         gate = prm.gate(kind)
@@ -137,9 +132,18 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     return {"key_bytes": key_bytes, "key_bytes_by_gate": by_kind, "keygen_s": t_gen, "key_serialise_s": t_ser}
 
 
-def store_path(directory, role: str) -> str:
-    import os
+def _in_masks(prm: Params, prg, steps: list, mu_arr) -> tuple:
+    """InitLin's correlation [Fig. 2]: r_in for the client and (malicious) additive shares
+    of mu r_in: (server's arrays or None, client's arrays)."""
+    g = Z2k(prm.k)
+    r_in = g.random(prg, (int(np.prod(steps[0].out_shape)),))
+    if not prm.malicious:
+        return None, {"r": r_in}
+    m0 = g.random(prg, r_in.shape[:-1])
+    return {"mu_r": m0}, {"r": r_in, "mu_r": g.sub(g.mul(r_in, mu_arr[None, :]), m0)}
 
+
+def store_path(directory, role: str) -> str:
     return os.path.join(os.fspath(directory), f"crisp-{role}.npz")
 
 
@@ -148,22 +152,15 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
     samples mu here, since no server is online), written as the two parties' stores
     (``PreprocessingStore.save``). A party loads its file with ``PreprocessingStore.load``,
     which deletes it, so one file feeds one session only."""
-    from secinfer.crypto.fss.group import Z2k
-
     g = Z2k(prm.k)
     st0, st1 = PreprocessingStore(SERVER), PreprocessingStore(CLIENT)
-    n_in = int(np.prod(steps[0].out_shape))
-    r_in = g.random(prg, (n_in,))
-    mu = None
-    if prm.malicious:
-        mu_arr = g.random(prg.derive("mac-key"), ())
-        mu = int(g.to_int(mu_arr[None])[0])
-        m0 = g.random(prg, (n_in,))
+    mu_arr = g.random(prg.derive("mac-key"), ()) if prm.malicious else None
+    mu = None if mu_arr is None else int(g.to_int(mu_arr[None])[0])
+    srv, cli = _in_masks(prm, prg, steps, mu_arr)
+    if srv is not None:
         st0.put("mu", ArrayItem({"mu": mu_arr}))
-        st0.put("in-mask", ArrayItem({"mu_r": m0}))
-        st1.put("in-mask", ArrayItem({"r": r_in, "mu_r": g.sub(g.mul(r_in, mu_arr[None, :]), m0)}))
-    else:
-        st1.put("in-mask", ArrayItem({"r": r_in}))
+        st0.put("in-mask", ArrayItem(srv))
+    st1.put("in-mask", ArrayItem(cli))
     for (label, i, j, kind, size) in gate_labels(steps):
         k0, k1 = prm.gate(kind).gen(prg.derive(label), size, mac_key=mu)
         st0.put(label, k0)
@@ -186,8 +183,6 @@ def load_ahead(path, prm: Params, steps: list, party: int) -> PreprocessingStore
 
 def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PreprocessingStore) -> None:
     """Server (party 0) / client (party 1): receive and store this party's dealer output."""
-    from secinfer.crypto.fss.group import Z2k
-
     g = Z2k(prm.k)
     n_in = int(np.prod(steps[0].out_shape))
     spec = ArraySpec(np.uint64, (n_in, g.limbs))

@@ -31,7 +31,7 @@ from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
-from secinfer.protocols.crisp import lifted, linops, nonlinear, proof
+from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
     CLIENT, DEALER, SERVER, Params, PreprocessingStore, load_ahead, receive_preprocessing, run_dealer,
@@ -306,9 +306,9 @@ SPEC = ProtocolSpec(
     checks=(
         Check(CONSISTENCY, "the MACs of every gate input and linear output fold to q = 0 mod 2^(n+s)",
               "CRISP Fig. 4 step 4"),
-        Check(proof.CHECK, "proof of plaintext knowledge of the client's ciphertexts (HE engine)",
+        Check("crisp-popk", "proof of plaintext knowledge of the client's ciphertexts (HE engine)",
               "CRISP Fig. 2 note a"),
-        Check(proof.KEY_CHECK, "proof that the client's public key is well formed (HE engine)",
+        Check("crisp-pk", "proof that the client's public key is well formed (HE engine)",
               "CRISP Fig. 2 InitLin"),
     ),
 )

@@ -1,30 +1,25 @@
 """The public plan of one two-party inference: the model as a list of typed steps.
 
-The server (model owner) compiles the IR graph (``compile_plan``): one step per node, with
-tensor shapes from a dry run of the fixed-point reference on zeros. The architecture is
-public in every two-party protocol here; the weights are not, so they stay in the
-server's ``ServerPlan.weights`` and never enter a step. The public part travels as JSON
-(``encode_public``) and the peers rebuild the steps with ``parse_plan``, which validates
-every field (kinds, names, shapes and sizes bounded, inputs produced earlier) before
-anything is sized by it.
+The server (model owner) compiles the IR graph (``compile_plan``): one step per node, shapes
+from a dry run of the fixed-point reference on zeros. The architecture is public; the
+weights stay in ``ServerPlan.weights`` and never enter a step. The public part travels as
+JSON (``encode_public``); every peer rebuilds the steps with ``parse_plan``, which
+validates every field (kinds, names, bounded shapes, inputs produced earlier) before
+anything is sized by it. Step kinds (``Step.op``):
 
-Step kinds (``Step.op``):
+    input / output   the client's input, the tensor it learns (InputStep, OutputStep)
+    lin      activation times server weights: Gemm, Conv, MatMul, Mul, BatchNormalization
+             (a per-channel affine), bias optional (LinearStep)
+    avgpool  (Global)AveragePool: a public linear map
+    add      sum of two activations: a residual connection (AddStep)
+    relu, maxpool    non-linear
+    move     Reshape / Flatten / Identity: data movement only
 
-    input    the client's input tensor                                    InputStep
-    output   the tensor the client learns                                 OutputStep
-    lin      an activation times a server weight (Gemm, Conv, MatMul,     LinearStep
-             Mul, BatchNormalization as a per-channel affine), bias optional
-    avgpool  (Global)AveragePool: a public linear map (sums x 1/count)     Step
-    add      sum of two activations (residual connection)                  AddStep
-    relu     ReLU                                                          Step
-    maxpool  MaxPool                                                       Step
-    move     Reshape / Flatten / Identity: data movement only              Step
-
-Who runs which kind is the protocol's choice (CRISP: ``lin`` with HE, ``relu``/``maxpool``
-as FSS gates, ``avgpool``/``move`` locally on shares; an HE-hybrid protocol: ``lin``,
-``avgpool``, ``add`` on the server's ciphertexts, ``relu``/``maxpool`` at the client in
-the clear). A protocol attaches its own public per-step data as ``Step.notes`` (CRISP:
-the FSS gate batches) through the ``annotate`` / ``check_notes`` hooks.
+Where each kind runs is the protocol's choice (CRISP: ``lin`` under HE, ``relu`` and
+``maxpool`` as FSS gates, the rest locally on shares; an HE-hybrid protocol: ``lin``,
+``avgpool`` and ``add`` on the server's ciphertexts, ``relu`` and ``maxpool`` at the client
+in the clear). A protocol attaches public per-step data as ``Step.notes`` (``annotate``
+when compiling, ``check_notes`` when parsing).
 """
 
 from __future__ import annotations
@@ -40,8 +35,8 @@ from secinfer.ir.graph import Node, lift_2d
 
 LINEAR_OPS = ("Gemm", "Conv", "Mul", "MatMul", "BatchNormalization")
 MOVE_OPS = ("Reshape", "Flatten", "Identity")
-KIND_OF = {"AveragePool": "avgpool", "GlobalAveragePool": "avgpool", "Relu": "relu", "MaxPool": "maxpool", "Add": "add",
-           **{op: "lin" for op in LINEAR_OPS}, **{op: "move" for op in MOVE_OPS}}
+KIND_OF = {"AveragePool": "avgpool", "GlobalAveragePool": "avgpool", "Relu": "relu", "MaxPool": "maxpool",
+           "Add": "add", **{op: "lin" for op in LINEAR_OPS}, **{op: "move" for op in MOVE_OPS}}
 MAX_STEPS = 4096
 MAX_ELEMS = 1 << 26
 _TUPLE_ATTRS = ("kernel_shape", "strides", "pads", "dilations", "shape")
@@ -49,7 +44,7 @@ _TUPLE_ATTRS = ("kernel_shape", "strides", "pads", "dilations", "shape")
 
 @dataclass
 class Step:
-    """One node of the model as a public step (kinds avgpool, relu, maxpool, move)."""
+    """One node of the model (kinds avgpool, relu, maxpool, move; base of the others)."""
 
     op: str
     name: str
@@ -60,7 +55,6 @@ class Step:
     out_shape: tuple
     attrs: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)   # the protocol's public annotations
-
     extra: ClassVar[tuple] = ()                 # kind-specific fields, in JSON order
 
     @property
@@ -72,25 +66,22 @@ class Step:
         return int(np.prod(self.out_shape))
 
     def node(self) -> Node:
-        """The step as an IR node (attributes with tuple values, as the IR kernels expect)."""
-        attrs = {k: tuple(v) if k in _TUPLE_ATTRS and isinstance(v, list) else v
-                 for k, v in self.attrs.items()}
+        """The step as an IR node (list attributes as tuples, as the IR kernels expect)."""
+        attrs = {k: tuple(v) if k in _TUPLE_ATTRS and isinstance(v, list) else v for k, v in self.attrs.items()}
         return Node(self.name, self.node_op, list(self.inputs), [self.out], attrs)
 
     def to_json(self) -> dict:
         d = {"name": self.name, "node_op": self.node_op, "in": self.inp, "out": self.out,
              "in_shape": list(self.in_shape), "out_shape": list(self.out_shape),
              "attrs": self.attrs, "op": self.op, **self.notes}
-        for k in self.extra:
-            v = getattr(self, k)
-            d[k] = list(v) if isinstance(v, tuple) else v
+        d.update((k, list(v) if isinstance(v, tuple) else v) for k, v in ((k, getattr(self, k)) for k in self.extra))
         return d
 
 
 @dataclass
 class LinearStep(Step):
-    """An activation times a server weight. ``wbits`` bounds |W| (bit length of the
-    largest weight): public, to size HE masking; the only weight-dependent value."""
+    """Activation times server weights. ``wbits`` bounds |W| (bit length of the largest
+    weight): public, it sizes HE masking; the only weight-dependent value in the plan."""
 
     bias: bool = False
     wbits: int = 1
@@ -99,7 +90,7 @@ class LinearStep(Step):
 
 @dataclass
 class AddStep(Step):
-    """inp + other (elementwise, same shape): a residual connection."""
+    """inp + other, elementwise, same shape: a residual connection."""
 
     other: str = ""
     other_shape: tuple = ()
@@ -130,8 +121,7 @@ class OutputStep:
         return {"op": "output", "in": self.inp, "in_shape": list(self.in_shape)}
 
 
-STEP_TYPES = {"lin": LinearStep, "add": AddStep, "avgpool": Step, "relu": Step, "maxpool": Step,
-              "move": Step}
+STEP_TYPES = {"lin": LinearStep, "add": AddStep, "avgpool": Step, "relu": Step, "maxpool": Step, "move": Step}
 
 
 @dataclass
@@ -142,7 +132,7 @@ class LinearWeights:
 
 @dataclass
 class ServerPlan:
-    """The whole plan, server side: the public steps and, per ``lin`` step index, its weights."""
+    """Server side: the public steps and, per ``lin`` step index, its weights."""
 
     steps: list
     weights: dict = field(default_factory=dict)
@@ -157,27 +147,17 @@ def maxpool_levels(window: int) -> list[int]:
     return levels
 
 
-def _shape(a) -> tuple:
-    return tuple(int(d) for d in np.shape(a))
-
-
-def _jsonable_attrs(attrs: dict) -> dict:
-    out = {}
-    for k, v in attrs.items():
-        if isinstance(v, (tuple, list)):
-            out[k] = [int(a) if isinstance(a, (int, np.integer)) else a for a in v]
-        elif isinstance(v, np.integer):
-            out[k] = int(v)
-        elif isinstance(v, (int, float, str, bool)) or v is None:
-            out[k] = v
-        else:
-            out[k] = repr(v)
-    return out
+def _jsonable(v):
+    if isinstance(v, (tuple, list)):
+        return [int(a) if isinstance(a, (int, np.integer)) else a for a in v]
+    if isinstance(v, np.integer):
+        return int(v)
+    return v if isinstance(v, (int, float, str, bool)) or v is None else repr(v)
 
 
 def compile_plan(graph, cfg, batch: int, annotate: Callable | None = None) -> ServerPlan:
     """Server side: the graph's steps (shapes from a dry run of the fixed-point reference
-    on zeros at this batch size) and the weights of its ``lin`` steps. ``annotate(step)``
+    on zeros at this batch size) and the weights of its ``lin`` steps; ``annotate(step)``
     returns the protocol's notes for a step. The protocol checks the graph first."""
     from secinfer.ir.fixed_exec import run_fixed_all
     from secinfer.ir.fixed_ops import encode_weights
@@ -187,46 +167,43 @@ def compile_plan(graph, cfg, batch: int, annotate: Callable | None = None) -> Se
     trace: dict = {}
     run_fixed_all(graph, {inp.name: np.zeros(in_shape)}, cfg, trace=trace, overflow="ignore")
     signed = {k: cfg.ring.to_signed(v) for k, v in encode_weights(graph, cfg).items()}
+    shape = lambda name: tuple(int(d) for d in np.shape(trace[name]))   # noqa: E731
     steps: list = [InputStep(inp.name, in_shape)]
     weights: dict = {}
     for node in graph.nodes:
         kind = KIND_OF.get(node.op)
-        if kind is None:
-            raise ProtocolError(f"two-party plan: no step kind for {node.op} ({node.name})")
+        consts = [n in graph.initializers for n in node.inputs]
+        if kind is None or consts[0] or (kind == "lin" and not all(consts[1:])) or (kind == "add" and any(consts)):
+            raise ProtocolError(f"two-party plan: no step for {node.op} {node.name} with these operands")
         x, y = node.inputs[0], node.outputs[0]
-        common = dict(op=kind, name=node.name, node_op=node.op, inp=x, out=y, in_shape=_shape(trace[x]),
-                      out_shape=_shape(trace[y]), attrs=_jsonable_attrs(node.attrs))
+        common = dict(op=kind, name=node.name, node_op=node.op, inp=x, out=y, in_shape=shape(x), out_shape=shape(y),
+                      attrs={k: _jsonable(v) for k, v in node.attrs.items()})
         if kind == "lin":
             w = signed[node.inputs[1]]
             b = signed[node.inputs[2]] if len(node.inputs) > 2 else None
-            wmax = int(np.max(np.abs(w), initial=0))
-            st = LinearStep(**common, bias=b is not None, wbits=max(1, wmax.bit_length()))
+            st = LinearStep(**common, bias=b is not None, wbits=max(1, int(np.max(np.abs(w), initial=0)).bit_length()))
             weights[len(steps)] = LinearWeights(w, b)
         elif kind == "add":
-            st = AddStep(**common, other=node.inputs[1], other_shape=_shape(trace[node.inputs[1]]))
+            st = AddStep(**common, other=node.inputs[1], other_shape=shape(node.inputs[1]))
         else:
             st = Step(**common)
-        if annotate is not None:
-            st.notes = annotate(st)
+        st.notes = annotate(st) if annotate is not None else {}
         steps.append(st)
     out = graph.output_names[0]
-    steps.append(OutputStep(out, _shape(trace[out])))
+    steps.append(OutputStep(out, shape(out)))
     return ServerPlan(steps, weights)
 
 
 def encode_public(steps: list) -> np.ndarray:
     """The public steps as the JSON bytes the server sends (uint8 array)."""
-    return np.frombuffer(json.dumps([s.to_json() for s in steps], separators=(",", ":")).encode(),
-                         dtype=np.uint8)
+    return np.frombuffer(json.dumps([s.to_json() for s in steps], separators=(",", ":")).encode(), np.uint8)
 
 
 def parse_plan(raw: np.ndarray, who: str, check_notes: Callable | None = None,
                kinds: tuple = tuple(STEP_TYPES)) -> list:
-    """Client side (and any other peer of the server): decode and validate the public plan.
-
-    ``who`` prefixes errors; ``kinds`` are the node-step kinds this protocol runs;
-    ``check_notes(step_dict, kind)`` validates the protocol's notes and returns them as a
-    dict (or raises ProtocolError). Any malformed field is a ProtocolError."""
+    """A peer of the server: decode and validate the public plan. ``who`` prefixes errors;
+    ``kinds``: the node-step kinds this protocol runs; ``check_notes(step_dict, kind)``
+    validates the protocol's notes and returns them. Anything malformed: ProtocolError."""
     try:
         items = json.loads(bytes(raw).decode())
     except (UnicodeDecodeError, ValueError) as e:
@@ -235,46 +212,36 @@ def parse_plan(raw: np.ndarray, who: str, check_notes: Callable | None = None,
         raise ProtocolError(f"{who}: plan must be a list of steps")
     if items[0].get("op") != "input" or items[-1].get("op") != "output":
         raise ProtocolError(f"{who}: plan must start with the input and end with the output")
-    first = InputStep(_name(items[0], "out", who), _shape_field(items[0], "out_shape", who))
-    known = {first.out: first.out_shape}
-    steps: list = [first]
+    steps: list = [InputStep(_name(items[0], "out", who), _shape(items[0], "out_shape", who))]
+    known = {steps[0].out: steps[0].out_shape}
     for d in items[1:-1]:
-        kind = d.get("op")
-        if kind not in kinds or kind not in STEP_TYPES:
-            raise ProtocolError(f"{who}: unknown plan step {d!r:.80}")
-        st = _node_step(d, kind, who)
-        for name in st.inputs:
-            if name not in known:
-                raise ProtocolError(f"{who}: step {st.name!r} reads {name!r}, which no earlier step produces")
-        if st.in_shape != known[st.inp] or (isinstance(st, AddStep) and st.other_shape != known[st.other]):
-            raise ProtocolError(f"{who}: step {st.name!r} disagrees with the shapes of its inputs")
-        if check_notes is not None:
-            st.notes = check_notes(d, kind)
+        st = _node_step(d, kinds, who)
+        if any(known.get(n) != s for n, s in zip(st.inputs, (st.in_shape, getattr(st, "other_shape", None)))):
+            raise ProtocolError(f"{who}: step {st.name!r} reads a tensor no earlier step produces, or disagrees "
+                                "with its shape")
+        st.notes = check_notes(d, st.op) if check_notes is not None else {}
         known[st.out] = st.out_shape
         steps.append(st)
-    last = OutputStep(_name(items[-1], "in", who), _shape_field(items[-1], "in_shape", who))
-    if known.get(last.inp) != last.in_shape:
+    steps.append(OutputStep(_name(items[-1], "in", who), _shape(items[-1], "in_shape", who)))
+    if known.get(steps[-1].inp) != steps[-1].in_shape:
         raise ProtocolError(f"{who}: the plan's output is not a tensor of the plan")
-    steps.append(last)
     return steps
 
 
-def _node_step(d: dict, kind: str, who: str) -> Step:
-    cls = STEP_TYPES[kind]
-    node_op = d.get("node_op")
-    if KIND_OF.get(node_op) != kind:
-        raise ProtocolError(f"{who}: plan step of kind {kind} with op {node_op!r:.40}")
-    if not isinstance(d.get("attrs"), dict) or not isinstance(d.get("name"), str):
-        raise ProtocolError(f"{who}: plan step without name or attributes")
-    st = cls(op=kind, name=d["name"], node_op=node_op, inp=_name(d, "in", who), out=_name(d, "out", who),
-             in_shape=_shape_field(d, "in_shape", who), out_shape=_shape_field(d, "out_shape", who),
-             attrs=d["attrs"])
+def _node_step(d: dict, kinds: tuple, who: str) -> Step:
+    kind, node_op = d.get("op"), d.get("node_op")
+    if kind not in kinds or kind not in STEP_TYPES:
+        raise ProtocolError(f"{who}: unknown plan step {d!r:.80}")
+    if KIND_OF.get(node_op) != kind or not isinstance(d.get("attrs"), dict) or not isinstance(d.get("name"), str):
+        raise ProtocolError(f"{who}: plan step {d!r:.80} with a bad op, name or attributes")
+    st = STEP_TYPES[kind](op=kind, name=d["name"], node_op=node_op, inp=_name(d, "in", who), out=_name(d, "out", who),
+                          in_shape=_shape(d, "in_shape", who), out_shape=_shape(d, "out_shape", who), attrs=d["attrs"])
     if kind == "lin":
         if not isinstance(d.get("bias"), bool) or not (isinstance(d.get("wbits"), int) and 1 <= d["wbits"] <= 62):
             raise ProtocolError(f"{who}: linear step without a valid weight bound")
         st.bias, st.wbits = d["bias"], d["wbits"]
     elif kind == "add":
-        st.other, st.other_shape = _name(d, "other", who), _shape_field(d, "other_shape", who)
+        st.other, st.other_shape = _name(d, "other", who), _shape(d, "other_shape", who)
     if node_op in ("AveragePool", "MaxPool"):
         try:
             lift_2d(st.node())
@@ -290,7 +257,7 @@ def _name(d: dict, key: str, who: str) -> str:
     return v
 
 
-def _shape_field(d: dict, key: str, who: str) -> tuple:
+def _shape(d: dict, key: str, who: str) -> tuple:
     shp = d.get(key)
     if (not isinstance(shp, list) or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x for x in shp)
             or int(np.prod(shp)) > MAX_ELEMS):

@@ -39,9 +39,8 @@ def recv_batch(ep, prefix: str) -> int:
 
 def send_plan(ep, prefix: str, steps: list, peers=(CLIENT,)) -> None:
     """Server: the public plan to every peer that sizes its work by it."""
-    raw = twoplan.encode_public(steps)
     for p in peers:
-        ep.send(p, f"{prefix}/plan", raw)
+        ep.send(p, f"{prefix}/plan", twoplan.encode_public(steps))
 
 
 def recv_plan(ep, prefix: str, **parse) -> list:
@@ -61,14 +60,12 @@ def fit_input(x: np.ndarray, steps: list, who: str) -> np.ndarray:
 def timed(fn, *args) -> tuple:
     """(fn(*args), seconds)."""
     t0 = time.perf_counter()
-    out = fn(*args)
-    return out, time.perf_counter() - t0
+    return fn(*args), time.perf_counter() - t0
 
 
 def offline_worker():
-    """One worker thread for a party's input-independent HE work (mostly native calls,
-    which release the GIL) while it receives other offline material; leaving the
-    ``with`` block joins it, also when the receipt failed."""
+    """One thread for input-independent HE work (native calls release the GIL) while the
+    party receives other offline material; leaving the ``with`` block joins it."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="twopc-offline")
 
 

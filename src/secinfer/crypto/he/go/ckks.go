@@ -21,6 +21,9 @@ type Params struct {
 	P   ckks.Parameters
 	enc *ckks.Encoder
 	mu  sync.Mutex
+	// base2 > 0: evaluation keys use a base-2^base2 gadget decomposition (sets without a
+	// special prime P, secinfer's rlwe-* SAFHIRE sets); see evkParams.
+	base2 int
 }
 
 // Bound objects remember the parameter handle they were made under.
@@ -107,6 +110,7 @@ type paramsSpec struct {
 	LogQ            []int
 	LogP            []int
 	LogDefaultScale int
+	KeyBase2        int `json:",omitempty"`
 }
 
 //export he_params_new
@@ -121,7 +125,10 @@ func he_params_new(spec *C.char, out *C.uint64_t, errbuf *C.char, errlen C.int) 
 		LogN: s.LogN, LogQ: s.LogQ, LogP: s.LogP, LogDefaultScale: s.LogDefaultScale,
 	})
 	check(err, codeArgument, "parameters")
-	*out = C.uint64_t(put(&Params{P: p, enc: ckks.NewEncoder(p)}))
+	if s.KeyBase2 < 0 || s.KeyBase2 > 61 || (s.KeyBase2 == 0 && len(s.LogP) == 0) {
+		fail(codeArgument, "KeyBase2 %d: need 1..61, or a special prime P", s.KeyBase2)
+	}
+	*out = C.uint64_t(put(&Params{P: p, enc: ckks.NewEncoder(p), base2: s.KeyBase2}))
 	return codeOK
 }
 
@@ -211,7 +218,7 @@ func he_evk_gen(ph C.uint64_t, skh C.uint64_t, relin C.int, gal *C.uint64_t, nga
 	kgen := rlwe.NewKeyGenerator(p)
 	var rlk *rlwe.RelinearizationKey
 	if relin != 0 {
-		rlk = kgen.GenRelinearizationKeyNew(sk.v)
+		rlk = kgen.GenRelinearizationKeyNew(sk.v, evkParams(ph)...)
 	}
 	seen := map[uint64]bool{}
 	var gks []*rlwe.GaloisKey
@@ -223,7 +230,7 @@ func he_evk_gen(ph C.uint64_t, skh C.uint64_t, relin C.int, gal *C.uint64_t, nga
 			continue
 		}
 		seen[g] = true
-		gks = append(gks, kgen.GenGaloisKeyNew(g, sk.v))
+		gks = append(gks, kgen.GenGaloisKeyNew(g, sk.v, evkParams(ph)...))
 	}
 	*out = C.uint64_t(put(&EvalKeys{uint64(ph), rlwe.NewMemEvaluationKeySet(rlk, gks...)}))
 	return codeOK

@@ -15,6 +15,8 @@ import (
 	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+
+	"secinfer/he/fastpack"
 )
 
 type ring_Poly = ring.Poly
@@ -413,21 +415,17 @@ func he_lwe_pack(ph C.uint64_t, evh C.uint64_t, bh C.uint64_t, pos *C.int64_t, n
 	if int(n) != len(b.cts) || n == 0 {
 		fail(codeArgument, "need one position per LWE ciphertext (%d given for %d)", n, len(b.cts))
 	}
-	e.requireGalois(rlwe.GaloisElementsForPack(P, P.LogN()), "pack")
-	cts := map[int]*rlwe.Ciphertext{}
+	// The tree packing of the fastpack sub-package (depth 0): the same n - 1 + log2(N/n)
+	// key switches as Lattigo's Pack for spread positions, without its N-fold key-switch
+	// noise growth, reading the members in place.  [SAFHIRE Sec. 2.4, 4.4]
+	e.requireGalois(fastpack.PackGaloisElements(P.Parameters, 0), "pack")
+	positions := make([]int, n)
 	for t, p := range i64s(pos, int(n)) {
-		if p < 0 || int(p) >= P.N() {
-			fail(codeArgument, "position %d out of [0, %d)", p, P.N())
-		}
-		if _, dup := cts[int(p)]; dup {
-			fail(codeArgument, "position %d used twice", p)
-		}
-		cts[int(p)] = b.cts[t].CopyNew()
+		positions[t] = int(p)
 	}
-	var res *rlwe.Ciphertext
-	var err error
-	withLock(&e.mu, func() { res, err = e.packer().Pack(cts, P.LogN(), true) })
-	check(err, codeHE, "pack")
+	res, _, err := fastpack.NewPacker(P.Parameters, e.evk).Pack(lweBatchAsFast(P.N(), b), positions, 1)
+	check(err, codeArgument, "pack")
+	res.Scale = b.cts[0].Scale
 	res.LogDimensions = ringDims(0)
 	res.IsBatched = false
 	newCT(ph, res, out)

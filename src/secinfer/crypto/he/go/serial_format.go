@@ -254,11 +254,11 @@ func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.u
 		var refs []polyRef
 		var rlk *rlwe.RelinearizationKey
 		if hasRlk == 1 {
-			rlk = rlwe.NewRelinearizationKey(P)
+			rlk = rlwe.NewRelinearizationKey(P, evkParams(ph)...)
 			refs = refsGadget(P, &rlk.GadgetCiphertext, refs)
 		}
 		// Size check before allocating the Galois key templates.
-		perKey := polysSize(refsGadget(P, &rlwe.NewGaloisKey(P).GadgetCiphertext, nil))
+		perKey := polysSize(refsGadget(P, &rlwe.NewGaloisKey(P, evkParams(ph)...).GadgetCiphertext, nil))
 		if len(rest)-8*ngal != polysSize(refs)+ngal*perKey {
 			fail(codeSerial, "evaluation keys: length does not match %d Galois keys", ngal)
 		}
@@ -270,7 +270,7 @@ func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.u
 				fail(codeSerial, "evaluation keys: invalid Galois element %d", g)
 			}
 			seen[g] = true
-			gk := rlwe.NewGaloisKey(P)
+			gk := rlwe.NewGaloisKey(P, evkParams(ph)...)
 			gk.GaloisElement, gk.NthRoot = g, uint64(2*P.N())
 			gks = append(gks, gk)
 			refs = refsGadget(P, &gk.GadgetCiphertext, refs)

@@ -1,0 +1,334 @@
+package zkbpp
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// The certified-data circuit [CRISP-certified Sec. 6.1, "Implementation Details"]:
+//
+//	inputs (secret)  messages msg_i (data point || additional information), the
+//	                 encryption randomness u, e0, e1 and the BDOP randomness r_0..r_4
+//	Boolean part     digest_i = SHA-256(msg_i); the data point's bits -> Z_Q (b2a)
+//	arithmetic part  m = E d (CKKS encoding, exact integer matrix, see Encode);
+//	                 ct = (pk0 u + e0 + m, pk1 u + e1);
+//	                 BDOP, n = 1, k = 5, l = 3: C1 = r0 + a1 r1 + a2 r2 + a3 r3 + a4 r4,
+//	                 C2_j = r_j + b_j r4 + x_j with x = (u, e0, e1)
+//	outputs (public) the digests (signed by the data source), ct, C1, C2.
+
+// Number of secret polynomials (u, e0, e1, r0..r4), public polynomials (pk0, pk1,
+// a1..a4, b1..b3) and output polynomials (ct0, ct1, C1, C2_1..3).
+const (
+	NumSecretPolys = 8
+	NumPublicPolys = 9
+	NumOutputPolys = 6
+)
+
+// Config fixes the circuit's shape.
+type Config struct {
+	LogN     int
+	Primes   []uint64 // the ciphertext modulus Q in RNS (the level's primes)
+	Reps     int      // ZKB++ repetitions
+	MsgBytes int      // bytes per message
+	DataBits int      // the data point: the first DataBits/8 bytes, big-endian, signed
+	NMsgs    int      // messages (= data points, one per slot, at most N/2)
+	LogScale int      // CKKS scale 2^LogScale
+}
+
+func (c *Config) N() int { return 1 << uint(c.LogN) }
+
+func (c *Config) Validate() error {
+	switch {
+	case c.LogN < 3 || c.LogN > 16:
+		return fmt.Errorf("logN %d out of range", c.LogN)
+	case len(c.Primes) < 1 || len(c.Primes) > 8:
+		return fmt.Errorf("need 1..8 primes, got %d", len(c.Primes))
+	case c.Reps < 1 || c.Reps > 1000:
+		return fmt.Errorf("repetitions %d out of range", c.Reps)
+	case c.DataBits != 8 && c.DataBits != 16 && c.DataBits != 32:
+		return fmt.Errorf("data points must have 8, 16 or 32 bits, not %d", c.DataBits)
+	case c.MsgBytes < c.DataBits/8 || c.MsgBytes > 1<<16:
+		return fmt.Errorf("message size %d out of range", c.MsgBytes)
+	case c.NMsgs < 1 || c.NMsgs > c.N()/2:
+		return fmt.Errorf("%d messages do not fit %d slots", c.NMsgs, c.N()/2)
+	case c.LogScale < 1 || c.LogScale+1 >= 64:
+		return fmt.Errorf("log scale %d out of range", c.LogScale)
+	}
+	for _, q := range c.Primes {
+		if q < 3 || q>>62 != 0 || (q-1)%uint64(2*c.N()) != 0 {
+			return fmt.Errorf("prime %d is not an NTT prime below 2^62 for N = %d", q, c.N())
+		}
+	}
+	if lim := 2.0 * math.Ldexp(1, c.LogScale) / float64(c.N()); lim >= math.Ldexp(1, 52) {
+		return fmt.Errorf("scale 2^%d too large for exact encoding tables", c.LogScale)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- CKKS encoding
+
+// encodeTable holds T[t] = round(Delta * 2/N * cos(pi t / N)) for t < 2N and the rotation
+// group g_j = 5^j mod 2N. Real slot values z_j encode to the coefficients
+// m_k = sum_j z_j T[g_j k mod 2N]: Lattigo's CKKS embedding (slot j evaluates at
+// zeta^{g_j}, zeta = exp(i pi/N)) with the rounding moved from m to the matrix entries,
+// which makes encoding an exact linear map over Z that the circuit evaluates modulo Q.
+type encodeTable struct {
+	n2 int // 2N
+	T  []int64
+	g  []int
+}
+
+func newEncodeTable(logN, logScale, slots int) *encodeTable {
+	N := 1 << uint(logN)
+	amp := math.Ldexp(2, logScale) / float64(N)
+	base := make([]int64, N/2+1) // t in [0, N/2]: cos >= 0
+	for t := range base {
+		base[t] = int64(math.Round(amp * math.Cos(math.Pi*float64(t)/float64(N))))
+	}
+	T := make([]int64, 2*N)
+	for t := 0; t < 2*N; t++ {
+		u := t
+		if u > N {
+			u = 2*N - u // cos(2 pi - x) = cos x
+		}
+		if u <= N/2 {
+			T[t] = base[u]
+		} else {
+			T[t] = -base[N-u] // cos(pi - x) = -cos x
+		}
+	}
+	g := make([]int, slots)
+	v := 1
+	for j := range g {
+		g[j] = v
+		v = v * 5 % (2 * N)
+	}
+	return &encodeTable{n2: 2 * N, T: T, g: g}
+}
+
+// apply returns m = E d modulo q for d given modulo q. Rows k and N-k are opposite
+// (g_j odd: T[g_j (N-k)] = T[N - g_j k] = -T[g_j k]; real slots give m_{N-k} = -m_k), so
+// only rows 0..N/2 are computed.
+func (t *encodeTable) apply(d []uint64, q uint64, out []uint64) {
+	mask := t.n2 - 1
+	half := len(out) / 2
+	for k := 0; k <= half; k++ {
+		var pHi, pLo, nHi, nLo uint64
+		for j, dj := range d {
+			c := t.T[(t.g[j]*k)&mask]
+			if c >= 0 {
+				hi, lo := bits.Mul64(uint64(c), dj)
+				var cy uint64
+				pLo, cy = bits.Add64(pLo, lo, 0)
+				pHi += hi + cy
+			} else {
+				hi, lo := bits.Mul64(uint64(-c), dj)
+				var cy uint64
+				nLo, cy = bits.Add64(nLo, lo, 0)
+				nHi += hi + cy
+			}
+		}
+		out[k] = submod(bits.Rem64(pHi%q, pLo, q), bits.Rem64(nHi%q, nLo, q), q)
+	}
+	for k := 1; k < half; k++ {
+		out[len(out)-k] = submod(0, out[k], q)
+	}
+}
+
+// Encode returns the residues of m = E d modulo each prime (the plaintext the user
+// encrypts), d the signed integer data points.
+func Encode(cfg *Config, d []int64) [][]uint64 {
+	tab := newEncodeTable(cfg.LogN, cfg.LogScale, len(d))
+	out := make([][]uint64, len(cfg.Primes))
+	for l, q := range cfg.Primes {
+		dq := make([]uint64, len(d))
+		for j, v := range d {
+			dq[j] = signedMod(v, q)
+		}
+		out[l] = make([]uint64, cfg.N())
+		tab.apply(dq, q, out[l])
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- the circuit
+
+// publicData is the statement's public input, prepared once (NTT forms).
+type publicData struct {
+	cfg     *Config
+	rq      *ring.Ring
+	polys   [NumPublicPolys]ring.Poly // NTT domain
+	pad     []uint32
+	blocks  int
+	nw      int
+	mask    []uint32
+	encTab  *encodeTable
+	digests [][8]uint32
+	outA    [NumOutputPolys]ring.Poly // coefficient domain
+}
+
+func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32, out [NumOutputPolys][][]uint64) (*publicData, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rq, err := ring.NewRing(cfg.N(), cfg.Primes)
+	if err != nil {
+		return nil, err
+	}
+	pd := &publicData{cfg: cfg, rq: rq, digests: digests}
+	for i := range pub {
+		pd.polys[i] = polyFrom(rq, pub[i])
+		rq.NTT(pd.polys[i], pd.polys[i])
+	}
+	for i := range out {
+		pd.outA[i] = polyFrom(rq, out[i])
+	}
+	pd.pad, pd.blocks = paddedWords(cfg.MsgBytes)
+	pd.mask = msgMask(cfg.MsgBytes)
+	pd.nw = len(pd.mask)
+	pd.encTab = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NMsgs)
+	return pd, nil
+}
+
+func polyFrom(rq *ring.Ring, rows [][]uint64) ring.Poly {
+	p := rq.NewPoly()
+	for l := range p.Coeffs {
+		q := rq.SubRings[l].Modulus
+		for j, v := range rows[l] {
+			p.Coeffs[l][j] = v % q
+		}
+	}
+	return p
+}
+
+// inputs are one player's input shares.
+type inputs struct {
+	words []uint32                  // NMsgs * nw message words (message bits only)
+	polys [NumSecretPolys]ring.Poly // coefficient domain
+}
+
+// outputs are one player's output shares.
+type outputs struct {
+	words []uint32 // 8 digest words per message
+	polys [NumOutputPolys]ring.Poly
+}
+
+// evaluate runs the circuit on the players' input shares; players that this run does not
+// know (the verifier's e+2) carry zeros and their outputs are meaningless.
+func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]bool) [3]*outputs {
+	cfg := pd.cfg
+	var out [3]*outputs
+	for p := 0; p < 3; p++ {
+		out[p] = &outputs{words: make([]uint32, 8*cfg.NMsgs)}
+	}
+	L := len(cfg.Primes)
+	d := [3][][]uint64{} // d[p][l][j]
+	for p := 0; p < 3; p++ {
+		d[p] = make([][]uint64, L)
+		for l := range d[p] {
+			d[p][l] = make([]uint64, cfg.NMsgs)
+		}
+	}
+	shift := uint(32 - cfg.DataBits)
+	msgWords := make([]bw, pd.nw)
+	for i := 0; i < cfg.NMsgs; i++ {
+		for t := 0; t < pd.nw; t++ {
+			for p := 0; p < 3; p++ {
+				msgWords[t][p] = in[p].words[i*pd.nw+t]
+			}
+		}
+		dig := r.hashMessage(msgWords, pd.pad, pd.blocks)
+		for k := 0; k < 8; k++ {
+			for p := 0; p < 3; p++ {
+				out[p].words[8*i+k] = dig[k][p]
+			}
+		}
+		// [CRISP-certified Sec. 6.1] the data point's bits, Boolean -> arithmetic
+		acc := newAV(L)
+		for k := 0; k < cfg.DataBits; k++ {
+			b := r.b2a(msgWords[0], shift+uint(k))
+			coef := int64(1) << uint(k)
+			if k == cfg.DataBits-1 {
+				coef = -coef // two's complement sign bit
+			}
+			acc = r.lin(1, acc, coef, b)
+		}
+		for p := 0; p < 3; p++ {
+			for l := 0; l < L; l++ {
+				d[p][l][i] = acc[p][l]
+			}
+		}
+	}
+	for p := 0; p < 3; p++ {
+		if !live[p] {
+			for k := range out[p].polys {
+				out[p].polys[k] = rq.NewPoly()
+			}
+			continue
+		}
+		x := in[p].polys
+		m := rq.NewPoly()
+		for l, q := range cfg.Primes {
+			pd.encTab.apply(d[p][l], q, m.Coeffs[l])
+		}
+		ntt := func(a ring.Poly) ring.Poly { b := rq.NewPoly(); rq.NTT(a, b); return b }
+		uN, r1, r2, r3, r4 := ntt(x[0]), ntt(x[4]), ntt(x[5]), ntt(x[6]), ntt(x[7])
+		mulAcc := func(dst ring.Poly, pairs ...ring.Poly) {
+			for i := 0; i < len(pairs); i += 2 {
+				rq.MulCoeffsBarrettThenAdd(pairs[i], pairs[i+1], dst)
+			}
+		}
+		o := &out[p].polys
+		for k := range o {
+			o[k] = rq.NewPoly()
+		}
+		P := pd.polys
+		mulAcc(o[0], P[0], uN)
+		mulAcc(o[1], P[1], uN)
+		mulAcc(o[2], P[2], r1, P[3], r2, P[4], r3, P[5], r4)
+		for j := 0; j < 3; j++ {
+			mulAcc(o[3+j], P[6+j], r4)
+		}
+		for k := range o {
+			rq.INTT(o[k], o[k])
+		}
+		rq.Add(o[0], x[1], o[0]) // + e0
+		rq.Add(o[0], m, o[0])    // + m
+		rq.Add(o[1], x[2], o[1]) // + e1
+		rq.Add(o[2], x[3], o[2]) // + r0
+		for j := 0; j < 3; j++ {
+			rq.Add(o[3+j], x[4+j], o[3+j]) // + r_j
+			rq.Add(o[3+j], x[j], o[3+j])   // + x_j
+		}
+	}
+	return out
+}
+
+// LinComb returns sum_i a_i * x_i in R_Q (negacyclic, RNS rows): a_i residues, x_i small
+// signed integers. The BDOP commitment and its bound proof (secinfer.crypto.zk.bdop) are
+// such combinations.
+func LinComb(logN int, primes []uint64, a [][][]uint64, x [][]int64) ([][]uint64, error) {
+	N := 1 << uint(logN)
+	rq, err := ring.NewRing(N, primes)
+	if err != nil {
+		return nil, err
+	}
+	acc := rq.NewPoly()
+	for i := range a {
+		A := polyFrom(rq, a[i])
+		X := rq.NewPoly()
+		for l, q := range primes {
+			for j, v := range x[i] {
+				X.Coeffs[l][j] = signedMod(v, q)
+			}
+		}
+		rq.NTT(A, A)
+		rq.NTT(X, X)
+		rq.MulCoeffsBarrettThenAdd(A, X, acc)
+	}
+	rq.INTT(acc, acc)
+	return acc.Coeffs, nil
+}

@@ -1,0 +1,414 @@
+package zkbpp
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"runtime"
+	"sync"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+// Verification failures, one bit each (the verifier evaluates every check).
+const (
+	FailChallenge  = 1 // the Fiat-Shamir challenge is not the hash of this session's transcript
+	FailView       = 2 // an opened view does not match its commitment or output shares
+	FailDigest     = 4 // the Boolean outputs do not reconstruct the signed digests
+	FailEncryption = 8 // the arithmetic outputs do not reconstruct the ciphertext and commitment
+)
+
+// Statement is the public input: the signed digests and the residues (one row per prime)
+// of pk0, pk1, the BDOP matrix entries a1..a4, b1..b3, the ciphertext and the commitment.
+type Statement struct {
+	Digests [][32]byte
+	Public  [NumPublicPolys][][]uint64
+	Output  [NumOutputPolys][][]uint64
+}
+
+// Witness is the prover's secret: the messages and u, e0, e1, r0..r4 (centred integers).
+type Witness struct {
+	Msgs  [][]byte
+	Polys [NumSecretPolys][]int64
+}
+
+func digestWords(d [32]byte) [8]uint32 {
+	var w [8]uint32
+	for i := range w {
+		w[i] = binary.BigEndian.Uint32(d[4*i:])
+	}
+	return w
+}
+
+func (st *Statement) prepare(cfg *Config) (*publicData, error) {
+	if len(st.Digests) != cfg.NMsgs {
+		return nil, fmt.Errorf("need %d digests, got %d", cfg.NMsgs, len(st.Digests))
+	}
+	for _, set := range [][][][]uint64{st.Public[:], st.Output[:]} {
+		for _, rows := range set {
+			if len(rows) != len(cfg.Primes) {
+				return nil, fmt.Errorf("polynomials need %d rows", len(cfg.Primes))
+			}
+			for l, row := range rows {
+				if len(row) != cfg.N() {
+					return nil, fmt.Errorf("polynomial rows need %d coefficients", cfg.N())
+				}
+				for _, v := range row {
+					if v >= cfg.Primes[l] {
+						return nil, errors.New("polynomial coefficient not reduced")
+					}
+				}
+			}
+		}
+	}
+	dw := make([][8]uint32, len(st.Digests))
+	for i, d := range st.Digests {
+		dw[i] = digestWords(d)
+	}
+	return newPublic(cfg, st.Public, dw, st.Output)
+}
+
+// ---------------------------------------------------------------- input shares
+
+func seededInputs(pd *publicData, seed []byte) *inputs {
+	cfg := pd.cfg
+	t := newTape(seed, "input-bool")
+	in := &inputs{words: make([]uint32, cfg.NMsgs*pd.nw)}
+	for i := range in.words {
+		in.words[i] = t.u32() & pd.mask[i%pd.nw]
+	}
+	ta := newTape(seed, "input-arith")
+	for k := range in.polys {
+		p := pd.rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j := range p.Coeffs[l] {
+				p.Coeffs[l][j] = ta.modq(q)
+			}
+		}
+		in.polys[k] = p
+	}
+	return in
+}
+
+// lastShare returns player 2's input share: the witness minus the seeded shares.
+func lastShare(pd *publicData, w *Witness, s0, s1 *inputs) (*inputs, error) {
+	cfg := pd.cfg
+	if len(w.Msgs) != cfg.NMsgs {
+		return nil, fmt.Errorf("need %d messages, got %d", cfg.NMsgs, len(w.Msgs))
+	}
+	in := &inputs{words: make([]uint32, cfg.NMsgs*pd.nw)}
+	for i, m := range w.Msgs {
+		if len(m) != cfg.MsgBytes {
+			return nil, fmt.Errorf("message %d has %d bytes, not %d", i, len(m), cfg.MsgBytes)
+		}
+		buf := make([]byte, 4*pd.nw)
+		copy(buf, m)
+		for t := 0; t < pd.nw; t++ {
+			k := i*pd.nw + t
+			in.words[k] = binary.BigEndian.Uint32(buf[4*t:]) ^ s0.words[k] ^ s1.words[k]
+		}
+	}
+	for k := range in.polys {
+		if len(w.Polys[k]) != cfg.N() {
+			return nil, fmt.Errorf("secret polynomial %d needs %d coefficients", k, cfg.N())
+		}
+		p := pd.rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j, v := range w.Polys[k] {
+				p.Coeffs[l][j] = submod(submod(signedMod(v, q), s0.polys[k].Coeffs[l][j], q), s1.polys[k].Coeffs[l][j], q)
+			}
+		}
+		in.polys[k] = p
+	}
+	return in, nil
+}
+
+// ---------------------------------------------------------------- hashing
+
+type hw struct{ hash.Hash }
+
+func newHash(label string) hw {
+	h := hw{sha256.New()}
+	h.Write([]byte("secinfer/zkbpp/" + label + "/v1\x00"))
+	return h
+}
+
+func (h hw) u32s(v []uint32) {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	h.Write(b)
+}
+
+func (h hw) u64s(v []uint64) {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], x)
+	}
+	h.Write(b)
+}
+
+func (h hw) poly(p ring.Poly) {
+	for _, row := range p.Coeffs {
+		h.u64s(row)
+	}
+}
+
+func (h hw) sum() (d [32]byte) { copy(d[:], h.Sum(nil)); return }
+
+// commit is the commitment to a player's view: H(seed, player 2's input share, view).
+func commit(seed []byte, in2 *inputs, v *view) [32]byte {
+	h := newHash("commit")
+	h.Write(seed)
+	if in2 != nil {
+		h.u32s(in2.words)
+		for _, p := range in2.polys {
+			h.poly(p)
+		}
+	}
+	h.u32s(v.and)
+	h.u64s(v.mul)
+	return h.sum()
+}
+
+func hashOutB(words []uint32) [32]byte {
+	h := newHash("out-bool")
+	h.u32s(words)
+	return h.sum()
+}
+
+func hashOutA(polys [NumOutputPolys]ring.Poly) [32]byte {
+	h := newHash("out-arith")
+	for _, p := range polys {
+		h.poly(p)
+	}
+	return h.sum()
+}
+
+func statementHash(cfg *Config, st *Statement) [32]byte {
+	h := newHash("statement")
+	h.u64s([]uint64{uint64(cfg.LogN), uint64(cfg.Reps), uint64(cfg.MsgBytes), uint64(cfg.DataBits),
+		uint64(cfg.NMsgs), uint64(cfg.LogScale), uint64(len(cfg.Primes))})
+	h.u64s(cfg.Primes)
+	for _, d := range st.Digests {
+		h.Write(d[:])
+	}
+	for _, set := range [][][][]uint64{st.Public[:], st.Output[:]} {
+		for _, rows := range set {
+			for _, row := range rows {
+				h.u64s(row)
+			}
+		}
+	}
+	return h.sum()
+}
+
+type repTranscript struct {
+	com, hB, hA [3][32]byte
+}
+
+func challengeHash(stmt [32]byte, ctx []byte, reps []repTranscript) [32]byte {
+	h := newHash("challenge")
+	h.Write(stmt[:])
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(ctx)))
+	h.Write(n[:])
+	h.Write(ctx)
+	for _, t := range reps {
+		for p := 0; p < 3; p++ {
+			h.Write(t.com[p][:])
+			h.Write(t.hB[p][:])
+			h.Write(t.hA[p][:])
+		}
+	}
+	return h.sum()
+}
+
+// challengeTrits expands the challenge hash into one e in {0,1,2} per repetition.
+func challengeTrits(ch [32]byte, reps int) []int {
+	out := make([]int, 0, reps)
+	for ctr := uint64(0); len(out) < reps; ctr++ {
+		h := sha256.New()
+		h.Write(ch[:])
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], ctr)
+		h.Write(b[:])
+		for _, x := range h.Sum(nil) {
+			for s := 0; s < 8 && len(out) < reps; s += 2 {
+				if t := int(x>>uint(s)) & 3; t < 3 {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- sizes
+
+type sizes struct{ nIn, nAnd, nMul, nOutB, polyWords int }
+
+func sizesOf(pd *publicData) sizes {
+	cfg := pd.cfg
+	L := len(cfg.Primes)
+	return sizes{
+		nIn:       cfg.NMsgs * pd.nw,
+		nAnd:      cfg.NMsgs * pd.blocks * AndWordsPerBlock,
+		nMul:      cfg.NMsgs * cfg.DataBits * 2 * L,
+		nOutB:     8 * cfg.NMsgs,
+		polyWords: L * cfg.N(),
+	}
+}
+
+// ProofBytes is the size of a proof for this configuration (repetitions where player 2
+// is opened carry its input share, 2/3 of them on average; the bound is for all).
+func ProofBytes(cfg *Config, msgBytes int) (perRep, fixed int) {
+	nw := (cfg.MsgBytes + 3) / 4
+	blocks := (cfg.MsgBytes + 9 + 63) / 64
+	L := len(cfg.Primes)
+	pw := L * cfg.N()
+	perRep = 9*32 + 2*SeedBytes + 4*(cfg.NMsgs*nw) + 8*NumSecretPolys*pw +
+		4*cfg.NMsgs*blocks*AndWordsPerBlock + 8*cfg.NMsgs*cfg.DataBits*2*L
+	return perRep, 6 + 4 + 32
+}
+
+// ---------------------------------------------------------------- parallel repetitions
+
+func parallel(n int, f func(i int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers > n {
+		workers = n
+	}
+	var wg sync.WaitGroup
+	next := make(chan int, n)
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var magic = []byte("ZKBPP1")
+
+// ---------------------------------------------------------------- prover
+
+type proverRep struct {
+	seeds [3][]byte
+	in2   *inputs
+	views [3]*view
+	out   [3]*outputs
+	t     repTranscript
+}
+
+// Prove makes a ZKB++ proof that the witness satisfies the statement, bound to ctx
+// (the verifier's session context: a reused proof fails in another session).
+func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([]byte, error) {
+	if len(master) < 16 {
+		return nil, errors.New("the prover's master seed needs at least 16 bytes")
+	}
+	pd, err := st.prepare(cfg)
+	if err != nil {
+		return nil, err
+	}
+	reps := make([]*proverRep, cfg.Reps)
+	errs := make([]error, cfg.Reps)
+	parallel(cfg.Reps, func(j int) {
+		rq, _ := ring.NewRing(cfg.N(), cfg.Primes)
+		pr := &proverRep{}
+		r := &run{primes: cfg.Primes}
+		var in [3]*inputs
+		for p := 0; p < 3; p++ {
+			pr.seeds[p] = deriveSeed(master, j, p)
+			r.andTape[p] = newTape(pr.seeds[p], "and")
+			r.mulTape[p] = newTape(pr.seeds[p], "mul")
+			r.views[p] = &view{}
+		}
+		in[0], in[1] = seededInputs(pd, pr.seeds[0]), seededInputs(pd, pr.seeds[1])
+		in[2], errs[j] = lastShare(pd, w, in[0], in[1])
+		if errs[j] != nil {
+			return
+		}
+		pr.in2 = in[2]
+		pr.out = r.evaluate(pd, rq, in, [3]bool{true, true, true})
+		for p := 0; p < 3; p++ {
+			var i2 *inputs
+			if p == 2 {
+				i2 = in[2]
+			}
+			pr.t.com[p] = commit(pr.seeds[p], i2, r.views[p])
+			pr.t.hB[p] = hashOutB(pr.out[p].words)
+			pr.t.hA[p] = hashOutA(pr.out[p].polys)
+		}
+		pr.views = r.views
+		reps[j] = pr
+	})
+	for _, e := range errs {
+		if e != nil {
+			return nil, e
+		}
+	}
+	ts := make([]repTranscript, cfg.Reps)
+	for j, pr := range reps {
+		ts[j] = pr.t
+	}
+	ch := challengeHash(statementHash(cfg, st), ctx, ts)
+	es := challengeTrits(ch, cfg.Reps)
+	var buf bytes.Buffer
+	buf.Write(magic)
+	binary.Write(&buf, binary.LittleEndian, uint32(cfg.Reps))
+	buf.Write(ch[:])
+	for j, pr := range reps {
+		e, e1 := es[j], (es[j]+1)%3
+		for p := 0; p < 3; p++ {
+			buf.Write(pr.t.com[p][:])
+			buf.Write(pr.t.hB[p][:])
+			buf.Write(pr.t.hA[p][:])
+		}
+		buf.Write(pr.seeds[e])
+		buf.Write(pr.seeds[e1])
+		if e == 2 || e1 == 2 {
+			writeInputs(&buf, pr.in2)
+		}
+		writeU32s(&buf, pr.views[e1].and)
+		writeU64s(&buf, pr.views[e1].mul)
+	}
+	return buf.Bytes(), nil
+}
+
+func writeU32s(b *bytes.Buffer, v []uint32) {
+	tmp := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(tmp[4*i:], x)
+	}
+	b.Write(tmp)
+}
+
+func writeU64s(b *bytes.Buffer, v []uint64) {
+	tmp := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(tmp[8*i:], x)
+	}
+	b.Write(tmp)
+}
+
+func writeInputs(b *bytes.Buffer, in *inputs) {
+	writeU32s(b, in.words)
+	for _, p := range in.polys {
+		for _, row := range p.Coeffs {
+			writeU64s(b, row)
+		}
+	}
+}

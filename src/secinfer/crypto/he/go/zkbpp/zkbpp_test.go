@@ -1,0 +1,173 @@
+package zkbpp
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	mrand "math/rand"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v6/ring"
+)
+
+func testPrimes(t testing.TB, logN, n int) []uint64 {
+	g := ring.NewNTTFriendlyPrimesGenerator(40, uint64(2<<uint(logN)))
+	ps, err := g.NextDownstreamPrimes(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// honestInstance builds a random statement/witness pair the plain way (no MPC).
+func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Witness, []int64) {
+	N := cfg.N()
+	w := &Witness{}
+	d := make([]int64, cfg.NMsgs)
+	for i := range d {
+		m := make([]byte, cfg.MsgBytes)
+		rng.Read(m)
+		w.Msgs = append(w.Msgs, m)
+		switch cfg.DataBits {
+		case 8:
+			d[i] = int64(int8(m[0]))
+		case 16:
+			d[i] = int64(int16(binary.BigEndian.Uint16(m)))
+		default:
+			d[i] = int64(int32(binary.BigEndian.Uint32(m)))
+		}
+	}
+	for k := range w.Polys {
+		w.Polys[k] = make([]int64, N)
+		for j := range w.Polys[k] {
+			w.Polys[k][j] = int64(rng.Intn(7)) - 3
+		}
+	}
+	st := &Statement{}
+	for _, m := range w.Msgs {
+		st.Digests = append(st.Digests, sha256.Sum256(m))
+	}
+	rq, _ := ring.NewRing(N, cfg.Primes)
+	for k := range st.Public {
+		p := rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j := range p.Coeffs[l] {
+				p.Coeffs[l][j] = rng.Uint64() % q
+			}
+		}
+		st.Public[k] = p.Coeffs
+	}
+	// plain evaluation with the ring
+	toPoly := func(v []int64) ring.Poly {
+		p := rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j, x := range v {
+				p.Coeffs[l][j] = signedMod(x, q)
+			}
+		}
+		return p
+	}
+	mul := func(a [][]uint64, b ring.Poly) ring.Poly {
+		A := rq.NewPoly()
+		copy(A.Coeffs, a)
+		A = *A.CopyNew()
+		B := *b.CopyNew()
+		rq.NTT(A, A)
+		rq.NTT(B, B)
+		rq.MulCoeffsBarrett(A, B, A)
+		rq.INTT(A, A)
+		return A
+	}
+	x := [8]ring.Poly{}
+	for k := range x {
+		x[k] = toPoly(w.Polys[k])
+	}
+	m := rq.NewPoly()
+	copy(m.Coeffs, Encode(cfg, d))
+	outs := [6]ring.Poly{}
+	outs[0] = mul(st.Public[0], x[0])
+	rq.Add(outs[0], x[1], outs[0])
+	rq.Add(outs[0], m, outs[0])
+	outs[1] = mul(st.Public[1], x[0])
+	rq.Add(outs[1], x[2], outs[1])
+	outs[2] = *x[3].CopyNew()
+	for i := 0; i < 4; i++ {
+		rq.Add(outs[2], mul(st.Public[2+i], x[4+i]), outs[2])
+	}
+	for j := 0; j < 3; j++ {
+		outs[3+j] = mul(st.Public[6+j], x[7])
+		rq.Add(outs[3+j], x[4+j], outs[3+j])
+		rq.Add(outs[3+j], x[j], outs[3+j])
+	}
+	for k := range outs {
+		st.Output[k] = outs[k].Coeffs
+	}
+	return st, w, d
+}
+
+func TestSHA256CircuitMatchesStdlib(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(1))
+	for _, mb := range []int{3, 24, 55, 56, 64, 130} {
+		cfg := &Config{LogN: 4, Primes: testPrimes(t, 4, 1), Reps: 1, MsgBytes: mb, DataBits: 8, NMsgs: 2, LogScale: 20}
+		st, w, _ := honestInstance(t, cfg, rng)
+		digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range digs {
+			if digs[i] != st.Digests[i] {
+				t.Fatalf("msg bytes %d: digest %d differs from crypto/sha256", mb, i)
+			}
+		}
+		for k := range outA {
+			for l := range outA[k] {
+				for j := range outA[k][l] {
+					if outA[k][l][j] != st.Output[k][l][j] {
+						t.Fatalf("arithmetic output %d differs at (%d, %d)", k, l, j)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestProveVerify(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(2))
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 2), Reps: 6, MsgBytes: 24, DataBits: 16, NMsgs: 3, LogScale: 25}
+	st, w, _ := honestInstance(t, cfg, rng)
+	seed := make([]byte, 32)
+	rand.Read(seed)
+	ctx := []byte("session-1")
+	proof, err := Prove(cfg, st, w, seed, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Verify(cfg, st, proof, ctx); err != nil || f != 0 {
+		t.Fatalf("honest proof rejected: fails=%d err=%v", f, err)
+	}
+	if f, _ := Verify(cfg, st, proof, []byte("session-2")); f != FailChallenge {
+		t.Fatalf("other context: fails=%d", f)
+	}
+	bad := append([]byte(nil), proof...)
+	bad[len(bad)-8] ^= 1 // lowest byte of the last multiplication output of an opened view
+	if f, _ := Verify(cfg, st, bad, ctx); f&FailView == 0 {
+		t.Fatalf("tampered view accepted: fails=%d", f)
+	}
+	// another statement: a different ciphertext
+	st2 := *st
+	st2.Output[0] = [][]uint64{append([]uint64(nil), st.Output[0][0]...), st.Output[0][1]}
+	st2.Output[0][0][0] = (st2.Output[0][0][0] + 1) % cfg.Primes[0]
+	p2, _ := Prove(cfg, &st2, w, seed, ctx)
+	if f, _ := Verify(cfg, &st2, p2, ctx); f != FailEncryption {
+		t.Fatalf("false encryption statement: fails=%d", f)
+	}
+	st3 := *st
+	st3.Digests = append([][32]byte{{1}}, st.Digests[1:]...)
+	p3, _ := Prove(cfg, &st3, w, seed, ctx)
+	if f, _ := Verify(cfg, &st3, p3, ctx); f != FailDigest {
+		t.Fatalf("false digest statement: fails=%d", f)
+	}
+	if _, err := Verify(cfg, st, proof[:len(proof)-3], ctx); err != ErrMalformed {
+		t.Fatalf("truncated proof: %v", err)
+	}
+}

@@ -1,0 +1,375 @@
+"""certified: computation on certified data [Chatel et al., "Privacy and Integrity Preserving
+Computations with CRISP", USENIX Security 2021; fragment in crisp-certified-data-fragment.txt].
+
+Roles (each its own process on the runtime):
+
+* ``data_source`` (input role: it measures the data): signs every message
+  msg_i = d_i || nonce_i || uid || timestamp_i over SHA-256(msg_i) with ML-DSA and hands the
+  signed messages to the user; its verification key goes to the provider over the
+  authenticated channel. It already knows the data, so the provider's final receipt of
+  psi(d) (the runtime's output) tells it nothing new.
+* ``user``: encodes the data points into CKKS slots (real values, null imaginary part),
+  encrypts with randomness she keeps, commits to the noises (BDOP), proves with ZKB++
+  that the digests, the ciphertext and the commitment come from her signed messages, and
+  proves that the committed noises are short; at release she decrypts psi's result and
+  proves the decryption with the blinding B_{nu,eta} and commitments C0, C1.
+* ``provider`` (model role: it owns psi): verifies the signatures, both proofs, evaluates
+  psi homomorphically and runs the release.
+
+Every failure aborts with the check that failed (``SPEC.checks``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+
+from secinfer.crypto.he.evaluator import Evaluator
+from secinfer.crypto.he.objects import Ciphertext, EvalKeys, PublicKey
+from secinfer.crypto.he.params import CKKSParams, get_params
+from secinfer.crypto.he.rlwe import encrypt_with_randomness
+from secinfer.crypto.prg import PRG
+from secinfer.crypto.signature import DEFAULT_SCHEME, SCHEMES, SigningKey, VerifyKey
+from secinfer.crypto.zk import bdop, zkbpp
+from secinfer.errors import ConfigError, ProtocolAbort, ProtocolError, SerializationError
+from secinfer.net.channel import ArraySpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.certified import usecases
+
+DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
+NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
+RELEASE_TOL = 1.0                             # |m_B - (nu m + eta)| in data units
+_MAX_BYTES = 1 << 31
+
+
+def _bytes(a: bytes) -> np.ndarray:
+    return np.frombuffer(bytes(a), dtype=np.uint8)
+
+
+def _spec_bytes(n: int | None = None) -> ArraySpec:
+    return ArraySpec(np.uint8, (n,), max_elems=_MAX_BYTES)
+
+
+class Session:
+    """What every role derives from the public options: parameters and circuit shapes."""
+
+    def __init__(self, job: PartyJob, desc: dict | None = None) -> None:
+        o = job.options
+        self.desc = desc
+        self.usecase = usecases.get(desc["usecase"] if desc else o.get("usecase", "sum"))
+        name = o.get("he_params") or self.usecase.params
+        self.params: CKKSParams = get_params(name)
+        if self.params.insecure and not o.get("allow_insecure"):
+            raise ConfigError(f"HE parameter set {name!r} is insecure: tests only "
+                              "(option allow_insecure)")
+        self.reps = int(o.get("reps", zkbpp.PRODUCTION_REPS))
+        if self.reps < zkbpp.PRODUCTION_REPS and not o.get("allow_insecure"):
+            raise ConfigError(f"{self.reps} ZKB++ repetitions give "
+                              f"{zkbpp.soundness_bits(self.reps):.0f}-bit soundness: tests only")
+        self.scheme = o.get("signature", DEFAULT_SCHEME)
+        if self.scheme not in SCHEMES:
+            raise ConfigError(f"unknown signature scheme {self.scheme!r}")
+        self.level = self.usecase.levels + 1          # psi's levels, then the blinding
+        if self.level > self.params.max_level:
+            raise ConfigError(f"{name!r} has {self.params.max_level} levels; "
+                              f"{self.usecase.name!r} needs {self.level}")
+        self.slots = self.params.n // 2
+        self.msg_bytes = self.usecase.data_bits // 8 + NONCE_BYTES + UID_BYTES + TS_BYTES
+        self.primes = tuple(self.params.q[: self.level + 1])
+        self.bp = bdop.BDOPParams(self.params.log_n, self.primes)
+
+    def zk_config(self, n_msgs: int) -> zkbpp.ZKConfig:
+        return zkbpp.ZKConfig(self.params.log_n, self.primes, self.reps, self.msg_bytes,
+                              self.usecase.data_bits, n_msgs, self.usecase.log_scale)
+
+    def chunks(self, n: int) -> list[tuple[int, int]]:
+        return [(s, min(n, s + self.slots)) for s in range(0, n, self.slots)]
+
+
+def make_message(u: usecases.UseCase, d: int, nonce: bytes, uid: int, ts: int) -> bytes:
+    """msg = d (big-endian two's complement) || nonce || uid || timestamp."""
+    nb = u.data_bits // 8
+    return (int(d).to_bytes(nb, "big", signed=True) + nonce + int(uid).to_bytes(UID_BYTES, "big")
+            + int(ts).to_bytes(TS_BYTES, "big"))
+
+
+def data_of(u: usecases.UseCase, msg: bytes) -> int:
+    return int.from_bytes(msg[: u.data_bits // 8], "big", signed=True)
+
+
+# ---------------------------------------------------------------- data source
+
+
+def _run_data_source(ep, job: PartyJob) -> PartyResult:
+    o = job.options
+    scheme = o.get("signature", DEFAULT_SCHEME)
+    sk = SigningKey(job.prg.derive("signing-key").bytes(32), scheme)
+    uid, t0 = int(o.get("user_id", 1)), int(o.get("t0", 1_700_000_000))
+    with ep.phase("setup"):
+        # the kind of data (its fixed-point format) is public: the provider names it
+        (name,) = ep.recv(PROVIDER, "certified/kind", _spec_bytes())
+        u = usecases.get(name.tobytes().decode("ascii", "replace"))
+        d = u.quantize(job.input)
+        ep.send(PROVIDER, "certified/vk", _bytes(sk.verify_key.raw))
+        ep.send(PROVIDER, "certified/count", np.array([d.size], np.int64))
+    with ep.phase("offline"):
+        nonces = job.prg.derive("nonces")
+        msgs = [make_message(u, v, nonces.bytes(NONCE_BYTES), uid, t0 + 1800 * i)
+                for i, v in enumerate(d)]
+        sigs = [sk.sign(hashlib.sha256(m).digest()) for m in msgs]   # [CRISP-certified Sec. 5.2]
+        ep.send(USER, "certified/signed", _bytes(b"".join(msgs)), _bytes(b"".join(sigs)))
+    with ep.phase("online"):
+        (res,) = ep.recv(PROVIDER, "certified/receipt", ArraySpec(np.float64, (1,)), timeout=3600)
+    return PartyResult(output=res.copy(), info={"points": int(d.size), "signature": scheme})
+
+
+# ---------------------------------------------------------------- user
+
+
+def _run_user(ep, job: PartyJob) -> PartyResult:
+    with ep.phase("setup"):
+        (raw,) = ep.recv(PROVIDER, "certified/psi", _spec_bytes())
+        (ctx_nonce, key_seed) = ep.recv(PROVIDER, "certified/session", _spec_bytes(16), _spec_bytes(16))
+    desc = json.loads(raw.tobytes())
+    s = Session(job, desc)
+    desc = usecases.parse(desc, 1 << 24)
+    u, params = s.usecase, s.params
+    ctx = bytes(ctx_nonce) + bytes(ep.session_id)
+    with ep.phase("offline"):
+        n = desc["n_points"]
+        msgs_raw, sigs_raw = ep.recv(DATA_SOURCE, "certified/signed", _spec_bytes(), _spec_bytes())
+        if msgs_raw.size != n * s.msg_bytes:
+            raise ProtocolError(f"user: expected {n} messages of {s.msg_bytes} bytes from the data source")
+        msgs = [msgs_raw[i * s.msg_bytes:(i + 1) * s.msg_bytes].tobytes() for i in range(n)]
+        sig_size = sigs_raw.size // n if n else 0
+        sigs = [sigs_raw[i * sig_size:(i + 1) * sig_size].tobytes() for i in range(n)]
+        prg = job.prg.derive("user")
+        kp = params.keygen()
+        evk = params.gen_eval_keys(kp.sk, rotations=usecases.rotation_steps(s.slots, u.name))
+        key = bdop.commitment_key(s.bp, bytes(key_seed))
+        ep.send(PROVIDER, "certified/keys", _bytes(kp.pk.to_bytes()), _bytes(evk.to_bytes()))
+    with ep.phase("online"):
+        cts = []
+        for (a, b) in s.chunks(n):
+            cfg = s.zk_config(b - a)
+            d = np.array([data_of(u, m) for m in msgs[a:b]])
+            pt = zkbpp.plaintext(params, zkbpp.encode(cfg, d), s.level, u.log_scale)
+            ct, rnd = encrypt_with_randomness(params, pt, kp.pk, seed=prg.bytes(32))
+            pt.close()
+            noises = np.stack([rnd.u, rnd.e0, rnd.e1])
+            r = bdop.sample_randomness(s.bp, prg)
+            com = bdop.commit(s.bp, key, noises, r)
+            st = statement(s, cfg, kp.pk, ct, com, key, [hashlib.sha256(m).digest() for m in msgs[a:b]])
+            wit = zkbpp.Witness(msgs[a:b], np.vstack([noises, r]).astype(np.int64))
+            proof = zkbpp.prove(cfg, st, wit, prg.bytes(32), ctx)
+            bound = bdop.prove_bound(s.bp, key, com, noises, r, prg, ctx)
+            ep.send(PROVIDER, "certified/upload", _bytes(b"".join(st.digests)),
+                    _bytes(b"".join(sigs[a:b])), _bytes(ct.to_bytes()), com, _bytes(proof),
+                    _bytes(bound))
+            cts.append(ct)
+        info = _user_release(ep, s, desc, params, kp, evk, cts, prg)
+    return PartyResult(info=info)
+
+
+def statement(s: Session, cfg: zkbpp.ZKConfig, pk: PublicKey, ct: Ciphertext, com: np.ndarray,
+              key: np.ndarray, digests: list[bytes]) -> zkbpp.Statement:
+    """The ZKB++ statement: public polynomials (pk0, pk1, BDOP key), outputs (ct, com)."""
+    L = len(s.primes)
+    pk_rows = [s.params._poly(pk, i)[:L] for i in (0, 1)]
+    ct_rows = [s.params._poly(ct, i) for i in (0, 1)]
+    if any(r.shape != (L, s.params.n) for r in ct_rows):
+        raise ProtocolAbort("zkbpp-encryption", USER, "ciphertext at the wrong level")
+    public = np.concatenate([np.stack(pk_rows), key])
+    output = np.concatenate([np.stack(ct_rows), com])
+    return zkbpp.Statement(list(digests), public, output)
+
+
+def _commit(tag: bytes, rho: bytes, *arrays: np.ndarray) -> bytes:
+    """SHA-256 commitment [CRISP-certified Sec. 6.1, "Release Protocol"]."""
+    h = hashlib.sha256(b"secinfer/certified/" + tag + b"\0" + rho)
+    for a in arrays:
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    return h.digest()
+
+
+def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
+    """[CRISP-certified Sec. 4.5/5.1] decrypt psi's result and prove it with C1."""
+    (ctb_raw, c0) = ep.recv(PROVIDER, "certified/release", _spec_bytes(), _spec_bytes(32))
+    ct_b = params.load(ctb_raw.tobytes(), Ciphertext)
+    ev = Evaluator(params, evk)
+    ct_psi = usecases.evaluate(ev, desc, cts, s.slots)         # psi is public: recompute it
+    m = params.decrypt_decode(ct_psi, kp.sk).real
+    m_b = params.decrypt_decode(ct_b, kp.sk).real
+    rho1 = prg.bytes(16)
+    ep.send(PROVIDER, "certified/c1", _bytes(_commit(b"C1", rho1, m, m_b)))
+    rho0, nu, eta = ep.recv(PROVIDER, "certified/open-c0", _spec_bytes(16),
+                            ArraySpec(np.float64, (s.slots,)), ArraySpec(np.float64, (s.slots,)))
+    # the provider blinded exactly psi's result: the user is no decryption oracle
+    ok = _commit(b"C0", rho0.tobytes(), nu, eta) == c0.tobytes()
+    if ok:
+        with blind(ev, params, ct_psi, nu, eta) as want:
+            ok = all(np.array_equal(params._poly(want, i), params._poly(ct_b, i)) for i in (0, 1))
+    ep.require(ok, "release-blinding", PROVIDER, "the blinded ciphertext is not B(psi(ct))")
+    ep.send(PROVIDER, "certified/open-c1", _bytes(rho1), m, m_b)
+    (res,) = ep.recv(PROVIDER, "certified/accepted", ArraySpec(np.float64, (1,)))
+    return {"result": float(res[0])}
+
+
+def blind(ev: Evaluator, params: CKKSParams, ct: Ciphertext, nu: np.ndarray, eta: np.ndarray) -> Ciphertext:
+    """B_{nu,eta}(ct) = nu * ct + eta slot-wise [CRISP-certified Sec. 6.1]."""
+    with ev.mul_plain_vector(ct, nu) as prod:
+        with params.encode(eta, level=prod.level, log_slots=prod.log_slots,
+                           log_scale=prod.log_scale) as pt:
+            return ev.add(prod, pt)
+
+
+# ---------------------------------------------------------------- provider
+
+
+def _run_provider(ep, job: PartyJob) -> PartyResult:
+    o = job.options
+    if job.model is not None:
+        from secinfer.protocols.certified.graphs import usecase_of
+
+        name, weights, coeffs = usecase_of(job.model)
+    else:
+        name, weights, coeffs = o.get("usecase", "sum"), o.get("weights"), None
+    with ep.phase("setup"):
+        ep.send(DATA_SOURCE, "certified/kind", _bytes(usecases.get(name).name.encode()))
+        (vk_raw,) = ep.recv(DATA_SOURCE, "certified/vk", _spec_bytes())
+        (count,) = ep.recv(DATA_SOURCE, "certified/count", ArraySpec(np.int64, (1,)))
+        n = int(count[0])
+        desc = usecases.describe(name, n, weights, o.get("step_bound"), coeffs)
+        s = Session(job, desc)
+        vk = VerifyKey(s.scheme, vk_raw.tobytes())
+        prg = job.prg.derive("provider")
+        ctx_nonce, key_seed = prg.bytes(16), prg.bytes(16)
+        ep.send(USER, "certified/psi", _bytes(usecases.to_bytes(desc)))
+        ep.send(USER, "certified/session", _bytes(ctx_nonce), _bytes(key_seed))
+    params = s.params
+    ctx = ctx_nonce + bytes(ep.session_id)
+    key = bdop.commitment_key(s.bp, key_seed)
+    with ep.phase("offline"):
+        pk_raw, evk_raw = ep.recv(USER, "certified/keys", _spec_bytes(), _spec_bytes())
+        pk = params.load(pk_raw.tobytes(), PublicKey)
+        evk = params.load(evk_raw.tobytes(), EvalKeys)
+    with ep.phase("online"):
+        cts = []
+        for (a, b) in s.chunks(n):
+            cts.append(_verify_chunk(ep, s, vk, pk, key, ctx, b - a))
+        ev = Evaluator(params, evk)
+        ct_psi = usecases.evaluate(ev, desc, cts, s.slots)    # [CRISP-certified Sec. 4.4]
+        m = _provider_release(ep, s, params, ev, ct_psi, prg)
+        result = float(m[0]) / usecases.result_scale(desc)
+        ep.send(USER, "certified/accepted", np.array([result], np.float64))
+        ep.send(DATA_SOURCE, "certified/receipt", np.array([result], np.float64))
+    return PartyResult(info={"result": result, "usecase": desc["usecase"], "points": n,
+                             "reps": s.reps, "soundness_bits": zkbpp.soundness_bits(s.reps)})
+
+
+def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) -> Ciphertext:
+    """[CRISP-certified Sec. 4.3] signatures, ZKB++ proof, bound proof; any failure aborts."""
+    L = len(s.primes)
+    dig, sigs, ct_raw, com, proof, bound = ep.recv(
+        USER, "certified/upload", _spec_bytes(32 * n), _spec_bytes(), _spec_bytes(),
+        ArraySpec(np.uint64, (4, L, s.params.n)), _spec_bytes(), _spec_bytes())
+    digests = [dig[32 * i:32 * i + 32].tobytes() for i in range(n)]
+    sl = vk.signature_bytes
+    ok = sigs.size == n * sl and all(
+        vk.verify(digests[i], sigs[i * sl:(i + 1) * sl].tobytes()) for i in range(n))
+    ep.require(ok, "signature", USER, "a digest is not signed by the data source")
+    ct = s.params.load(ct_raw.tobytes(), Ciphertext)
+    ok = ct.level == s.level and ct.degree == 1 and abs(ct.log_scale - s.usecase.log_scale) < 1e-9
+    ep.require(ok, "zkbpp-encryption", USER, "ciphertext level, degree or scale")
+    cfg = s.zk_config(n)
+    st = statement(s, cfg, pk, ct, com, key, digests)
+    v = zkbpp.verify(cfg, st, proof.tobytes(), ctx)
+    ep.require(v.view_ok, "zkbpp-view", USER, "an opened ZKB++ view is inconsistent")
+    ep.require(v.challenge_ok, "zkbpp-challenge", USER, "the Fiat-Shamir challenge is not this session's")
+    ep.require(v.digest_ok, "zkbpp-digest", USER, "the hashed messages are not the signed ones")
+    ep.require(v.encryption_ok, "zkbpp-encryption", USER,
+               "the ciphertext or commitment does not come from the signed data")
+    try:
+        bv = bdop.verify_bound(s.bp, key, com, bound.tobytes(), ctx)
+    except SerializationError:   # a malformed bound proof is a failed one
+        bv = bdop.BoundVerdict(False, False)
+    ep.require(bv.ok, "noise-bound", USER, "the committed encryption noises are not short")
+    return ct
+
+
+def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> np.ndarray:
+    """[CRISP-certified Sec. 4.5] blind with (nu, eta), commit C0, receive C1, open C0,
+    receive the opening of C1, check m_B = nu m + eta."""
+    slots = s.slots
+    u = s.usecase
+    nu = (prg.below((1 << u.nu_bits) - 1, slots) + 1).astype(np.float64)
+    eta = (prg.below(1 << (u.eta_bits + 1), slots) - (1 << u.eta_bits)).astype(np.float64)
+    eta += prg.below(1 << 20, slots) / float(1 << 20)
+    rho0 = prg.bytes(16)
+    with blind(ev, params, ct_psi, nu, eta) as ct_b:
+        ep.send(USER, "certified/release", _bytes(ct_b.to_bytes()), _bytes(_commit(b"C0", rho0, nu, eta)))
+    (c1,) = ep.recv(USER, "certified/c1", _spec_bytes(32))
+    ep.send(USER, "certified/open-c0", _bytes(rho0), nu, eta)
+    rho1, m, m_b = ep.recv(USER, "certified/open-c1", _spec_bytes(16),
+                           ArraySpec(np.float64, (slots,)), ArraySpec(np.float64, (slots,)))
+    ok = _commit(b"C1", rho1.tobytes(), m, m_b) == c1.tobytes()
+    ok = ok and bool(np.all(np.isfinite(m)) and np.all(np.isfinite(m_b)))
+    ok = ok and bool(np.all(np.abs(m_b - (nu * m + eta)) <= RELEASE_TOL + 1e-9 * np.abs(nu * m)))
+    ok = ok and bool(np.all(np.abs(m - m[0]) <= RELEASE_TOL))   # psi is replicated in every slot
+    ep.require(ok, "release-decryption", USER, "the decrypted result does not match the blinded one")
+    return m
+
+
+# ---------------------------------------------------------------- spec
+
+
+def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    if role == DATA_SOURCE:
+        return _run_data_source(ep, job)
+    if role == USER:
+        return _run_user(ep, job)
+    if role == PROVIDER:
+        return _run_provider(ep, job)
+    raise ProtocolError(f"certified has no role {role!r}")
+
+
+def check_model(graph, security: str) -> None:
+    from secinfer.protocols.certified.graphs import usecase_of
+
+    if security != "malicious":
+        raise ProtocolError(f"certified runs against a malicious user ('malicious'), not {security!r}")
+    if graph is not None:
+        usecase_of(graph)
+
+
+CHECKS = (
+    Check("signature", "every digest carries the data source's ML-DSA signature", "CRISP-certified Sec. 4.3"),
+    Check("zkbpp-view", "the opened ZKB++ views match their commitments and output shares", "ZKB++ Sec. 3"),
+    Check("zkbpp-challenge", "the Fiat-Shamir challenge hashes this session's context and transcript",
+          "ZKB++ Sec. 3"),
+    Check("zkbpp-digest", "the circuit's SHA-256 outputs are the signed digests", "CRISP-certified Sec. 6.1"),
+    Check("zkbpp-encryption", "the circuit's arithmetic outputs are the ciphertext and BDOP commitment",
+          "CRISP-certified Sec. 6.1"),
+    Check("noise-bound", "the BDOP bound proof: the committed encryption noises are short",
+          "CRISP-certified Sec. 5.2 (property A.3)"),
+    Check("release-blinding", "(user) the ciphertext to decrypt is B_{nu,eta}(psi(ct))",
+          "CRISP-certified Sec. 5.1"),
+    Check("release-decryption", "C1 opens to (m, m_B) with m_B = nu m + eta", "CRISP-certified Sec. 5.1"),
+)
+
+SPEC = ProtocolSpec(
+    name="certified",
+    description="computation on certified data: ML-DSA-signed messages, CKKS encryption proven "
+                "correct with ZKB++ and a BDOP bound proof, homomorphic psi, verifiable release",
+    roles=(DATA_SOURCE, USER, PROVIDER),
+    model_role=PROVIDER,
+    input_role=DATA_SOURCE,
+    securities=("malicious",),
+    default_security="malicious",
+    run_party=run_party,
+    check_model=check_model,
+    paper="crisp-certified-data-fragment.txt",
+    checks=CHECKS,
+)
