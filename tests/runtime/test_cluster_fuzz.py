@@ -78,3 +78,16 @@ def test_arbitrary_cluster_file_bytes_give_config_error_only(tmp_path_factory, r
         load_cluster(p)
     except ConfigError:
         pass
+
+
+def test_unreadable_public_key_files_give_config_error(tmp_path):
+    """Found by the fuzz campaign: a public_key_file that is a folder, holds a NUL byte or
+    is too long escaped as IsADirectoryError / ValueError / OSError."""
+    import pytest
+
+    for bad in ["", ".", "\x00", "a" * 300]:
+        d = {"session": "s", "party": [
+            {"id": "a", "role": "a", "host": "h", "port": 1, "public_key_file": bad},
+            {"id": "b", "role": "b", "host": "h", "port": 2, "public_key_file": "b.key"}]}
+        with pytest.raises(ConfigError, match="public_key_file"):
+            parse_cluster(d, "fuzz", tmp_path)

@@ -250,7 +250,11 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
             key = parse_public_key(_req(p, "public_key", str, pw), f"{pw}: public_key")
         else:
             kf = Path(_req(p, "public_key_file", str, pw))
-            _name, key = load_public(kf if kf.is_absolute() or base_dir is None else Path(base_dir) / kf)
+            kp = kf if kf.is_absolute() or base_dir is None else Path(base_dir) / kf
+            try:
+                _name, key = load_public(kp)
+            except (OSError, ValueError) as e:   # a folder, a NUL byte, a name too long, not UTF-8
+                raise ConfigError(f"{pw}: public_key_file {str(kp)!r} cannot be read: {e}") from None
         if key in seen_keys:
             raise ConfigError(f"{pw}: public_key is the same as {seen_keys[key]!r}'s; every party needs its own")
         link = parse_profile(p["link"]) if "link" in p else None
