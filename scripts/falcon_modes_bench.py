@@ -3,7 +3,7 @@
     .venv/bin/python scripts/falcon_modes_bench.py [--out FILE] [network:batch ...]
 
 Default: Network-A (``secureml-a``) at batch 128 and AlexNet at batch 8, semi-honest. For
-every network, ``secinfer.protocols.stamp.bench.run`` is called once per Falcon+ mode
+every network, ``secinfer.bench.stamp_bench.run`` is called once per Falcon+ mode
 (``falcon_drelu`` = "falcon", "pc", "carry"); STAMP's ``run_protocol`` result is kept from
 the first call and reused by the other two (same model, input, batch and seed), so every
 speed-up of a network divides by the same STAMP measurement. Prints one Markdown row per
@@ -30,7 +30,7 @@ def _loadavg() -> str:
 
 
 def main(argv=None) -> int:
-    from secinfer.protocols.stamp import bench
+    from secinfer.bench import stamp_bench as bench
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("plan", nargs="*", default=["secureml-a:128", "alexnet:8"])

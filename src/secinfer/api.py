@@ -35,45 +35,18 @@ from secinfer.errors import ConfigError, FixedPointRangeError, ModelError, Secin
 
 OUTPUT_KINDS = ("scores", "labels")
 
-# Until the protocols declare ``reveals`` / ``value_limits`` / ``run_warning`` on their
-# ProtocolSpec (protocols/base.py), the API knows these three facts about them:
-_FALCON_WARNING = ("WARNING: falcon is an in-repo COST MODEL of Falcon+ (the baseline of STAMP's evaluation): in "
-                   "fx32 its probabilistic truncation makes outputs differ from the reference and from run "
-                   "to run; use it for timing and traffic, not for answers")
-
-
 def _spec_reveals(spec, graph, security: str, options: dict) -> str:
-    fn = getattr(spec, "reveals", None)
-    if fn is not None:
-        return fn(graph, security, options)
-    if spec.name in ("astra", "aby3"):   # ASTRA's prediction functions [ASTRA 5.5]: a sign
-        last = graph.nodes[-1].op if getattr(graph, "nodes", None) else ""
-        return "labels" if last == "Sigmoid" or options.get("output") == "label" else "scores"
-    return "scores"
+    fn = spec.reveals
+    return fn(graph, security, options) if fn is not None else "scores"
 
 
 def _spec_limits(spec, graph, cfg, options: dict) -> dict | None:
-    fn = getattr(spec, "value_limits", None)
-    if fn is not None:
-        return fn(graph, cfg, options)
-    if spec.name in ("astra", "aby3"):
-        # the owner folds a standardiser into W and encodes the query at f_x and W at f_w
-        # fractional bits; z @ W + b is held at f_x + f_w bits before the client's shift
-        from secinfer.protocols.astra import model as mdl
-
-        lm = mdl.resolve_wfrac(mdl.to_linear(graph, options), cfg)
-        fx, fw = lm.xfrac(cfg), lm.wfrac(cfg)
-        return {"input": 2.0 ** (cfg.ring_bits - 1 - fx), "values": 2.0 ** (cfg.ring_bits - 1 - fx - fw)}
-    return None
+    fn = spec.value_limits
+    return fn(graph, cfg, options) if fn is not None else None
 
 
 def run_warning(spec, cfg=None) -> str:
-    w = getattr(spec, "run_warning", "")
-    if w:
-        return w
-    if spec.name == "falcon" and (cfg is None or cfg.ring_bits == 32):
-        return _FALCON_WARNING
-    return ""
+    return spec.run_warning
 
 
 def trust_note(spec) -> str:
@@ -577,3 +550,12 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
                 row.update(ok=False, reason=f"overflow on {where}: {describe_risk(b['risks'][0], cfg, name)}")
             rep.protocols.append(row)
     return rep
+
+
+def query(cluster, x, party_id: str = "client", **kwargs):
+    """One client session against running ``secinfer serve`` parties (docs/runtime.md,
+    "Serving"); returns ``secinfer.runtime.serve.QueryResult`` (``.output``, ``.session_id``,
+    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout."""
+    from secinfer.runtime.serve import query as _query
+
+    return _query(cluster, np.asarray(x, dtype=np.float64), party_id, **kwargs)

@@ -8,7 +8,7 @@ from secinfer.arith.fixed import FX64
 from secinfer.crypto.prg import PRG
 from secinfer.net.channel import run_local
 from secinfer.protocols.astra.engine import AstraEngine
-from secinfer.protocols.astra.keys import setup_keys
+from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.astra.protocol import SPEC
 from secinfer.protocols.base import PartyJob
 
@@ -50,9 +50,13 @@ def rounds(meters, phase):
     return max(m.rounds(phase) for m in meters.values())
 
 
-def run_protocol(model, x, security, options=None, seed=0, timeout=20):
+def run_protocol(model, x, security, options=None, seed=0, timeout=20, adversary=None):
+    """All five roles in-process; ``adversary`` (tests/adversary.py ``Corrupt``) wraps the
+    corrupt party's endpoint."""
     def party(role):
         def f(ep):
+            if adversary is not None:
+                ep = adversary.wrap(role, ep)
             job = PartyJob(role, security, FX64, PRG.for_tests(seed * 10 + SPEC.roles.index(role)),
                            model=model if role == "model_owner" else None,
                            input=x if role == "client" else None, options=dict(options or {}))

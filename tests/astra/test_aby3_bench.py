@@ -10,22 +10,23 @@ from sklearn.preprocessing import StandardScaler
 from secinfer.arith.fixed import FX64
 from secinfer.arith.ring import RING64
 from secinfer.crypto.prg import PRG
-from secinfer.errors import ProtocolAbort
 from secinfer.net.channel import run_local
 from secinfer.protocols.aby3.engine import Rep3Engine
-from secinfer.protocols.astra import model as mdl
-from secinfer.protocols.astra.keys import setup_keys
+from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.base import PartyJob
 from secinfer.protocols.registry import get
 
 SERVERS = ("p0", "p1", "p2")
 
 
-def _run(protocol, est, x, security, options=None):
+def _run(protocol, est, x, security, options=None, adversary=None):
     spec = get(protocol)
 
     def party(role):
         def f(ep):
+            if adversary is not None:
+                ep = adversary.wrap(role, ep)
             job = PartyJob(role, security, FX64, PRG.for_tests(spec.roles.index(role)),
                            model=est if role == "model_owner" else None,
                            input=x if role == "client" else None, options=options or {})
@@ -93,16 +94,8 @@ def test_aby3_mul_costs(security, online, offline):
     assert bits("offline") == offline * 64 * n
 
 
-def test_aby3_sacrifice_catches_wrong_product():
-    xd, yd = load_diabetes(return_X_y=True)
-    reg = LinearRegression().fit(xd[:300], yd[:300])
-    res = _run("aby3", reg, xd[300:303], "malicious", {"attack": {"party": "p1", "step": "wrong_z"}})
-    for p in ("p0", "p2", "client"):
-        assert isinstance(res[p], ProtocolAbort)
-
-
 def test_bench_run_reports_ratios():
-    from secinfer.protocols.astra import bench
+    from secinfer.bench import astra_bench as bench
     rep = bench.run("wan", d=64, sweep=(64,), micro=False)
     rows = {(r["security"], r["task"]): r for r in rep["prediction"]}
     assert set(rows) == {(s, t) for s in ("semi-honest", "malicious") for t in ("regression", "classification")}

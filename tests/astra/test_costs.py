@@ -88,7 +88,7 @@ def test_receiver_checked_dot_product_cost(k):
         with eng.ep.phase("online"):
             u = eng.products_recv(eng.products_send(x, w, u, prep, with_verify=True))
         with eng.ep.phase("setup"):
-            return [eng.open_all(s, f"o{i}") for i, s in enumerate((x, w, u))], prep["mz_check"]
+            return [eng.open_all(s, f"o{i}") for i, s in enumerate((x, w, u))], prep.mz_check
     res, meters = run_servers("malicious", body, bucket=2, opened=0)
     (x, w, u), (h0,) = res["p0"]
     assert np.array_equal(u, RING64.matmul(x, w))

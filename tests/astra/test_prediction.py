@@ -11,7 +11,7 @@ from sklearn.svm import LinearSVC, LinearSVR
 from astra_helpers import run_protocol
 from secinfer.arith.fixed import FX64
 from secinfer.errors import UnsupportedOpError
-from secinfer.protocols.astra import model as mdl
+from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.astra.protocol import SPEC
 
 
@@ -133,3 +133,53 @@ def test_plain_gemm_graph_is_bit_exact_with_run_fixed(classifier):
         assert np.array_equal(mdl.oracle(lm, x, FX64)[:, 0], want)
     else:
         assert np.array_equal(out.output_ring, run_fixed(model, x, FX64))
+
+
+def test_garbled_circuit_library_and_program_are_ready_before_the_online_phase(monkeypatch, cancer):
+    """[issue 23] A party's first use of the native garbling library and of the circuit's
+    gate program (which, in a party process of its own, loads or builds the library and
+    compiles the program) happens before its online phase: P2 evaluates online, so it
+    prepares both offline. The parties share this test process, so each party's first
+    use is recorded per party (thread)."""
+    import threading
+
+    from secinfer.crypto.gc import garble
+    from secinfer.crypto.he import _native
+    where = threading.local()
+    first = {}
+
+    class PhaseSpy:
+        def wrap(self, role, ep):
+            where.role = role
+
+            class EP:
+                def phase(self, name):
+                    outer = ep.phase(name)
+
+                    class Ctx:
+                        def __enter__(self):
+                            where.phase = name
+                            return outer.__enter__()
+
+                        def __exit__(self, *exc):
+                            where.phase = None
+                            return outer.__exit__(*exc)
+                    return Ctx()
+
+                def __getattr__(self, name):
+                    return getattr(ep, name)
+            return EP()
+
+    def spy(kind, orig):
+        def f(*args):
+            first.setdefault((getattr(where, "role", None), kind), getattr(where, "phase", None))
+            return orig(*args)
+        return f
+    monkeypatch.setattr(_native, "load", spy("load", _native.load))
+    monkeypatch.setattr(garble, "_program", spy("program", garble._program))
+    xtr, ytr, xte, _ = cancer
+    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(xtr, ytr)
+    res, _ = run_protocol(clf, xte[:4], "semi-honest", adversary=PhaseSpy())
+    assert np.array_equal(_ok(res).output[:, 0], clf.predict(xte[:4]))
+    assert ("p2", "load") in first and ("p2", "program") in first, first
+    assert all(ph != "online" for ph in first.values()), first

@@ -11,8 +11,9 @@ from secinfer.bench.astra_suite import query_intervals
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ProtocolError
 from secinfer.net.channel import run_local
-from secinfer.protocols.astra import model as mdl
-from secinfer.protocols.astra.protocol import SPEC, query_count
+from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.astra.protocol import SPEC
+from secinfer.protocols.rep3.session import query_count
 from secinfer.protocols.base import PartyJob
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,7 +23,7 @@ from secinfer.protocols.crisp.ckks_engine import CKKSLinear, LayerBudget
 from secinfer.protocols.twopc.plan import LinearWeights
 
 sys.path.insert(0, os.path.dirname(__file__))
-from crisp_helpers import add_at, lin_step, replace_frame, run_crisp  # noqa: E402
+from crisp_helpers import Adversary, add_at, lin_step, replace_frame, run_crisp  # noqa: E402
 
 # malicious budgets are sized for the client's *proven* bounds (proof slack): they need the
 # long modulus chains of the 2^14 sets, here on a small insecure ring -- the default's
@@ -301,3 +301,83 @@ def test_decode_is_exact_up_to_the_bound_and_not_beyond(mal):
         assert [int(x) for x in eng.g.to_int(got[h])] == [w % (1 << 104) for w in want]
     bad = decode(q_out // 2 + 4 * t)
     assert [int(x) for x in eng.g.to_int(bad[0])] != [w % (1 << 104) for w in want]
+
+
+@pytest.mark.parametrize("security", ["malicious", "semi-honest"])
+def test_batch_uses_the_batched_row_layout_exactly_and_input_layer_offline(security):
+    """Six samples: the first Gemm (64 -> 32) gets the batched row layout (several input
+    chunks, several output blocks, several rows per polynomial; checked), the output equals
+    the oracle bit for bit, and the HE part of the layer on the input (the Mul, step 1) is
+    sent before the client's masked input (the offline phase), the Gemm's after it."""
+    from secinfer.crypto.he.params import get_params
+
+    x = X[40:46]
+    prm = get_params(HE_TEST["he_params"])
+    span = prm.n // 2 if security == "malicious" else prm.n
+    bud = LayerBudget(prm, 104, 64, 32, 9, 40, len(x), span)
+    assert bud.n_chunks > 1 and bud.n_blocks > 1 and bud.rows_per > 1
+    spy = Adversary(spy=True)
+    res = run_crisp(MLP, x, security, linear="ckks", extra=HE_TEST, adversary=spy)
+    assert not isinstance(res["server"], BaseException), res["server"]
+    np.testing.assert_array_equal(res["client"].output_ring, run_fixed(MLP, x, FX64))
+    sent = spy.sent
+    first_in = sent.index("crisp/input")
+    assert "crisp/lin/1/ct" in sent[:first_in] and "crisp/lin/1/ct" not in sent[first_in:]
+    assert "crisp/lin/2/ct" in sent[first_in:] and "crisp/lin/2/ct" not in sent[:first_in]
+    assert "he_input_layers" in res["client"].info["offline_seconds"]
+
+
+LAYOUT_CASES = [(784, 128, 128), (128, 128, 128), (128, 10, 128), (100, 30, 7), (576, 64, 1), (64, 10, 3)]
+
+
+@pytest.mark.parametrize("mal", [False, True])
+@pytest.mark.parametrize("k_in,n_out,n_rows", LAYOUT_CASES)
+def test_batched_row_layout_fits_its_span_and_the_budget_follows_it(mal, k_in, n_out, n_rows):
+    """The row layout chosen for n_rows rows (``choose_rows_layout``): every product of a
+    row group ends below the span (N/2 with the MAC half, N without: no overlap with the MAC
+    half, no wrap around X^N), the targets are distinct, one row (or as many as the
+    single-sample layout holds) keeps the single-sample layout, no layout of the search
+    space costs less, and the budget's B and noise_bits follow from the chosen
+    (c, n_chunks, n_o) in closed form, so the level / drop argument of
+    ``test_answer_drop_is_exact_and_largest`` applies unchanged."""
+    from secinfer.crypto.he.params import get_params
+    from secinfer.crypto.zk import keyproof
+    from secinfer.protocols.crisp import budget as bm
+    from secinfer.protocols.crisp.he_rows import targets
+    from secinfer.protocols.crisp.proof import hardened
+
+    prm = get_params("ckks-n14-q380-128")
+    span = prm.n // 2 if mal else prm.n
+    wbits = 12
+    bud = LayerBudget(prm, 104, k_in, n_out, wbits, 40, n_rows, span)
+    bud = hardened(bud, prm, 40) if mal else bud
+    c, n_o = bud.c, bud.n_o
+    # geometry: the last row's product (input degree < c, weight degree < c n_o) ends below span
+    assert bud.S == c * (n_o + 1) and (bud.rows_per - 1) * bud.S + c - 1 + c * n_o - 1 < span
+    assert bud.n_chunks == -(-k_in // c) and bud.n_blocks == -(-n_out // n_o)
+    _, _, pos = targets(bud, n_rows, 0, 0, n_out)
+    assert pos.size == np.unique(pos).size and pos.max() < span
+    c1, n1 = bm.single_rows_layout(span, k_in, n_out)
+    if n_rows <= span // (c1 * (n1 + 1)):
+        assert (c, n_o) == (c1, n1)
+    else:
+        base = bm.Budget(prm, 104, c1 * -(-k_in // c1), c1 * n1, -(-k_in // c1), wbits, 40)
+        args = (prm, base.level, base.drop, k_in, n_out, n_rows)     # what the choice weighs
+        best = bm.rows_layout_cost(*args, c, n_o, span)
+        cap = max(bm.MAX_WEIGHT_POLYS, bm.rows_layout_cost(*args, c1, n1, span)[1])
+        assert best[1] <= cap and best[0] <= bm.rows_layout_cost(*args, c1, n1, span)[0]
+        for cc in range(1, min(k_in, span // 2) + 1, 7):            # a sample of the space
+            for nn in range(1, n_out + 1, 5):
+                if cc * (nn + 1) <= span:
+                    cost, pts = bm.rows_layout_cost(*args, cc, nn, span)
+                    assert pts > cap or cost >= best[0] * (1 - 1e-6)
+    # the budget from the chosen layout, in closed form
+    if mal:
+        pb = keyproof.ProvenBounds(prm.n, 40)
+        fresh, extra = pb.noise_bound(), pb.m_extra_bits
+    else:
+        fresh, extra = (2 * prm.n + 1) * 19.2, 0
+    b = lambda v: max(1, math.ceil(math.log2(max(v, 1))))               # noqa: E731
+    assert bud.B == b(c * bud.n_chunks) + bud.D + extra + wbits + 1
+    assert bud.noise_bits == b(fresh) + b(c * n_o) + wbits + b(bud.n_chunks)
+    assert 2 * bud.t * bud.nu0 < prm.q_level(bud.level) and bud.decodable(bud.drop)

@@ -217,9 +217,14 @@ def test_semi_honest_runs_without_the_proof():
 
 
 def test_large_batch_is_split_into_proofs_of_at_most_64(monkeypatch):
-    """70 inputs: a layer group of 70 client ciphertexts runs as proofs of 64 + 6."""
+    """70 inputs in the single-sample layout (the batched one would pack them into a few
+    ciphertexts): a layer group of 70 client ciphertexts runs as proofs of 64 + 6."""
     from secinfer.crypto.zk import popk
+    from secinfer.protocols.crisp import budget
 
+    monkeypatch.setattr(budget, "choose_rows_layout",
+                        lambda params, level, drop, k_in, n_out, n_rows, half:
+                        budget.single_rows_layout(half, k_in, n_out))
     sizes = []
     orig = popk.Prover.__init__
 

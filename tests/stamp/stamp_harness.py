@@ -8,31 +8,12 @@ from secinfer.arith.fixed import FX32
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ProtocolAbort
 from secinfer.net.channel import run_local
-from secinfer.protocols.stamp.engine import Engine
+from adversary import Corrupt, flip, match
+from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
 from secinfer.protocols.stamp.nonlinear import StampOps
 
 NAMES = ("p0", "p1", "p2")
-
-
-class TamperEP:
-    """Endpoint proxy that adds 1 to the first element of every message with ``tag``."""
-
-    def __init__(self, ep, tag: str) -> None:
-        self._ep, self._tag = ep, tag
-        self.tampered = 0
-
-    def send(self, peer, tag, *arrays):
-        if tag == self._tag:
-            arrays = list(arrays)
-            a = arrays[0].copy()
-            a.reshape(-1)[0] += a.dtype.type(1)
-            arrays[0] = a
-            self.tampered += 1
-        return self._ep.send(peer, tag, *arrays)
-
-    def __getattr__(self, name):
-        return getattr(self._ep, name)
 
 
 class TamperLink:
@@ -40,6 +21,7 @@ class TamperLink:
 
     def __init__(self, link, cmd: str = "eval") -> None:
         self._link, self._cmd = link, cmd
+        self.tampered = 0
 
     def call(self, cmd, *arrays, kind=None):
         if cmd == self._cmd:
@@ -47,6 +29,7 @@ class TamperLink:
             a = arrays[2].copy()
             a[0] += a.dtype.type(1)
             arrays[2] = a
+            self.tampered += 1
         return self._link.call(cmd, *arrays, kind=kind)
 
     def __getattr__(self, name):
@@ -55,13 +38,18 @@ class TamperLink:
 
 def run3(body, malicious=False, adversary=None, send_tag=None, device_tamper=False, options=None):
     """Run ``body(i, eng, ops) -> value`` in three parties; returns {i: value or exception}
-    plus {i: (meter, bus meter)}."""
+    plus {i: (meter, bus meter)}. ``adversary`` alters the first element of every message
+    it sends with ``send_tag`` (tests/adversary.py) or, ``device_tamper``, the payload its
+    host passes to its LTEE; either must have happened (else AssertionError)."""
     meters = {}
+    adv = Corrupt(NAMES[adversary]).on_send(match(prefix=send_tag, suffix=send_tag), flip) \
+        if adversary is not None and send_tag else None
+    links = []
 
     def party(i):
         def f(ep):
-            if adversary == i and send_tag:
-                ep = TamperEP(ep, send_tag)
+            if adv is not None:
+                ep = adv.wrap(NAMES[i], ep)
             link = LteeLink(NAMES[i])
             try:
                 opts = (options or {}).get(i, {})
@@ -70,6 +58,8 @@ def run3(body, malicious=False, adversary=None, send_tag=None, device_tamper=Fal
                     eng = Engine(ep, NAMES, i, FX32, malicious, PRG.for_tests(10 + i))
                     eng.setup_keys()
                 dev = TamperLink(link) if (adversary == i and device_tamper) else link
+                if dev is not link:
+                    links.append(dev)
                 ops = StampOps(eng, dev)
                 with ep.phase("online"):
                     out = body(i, eng, ops)
@@ -80,6 +70,8 @@ def run3(body, malicious=False, adversary=None, send_tag=None, device_tamper=Fal
         return f
 
     res = run_local({n: party(i) for i, n in enumerate(NAMES)}, timeout=120)
+    assert adv is None or adv.fired, f"party {adversary} never sent a {send_tag!r} message to alter"
+    assert not device_tamper or adversary is None or any(d.tampered for d in links), "no device call was altered"
     return {i: res[n] for i, n in enumerate(NAMES)}, meters
 
 

@@ -17,7 +17,7 @@ from secinfer.protocols.falcon.mpc import FalconMPC
 from secinfer.protocols.falcon.triples import P
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
-from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.rep3.engine import Engine
 
 NAMES = ("p0", "p1", "p2")
 U64 = np.uint64
@@ -252,6 +252,46 @@ X32 = _boundary_values(FX32, 60)
 
 
 BEFORE_D = {"zp-product", "bit-product", "beta-product"}     # products checked before d is opened
+
+
+@pytest.mark.covers_check("falcon", "reconstruct-consistency")
+def test_inconsistent_masked_value_is_caught_at_its_opening():
+    """The opening of c = x + r with one holder's copy altered: the other holder's hash
+    does not match (``reconstruct-consistency``)."""
+    sh = _shares(FX32, X32)
+
+    def setup(i, eng, mpc):
+        if i == 1:
+            _bump_send(eng, "fal/open/", 1)
+    res = _run(FX32, True, lambda m, s: [m.relu(s)], sh, setup, mode="falcon")
+    _assert_all_honest_abort(res, 1, ["reconstruct-consistency"])
+
+
+@pytest.mark.covers_check("falcon", "malformed-share")
+def test_out_of_range_zp_share_aborts():
+    """p0 sends p1 a Z_p share (one byte) of the private compare's d that is not below p = 67."""
+    sh = _shares(FX32, X32)
+    sent = {"n": 0}
+
+    def setup(i, eng, mpc):
+        if i != 0:
+            return
+        honest = eng.ep.send
+
+        def send(peer, tag, *arrays):
+            if tag.startswith("fal/open/") and not tag.endswith("/h"):
+                sent["n"] += 1
+                if sent["n"] == 2:          # d, in Z_p (one byte a share)
+                    assert arrays[0].dtype == np.uint8
+                    a = arrays[0].copy()
+                    a[0] = 200
+                    arrays = (a,) + arrays[1:]
+            return honest(peer, tag, *arrays)
+        eng.ep.send = send
+    res = _run(FX32, True, lambda m, s: [m.relu(s)], sh, setup, mode="pc")
+    assert sent["n"] >= 2
+    # its receiver (p1, the output party) aborts with no output
+    assert isinstance(res[1], ProtocolAbort) and res[1].check == "malformed-share", res[1]
 
 
 @pytest.mark.parametrize("mode,attack,adversary,checks", [

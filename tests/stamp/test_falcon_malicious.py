@@ -18,45 +18,33 @@ from secinfer.net.channel import run_local
 from secinfer.protocols.base import PartyJob
 from secinfer.protocols.falcon.mpc import FalconMPC
 from secinfer.protocols.registry import get
-from secinfer.protocols.stamp.engine import Engine
+from secinfer.protocols.rep3.engine import Engine
 from secinfer.sharing import replicated as rss
+from adversary import Corrupt, flip, match
 
 NAMES = ("p0", "p1", "p2")
 TRIPLE_CHECKS = {"triple-cut", "triple-sacrifice"}
 
 
-class PrefixTamperEP:
-    """Endpoint proxy: adds 1 to the first element of every message whose tag starts with
-    ``prefix`` (the sender's own copy stays as it was: an inconsistent share)."""
-
-    def __init__(self, ep, prefix):
-        self._ep, self._prefix = ep, prefix
-
-    def send(self, peer, tag, *arrays):
-        if tag.startswith(self._prefix):
-            arrays = list(arrays)
-            a = arrays[0].copy()
-            a.reshape(-1)[0] += a.dtype.type(1)
-            arrays[0] = a
-        return self._ep.send(peer, tag, *arrays)
-
-    def __getattr__(self, name):
-        return getattr(self._ep, name)
+BUMPED: list = []   # the states of bump_next in the current run_parties
 
 
-def bump_next(eng, boolean, nth=1):
+def bump_next(eng, boolean, nth=1, every=False):
     """The party adds a consistent error to its nth next reshared component (the value it
     keeps and the value it sends): an additive attack on a product it helps make."""
     name = "zero3_xor" if boolean else "zero3"
     orig = getattr(eng, name)
     state = {"calls": 0}
+    BUMPED.append(state)
 
     def wrapped(shape):
         z = orig(shape).copy()
         state["calls"] += 1
         if state["calls"] == nth:
+            state["fired"] = True
             flat = z.reshape(-1)
-            flat[0] = (flat[0] ^ np.uint64(1)) if boolean else eng.ring.reduce(flat[0:1] + np.uint64(1))[0]
+            k = slice(None) if every else slice(0, 1)
+            flat[k] = (flat[k] ^ np.uint64(1)) if boolean else eng.ring.reduce(flat[k] + np.uint64(1))
         return z
     setattr(eng, name, wrapped)
 
@@ -75,17 +63,23 @@ def _bool_shares(fx, x, seed):
 def run_parties(fx, body, shares, adversary=None, attack=None, prepare=True, tamper_prefix=None):
     """body(mpc, shares_of_party) -> list of Pairs, run in the online phase. ``prepare``:
     a dry run plans the triples, generated in the offline phase before the online run;
-    otherwise they are generated on demand (still metered offline)."""
+    otherwise they are generated on demand (still metered offline). ``tamper_prefix``:
+    the adversary adds 1 to the first element of every message it sends whose tag starts
+    with it (its own copy stays: an inconsistent share); the deviation must happen."""
+    adv = Corrupt(NAMES[adversary]).on_send(match(prefix=tamper_prefix), flip) \
+        if adversary is not None and tamper_prefix else None
+    BUMPED.clear()
+
     def party(i):
         def f(ep):
-            if adversary == i and tamper_prefix:
-                ep = PrefixTamperEP(ep, tamper_prefix)
+            if adv is not None:
+                ep = adv.wrap(NAMES[i], ep)
             with ep.phase("setup"):
                 eng = Engine(ep, NAMES, i, fx, True, PRG.for_tests(70 + i))
                 eng.setup_keys()
             m = FalconMPC(eng, fx)
-            if adversary == i and attack in ("triple-a", "triple-b"):
-                bump_next(eng, attack == "triple-b")
+            if adversary == i and attack in ("triple-a", "triple-b", "triple-all"):
+                bump_next(eng, attack == "triple-b", every=attack == "triple-all")
             if adversary == i and attack == "trunc-injection":   # 1st call: its triples, 2nd: a product
                 bump_next(eng, False, nth=2)
             if prepare:
@@ -104,6 +98,8 @@ def run_parties(fx, body, shares, adversary=None, attack=None, prepare=True, tam
             return vals, outs, m.triples, ep.meter
         return f
     res = run_local({n: party(i) for i, n in enumerate(NAMES)}, timeout=120)
+    assert adv is None or adv.fired, f"no message with a tag starting {tamper_prefix!r} was altered"
+    assert all(b.get("fired") for b in BUMPED), "an additive attack never happened"
     return [res[n] for n in NAMES]
 
 
@@ -185,6 +181,18 @@ def test_bad_triple_aborts(attack, fx, adversary):
         assert res[i].check in TRIPLE_CHECKS, res[i]
 
 
+@pytest.mark.parametrize("attack,check", [
+    pytest.param("triple-all", "triple-cut", marks=pytest.mark.covers_check("falcon", "triple-cut")),
+    pytest.param("triple-a", "triple-sacrifice", marks=pytest.mark.covers_check("falcon", "triple-sacrifice"))])
+def test_bad_triple_is_caught_by_its_check(attack, check):
+    """Every optimistic triple bad: the cut catches it; one bad triple that survives the
+    cut: its bucket's sacrifice does."""
+    shares, _ = _all_shares(FX32)
+    res = run_parties(FX32, _body(FX32), shares, adversary=0, attack=attack)
+    assert all(isinstance(r, ProtocolAbort) for r in res), res
+    assert check in {r.check for r in res[1:]}
+
+
 def test_bad_matrix_triple_aborts():
     """Only a matrix product: the error lands in one of the 44 matrix triples."""
     fx = FX32
@@ -252,6 +260,7 @@ def test_inconsistent_triple_share_aborts():
     assert any(isinstance(r, ProtocolAbort) for r in honest), honest
 
 
+@pytest.mark.covers_check("falcon", "multiplication-check")
 @pytest.mark.parametrize("attack", ["product-a", "product-b"])
 def test_cheating_in_verified_product_aborts(attack):
     """Correct triples, but the adversary shifts its reshared product: the delta check

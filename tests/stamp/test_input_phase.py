@@ -8,8 +8,8 @@ import pytest
 from secinfer.errors import ProtocolError
 from secinfer.ir.onnx_import import load_model
 from secinfer.ir.zoo import build
-from secinfer.protocols.stamp.bench import _input, run_protocol
-from secinfer.protocols.stamp.protocol import input_phase
+from secinfer.bench.stamp_bench import _input, run_protocol
+from secinfer.protocols.rep3.graph import input_phase
 
 
 @pytest.mark.parametrize("protocol", ["stamp", "falcon"])

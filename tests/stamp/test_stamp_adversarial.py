@@ -40,12 +40,14 @@ def _relu_body(x_shares, perturb_input=None):
 X = _rand((6, 8), 21)
 
 
+@pytest.mark.covers_check("stamp", "relu-step2")
 @pytest.mark.parametrize("adversary", [0, 2])
 def test_altered_step2_value(adversary):
     res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=adversary, send_tag="stamp/x'")
     _check_aborted(res, adversary, ["relu-step2"])
 
 
+@pytest.mark.covers_check("stamp", "relu-step5")
 @pytest.mark.parametrize("adversary", [1, 2])
 def test_altered_value_passed_to_device(adversary):
     res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=adversary, device_tamper=True)
@@ -63,11 +65,13 @@ def test_inconsistent_input_shares():
     _check_aborted(res, 2, ["relu-step2", "reconstruct-consistency"])
 
 
+@pytest.mark.covers_check("stamp", "reconstruct-consistency")
 def test_wrong_share_in_reconstruction():
     res, _ = run3(_relu_body(dealer_pairs(X)), malicious=True, adversary=0, send_tag="rss/reveal")
     _check_aborted(res, 0, ["reconstruct-consistency"])
 
 
+@pytest.mark.covers_check("stamp", "multiplication-check")
 def test_tampered_multiplication():
     """The adversary adds an error to its product component consistently (the copy it sends
     and the copy it keeps agree), so only the triple check can catch it."""
@@ -103,6 +107,7 @@ def test_semi_honest_does_not_detect_but_malicious_does():
     assert res[1] is not None
 
 
+@pytest.mark.covers_check("stamp", "softmax-step2")
 def test_altered_softmax_step2_value():
     sm = Node("s", "Softmax", ["x"], ["y"], {"axis": 1})
     shares = dealer_pairs(X)
@@ -216,6 +221,7 @@ def test_masked_input_honest_run_is_exact():
     assert sum(m[0].total("online", tag_prefix="rss/input") for m in meters.values()) == 0
 
 
+@pytest.mark.covers_check("stamp", "input-consistency")
 def test_input_owner_sending_two_different_rhos():
     """The input owner (p1) sends p0 and p2 different rho = X - A: they compare hashes
     before anything is revealed."""
@@ -226,6 +232,7 @@ def test_input_owner_sending_two_different_rhos():
     assert "input-consistency" in {res[i].check for i in (0, 2)}
 
 
+@pytest.mark.covers_check("stamp", "ltee-policy")
 def test_only_the_owner_device_releases_a_whole_input_mask():
     def body(i, eng, ops):
         return ops.operand("a", "in1/input", (4,), full=True)
@@ -460,3 +467,35 @@ def test_tampered_sibling_products(adversary):
     body, _ = _siblings_body(tamper=adversary)
     res, _ = run3(body, malicious=True)
     _check_aborted(res, adversary, ["multiplication-check"])
+
+
+class _WithholdingLink:
+    """An LTEE that withholds the stream seeds of its zero-sharing (all zero bytes)."""
+
+    def __init__(self, link) -> None:
+        self._link, self.withheld = link, 0
+
+    def call(self, cmd, *arrays, kind=None):
+        out = self._link.call(cmd, *arrays, kind=kind)
+        if cmd == "zshare":
+            self.withheld += 1
+            return [np.zeros_like(a) for a in out]
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._link, name)
+
+
+@pytest.mark.covers_check("stamp", "ltee-seed")
+def test_a_withheld_seed_aborts():
+    """Beyond the threat model (the devices are trusted): a zero-sharing whose seeds the
+    device withheld must make its host abort, not compute with zero seeds."""
+    links = {}
+
+    def body(i, eng, ops):
+        if i == 2:
+            ops.link = links[i] = _WithholdingLink(ops.link)
+        return _relu_body(dealer_pairs(X))(i, eng, ops)
+    res, _ = run3(body, malicious=True)
+    assert links[2].withheld
+    assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-seed"

@@ -179,7 +179,7 @@ def test_conv32_over_batch_slices_equals_ring_conv(monkeypatch, chunk):
     convolution mod 2^32, grouped and strided too."""
     from secinfer.arith.linalg import ring_conv2d
     from secinfer.arith.ring import Ring
-    from secinfer.protocols.stamp import kernels
+    from secinfer.protocols.rep3 import kernels
 
     monkeypatch.setattr(kernels, "_CONV_CHUNK", chunk)
     rng = np.random.default_rng(7)

@@ -71,6 +71,7 @@ def test_release_policy():
     assert res[1] == ["policy", "policy"]
 
 
+@pytest.mark.covers_check("stamp", "ltee-certificate")
 def test_bad_certificate_rejected_at_setup():
     rogue = hashlib.sha256(b"rogue manufacturer").hexdigest()
     res, _ = run3(lambda i, eng, ops: "ran", options={2: {"ltee_ca_seed": rogue}})
@@ -79,3 +80,25 @@ def test_bad_certificate_rejected_at_setup():
         assert res[i].check in ("ltee-certificate", "peer-abort")
     assert any(isinstance(res[i], ProtocolAbort) and res[i].check == "ltee-certificate" for i in (0, 1))
     assert all(r != "ran" for r in res.values())
+
+
+@pytest.mark.covers_check("stamp", "ltee-stale-counter")
+def test_a_replayed_device_request_aborts_its_host():
+    """A host that asks its LTEE for the same masks twice (a replay) is refused and aborts."""
+    def body(i, eng, ops):
+        if i != 0:
+            return None
+        meta = _mask_meta(1, 90, 0, 0, 0, 0, 10)
+        ops._dev("mask", meta, kind="mask")
+        ops._dev("mask", meta, kind="mask")
+        return "served twice"
+    res, _ = run3(body)
+    assert isinstance(res[0], ProtocolAbort) and res[0].check == "ltee-stale-counter"
+
+
+@pytest.mark.covers_check("stamp", "ltee-key-exchange")
+def test_altered_wrapped_key_aborts_at_setup():
+    """p0 alters the wrapped pairwise key it sends p2 [Protocol 1 step 3]: p2's LTEE
+    refuses it and p2 aborts."""
+    res, _ = run3(lambda i, eng, ops: "ran", adversary=0, send_tag="stamp/init/wrap")
+    assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-key-exchange"

@@ -84,6 +84,7 @@ def test_altered_copy_or_hash_towards_the_receiver(adversary, tag):
     assert res[1].check in ("output-consistency", "ltee-output-mac")
 
 
+@pytest.mark.covers_check("stamp", "output-consistency")
 def test_consistently_altered_copy_is_caught_by_the_hash():
     """p0 alters z_0 + m before its LTEE MACs c (so its MAC holds): only p2's hash of
     z_0 + m tells, and p1's host aborts before its LTEE truncates anything."""
@@ -111,6 +112,7 @@ def _alter_mac(sender):
     return before
 
 
+@pytest.mark.covers_check("stamp", "ltee-output-mac")
 @pytest.mark.parametrize("sender", [0, 2])
 def test_altered_mac_towards_the_receiver(sender):
     """A MAC that does not match: p1's LTEE refuses to release the output."""

@@ -1,6 +1,6 @@
 """``secinfer bench astra``: ASTRA vs the in-repo ABY3 baseline [ASTRA Tables 3, 5-10, Figs. 13-15].
 
-Adapter over ``secinfer.protocols.astra.bench``: both protocols run in the same
+Adapter over ``secinfer.bench.astra_bench``: both protocols run in the same
 invocation on the same model and query; every row gives both absolute figures and the
 improvement factor of ASTRA over the baseline, next to the factor the paper reports.
 Improvement factors follow the paper's "Improv." columns: baseline / ASTRA for latency,
@@ -8,7 +8,7 @@ bytes, rounds and measured seconds; ASTRA / baseline for throughput (so > 1 = AS
 
 ``--network`` chooses the modelled profiles among ``lan`` and ``wan`` (default both);
 the protocol runs are in-process, and the profile enters through the link model of
-``astra.bench.model_network`` (rounds x one-way delay + bytes / bandwidth per link).
+``astra_bench.model_network`` (rounds x one-way delay + bytes / bandwidth per link).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _table(task: str) -> str:
 
 def run(quick: bool = False, network: str | None = None, d: int | None = None, sweep=None,
         aes: bool | None = None, micro: bool = True) -> dict:
-    from secinfer.protocols.astra import bench as ab
+    from secinfer.bench import astra_bench as ab
 
     cfg = QUICK if quick else FULL
     profiles = parse_networks(network, tuple(ab.PROFILES), ("lan", "wan"))
@@ -309,7 +309,7 @@ def real_latency(protocol: str, security: str, task: str, d: int, queries: int, 
 
     from secinfer.ir.onnx_import import load_model
     from secinfer.net.shaping import parse_profile
-    from secinfer.protocols.astra import model as mdl
+    from secinfer.protocols.rep3 import linear as mdl
     from secinfer.runtime.cluster import DEFAULT_TRANSPORT
     from secinfer.runtime.launcher import run_local
 
@@ -347,7 +347,7 @@ def run_real(quick: bool = False, network: str | None = None, d: int = 784, quer
     """``secinfer bench astra-real``: real processes, ``lan`` (default) per-query latency of
     ASTRA and ABY3 at d = 784 next to the link model and the paper [Tables 6, 8], plus the
     modelled WAN throughput ratio [Tables 7, 9] from the same invocation."""
-    from secinfer.protocols.astra import bench as ab
+    from secinfer.bench import astra_bench as ab
 
     cfg = REAL["quick" if quick else "full"]
     queries = int(queries or cfg["queries"])

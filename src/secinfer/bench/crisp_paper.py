@@ -233,8 +233,9 @@ def muse_b_he_counts(params_name: str = DEFAULT_PARAMS) -> list:
         groups, _ = rows_and_mats(st, plan.weights[i].w, None, None)
         n_ct_in = n_ct_out = 0
         for (_, _, k_in, n_out) in groups:
-            bud = LayerBudget(prm, 104, k_in, n_out, st.wbits, 40)
-            rgs = -(-rows_of(st, k_in, len(groups)) // bud.rows_per)
+            n_rows = rows_of(st, k_in, len(groups))
+            bud = LayerBudget(prm, 104, k_in, n_out, st.wbits, 40, n_rows)   # as the engine (malicious span)
+            rgs = -(-n_rows // bud.rows_per)
             n_ct_in += bud.T * rgs * bud.n_chunks
             n_ct_out += bud.T * rgs * bud.n_blocks
         out.append({"layer": st.name, "op": st.node_op, "layout": "rows",

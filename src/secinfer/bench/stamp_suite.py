@@ -1,6 +1,6 @@
 """``secinfer bench stamp``: STAMP vs Falcon+ in one run [STAMP Tables 1-4].
 
-Adapter over ``secinfer.protocols.stamp.bench.run``: both protocols run on the same zoo
+Adapter over ``secinfer.bench.stamp_bench.run``: both protocols run on the same zoo
 network, input and batch; latencies are modelled per network profile (``lan``, ``wan``
 of [STAMP 5.1]) and LTEE kind from measured CPU time, bytes, rounds and bus traffic (see
 that module). Every row gives STAMP's speed-up over the Falcon+ run of the same
@@ -52,7 +52,7 @@ def run(quick: bool = False, network: str | None = None, networks=None, batch: i
     import json
     import os
 
-    from secinfer.protocols.stamp import bench as sb
+    from secinfer.bench import stamp_bench as sb
 
     profiles = parse_networks(network, tuple(sb.NET_PROFILES), ("lan", "wan"))
     nets = tuple(networks or (QUICK_NETWORKS if quick else sb.NETWORKS))

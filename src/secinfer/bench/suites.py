@@ -33,6 +33,7 @@ SUITES = {
     "crisp": ("secinfer.bench.crisp_suite", "run"),
     "certified": ("secinfer.bench.certified_suite", "run"),
     "peers": ("secinfer.bench.peers_suite", "run"),
+    "serve": ("secinfer.bench.serve_suite", "run"),
 }
 
 

@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="results", help="results folder")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None, help="network profile(s), comma separated")
+
+    from secinfer.cli import serve_cmd  # serve, query
+
+    serve_cmd.add_parsers(sub)
     return ap
 
 
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from secinfer.cli import commands
 
-        return int(getattr(commands, "cmd_" + args.cmd)(args) or 0)
+        fn = getattr(args, "func", None) or getattr(commands, "cmd_" + args.cmd)
+        return int(fn(args) or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -76,11 +76,6 @@ class AShare:
         m = None if self.m is None else r.add(self.m, np.asarray(c, dtype=np.uint64))
         return AShare(self.bits, m, self.l1, self.l2)
 
-    def matmul_public(self, w: np.ndarray) -> "AShare":
-        """[[v @ W]] for a public matrix W."""
-        r = self.ring
-        return AShare(self.bits, *(None if a is None else r.matmul(a, w) for a in (self.m, self.l1, self.l2)))
-
     def map(self, fn) -> "AShare":
         """Apply a reshaping/indexing function to every component."""
         return AShare(self.bits, *(None if a is None else fn(a) for a in (self.m, self.l1, self.l2)))
@@ -114,14 +109,3 @@ def reconstruct(views: dict) -> np.ndarray:
     r = Ring(s1.bits)
     return r.sub(r.sub(s1.m, s1.l1), s2.l2)
 
-
-def open_value(bits: int, m: np.ndarray, l1: np.ndarray, l2: np.ndarray) -> np.ndarray:
-    r = Ring(bits)
-    return r.sub(r.sub(m, l1), l2)
-
-
-def additive(x: np.ndarray, bits: int, prg) -> tuple[np.ndarray, np.ndarray]:
-    """[x] = (x_1, x_2) with x = x_1 + x_2 [ASTRA 3, [.]-sharing]."""
-    r = Ring(bits)
-    x1 = prg.ring(np.shape(x), bits)
-    return x1, r.sub(np.asarray(x, np.uint64), x1)

@@ -15,7 +15,6 @@ Arrays are numpy uint64 reduced mod 2^l (``secinfer.arith.ring.Ring``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -70,12 +69,8 @@ def share(ring: Ring, x: np.ndarray, draw: Callable[[tuple], np.ndarray]) -> lis
     return pairs_from_components(components(ring, x, draw))
 
 
-def reconstruct(ring, pairs: list[Pair] | None = None) -> np.ndarray:
-    """x from all three pairs (raises if the replicated copies disagree).
-
-    Also accepts a single list of ``RShare`` (the ABY3 engine's form): ``reconstruct(shares)``."""
-    if pairs is None:
-        return reconstruct_rshares(ring)
+def reconstruct(ring: Ring, pairs: list[Pair]) -> np.ndarray:
+    """x from all three pairs (raises if the replicated copies disagree)."""
     if len(pairs) != PARTIES:
         raise ConfigError("reconstruction needs the three pairs")
     for p in range(PARTIES):
@@ -84,21 +79,10 @@ def reconstruct(ring, pairs: list[Pair] | None = None) -> np.ndarray:
     return ring.reduce(pairs[0].a + pairs[1].a + pairs[2].a)
 
 
-def reconstruct_from(ring: Ring, pair: Pair, missing: np.ndarray) -> np.ndarray:
-    """Party p's reconstruction: its pair plus the one component x_{p+2} it lacks."""
-    return ring.reduce(pair.a + pair.b + missing)
-
-
 def missing_component(p: int) -> int:
     """The component index party p does not hold."""
     _check_party(p)
     return (p + 2) % PARTIES
-
-
-def holders(j: int) -> tuple[int, int]:
-    """The two parties holding component j: j (as its first) and j-1 (as its second)."""
-    _check_party(j)
-    return (j, prv(j))
 
 
 # ---- linear operations (local) -------------------------------------------------------------
@@ -126,15 +110,6 @@ def add_public(ring: Ring, p: int, x: Pair, c: np.ndarray) -> Pair:
 def mul_public(ring: Ring, x: Pair, c: np.ndarray) -> Pair:
     c = np.asarray(c, dtype=np.uint64)
     return Pair(ring.mul(x.a, c), ring.mul(x.b, c))
-
-
-def matmul_public_right(ring: Ring, x: Pair, w: np.ndarray) -> Pair:
-    """x @ W for public W."""
-    return Pair(ring.matmul(x.a, w), ring.matmul(x.b, w))
-
-
-def matmul_public_left(ring: Ring, w: np.ndarray, x: Pair) -> Pair:
-    return Pair(ring.matmul(w, x.a), ring.matmul(w, x.b))
 
 
 def apply(x: Pair, fn: Callable[[np.ndarray], np.ndarray]) -> Pair:
@@ -266,72 +241,3 @@ def mod_mul_local(p: int, x: Pair, y: Pair) -> np.ndarray:
     q = np.uint64(p)
     return (xa * ((ya + yb) % q) + xb * ya) % q
 
-
-def mod_reconstruct(p: int, pairs: list[Pair]) -> np.ndarray:
-    return (np.asarray(pairs[0].a, np.uint64) + pairs[1].a + pairs[2].a) % np.uint64(p)
-
-
-# ---- object form used by the ABY3 baseline (secinfer.protocols.aby3) --------------------------
-# Same convention: party idx holds a = x_idx, b = x_{idx+1}. Over Z_2 (bits = 1) + is XOR.
-@dataclass
-class RShare:
-    bits: int
-    idx: int           # party index 0, 1, 2
-    a: np.ndarray      # x_idx
-    b: np.ndarray      # x_{idx+1}
-
-    @property
-    def ring(self) -> Ring:
-        return Ring(self.bits)
-
-    @property
-    def shape(self) -> tuple:
-        return self.a.shape
-
-    def __add__(self, o: "RShare") -> "RShare":
-        r = self.ring
-        return RShare(self.bits, self.idx, r.add(self.a, o.a), r.add(self.b, o.b))
-
-    def __sub__(self, o: "RShare") -> "RShare":
-        r = self.ring
-        return RShare(self.bits, self.idx, r.sub(self.a, o.a), r.sub(self.b, o.b))
-
-    def __neg__(self) -> "RShare":
-        r = self.ring
-        return RShare(self.bits, self.idx, r.neg(self.a), r.neg(self.b))
-
-    def scale(self, c) -> "RShare":
-        r = self.ring
-        c = r.reduce(np.asarray(c, np.uint64))
-        return RShare(self.bits, self.idx, r.mul(self.a, c), r.mul(self.b, c))
-
-    def add_public(self, c) -> "RShare":
-        """x + c: the component x_0 absorbs c (held by party 0 as a and party 2 as b)."""
-        r = self.ring
-        c = np.asarray(c, np.uint64)
-        a = r.add(self.a, c) if self.idx == 0 else self.a
-        b = r.add(self.b, c) if self.idx == 2 else self.b
-        return RShare(self.bits, self.idx, np.broadcast_to(a, np.broadcast(a, b).shape).copy(),
-                      np.broadcast_to(b, np.broadcast(a, b).shape).copy())
-
-    def map(self, fn) -> "RShare":
-        return RShare(self.bits, self.idx, fn(self.a), fn(self.b))
-
-    def pair(self) -> Pair:
-        return Pair(self.a, self.b)
-
-
-def deal(x: np.ndarray, bits: int, prg) -> list[RShare]:
-    """Trusted-dealer sharing (tests only)."""
-    r = Ring(bits)
-    x = r.reduce(np.asarray(x, np.uint64))
-    x0, x1 = prg.ring(x.shape, bits), prg.ring(x.shape, bits)
-    x2 = r.sub(r.sub(x, x0), x1)
-    comps = [x0, x1, x2]
-    return [RShare(bits, i, comps[i], comps[(i + 1) % 3]) for i in range(3)]
-
-
-def reconstruct_rshares(shares: list[RShare]) -> np.ndarray:
-    r = shares[0].ring
-    by = {s.idx: s for s in shares}
-    return r.add(r.add(by[0].a, by[1].a), by[2].a)

@@ -108,6 +108,13 @@ def _native_lib():
         return None
 
 
+def prepare(circ: Circuit) -> None:
+    """Load the native library and build ``circ``'s gate program now (set-up or offline),
+    so that the first garbling or evaluation of an online phase does neither."""
+    if _native_lib() is not None:
+        _program(circ)
+
+
 def _program(circ: Circuit) -> np.ndarray:
     """The plan as int32 rows (op, a, b, out, gid) in execution order (0 XOR, 1 INV, 2 AND;
     gid numbers the AND gates as the tweaks and tables do); cached on the circuit."""

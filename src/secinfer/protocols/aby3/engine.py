@@ -15,44 +15,34 @@ on boolean shares, one round per AND level (log2(l) + 2 rounds).
 
 from __future__ import annotations
 
-import hashlib
-import math
-
 import numpy as np
 
 from secinfer.arith.ring import Ring
+from secinfer.errors import ProtocolError
 from secinfer.crypto.gc.circuit import Circuit, bits_of, msb_add3_circuit
-from secinfer.crypto.prg import PRG
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import attacks_allowed, pack, packed_spec, unpack
-from secinfer.sharing.replicated import RShare
+from secinfer.protocols.rep3.digest import H_SPEC as _H
+from secinfer.protocols.rep3.digest import RunningHashes, digest
+from secinfer.protocols.rep3.triples import bucket_params, cut_and_bucket
+from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
+from secinfer.sharing import replicated as rss
+from secinfer.sharing.replicated import Pair
 
 SERVERS = ("p0", "p1", "p2")
 COMP_KEY = {0: "02", 1: "01", 2: "12"}   # x_0 held by p0, p2; x_1 by p0, p1; x_2 by p1, p2
 PAIR_KEY = {0: "01", 1: "12", 2: "02"}   # k_{i,i+1}
-_H = ArraySpec(np.uint8, (32,))
-
-
-def _dig(tag, *arrays) -> np.ndarray:
-    h = hashlib.sha256(tag.encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return np.frombuffer(h.digest(), np.uint8)
 
 
 class Rep3Engine:
-    def __init__(self, ep, role, keys, security, bits=64, prg=None, bucket=None, opened=None, attack=None):
+    def __init__(self, ep, role, keys, security, bits=64, prg=None, bucket=None, opened=None):
         self.ep, self.role, self.keys, self.security = ep, role, keys, security
         self.malicious = security != "semi-honest"
         self.bits, self.R = bits, Ring(bits)
         self.idx = SERVERS.index(role)
         self.next, self.prev = SERVERS[(self.idx + 1) % 3], SERVERS[(self.idx + 2) % 3]
         self.prg, self.bucket, self.opened = prg, bucket, opened
-        self.attack = (attack or {}) if attacks_allowed() else {}
-        self.out_h: dict = {}
-        self.in_h: dict = {}
+        self.out_h = RunningHashes("rep3-verify")
+        self.in_h = RunningHashes("rep3-verify")
         self.to_verify: list = []     # (x, y, z) products awaiting sacrifice
         self.triples: list = []       # preprocessed (d, e, f) waiting to be consumed
         self._n = 0
@@ -75,16 +65,16 @@ class Rep3Engine:
         return unpack(self.ep.recv_one(peer, tag, packed_spec(self.bits, shape)), self.bits, shape)
 
     # ---- randomness --------------------------------------------------------------------
-    def rand(self, shape, label) -> RShare:
+    def rand(self, shape, label) -> Pair:
         i = self.idx
-        return RShare(self.bits, i, self.draw(COMP_KEY[i], label, shape), self.draw(COMP_KEY[(i + 1) % 3], label, shape))
+        return Pair(self.draw(COMP_KEY[i], label, shape), self.draw(COMP_KEY[(i + 1) % 3], label, shape))
 
     def zero(self, shape, label) -> np.ndarray:
         i = self.idx
         return self.R.sub(self.draw(PAIR_KEY[i], label, shape), self.draw(PAIR_KEY[(i + 2) % 3], label, shape))
 
     # ---- input and output ----------------------------------------------------------------
-    def input(self, owner: str, shape, label: str) -> RShare:
+    def input(self, owner: str, shape, label: str) -> Pair:
         """x_1 from the owner's key with {p0, p1}, x_0 from its key with {p0, p2}, x_2 sent."""
         k01, k02 = {"model_owner": ("M1", "M2"), "client": ("C1", "C2")}[owner]
         i = self.idx
@@ -95,105 +85,87 @@ class Rep3Engine:
             x2 = self.recv1(owner, f"rep3/in/{label}", shape)
             if self.malicious:
                 other = "p2" if i == 1 else "p1"
-                _fold(self.out_h, (other, "sh-consistency"), [x2])
-                _fold(self.in_h, (other, "sh-consistency"), [x2])
+                self.out_h.fold(other, "sh-consistency", x2)
+                self.in_h.fold(other, "sh-consistency", x2)
         comps = [x0, x1, x2]
-        return RShare(self.bits, i, comps[i], comps[(i + 1) % 3])
+        return Pair(comps[i], comps[(i + 1) % 3])
 
-    def open_all(self, s: RShare, label: str, immediate: bool = True) -> np.ndarray:
+    def open_all(self, s: Pair, label: str, immediate: bool = True) -> np.ndarray:
         ep, R = self.ep, self.R
         t = f"rep3/open/{label}"
         self.send(self.prev, t, s.b)
         if self.malicious:
-            ep.send(self.next, t + "/h", _dig("open", s.a))
+            ep.send(self.next, t + "/h", digest("open", s.a))
         missing = self.recv1(self.next, t, s.shape)
         if self.malicious:
             h = ep.recv_one(self.prev, t + "/h", _H)
-            if not np.array_equal(h, _dig("open", missing)):
-                raise ep.abort("rec-consistency", None, "replicated opening disagrees")
+            ep.require(np.array_equal(h, digest("open", missing)), "rec-consistency", None, "replicated opening disagrees")
         return R.add(R.add(s.a, s.b), missing)
 
-    def open_to(self, receiver: str, s: RShare, label: str) -> None:
+    def open_to(self, receiver: str, s: Pair, label: str) -> None:
         t = f"rep3/out/{label}"
         self.send(receiver, t, s.a)
         if self.malicious:
-            self.ep.send(receiver, t + "/h", _dig("out", s.b))
+            self.ep.send(receiver, t + "/h", digest("out", s.b))
 
     # ---- products ------------------------------------------------------------------------
-    def _local(self, x: RShare, y: RShare, op) -> np.ndarray:
+    def _local(self, x: Pair, y: Pair, op) -> np.ndarray:
         R = self.R
         return R.add(R.add(op(x.a, y.a), op(x.a, y.b)), op(x.b, y.a))
 
-    def _reshare(self, z: np.ndarray, label: str) -> RShare:
+    def _reshare(self, z: np.ndarray, label: str) -> Pair:
         z = self.R.add(z, self.zero(z.shape, label + "/zero"))
-        if self.cheat("wrong_z"):
-            z = self.R.add(z, 1)
         self.send(self.prev, f"rep3/mul/{label}", z)
         zn = self.recv1(self.next, f"rep3/mul/{label}", z.shape)
-        return RShare(self.bits, self.idx, z, zn)
+        return Pair(z, zn)
 
-    def cheat(self, step):
-        return self.attack.get("party") == self.role and self.attack.get("step") == step
-
-    def mul(self, x: RShare, y: RShare) -> RShare:
+    def mul(self, x: Pair, y: Pair) -> Pair:
         lab = self._label("mul")
         z = self._reshare(self._local(x, y, self.R.mul), lab)
         if self.malicious:
             self.to_verify.append((x, y, z))
         return z
 
-    def matmul(self, x: RShare, w: RShare) -> RShare:
+    def matmul(self, x: Pair, w: Pair) -> Pair:
         """Semi-honest: one dot product per output, 3 elements. Malicious: per-product
         multiplications (each to be verified), summed locally."""
         lab = self._label("dp")
         R = self.R
         if not self.malicious:
             return self._reshare(self._local(x, w, R.matmul), lab)
-        xe = x.map(lambda a: np.ascontiguousarray(np.broadcast_to(a[:, :, None], a.shape + (w.shape[1],))))
-        we = w.map(lambda a: np.ascontiguousarray(np.broadcast_to(a[None], (x.shape[0],) + a.shape)))
+        xe = rss.apply(x, lambda a: np.ascontiguousarray(np.broadcast_to(a[:, :, None], a.shape + (w.shape[1],))))
+        we = rss.apply(w, lambda a: np.ascontiguousarray(np.broadcast_to(a[None], (x.shape[0],) + a.shape)))
         z = self.mul(xe, we)
-        return z.map(lambda a: R.reduce(a.sum(axis=1, dtype=np.uint64)))
+        return rss.apply(z, lambda a: R.reduce(a.sum(axis=1, dtype=np.uint64)))
 
     # ---- malicious: triples and sacrifice -----------------------------------------------
     def preprocess(self, n: int) -> None:
         """Offline: n verified triples by cut-and-choose with bucket sacrifice [ASTRA ref. 2]."""
-        from secinfer.protocols.astra.triples import coin_toss
         if n == 0:
             return
-        b = self.bucket or max(2, math.ceil(40 / math.log2(max(n, 2))))
-        c = self.opened if self.opened is not None else b
+        b, c = bucket_params(n, self.bucket, self.opened)
         total = b * n + c
         lab = self._label("trip")
         d, e = self.rand((total,), lab + "/d"), self.rand((total,), lab + "/e")
         f = self._reshare(self._local(d, e, self.R.mul), lab + "/f")
-        perm = np.argsort(PRG(coin_toss(self, lab), "rep3-perm").uint64((total,)), kind="stable")
-        d, e, f = (s.map(lambda a: a[perm]) for s in (d, e, f))
-        if c:
-            dv, ev, fv = (self.open_all(s.map(lambda a: a[:c]), f"{lab}/cut{i}") for i, s in enumerate((d, e, f)))
-            if not np.array_equal(self.R.mul(dv, ev), fv):
-                raise self.ep.abort("trip-cut", None, "an opened triple is not a multiplication triple")
-        rest = np.arange(c, total).reshape(b, n)
-        head = rest[0]
-        if b > 1:
-            hs = np.tile(head, b - 1)
-            os_ = rest[1:].reshape(-1)
-            self._sacrifice(tuple(s.map(lambda a: a[hs]) for s in (d, e, f)),
-                            tuple(s.map(lambda a: a[os_]) for s in (d, e, f)), lab + "/bucket", True)
-        self.triples.append(tuple(s.map(lambda a: a[head]) for s in (d, e, f)))
+        self.triples.append(cut_and_bucket(
+            self.ep, self.role, self.prg, n, lab, "rep3-perm", d, e, f,
+            take=lambda s, idx: rss.apply(s, lambda a: a[idx]), open_=self.open_all, mul=self.R.mul,
+            sacrifice=lambda h, o, label: self._sacrifice(h, o, label, True), bucket=self.bucket, opened=self.opened))
 
     def _take_triples(self, n: int):
         got, need = [], n
         while need > 0:
             if not self.triples:
-                raise self.ep.abort("trip-exhausted", None, "not enough preprocessed triples")
+                raise ProtocolError("not enough preprocessed triples (a planning error, not a peer's)")
             t = self.triples[0]
             k = t[0].shape[0]
             if k <= need:
                 got.append(self.triples.pop(0))
                 need -= k
             else:
-                got.append(tuple(s.map(lambda a: a[:need]) for s in t))
-                self.triples[0] = tuple(s.map(lambda a: a[need:]) for s in t)
+                got.append(tuple(rss.apply(s, lambda a: a[:need]) for s in t))
+                self.triples[0] = tuple(rss.apply(s, lambda a: a[need:]) for s in t)
                 need = 0
         return tuple(_cat([g[i] for g in got]) for i in range(3))
 
@@ -201,44 +173,41 @@ class Rep3Engine:
         x, y, z = xyz
         d, e, f = def_
         R = self.R
-        rho = self.open_all(x - d, label + "/rho")
-        sigma = self.open_all(y - e, label + "/sigma")
-        tau = (z - f - d.scale(sigma) - e.scale(rho)).add_public(R.neg(R.mul(sigma, rho)))
+        rho = self.open_all(rss.sub(R, x, d), label + "/rho")
+        sigma = self.open_all(rss.sub(R, y, e), label + "/sigma")
+        tau = rss.sub(R, rss.sub(R, rss.sub(R, z, f), rss.mul_public(R, d, sigma)), rss.mul_public(R, e, rho))
+        tau = rss.add_public(R, self.idx, tau, R.neg(R.mul(sigma, rho)))
         mine = R.neg(R.add(tau.a, tau.b))        # should equal x_{i+2} = next party's b
         if immediate:
-            self.ep.send(self.next, f"rep3/zero/{label}", _dig("zero", mine))
+            self.ep.send(self.next, f"rep3/zero/{label}", digest("zero", mine))
             got = self.ep.recv_one(self.prev, f"rep3/zero/{label}", _H)
-            if not np.array_equal(got, _dig("zero", tau.b)):
-                raise self.ep.abort("sacrifice", None, "a product failed the triple check")
+            self.ep.require(np.array_equal(got, digest("zero", tau.b)), "trip-bucket", None,
+                            "a triple failed its bucket check")
         else:
-            _fold(self.out_h, (self.next, "sacrifice"), [mine])
-            _fold(self.in_h, (self.prev, "sacrifice"), [tau.b])
+            self.out_h.fold(self.next, "sacrifice", mine)
+            self.in_h.fold(self.prev, "sacrifice", tau.b)
 
     def verify(self) -> None:
         """Check every product made so far (sacrifice, hash-only zero test) and all hashes."""
         if self.to_verify:
-            flat = [tuple(s.map(lambda a: np.ascontiguousarray(a).reshape(-1)) for s in t) for t in self.to_verify]
+            flat = [tuple(rss.apply(s, lambda a: np.ascontiguousarray(a).reshape(-1)) for s in t) for t in self.to_verify]
             self.to_verify = []
             xyz = tuple(_cat([f[i] for f in flat]) for i in range(3))
             self._sacrifice(xyz, self._take_triples(xyz[0].shape[0]), self._label("verify"), False)
         ep = self.ep
         for p in (q for q in SERVERS if q != self.role):
-            names = sorted(c for (q, c) in self.out_h if q == p)
-            arr = np.stack([np.frombuffer(self.out_h[(p, c)].digest(), np.uint8) for c in names]) \
-                if names else np.zeros((0, 32), np.uint8)
+            out = self.out_h.pop_peer(p)
+            arr = np.stack([np.frombuffer(h, np.uint8) for _, h in out]) if out else np.zeros((0, 32), np.uint8)
             ep.send(p, "rep3/verify", arr)
         for p in (q for q in SERVERS if q != self.role):
-            names = sorted(c for (q, c) in self.in_h if q == p)
-            got = ep.recv_one(p, "rep3/verify", ArraySpec(np.uint8, (len(names), 32)))
-            for i, c in enumerate(names):
-                if not np.array_equal(got[i], np.frombuffer(self.in_h[(p, c)].digest(), np.uint8)):
-                    raise ep.abort(c, p, "hash check failed")
-        self.out_h.clear()
-        self.in_h.clear()
+            want = self.in_h.pop_peer(p)
+            got = ep.recv_one(p, "rep3/verify", ArraySpec(np.uint8, (len(want), 32)))
+            for i, (c, h) in enumerate(want):
+                ep.require(got[i].tobytes() == h, c, p, "hash check failed")
 
     # ---- boolean circuits (bit extraction) ----------------------------------------------
-    def eval_circuit(self, circ: Circuit, inputs: dict) -> RShare:
-        """Evaluate on boolean shares (self.bits == 1); inputs name -> RShare (n, nbits)."""
+    def eval_circuit(self, circ: Circuit, inputs: dict) -> Pair:
+        """Evaluate on boolean shares (self.bits == 1); inputs name -> Pair (n, nbits)."""
         n = next(iter(inputs.values())).shape[0]
         wa = np.zeros((n, circ.n_wires), np.uint64)
         wb = np.zeros((n, circ.n_wires), np.uint64)
@@ -254,14 +223,14 @@ class Rep3Engine:
                 wb[:, no] = wb[:, na] ^ inv_b
             a, b, o = lv["AND"]
             if len(o):
-                x = RShare(1, self.idx, wa[:, a], wb[:, a])
-                y = RShare(1, self.idx, wa[:, b], wb[:, b])
+                x = Pair(wa[:, a], wb[:, a])
+                y = Pair(wa[:, b], wb[:, b])
                 z = self.mul(x, y)
                 wa[:, o], wb[:, o] = z.a, z.b
         out = circ.outputs
-        return RShare(1, self.idx, wa[:, out], wb[:, out])
+        return Pair(wa[:, out], wb[:, out])
 
-    def bitext(self, x: RShare, beng: "Rep3Engine") -> RShare:
+    def bitext(self, x: Pair, beng: "Rep3Engine") -> Pair:
         """msb(x) as a boolean sharing: components become boolean inputs locally."""
         l = self.bits
         i = self.idx
@@ -272,22 +241,12 @@ class Rep3Engine:
             z = np.zeros((x.shape[0], l), np.uint64)
             a = v if j == i else z
             b = v if j == (i + 1) % 3 else z
-            inputs[f"x{j}"] = RShare(1, i, a, b)
-        return beng.eval_circuit(msb_add3_circuit(l), inputs).map(lambda a: a[:, 0])
-
-
-def _fold(table, key, arrays):
-    h = table.get(key)
-    if h is None:
-        h = table[key] = hashlib.sha256(b"rep3-verify/" + key[1].encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
+            inputs[f"x{j}"] = Pair(a, b)
+        return rss.apply(beng.eval_circuit(msb_add3_circuit(l), inputs), lambda a: a[:, 0])
 
 
 def _cat(shares):
-    return RShare(shares[0].bits, shares[0].idx, np.concatenate([s.a for s in shares]),
+    return Pair(np.concatenate([s.a for s in shares]),
                   np.concatenate([s.b for s in shares]))
 
 

@@ -18,13 +18,15 @@ import numpy as np
 
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
-from secinfer.protocols.astra.engine import packed_spec, unpack
-from secinfer.protocols.astra import model as mdl
-from secinfer.protocols.astra.keys import setup_keys
-from secinfer.protocols.astra.protocol import _await_close, _close, _header, online_phase, repeat_queries
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.crypto.gc.circuit import msb_add3_circuit
+from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.digest import digest
+from secinfer.protocols.rep3.keys import setup_keys
+from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
+from secinfer.protocols.rep3.wire import packed_spec, unpack
+from secinfer.sharing import replicated as rss
 
 SERVERS = ("p0", "p1", "p2")
 M, C = "model_owner", "client"
@@ -48,7 +50,7 @@ def _run(role, ep, job):
     cfg = job.fixed
     with ep.phase("setup"):
         keys = setup_keys(ep, role, job.prg, malicious)
-        lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
+        lm, k, n, cls, fw, classes, _ = header(ep, role, job)
         if role == C:
             x = np.asarray(job.input, np.float64)
             x = x[None, :] if x.ndim == 1 else x
@@ -65,7 +67,7 @@ def _run(role, ep, job):
         with ep.phase("offline"):
             owner_send(ep, keys, M, "W", w)
             owner_send(ep, keys, M, "b", b)
-        _await_close(ep)
+        await_close(ep)
         return PartyResult(info={"role": M})
     if role == C:
         fw_, fx = fw
@@ -85,19 +87,18 @@ def _run(role, ep, job):
                 if malicious:
                     hashes.append(ep.recv_one(p, "rep3/out/y/h", hs))
             if malicious:
-                from secinfer.protocols.aby3.engine import _dig
                 for i in range(3):
-                    if not np.array_equal(_dig("out", comps[i]), hashes[(i + 2) % 3]):
-                        raise ep.abort("rec-consistency", None, "output component and hash disagree")
+                    ep.require(np.array_equal(digest("out", comps[i]), hashes[(i + 2) % 3]), "rec-consistency", None,
+                               "output component and hash disagree")
             v = comps[0] + comps[1] + comps[2]
             ep.mark("output")
-        _close(ep)
+        close(ep)
         if cls:
             bit = (v & np.uint64(1)).astype(np.int64).reshape(-1, n)
             return PartyResult(output=np.asarray(classes, np.float64)[bit], output_ring=bit.astype(np.uint64))
         r = cfg.ring.arshift(v.reshape(-1, n), fw_ + fx - cfg.frac_bits)
         return PartyResult(output=cfg.decode(r), output_ring=r)
-    eng = Rep3Engine(ep, role, keys, job.security, 64, prg=job.prg.derive("rep3"), attack=job.options.get("attack"),
+    eng = Rep3Engine(ep, role, keys, job.security, 64, prg=job.prg.derive("rep3"),
                      bucket=job.options.get("bucket"), opened=job.options.get("opened"))
     beng = Rep3Engine(ep, role, keys, job.security, 1, prg=job.prg.derive("rep3-bool"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
@@ -116,18 +117,19 @@ def _run(role, ep, job):
         X = eng.input(C, (batch, k), "X")
         ep.mark("shared")
         Y = eng.matmul(X, W)
-        Y = Y + B.map(lambda a: np.broadcast_to(a[None, :], (batch, n)))
-        Y = Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
+        Y = rss.add(eng.R, Y, rss.apply(B, lambda a: np.broadcast_to(a[None, :], (batch, n))))
+        Y = rss.apply(Y, lambda a: np.ascontiguousarray(a).reshape(-1))
         if cls:
             shift = fw[0] + fw[1] - cfg.frac_bits
-            out, oeng = eng.bitext((-Y).add_public((1 << shift) - 1), beng), beng
+            a = rss.add_public(eng.R, eng.idx, rss.neg(eng.R, Y), np.uint64((1 << shift) - 1))
+            out, oeng = eng.bitext(a, beng), beng
         else:
             out, oeng = Y, eng
         if malicious:
             eng.verify()
             beng.verify()
         oeng.open_to(C, out, "y")
-    _await_close(ep)
+    await_close(ep)
     return PartyResult(info={"role": role})
 
 
@@ -140,7 +142,17 @@ SPEC = ProtocolSpec(
     description="ABY3 replicated 3PC baseline for ASTRA's prediction functions",
     roles=ROLES, model_role=M, input_role=C,
     securities=("semi-honest", "malicious"), default_security="semi-honest",
-    run_party=run_party, check_model=check_model, default_fixed="fx64f13",
+    run_party=run_party, check_model=check_model, reveals=mdl.reveals, value_limits=mdl.value_limits,
+    default_fixed="fx64f13",
     paper="astra-3pc-rings.txt (baseline, ref. 55)",
     baseline_for="astra",
+    checks=(
+        Check("key-setup", "the two receivers of a three-holder PRF key got the same key", "ASTRA 2.2"),
+        Check("sh-consistency", "P1 and P2 received the same input component", "ABY3 5.1"),
+        Check("rec-consistency", "a missing component equals its hash from the other holder", "ABY3 5.1"),
+        Check("coin-toss", "a coin-toss opening matches its commitment", "ASTRA App. A.1"),
+        Check("trip-cut", "the opened triples are multiplication triples", "ASTRA App. A.1"),
+        Check("trip-bucket", "bucket sacrifice: each kept triple against the others", "ASTRA App. A.1"),
+        Check("sacrifice", "every product verified with a preprocessed triple", "ABY3 5.3"),
+    ),
 )

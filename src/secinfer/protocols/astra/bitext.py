@@ -22,12 +22,15 @@ needs no further message. [[msb(a)]]^B = [[y]]^B xor [[r1]]^B xor [[r2]]^B.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import bits_of, msb_sub3_circuit, msb_sub_circuit
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import H_SPEC, digest, pack
+from secinfer.protocols.rep3.digest import H_SPEC, digest
+from secinfer.protocols.rep3.wire import pack
 from secinfer.sharing.astra import AShare
 
 
@@ -40,16 +43,38 @@ def _bit(eng, key, label, shape):
     return eng.keys.stream(key, label).ring(tuple(shape), 1).astype(np.uint8)
 
 
-def bitext_offline(eng, a: AShare, bool_eng) -> dict:
+@dataclass
+class BitExtPrep:
+    """The offline state of one Pi_BitExt [ASTRA 5.4] for its online half."""
+
+    lab: str
+    n: int
+    r_gc: np.ndarray | None = None     # the garblers' free-XOR offset and zero labels
+    zeros: dict | None = None
+    rbit: np.ndarray | None = None     # semi-honest, P0: the output mask r
+    r: AShare | None = None            # semi-honest: [[r]]^B
+    tables: np.ndarray | None = None   # the evaluator's garbled tables, decoding bits, wires
+    dec: np.ndarray | None = None
+    wires: np.ndarray | None = None
+    c1: np.ndarray | None = None       # malicious: commitments of u1's labels
+    out_zero: np.ndarray | None = None  # malicious, garblers: the output's zero labels
+    r1: AShare | None = None           # malicious: [[r1]]^B, [[r2]]^B
+    r2: AShare | None = None
+    ly2: np.ndarray | None = None      # lambda_{y,2} of the output (P0, P2)
+
+
+def bitext_offline(eng, a: AShare, bool_eng) -> BitExtPrep:
     """Offline half; ``a`` is a mask-only share of shape (n,). Returns the prep state."""
     n = a.shape[0]
     lab = eng._label("bitext")
+    # the evaluator's native library and gate program: loaded and built here, not online
+    gcm.prepare(msb_sub3_circuit(eng.bits) if eng.malicious else msb_sub_circuit(eng.bits))
     if eng.malicious:
         return _offline_m(eng, a, bool_eng, n, lab)
     return _offline_s(eng, a, bool_eng, n, lab)
 
 
-def bitext_online(eng, a: AShare, prep: dict, bool_eng, to: str | None = None,
+def bitext_online(eng, a: AShare, prep: BitExtPrep, bool_eng, to: str | None = None,
                   pending_verify: dict | None = None) -> AShare | None:
     """Online half: [[msb(a)]]^B; or, semi-honest with ``to`` (an outside party, the
     client), msb(a) revealed to ``to`` directly: P2 sends it the circuit's output
@@ -68,26 +93,26 @@ def _offline_s(eng, a, beng, n, lab):
     ep, role, l = eng.ep, eng.role, eng.bits
     circ = msb_sub_circuit(l)
     t = f"astra/bx/{lab}"
-    prep = {"lab": lab, "n": n}
+    prep = BitExtPrep(lab, n)
     bspec = ArraySpec(np.uint64, (n,))
     if role in ("p0", "p1"):
         r_gc, zeros = gcm.input_labels(circ, n, _rand(eng, "01", lab + "/gc"))
         rbit = _bit(eng, "01", lab + "/r", (n,))
         lr1 = beng.draw("01", lab + "/lr", (n,))
         lr2 = beng.draw("P", lab + "/lr", (n,))
-        prep.update(r_gc=r_gc, zeros=zeros)
+        prep.r_gc, prep.zeros = r_gc, zeros
         if role == "p0":
             g = gcm.garble(circ, r_gc, zeros)
             lam = eng.R.add(a.l1, a.l2)
             ep.send("p2", t + "/gc", g.tables, g.decode,
                     gcm.select(zeros["u2"], bits_of(lam, l), r_gc),
                     gcm.select(zeros["u3"], rbit[:, None], r_gc))
-            prep["r"] = AShare(1, None, lr1, lr2)
-            prep["rbit"] = rbit
+            prep.r = AShare(1, None, lr1, lr2)
+            prep.rbit = rbit
         else:
             mr = (rbit.astype(np.uint64) ^ lr1 ^ lr2)
             ep.send("p2", t + "/mr", mr)
-            prep["r"] = AShare(1, mr, lr1, None)
+            prep.r = AShare(1, mr, lr1, None)
     else:
         na = circ.and_count
         tables, dec, k2, k3 = ep.recv("p0", t + "/gc", ArraySpec(np.uint64, (n, na, 2, 2)),
@@ -95,44 +120,42 @@ def _offline_s(eng, a, beng, n, lab):
                                       ArraySpec(np.uint64, (n, 1, 2)))
         lr2 = beng.draw("P", lab + "/lr", (n,))
         mr = ep.recv_one("p1", t + "/mr", bspec) & np.uint64(1)
-        prep.update(tables=tables, dec=dec, r=AShare(1, mr, None, lr2),
-                    wires=gcm.wire_buffer(circ, {"u2": k2, "u3": k3}))   # online: only u1's labels
+        prep.tables, prep.dec, prep.r = tables, dec, AShare(1, mr, None, lr2)
+        prep.wires = gcm.wire_buffer(circ, {"u2": k2, "u3": k3})   # online: only u1's labels
     if role in ("p0", "p2"):
-        prep["ly2"] = beng.draw("02", lab + "/ly", (n,))
+        prep.ly2 = beng.draw("02", lab + "/ly", (n,))
     return prep
 
 
 def _online_s(eng, a, prep, beng, to=None):
-    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep.n
     circ = msb_sub_circuit(l)
-    t = f"astra/bx/{prep['lab']}"
+    t = f"astra/bx/{prep.lab}"
     if to is not None:
         if role == "p0":
-            ep.send(to, "astra/out/y/r", pack(prep["rbit"], 1))
+            ep.send(to, "astra/out/y/r", pack(prep.rbit, 1))
         elif role == "p1":
-            ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+            ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
         else:
             k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-            out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1)
-            yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
-            if eng.cheat("wrong_out_share"):
-                yb = yb ^ np.uint64(1)
+            out = gcm.evaluate_opened(circ, prep.tables, prep.wires, "u1", k1)
+            yb = gcm.decode(out, prep.dec)[:, 0].astype(np.uint64)
             ep.send(to, "astra/out/y/y", pack(yb, 1))
         return None
     if role == "p1":
-        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
         my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint8, (n,))).astype(np.uint64) & np.uint64(1)
         y = AShare(1, my, np.zeros(n, np.uint64), None)
     elif role == "p2":
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-        out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1)
-        yb = gcm.decode(out, prep["dec"])[:, 0].astype(np.uint64)
-        my = yb ^ prep["ly2"]
+        out = gcm.evaluate_opened(circ, prep.tables, prep.wires, "u1", k1)
+        yb = gcm.decode(out, prep.dec)[:, 0].astype(np.uint64)
+        my = yb ^ prep.ly2
         ep.send("p1", t + "/my", my.astype(np.uint8))
-        y = AShare(1, my, None, prep["ly2"])
+        y = AShare(1, my, None, prep.ly2)
     else:
-        y = AShare(1, None, np.zeros(n, np.uint64), prep["ly2"])
-    return y + prep["r"]
+        y = AShare(1, None, np.zeros(n, np.uint64), prep.ly2)
+    return y + prep.r
 
 
 # ---- malicious --------------------------------------------------------------------------
@@ -140,7 +163,7 @@ def _offline_m(eng, a, beng, n, lab):
     ep, role, l = eng.ep, eng.role, eng.bits
     circ = msb_sub3_circuit(l)
     t = f"astra/bx/{lab}"
-    prep = {"lab": lab, "n": n}
+    prep = BitExtPrep(lab, n)
     na = circ.and_count
     bundle_specs = (ArraySpec(np.uint64, (n, na, 2, 2)), ArraySpec(np.uint8, (n, 1)),
                     ArraySpec(np.uint64, (n, l, 2)), ArraySpec(np.uint64, (n, 1, 2)),
@@ -155,15 +178,12 @@ def _offline_m(eng, a, beng, n, lab):
         bundle = [g.tables, g.decode, gcm.select(zeros["u2"], bits_of(a.l1, l), r_gc),
                   gcm.select(zeros["u4"], r1[:, None], r_gc), gcm.commit_labels(zeros["u1"], r_gc),
                   gcm.commit_labels(zeros["u3"], r_gc), gcm.commit_labels(zeros["u5"], r_gc)]
-        if role == "p1" and eng.cheat("bad_gc"):
-            bundle[0] = bundle[0].copy()
-            bundle[0][0, 0, 0, 0] ^= np.uint64(1)
-        prep.update(r_gc=r_gc, zeros=zeros, out_zero=g.out_zero)
+        prep.r_gc, prep.zeros, prep.out_zero = r_gc, zeros, g.out_zero
         mr1 = r1.astype(np.uint64) ^ lr1
         if role == "p1":
             ep.send("p2", t + "/gc", *bundle)
             ep.send("p2", t + "/mr1", mr1)
-            prep["r1"] = AShare(1, mr1, lr1, None)
+            prep.r1 = AShare(1, mr1, lr1, None)
         else:
             ep.send("p2", t + "/gch", digest("gc", *bundle))
             eng.send_hash("p2", "bitext-share", mr1)
@@ -173,21 +193,18 @@ def _offline_m(eng, a, beng, n, lab):
             eng.send_hash("p1", "bitext-share", mr2)
             k3 = gcm.select(zeros["u3"], bits_of(a.l2, l), r_gc)
             k5 = gcm.select(zeros["u5"], r2[:, None], r_gc)
-            if eng.cheat("bad_key"):
-                k3 = k3.copy()
-                k3[0, 0, 1] ^= np.uint64(2)
             ep.send("p2", t + "/open", k3, k5)
-            prep["r1"] = AShare(1, None, lr1, np.zeros(n, np.uint64))
-            prep["r2"] = AShare(1, None, np.zeros(n, np.uint64), lr2)
+            prep.r1 = AShare(1, None, lr1, np.zeros(n, np.uint64))
+            prep.r2 = AShare(1, None, np.zeros(n, np.uint64), lr2)
     if role == "p1":
         mr2 = ep.recv_one("p2", t + "/mr2", bspec)
         eng.expect_hash("p0", "bitext-share", mr2)
-        prep["r2"] = AShare(1, mr2, np.zeros(n, np.uint64), None)
+        prep.r2 = AShare(1, mr2, np.zeros(n, np.uint64), None)
     if role == "p2":
         bundle = ep.recv("p1", t + "/gc", *bundle_specs)
         h = ep.recv_one("p0", t + "/gch", H_SPEC)
-        if not np.array_equal(h, digest("gc", *bundle)):
-            raise ep.abort("gc-consistency", None, "garbled circuits from P0 and P1 differ")
+        ep.require(np.array_equal(h, digest("gc", *bundle)), "gc-consistency", None,
+                   "garbled circuits from P0 and P1 differ")
         mr1 = ep.recv_one("p1", t + "/mr1", bspec)
         eng.expect_hash("p0", "bitext-share", mr1)
         r2 = _bit(eng, "02", lab + "/r2", (n,))
@@ -198,57 +215,53 @@ def _offline_m(eng, a, beng, n, lab):
         tables, dec, k2, k4, c1, c3, c5 = bundle
         _check_open(ep, k3, c3, bits_of(a.l2, l), "p0")
         _check_open(ep, k5, c5, r2[:, None], "p0")
-        prep.update(tables=tables, dec=dec, c1=c1, wires=gcm.wire_buffer(circ, {"u2": k2, "u3": k3, "u4": k4, "u5": k5}),
-                    r1=AShare(1, mr1, None, np.zeros(n, np.uint64)), r2=AShare(1, mr2, None, lr2))
+        prep.tables, prep.dec, prep.c1 = tables, dec, c1
+        prep.wires = gcm.wire_buffer(circ, {"u2": k2, "u3": k3, "u4": k4, "u5": k5})
+        prep.r1, prep.r2 = AShare(1, mr1, None, np.zeros(n, np.uint64)), AShare(1, mr2, None, lr2)
     return prep
 
 
 def _open_eval(ep, circ, prep, k1, m):
     """P2's online step [5.4]: P1's labels of m_a against their commitments (check
     "gc-key"), then the evaluation -- one native call (``gcm.evaluate_opened``)."""
-    out = gcm.evaluate_opened(circ, prep["tables"], prep["wires"], "u1", k1, prep["c1"], m)
-    if out is None:
-        raise ep.abort("gc-key", "p1", "an opened input label does not match its commitment")
+    out = gcm.evaluate_opened(circ, prep.tables, prep.wires, "u1", k1, prep.c1, m)
+    ep.require(out is not None, "gc-key", "p1", "an opened input label does not match its commitment")
     return out
 
 
 def _check_open(ep, keys, coms, bits, suspect):
-    if not gcm.labels_match(keys, coms, bits):
-        raise ep.abort("gc-key", suspect, "an opened input label does not match its commitment")
+    ep.require(gcm.labels_match(keys, coms, bits), "gc-key", suspect, "an opened input label does not match its commitment")
 
 
 def _online_m(eng, a, prep, beng, pending=None):
     """``pending``: a verify message started before (``AstraEngine.verify_start``); the
     other evaluator's is received before that evaluator's next frame (ordered links)."""
-    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep.n
 
     def verified(peer):
         if pending is not None:
             eng.verify_finish(pending, (peer,))
     circ = msb_sub3_circuit(l)
-    t = f"astra/bx/{prep['lab']}"
+    t = f"astra/bx/{prep.lab}"
     zero = np.zeros(n, np.uint64)
     if role == "p1":
-        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
         verified("p2")
         y, hout = ep.recv("p2", t + "/y", ArraySpec(np.uint8, (n,)), H_SPEC)
         y = y & np.uint8(1)
-        expect = gcm.select(prep["out_zero"][:, 0], y, prep["r_gc"])
-        if not np.array_equal(hout, digest("gc-out", expect)):
-            raise ep.abort("bitext-y", "p2", "y does not match the output label")
+        expect = gcm.select(prep.out_zero[:, 0], y, prep.r_gc)
+        ep.require(np.array_equal(hout, digest("gc-out", expect)), "bitext-y", "p2", "y does not match the output label")
         ys = AShare(1, y.astype(np.uint64), zero, None)
     elif role == "p2":
         verified("p1")
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         out = _open_eval(ep, circ, prep, k1, a.m)
-        yb = gcm.decode(out, prep["dec"])[:, 0]
-        if eng.cheat("wrong_y"):
-            yb = yb ^ np.uint8(1)
+        yb = gcm.decode(out, prep.dec)[:, 0]
         ep.send("p1", t + "/y", yb, digest("gc-out", out[:, 0]))
         ys = AShare(1, yb.astype(np.uint64), None, zero)
     else:
         ys = AShare(1, None, zero, zero)
-    return ys + prep["r1"] + prep["r2"]
+    return ys + prep.r1 + prep.r2
 
 
 def _out_label_hashes(labels: np.ndarray) -> np.ndarray:
@@ -264,24 +277,22 @@ def _online_m_direct(eng, a, prep, pending):
     pair (H(L_0), H(L_1)) from P0, and the client runs the check "bitext-y" that P1 runs in
     [ASTRA 5.4]: a corrupt P2 cannot name the label of the other bit (P0 and P1 are honest
     then, so the pair is right). Returns the state for ``open_direct_to``."""
-    ep, role, l, n = eng.ep, eng.role, eng.bits, prep["n"]
+    ep, role, l, n = eng.ep, eng.role, eng.bits, prep.n
     circ = msb_sub3_circuit(l)
-    t = f"astra/bx/{prep['lab']}"
-    st = {"rest": prep["r1"] + prep["r2"]}     # [[msb(a)]]^B = y xor [[r1 xor r2]]^B
+    t = f"astra/bx/{prep.lab}"
+    st = {"rest": prep.r1 + prep.r2}     # [[msb(a)]]^B = y xor [[r1 xor r2]]^B
     if role == "p1":
-        ep.send("p2", t + "/k1", gcm.select(prep["zeros"]["u1"], bits_of(a.m, l), prep["r_gc"]))
+        ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
     elif role == "p2":
         if pending is not None:
             eng.verify_finish(pending, ("p1",))   # P1's verify message precedes its labels
         k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
         out = _open_eval(ep, circ, prep, k1, a.m)
-        yb = gcm.decode(out, prep["dec"])[:, 0]
-        if eng.cheat("wrong_y"):
-            yb = yb ^ np.uint8(1)
+        yb = gcm.decode(out, prep.dec)[:, 0]
         st.update(y=yb.astype(np.uint64) & np.uint64(1), hy=_out_label_hashes(out[:, 0]))
     else:
-        zero = prep["out_zero"][:, 0]
-        st["pair"] = np.stack([_out_label_hashes(zero), _out_label_hashes(zero ^ prep["r_gc"])], axis=1)
+        zero = prep.out_zero[:, 0]
+        st["pair"] = np.stack([_out_label_hashes(zero), _out_label_hashes(zero ^ prep.r_gc)], axis=1)
     return st
 
 
@@ -291,24 +302,23 @@ def open_direct_to(beng, receiver: str, st: dict, label: str) -> None:
     rest, role, t = st["rest"], beng.role, f"astra/out/{label}"
     beng.require_verified()
     if role == "p0":
-        l1 = rest.l1 ^ np.uint64(1) if beng.cheat("wrong_out_share") else rest.l1
-        beng.ep.send(receiver, t + "/l1", pack(l1, 1), digest("out", rest.l2), st["pair"])
+        beng.ep.send(receiver, t + "/l1", pack(rest.l1, 1), digest("out", rest.l2), st["pair"])
     elif role == "p1":
         beng.ep.send(receiver, t + "/m", pack(rest.m, 1), digest("out", rest.l1))
     else:
         beng.ep.send(receiver, t + "/l2", pack(rest.l2, 1), digest("out", rest.m), pack(st["y"], 1), st["hy"])
 
 
-def output_mask(eng, prep: dict) -> AShare:
+def output_mask(eng, prep: BitExtPrep) -> AShare:
     """The lambda-part of [[msb(a)]]^B, known after the offline phase (used by Pi_fRec's
     offline commitments)."""
-    n, role = prep["n"], eng.role
+    n, role = prep.n, eng.role
     zero = np.zeros(n, np.uint64)
 
     def lam_only(s: AShare) -> AShare:
         return AShare(1, None, s.l1, s.l2)
     if eng.malicious:
         y = AShare(1, None, zero if role in ("p0", "p1") else None, zero if role in ("p0", "p2") else None)
-        return y + lam_only(prep["r1"]) + lam_only(prep["r2"])
-    y = AShare(1, None, zero if role in ("p0", "p1") else None, prep.get("ly2") if role in ("p0", "p2") else None)
-    return y + lam_only(prep["r"])
+        return y + lam_only(prep.r1) + lam_only(prep.r2)
+    y = AShare(1, None, zero if role in ("p0", "p1") else None, prep.ly2 if role in ("p0", "p2") else None)
+    return y + lam_only(prep.r)

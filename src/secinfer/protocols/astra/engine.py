@@ -15,34 +15,25 @@ are the evaluators) [ASTRA 4.1]. Malicious security [ASTRA 4.2] adds
 * Pi_dp^m [Lemma 5.1]: the same with per-wire pads, so the online cost is 2d + 2 elements.
 
 Deferred incoming hashes are checked in ``verify()``; callers run it before every reveal.
-``attack`` (honoured only under the test-suite) makes this party deviate at one named step;
-the adversarial tests use it to prove every check fires.
+The adversarial tests make a party deviate from outside (tests/adversary.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from secinfer.arith.ring import Ring
 from secinfer.errors import ConfigError
 from secinfer.net.channel import ArraySpec
+from secinfer.protocols.astra.triples import check_triples
+from secinfer.protocols.rep3.digest import H_SPEC, RunningHashes, digest, digest_bytes
+from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
 from secinfer.sharing.astra import AShare
 
-H_SPEC = ArraySpec(np.uint8, (32,))
 EVALUATORS = ("p1", "p2")
-
-
-def digest_bytes(tag: str, *arrays) -> bytes:
-    """SHA-256 of a domain tag and the arrays (shape and bytes of each), as 32 bytes."""
-    h = hashlib.sha256(tag.encode() + b"\x00")
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-    return h.digest()
 
 
 def mstar_pad(key: bytes, mstar_x: np.ndarray) -> np.ndarray:
@@ -54,45 +45,33 @@ def mstar_pad(key: bytes, mstar_x: np.ndarray) -> np.ndarray:
     return np.frombuffer(h.digest(), dtype=np.uint8)
 
 
-def digest(tag: str, *arrays) -> np.ndarray:
-    """``digest_bytes`` as a uint8 array (what travels in a frame)."""
-    return np.frombuffer(digest_bytes(tag, *arrays), dtype=np.uint8)
+@dataclass
+class MulPrep:
+    """The offline state of one product (Pi_mul / Pi_dp [Fig. 3, 8, 11]) for its online half."""
 
-
-def wire_dtype(bits: int):
-    return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32 if bits <= 32 else np.uint64
-
-
-def pack(a: np.ndarray, bits: int) -> np.ndarray:
-    """Ring elements on the wire: Z_2 packed 8 per byte, Z_2^l in the smallest word >= l."""
-    a = np.ascontiguousarray(a, dtype=np.uint64)
-    if bits == 1:
-        return np.packbits(a.reshape(-1).astype(np.uint8) & 1)
-    return a.astype(wire_dtype(bits)) if bits < 64 else a
-
-
-def packed_spec(bits: int, shape) -> ArraySpec:
-    shape = tuple(shape)
-    if bits == 1:
-        return ArraySpec(np.uint8, (-(-int(np.prod(shape, dtype=np.int64)) // 8),))
-    return ArraySpec(wire_dtype(bits), shape)
-
-
-def unpack(buf: np.ndarray, bits: int, shape) -> np.ndarray:
-    shape = tuple(shape)
-    if bits == 1:
-        n = int(np.prod(shape, dtype=np.int64))
-        return np.unpackbits(buf, count=n).astype(np.uint64).reshape(shape)
-    out = buf.astype(np.uint64)
-    return out if bits == 64 else out & np.uint64((1 << bits) - 1)
-
-
-def attacks_allowed() -> bool:
-    return os.environ.get("SECINFER_TESTING") == "1"
+    prod_shape: tuple | None          # (B, K, N) of a dot product, None for elementwise
+    lab: str = ""
+    check_at: str | None = None       # the outside receiver of a receiver-checked product
+    g1: np.ndarray | None = None      # [gamma]_1, [gamma]_2
+    g2: np.ndarray | None = None
+    dx: np.ndarray | None = None      # malicious: delta_x, delta_y, delta_z (evaluators)
+    dy: np.ndarray | None = None
+    dz: np.ndarray | None = None
+    chi: np.ndarray | None = None     # malicious, P0: chi_1 + chi_2
+    dz_sum: np.ndarray | None = None
+    base: np.ndarray | None = None    # m_y known offline: [l_z]_i - [l_x]_i m_y + [gamma]_i
+    coef: np.ndarray | None = None    # ... and the coefficient of m_x
+    g_sum: np.ndarray | None = None   # otherwise: [gamma]_i summed over the inner dimension
+    mstar_y: np.ndarray | None = None
+    pad_key: bytes | None = None      # receiver-checked: the PRF key of P0's pad (k_02)
+    p0_const: np.ndarray | None = None  # malicious, P0: l_z + 2 gamma + chi (- m*_y l_x)
+    lx: np.ndarray | None = None
+    ly: np.ndarray | None = None
+    mz_check: tuple = ()              # receiver-checked: the hashes that ride with the output
 
 
 class AstraEngine:
-    def __init__(self, ep, role: str, keys, security: str, bits: int = 64, attack: dict | None = None,
+    def __init__(self, ep, role: str, keys, security: str, bits: int = 64,
                  bucket: int | None = None, opened: int | None = None, prg=None) -> None:
         if role not in ("p0", "p1", "p2"):
             raise ConfigError(f"AstraEngine runs on servers only, not {role!r}")
@@ -100,9 +79,8 @@ class AstraEngine:
         self.malicious = security in ("malicious", "fair")
         self.bits = bits
         self.R = Ring(bits)
-        self.attack = (attack or {}) if attacks_allowed() else {}
-        self.out_h: dict = {}              # (peer, check) -> running hash to send at verify()
-        self.in_h: dict = {}               # (peer, check) -> running hash expected at verify()
+        self.out_h = RunningHashes("astra-verify")   # (peer, check): hashes to send at verify()
+        self.in_h = RunningHashes("astra-verify")    # (peer, check): hashes expected at verify()
         self.triple_checks: list = []      # (a, b, c) shares awaiting Pi_prc
         self.bucket, self.opened = bucket, opened
         self.prg = prg
@@ -130,16 +108,13 @@ class AstraEngine:
     def recv1(self, peer: str, tag: str, shape) -> np.ndarray:
         return self.recv(peer, tag, shape)[0]
 
-    def cheat(self, name: str) -> bool:
-        return self.attack.get("party") == self.role and self.attack.get("step") == name
-
     def send_hash(self, peer: str, check: str, *arrays) -> None:
         """Fold arrays into the running hash this party sends ``peer`` at ``verify``."""
-        _fold(self.out_h, (peer, check), arrays)
+        self.out_h.fold(peer, check, *arrays)
 
     def expect_hash(self, peer: str, check: str, *arrays) -> None:
         """Fold arrays into the running hash this party expects from ``peer`` at ``verify``."""
-        _fold(self.in_h, (peer, check), arrays)
+        self.in_h.fold(peer, check, *arrays)
 
     def verify(self) -> None:
         """One round: every server sends every other server its running hashes (one message,
@@ -170,19 +145,16 @@ class AstraEngine:
         """The running hashes for ``peer`` as (checks, 32) bytes, sorted by check name (None
         if there is none), and forget them: the part of a verify message that another frame
         to ``peer`` may carry instead (``products_send``)."""
-        names = sorted(c for (q, c) in self.out_h if q == peer)
-        if not names:
-            return None
-        return np.stack([np.frombuffer(self.out_h.pop((peer, c)).digest(), np.uint8) for c in names])
+        got = self.out_h.pop_peer(peer)
+        return np.stack([np.frombuffer(h, np.uint8) for _, h in got]) if got else None
 
     def verify_expected(self, peer: str) -> list:
         """The hashes expected from ``peer`` [(check, 32-byte string)], sorted, and forget them."""
-        return [(c, self.in_h.pop((peer, c)).digest()) for c in sorted(c for (q, c) in self.in_h if q == peer)]
+        return self.in_h.pop_peer(peer)
 
     def verify_compare(self, peer: str, want: list, got: np.ndarray) -> None:
         for i, (c, h) in enumerate(want):
-            if got[i].tobytes() != h:   # byte strings: cheapest right after a wake-up
-                raise self.ep.abort(c, peer, "hash check failed")
+            self.ep.require(got[i].tobytes() == h, c, peer, "hash check failed")   # byte strings: cheap
 
     def verify_finish(self, expected: dict, peers=None) -> None:
         """Second half of ``verify``: receive the hashes of ``peers`` (default: all whose
@@ -191,7 +163,7 @@ class AstraEngine:
         first."""
         ep = self.ep
         for p in list(expected) if peers is None else [q for q in peers if q in expected]:
-            if any(q == p for q, _ in self.out_h) or any(q == p for q, _ in self.in_h):
+            if self.out_h.has_peer(p) or self.in_h.has_peer(p):
                 raise ConfigError(f"a hash check with {p} was folded between verify_start and verify_finish")
             want = expected.pop(p)
             self.verify_compare(p, want, ep.recv_one(p, "astra/verify", ArraySpec(np.uint8, (len(want), 32))))
@@ -200,7 +172,7 @@ class AstraEngine:
         """Every reveal is preceded by the checks [ASTRA 4.2]: refuse while a folded hash
         has not been compared (a programming error, never a peer's)."""
         if self.malicious and (self.out_h or self.in_h):
-            raise ConfigError(f"reveal with unverified hash checks {sorted(set(self.out_h) | set(self.in_h))}")
+            raise ConfigError(f"reveal with unverified hash checks {sorted(self.out_h.keys() | self.in_h.keys())}")
 
     # ---- input sharing: Pi_sh [Fig. 1], Pi_sh^m [4.2] -------------------------------
     @staticmethod
@@ -227,8 +199,7 @@ class AstraEngine:
             m = self.R.add(self.R.reduce(x), lam)
             for p in EVALUATORS:
                 if p != self.role:
-                    mm = self.R.add(m, 1) if (self.cheat("inconsistent_mx") and p == "p2") else m
-                    self.send(p, tag, mm)
+                    self.send(p, tag, m)
             return sh.with_m(m) if self.role in EVALUATORS else sh
         if self.role in EVALUATORS:
             m = self.recv1(owner, tag, shape)
@@ -261,29 +232,27 @@ class AstraEngine:
                 return R.sub(R.sub(sh.m, l1), sh.l2)
             m = self.recv1("p1", t + "/m", shape)
             return R.sub(R.sub(m, sh.l1), sh.l2)
-        bad = self.cheat("wrong_rec_share")
         if role == "p0":
-            self.send("p1", t + "/l2", R.add(sh.l2, 1) if bad else sh.l2)
+            self.send("p1", t + "/l2", sh.l2)
             self.send("p2", t + "/l1", sh.l1)
             m = self.recv1("p1", t + "/m", shape)
             hm = ep.recv_one("p2", t + "/hm", H_SPEC)
-            if not np.array_equal(hm, digest("rec", m)):
-                raise ep.abort("rec-consistency", None, "m from P1 and H(m) from P2 differ")
+            ep.require(np.array_equal(hm, digest("rec", m)), "rec-consistency", None, "m from P1 and H(m) from P2 differ")
             return R.sub(R.sub(m, sh.l1), sh.l2)
         if role == "p1":
             self.send("p0", t + "/m", sh.m)
             ep.send("p2", t + "/hl1", digest("rec", sh.l1))
             l2 = self.recv1("p0", t + "/l2", shape)
             hl2 = ep.recv_one("p2", t + "/hl2", H_SPEC)
-            if not np.array_equal(hl2, digest("rec", l2)):
-                raise ep.abort("rec-consistency", None, "lambda_2 from P0 and its hash from P2 differ")
+            ep.require(np.array_equal(hl2, digest("rec", l2)), "rec-consistency", None,
+                       "lambda_2 from P0 and its hash from P2 differ")
             return R.sub(R.sub(sh.m, sh.l1), l2)
         ep.send("p0", t + "/hm", digest("rec", sh.m))
         ep.send("p1", t + "/hl2", digest("rec", sh.l2))
         l1 = self.recv1("p0", t + "/l1", shape)
         hl1 = ep.recv_one("p1", t + "/hl1", H_SPEC)
-        if not np.array_equal(hl1, digest("rec", l1)):
-            raise ep.abort("rec-consistency", None, "lambda_1 from P0 and its hash from P1 differ")
+        ep.require(np.array_equal(hl1, digest("rec", l1)), "rec-consistency", None,
+                   "lambda_1 from P0 and its hash from P1 differ")
         return R.sub(R.sub(sh.m, l1), sh.l2)
 
     def open_to(self, receiver: str, sh: AShare, label: str, extra=()) -> None:
@@ -295,11 +264,10 @@ class AstraEngine:
         """
         ep, t, role = self.ep, f"astra/out/{label}", self.role
         self.require_verified()
-        bad = self.cheat("wrong_out_share")
         # one frame per server: its component, and (malicious) the hash of the component
         # the receiver gets as a value from the next server
         if role == "p0":
-            val, tag, hashed = (self.R.add(sh.l1, 1) if bad else sh.l1), "/l1", sh.l2
+            val, tag, hashed = sh.l1, "/l1", sh.l2
         elif role == "p1":
             val, tag, hashed = sh.m, "/m", sh.l1
         else:
@@ -308,16 +276,16 @@ class AstraEngine:
         ep.send(receiver, t + tag, pack(val, self.bits), *hashes, *extra)
 
     # ---- multiplication: Pi_mul^s [Fig. 3], Pi_mul^m [Fig. 8] ---------------------------
-    def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, dict]:
+    def mul_offline(self, x: AShare, y: AShare) -> tuple[AShare, MulPrep]:
         """Offline half of z = x * y (elementwise, equal shapes)."""
         return self._products_offline(x, y, x.shape, None)
 
-    def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, dict]:
+    def matmul_offline(self, x: AShare, w: AShare, check_at: str | None = None) -> tuple[AShare, MulPrep]:
         """Offline half of U = X @ W (X: (B, K), W: (K, N)) -- Pi_dp^s [Fig. 11] / Pi_dp^m.
 
         ``check_at`` (malicious, W's masked value known offline): the outside party that
         receives U's reveal runs the mul-mz comparison of [Fig. 8] -- P0's H(m*_z) against
-        both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep["mz_check"]``)
+        both evaluators' H(m_z - m_x m_w + delta_z) ride with the output (``prep.mz_check``)
         instead of P0's verify message to the evaluators -- and P1 sends m*_w (P2 its hash)
         in the offline phase (docs/protocols/astra.md, "Receiver-checked products")."""
         b, k = x.shape
@@ -331,7 +299,7 @@ class AstraEngine:
     def _products_offline(self, x: AShare, y: AShare, out_shape, prod_shape, check_at=None):
         ep, R, role = self.ep, self.R, self.role
         lab = self._label("mul")
-        prep: dict = {"prod_shape": prod_shape}
+        prep = MulPrep(prod_shape)
         # P0, P1 sample lambda_{z,1}; P0, P2 sample lambda_{z,2} [Fig. 3 offline]
         lz1 = self.draw("01", lab + "/lz", out_shape) if role in ("p0", "p1") else None
         lz2 = self.draw("02", lab + "/lz", out_shape) if role in ("p0", "p2") else None
@@ -344,18 +312,16 @@ class AstraEngine:
             lx, ly = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
             gamma = self._prod(lx, ly, prod_shape, keep=g_shape != out_shape)
             g2 = R.sub(gamma, g1)
-            if self.cheat("wrong_gamma"):
-                g2 = R.add(g2, 1)
             self.send("p2", f"astra/mul/{lab}/g2", g2)
-            prep.update(g1=g1, g2=g2)
+            prep.g1, prep.g2 = g1, g2
         elif role == "p1":
-            prep.update(g1=g1)
+            prep.g1 = g1
         else:
-            prep.update(g2=self.recv1("p0", f"astra/mul/{lab}/g2", g_shape))
-        prep["check_at"] = check_at
+            prep.g2 = self.recv1("p0", f"astra/mul/{lab}/g2", g_shape)
+        prep.check_at = check_at
         if self.malicious:
             self._mal_offline(x, y, prep, lab, prod_shape, out_shape)
-        prep["lab"] = lab
+        prep.lab = lab
         self._precompute(x, y, z, prep)
         return z, prep
 
@@ -367,43 +333,42 @@ class AstraEngine:
         the whole term [l_z]_i - [l_x]_i m_y + [gamma]_i and the vector m_x is multiplied by
         online, so an evaluator does one (malicious: two) dot products after the query
         arrives; P0's constant l_z + 2 gamma + chi likewise [Fig. 3, 8, 11]."""
-        R, ps = self.R, prep["prod_shape"]
+        R, ps = self.R, prep.prod_shape
 
         def total(a):  # per-product values summed over k (Pi_dp: one value per output)
             return R.reduce(a.sum(axis=1, dtype=np.uint64)) if ps is not None and a.shape != z.shape else R.reduce(a)
         if self.role in EVALUATORS:
             i = 1 if self.role == "p1" else 2
-            g = total(prep["g1"] if i == 1 else prep["g2"])
+            g = total(prep.g1 if i == 1 else prep.g2)
             lz, lx, ly = (z.l1, x.l1, y.l1) if i == 1 else (z.l2, x.l2, y.l2)
             if self.malicious:
-                prep["dz_sum"] = total(prep["dz"])
+                prep.dz_sum = total(prep.dz)
             if y.m is not None:
-                prep["base"] = R.add(R.sub(lz, self._prod(lx, y.m, ps, False)), g)
-                prep["coef"] = R.sub(y.m, ly) if i == 2 else R.neg(ly)
+                prep.base = R.add(R.sub(lz, self._prod(lx, y.m, ps, False)), g)
+                prep.coef = R.sub(y.m, ly) if i == 2 else R.neg(ly)
                 if self.malicious:
-                    prep["mstar_y"] = R.add(y.m, prep["dy"])
-                    if prep["check_at"] is not None:   # m*_y offline [Fig. 8, moved]
-                        t = f"astra/mul/{prep['lab']}"
+                    prep.mstar_y = R.add(y.m, prep.dy)
+                    if prep.check_at is not None:   # m*_y offline [Fig. 8, moved]
+                        t = f"astra/mul/{prep.lab}"
                         if i == 1:
-                            bad = self.cheat("wrong_mstar_y")
-                            self.send("p0", t + "/mstar_y", R.add(prep["mstar_y"], 1) if bad else prep["mstar_y"])
+                            self.send("p0", t + "/mstar_y", prep.mstar_y)
                         else:
-                            self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep["mstar_y"]))
-                            prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
+                            self.ep.send("p0", t + "/hmstar_y", digest("mstar", prep.mstar_y))
+                            prep.pad_key = self.keys.stream("02", prep.lab + "/mstar-pad").bytes(32)
             else:
-                prep["g_sum"] = g
+                prep.g_sum = g
         elif self.malicious:
-            prep["p0_const"] = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep["g1"], prep["g2"])), 2)),
-                                     total(prep["chi"]))
-            prep["lx"], prep["ly"] = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
-            if prep["check_at"] is not None:
-                t = f"astra/mul/{prep['lab']}"
-                prep["pad_key"] = self.keys.stream("02", prep["lab"] + "/mstar-pad").bytes(32)
+            prep.p0_const = R.add(R.add(R.add(z.l1, z.l2), R.mul(total(R.add(prep.g1, prep.g2)), 2)),
+                                     total(prep.chi))
+            prep.lx, prep.ly = R.add(x.l1, x.l2), R.add(y.l1, y.l2)
+            if prep.check_at is not None:
+                t = f"astra/mul/{prep.lab}"
+                prep.pad_key = self.keys.stream("02", prep.lab + "/mstar-pad").bytes(32)
                 my = self.recv1("p1", t + "/mstar_y", y.shape)
-                if not np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)):
-                    raise self.ep.abort("mul-mstar", None, "m*_y from P1 does not match P2's hash")
+                self.ep.require(np.array_equal(self.ep.recv_one("p2", t + "/hmstar_y", H_SPEC), digest("mstar", my)),
+                                "mul-mstar", None, "m*_y from P1 does not match P2's hash")
                 # the m*_y l_x term of m*_z is known now: only -m*_x l_y is left online
-                prep["p0_const"] = R.sub(prep["p0_const"], self._prod(prep["lx"], my, ps, False))
+                prep.p0_const = R.sub(prep.p0_const, self._prod(prep.lx, my, ps, False))
 
     def _prod(self, a, b, prod_shape, keep: bool):
         """Elementwise a*b, or a@b (summed) / per-product a[:,:,None]*b[None] (keep=True)."""
@@ -432,13 +397,11 @@ class AstraEngine:
             dz = self.draw("12", lab + "/dz", pshape)
             lx = x.l1 if role == "p1" else x.l2
             ly = y.l1 if role == "p1" else y.l2
-            g = prep["g1"] if role == "p1" else prep["g2"]
+            g = prep.g1 if role == "p1" else prep.g2
             dzi = dz if role == "p1" else np.zeros_like(dz)     # [delta_z] = (delta_z, 0)
             chi = R.sub(R.add(R.add(R.mul(ex(dx, "x"), ex(ly, "y")), R.mul(ex(dy, "y"), ex(lx, "x"))), dzi), g)
-            if self.cheat("wrong_chi"):
-                chi = R.add(chi, 1)
             self.send("p0", f"astra/mul/{lab}/chi", chi)
-            prep.update(dx=dx, dy=dy, dz=dz)
+            prep.dx, prep.dy, prep.dz = dx, dy, dz
             mc = R.add(dz, R.mul(ex(dx, "x"), ex(dy, "y")))
             a = AShare(self.bits, ex(dx, "x"), ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, ex(dy, "y"), ex(y.l1, "y"), ex(y.l2, "y"))
@@ -446,7 +409,7 @@ class AstraEngine:
         else:
             chi1 = self.recv1("p1", f"astra/mul/{lab}/chi", pshape)
             chi2 = self.recv1("p2", f"astra/mul/{lab}/chi", pshape)
-            prep.update(chi=R.add(chi1, chi2))
+            prep.chi = R.add(chi1, chi2)
             a = AShare(self.bits, None, ex(x.l1, "x"), ex(x.l2, "x"))
             b = AShare(self.bits, None, ex(y.l1, "y"), ex(y.l2, "y"))
             c = AShare(self.bits, None, chi1, chi2)
@@ -457,22 +420,18 @@ class AstraEngine:
         """Malicious only: Pi_trip + Pi_prc on every triple (a, b, c) collected so far."""
         if not self.malicious or not self.triple_checks:
             return
-        from secinfer.protocols.astra.triples import check_triples
         checks, self.triple_checks = self.triple_checks, []
         cat = lambda i: _concat([c[i] for c in checks])  # noqa: E731
         check_triples(self, cat(0), cat(1), cat(2))
 
-    def mul_online(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
-        return self._products_online(x, y, z, prep)
+    def mul_online(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
+        return self.products_recv(self.products_send(x, y, z, prep))
 
-    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: dict, mstar_first: bool = False) -> AShare:
+    def matmul_online(self, x: AShare, w: AShare, u: AShare, prep: MulPrep, mstar_first: bool = False) -> AShare:
         """``mstar_first`` (malicious): send P0 m* (hash) before the m_z exchange, when P0's
         answer is on the longer path (the product is revealed next); otherwise m_z first
         (the comparison needs it)."""
-        return self._products_online(x, w, u, prep, mstar_first)
-
-    def _products_online(self, x, y, z, prep, mstar_first: bool = False):
-        return self.products_recv(self.products_send(x, y, z, prep, mstar_first))
+        return self.products_recv(self.products_send(x, w, u, prep, mstar_first))
 
     def products_send(self, x, y, z, prep, mstar_first: bool = False, with_verify: bool = False) -> dict:
         """First half of the online product: the evaluators send their m_z share (and, in
@@ -481,24 +440,22 @@ class AstraEngine:
         from the other evaluator. ``with_verify``: the m_z frame also carries the verify
         hashes for the other evaluator (the input checks folded so far), compared when it
         arrives -- one frame fewer each way."""
-        ep, R, role, lab = self.ep, self.R, self.role, prep["lab"]
-        ps = prep["prod_shape"]
+        ep, R, role, lab = self.ep, self.R, self.role, prep.lab
+        ps = prep.prod_shape
         t = f"astra/mul/{lab}"
         st = {"x": x, "y": y, "z": z, "prep": prep}
         if role in EVALUATORS:
             i = 1 if role == "p1" else 2
             to_p0 = self.malicious
-            y_offline = prep.get("check_at") is not None   # m*_y went to P0 offline
+            y_offline = prep.check_at is not None   # m*_y went to P0 offline
 
             def send_mstar():   # m*_x, m*_y (P1) / their hash (P2) [Fig. 8]
-                mstar_x = R.add(x.m, prep["dx"])
-                if self.cheat("wrong_mstar"):
-                    mstar_x = R.add(mstar_x, 1)
-                mstar_y = () if y_offline else (prep["mstar_y"] if "mstar_y" in prep else R.add(y.m, prep["dy"]),)
+                mstar_x = self._mstar_x(x, prep)
+                mstar_y = () if y_offline else (prep.mstar_y if prep.mstar_y is not None else R.add(y.m, prep.dy),)
                 if i == 1:
                     self.send("p0", t + "/mstar", mstar_x, *mstar_y)
                 elif y_offline:   # receiver-checked: the pad of P0's H(m*_z) goes to the receiver
-                    st["mz_pad"] = mstar_pad(prep["pad_key"], mstar_x)
+                    st["mz_pad"] = mstar_pad(prep.pad_key, mstar_x)
                 else:
                     ep.send("p0", t + "/hmstar", digest("mstar", mstar_x, *mstar_y))
             # m* first when P0's answer is on the longer path (``mstar_first``: the product
@@ -509,13 +466,12 @@ class AstraEngine:
                 send_mstar()
             share = self._mz_share(x, y, z, prep)
             other = "p2" if i == 1 else "p1"
-            sent = R.add(share, 1) if (self.cheat("wrong_mz") or self.cheat("consistent_mz")) else share
             carry = ()
             if with_verify:
                 out = self.verify_payload(other)
                 st["want"] = self.verify_expected(other)
                 carry = () if out is None else (out,)
-            self.ep.send(other, t + "/mz", pack(sent, self.bits), *carry)
+            self.ep.send(other, t + "/mz", pack(share, self.bits), *carry)
             if to_p0 and not first:
                 send_mstar()
             if self.malicious:   # m_x m_y for the check: computed while the other's share travels
@@ -528,7 +484,7 @@ class AstraEngine:
         P0 (malicious) gets m*_x, m*_y and folds H(m*_z) for the evaluators."""
         ep, R, role = self.ep, self.R, self.role
         x, y, z, prep = st["x"], st["y"], st["z"], st["prep"]
-        ps, t = prep["prod_shape"], f"astra/mul/{prep['lab']}"
+        ps, t = prep.prod_shape, f"astra/mul/{prep.lab}"
         if role in EVALUATORS:
             want = st.get("want") or []
             specs = (ArraySpec(np.uint8, (len(want), 32)),) if want else ()
@@ -536,53 +492,55 @@ class AstraEngine:
             if want:
                 self.verify_compare(st["other"], want, got[1])
             mz = R.add(st["share"], unpack(got[0], self.bits, z.shape))
-            if self.cheat("consistent_mz"):
-                mz = R.add(mz, 1)   # test hook: with ``sent`` below, both evaluators hold m_z + 1
             if self.malicious:
-                expect = R.add(R.sub(mz, st["mxy"]), prep["dz_sum"])
-                if prep.get("check_at") is not None:
+                expect = R.add(R.sub(mz, st["mxy"]), prep.dz_sum)
+                if prep.check_at is not None:
                     # compared by the receiver; P2 adds the pad that unmasks P0's hash
-                    prep["mz_check"] = (digest("mul-mz", expect),) + ((st["mz_pad"],) if "mz_pad" in st else ())
+                    prep.mz_check = (digest("mul-mz", expect),) + ((st["mz_pad"],) if "mz_pad" in st else ())
                 else:
                     self.expect_hash("p0", "mul-mz", expect)
             return z.with_m(mz)
         if self.malicious:
-            y_offline = prep.get("check_at") is not None   # m*_y received (and checked) offline
+            y_offline = prep.check_at is not None   # m*_y received (and checked) offline
             got = self.recv("p1", t + "/mstar", x.shape, *(() if y_offline else (y.shape,)))
             if not y_offline:
                 h = ep.recv_one("p2", t + "/hmstar", H_SPEC)
-                if h.tobytes() != digest_bytes("mstar", *got):
-                    raise ep.abort("mul-mstar", None, "m*_x, m*_y from P1 do not match P2's hash")
+                ep.require(h.tobytes() == digest_bytes("mstar", *got), "mul-mstar", None,
+                           "m*_x, m*_y from P1 do not match P2's hash")
             # m*_z = -m*_x l_y - m*_y l_x + (l_z + 2 gamma + chi, precomputed)   [Fig. 8]
-            mstar = R.sub(prep["p0_const"], self._prod(got[0], prep["ly"], ps, False))
+            mstar = R.sub(prep.p0_const, self._prod(got[0], prep.ly, ps, False))
             if not y_offline:
-                mstar = R.sub(mstar, self._prod(prep["lx"], got[1], ps, False))
-            if prep.get("check_at") is not None:
+                mstar = R.sub(mstar, self._prod(prep.lx, got[1], ps, False))
+            if prep.check_at is not None:
                 # receiver-checked: the party the product is revealed to compares H(m*_z) with
                 # both evaluators' H(m_z - m_x m_y + delta_z) (docs/protocols/astra.md)
                 # masked with a PRF (key shared with P2) of the m*_x it got: unmasked by P2's pad
                 # of the true m*_x, so a wrong m*_x from P1 gives the receiver garbage (abort)
                 # and a coalition of P1 and the receiver nothing (no H(m*_z) of a shifted m*_x)
-                prep["mz_check"] = (np.bitwise_xor(digest("mul-mz", mstar), mstar_pad(prep["pad_key"], got[0])),)
+                prep.mz_check = (np.bitwise_xor(digest("mul-mz", mstar), mstar_pad(prep.pad_key, got[0])),)
             else:
                 for p in EVALUATORS:
                     self.send_hash(p, "mul-mz", mstar)
         return z
 
+    def _mstar_x(self, x, prep):
+        """m*_x = m_x + delta_x [Fig. 8]."""
+        return self.R.add(x.m, prep.dx)
+
     def _mz_share(self, x, y, z, prep):
         """Evaluator i's additive part of m_z [Fig. 3]: (i-1) m_x m_y - m_x [l_y]_i -
         m_y [l_x]_i + [l_z]_i + [gamma]_i."""
-        R, ps, i = self.R, prep["prod_shape"], 1 if self.role == "p1" else 2
-        if "base" in prep:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
-            return R.add(prep["base"], self._prod(x.m, prep["coef"], ps, False))
+        R, ps, i = self.R, prep.prod_shape, 1 if self.role == "p1" else 2
+        if prep.base is not None:   # m_y known offline: base = [l_z]_i - [l_x]_i m_y + [gamma]_i
+            return R.add(prep.base, self._prod(x.m, prep.coef, ps, False))
         lx, ly, lz = (x.l1, y.l1, z.l1) if i == 1 else (x.l2, y.l2, z.l2)
         share = R.add(R.sub(R.sub(lz, self._prod(x.m, ly, ps, False)), self._prod(lx, y.m, ps, False)),
-                      prep["g_sum"])
+                      prep.g_sum)
         if i == 2:
             share = R.add(share, self._prod(x.m, y.m, ps, keep=False))
         return share
 
-    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: dict) -> AShare:
+    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
         """Semi-honest only: z = x * y (or X @ W) with m_z left as additive parts, not
         exchanged: evaluator i holds [m_z]_i in the returned share's ``m``, P0 the masks as
         usual. Only for a value that is revealed next with ``open_parts_to``."""
@@ -614,12 +572,10 @@ class AstraEngine:
             self.ep.send(receiver, t + "/lam", pack(R.add(sh.l1, sh.l2), self.bits))
             return
         part = R.add(sh.m, rho) if role == "p1" else R.sub(sh.m, rho)
-        if self.cheat("wrong_out_share"):
-            part = R.add(part, 1)
         self.ep.send(receiver, t + ("/m1" if role == "p1" else "/m2"), pack(part, self.bits))
 
     # ---- truncation (fixed point) -----------------------------------------------------
-    def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, dict]:
+    def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, int]:
         """Masks of [[z >> f]]: P0 shares trunc(lambda_z) (one element offline, none online).
 
         z^t = (m_z >> f) - (lambda_z >> f) equals arshift(z, f) or arshift(z, f) + 1, except
@@ -635,12 +591,12 @@ class AstraEngine:
             self.send("p2", f"astra/trunc/{lab}", l2)
         elif role == "p2":
             l2 = self.recv1("p0", f"astra/trunc/{lab}", z.shape)
-        return AShare(self.bits, None, l1, l2), {"f": f}
+        return AShare(self.bits, None, l1, l2), f
 
-    def trunc_online(self, z: AShare, zt: AShare, prep: dict) -> AShare:
+    def trunc_online(self, z: AShare, zt: AShare, f: int) -> AShare:
         if self.role == "p0":
             return zt
-        return zt.with_m(self.R.reduce(z.m) >> np.uint64(prep["f"]))
+        return zt.with_m(self.R.reduce(z.m) >> np.uint64(f))
 
 
 SMALL_PRODUCT = 1 << 16
@@ -660,16 +616,6 @@ def ring_dot(R: Ring, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             out = (a[:, :, None] * b[None, :, :]).sum(axis=1, dtype=np.uint64)
         return R.reduce(out)
     return R.matmul(a, b)
-
-
-def _fold(table: dict, key, arrays) -> None:
-    h = table.get(key)
-    if h is None:
-        h = table[key] = hashlib.sha256(b"astra-verify/" + key[1].encode())
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
 
 
 def _concat(shares: list[AShare]) -> AShare:

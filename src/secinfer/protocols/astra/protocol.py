@@ -21,28 +21,26 @@ outputs are bit-identical to the fixed-point oracle; classifiers output class la
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import threading
-from dataclasses import replace
 
 import numpy as np
 
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra import model as mdl
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
-from secinfer.protocols.astra.engine import AstraEngine, digest, digest_bytes, pack, packed_spec, unpack
-from secinfer.protocols.astra.keys import setup_keys
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.astra.engine import AstraEngine
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.digest import digest, digest_bytes
+from secinfer.protocols.rep3.keys import setup_keys
+from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
+from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
 from secinfer.sharing.astra import AShare
 
 SERVERS = ("p0", "p1", "p2")
+_ACK = ArraySpec(np.uint8, (1,))
 M, C = "model_owner", "client"
 ROLES = SERVERS + (M, C)
-_HDR = ArraySpec(np.int64, (5,))
-_CLS = ArraySpec(np.float64, (2,))
-_MAX_FEATURES = 1 << 20
 
 
 def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
@@ -52,7 +50,7 @@ def _owner_lambda(keys, owner: str, label: str, shape, bits: int) -> np.ndarray:
     return (a + b) & (np.uint64(0xFFFFFFFFFFFFFFFF) if bits == 64 else np.uint64((1 << bits) - 1))
 
 
-def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
+def _owner_send(ep, keys, owner, label, x, bits, lam=None):
     """Pi_sh by an outside owner: m = x + lambda to P1 and P2 (``lam`` precomputed offline,
     or drawn here)."""
     if lam is None:
@@ -60,9 +58,8 @@ def _owner_send(ep, keys, owner, label, x, bits, attack, lam=None):
     m = (np.asarray(x, np.uint64) + lam)
     if bits < 64:
         m &= np.uint64((1 << bits) - 1)
-    bad = AstraEngine_attack(attack, owner, "inconsistent_mx") and attack.get("label", label) == label
     ep.send("p1", f"astra/sh/{label}", pack(m, bits))
-    ep.send("p2", f"astra/sh/{label}", pack(m ^ np.uint64(1) if bad else m, bits))
+    ep.send("p2", f"astra/sh/{label}", pack(m, bits))
 
 
 def receiver_checked(job: PartyJob, classifier: bool) -> bool:
@@ -72,83 +69,6 @@ def receiver_checked(job: PartyJob, classifier: bool) -> bool:
     client tells it nothing beyond y; a comparison of a shifted m_z would (the evaluators
     check classification products before the garbled comparison's output leaves)."""
     return job.security == "malicious" and reveal_mode(job.options) == "direct" and not classifier
-
-
-def AstraEngine_attack(attack, role, step) -> bool:  # noqa: N802 - tiny helper
-    from secinfer.protocols.astra.engine import attacks_allowed
-    return bool(attack) and attacks_allowed() and attack.get("party") == role and attack.get("step") == step
-
-
-def _header(ep, role, job: PartyJob):
-    """Setup-phase exchange of the public architecture. Returns (lm or None, K, N, cls, fw, classes, B)."""
-    cfg = job.fixed
-    if role == M:
-        lm = mdl.resolve_wfrac(mdl.to_linear(job.model, job.options), cfg)
-        hdr = lm.public_header(cfg)
-        classes = lm.classes if lm.classifier else np.zeros(2)
-        for p in SERVERS + (C,):
-            ep.send(p, "astra/hdr", hdr, np.asarray(classes, np.float64))
-        return (lm, *[int(v) for v in hdr[:3]], (int(hdr[3]), int(hdr[4])), classes, None)
-    hdr, classes = ep.recv(M, "astra/hdr", _HDR, _CLS)
-    k, n, cls, fw, fx = (int(v) for v in hdr)
-    if not (0 < k <= _MAX_FEATURES and 0 < n <= 1 << 16 and cls in (0, 1) and 0 <= fw < 48
-            and 0 <= fx < 48 and fx + fw < 62 and fx + fw >= job.fixed.frac_bits):
-        raise ProtocolError(f"model owner announced an impossible architecture {hdr.tolist()}")
-    if cls and n != 1:
-        raise ProtocolError("a classifier must have one output")
-    return (None, k, n, cls, (fw, fx), classes, None)
-
-
-MAX_QUERIES = 100_000
-_gc_lock = threading.Lock()
-_gc_pauses = [0, False]   # nesting count (parties may share a process in tests), was enabled
-
-
-@contextlib.contextmanager
-def online_phase(ep):
-    """``ep.phase("online")`` without the cyclic garbage collector: paused during (the online
-    step allocates little; a full collection of the interpreter's heap would add milliseconds
-    to one query), restored after. Parties collect at the end of their offline phase."""
-    with _gc_lock:
-        if _gc_pauses[0] == 0:
-            _gc_pauses[1] = gc.isenabled()
-            gc.disable()
-        _gc_pauses[0] += 1
-    try:
-        with ep.phase("online"):
-            yield ep
-    finally:
-        with _gc_lock:
-            _gc_pauses[0] -= 1
-            if _gc_pauses[0] == 0 and _gc_pauses[1]:
-                gc.enable()
-
-
-def query_count(options: dict) -> int:
-    """``options["queries"]``: how many queries one session answers one after the other
-    (benchmarks: per-query latency after warm-up). Every party must get the same count."""
-    q = options.get("queries", 1)
-    if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= MAX_QUERIES:
-        raise ProtocolError(f"option queries must be an integer in 1..{MAX_QUERIES}, got {q!r}")
-    return q
-
-
-def repeat_queries(role: str, ep, job: PartyJob, body) -> PartyResult:
-    """Run ``body(role, ep, job)`` once per query over the same endpoint.
-
-    Every query is a complete session run (key set-up, header, offline, online, close) with
-    its own randomness: query i > 0 uses ``job.prg.derive("query-i")``, so no key, mask or
-    label repeats between queries. Round counting restarts with every query (the meter then
-    shows one query's rounds; bytes add up over all queries).
-    """
-    n = query_count(job.options)
-    res = None
-    for i in range(n):
-        ep.restart_rounds()
-        res = body(role, ep, job if i == 0 else replace(job, prg=job.prg.derive(f"query-{i}")))
-    if n > 1:
-        res.info["queries"] = n
-    return res
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -167,11 +87,10 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     if job.security not in SPEC.securities:
         raise ProtocolError(f"astra security must be one of {SPEC.securities}")
     malicious = job.security != "semi-honest"
-    attack = job.options.get("attack")
     reveal_mode(job.options)   # a bad value fails at once, in every party
     with ep.phase("setup"):
-        keys = setup_keys(ep, role, job.prg, malicious, attack)
-        lm, k, n, cls, fw, classes, _ = _header(ep, role, job)
+        keys = setup_keys(ep, role, job.prg, malicious)
+        lm, k, n, cls, fw, classes, _ = header(ep, role, job)
         if role == C:
             x = np.asarray(job.input, np.float64)
             if x.ndim == 1:
@@ -191,44 +110,27 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     shape = {"X": (batch, k) if batch else None, "W": (k, n), "b": (n,), "out": (batch, n) if batch else None}
     fair = job.security == "fair"
     if role == M:
-        return _run_owner(ep, keys, lm, job, attack)
+        return _run_owner(ep, keys, lm, job)
     if role == C:
-        return _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack)
-    return _run_server(ep, role, keys, job, shape, cls, fair, attack, fw[0] + fw[1] - job.fixed.frac_bits)
+        return _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious)
+    return _run_server(ep, role, keys, job, shape, cls, fair, fw[0] + fw[1] - job.fixed.frac_bits)
 
 
-def _run_owner(ep, keys, lm, job, attack) -> PartyResult:
+def _run_owner(ep, keys, lm, job) -> PartyResult:
     cfg = job.fixed
     w, b = lm.encode(cfg)
     with ep.phase("offline"):
         # M's inputs do not depend on the query: shared in the offline phase
-        _owner_send(ep, keys, M, "W", w, 64, attack)
-        _owner_send(ep, keys, M, "b", b, 64, attack)
-    _await_close(ep)
+        _owner_send(ep, keys, M, "W", w, 64)
+        _owner_send(ep, keys, M, "b", b, 64)
+    await_close(ep)
     return PartyResult(info={"role": M})
 
 
-_ACK = ArraySpec(np.uint8, (1,))
-
-
-def _await_close(ep) -> None:
-    """Session close: the client confirms it reconstructed without abort. A party that
-    receives the client's (or any relayed) abort instead raises ProtocolAbort, so every
-    honest party ends with abort when any check fired, before or after the reveal."""
-    with ep.phase("setup"):
-        ep.recv_one(C, "astra/close", _ACK)
-
-
-def _close(ep) -> None:
-    with ep.phase("setup"):
-        for p in SERVERS + (M,):
-            ep.send(p, "astra/close", np.ones(1, np.uint8))
-
-
-def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> PartyResult:
-    eng = AstraEngine(ep, role, keys, job.security, 64, attack, prg=job.prg.derive("astra-engine"),
+def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResult:
+    eng = AstraEngine(ep, role, keys, job.security, 64, prg=job.prg.derive("astra-engine"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
-    beng = AstraEngine(ep, role, keys, job.security, 1, attack, prg=job.prg.derive("astra-bool"))
+    beng = AstraEngine(ep, role, keys, job.security, 1, prg=job.prg.derive("astra-bool"))
     beng.out_h, beng.in_h = eng.out_h, eng.in_h     # one amortised verify for both rings
     batch, k = shape["X"]
     n = shape["b"][0]
@@ -268,7 +170,7 @@ def _run_server(ep, role, keys, job, shape, cls, fair, attack, shift: int) -> Pa
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
         _server_online(ep, eng, beng, X, W, U, B, prep, bx if cls else None, cls, shift, fair,
                        (pad, fprep) if fair else None, direct, rho)
-    _await_close(ep)
+    await_close(ep)
     return PartyResult(info={"role": role})
 
 
@@ -282,7 +184,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
         eng.open_parts_to(C, Y, "y", rho)
         return
-    if prep["check_at"] is not None:
+    if prep.check_at is not None:
         # receiver-checked product (docs/protocols/astra.md): the evaluators exchange their
         # m_z parts with the input check (sh-consistency) and send their components; P0
         # checks m*_x (P1 / P2's hash) and sends its component and H(m*_z) straight to the
@@ -290,7 +192,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
         st = eng.products_send(X, W, U, prep, with_verify=True)   # the input check rides along
         U = eng.products_recv(st)
         Y = U + B.map(lambda a: a[None, :])
-        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", prep["mz_check"])
+        eng.open_to(C, Y.map(lambda a: np.ascontiguousarray(a).reshape(-1)), "y", prep.mz_check)
         return
     m_cls_direct = cls and direct and eng.malicious and not fair
     # m* first when P0's answer (H(m*_z)) is on the longest path: the product is revealed
@@ -334,7 +236,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
     out_eng.open_to(C, out, "y")
 
 
-def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) -> PartyResult:
+def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious) -> PartyResult:
     cfg = job.fixed
     batch = x.shape[0]
     bits = 1 if cls else 64
@@ -349,9 +251,9 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
             ep.recv_one(p, "astra/ready", _ACK)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
-        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, attack, lam_x)
+        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
         if fair:
-            _owner_send(ep, keys, C, "pad", pad, bits, attack, lam_pad)
+            _owner_send(ep, keys, C, "pad", pad, bits, lam_pad)
             got = []
             for p in SERVERS:
                 try:
@@ -359,8 +261,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
                 except Exception:  # noqa: BLE001 - a silent or aborting server casts no vote
                     ep._aborted = None
             v = _two_of_three(got)
-            if v is None:
-                raise ep.abort("fair-output", None, "fewer than two servers delivered the same output")
+            ep.require(v is not None, "fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
         elif reveal_mode(job.options) == "direct" and not malicious:
             val = _receive_direct(ep, size, bits)
@@ -369,7 +270,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, attack) 
         else:
             val = _receive_output(ep, size, malicious, bits, mz_check=receiver_checked(job, cls))
         ep.mark("output")      # reconstructed and checked: the client holds the output
-    _close(ep)
+    close(ep)
     ring = cfg.ring
     if cls:
         bit = (val & np.uint64(1)).astype(np.int64).reshape(batch, n)
@@ -408,10 +309,9 @@ def _receive_direct_m(ep, size: int) -> np.ndarray:
     (l1p, hl2, pair), (mp, hl1), (l2p, hm, yp, hy) = got["p0"], got["p1"], got["p2"]
     l1, m, l2, y = (unpack(v, 1, (size,)) for v in (l1p, mp, l2p, yp))
     for name, val, h in (("lambda_1", l1, hl1), ("lambda_2", l2, hl2), ("m", m, hm)):
-        if not np.array_equal(digest("out", val), h):
-            raise ep.abort("rec-consistency", None, f"{name} and its hash disagree")
-    if not np.array_equal(pair[np.arange(size), y.astype(np.int64)], hy):
-        raise ep.abort("bitext-y", "p2", "y does not match the output label")
+        ep.require(np.array_equal(digest("out", val), h), "rec-consistency", None, f"{name} and its hash disagree")
+    ep.require(np.array_equal(pair[np.arange(size), y.astype(np.int64)], hy), "bitext-y", "p2",
+               "y does not match the output label")
     return (y ^ m ^ l1 ^ l2) & np.uint64(1)
 
 
@@ -444,9 +344,8 @@ def _check_mz(ep, h0: bytes, h1: bytes, h2: bytes) -> None:
     with P2's pad) must equal both evaluators' H(m_z - m_x m_y + delta_z). With one corrupt
     server at least two of the three are honest, so a wrong m_z (even one both evaluators
     hold) aborts, and so does a wrong m*_x from P1 (P0's pad then differs from P2's)."""
-    if not (h0 == h1 == h2):
-        raise ep.abort("mul-mz", None, "H(m*_z) from P0 and the evaluators' hashes differ "
-                       "(a wrong m_z, or P0 got a wrong m*_x)")
+    ep.require(h0 == h1 == h2, "mul-mz", None,
+               "H(m*_z) from P0 and the evaluators' hashes differ (a wrong m_z, or P0 got a wrong m*_x)")
 
 
 # Pi_rec^m towards the client: (component name, sender, the server whose frame carries its hash)
@@ -480,8 +379,7 @@ def _receive_output(ep, size: int, malicious: bool, bits: int, mz_check: bool = 
         _check_mz(ep, np.bitwise_xor(mz["p0"], pad2).tobytes(), mz["p1"].tobytes(), h2.tobytes())
     if malicious:
         for name, sender, holder in _OUT_PARTS:
-            if own[sender] != carried[holder]:
-                raise ep.abort("rec-consistency", None, f"{name} and its hash disagree")
+            ep.require(own[sender] == carried[holder], "rec-consistency", None, f"{name} and its hash disagree")
     v = val["p1"] - val["p0"] - val["p2"]
     return v if bits == 64 else v & np.uint64(1)
 
@@ -490,6 +388,7 @@ def check_model(graph, security: str) -> None:
     mdl.check_model(graph, security)
 
 
+_M, _F = ("malicious", "fair"), ("fair",)
 SPEC = ProtocolSpec(
     name="astra",
     description="ASTRA 3-server prediction over Z_2^64 (linear/logistic regression, linear SVM)",
@@ -499,7 +398,26 @@ SPEC = ProtocolSpec(
     securities=("semi-honest", "malicious", "fair"),
     default_security="semi-honest",
     run_party=run_party,
-    check_model=check_model,
+    check_model=check_model, reveals=mdl.reveals, value_limits=mdl.value_limits,
     default_fixed="fx64f13",
     paper="astra-3pc-rings.txt",
+    checks=tuple(Check(n, what, "ASTRA " + ref, sec) for n, what, ref, sec in (
+        ("key-setup", "the receivers of a three-holder PRF key got the same key", "2.2", _M),
+        ("sh-consistency", "P1 and P2 got the same m_x from an outside owner (Pi_sh^m)", "4.2", _M),
+        ("rec-consistency", "a reconstructed component equals its hash from the second holder", "Fig. 6", _M),
+        ("coin-toss", "a coin-toss opening matches its commitment", "App. A.1", _M),
+        ("trip-cut", "the opened triples of Pi_trip are multiplication triples", "Fig. 16", _M),
+        ("trip-bucket", "bucket sacrifice of Pi_trip: each kept triple against the others", "Fig. 16", _M),
+        ("prc", "Pi_prc: the products' triples (a, b, c) against Pi_trip's", "Fig. 7", _M),
+        ("mul-mz", "P0's H(m*_z) equals the evaluators' H(m_z - m_x m_y + delta_z)", "Fig. 8", _M),
+        ("mul-mstar", "m*_x, m*_y from P1 equal P2's hash of them", "Fig. 8", _M),
+        ("gc-consistency", "the garbled circuits from P0 and P1 are the same", "5.4", _M),
+        ("gc-key", "an opened input label matches its commitment", "5.4", _M),
+        ("bitext-share", "m of the comparison's masks r1, r2 agrees with P0's hash", "5.4", _M),
+        ("bitext-y", "y from P2 matches the hash of its output label", "5.4", _M),
+        ("frec-commit", "the two commitments of a common share agree", "Fig. 10", _F),
+        ("frec-commit-m", "P1 and P2 committed to the same m_y", "Fig. 10", _F),
+        ("frec-abort", "P0 signalled abort with a valid proof of origin", "Fig. 10", _F),
+        ("frec-open", "an opening matched the agreed commitment", "Fig. 10", _F),
+        ("fair-output", "two servers delivered the same masked output", "4.3", _F))),
 )

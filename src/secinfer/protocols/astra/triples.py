@@ -23,23 +23,11 @@ Amortised offline cost per checked product (ring elements): gamma 1 + chi 2 + Pi
 
 from __future__ import annotations
 
-import hashlib
-import math
-
 import numpy as np
 
-from secinfer.crypto.prg import PRG
-from secinfer.net.channel import ArraySpec
-from secinfer.protocols.astra.engine import H_SPEC, digest
+from secinfer.protocols.rep3.digest import H_SPEC, digest
+from secinfer.protocols.rep3.triples import bucket_params, cut_and_bucket
 from secinfer.sharing.astra import AShare
-
-STAT_SECURITY = 40
-
-
-def bucket_params(n: int, bucket: int | None, opened: int | None) -> tuple[int, int]:
-    b = bucket if bucket else max(2, math.ceil(STAT_SECURITY / math.log2(max(n, 2))))
-    c = opened if opened is not None else b
-    return b, c
 
 
 def rand_shares(eng, n: int, label: str) -> AShare:
@@ -60,8 +48,6 @@ def mul_semi(eng, x: AShare, y: AShare, label: str) -> AShare:
     g1 = eng.draw("01", label + "/g", n) if r in ("p0", "p1") else None
     if r == "p0":
         g2 = R.sub(R.mul(R.add(x.l1, x.l2), R.add(y.l1, y.l2)), g1)
-        if eng.cheat("bad_triple"):
-            g2 = R.add(g2, 1)
         eng.send("p2", f"astra/trip/{label}/g2", g2)
         return AShare(eng.bits, None, lz1, lz2)
     if r == "p2":
@@ -75,26 +61,6 @@ def mul_semi(eng, x: AShare, y: AShare, label: str) -> AShare:
     eng.send(other, f"astra/trip/{label}/mf", share)
     mf = R.add(share, eng.recv1(other, f"astra/trip/{label}/mf", n))
     return AShare(eng.bits, mf, lz1, lz2)
-
-
-def coin_toss(eng, label: str) -> bytes:
-    """Commit-then-reveal joint seed of the three servers."""
-    ep = eng.ep
-    mine = eng.prg.derive(f"coin-{label}").seed() if eng.prg is not None else hashlib.sha256(label.encode()).digest()[:16]
-    others = [p for p in ("p0", "p1", "p2") if p != eng.role]
-    com = digest("coin", np.frombuffer(mine, np.uint8))
-    for p in others:
-        ep.send(p, f"astra/coin/{label}/c", com)
-    coms = {p: ep.recv_one(p, f"astra/coin/{label}/c", H_SPEC) for p in others}
-    for p in others:
-        ep.send(p, f"astra/coin/{label}/o", np.frombuffer(mine, np.uint8))
-    seed = bytearray(mine)
-    for p in others:
-        o = ep.recv_one(p, f"astra/coin/{label}/o", ArraySpec(np.uint8, (16,)))
-        if not np.array_equal(digest("coin", o), coms[p]):
-            raise ep.abort("coin-toss", p, "opening does not match the commitment")
-        seed = bytearray(a ^ b for a, b in zip(seed, o.tobytes()))
-    return bytes(seed)
 
 
 def zero_check(eng, t: AShare, label: str, check: str) -> None:
@@ -111,8 +77,7 @@ def zero_check(eng, t: AShare, label: str, check: str) -> None:
     for p, d in mine.items():
         ep.send(p, tag, d)
     for p, d in mine.items():
-        if not np.array_equal(ep.recv_one(p, tag, H_SPEC), d):
-            raise ep.abort(check, p, "product-relation check failed")
+        ep.require(np.array_equal(ep.recv_one(p, tag, H_SPEC), d), check, p, "product-relation check failed")
 
 
 def prc(eng, abc, def_, label: str, check: str = "prc") -> None:
@@ -131,27 +96,16 @@ def _take(s: AShare, idx) -> AShare:
 
 
 def generate_triples(eng, n: int, label: str = "trip") -> tuple[AShare, AShare, AShare]:
-    """Pi_trip [Fig. 16]: n verified random triples."""
+    """Pi_trip [Fig. 16]: n verified random triples (rep3.triples' cut and buckets)."""
     bsz, c = bucket_params(n, eng.bucket, eng.opened)
     total = bsz * n + c
     d = rand_shares(eng, total, label + "/d")
     e = rand_shares(eng, total, label + "/e")
     f = mul_semi(eng, d, e, label + "/f")
-    perm = np.argsort(PRG(coin_toss(eng, label), "astra-trip-perm").uint64((total,)), kind="stable")
-    d, e, f = (_take(s, perm) for s in (d, e, f))
-    if c:
-        cut = np.arange(c)
-        dv, ev, fv = (eng.open_all(_take(s, cut), f"{label}/cut{i}") for i, s in enumerate((d, e, f)))
-        if not np.array_equal(eng.R.mul(dv, ev), fv):
-            raise eng.ep.abort("trip-cut", None, "an opened triple is not a multiplication triple")
-    rest = np.arange(c, total).reshape(bsz, n)
-    head = rest[0]
-    if bsz > 1:
-        others = rest[1:].reshape(-1)
-        heads = np.tile(head, bsz - 1)
-        prc(eng, tuple(_take(s, heads) for s in (d, e, f)), tuple(_take(s, others) for s in (d, e, f)),
-            label + "/bucket", "trip-bucket")
-    return tuple(_take(s, head) for s in (d, e, f))
+    return cut_and_bucket(eng.ep, eng.role, eng.prg, n, label, "astra-trip-perm", d, e, f,
+                          take=_take, open_=eng.open_all, mul=eng.R.mul,
+                          sacrifice=lambda h, o, lab: prc(eng, h, o, lab, "trip-bucket"),
+                          bucket=eng.bucket, opened=eng.opened)
 
 
 def check_triples(eng, a: AShare, b: AShare, c: AShare) -> None:

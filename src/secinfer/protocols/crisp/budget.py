@@ -96,14 +96,86 @@ class Budget:
 
 
 class LayerBudget(Budget):
-    """Row layout of a matrix product (chunks of c inputs, blocks of n_o outputs)."""
+    """Row layout of a matrix product (chunks of c inputs, blocks of n_o outputs, rows at
+    stride S = c (n_o + 1), rows_per rows per polynomial). With one row (or as many as the
+    single-sample layout already holds in one polynomial) it is the single-sample layout
+    (the widest chunk, then as many outputs as fit); with more rows (a batch, or the rows
+    of an im2col convolution) the layout is chosen by ``choose_rows_layout``. Every bound
+    below is computed from the chosen (c, n_o, n_chunks), so the budget argument holds for
+    any layout (docs/protocols/crisp.md, "Batched row layout")."""
 
-    def __init__(self, params, k: int, k_in: int, n_out: int, wbits: int, sigma: int) -> None:
-        half = params.n // 2
-        self.c = min(k_in, half // 2)                         # input chunk
-        self.n_o = max(1, min(n_out, half // self.c - 1))     # outputs per block
+    def __init__(self, params, k: int, k_in: int, n_out: int, wbits: int, sigma: int,
+                 n_rows: int = 1, span: int | None = None) -> None:
+        # span: the coefficients the rows may occupy -- N/2 with the MAC half at N/2, the
+        # whole ring N without MACs (semi-honest): the last row's product ends below
+        # rows_per S <= span, so no product wraps around X^N either way
+        span = params.n // 2 if span is None else span
+        if span not in (params.n // 2, params.n):
+            raise ConfigError("crisp/ckks: the row layout spans N/2 or N coefficients")
+        self.span = span
+        c, n_o = single_rows_layout(span, k_in, n_out)
+        if n_rows > max(1, span // (c * (n_o + 1))):
+            base = Budget(params, k, c * -(-k_in // c), c * n_o, -(-k_in // c), wbits, sigma)
+            c, n_o = choose_rows_layout(params, base.level, base.drop, k_in, n_out, n_rows, span)
+        self.c, self.n_o = c, n_o
         self.S = self.c * (self.n_o + 1)                      # row stride
-        self.rows_per = max(1, half // self.S)
+        self.rows_per = max(1, span // self.S)
         self.n_chunks = -(-k_in // self.c)
         self.n_blocks = -(-n_out // self.n_o)
         super().__init__(params, k, self.c * self.n_chunks, self.c * self.n_o, self.n_chunks, wbits, sigma)
+
+
+def single_rows_layout(half: int, k_in: int, n_out: int) -> tuple:
+    """(c, n_o) of one sample in ``half`` (the span) coefficients: the widest input chunk
+    (at most half of them), then as many outputs as fit."""
+    c = min(k_in, half // 2)
+    return c, max(1, min(n_out, half // c - 1))
+
+
+# Cost model of ``choose_rows_layout`` in units of one ciphertext-plaintext multiply-add
+# at the layer's level (measured on the 2-core machine, ckks-n14-q380-128: encrypting a
+# client polynomial ~ 40 of them, masking + rescaling + trimming + decrypting an answer ~ 20,
+# its mask ciphertext made offline ~ 30, counted half); one MB on the wire ~ 5.
+COST_UP, COST_DOWN, COST_MASK_OFFLINE, COST_PER_MB = 40.0, 20.0, 15.0, 5.0
+# Server memory: at most this many weight plaintexts per layer group (each (level + 1) N
+# words: 128 MB at ckks-n14-q380-128 level 3; the mask ciphertexts it saves weigh more),
+# unless the single-sample layout already needs more.
+MAX_WEIGHT_POLYS = 256
+
+
+def rows_layout_cost(params, level: int, drop: int, k_in: int, n_out: int, n_rows: int,
+                     c: int, n_o: int, half: int) -> tuple:
+    """(estimated cost, weight plaintexts) of the row layout (c, n_o) for n_rows rows in
+    ``half`` (the span) coefficients."""
+    rows_per = min(n_rows, max(1, half // (c * (n_o + 1))))
+    n_rg, n_ch, n_bl = -(-n_rows // rows_per), -(-k_in // c), -(-n_out // n_o)
+    mb_up = 2 * params.n * (params.q_level(level).bit_length()) / 8e6
+    mb_down = params.n * (params.q_level(level - drop).bit_length()) / 8e6
+    up, down = n_rg * n_ch, n_rg * n_bl
+    cost = (up * (COST_UP + COST_PER_MB * mb_up) + down * (COST_DOWN + COST_MASK_OFFLINE + COST_PER_MB * mb_down)
+            + up * n_bl)
+    return cost, n_ch * n_bl
+
+
+def choose_rows_layout(params, level: int, drop: int, k_in: int, n_out: int, n_rows: int,
+                       half: int) -> tuple:
+    """(c, n_o) for a batch of n_rows rows: fewer, fuller ciphertexts both ways. Many rows
+    share one client polynomial (rows_per = floor(span / (c (n_o + 1)))), so narrower chunks
+    and blocks trade more ciphertexts per row group for fewer row groups; the choice
+    minimises ``rows_layout_cost`` (ties: the single-sample layout, then wider chunks)
+    among layouts within ``MAX_WEIGHT_POLYS`` weight plaintexts. Public: both sides compute
+    it from the plan."""
+    c0, n0 = single_rows_layout(half, k_in, n_out)
+    best_cost, pts0 = rows_layout_cost(params, level, drop, k_in, n_out, n_rows, c0, n0, half)
+    cap = max(MAX_WEIGHT_POLYS, pts0)
+    best = (best_cost, c0, n0)
+    cs = sorted({-(-k_in // m) for m in range(1, k_in + 1)} & set(range(1, half // 2 + 1)), reverse=True)
+    ns = sorted({-(-n_out // m) for m in range(1, n_out + 1)}, reverse=True)
+    for c in cs:
+        for n_o in ns:
+            if c * (n_o + 1) > half:
+                continue
+            cost, pts = rows_layout_cost(params, level, drop, k_in, n_out, n_rows, c, n_o, half)
+            if pts <= cap and cost < best[0] * (1 - 1e-9):
+                best = (cost, c, n_o)
+    return best[1], best[2]

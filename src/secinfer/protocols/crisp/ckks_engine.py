@@ -37,9 +37,12 @@ class CKKSLinear(HECore):
 
     name = "ckks"
     insecure = False
+    offline_input_layers = True   # server_masks: the HE part alone (protocol._on_input)
 
-    def budget(self, k_in, n_out, wbits) -> LayerBudget:
-        return self._harden(LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma))
+    def budget(self, k_in, n_out, wbits, n_rows: int = 1) -> LayerBudget:
+        # no MAC half without MACs: the rows may span the whole ring (``LayerBudget``)
+        span = self.params.n // 2 if self.malicious else self.params.n
+        return self._harden(LayerBudget(self.params, self.g.bits, k_in, n_out, wbits, self.sigma, n_rows, span))
 
     def conv_layout(self, step):
         return he_conv.conv_layout(step, self.params, self.g.bits, self.sigma, harden=self._harden,
@@ -103,17 +106,12 @@ class CKKSLinear(HECore):
             s_re, s_im = he_rows.client_rows(self, ep, idx, step, v1, w1)
         return s_re, s_im, None
 
-    def server(self, ep, idx: int, step, weights, v0, w0, mu, prg) -> tuple:
+    def server(self, ep, idx: int, step, weights, v0, w0, mu, prg, masks=None) -> tuple:
+        """Server: its (s^Re, s^Im, None) shares. ``masks``: the HE part already run
+        (``server_masks``, offline for a layer on the dealer's input mask), else run now."""
         g = self.g
         w, b = weights.w, weights.b
-        if int(np.max(np.abs(w), initial=0)) >= 1 << step.wbits:
-            raise ConfigError("crisp/ckks: weight exceeds the announced bound")
-        lay = self.conv_layout(step)
-        if lay is not None:
-            self.zk_begin(SERVER, idx, 0, lay, step.in_shape[0] * lay.n_cg * lay.T, prg)
-            mask_re, mask_im = he_conv.server_conv(self, ep, idx, step, lay, w, prg)
-        else:
-            mask_re, mask_im = he_rows.server_rows(self, ep, idx, step, w, prg)
+        mask_re, mask_im = masks if masks is not None else self.server_masks(ep, idx, step, w, prg)
         # Server shares: L(<v>_0) in the clear + sum_t 2^(D t) R_t  (+ bias, MAC of bias)
         s_re = g.add(linops.server_linear(step, w, g, v0), mask_re)
         if b is not None:
@@ -124,3 +122,15 @@ class CKKSLinear(HECore):
         if b is not None:
             s_im = g.add(s_im, g.mul(linops.bias_term(step, b, g, self.f), mu))
         return s_re, s_im, None
+
+    def server_masks(self, ep, idx: int, step, w, prg) -> tuple:
+        """Server, the HE part of Pi_Lin: W times the client's ciphertexts, masked answers;
+        returns its shares (sum_t 2^(D t) R_t of the value and of the MAC half). It needs
+        only the client's ciphertexts, never the server's own share."""
+        if int(np.max(np.abs(w), initial=0)) >= 1 << step.wbits:
+            raise ConfigError("crisp/ckks: weight exceeds the announced bound")
+        lay = self.conv_layout(step)
+        if lay is not None:
+            self.zk_begin(SERVER, idx, 0, lay, step.in_shape[0] * lay.n_cg * lay.T, prg)
+            return he_conv.server_conv(self, ep, idx, step, lay, w, prg)
+        return he_rows.server_rows(self, ep, idx, step, w, prg)

@@ -89,8 +89,8 @@ def plans(eng, step, w=None) -> list:
     groups, _ = rows_and_mats(step, w, None, None)
     out = []
     for gi, (_, mat, k_in, n_out) in enumerate(groups):
-        bud = eng.budget(k_in, n_out, step.wbits)
         n_rows = rows_of(step, k_in, len(groups))
+        bud = eng.budget(k_in, n_out, step.wbits, n_rows)
         out.append((gi, bud, n_rows, -(-n_rows // bud.rows_per), n_out, mat))
     return out
 
@@ -133,7 +133,7 @@ def client_rows(eng, ep, idx: int, step, v1: np.ndarray, w1) -> tuple:
     groups_im = rows_and_mats(step, None, w1, None)[0] if eng.malicious else None
     outs_re, outs_im = [], []
     for gi, (rows, _, k_in, n_out) in enumerate(groups):
-        bud = eng.budget(k_in, n_out, step.wbits)
+        bud = eng.budget(k_in, n_out, step.wbits, rows.shape[0])
         d_re = _digits(rows, bud)
         d_im = _digits(groups_im[gi][0], bud) if eng.malicious else None
         n_rows = rows.shape[0]

@@ -101,6 +101,12 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
                 off_s["receive_keys"] = time.perf_counter() - t_off
         he_offline, off_s["he_prepare"] = he_job.result()
         ep.send(CLIENT, "crisp/ready", np.zeros(1, np.uint8))     # offline work done
+        # the HE part of every linear layer on the input runs now: the client's share there
+        # is the dealer's r_in (``_on_input``)
+        t_off = time.perf_counter()
+        early = {i: engine.server_masks(ep, i, st, plan.weights[i].w, prg.derive(f"lin{i}"))
+                 for i, st in _on_input(engine, steps)}
+        off_s["he_input_layers"] = time.perf_counter() - t_off
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
@@ -118,7 +124,8 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
                 out = _local_or_gate(ep, CLIENT, prm, store, i, st, x, checks, job)
                 timing["nonlinear"] += time.perf_counter() - t0
                 return out
-            s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], *x, mu, prg.derive(f"lin{i}"))
+            kw = {"masks": early.pop(i)} if i in early else {}
+            s_re, s_im, t = engine.server(ep, i, st, plan.weights[i], *x, mu, prg.derive(f"lin{i}"), **kw)
             if t is not None:
                 checks.append(t)
             t1 = time.perf_counter()
@@ -190,6 +197,20 @@ def _local_or_gate(ep, peer, prm, store, i, st, x, checks, job):
 
 
 # ---- client ------------------------------------------------------------------------------
+def _on_input(engine, steps) -> list:
+    """(index, step) of the linear layers applied to the input itself, when the engine can
+    run them offline (``offline_input_layers``). There the client's share is the dealer's
+    input mask r_in (and <mu r_in>_1), known before the input: Pi_Lin's HE part needs only
+    the client's share (the server's share enters in the clear, ``CKKSLinear.server``), so
+    it runs in the offline phase, message for message as it would online. A client that
+    deviates there adds errors exactly as it could online (caught by the check, "Soundness
+    of the check"); the answers it reads are masked and flooded as online."""
+    if not getattr(engine, "offline_input_layers", False):
+        return []
+    return [(i, st) for i, st in enumerate(steps[1:-1], start=1)
+            if st.op == "lin" and st.inp == steps[0].out]
+
+
 def _run_client(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
     g = Z2k(prm.k)
@@ -218,23 +239,26 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         off_s["proof_commitments"] = pre_job.result()[1]
         # the server prepares its HE masks offline; wait for it (can take minutes)
         ep.recv(SERVER, "crisp/ready", ArraySpec(np.uint8, (1,)), timeout=_OFFLINE_WAIT)
-    checks: list = []
-    with ep.phase("online"):
         shp = x.shape + (g.limbs,)
-        xl = lifted.lift_signed(g, cfg.encode(x), prm.n)
         mask = take_in_mask(store)
         r_in = mask["r"].reshape(shp)
+        start = (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)
+        t_off = time.perf_counter()
+        early = {i: engine.client(ep, i, st, *start) for i, st in _on_input(engine, steps)}
+        off_s["he_input_layers"] = time.perf_counter() - t_off
+    checks: list = []
+    with ep.phase("online"):
+        xl = lifted.lift_signed(g, cfg.encode(x), prm.n)
         ep.send(SERVER, "crisp/input", g.sub(xl, r_in).reshape(-1, g.limbs))
 
         def run_step(i, st, v):
             if st.op != "lin":
                 return _local_or_gate(ep, SERVER, prm, store, i, st, v, checks, job)
-            s_re, s_im, t = engine.client(ep, i, st, *v)
+            s_re, s_im, t = early.pop(i) if i in early else engine.client(ep, i, st, *v)
             if t is not None:
                 checks.append(t)
             return nonlinear.truncate(ep, SERVER, prm, store, i, s_re, s_im, checks)
 
-        start = (r_in, mask["mu_r"].reshape(shp) if prm.malicious else None)
         y1, _ = session.walk(steps, {steps[0].out: start}, run_step)
         if prm.malicious:
             (seed,) = ep.recv(SERVER, "crisp/check-seed", ArraySpec(np.uint8, (16,)))

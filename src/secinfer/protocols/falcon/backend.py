@@ -18,7 +18,7 @@ from secinfer.ir.graph import Node, lift_2d
 from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ProtocolError, UnsupportedOpError
 from secinfer.protocols.falcon.mpc import FalconMPC
-from secinfer.protocols.stamp import kernels
+from secinfer.protocols.rep3 import kernels
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 

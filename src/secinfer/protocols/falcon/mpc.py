@@ -47,7 +47,7 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.falcon import compare
 from secinfer.protocols.falcon.compare import PcSource
 from secinfer.protocols.falcon.triples import P, Request, TripleSource, TruncPairSource
-from secinfer.protocols.stamp.engine import Engine, digest
+from secinfer.protocols.rep3.engine import Engine, digest
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
@@ -122,8 +122,7 @@ class FalconMPC:
         e = self.eng
         if kind in SMALL:
             (v,) = e.ep.recv(e.names[peer], tag, ArraySpec(np.uint8, (int(n),)))
-            if kind == "p" and np.any(v >= P):
-                raise e.ep.abort("malformed-share", e.names[peer], "a Z_p share out of range")
+            e.ep.require(kind != "p" or not np.any(v >= P), "malformed-share", e.names[peer], "a Z_p share out of range")
             return v.astype(rss.mod_dtype(P) if kind == "p" else U64)
         (v,) = e.recv_ring(peer, tag, n)
         return v
@@ -132,15 +131,15 @@ class FalconMPC:
         e = self.eng
         self.send_vals(e.nxt, tag, kind, x.a)
         if e.malicious:
-            e.ep.send(e.names[e.prv], tag + "/h", digest(self.canon(kind, x.b)))
+            e.ep.send(e.names[e.prv], tag + "/h", digest("open", self.canon(kind, x.b)))
 
     def _open_recv(self, x: Pair, tag: str, kind: str = "a") -> np.ndarray:
         e = self.eng
         miss = self.recv_vals(e.prv, tag, kind, x.a.size).reshape(x.a.shape)
         if e.malicious:
             (h,) = e.ep.recv(e.names[e.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(h, digest(self.canon(kind, miss))):
-                raise e.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
+            e.ep.require(np.array_equal(h, digest("open", self.canon(kind, miss))), "reconstruct-consistency", None,
+                         "the two copies of a share disagree")
         return miss
 
     # ---- one round of independent products ----------------------------------------------
@@ -284,10 +283,10 @@ class FalconMPC:
                 want.append(ring.neg(ring.add(da, db)))
         self._pending = []
         tag = self._tag("delta")
-        e.ep.send(e.names[e.prv], tag, digest(np.concatenate(mine).astype(U64)))
+        e.ep.send(e.names[e.prv], tag, digest("mcheck", np.concatenate(mine).astype(U64)))
         (h,) = e.ep.recv(e.names[e.nxt], tag, ArraySpec(np.uint8, (32,)))
-        if not np.array_equal(h, digest(np.concatenate(want).astype(U64))):
-            raise e.ep.abort("multiplication-check", None, "a product does not match its verification triple")
+        e.ep.require(np.array_equal(h, digest("mcheck", np.concatenate(want).astype(U64))), "multiplication-check", None,
+                     "a product does not match its verification triple")
 
     # ---- truncation ---------------------------------------------------------------------
     def trunc(self, x: Pair) -> Pair:

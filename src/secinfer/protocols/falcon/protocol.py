@@ -18,15 +18,14 @@ from __future__ import annotations
 import time
 
 from secinfer.errors import ProtocolError
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.falcon.backend import FalconBackend
 from secinfer.protocols.falcon import compare
 from secinfer.protocols.falcon.mpc import DEFAULT_DRELU, DRELU_MODES, FalconMPC
 from secinfer.protocols.falcon.triples import plan_requests
-from secinfer.protocols.stamp import executor
-from secinfer.protocols.stamp.engine import Engine
-from secinfer.protocols.stamp.protocol import (CLIENT, NAMES, exchange_model, input_phase, share_input,
-                                               share_model_and_input)
+from secinfer.protocols.rep3 import executor
+from secinfer.protocols.rep3.engine import Engine
+from secinfer.protocols.rep3.graph import CLIENT, NAMES, exchange_model, input_phase, share_input, share_model_and_input
 from secinfer.sharing import replicated as rss
 
 SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
@@ -112,5 +111,15 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt (baseline of 5.1)",
+    run_warning=("WARNING: falcon is an in-repo COST MODEL of Falcon+ (the baseline of STAMP's evaluation): "
+                 "its probabilistic truncation makes outputs differ from the reference and from run to run "
+                 "(in fx32, by many units); use it for timing and traffic, not for answers"),
     baseline_for="stamp",
+    checks=(
+        Check("reconstruct-consistency", "a missing component equals its hash from the other holder", "ABY3 5.1"),
+        Check("malformed-share", "a Z_p share received is below p", "Falcon Alg. 1"),
+        Check("multiplication-check", "every product matches its verification triple", "Falcon 3, ABY3 5.3"),
+        Check("triple-cut", "the opened verification triples are product triples", "ABY3 5.3"),
+        Check("triple-sacrifice", "bucket sacrifice: each kept triple against the others", "ABY3 5.3"),
+    ),
 )

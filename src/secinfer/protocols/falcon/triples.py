@@ -9,7 +9,7 @@ PRF keys of ``Engine.setup_keys`` (no dealer, nothing any party can derive alone
    two parties holding it: each party misses one component, no communication); c = f(a, b)
    by the *semi-honest* product (local 3-out-of-3 product + one reshare): a corrupted
    party can add any error E to c, nothing else.
-2. Joint shuffle. A commit-then-reveal coin toss (``astra.triples.coin_toss``, reused)
+2. Joint shuffle. A commit-then-reveal coin toss (``rep3.triples.coin_toss``)
    after every c is fixed gives a public random permutation of the T generated triples.
 3. Cut. The first C triples are opened (malicious opening: the missing component from one
    holder, its hash from the other) and c == f(a, b) is checked (``triple-cut``).
@@ -27,18 +27,17 @@ Groups (all groups share the rounds: 1 generation + 2 coin toss + 1 cut + 2 sacr
   one vector of N l-bit words of Z_2 triples (the bit-sliced lanes of a word are bucketed
   together); the sacrifice's tau = E_h - E_j is exact in Z_67 as in the rings, so the
   bucket bound is the same;
-  B, C = ``astra.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
+  B, C = ``rep3.triples.bucket_params(N)`` (B = ceil(40 / log2 N), C = B [ASTRA App.
   A.1, following Araki et al.]);
 * every other product (matrix product, convolution, broadcast product) needs a triple
   of its own shapes (c = f(a, b) for its bilinear f: a "matrix triple"); N = 1, so one
   bucket: B = C = 22 and the check is passed by a bad triple with probability
   1 / binom(44, 22) < 2^-40. This costs 44 products of the layer's size offline.
-  Memory: a large matrix triple's (``LAZY_ELEMS``) a and b are drawn from labelled PRF streams
+  Memory: a matrix triple's a and b are drawn from labelled PRF streams
   (``Engine.random_pair_at``) and drawn again whenever the cut, the sacrifice or the
-  output needs them, one triple at a time; only the 44 products c are kept (before
-  2026-11-24 all 44 a, b and c and the sacrifice's 21 copies of the head were held at
-  once: VGG16's 4096 x 4096 layer alone needed ~12 GB per party). The messages, bytes and
-  rounds are unchanged (a round's messages do not wait for that round's receipts; the
+  output needs them, one triple at a time; only the 44 products c are kept (VGG16's
+  4096 x 4096 layer needed ~12 GB per party otherwise). The messages, bytes and rounds are
+  those of the stacked path (a round's messages do not wait for that round's receipts; the
   sacrifice's tau of a pair leaves as soon as that pair's rho and sigma are in).
 
 All of it runs in the ``offline`` phase and is metered there; ``plan`` records, by a
@@ -48,14 +47,12 @@ sequence of triples the online phase will consume.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Callable, NamedTuple
 
 import numpy as np
 
-from secinfer.crypto.prg import PRG
 from secinfer.errors import ProtocolError
-from secinfer.protocols.astra.triples import bucket_params, coin_toss
+from secinfer.protocols.rep3.triples import bucket_params, buckets, coin_toss, shuffle
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
@@ -66,11 +63,10 @@ SINGLE_BUCKET = 22        # binom(44, 22) ~ 2^40.9
 POOL_ITEMS = 1 << 20      # element-wise triples per pool (B = 2 from N = 2^20 on)
 BATCH_ELEMS = 1 << 23     # generated ring elements per batch (memory bound)
 TRUNC_CHUNK = 1 << 15     # truncation pairs per generation batch (x l bits)
-# matrix triples whose T copies of a and b would exceed this many ring elements are made one
-# at a time (``_Group.lazy``). Not all of them: over TCP with a shaped network (``--network
-# lan``) the one-at-a-time message pattern hung in the evening of 2026-11-24 (not yet
-# understood, docs/protocols/stamp.md), so the small layers keep the stacked path.
-LAZY_ELEMS = 1 << 23
+# every matrix triple is made one at a time (``_Group.lazy``). A 2^23-element threshold that
+# kept small layers on the stacked path worked around a TCP transport deadlock on shaped
+# links (issue #22 item 1), fixed in the transport; ``LAZY_ELEMS`` stays as a knob for tests.
+LAZY_ELEMS = 0
 
 
 class Request(NamedTuple):
@@ -205,10 +201,9 @@ class TripleSource:
 
     def _run_batch(self, groups: list[_Group], out: dict) -> None:
         self._generate(groups)
-        perm_seed = coin_toss(SimpleNamespace(ep=self.eng.ep, role=self.eng.names[self.eng.me], prg=self.eng.prg),
-                              self._tag("coin"))
+        perm_seed = coin_toss(self.eng.ep, self.eng.names[self.eng.me], self.eng.prg, self._tag("coin"))
         for k, g in enumerate(groups):
-            perm = np.argsort(PRG(perm_seed, f"falcon-trip-perm/{k}").uint64((g.total,)), kind="stable")
+            perm = shuffle(perm_seed, f"falcon-trip-perm/{k}", g.total)
             if g.lazy:
                 g.perm, g.c = perm, _take(g.c, perm)
             else:
@@ -313,12 +308,12 @@ class TripleSource:
         vals = self._open_recv(items, tags)
         for k, g in enumerate(g for g in groups if not g.lazy):
             a, b, c = vals[3 * k:3 * k + 3]
-            if not np.array_equal(self.ring.reduce(g.fn(a, b)), c):
-                raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+            self.eng.ep.require(np.array_equal(self.ring.reduce(g.fn(a, b)), c), "triple-cut", None,
+                                "an opened Falcon+ triple is not a product triple")
         for (g, i), t in zip(lazy, lazy_tags):
             a, b, c = self._open_recv(lazy_items(g, i), t)
-            if not np.array_equal(g.fn(a, b), c):
-                raise self.eng.ep.abort("triple-cut", None, "an opened Falcon+ triple is not a product triple")
+            self.eng.ep.require(np.array_equal(g.fn(a, b), c), "triple-cut", None,
+                                "an opened Falcon+ triple is not a product triple")
 
     def _tau(self, g: _Group, h: tuple, o: tuple, rho: np.ndarray, sig: np.ndarray) -> Pair:
         """The sharing of tau = c_h - c_o - f(rho, b_o) - f(a_o, sigma) - f(rho, sigma)."""
@@ -346,8 +341,7 @@ class TripleSource:
         for g in groups:
             if g.bsz < 2 or g.lazy:
                 continue
-            rest = np.arange(g.cut, g.total).reshape(g.bsz, g.n)
-            hs, os_ = np.tile(rest[0], g.bsz - 1), rest[1:].reshape(-1)
+            _, hs, os_ = buckets(g.cut, g.bsz, g.n)
             h = tuple(_take(s, hs) for s in (g.a, g.b, g.c))
             o = tuple(_take(s, os_) for s in (g.a, g.b, g.c))
             work.append((g, h, o))
@@ -377,8 +371,7 @@ class TripleSource:
             tau = ("a", self._tau(g, (g.a, g.b, _take(g.c, g.cut)), o, rho, sig))
             lazy_taus.append((tau, self._open_send([tau])))
         for v in self._open_recv(taus, tau_tags) + [self._open_recv([tau], t)[0] for tau, t in lazy_taus]:
-            if np.any(v):
-                raise self.eng.ep.abort("triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
+            self.eng.ep.require(not np.any(v), "triple-sacrifice", None, "a Falcon+ triple failed its bucket check")
 
 
 class TruncPairSource:

@@ -22,9 +22,9 @@ import numpy as np
 
 from secinfer.errors import ProtocolError
 from secinfer.ir.graph import Graph, Node
-from secinfer.protocols.stamp import kernels
-from secinfer.protocols.stamp.engine import Engine
-from secinfer.protocols.stamp.executor import LINEAR
+from secinfer.protocols.rep3 import kernels
+from secinfer.protocols.rep3.engine import Engine
+from secinfer.protocols.rep3.executor import LINEAR
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair

@@ -183,22 +183,24 @@ def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options
         received[peer] = ep.recv(names[peer], "stamp/init/offer", *specs)
     for peer in (nxt, prv):
         _eph, _sig, pid, cert = received[peer]
-        if not verify_certificate(ca_pub, bytes(pid), bytes(cert)):
-            raise ep.abort("ltee-certificate", names[peer],
-                           f"the LTEE of {names[peer]} has no valid manufacturer certificate")
+        ep.require(verify_certificate(ca_pub, bytes(pid), bytes(cert)), "ltee-certificate", names[peer],
+                   f"the LTEE of {names[peer]} has no valid manufacturer certificate")
     # step 3: authenticated X25519 inside the devices, then key transport for k_{i+1,i-1}
     for peer in (nxt, prv):
-        try:
-            link.call("dh_accept", np.array([peer], dtype=np.int64), *received[peer])
-        except LteeRefused as r:
-            raise ep.abort(f"ltee-{r.code}", names[peer], r.detail) from None
+        _device(ep, link, names[peer], "dh_accept", np.array([peer], dtype=np.int64), *received[peer])
     ct, tag = link.call("wrap")
     ep.send(names[prv], "stamp/init/wrap", ct, tag)
     ct2, tag2 = ep.recv(names[nxt], "stamp/init/wrap", ArraySpec(_U8, (16,)), ArraySpec(_U8, (32,)))
+    _device(ep, link, names[nxt], "unwrap", ct2, tag2)
+
+
+def _device(ep, link, suspect: str, cmd: str, *arrays):
+    """A device call whose refusal (the device's check failed) is this host's abort."""
     try:
-        link.call("unwrap", ct2, tag2)
+        return link.call(cmd, *arrays)
     except LteeRefused as r:
-        raise ep.abort(f"ltee-{r.code}", names[nxt], r.detail) from None
+        refused = r
+    ep.require(False, refused.check, suspect, refused.detail)
 
 
 def spec_bytes(spec: dict) -> np.ndarray:

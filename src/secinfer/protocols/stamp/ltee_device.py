@@ -95,7 +95,7 @@ class _OpCount:
 
 def _kernels():
     """The plaintext kernels, imported on first use (keeps the device's start-up short)."""
-    from secinfer.protocols.stamp import kernels
+    from secinfer.protocols.rep3 import kernels
     return kernels
 
 

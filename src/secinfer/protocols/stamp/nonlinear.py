@@ -37,8 +37,8 @@ import numpy as np
 
 from secinfer.errors import ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.stamp import kernels
-from secinfer.protocols.stamp.engine import Engine, digest
+from secinfer.protocols.rep3 import kernels
+from secinfer.protocols.rep3.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
 from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
@@ -100,16 +100,17 @@ class StampOps:
     def _dev(self, cmd: str, *arrays, kind: str):
         try:
             return self.link.call(cmd, *arrays, kind=kind)
-        except LteeRefused as r:
-            raise self.eng.ep.abort(r.check, self.eng.names[self.eng.me], r.detail) from None
+        except LteeRefused as r:   # the device's check failed: this host aborts with it
+            refused = r
+        self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
 
     # ---- helpers -----------------------------------------------------------------------
     def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
         """Component c of an LTEE zero-sharing from the released stream seeds."""
         sd = {k: bytes(seeds[k]) for k in (c, (c + 1) % 3)}
-        if any(not any(v) for v in sd.values()):
-            raise self.eng.ep.abort("ltee-seed", self.eng.names[self.eng.me], "a needed seed was withheld")
+        self.eng.ep.require(all(any(v) for v in sd.values()), "ltee-seed", self.eng.names[self.eng.me],
+                            "a needed seed was withheld")
         return zero_component(sd, c, n, self.eng.ring.mask)
 
     def _mask(self, seed: np.ndarray, n: int, mask) -> np.ndarray:
@@ -252,8 +253,8 @@ class StampOps:
             if job.act is not None:       # holds (A_t, A_i); A_t + rho from e, rho from i: compared
                 (real,) = eng.recv_ring(e, "stamp/z", n_out)
                 (rho,) = eng.recv_ring(i, "stamp/rho^", n_out)
-                if not np.array_equal(ring.sub(real, job.act.a), rho):
-                    raise ep.abort("relu-step5", None, "the two LTEE evaluations' results disagree")
+                ep.require(np.array_equal(ring.sub(real, job.act.a), rho), "relu-step5", None,
+                           "the two LTEE evaluations' results disagree")
                 job.result, job.rho = Pair(real, job.act.b), rho
                 continue
             (sd,) = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
@@ -262,9 +263,8 @@ class StampOps:
             if mal:
                 (padded,) = eng.recv_ring(i, "stamp/z^", n_out)
                 (sd,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
-                if not np.array_equal(ring.sub(padded, self._mask(sd, n_out, ring.mask)), real):
-                    raise ep.abort("relu-step5", None,
-                                   "the two LTEE evaluations' output shares disagree")
+                ep.require(np.array_equal(ring.sub(padded, self._mask(sd, n_out, ring.mask)), real), "relu-step5", None,
+                           "the two LTEE evaluations' output shares disagree")
             job.result = Pair(real, zi)
         if checking:
             eng.finish_check()
@@ -324,13 +324,12 @@ class StampOps:
                     ep.send(names[r], "stamp/out'", c, tag)
                 else:               # holds (z_{r+1}, z_{r-1})
                     (tag,) = self._dev("outmac", self._meta(0, n_in), eng.pack(flat.a), kind="mac")
-                    ep.send(names[r], "stamp/out'/h", digest(zm), tag)
+                    ep.send(names[r], "stamp/out'/h", digest("stamp/out", zm), tag)
             else:                   # holds (z_r, z_{r+1})
                 c, t_lo = ep.recv(names[lo], "stamp/out'", ArraySpec(eng.wire, (n_in,)), ArraySpec(np.uint8, (16,)))
                 h, t_hi = ep.recv(names[hi], "stamp/out'/h", ArraySpec(np.uint8, (32,)), ArraySpec(np.uint8, (16,)))
-                if not np.array_equal(h, digest(ring.sub(c.astype(U64), flat.a))):
-                    raise ep.abort("output-consistency", None,
-                                   "the two copies of the output step's masked component disagree")
+                ep.require(np.array_equal(h, digest("stamp/out", ring.sub(c.astype(U64), flat.a))), "output-consistency",
+                           None, "the two copies of the output step's masked component disagree")
                 (y,) = self._dev("output", self._meta(0, 1), spec_bytes(job.spec), c, eng.pack(flat.b), t_lo, t_hi,
                                  kind="output")
         self.op += 1
@@ -344,8 +343,8 @@ class StampOps:
         got = ep.recv(names[first], tag, *specs)
         if self.eng.malicious:
             got2 = ep.recv(names[second], tag, *specs)
-            if any(not np.array_equal(a, b) for a, b in zip(got, got2)):
-                raise ep.abort(check, None, "the two copies of a masked share disagree")
+            ep.require(all(np.array_equal(a, b) for a, b in zip(got, got2)), check, None,
+                       "the two copies of a masked share disagree")
         return [g.astype(U64) for g in got]
 
     # ---- preprocessing for the malicious multiplication check ---------------------------

@@ -1,4 +1,4 @@
-"""Shared PRF keys of [ASTRA 2.2], set up over the authenticated channels in the setup phase.
+"""Shared PRF keys of [ASTRA 2.2] (used by astra and aby3), set up over the authenticated channels in the setup phase.
 
 Keys and holders (k_01, k_02, k_12 pairwise between servers, k_P common to all servers, and
 for each input owner O in {model_owner, client} one key with {P0, P1} and one with {P0, P2}
@@ -47,11 +47,6 @@ def _h(b: bytes) -> np.ndarray:
     return np.frombuffer(hashlib.sha256(b"astra-key" + b).digest(), dtype=np.uint8)
 
 
-def _cheat(attack, role, step) -> bool:
-    from secinfer.protocols.astra.engine import attacks_allowed
-    return bool(attack) and attacks_allowed() and attack.get("party") == role and attack.get("step") == step
-
-
 class Keys:
     """The keys one party holds, with per-label counter streams."""
 
@@ -75,7 +70,7 @@ class Keys:
         return self._keys[name]
 
 
-def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None) -> Keys:
+def setup_keys(ep, role: str, prg, malicious: bool) -> Keys:
     """Run inside ``ep.phase("setup")`` by every party; returns its Keys."""
     mine: dict[str, bytes] = {}
     present = set(ep.peers) | {role}
@@ -85,10 +80,7 @@ def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None) 
             mine[name] = prg.derive(f"astra-key-{name}").seed()
             for h in holders:
                 if h != role:
-                    k = np.frombuffer(mine[name], dtype=np.uint8)
-                    if _cheat(attack, role, "split_key") and h == holders[-1] and len(holders) == 3:
-                        k = k ^ np.uint8(1)      # test hook: a different key to one receiver
-                    ep.send(h, f"astra/key/{name}", k)
+                    ep.send(h, f"astra/key/{name}", np.frombuffer(mine[name], dtype=np.uint8))
     for name, (sampler, holders) in keys.items():
         if role in holders and role != sampler:
             mine[name] = ep.recv_one(sampler, f"astra/key/{name}", _KEY_SPEC).tobytes()
@@ -102,6 +94,6 @@ def setup_keys(ep, role: str, prg, malicious: bool, attack: dict | None = None) 
                 checks.append((name, other))
         for name, other in checks:
             got = ep.recv_one(other, f"astra/keyh/{name}", _H_SPEC)
-            if not np.array_equal(got, _h(mine[name])):
-                raise ep.abort("key-setup", KEYS[name][0], f"key {name} differs between receivers")
+            ep.require(np.array_equal(got, _h(mine[name])), "key-setup", KEYS[name][0],
+                       f"key {name} differs between receivers")
     return Keys(role, mine)

@@ -71,7 +71,7 @@ def encode_input(x: np.ndarray, frac: int, cfg: FixedPointConfig) -> np.ndarray:
 
 def _enc(x: np.ndarray, frac: int, cfg: FixedPointConfig) -> np.ndarray:
     v = np.floor(np.asarray(x, np.float64) * float(2 ** frac) + 0.5)
-    if np.any(np.abs(v) >= 2.0 ** (cfg.ring_bits - 1)):
+    if not np.all(np.isfinite(v)) or np.any(np.abs(v) >= 2.0 ** (cfg.ring_bits - 1)):   # NaN compares False
         raise ProtocolError(f"a model parameter does not fit Z_2^{cfg.ring_bits} at {frac} fractional bits")
     return cfg.ring.from_signed(v.astype(np.int64))
 
@@ -199,10 +199,6 @@ def to_linear(model, options: dict | None = None) -> LinearModel:
     return lm
 
 
-def wfrac_value(lm: LinearModel, cfg: FixedPointConfig) -> LinearModel:
-    return resolve_wfrac(lm, cfg)
-
-
 # Folding a standardiser into W makes weights large for features with a small spread and
 # small for features with a large one; 22 fractional bits for the query and 28 for the
 # weights keep both quantisation errors below 1e-3 on the bundled data while leaving
@@ -214,3 +210,19 @@ def resolve_wfrac(lm: LinearModel, cfg: FixedPointConfig) -> LinearModel:
     if lm.weight_frac == "2f":
         lm.input_frac, lm.weight_frac = FOLDED_FRAC if cfg.ring_bits == 64 else (cfg.frac_bits, 2 * cfg.frac_bits)
     return lm
+
+
+def reveals(graph, security: str, options: dict) -> str:
+    """What the input role learns: ASTRA's prediction functions reveal a classifier's sign
+    (the class) only [ASTRA 5.5]; a regressor's value otherwise."""
+    last = graph.nodes[-1].op if getattr(graph, "nodes", None) else ""
+    return "labels" if last == "Sigmoid" or (options or {}).get("output") == "label" else "scores"
+
+
+def value_limits(graph, cfg: FixedPointConfig, options: dict) -> dict:
+    """The owner folds a standardiser into W and encodes the query at f_x and W at f_w
+    fractional bits; z @ W + b is held at f_x + f_w bits before the client's shift, so the
+    query and every value must stay below these magnitudes (or they wrap)."""
+    lm = resolve_wfrac(to_linear(graph, options), cfg)
+    fx, fw = lm.xfrac(cfg), lm.wfrac(cfg)
+    return {"input": 2.0 ** (cfg.ring_bits - 1 - fx), "values": 2.0 ** (cfg.ring_bits - 1 - fx - fw)}

@@ -1,4 +1,4 @@
-"""``secinfer.protocols.astra.bench.run``: ASTRA against the in-repo ABY3 baseline, side by side.
+"""``secinfer.bench.astra_bench.run``: ASTRA against the in-repo ABY3 baseline, side by side.
 
 Reproduces the shape of [ASTRA Tables 6-10, Fig. 13-15] as ratios measured in one run on
 this machine: both protocols run in-process (LocalHub, one thread per party) on the same
@@ -29,7 +29,7 @@ import numpy as np
 from secinfer.arith.fixed import FX64
 from secinfer.crypto.prg import PRG
 from secinfer.net.channel import run_local
-from secinfer.protocols.astra.model import LinearModel
+from secinfer.protocols.rep3.linear import LinearModel
 
 PROFILES = {
     "lan": {"rtt": {("p0", "p1"): 0.47e-3, ("p1", "p2"): 0.47e-3, ("p0", "p2"): 0.47e-3}, "bw": 1e9, "per": 1.0},
@@ -170,7 +170,7 @@ def run(profile: str = "lan", d: int = 784, securities=("semi-honest", "maliciou
 def _run_servers(body, sec: str, recv_timeout: float) -> dict:
     """Run ``body(ep, role, keys)`` in P0, P1, P2 (in-process) after the key set-up; returns
     each server's meter, or raises the first party's error."""
-    from secinfer.protocols.astra.keys import setup_keys
+    from secinfer.protocols.rep3.keys import setup_keys
 
     def party(role):
         def f(ep):

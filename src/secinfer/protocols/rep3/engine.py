@@ -10,25 +10,23 @@ triple [ABY3 / Furukawa et al., as STAMP 3.2 and Protocol 5 step 1 use it].
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF, PRG
 from secinfer.errors import ProtocolError
 from secinfer.net.channel import ArraySpec
+from secinfer.protocols.rep3.digest import digest as _digest
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
 
 
-def digest(*arrays: np.ndarray) -> np.ndarray:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return np.frombuffer(h.digest(), dtype=np.uint8)
+def digest(tag: str, *arrays: np.ndarray) -> np.ndarray:
+    """``rep3.digest.digest`` of the arrays flattened (a sender's and a receiver's copy of
+    one value may differ in shape, never in elements)."""
+    return _digest(tag, *(np.ascontiguousarray(a).reshape(-1) for a in arrays))
 
 
 class _CheckedEndpoint:
@@ -42,8 +40,7 @@ class _CheckedEndpoint:
     def _check(self, peer: str) -> None:
         for etag, h, check in self.expected.pop(peer, []):
             (got,) = self._ep.recv(peer, etag, ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(got, h):
-                raise self._ep.abort(check, None, "two parties received different copies of one value")
+            self._ep.require(np.array_equal(got, h), check, None, "two parties received different copies of one value")
 
     def recv(self, peer: str, tag: str, *specs):
         self._check(peer)
@@ -163,11 +160,6 @@ class Engine:
         return Pair(self._draw_mod(self._k_prev, lab, n, p).reshape(shape),
                     self._draw_mod(self._k_own, lab, n, p).reshape(shape))
 
-    def public_draw(self, shape, label: str) -> np.ndarray:
-        """Values all three parties derive alike (three-way key): NOT secret from any party."""
-        n = int(np.prod(shape))
-        return self._draw(self._k_all, self._label(label), n).reshape(shape)
-
     def random_pair(self, shape) -> Pair:
         """A replicated sharing of a uniformly random value nobody knows: component c from
         the key of parties c and c-1 (k_{c-1})."""
@@ -233,13 +225,12 @@ class Engine:
         a = x.a.reshape(-1)
         self.send_ring(self.nxt, tag, a)
         if self.malicious:
-            self.ep.send(self.names[self.prv], tag + "/h", digest(x.b))
+            self.ep.send(self.names[self.prv], tag + "/h", digest("open", x.b))
         (miss,) = self.recv_ring(self.prv, tag, a.size)
         if self.malicious:
             (h,) = self.ep.recv(self.names[self.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(h, digest(miss.reshape(x.a.shape))):
-                raise self.ep.abort("reconstruct-consistency", None,
-                                    "the two copies of a share disagree at opening")
+            self.ep.require(np.array_equal(h, digest("open", miss)), "reconstruct-consistency", None,
+                            "the two copies of a share disagree at opening")
         return self.ring.reduce(a + x.b.reshape(-1) + miss).reshape(x.a.shape)
 
     def reveal_to(self, target: int, x: Pair, tag: str = "rss/reveal") -> np.ndarray | None:
@@ -257,24 +248,23 @@ class Engine:
         (c1,) = self.recv_ring(miss, tag, n)
         if self.malicious:
             (c2,) = self.recv_ring((target + 1) % 3, tag, n)
-            if not np.array_equal(c1, c2):
-                raise self.ep.abort("reconstruct-consistency", None,
-                                    "the two copies of the output share disagree")
+            self.ep.require(np.array_equal(c1, c2), "reconstruct-consistency", None,
+                            "the two copies of the output share disagree")
         return self.ring.reduce(x.a.reshape(-1) + x.b.reshape(-1) + c1).reshape(x.a.shape)
 
     # ---- multiplication with verification ---------------------------------------------------
     def _open_send(self, x: Pair, tag: str) -> None:
         self.send_ring(self.nxt, tag, x.a)
         if self.malicious:
-            self.ep.send(self.names[self.prv], tag + "/h", digest(self.ring.reduce(x.b)))
+            self.ep.send(self.names[self.prv], tag + "/h", digest("open", self.ring.reduce(x.b)))
 
     def _open_recv(self, x: Pair, tag: str) -> np.ndarray:
         (miss,) = self.recv_ring(self.prv, tag, x.a.size)
         miss = miss.reshape(x.a.shape)
         if self.malicious:
             (h,) = self.ep.recv(self.names[self.nxt], tag + "/h", ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(h, digest(miss)):
-                raise self.ep.abort("reconstruct-consistency", None, "the two copies of a share disagree")
+            self.ep.require(np.array_equal(h, digest("open", miss)), "reconstruct-consistency", None,
+                            "the two copies of a share disagree")
         return self.ring.reduce(x.a + x.b + miss)
 
     def open_many(self, xs: list[Pair], tag: str = "rss/open-many") -> list[np.ndarray]:
@@ -384,8 +374,8 @@ class Engine:
         da = np.concatenate([ring.reduce(d.a).reshape(-1) for d in self._pending]).astype(U64)
         db = np.concatenate([ring.reduce(d.b).reshape(-1) for d in self._pending]).astype(U64)
         self._pending = []
-        self.ep.send(self.names[self.prv], tag, digest(db))
-        self._inflight.append((tag, digest(ring.neg(ring.add(da, db)).astype(U64))))
+        self.ep.send(self.names[self.prv], tag, digest("mcheck", db))
+        self._inflight.append((tag, digest("mcheck", ring.neg(ring.add(da, db)).astype(U64))))
         return True
 
     def finish_check(self) -> None:
@@ -393,13 +383,12 @@ class Engine:
         todo, self._inflight = self._inflight, []
         for tag, want in todo:
             (h,) = self.ep.recv(self.names[self.nxt], tag, ArraySpec(np.uint8, (32,)))
-            if not np.array_equal(h, want):
-                raise self.ep.abort("multiplication-check", None,
-                                    "a multiplication result does not match its verification triple")
+            self.ep.require(np.array_equal(h, want), "multiplication-check", None,
+                            "a multiplication result does not match its verification triple")
 
     def send_hash(self, peer: int, tag: str, value: np.ndarray) -> None:
         """Tell ``peer`` the hash of a value both received from the same sender."""
-        self.ep.send(self.names[peer], tag, digest(np.ascontiguousarray(value, dtype=U64)))
+        self.ep.send(self.names[peer], tag, digest("copy", np.ascontiguousarray(value, dtype=U64)))
 
     def expect_hash(self, peer: int, tag: str, value: np.ndarray, check: str) -> None:
         """``peer`` sent (``send_hash``) the hash of its copy of ``value``: compare it, just
@@ -407,7 +396,7 @@ class Engine:
         messages that flow anyway and costs no round; a mismatch aborts with ``check``
         (at the latest in ``flush_checks``, before anything is revealed)."""
         self.ep.expected.setdefault(self.names[peer], []).append(
-            (tag, digest(np.ascontiguousarray(value, dtype=U64)), check))
+            (tag, digest("copy", np.ascontiguousarray(value, dtype=U64)), check))
 
     def flush_checks(self, tag: str = "rss/mcheck") -> None:
         """Check that every pending delta is zero, in one round of 32-byte messages.

@@ -1,0 +1,248 @@
+"""``secinfer bench serve``: long-lived `secinfer serve` processes under load and faults.
+
+Per protocol served (reference, astra, stamp): every model-side party is its own `secinfer serve`
+process on loopback (fresh cluster and keys); clients run ``secinfer.runtime.serve.query``
+in threads of this process (16 clients share its interpreter: the client side is part of
+what is measured). Rows:
+
+* load: queries per second and latency p50/p99 at 1, 4 and 16 concurrent clients;
+* faults: sessions completed / failed / expired / lost on the servers' counters after a
+  mix of clients killed mid-session (real processes, SIGKILL after their first frame),
+  clients that send garbage frames (authenticated, random bytes), and good clients on
+  a shaped client link (``lan``); ``lost`` = opened - completed - failed - expired -
+  running (a session the server neither finished nor failed) and must be 0;
+* soak: RSS of every server process every few queries over a long run (quick: a few
+  hundred; full: 10,000 astra and 1,000 stamp queries).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+MODEL = "bundled:diabetes-linreg"
+X = np.linspace(-0.05, 0.05, 10).reshape(1, 10)
+_DYING = """
+import os, sys, numpy as np
+from secinfer.runtime.serve import query
+def die(ep):
+    real = ep._receive
+    def rec(peer, deadline):
+        real(peer, deadline)
+        os.kill(os.getpid(), 9)
+    ep._receive = rec
+    return ep
+query(sys.argv[1], np.zeros((1, 10)), sys.argv[2], endpoint_wrapper=die)
+"""
+
+
+def _src_env() -> dict:
+    src = str(Path(__file__).resolve().parents[2])
+    return dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class _Fleet:
+    def __init__(self, protocol: str, work: Path) -> None:
+        from secinfer.protocols import registry
+        from secinfer.runtime.cluster import write_loopback_cluster
+        from secinfer.runtime.serve import server_status
+
+        spec = registry.get(protocol)
+        self.cluster = write_loopback_cluster(work / protocol, spec.roles, session=f"bench-{protocol}",
+                                              connect_timeout=10.0, heartbeat_interval=0.5, peer_timeout=5.0)
+        self.client = spec.input_role
+        self.ids = [r for r in spec.roles if r != spec.input_role]
+        self.procs = {}
+        for pid in self.ids:
+            cmd = [sys.executable, "-m", "secinfer.cli.main", "serve", "--cluster", str(self.cluster), "--id", pid,
+                   "--protocol", protocol, "--max-sessions", "32", "--grace", "10"]
+            if pid == spec.model_role:
+                cmd += ["--model", MODEL]
+            self.procs[pid] = subprocess.Popen(cmd, env=_src_env(), stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL, start_new_session=True)
+        self._status = server_status
+        deadline = time.monotonic() + 90
+        for pid in self.ids:
+            while True:
+                try:
+                    self.status(pid, 0.5)
+                    break
+                except Exception:  # noqa: BLE001 - not up yet
+                    if time.monotonic() > deadline or self.procs[pid].poll() is not None:
+                        raise
+                    time.sleep(0.2)
+
+    def status(self, pid, timeout=5.0) -> dict:
+        return self._status(self.cluster, pid, self.client, timeout=timeout)
+
+    def settled(self, timeout=30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            st = {pid: self.status(pid) for pid in self.ids}
+            if all(v["running"] == 0 and v["pending"] == 0 for v in st.values()) or time.monotonic() > deadline:
+                return st
+            time.sleep(0.2)
+
+    def rss_kb(self) -> dict:
+        return {pid: _rss_kb(p.pid) for pid, p in self.procs.items()}
+
+    def stop(self) -> dict:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        codes = {}
+        for pid, p in self.procs.items():
+            try:
+                codes[pid] = p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                codes[pid] = p.wait()
+        return codes
+
+
+def _load(fleet: _Fleet, clients: int, n: int, network: str | None = None) -> dict:
+    from secinfer.runtime.serve import query
+
+    lat, errors = [], []
+    lock = threading.Lock()
+    todo = iter(range(n))
+
+    def worker():
+        while True:
+            with lock:
+                if next(todo, None) is None:
+                    return
+            t = time.perf_counter()
+            try:
+                query(fleet.cluster, X, fleet.client, network=network)
+                with lock:
+                    lat.append(time.perf_counter() - t)
+            except Exception as e:  # noqa: BLE001 - counted
+                with lock:
+                    errors.append(f"{type(e).__name__}: {str(e)[:80]}")
+    t0 = time.perf_counter()
+    ths = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    wall = time.perf_counter() - t0
+    a = np.array(lat) if lat else np.array([np.nan])
+    kinds = {k: errors.count(k) for k in sorted(set(errors))}
+    return {"clients": clients, "queries": n, "ok": len(lat), "errors": len(errors), "error_types": kinds,
+            "wall_s": wall,
+            "qps": len(lat) / wall, "p50_s": float(np.percentile(a, 50)), "p99_s": float(np.percentile(a, 99))}
+
+
+def _faults(fleet: _Fleet, kills: int, network: str) -> dict:
+    from secinfer.runtime.serve import query
+
+    before = fleet.settled()
+    dying = [subprocess.Popen([sys.executable, "-c", _DYING, str(fleet.cluster), fleet.client], env=_src_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(kills)]
+
+    def garbage(ep):
+        def send(peer, tag, *arrays):
+            ep._transmit(peer, os.urandom(64))
+        ep.send = send
+        return ep
+    garbage_failed = 0
+    for _ in range(kills):
+        try:
+            query(fleet.cluster, X, fleet.client, endpoint_wrapper=garbage)
+        except Exception:  # noqa: BLE001 - expected
+            garbage_failed += 1
+    shaped = _load(fleet, 4, 4 * kills, network=network)
+    for p in dying:
+        p.wait(60)
+    after = fleet.settled()
+    row = {"killed_clients": kills, "garbage_clients": kills, "garbage_sessions_failed": garbage_failed,
+           "shaped_network": network, "shaped_ok": shaped["ok"], "shaped_errors": shaped["errors"]}
+    lost = 0
+    for pid in fleet.ids:
+        d = {k: after[pid][k] - before[pid][k] for k in ("opened", "completed", "failed", "expired")}
+        l_pid = d["opened"] - d["completed"] - d["failed"] - d["expired"] - after[pid]["running"]
+        lost += l_pid
+        row[pid] = dict(d, lost=l_pid)
+    row["lost"] = lost
+    row["servers_alive"] = all(p.poll() is None for p in fleet.procs.values())
+    return row
+
+
+def _soak(fleet: _Fleet, n: int, every: int) -> dict:
+    before = fleet.settled()
+    samples = [{"queries": 0, "rss_kb": fleet.rss_kb()}]
+    done = client_errors = 0
+    while done < n:
+        k = min(every, n - done)
+        client_errors += _load(fleet, 4, k)["errors"]
+        done += k
+        samples.append({"queries": done, "rss_kb": fleet.rss_kb()})
+    st = fleet.settled()
+    delta = {pid: {k: v[k] - before[pid][k] for k in ("opened", "completed", "failed", "expired")}
+             for pid, v in st.items()}
+    return {"queries": n, "client_errors": client_errors, "samples": samples, "servers": delta,
+            "errors": {pid: v["errors"] for pid, v in st.items()}, "pool": {pid: v["pool"] for pid, v in st.items()}}
+
+
+def run(quick: bool = False, network: str | None = None) -> dict:
+    shaped = (network or "lan").split(",")[0]
+    # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
+    protocols = {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
+                 "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
+                 "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
+    conc = (1, 4, 16)
+    rows, raw, plots = [], {}, []
+    lat_series, qps_series = {}, {}
+    with tempfile.TemporaryDirectory(prefix="secinfer-bench-serve-") as work:
+        for proto, (counts, soak_n, kills) in protocols.items():
+            fleet = _Fleet(proto, Path(work))
+            try:
+                loads = [_load(fleet, c, n) for c, n in zip(conc, counts)]
+                for r in loads:
+                    rows.append({"protocol": proto, "kind": "load", **{k: v for k, v in r.items() if k != "error_types"},
+                                 "error_types": "; ".join(f"{n} x {k}" for k, n in r["error_types"].items())})
+                lat_series[f"{proto} p50"] = [r["p50_s"] * 1e3 for r in loads]
+                lat_series[f"{proto} p99"] = [r["p99_s"] * 1e3 for r in loads]
+                qps_series[proto] = [r["qps"] for r in loads]
+                f = _faults(fleet, kills, shaped)
+                rows.append({"protocol": proto, "kind": "faults", **{k: v for k, v in f.items()
+                                                                      if not isinstance(v, dict)}})
+                soak = _soak(fleet, soak_n, max(25, soak_n // 10))
+                first, last = soak["samples"][1], soak["samples"][-1]
+                rows.append({"protocol": proto, "kind": "soak", "queries": soak_n,
+                             "client_errors": soak["client_errors"],
+                             "server_failed": sum(v["failed"] + v["expired"] for v in soak["servers"].values()),
+                             **{f"rss_kb_{pid}_first": first["rss_kb"][pid] for pid in fleet.ids},
+                             **{f"rss_kb_{pid}_last": last["rss_kb"][pid] for pid in fleet.ids}})
+                raw[proto] = {"load": loads, "faults": f, "soak": soak}
+            finally:
+                raw.setdefault(proto, {})["exit_codes"] = fleet.stop()
+            plots.append({"file": f"serve-rss-{proto}.png", "title": f"{proto}: server RSS over the soak",
+                          "xlabel": "queries", "ylabel": "RSS (MB)",
+                          "x": [s["queries"] for s in soak["samples"]],
+                          "series": {pid: [s["rss_kb"][pid] / 1024 for s in soak["samples"]] for pid in fleet.ids}})
+    plots.insert(0, {"file": "serve-latency.png", "title": "served query latency", "xlabel": "concurrent clients",
+                     "ylabel": "latency (ms)", "x": list(conc), "series": lat_series, "logx": True,
+                     "logy": True})
+    plots.insert(1, {"file": "serve-throughput.png", "title": "served queries per second",
+                     "xlabel": "concurrent clients", "ylabel": "queries/s", "x": list(conc), "series": qps_series,
+                     "logx": True})
+    return {"suite": "serve", "rows": rows, "plots": plots, "raw": raw,
+            "notes": "crisp is served (tests/serve) but not in this suite: ~10 s per query on digits-mlp"}

@@ -1,0 +1,586 @@
+"""Serving: model-side parties that stay up and answer many client sessions.
+
+``secinfer serve --cluster cluster.toml --id ROLE --protocol P --model M`` runs one
+model-side party (every role of the cluster except the protocol's input role) as a
+long-lived ``Server``; ``secinfer query --cluster ... --id client --input x.npy`` (or
+``query(...)`` below) runs one client session against them. Every session runs the
+protocol's unchanged ``spec.run_party(role, endpoint, job)`` on a fresh endpoint.
+
+Control exchange (per session, client-driven; docs/runtime.md "Serving")::
+
+    client -> every server S   open {nonce_c}             (nonce_c: 16 fresh bytes, client's)
+    S -> client                {port_S, r_S, protocol, security, fixed, options}
+    client -> every server S   go {nonce_c, ports, contribs = {S: r_S}}
+    S -> client                {ok}
+
+It runs over CurveZMQ on each server's cluster port: a ROUTER socket with the server's
+cluster key, whose ZAP handler admits only the public key the cluster file lists for
+the input role (so only the client can open sessions; an unknown key never reaches
+this code). Every server refuses a ``nonce_c`` it has seen (replay) and adds its own
+fresh ``r_S``, so a session's nonce is fresh for each server even if a client repeats
+itself. The session then uses a *derived cluster*: the same parties, keys and hosts,
+the ports agreed above (one fresh listening port per party and session), the session
+name ``<name>/serve``; its session id is ``derived.session_id(nonce_c | r_S...)`` as in
+``secinfer.runtime.cluster``, so it binds the ports and every contribution, and the
+transport's mutual authentication (tcp: Noise KK with the session id in the transcript;
+zmq: CURVE) is used unchanged: parties that disagree on anything cannot connect.
+
+Per session a server draws a fresh PRG seed (from ``MaterialPool``), builds a fresh
+endpoint (fresh transport keys) and a fresh ``PartyJob``; the model graph is the only
+object shared between sessions, copied per session. Sessions run in threads of the one
+server process; a session that fails (its client died, sent garbage, aborted) ends
+alone and is counted; the server goes on.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from secinfer.errors import ConfigError, NetworkError, PeerAbortedError, ProtocolAbort, SecinferError, TimeoutError_
+
+MAX_CONTROL = 1 << 16          # bytes of one control message
+NONCE_BYTES = 16
+SEEN_NONCES = 1 << 16          # replay window (older nonces are forgotten; r_S keeps sessions fresh anyway)
+SERVE_SUFFIX = "/serve"
+
+
+class ServeError(SecinferError):
+    """A serving control exchange failed (refused, malformed, timed out)."""
+
+
+# ---- helpers shared by both sides ------------------------------------------------------------
+def _encode(msg: dict) -> bytes:
+    return json.dumps(msg, separators=(",", ":")).encode()
+
+
+def _decode(raw: bytes, who: str) -> dict:
+    if len(raw) > MAX_CONTROL:
+        raise ServeError(f"control message from {who} is {len(raw)} bytes (limit {MAX_CONTROL})")
+    try:
+        msg = json.loads(raw.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ServeError(f"control message from {who} is not JSON: {e}") from None
+    if not isinstance(msg, dict):
+        raise ServeError(f"control message from {who} is not a JSON object")
+    return msg
+
+
+def _hex(msg: dict, key: str, n: int, who: str) -> bytes:
+    v = msg.get(key)
+    try:
+        b = bytes.fromhex(v) if isinstance(v, str) else None
+    except ValueError:
+        b = None
+    if b is None or len(b) != n:
+        raise ServeError(f"{who}: field {key!r} must be {n} bytes in hex")
+    return b
+
+
+def session_nonce(nonce_c: bytes, contribs: dict[str, bytes]) -> bytes:
+    """The session nonce: the client's nonce, then every server's contribution by party id."""
+    return nonce_c + b"".join(contribs[k] for k in sorted(contribs))
+
+
+def session_port(cluster, party_id: str, avoid=()) -> int:
+    """A free port for one session of ``party_id``, from that party's own slice of
+    20000-32000 (below Linux's ephemeral range), so that parties on one host never pick
+    the same port at the same time; ``avoid``: ports this process has announced already."""
+    from secinfer.runtime.cluster import free_ports
+
+    ids = sorted(cluster.parties)
+    width = 12000 // len(ids)
+    low = 20000 + ids.index(party_id) * width
+    for _ in range(20):
+        for p in free_ports(4, cluster.party(party_id).host, low, low + width):
+            if p not in avoid and low <= p < low + width:
+                return p
+    raise ServeError(f"no free session port for {party_id} in {low}..{low + width - 1}")
+
+
+def derived_cluster(cluster, ports: dict[str, int]):
+    """The cluster of one served session: same parties, keys and hosts, per-session ports."""
+    if set(ports) != set(cluster.parties):
+        raise ServeError(f"session ports name {sorted(ports)}, the cluster has {sorted(cluster.parties)}")
+    d = copy.copy(cluster)
+    d.parties = {pid: dataclasses.replace(p, port=int(ports[pid])) for pid, p in cluster.parties.items()}
+    d.session = cluster.session + SERVE_SUFFIX
+    return d
+
+
+def _control_socket(ctx, identity, server_key: bytes, url: str):
+    import zmq
+
+    s = ctx.socket(zmq.DEALER)
+    s.curve_serverkey = server_key
+    s.curve_publickey = identity.public
+    s.curve_secretkey = identity.secret
+    s.linger = 0
+    s.connect(url)
+    return s
+
+
+def _request(sock, msg: dict, timeout: float, who: str) -> dict:
+    import zmq
+
+    sock.send(_encode(msg))
+    if not sock.poll(int(timeout * 1000), zmq.POLLIN):
+        raise TimeoutError_(f"server {who} did not answer the control request {msg.get('op')!r} within {timeout:g}s "
+                            f"(is `secinfer serve` running there, and is this the client's key?)")
+    rep = _decode(sock.recv(), who)
+    if not rep.get("ok"):
+        raise ServeError(f"server {who} refused {msg.get('op')!r}: {rep.get('error', 'no reason given')}")
+    return rep
+
+
+# ---- the server ------------------------------------------------------------------------------
+@dataclass
+class _Session:
+    nonce_c: bytes
+    port: int
+    contrib: bytes
+    opened: float
+    state: str = "pending"             # pending -> running -> completed | failed
+    thread: threading.Thread | None = None
+    ep: object = None
+    error: dict | None = None
+    sid: str = ""
+
+
+@dataclass
+class ServeStats:
+    opened: int = 0
+    completed: int = 0
+    failed: int = 0
+    expired: int = 0                   # opened, never started (no go in time)
+    refused: int = 0                   # open/go refused (replay, busy, malformed, shutting down)
+    aborted: int = 0                   # still running at shutdown after the grace period
+    errors: dict = field(default_factory=dict)   # error type -> count
+    last_error: dict = field(default_factory=dict)   # error type -> its latest message (bounded)
+
+
+class Server:
+    """One model-side party that serves sessions until ``stop()`` (or SIGTERM in the CLI)."""
+
+    def __init__(self, cluster_path, party_id: str, protocol: str, security: str | None = None,
+                 model_path=None, *, keys_dir=None, fixed: str | None = None, options: dict | None = None,
+                 network: str | None = None, max_sessions: int = 16, pool: int = 8,
+                 recv_timeout: float | None = None, grace: float = 30.0) -> None:
+        from secinfer.arith.fixed import get_config
+        from secinfer.net.shaping import parse_profile
+        from secinfer.protocols import registry
+        from secinfer.runtime.cluster import load_cluster
+        from secinfer.runtime.pool import MaterialPool, make_session_seed
+
+        self.spec = spec = registry.get(protocol)
+        self.protocol = protocol
+        self.security = security or spec.default_security
+        if self.security not in spec.securities:
+            raise ConfigError(f"protocol {protocol!r} offers {', '.join(spec.securities)}; not {self.security!r}")
+        self.cluster = load_cluster(cluster_path)
+        self.cluster.check_roles(spec.roles)
+        self.party_id = party_id
+        self.entry = self.cluster.party(party_id)
+        self.role = self.entry.role
+        if self.role == spec.input_role:
+            raise ConfigError(f"party {party_id} plays {self.role!r}, the input role: it queries, it does not serve")
+        self.client = self.cluster.by_role(spec.input_role)
+        self.identity = self.cluster.load_secret(party_id, keys_dir)
+        self.options = dict(options or {})
+        self.fixed_name = fixed or self.options.get("fixed") or spec.default_fixed
+        self.cfg = get_config(self.fixed_name)
+        self.profile = parse_profile(network) if network and network != "none" else None
+        self.model = None
+        if self.role == spec.model_role:
+            if model_path is None:
+                raise ConfigError(f"party {party_id} plays {self.role!r}, the model owner: it needs --model")
+            from secinfer.ir.onnx_import import load_model
+
+            from secinfer.ir.validate import check_weights
+
+            self.model = load_model(str(model_path))
+            spec.check_model(self.model, self.security)
+            check_weights(self.model, self.cfg)   # NaN/infinite or unrepresentable weights: refused at start
+        if not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ConfigError(f"max_sessions must be a positive integer, got {max_sessions!r}")
+        self.max_sessions = max_sessions
+        self.recv_timeout = recv_timeout
+        self.grace = grace
+        self.pool = MaterialPool(make_session_seed, pool)
+        self.stats = ServeStats()
+        self._sessions: dict[bytes, _Session] = {}
+        self._seen: dict[bytes, None] = {}       # insertion-ordered replay window
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.ready = threading.Event()
+        self._ctx = self._sock = self._auth = None
+
+    # -- control socket --
+    def _open_control(self) -> None:
+        import zmq
+        from zmq.auth.thread import ThreadAuthenticator
+
+        self._ctx = zmq.Context()
+        allowed = self.client.public_key
+
+        class _OnlyClient:
+            def callback(self, domain, key):   # noqa: D401 - pyzmq's provider interface
+                return key == allowed
+
+        self._auth = ThreadAuthenticator(self._ctx)
+        self._auth.start()
+        self._auth.configure_curve_callback(domain="*", credentials_provider=_OnlyClient())
+        s = self._ctx.socket(zmq.ROUTER)
+        s.curve_server = True
+        s.curve_publickey = self.identity.public
+        s.curve_secretkey = self.identity.secret
+        s.linger = 0
+        s.setsockopt(zmq.MAXMSGSIZE, MAX_CONTROL)
+        s.bind(self.entry.bind_url())
+        self._sock = s
+
+    def stop(self) -> None:
+        """Stop accepting sessions; ``serve_forever`` then drains and returns."""
+        self._stop.set()
+
+    def status(self) -> dict:
+        with self._lock:
+            running = sum(1 for s in self._sessions.values() if s.state == "running")
+            pending = sum(1 for s in self._sessions.values() if s.state == "pending")
+            st = dataclasses.asdict(self.stats)
+        st.update(running=running, pending=pending, pool=self.pool.stats(), party=self.party_id,
+                  role=self.role, protocol=self.protocol)
+        return st
+
+    # -- requests --
+    def _handle(self, msg: dict) -> dict:
+        op = msg.get("op")
+        if op == "status":
+            return {"ok": True, "status": self.status()}
+        if op == "open":
+            return self._on_open(msg)
+        if op == "go":
+            return self._on_go(msg)
+        raise ServeError(f"unknown control operation {op!r}")
+
+    def _on_open(self, msg: dict) -> dict:
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "open")
+        with self._lock:
+            if self._stop.is_set():
+                raise ServeError("the server is shutting down")
+            if nonce_c in self._seen:
+                raise ServeError("replayed session nonce: this server has seen it already")
+            live = sum(1 for s in self._sessions.values() if s.state in ("pending", "running"))
+            if live >= self.max_sessions:
+                raise ServeError(f"busy: {live} sessions in progress (limit {self.max_sessions})")
+            self._seen[nonce_c] = None
+            while len(self._seen) > SEEN_NONCES:
+                self._seen.pop(next(iter(self._seen)))
+            used = {s.port for s in self._sessions.values()}
+        port = session_port(self.cluster, self.party_id, used)
+        sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
+        with self._lock:
+            self._sessions[nonce_c] = sess
+            self.stats.opened += 1
+        return {"ok": True, "port": port, "contrib": sess.contrib.hex(), "protocol": self.protocol,
+                "security": self.security, "fixed": self.fixed_name, "options": self.options}
+
+    def _on_go(self, msg: dict) -> dict:
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "go")
+        with self._lock:
+            sess = self._sessions.get(nonce_c)
+        if sess is None or sess.state != "pending":
+            raise ServeError("go for a session this server has not opened (or already started)")
+        ports, contribs = msg.get("ports"), msg.get("contribs")
+        if not isinstance(ports, dict) or not isinstance(contribs, dict):
+            raise ServeError("go: ports and contribs must be objects")
+        try:
+            ports = {str(k): int(v) for k, v in ports.items()}
+        except (TypeError, ValueError):
+            raise ServeError("go: ports must be integers") from None
+        if any(not 1 <= p <= 65535 for p in ports.values()):
+            raise ServeError("go: a port is out of range")
+        servers = [p.id for p in self.cluster.parties.values() if p.id != self.client.id]
+        if set(contribs) != set(servers):
+            raise ServeError(f"go: contributions must come from every server ({', '.join(servers)})")
+        cbytes = {k: _hex(contribs, k, NONCE_BYTES, "go") for k in contribs}
+        if cbytes[self.party_id] != sess.contrib or ports.get(self.party_id) != sess.port:
+            raise ServeError("go: our own contribution or port is not the one we announced")
+        derived = derived_cluster(self.cluster, ports)
+        nonce = session_nonce(nonce_c, cbytes)
+        seed = self.pool.take()
+        sess.state = "running"
+        sess.sid = derived.session_id(nonce).hex()
+        sess.thread = threading.Thread(target=self._run_session, args=(sess, derived, nonce, seed),
+                                       name=f"session-{sess.sid[:8]}", daemon=True)
+        sess.thread.start()
+        return {"ok": True, "session_id": sess.sid}
+
+    def _run_session(self, sess: _Session, derived, nonce: bytes, seed) -> None:
+        from secinfer.crypto.prg import PRG
+        from secinfer.protocols.base import PartyJob
+        from secinfer.runtime.party import endpoint_class, error_record
+
+        ep = None
+        ok = False
+        try:
+            prg = PRG(seed.seed, f"serve/{self.role}")
+            seed.wipe()
+            kw = {} if self.recv_timeout is None else {"recv_timeout": self.recv_timeout}
+            ep = endpoint_class(derived.transport).from_cluster(
+                derived, self.party_id, self.identity, derived.session_id(nonce), network=self.profile,
+                connect=False, **kw)
+            sess.ep = ep
+            ep.connect()
+            job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
+                           model=copy.deepcopy(self.model), input=None, options=dict(self.options))
+            self.spec.run_party(self.role, ep, job)
+            ok = True
+        except BaseException as e:  # noqa: BLE001 - a session's failure ends that session only
+            if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
+                    and getattr(ep, "_aborted", None) is None:
+                try:
+                    ep.abort(e.check, e.suspect, e.detail)
+                except Exception:  # noqa: BLE001
+                    pass
+            sess.error = error_record(e)
+        finally:
+            if ep is not None:
+                try:
+                    ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
+                except Exception as e:  # noqa: BLE001 - closing must not hide the outcome
+                    if ok:
+                        ok, sess.error = False, error_record(e)
+            sess.ep = None
+            with self._lock:
+                sess.state = "completed" if ok else "failed"
+                if ok:
+                    self.stats.completed += 1
+                else:
+                    self.stats.failed += 1
+                    t = (sess.error or {}).get("type", "?")
+                    self.stats.errors[t] = self.stats.errors.get(t, 0) + 1
+                    if len(self.stats.last_error) < 32 or t in self.stats.last_error:
+                        self.stats.last_error[t] = str((sess.error or {}).get("message", ""))[:300]
+                self._sessions.pop(sess.nonce_c, None)
+
+    def _expire(self) -> None:
+        horizon = self.cluster.connect_timeout
+        now = time.monotonic()
+        with self._lock:
+            for k, s in list(self._sessions.items()):
+                if s.state == "pending" and now - s.opened > horizon:
+                    del self._sessions[k]
+                    self.stats.expired += 1
+
+    # -- main loop --
+    def serve_forever(self, log=None) -> dict:
+        """Answer control requests until ``stop()``; then finish in-flight sessions (up to
+        ``grace`` seconds), abort the rest, and return the final status."""
+        import zmq
+
+        self._open_control()
+        self.ready.set()
+        try:
+            while not self._stop.is_set():
+                if self._sock.poll(200, zmq.POLLIN):
+                    frames = self._sock.recv_multipart(copy=False)
+                    if len(frames) != 2:
+                        continue
+                    try:
+                        rep = self._handle(_decode(frames[1].bytes, "the client"))
+                    except Exception as e:  # noqa: BLE001 - a bad request is refused, never ends the server
+                        with self._lock:
+                            self.stats.refused += 1
+                        rep = {"ok": False, "error": str(e) if isinstance(e, SecinferError)
+                               else f"malformed request ({type(e).__name__})"}
+                    self._sock.send_multipart([frames[0].bytes, _encode(rep)])
+                self._expire()
+            return self._drain(log)
+        finally:
+            self.pool.close()
+            if self._sock is not None:
+                self._sock.close(0)
+            if self._auth is not None:
+                self._auth.stop()
+            if self._ctx is not None:
+                self._ctx.term()
+
+    def _drain(self, log) -> dict:
+        deadline = time.monotonic() + self.grace
+        while True:
+            with self._lock:
+                live = [s for s in self._sessions.values() if s.state == "running"]
+                for k in [k for k, s in self._sessions.items() if s.state == "pending"]:
+                    del self._sessions[k]
+                    self.stats.expired += 1
+            if not live or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        for s in live:   # past the grace period: close their endpoints (peers hear "bye")
+            ep = s.ep
+            if ep is not None:
+                try:
+                    ep.close(flush=False, timeout=1.0)
+                except Exception:  # noqa: BLE001
+                    pass
+        for s in live:
+            if s.thread is not None:
+                s.thread.join(timeout=2.0)
+        with self._lock:
+            self.stats.aborted += len(live)
+        st = self.status()
+        if log is not None:
+            log(f"stopped: {st['completed']} completed, {st['failed']} failed, {st['expired']} expired, "
+                f"{st['aborted']} aborted at shutdown")
+        return st
+
+
+# ---- the client ------------------------------------------------------------------------------
+@dataclass
+class QueryResult:
+    output: np.ndarray
+    output_ring: np.ndarray | None
+    session_id: str
+    protocol: str
+    security: str
+    latency_s: dict
+    info: dict
+
+
+class _ConnectFailed(Exception):
+    """The session's endpoint could not be set up (before the protocol sent anything)."""
+
+
+def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol: str | None = None,
+          network: str | None = None, control_timeout: float = 10.0, recv_timeout: float | None = None,
+          endpoint_wrapper=None, retries: int = 2) -> QueryResult:
+    """One client session against running ``secinfer serve`` parties; returns the output.
+
+    ``protocol`` (optional) must match what the servers serve. ``endpoint_wrapper(ep)``
+    (tests: fault injection) wraps the session endpoint the protocol runs on. A session
+    whose endpoints cannot connect (e.g. a session port taken by another process between
+    its choice and its bind) is given up before any protocol message and retried as a
+    new session (fresh nonce, ports and material) up to ``retries`` times.
+    """
+    for attempt in range(retries + 1):
+        try:
+            return _query_once(cluster_path, x, party_id, keys_dir=keys_dir, protocol=protocol, network=network,
+                               control_timeout=control_timeout, recv_timeout=recv_timeout,
+                               endpoint_wrapper=endpoint_wrapper)
+        except _ConnectFailed as e:
+            if attempt == retries:
+                raise e.__cause__ from None
+    raise AssertionError("unreachable")
+
+
+def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, control_timeout, recv_timeout,
+                endpoint_wrapper) -> QueryResult:
+    import zmq
+
+    from secinfer.arith.fixed import get_config
+    from secinfer.crypto.prg import PRG
+    from secinfer.net.shaping import parse_profile
+    from secinfer.protocols import registry
+    from secinfer.protocols.base import PartyJob
+    from secinfer.runtime.cluster import load_cluster
+    from secinfer.runtime.party import endpoint_class
+
+    t0 = time.perf_counter()
+    x = np.asarray(x, dtype=np.float64)
+    cluster = load_cluster(cluster_path)
+    me = cluster.party(party_id)
+    identity = cluster.load_secret(party_id, keys_dir)
+    servers = [p for p in cluster.parties.values() if p.id != party_id]
+    nonce_c = secrets.token_bytes(NONCE_BYTES)
+    ctx = zmq.Context()
+    socks = {}
+    try:
+        socks = {p.id: _control_socket(ctx, identity, p.public_key, p.connect_url()) for p in servers}
+        replies = {pid: _request(s, {"op": "open", "nonce": nonce_c.hex()}, control_timeout, pid)
+                   for pid, s in socks.items()}
+        first = next(iter(replies.values()))
+        conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
+        for pid, r in replies.items():
+            if {k: r.get(k) for k in conf} != conf:
+                raise ServeError(f"servers disagree on what they serve: {pid} says "
+                                 f"{ {k: r.get(k) for k in conf} }, another {conf}")
+        if protocol is not None and conf["protocol"] != protocol:
+            raise ServeError(f"the servers serve {conf['protocol']!r}, not {protocol!r}")
+        spec = registry.get(conf["protocol"])
+        if me.role != spec.input_role:
+            raise ConfigError(f"party {party_id} plays {me.role!r}; only the input role "
+                              f"{spec.input_role!r} can query")
+        cluster.check_roles(spec.roles)
+        ports = {pid: int(r["port"]) for pid, r in replies.items()}
+        ports[party_id] = session_port(cluster, party_id)
+        contribs = {pid: _hex(r, "contrib", NONCE_BYTES, pid) for pid, r in replies.items()}
+        go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()}}
+        sids = {pid: _request(s, go, control_timeout, pid)["session_id"] for pid, s in socks.items()}
+    finally:
+        for s in socks.values():
+            s.close(0)
+        ctx.term()
+    derived = derived_cluster(cluster, ports)
+    sid = derived.session_id(session_nonce(nonce_c, contribs))
+    if any(v != sid.hex() for v in sids.values()):
+        raise ServeError("the servers derived another session id than ours")
+    t_ctl = time.perf_counter()
+    profile = parse_profile(network) if network and network != "none" else None
+    kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
+    try:
+        ep = endpoint_class(derived.transport).from_cluster(derived, party_id, identity, sid, network=profile,
+                                                            connect=False, **kw)
+    except NetworkError as e:
+        raise _ConnectFailed() from e
+    ok = False
+    try:
+        try:
+            ep.connect()
+        except NetworkError as e:
+            raise _ConnectFailed() from e
+        run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
+        job = PartyJob(role=me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
+                       prg=PRG.fresh(f"query/{me.role}"), model=None, input=x, options=dict(conf["options"] or {}))
+        res = spec.run_party(me.role, run_ep, job)
+        if res is None or res.output is None:
+            raise ServeError(f"protocol {conf['protocol']!r} returned no output to the client")
+        ok = True
+    finally:
+        try:
+            ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
+        except NetworkError:
+            if ok:
+                raise
+    t1 = time.perf_counter()
+    return QueryResult(np.asarray(res.output), None if res.output_ring is None else np.asarray(res.output_ring),
+                       sid.hex(), conf["protocol"], conf["security"],
+                       {"control": t_ctl - t0, "session": t1 - t_ctl, "total": t1 - t0, **{
+                           ph: ep.meter.seconds[ph] for ph in ("setup", "offline", "online")}},
+                       dict(res.info or {}))
+
+
+def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,
+                  timeout: float = 5.0) -> dict:
+    """The counters of a running server (asked with the client's key)."""
+    import zmq
+
+    from secinfer.runtime.cluster import load_cluster
+
+    cluster = load_cluster(cluster_path)
+    identity = cluster.load_secret(party_id, keys_dir)
+    entry = cluster.party(server_id)
+    ctx = zmq.Context()
+    s = _control_socket(ctx, identity, entry.public_key, entry.connect_url())
+    try:
+        return _request(s, {"op": "status"}, timeout, server_id)["status"]
+    finally:
+        s.close(0)
+        ctx.term()
