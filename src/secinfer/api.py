@@ -110,8 +110,8 @@ def resolve_model(model) -> ModelRef:
     if isinstance(model, (str, os.PathLike)):
         s = os.fspath(model)
         bundled = s.split(":", 1)[1] if s.startswith("bundled:") else None
-        tmp = tempfile.mkdtemp(prefix="secinfer-model-") if s.startswith("zoo:") else None
-        return ModelRef(model_path(s, workdir=tmp), s, bundled, tmp)
+        # (zoo: exported once per user into the cache, secinfer.cli.resolve.zoo_cache_dir)
+        return ModelRef(model_path(s), s, bundled, None)
     proto, steps = None, []
     if type(model).__name__ == "ModelProto" and type(model).__module__.startswith("onnx"):
         proto, label = model, "<onnx.ModelProto>"
@@ -378,7 +378,7 @@ def _finish(prep: Prepared, raw: np.ndarray, details: dict) -> Result:
 
 
 def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in_process: bool = False,
-           cluster_settings: dict | None = None) -> Result:
+           cluster_settings: dict | None = None, log_dir=None) -> Result:
     """Run a prepared job: party processes on loopback, or threads (``in_process``)."""
     if in_process:
         raw, details = _run_in_process(prep, timeout)
@@ -388,7 +388,7 @@ def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in
         prep.graph = None   # the parties load their own copy; do not hold the weights meanwhile
         res = run_local(protocol=prep.spec.name, security=prep.security, model_path=prep.model.path,
                         input_array=prep.x, network=prep.network, fixed=prep.cfg.name, options=prep.options,
-                        timeout=timeout, progress=progress, cluster_settings=cluster_settings)
+                        timeout=timeout, progress=progress, cluster_settings=cluster_settings, log_dir=log_dir)
         raw = res.output
         details = {k: v for k, v in res.to_json().items() if k not in ("output",)}
         details["raw_output"] = raw

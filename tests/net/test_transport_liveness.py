@@ -124,3 +124,108 @@ def test_close_fails_loudly_when_a_frozen_peer_stops_reading(tmp_path, transport
         with pytest.raises(PeerDeadError, match="may not have been delivered|cannot send to b"):
             a.close()
         assert time.monotonic() - t0 < 10
+
+
+def _connect_all(endpoint_cls, c, per_party, nonces=None):
+    """Build every party's endpoint concurrently; {party: endpoint or exception}, seconds."""
+    out = {}
+
+    def mk(pid):
+        try:
+            out[pid] = endpoint_cls.from_cluster(c, pid, c.load_secret(pid), c.session_id((nonces or {}).get(pid, "n")),
+                                                 **per_party.get(pid, {}))
+        except Exception as e:  # noqa: BLE001 - inspected by the test
+            out[pid] = e
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=mk, args=(p,)) for p in c.parties]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out, time.monotonic() - t0
+
+
+@TRANSPORTS
+def test_a_protocol_or_fixed_point_mismatch_is_named_at_connect(tmp_path, transport):
+    from secinfer.errors import ConfigError
+    c = loopback_cluster(tmp_path, transport, connect_timeout=20.0)
+    out, took = _connect_all(endpoint_class(transport), c, {"a": {"context": "stamp/malicious/fx64"},
+                                                            "b": {"context": "stamp/semi-honest/fx64"}})
+    for e in out.values():
+        if not isinstance(e, Exception):
+            e.close(flush=False)
+    errs = [e for e in out.values() if isinstance(e, Exception)]
+    assert errs and all(isinstance(e, ConfigError) for e in errs), out
+    assert any("stamp/semi-honest/fx64" in str(e) and "stamp/malicious/fx64" in str(e) for e in errs)
+    assert took < 10
+
+
+@TRANSPORTS
+def test_a_session_mismatch_says_so_at_once(tmp_path, transport):
+    from secinfer.errors import AuthenticationError
+    c = loopback_cluster(tmp_path, transport, connect_timeout=20.0)
+    out, took = _connect_all(endpoint_class(transport), c, {}, nonces={"a": "n1", "b": "n2"})
+    for e in out.values():
+        if not isinstance(e, Exception):
+            e.close(flush=False)
+    assert all(isinstance(e, AuthenticationError) for e in out.values()), out
+    assert all("session mismatch" in str(e) for e in out.values()), out
+    assert took < 10
+
+
+@TRANSPORTS
+def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transport):
+    """Issue #22 item 7: the client vanishes (no bye), the dealer fails on it and leaves
+    with its reason; the server, waiting for the dealer, must name the client."""
+    c = loopback_cluster(tmp_path, transport, roles=("server", "client", "dealer"),
+                         heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class(transport), c, recv_timeout=20)
+    try:
+        eps["client"].close(flush=False)            # killed: no bye
+        with pytest.raises(PeerDeadError) as dealer_err:
+            eps["dealer"].recv("client", "x", ANY_U)
+        eps["dealer"].close(reason=f"dealer: PeerDeadError: {dealer_err.value}")
+        with pytest.raises(PeerDeadError) as server_err:
+            eps["server"].recv("dealer", "y", ANY_U)
+        msg = str(server_err.value)
+        assert "peer dealer failed and closed the session" in msg and "client" in msg, msg
+        assert msg.index("client") < msg.index("dealer"), msg
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+@TRANSPORTS
+def test_a_busy_sender_with_a_large_paced_frame_in_flight_is_not_declared_dead(tmp_path, transport):
+    """Issue #21 item 6: heartbeats come from a thread that neither the party's computation
+    nor a large (paced) send blocks. a queues a 6 MB frame on a 2 MB/s link (3 s of pacing)
+    and then computes in pure Python (holding the GIL but for the interpreter's switches);
+    b, waiting for the frame with a peer timeout of 1 s, must not declare a dead (the old
+    tcp transport skipped heartbeats while a frame was queued)."""
+    c = loopback_cluster(tmp_path, transport, heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class(transport), c, network=parse_profile("bw=2"), recv_timeout=30)
+    a, b = eps["a"], eps["b"]
+    got = {}
+
+    def receiver():
+        try:
+            got["x"] = b.recv("a", "big", ANY_U)[0]
+        except Exception as e:  # noqa: BLE001 - inspected below
+            got["x"] = e
+
+    try:
+        t = threading.Thread(target=receiver, daemon=True)
+        t.start()
+        x = np.arange(6 * 10**6 // 8, dtype=np.uint64)
+        a.send("b", "big", x)
+        end = time.monotonic() + 4.0
+        n = 0
+        while time.monotonic() < end:          # a computes
+            n += sum(i * i for i in range(1000))
+        t.join(20)
+        assert isinstance(got.get("x"), np.ndarray), got
+        assert np.array_equal(got["x"], x)
+    finally:
+        for e in eps.values():
+            e.close(flush=False)

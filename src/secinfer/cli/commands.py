@@ -32,6 +32,9 @@ def cmd_run(args) -> int:
 
     check_output_path(args.output)     # an unwritable --output fails now, not after the run
     options = _parse_options(args.option, args.params)
+    from secinfer.runtime.launcher import check_run_options
+
+    check_run_options(args.fixed, options, args.output)  # --output's folder, --fixed, --params: before launch
     model = args.model
     x = args.input
     if args.input_key is not None:
@@ -59,7 +62,7 @@ def cmd_run(args) -> int:
             _say(args, note)
         settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
         res = launch(prep, timeout=args.timeout, progress=not args.json and not args.quiet,
-                     cluster_settings=settings)
+                     cluster_settings=settings, log_dir=getattr(args, "log_dir", None))
     finally:
         prep.model.cleanup()
     doc = res.to_json() if (args.json or (args.output or "").lower().endswith(".json")) else None

@@ -116,11 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run even when the input overflows the fixed-point range (the answer is then wrong)")
     r.add_argument("--timeout", type=float, default=1800.0)
     r.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS",
-                   help="declare a silent peer dead after this long (default 3; raise it for very large "
-                        "models whose parties spend seconds in one computation)")
+                   help="declare a silent peer dead after this long (default 10; heartbeats keep flowing "
+                        "while a party computes or sends, so it rarely needs raising)")
     r.add_argument("--transport", choices=("tcp", "zmq"), default=None,
                    help="tcp (default: direct encrypted streams) or zmq (CurveZMQ)")
     _add_verbosity(r)
+    r.add_argument("--log-dir", default=None, metavar="DIR",
+                   help="keep every party's structured log here (default: kept only after a failure, "
+                        "in a temporary folder the error names)")
 
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
@@ -132,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--output", default=None, help="the input role writes its output here (.npy)")
     pa.add_argument("--session", default=None, help="session nonce shared by all parties (hex)")
     pa.add_argument("--result", default=None, help="write this party's result JSON here")
+    pa.add_argument("--log-dir", default=None, metavar="DIR", help="write this party's structured log here")
 
     k = sub.add_parser("keygen", help="write identity key pairs for parties")
     k.add_argument("--out", required=True, help="output folder")

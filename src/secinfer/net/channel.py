@@ -49,6 +49,8 @@ class Endpoint(abc.ABC):
         self._seq_out: dict[str, int] = {p: 0 for p in self.peers}
         self._seq_in: dict[str, int] = {p: 0 for p in self.peers}
         self._aborted: ProtocolAbort | None = None
+        self.last_step: tuple | None = None   # (direction, peer, tag) of the last message
+        self.failed_phase: str | None = None
 
     # ---- phases ------------------------------------------------------------------------
     @property
@@ -64,6 +66,10 @@ class Endpoint(abc.ABC):
         self.meter.enter(name, time.time())
         try:
             yield self
+        except BaseException:
+            if self.failed_phase is None:
+                self.failed_phase = name   # (the innermost phase a failure left: for the party's log)
+            raise
         finally:
             self.meter.seconds[name] += time.perf_counter() - t0
             self.meter.leave(name, time.time())
@@ -93,6 +99,7 @@ class Endpoint(abc.ABC):
                      self.meter.depth[self._phase])
         frame = encode_frame(hdr, arrays, self.max_frame)
         self._seq_out[peer] += 1
+        self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
         self.meter.record(self._phase, "sent", peer, tag, payload_nbytes(arrays), len(frame))
         self._transmit(peer, frame)
 
@@ -119,6 +126,7 @@ class Endpoint(abc.ABC):
         if hdr.seq != self._seq_in[peer]:
             raise FrameError(f"{where}: out-of-order frame (seq {hdr.seq}, expected {self._seq_in[peer]})")
         self._seq_in[peer] += 1
+        self.last_step = ("recv", peer, tag)
         if hdr.tag != tag:
             raise FrameError(f"{where}: protocol out of step, received tag {hdr.tag!r}")
         if len(arrays) != len(specs):

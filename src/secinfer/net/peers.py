@@ -9,7 +9,7 @@ import collections
 import time
 from dataclasses import dataclass
 
-from secinfer.errors import AuthenticationError, NetworkError
+from secinfer.errors import AuthenticationError, NetworkError, PeerDeadError
 from secinfer.net.channel import DEFAULT_RECV_TIMEOUT, Endpoint
 from secinfer.net.codec import DEFAULT_MAX_FRAME
 from secinfer.net.shaping import NONE, LinkProfile, fine_timer_slack
@@ -27,6 +27,11 @@ class PeerInfo:
     public_key: bytes                  # z85
     out_profile: LinkProfile = NONE    # me -> peer
     in_profile: LinkProfile = NONE     # peer -> me
+
+
+def context_mismatch(me: str, peer: str, ours: str, theirs: str) -> str:
+    return (f"{me}: {peer} runs {theirs!r} and we run {ours!r} (protocol/security/fixed-point): every party "
+            "must be started with the same protocol, security level and fixed-point configuration")
 
 
 def endpoint_args(cluster, party_id: str, identity, session_id: bytes, network, kw: dict) -> tuple:
@@ -52,12 +57,15 @@ class SocketEndpoint(Endpoint):
 
     def __init__(self, me: str, identity, peers: list[PeerInfo], session_id: bytes, *,
                  max_frame: int = DEFAULT_MAX_FRAME, recv_timeout: float = DEFAULT_RECV_TIMEOUT,
-                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 3.0,
-                 max_inbox: int | None = None) -> None:
+                 connect_timeout: float = 30.0, heartbeat_interval: float = 0.5, peer_timeout: float = 10.0,
+                 max_inbox: int | None = None, context: str = "") -> None:
         super().__init__(me, [p.role for p in peers], session_id, max_frame=max_frame, recv_timeout=recv_timeout)
         if len(session_id) != 16:
             raise NetworkError("session id must be 16 bytes")
         self.identity = identity
+        # what every party must agree on besides the session (protocol, security level,
+        # fixed-point configuration): compared in the handshake, a mismatch named at once
+        self.context = str(context)[:200]
         self.info = {p.role: p for p in peers}
         self.connect_timeout = connect_timeout
         self.heartbeat_interval = heartbeat_interval
@@ -71,6 +79,7 @@ class SocketEndpoint(Endpoint):
         self._inbox: dict[str, collections.deque] = {p: collections.deque() for p in self.peers}
         self._fatal: dict[str, Exception] = {}
         self._bye_from: set[str] = set()
+        self._bye_reason: dict[str, str] = {}   # why a peer left (empty: it finished)
         self._refused: list[str] = []
         self.stats = {"frames_sent": 0, "bytes_sent": 0, "frames_recv": 0, "bytes_recv": 0}
         self._closed = False
@@ -86,6 +95,20 @@ class SocketEndpoint(Endpoint):
                      network: LinkProfile | None = None, **kw):
         """Build the endpoint of ``party_id`` from a ``secinfer.runtime.cluster.Cluster``."""
         return cls(*endpoint_args(cluster, party_id, identity, session_id, network, kw), **kw)
+
+    def _closed_error(self, peer: str) -> PeerDeadError:
+        """The error of a receive from ``peer`` after its bye: why it left (its bye says),
+        led by any other peer that vanished without a bye (the likely first cause: a killed
+        client makes the dealer fail and leave, and the server must blame the client)."""
+        reason = self._bye_reason.get(peer, "")
+        gone = [str(e) for p, e in self._fatal.items() if p != peer and isinstance(e, PeerDeadError)]
+        gone += [f"{self.me}: peer {p} is dead: {why}" for p, why in getattr(self, "_dead", {}).items()
+                 if p != peer and p not in self._fatal]
+        left = (f"peer {peer} failed and closed the session ({reason})" if reason
+                else f"peer {peer} closed the session (it finished)")
+        if gone:
+            return PeerDeadError("; ".join(gone) + f"; then {left}")
+        return PeerDeadError(f"{self.me}: {left}")
 
     def _release_at(self, peer: str, arrival: float, stamp: float) -> float:
         """When a frame that arrived at ``arrival`` reaches the protocol: ``latency`` after it

@@ -15,13 +15,22 @@ to b and that stream carries a's frames to b (b never writes data on it).
 Handshake (per stream; initiator I = the connecting party, responder R; each knows the
 other's X25519 static public key from the cluster file; the pattern is Noise's KK):
 
-    I -> R   "SITCP/1" | len | I's role | E_I                (E_I: a fresh X25519 key)
-    R -> I   E_R | AEAD_{k_RI}(0, "confirm")
+    I -> R   "SITCP/2" | len | I's role | E_I | tag(session id) | len | context
+    R -> I   status | E_R | AEAD_{k_RI}(0, "confirm")         (status 0; else only the status)
     I -> R   AEAD_{k_IR}(0, "ready")                          (the first record of the stream)
 
     ikm = DH(e_I, S_R) | DH(s_I, S_R) | DH(e_I, E_R) | DH(s_I, E_R)
-    h = SHA-256("secinfer-tcp/1" | session id | I | R | E_I | E_R)
+    h = SHA-256("secinfer-tcp/1" | session id | I | R | E_I | E_R | context)
     k_IR | k_RI = HKDF-SHA256(ikm, salt = h, info = "secinfer-tcp/1 keys", 64 bytes)
+
+E_I: a fresh X25519 key; tag(session id) = SHA-256("secinfer-tcp/1 session" | session
+id)[:16]; context = what the parties must agree on besides the session (protocol, security
+level, fixed-point configuration). The status byte names a mismatch before any key is
+used, so that the initiator reports it at once: 1 = R's cluster file has no such role, 2 =
+another session (cluster file or nonce), 3 = another context (followed by R's context),
+4 = a stream from that role already exists. These answers are unauthenticated (a
+man in the middle can always cut the connection anyway); the responder only records
+what it refused, so an unauthenticated connection can never fail a session.
 
 R's confirm needs s_R (first two terms), I's first record needs s_I (second and fourth
 terms); a key compromise of R alone does not let anyone impersonate I (the fourth term
@@ -68,12 +77,13 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from zmq.utils import z85
 
 from secinfer.crypto.identity import Identity
-from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
+from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
+from secinfer.net.peers import (SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, context_mismatch,
+                                sleep_until as _sleep_until)
 from secinfer.net.shaping import TokenBucket
 
-MAGIC = b"SITCP/1"
+MAGIC = b"SITCP/2"
 PROTO = b"secinfer-tcp/1"
 RECORD = 1 << 24                        # plaintext bytes per record (AES-GCM per call stays small)
 RX_BUFFER = 1 << 18                     # receive buffer per stream: records up to this size are parsed in place
@@ -84,8 +94,10 @@ HANDSHAKE_TIMEOUT = 5.0
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
-MAX_PENDING_HANDSHAKES = 32             # unauthenticated connections answered at once
+MAX_PENDING_HANDSHAKES = 32
+ST_OK, ST_UNKNOWN, ST_SESSION, ST_CONTEXT, ST_DUPLICATE = 0, 1, 2, 3, 4   # the responder's first byte             # unauthenticated connections answered at once
 _CLOSED = object()
+_SOON = object()
 
 
 def _nonce(counter: int) -> bytes:
@@ -101,15 +113,20 @@ def _split_url(url: str) -> tuple[str, int]:
     return ("0.0.0.0" if host == "*" else host), int(port)
 
 
+def session_tag(session_id: bytes) -> bytes:
+    """What the first handshake message shows of the session id (a mismatch is named at once)."""
+    return hashlib.sha256(PROTO + b" session " + session_id).digest()[:16]
+
+
 def _raw_key(z: bytes) -> bytes:
     return z85.decode(z)
 
 
 def handshake_keys(session_id: bytes, initiator: str, responder: str, e_i: bytes, e_r: bytes,
-                   dh: tuple[bytes, bytes, bytes, bytes]) -> tuple[bytes, bytes, bytes]:
+                   dh: tuple[bytes, bytes, bytes, bytes], context: bytes = b"") -> tuple[bytes, bytes, bytes]:
     """(k_IR, k_RI, transcript hash) from the four X25519 results (see the module docstring)."""
     h = hashlib.sha256(PROTO + session_id + initiator.encode() + b"\x00" + responder.encode() + b"\x00"
-                       + e_i + e_r).digest()
+                       + e_i + e_r + context).digest()
     okm = HKDF(algorithm=hashes.SHA256(), length=64, salt=h, info=PROTO + b" keys").derive(b"".join(dh))
     return okm[:32], okm[32:], h
 
@@ -198,6 +215,7 @@ class TcpEndpoint(SocketEndpoint):
         self._in: dict[str, _In] = {}
         self._by_fd: dict[int, str] = {}
         self._state = threading.Condition()   # guards _in / _refused during set-up
+        self._answered: set[str] = set()      # roles told of a session or context mismatch
         self._stop = threading.Event()
         host, port = _split_url(bind_url)
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -280,16 +298,31 @@ class TcpEndpoint(SocketEndpoint):
         n = _recv_exact(conn, 1, deadline)[0]
         role = _recv_exact(conn, n, deadline).decode(errors="replace")
         e_i = _recv_exact(conn, 32, deadline)
+        sid = _recv_exact(conn, 16, deadline)
+        ctx = _recv_exact(conn, _recv_exact(conn, 1, deadline)[0], deadline)
+        # (not yet authenticated: a refusal is recorded and answered, never fatal to us)
         if role not in self._statics:
+            conn.sendall(bytes([ST_UNKNOWN]))
             raise AuthenticationError(f"claims role {role!r}, which is not a peer of this session")
+        if sid != session_tag(self.session_id):
+            conn.sendall(bytes([ST_SESSION]))
+            self._answer(role)
+            raise AuthenticationError(f"stream claiming {role!r} belongs to another session (cluster file or "
+                                      "session nonce differ)")
+        mine = self.context.encode()
+        if ctx != mine:
+            conn.sendall(bytes([ST_CONTEXT, len(mine)]) + mine)
+            self._answer(role)
+            raise AuthenticationError(context_mismatch(self.me, role, self.context, ctx.decode(errors="replace")))
         if role in self._in:
+            conn.sendall(bytes([ST_DUPLICATE]))
             raise AuthenticationError(f"a second stream claiming {role!r}")
         eph = X25519PrivateKey.generate()
         e_r = eph.public_key().public_bytes_raw()
         s_i = self._statics[role]
         dh = (self._dh(e_i), self._dh(s_i), self._dh(e_i, eph), self._dh(s_i, eph))
-        k_ir, k_ri, h = handshake_keys(self.session_id, role, self.me, e_i, e_r, dh)
-        conn.sendall(e_r + AESGCM(k_ri).encrypt(_nonce(0), b"confirm", h))
+        k_ir, k_ri, h = handshake_keys(self.session_id, role, self.me, e_i, e_r, dh, ctx)
+        conn.sendall(bytes([ST_OK]) + e_r + AESGCM(k_ri).encrypt(_nonce(0), b"confirm", h))
         hdr = _recv_exact(conn, _HDR.size, deadline)
         length, _stamp, kind = _HDR.unpack(hdr)
         if kind != K_DATA or length != len(b"ready") + _TAG:
@@ -309,6 +342,11 @@ class TcpEndpoint(SocketEndpoint):
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
 
+    def _answer(self, role: str) -> None:
+        with self._state:
+            self._answered.add(role)
+            self._state.notify_all()
+
     def _initiate(self, peer: str, deadline: float) -> None:
         host, port = _split_url(self.info[peer].url)
         while True:
@@ -323,28 +361,44 @@ class TcpEndpoint(SocketEndpoint):
             sock.settimeout(HANDSHAKE_TIMEOUT)
             eph = X25519PrivateKey.generate()
             e_i = eph.public_key().public_bytes_raw()
-            me = self.me.encode()
-            sock.sendall(MAGIC + bytes([len(me)]) + me + e_i)
+            me, ctx = self.me.encode(), self.context.encode()
+            sock.sendall(MAGIC + bytes([len(me)]) + me + e_i + session_tag(self.session_id) + bytes([len(ctx)]) + ctx)
+            end = time.monotonic() + HANDSHAKE_TIMEOUT
             try:
-                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG, time.monotonic() + HANDSHAKE_TIMEOUT)
+                status = _recv_exact(sock, 1, end)[0]
+                if status == ST_CONTEXT:
+                    theirs = _recv_exact(sock, _recv_exact(sock, 1, end)[0], end).decode(errors="replace")
+                    raise ConfigError(context_mismatch(self.me, peer, self.context, theirs))
+                if status == ST_SESSION:
+                    raise AuthenticationError(
+                        f"{self.me}: session mismatch: {peer} ({self.info[peer].url}) runs another session: its "
+                        "cluster file or session nonce (--session) differs from ours; every party needs the "
+                        "same cluster file and nonce")
+                if status == ST_UNKNOWN:
+                    raise AuthenticationError(f"{peer} does not know us: its cluster file has no party {self.me!r} "
+                                              "(is it the same cluster file?)")
+                if status != ST_OK:
+                    raise AuthenticationError(f"{peer} refused the handshake (status {status}: another stream "
+                                              f"already claims {self.me!r}?)")
+                reply = _recv_exact(sock, 32 + len(b"confirm") + _TAG, end)
             except (TimeoutError, socket.timeout):
                 raise PeerUnreachableError(f"{peer} ({self.info[peer].url}) accepted the connection but did not "
                                            f"answer the handshake within {HANDSHAKE_TIMEOUT:g}s (not a secinfer "
                                            "party, or hung)") from None
             except (ConnectionError, OSError):
-                raise AuthenticationError(f"{peer} closed the handshake: it does not accept our key "
-                                          "(is ours in its cluster file?)") from None
+                raise AuthenticationError(f"{peer} closed the handshake (not a secinfer party of this version, "
+                                          "or it refused us)") from None
             e_r, confirm = reply[:32], reply[32:]
             s_r = self._statics[peer]
             dh = (self._dh(s_r, eph), self._dh(s_r), self._dh(e_r, eph), self._dh(e_r))
-            k_ir, k_ri, h = handshake_keys(self.session_id, self.me, peer, e_i, e_r, dh)
+            k_ir, k_ri, h = handshake_keys(self.session_id, self.me, peer, e_i, e_r, dh, ctx)
             try:
                 ok = AESGCM(k_ri).decrypt(_nonce(0), confirm, h) == b"confirm"
             except InvalidTag:
                 ok = False
             if not ok:
-                raise AuthenticationError(f"{peer} failed the handshake: its key is not the cluster file's, "
-                                          "or it runs another session (session id / cluster file / nonce)")
+                raise AuthenticationError(f"{peer} failed the handshake: its key is not the one in our "
+                                          "cluster file (or it is an impostor)")
             hdr = _HDR.pack(len(b"ready") + _TAG, time.monotonic(), K_DATA)
             sock.sendall(hdr + AESGCM(k_ir).encrypt(_nonce(0), b"ready", hdr))
             _keepalive(sock, self.peer_timeout)
@@ -358,28 +412,37 @@ class TcpEndpoint(SocketEndpoint):
         """Open our stream to every peer and wait for every peer's stream to us."""
         t = self.connect_timeout if timeout is None else timeout
         deadline = time.monotonic() + t
+        t0 = time.monotonic()
         errs: dict[str, Exception] = {}
         for p in self.peers:
             if p in self._out:
                 continue
             try:
                 self._initiate(p, deadline)
-            except (PeerUnreachableError, AuthenticationError) as e:
+            except (PeerUnreachableError, AuthenticationError, ConfigError) as e:
                 errs[p] = e
             except OSError as e:
                 errs[p] = PeerUnreachableError(f"{p}: {e}")
+        mismatch = [p for p, e in errs.items() if isinstance(e, ConfigError) or "session mismatch" in str(e)]
         with self._state:
             while len(self._in) < len(self.peers) and time.monotonic() < deadline and not errs:
                 self._state.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            # a mismatch: keep answering handshakes a moment, so that the peer hears it from us too
+            linger = time.monotonic() + 2.0
+            while mismatch and not set(mismatch) <= self._answered and time.monotonic() < linger:
+                self._state.wait(0.05)
             missing_in = [p for p in self.peers if p not in self._in]
             refused = list(self._refused)
+        for e in errs.values():
+            if isinstance(e, ConfigError):
+                raise e
         if errs or missing_in:
             parts = [str(e) for e in errs.values()]
-            if missing_in:
+            if missing_in and not errs:
                 parts.append("no stream from " + ", ".join(f"{p} ({self.info[p].url})" for p in missing_in))
             if refused:
                 parts.append("refused: " + "; ".join(refused[:5]))
-            msg = f"{self.me}: could not connect within {t:.1f}s: " + "; ".join(parts)
+            msg = f"{self.me}: could not connect (after {time.monotonic() - t0:.1f}s): " + "; ".join(parts)
             auth = refused or any(isinstance(e, AuthenticationError) for e in errs.values())
             raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
         for peer, link in self._out.items():
@@ -502,15 +565,21 @@ class TcpEndpoint(SocketEndpoint):
                     if now >= link.next_hb and not link.closing:
                         frame = None
                         break
+                    if link.queue and link.queue[0][0] - now < 0.002:
+                        frame = _SOON          # due within 2 ms: wait for it precisely, below
+                        break
                     wake = link.next_hb if not link.closing else now + hb
                     if link.queue:
                         wake = min(wake, link.queue[0][0])
                     link.cv.wait(max(0.0, min(wake - now, hb)))
+            if frame is _SOON:
+                _sleep_until(link.queue[0][0] if link.queue else time.monotonic())
+                continue
             if frame is None:
                 if link.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
                     try:
                         self._write(peer, link, self._records(link, b"", K_HB, time.monotonic()))
-                    except PeerDeadError:
+                    except NetworkError:     # dead peer (recorded in link.error) or closed endpoint
                         return
                     finally:
                         link.lock.release()
@@ -520,7 +589,7 @@ class TcpEndpoint(SocketEndpoint):
                 with link.lock:
                     self._write(peer, link, self._records(link, frame, K_DATA, ready))
                     link.next_hb = time.monotonic() + hb
-            except PeerDeadError:
+            except NetworkError:
                 with link.cv:
                     link.dropped += len(link.queue)
                     link.queue.clear()
@@ -540,8 +609,17 @@ class TcpEndpoint(SocketEndpoint):
         consumes some. While the protocol thread waits for a frame it reads itself (no
         thread hand-off); this thread takes over ``RX_RETRY`` after it left."""
         soft = max(1, self.max_inbox // 2)
+        prev = time.monotonic()
         while not self._stop.is_set():
-            if self._fg or time.monotonic() - self._fg_left < RX_RETRY:
+            now = time.monotonic()
+            gap = now - prev - self.heartbeat_interval   # this loop wakes at least once per interval
+            prev = now
+            if gap > self.heartbeat_interval:
+                # this process did not run for a while (an overloaded host): we were not
+                # listening, so the silence is ours, not the peers'
+                for c in list(self._in.values()):
+                    c.last += gap
+            if self._fg or now - self._fg_left < RX_RETRY:
                 time.sleep(RX_RETRY)
                 continue
             socks = [c.sock for p, c in self._in.items() if not c.eof and self._queued[p] < soft]
@@ -561,16 +639,21 @@ class TcpEndpoint(SocketEndpoint):
                 for s in r:
                     p = self._by_fd.get(s.fileno())
                     if p is not None:
-                        self._read(p)
+                        self._read(p, soft)
+                    if self._fg:
+                        break       # the protocol thread wants the streams: it reads the rest
             finally:
                 self._rlock.release()
 
-    def _read(self, peer: str) -> None:
+    def _read(self, peer: str, soft: int | None = None) -> None:
         """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
         Small records are parsed out of one receive buffer (one system call for many); a
-        record larger than it is read straight into its own buffer."""
+        record larger than it is read straight into its own buffer. With ``soft`` (the
+        reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
         while not c.eof:
+            if soft is not None and (self._queued[peer] >= soft or self._fg):
+                return      # (the reader thread: enough waits here, or the protocol thread takes over)
             big = c.body is not None
             view = memoryview(c.body)[c.got:] if big else c.view[c.fill:]
             want = len(view)
@@ -637,6 +720,7 @@ class TcpEndpoint(SocketEndpoint):
         if base == K_HB:
             return
         if base == K_BYE:
+            self._bye_reason[peer] = pt[:1000].decode(errors="replace")
             self._bye_from.add(peer)
             self._inbox[peer].append((0.0, _CLOSED, 0.0))
             return
@@ -683,7 +767,7 @@ class TcpEndpoint(SocketEndpoint):
         if q:
             release, item, _stamp = q[0]
             if item is _CLOSED:
-                return True, PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+                return True, self._closed_error(peer)
             if release <= now:
                 return True, None
             return False, release
@@ -776,7 +860,7 @@ class TcpEndpoint(SocketEndpoint):
             self._poll(peers, deadline, since)
 
     # ---- close --------------------------------------------------------------------------
-    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+    def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Close. With ``flush`` (the default): every frame still queued for a paced link is
         sent, then a bye on every stream, and we wait until the peer's host has acknowledged
         every byte (the kernel's send queue is empty). There is no fixed bound: the wait goes
@@ -785,7 +869,8 @@ class TcpEndpoint(SocketEndpoint):
         if given. A frame that may not have been delivered makes ``close`` raise
         ``PeerDeadError`` (after closing everything), so a party never reports success
         for a run whose last frames were lost. A peer that has already said bye needs
-        nothing more from us."""
+        nothing more from us. ``reason``: why we leave (empty: we finished), told to the
+        peers in the bye."""
         if self._closed:
             return
         self._closed = True
@@ -793,7 +878,7 @@ class TcpEndpoint(SocketEndpoint):
         lost: dict[str, str] = {}
         if flush:
             try:
-                lost = self._flush(deadline)
+                lost = self._flush(deadline, reason.encode()[:1000])
             except BaseException:
                 self._shutdown()
                 raise
@@ -802,7 +887,7 @@ class TcpEndpoint(SocketEndpoint):
             raise PeerDeadError(f"{self.me}: frames sent to " + "; ".join(f"{p} may not have been delivered: {why}"
                                                                           for p, why in lost.items()))
 
-    def _flush(self, deadline: float | None) -> dict:
+    def _flush(self, deadline: float | None, reason: bytes) -> dict:
         def over() -> bool:
             return deadline is not None and time.monotonic() >= deadline
 
@@ -827,7 +912,7 @@ class TcpEndpoint(SocketEndpoint):
                 continue
             with link.lock:
                 try:
-                    self._write(p, link, self._records(link, b"", K_BYE, time.monotonic()))
+                    self._write(p, link, self._records(link, reason, K_BYE, time.monotonic()))
                 except (PeerDeadError, NetworkError):
                     pass
                 link.closing = True

@@ -55,9 +55,10 @@ from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from secinfer.crypto.identity import Identity
-from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
+from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net.peers import PeerInfo, SocketEndpoint, sleep_until as _sleep_until  # PeerInfo re-exported
+from secinfer.net.peers import (PeerInfo, SocketEndpoint, context_mismatch,  # PeerInfo re-exported
+                                sleep_until as _sleep_until)
 from secinfer.net.shaping import TokenBucket
 
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"
@@ -114,6 +115,7 @@ class ZmqEndpoint(SocketEndpoint):
         self._lost_at: dict[str, float] = {}  # when a connection to the peer dropped
         self._acked: set[str] = set()
         self._sent_to: dict[str, bool] = {}     # peers we sent a data frame to
+        self._fatal_seen: dict[str, float] = {}
         self._auth_count: dict[str, int] = collections.Counter()
         self._handshake_errors: dict[str, str] = {}
         self._io_error: BaseException | None = None
@@ -135,9 +137,9 @@ class ZmqEndpoint(SocketEndpoint):
         self._rx_want = False           # the protocol thread waits for the socket: the I/O thread lets go
         self._rx_left = 0.0             # when the protocol thread last stopped reading it
         self._ack_due: list[str] = []   # "bye"s received by the protocol thread, acknowledged by the I/O thread
-        # two libzmq I/O threads: a huge frame being encrypted or decrypted on the data
-        # connection does not hold up the heartbeats on the control connection
-        self._ctx = zmq.Context(io_threads=2)
+        # three libzmq I/O threads (data out, control out, everything in): a huge frame being
+        # encrypted or decrypted never holds up the heartbeats on the control connections
+        self._ctx = zmq.Context(io_threads=3)
         self._cmd_url = f"inproc://secinfer-cmd-{next(_ids)}"
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._io_main, name=f"secinfer-io-{me}", daemon=True)
@@ -168,7 +170,12 @@ class ZmqEndpoint(SocketEndpoint):
                 self._raise_io_error()
                 for p in self.peers:
                     if p in self._fatal:
-                        raise self._fatal[p]
+                        # a mismatch seen in the peer's hello: raise once it has heard ours too
+                        # (so it names the mismatch as well), or after two seconds
+                        mismatch = isinstance(self._fatal[p], (ConfigError, AuthenticationError))
+                        first = self._fatal_seen.setdefault(p, time.monotonic())
+                        if not mismatch or p in self._heard_us or time.monotonic() - first > 2.0:
+                            raise self._fatal[p]
                     if p in self._dead:
                         raise PeerDeadError(f"{self.me}: peer {p} died during connection set-up: {self._dead[p]}")
                     if p in self._bye_from and time.monotonic() - self._bye_at[p] > 0.5:
@@ -251,7 +258,7 @@ class ZmqEndpoint(SocketEndpoint):
                 if q:
                     release, item = q[0]
                     if item is _CLOSED:
-                        raise PeerDeadError(f"{self.me}: peer {peer} closed the session (it finished or failed)")
+                        raise self._closed_error(peer)
                     if release <= now:
                         q.popleft()
                         if isinstance(item, Exception):
@@ -341,14 +348,15 @@ class ZmqEndpoint(SocketEndpoint):
                 self._cmd.send(C_WAKE)
         return n
 
-    def close(self, flush: bool = True, timeout: float | None = None) -> None:
+    def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Say bye behind every frame already queued and, if ``flush``, wait until every
         live peer has acknowledged it (so it has received every frame before it). The wait
         has no fixed bound: it lasts as long as the peer is alive (its heartbeats arrive;
         a peer silent for ``peer_timeout`` is dead) or until ``timeout`` if given. Then stop
         the thread and close every socket with linger 0. Raises ``PeerDeadError`` (after
         closing) when a peer that has not said bye itself did not acknowledge: frames sent
-        to it may have been lost."""
+        to it may have been lost. ``reason``: why we leave (empty: we finished), told to
+        the peers in the bye."""
         if self._closed:
             return
         self._closed = True
@@ -356,7 +364,7 @@ class ZmqEndpoint(SocketEndpoint):
         unacked: list[str] = []
         if flush and alive:
             with self._send_lock:
-                self._cmd.send_multipart([C_CLOSE])
+                self._cmd.send_multipart([C_CLOSE, reason.encode()[:1000]])
             deadline = None if timeout is None else time.monotonic() + timeout
             with self._cv:
                 while True:
@@ -406,6 +414,9 @@ class ZmqEndpoint(SocketEndpoint):
             pull.curve_secretkey = self.identity.secret
             pull.zap_domain = ZAP_DOMAIN
             pull.maxmsgsize = self.hard_cap
+            # its own libzmq I/O thread: decrypting a peer's huge frame (seconds on a loaded
+            # host) never holds up our heartbeats (control connections: thread 2)
+            pull.affinity = 4
             if self.bind_url.startswith("tcp://[") or self.bind_url.count(":") > 2:
                 pull.ipv6 = True
             try:
@@ -466,7 +477,7 @@ class ZmqEndpoint(SocketEndpoint):
 
     def _hello(self) -> bytes:
         heard = ",".join(sorted(self._last_seen))
-        return self.session_id + f"{self.me}|{heard}".encode()
+        return self.session_id + f"{self.me}|{heard}|{self.context}".encode()
 
     def _io_loop(self, zap, cmd, pull, push, ctl, monitors) -> None:
         poller = zmq.Poller()
@@ -545,9 +556,10 @@ class ZmqEndpoint(SocketEndpoint):
                         parts = [K_DATA, frame, stamp]
                     elif kind == C_CLOSE and not closing:
                         closing = True
+                        why = msg[1].bytes if len(msg) > 1 else b""
                         for p in push:
                             with self._link_lock[p]:
-                                outq[p].append((0.0, [K_BYE]))  # behind the data already queued
+                                outq[p].append((0.0, [K_BYE, why]))  # behind the data already queued
                         continue
                     else:
                         continue
@@ -581,7 +593,7 @@ class ZmqEndpoint(SocketEndpoint):
                     lost = None
                 if now - seen > self.peer_timeout:
                     self._dead[p] = (f"no message or heartbeat for {now - seen:.1f}s (peer timeout {self.peer_timeout:g}s; "
-                                     "raise peer_timeout if a party computes for longer in one call)")
+                                     "raise it with --peer-timeout if a party stalls for longer in one call)")
                     changed = True
                 elif lost is not None and now - lost > max(2 * self.heartbeat_interval, 0.5):
                     # its TCP connections closed and it has been silent since: the process is gone
@@ -679,6 +691,7 @@ class ZmqEndpoint(SocketEndpoint):
                 self._on_hello(peer, parts[1].bytes)
             elif kind == K_BYE:
                 if peer not in self._bye_from:
+                    self._bye_reason[peer] = parts[1].bytes[:1000].decode(errors="replace") if len(parts) > 1 else ""
                     self._bye_from.add(peer)
                     self._bye_at[peer] = now
                     self._inbox[peer].append((0.0, _CLOSED))
@@ -698,13 +711,17 @@ class ZmqEndpoint(SocketEndpoint):
 
     def _on_hello(self, peer: str, body: bytes) -> None:
         sid, rest = body[:16], body[16:]
-        claimed, _, heard = rest.decode(errors="replace").partition("|")
+        claimed, _, tail = rest.decode(errors="replace").partition("|")
+        heard, _, ctx = tail.partition("|")
         if sid != self.session_id:
             self._fatal.setdefault(peer, AuthenticationError(
                 f"{self.me}: peer {peer} is in another session (session id {sid.hex()} vs ours "
-                f"{self.session_id.hex()}); every party must use the same cluster file and session nonce"))
-        elif claimed != peer:
+                f"{self.session_id.hex()}): session mismatch; every party must use the same cluster file and "
+                "session nonce (--session)"))
+        elif ctx != self.context:
+            self._fatal.setdefault(peer, ConfigError(context_mismatch(self.me, peer, self.context, ctx)))
+        if claimed != peer:
             self._fatal.setdefault(peer, AuthenticationError(
                 f"{self.me}: the key of {peer} announces itself as {claimed!r}"))
         elif self.me in heard.split(","):
-            self._heard_us.add(peer)
+            self._heard_us.add(peer)   # (also on a mismatch: connect() waits for it, so both sides learn it)

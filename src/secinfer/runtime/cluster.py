@@ -6,7 +6,7 @@ A cluster file is TOML (read with ``tomllib``)::
     network = "none"                 # optional default link profile (see secinfer.net.shaping)
     connect_timeout = 30.0           # optional, seconds to wait for every peer at start
     heartbeat_interval = 0.5         # optional, seconds
-    peer_timeout = 3.0               # optional, a peer silent this long is dead
+    peer_timeout = 10.0              # optional, a peer silent this long is dead
     max_frame = 1073741824           # optional, bytes; larger frames are refused
     transport = "zmq"                # optional: "zmq" (CurveZMQ) or "tcp" (direct encrypted
                                      # streams, fewer thread hand-offs: secinfer.net.tcp_transport)
@@ -96,7 +96,7 @@ class Cluster:
     network: LinkProfile = NONE
     connect_timeout: float = 30.0
     heartbeat_interval: float = 0.5
-    peer_timeout: float = 3.0
+    peer_timeout: float = 10.0
     max_frame: int | None = None
     links: dict[frozenset, LinkProfile] = field(default_factory=dict)
     path: Path | None = None
@@ -204,7 +204,7 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
     network = parse_profile(_opt(data, "network", str, "none", where))
     ct = _positive(_opt(data, "connect_timeout", float, 30.0, where), "connect_timeout", where)
     hb = _positive(_opt(data, "heartbeat_interval", float, 0.5, where), "heartbeat_interval", where)
-    pt = _positive(_opt(data, "peer_timeout", float, 3.0, where), "peer_timeout", where)
+    pt = _positive(_opt(data, "peer_timeout", float, 10.0, where), "peer_timeout", where)
     if pt < 2 * hb:
         raise ConfigError(f"{where}: peer_timeout ({pt}s) must be at least twice heartbeat_interval ({hb}s)")
     mf = _opt(data, "max_frame", int, None, where)
@@ -250,7 +250,11 @@ def parse_cluster(data: dict, where: str = "cluster file", base_dir=None) -> Clu
             key = parse_public_key(_req(p, "public_key", str, pw), f"{pw}: public_key")
         else:
             kf = Path(_req(p, "public_key_file", str, pw))
-            _name, key = load_public(kf if kf.is_absolute() or base_dir is None else Path(base_dir) / kf)
+            kp = kf if kf.is_absolute() or base_dir is None else Path(base_dir) / kf
+            try:
+                _name, key = load_public(kp)
+            except (OSError, ValueError) as e:   # a folder, a NUL byte, a name too long, not UTF-8
+                raise ConfigError(f"{pw}: public_key_file {str(kp)!r} cannot be read: {e}") from None
         if key in seen_keys:
             raise ConfigError(f"{pw}: public_key is the same as {seen_keys[key]!r}'s; every party needs its own")
         link = parse_profile(p["link"]) if "link" in p else None

@@ -59,6 +59,7 @@ class RunResult:
     messages: int              # messages sent by all parties
     meters: dict               # role -> Meter.summary()
     parties: dict = field(default_factory=dict)  # role -> result record
+    log_dir: str | None = None                   # where the parties' logs were kept (--log-dir)
 
     def to_json(self) -> dict:
         return {
@@ -67,6 +68,10 @@ class RunResult:
             "latency_s": self.latency_s, "bytes": self.bytes, "bytes_by_phase": self.bytes_by_phase,
             "bytes_total": self.bytes_total, "wire_total": self.wire_total, "rounds": self.rounds,
             "messages": self.messages,
+            # per party: seconds to load its inputs, connect, each phase, the protocol, close
+            "timing": {r: {k: round(v, 6) for k, v in rec.get("latency_s", {}).items()}
+                       for r, rec in self.parties.items()},
+            "log_dir": self.log_dir,
             "info": {r: rec.get("info", {}) for r, rec in self.parties.items()},
         }
 
@@ -159,6 +164,55 @@ def _stop_all(procs: dict, grace: float = 2.0) -> set:
     return stopped
 
 
+class LauncherInterrupted(SecinferError):
+    """The launcher got SIGTERM/SIGHUP: the parties are stopped and the work folder removed."""
+
+
+def _cleanup_on_signals():
+    """SIGTERM / SIGHUP raise ``LauncherInterrupted`` in the launcher (SIGINT already raises
+    KeyboardInterrupt), so that its ``finally`` stops the parties and removes the work
+    folder with the input and the keys. Returns the function that restores the handlers.
+    (Only in the main thread; SIGKILL cannot be caught: ``_remove_stale_workdirs``.)"""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, _frame):
+        raise LauncherInterrupted(f"the launcher was stopped by {signal.Signals(signum).name}")
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+    def restore():
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    return restore
+
+
+def _remove_stale_workdirs() -> None:
+    """Remove work folders of launchers of this user that died without cleaning up (SIGKILL)."""
+    base = Path(tempfile.gettempdir())
+    for d in base.glob("secinfer-run-*"):
+        try:
+            if d.stat().st_uid != os.getuid():
+                continue
+            pid = int((d / "launcher.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, 0)
+            continue   # its launcher is alive
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            continue
+
+
 def _read_record(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -173,7 +227,7 @@ def _log_tail(path: Path, n: int = 1500) -> str:
         return ""
 
 
-def _failure_error(failures: dict, order: list) -> SecinferError:
+def _failure_error(failures: dict, order: list, log_dir: Path | None = None) -> SecinferError:
     """The error of the first failing party that is not a consequence of another failure."""
     def rank(role):
         f = failures[role]
@@ -188,9 +242,13 @@ def _failure_error(failures: dict, order: list) -> SecinferError:
     else:
         msg = f"party {first} failed: {f['type']}: {f['message']}"
     msg += f" (then {others})" if others else ""
+    if log_dir is not None:
+        msg += f" [party logs: {log_dir}]"
     cls = getattr(errors_mod, f.get("type") or "", None) if f.get("module") == "secinfer.errors" else None
     if isinstance(cls, type) and issubclass(cls, ProtocolAbort):
         detail = f"raised by party {first}" + (f": {f.get('detail')}" if f.get("detail") else "")
+        if log_dir is not None:
+            detail += f" [party logs: {log_dir}]"
         err: SecinferError = cls(f.get("check") or "unknown", f.get("suspect"), detail)
     elif isinstance(cls, type) and issubclass(cls, SecinferError):
         err = cls.__new__(cls)
@@ -199,19 +257,49 @@ def _failure_error(failures: dict, order: list) -> SecinferError:
         err = PartyFailedError(msg)
     err.party = first
     err.party_errors = failures
+    err.log_dir = None if log_dir is None else str(log_dir)
     return err
+
+
+def check_run_options(fixed: str | None, options: dict | None, output_path=None) -> None:
+    """Validate what the parties would otherwise refuse only after they started: the
+    fixed-point configuration, a named HE parameter set (``params`` / ``he_params``) and
+    the folder an output is to be written to. ConfigError naming the cause."""
+    from secinfer.arith.fixed import get_config
+
+    if fixed:
+        get_config(fixed)
+    for key in ("params", "he_params"):
+        name = (options or {}).get(key)
+        if name is None:
+            continue
+        try:
+            from secinfer.crypto.he.params import PARAMETER_SETS
+        except ImportError:   # (no HE back-end here: the party that needs it reports it)
+            break
+        if not isinstance(name, str) or name not in PARAMETER_SETS:
+            raise ConfigError(f"unknown HE parameter set {name!r} (--params); known: {', '.join(sorted(PARAMETER_SETS))}")
+    if output_path is not None:
+        parent = Path(output_path).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise ConfigError(f"--output {str(output_path)!r}: folder {str(parent)!r} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"--output {str(output_path)!r}: folder {str(parent)!r} is not writable")
 
 
 def run_local(protocol: str, security: str | None = None, model_path=None, input_array=None,
               network: str = "none", fixed: str | None = None, options: dict | None = None,
               timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
               keep_workdir: bool = False, cluster_settings: dict | None = None,
-              input_path=None, _attempts: int = 3) -> RunResult:
+              input_path=None, log_dir=None, _attempts: int = 3) -> RunResult:
     """Run every role of ``protocol`` as its own process on loopback; see the module docstring.
 
     ``input_array`` is an array or a path to a ``.npy`` file (``input_path`` is an alias).
     ``protocol_module`` registers ``protocol`` from that module in every party (tests,
     plugins). ``cluster_settings`` go into the cluster file (e.g. ``peer_timeout``).
+    ``log_dir``: keep the parties' logs there (created 0700); without it they go to a
+    temporary folder that is removed after a success and kept (and named in the error)
+    after a failure.
     """
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
@@ -225,6 +313,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         raise ConfigError(f"protocol {protocol!r} offers {', '.join(spec.securities)}; not {security!r}")
     parse_profile(network)  # fail early on a bad profile
     options = dict(options or {})
+    check_run_options(fixed, options)  # before any party starts
     json.dumps(options)  # must be JSON-serialisable to reach the parties
     if input_array is None:
         input_array = input_path
@@ -234,8 +323,22 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         raise ConfigError(f"protocol {protocol!r}: the model owner ({spec.model_role}) needs a model")
     settings = dict(cluster_settings or {})
 
-    work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))
+    _remove_stale_workdirs()
+    work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))   # keys, input, cluster file: 0700, always removed
     os.chmod(work, 0o700)
+    (work / "launcher.pid").write_text(str(os.getpid()))
+    if log_dir is not None:
+        logdir = Path(log_dir).expanduser()
+        try:
+            logdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as e:
+            shutil.rmtree(work, ignore_errors=True)
+            raise ConfigError(f"--log-dir {str(log_dir)!r}: {e}") from None
+        keep_logs = True
+    else:
+        logdir = Path(tempfile.mkdtemp(prefix="secinfer-logs-"))
+        keep_logs = False
+    restore = _cleanup_on_signals()
     try:
         if isinstance(input_array, (str, os.PathLike)):
             in_path = Path(input_array)
@@ -246,6 +349,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             np.save(in_path, np.asarray(input_array, dtype=np.float64))
         cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
         env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"   # a killed party's last words reach its log
         if protocol_module:
             root = _module_root(protocol_module)
             if root:
@@ -260,11 +364,12 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         bar_wanted = bool(progress) and sys.stderr.isatty()   # live party status: terminals only
         try:
             for role in spec.roles:
-                logs[role] = work / f"party-{role}.log"
-                with open(logs[role], "wb") as logf:
+                logs[role] = logdir / f"party-{role}.stderr.log"
+                with os.fdopen(os.open(logs[role], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as logf:
                     procs[role] = subprocess.Popen(
                         _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
-                                   fixed, options, nonce, protocol_module, progress=bar_wanted),
+                                   fixed, options, nonce, protocol_module, progress=bar_wanted)
+                        + ["--log-dir", str(logdir)],
                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                         start_new_session=True)
             if progress:
@@ -273,7 +378,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             bar = _party_bar(protocol, len(procs)) if progress else None
             last_refresh = time.monotonic()
             deadline = time.monotonic() + timeout
-            grace = float(settings.get("peer_timeout", 3.0)) + 4.0
+            grace = float(settings.get("peer_timeout", 10.0)) + 4.0
             fail_at = None
             timed_out = False
             while len(exited) < len(procs):
@@ -328,27 +433,38 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                     failures[role] = {"type": "PartyFailedError",
                                       "message": f"exited with code {rc} and no result" + (f": {tail}" if tail else "")}
         if timed_out and not any(f["type"] not in CONSEQUENCES for f in failures.values()):
+            keep_logs = True
             terr = TimeoutError_(f"{protocol}: the parties did not finish within {timeout:g}s "
-                                 f"(still running: {', '.join(sorted(stopped)) or 'none'})")
+                                 f"(still running: {', '.join(sorted(stopped)) or 'none'}; party logs in {logdir})")
+            terr.log_dir = str(logdir)
             terr.pids = {r: p.pid for r, p in procs.items()}
             terr.party_errors = failures
             raise terr
         if failures:
-            err = _failure_error(failures, exited)
+            err = _failure_error(failures, exited, logdir)
             err.pids = {r: p.pid for r, p in procs.items()}
             if _attempts > 1 and "cannot listen on" in str(err):  # a free port was taken meanwhile
                 return run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
                                  progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
-                                 cluster_settings=cluster_settings, _attempts=_attempts - 1)
+                                 cluster_settings=cluster_settings, log_dir=log_dir, _attempts=_attempts - 1)
+            keep_logs = True
             raise err
         result = _merge(spec, security, network, records, work, wall)
+        if keep_logs:
+            result.log_dir = str(logdir)
         if progress:
             print(f"[secinfer] {protocol}: done in {wall:.2f}s (online {result.latency_s['online']:.3f}s)",
                   file=sys.stderr)
         return result
+    except BaseException:
+        keep_logs = True   # (a failure, an interrupt: the logs say what happened)
+        raise
     finally:
+        restore()
         if not keep_workdir:
             shutil.rmtree(work, ignore_errors=True)
+        if not keep_logs:
+            shutil.rmtree(logdir, ignore_errors=True)
 
 
 def _party_bar(protocol: str, n: int):

@@ -127,12 +127,14 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
-                      recv_timeout: float | None = None, progress_file=None) -> dict:
+                      recv_timeout: float | None = None, progress_file=None, log_dir=None) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
     ``progress_file``: a live status file for the launcher (``secinfer.runtime.progress``).
 
     Never raises for protocol or network failures: they are recorded in the result
-    (``ok`` False, ``error``) and in ``exit_code``.
+    (``ok`` False, ``error``) and in ``exit_code``. With ``log_dir``, the party writes its
+    structured log (``secinfer.runtime.partylog``) to ``log_dir/party-<id>.log.jsonl``
+    (named in the record as ``log_path``).
     """
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
@@ -153,6 +155,18 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         from secinfer.runtime.progress import PartyStatus
 
         status = PartyStatus(progress_file)
+    log = None
+    if log_dir is not None:
+        from secinfer.runtime.partylog import PartyLog
+
+        try:
+            Path(log_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+            log = PartyLog(Path(log_dir) / f"party-{party_id}.log.jsonl", party_id)
+            rec["log_path"] = str(log.path)
+            log.event("start", protocol=protocol, security=security, network=network, pid=os.getpid())
+        except OSError as e:
+            print(f"warning: party {party_id}: cannot write a log in {str(log_dir)!r}: {e}", file=sys.stderr)
+            log = None
     try:
         if protocol_module:
             registry.register_module(protocol, protocol_module)
@@ -165,10 +179,15 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         cluster.check_roles(spec.roles)
         entry = cluster.party(party_id)
         role = rec["role"] = entry.role
+        if log is not None:
+            log.role = role
         identity = cluster.load_secret(party_id, keys_dir)
         profile = parse_profile(network) if network and network != "none" else None
         rec["network"] = (profile or cluster.network).name
         cfg = get_config(fixed or (options or {}).get("fixed") or spec.default_fixed)
+        from secinfer.runtime.launcher import check_run_options
+
+        check_run_options(None, options, output_path if role == spec.input_role else None)
         if role == spec.model_role and model_path is None:
             raise ConfigError(f"party {party_id} plays {role!r}, the model owner: it needs a model")
         if role == spec.input_role and input_path is None:
@@ -191,11 +210,15 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
+        if log is not None:
+            log.event("loaded", seconds=round(rec["latency_s"]["load"], 4),
+                      error=None if load_err is None else f"{type(load_err).__name__}: {load_err}")
         t_conn = time.perf_counter()
         if status is not None:
             status.set_stage("connect")
         ep = endpoint_class(cluster.transport).from_cluster(
-            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False, **kw)
+            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
+            context=f"{spec.name}/{security}/{cfg.name}", **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
@@ -204,6 +227,9 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if load_err is not None:
             raise load_err
         rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        if log is not None:
+            log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
+            log.watch(ep)
         job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.fresh(f"party/{role}"),
                        model=model, input=x, options=dict(options or {}))
         t_run = time.perf_counter()
@@ -224,6 +250,11 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         rec["info"] = dict(res.info) if res is not None else {}
         rec["ok"] = True
         code = EXIT_OK
+        if log is not None:
+            log.event("done", seconds=round(rec["latency_s"]["protocol"], 4), phases={
+                ph: {"seconds": round(ep.meter.seconds[ph], 4), "sent": ep.meter.total(ph, "sent"),
+                     "recv": ep.meter.total(ph, "recv"), "rounds": ep.meter.depth[ph]}
+                for ph in ("setup", "offline", "online")})
     except BaseException as e:  # noqa: BLE001 - every failure is reported, never swallowed silently
         if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
                 and getattr(ep, "_aborted", None) is None:
@@ -234,19 +265,33 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             import traceback
 
             rec["error"]["traceback"] = traceback.format_exc()[-4000:]
+        if log is not None:
+            log.event("error", phase=(ep.failed_phase or ep.current_phase) if ep is not None else None,
+                      step=" ".join(ep.last_step) if ep is not None and ep.last_step else None,
+                      type=rec["error"]["type"], message=rec["error"]["message"])
     finally:
         if status is not None:
             status.stop("done" if code == EXIT_OK else "failed")
         if ep is not None:
+            t_close = time.perf_counter()
             try:
                 # a success is one only once every frame we sent has been delivered (no
                 # fixed bound while the peers are alive); after a failure, a bounded wait
-                ep.close() if code == EXIT_OK else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
+                if code == EXIT_OK:
+                    ep.close()
+                else:   # the peers learn why we leave (so they blame the right party)
+                    ep.close(timeout=getattr(ep, "peer_timeout", 10.0) + 1.0,
+                             reason=f"{party_id}: {rec['error']['type']}: {rec['error']['message']}"[:900])
             except Exception as e:  # noqa: BLE001 - closing must not hide the real outcome
                 if code == EXIT_OK:
                     rec["ok"] = False
                     rec["error"] = error_record(e)
                     code = EXIT_ERROR
+            rec["latency_s"]["close"] = time.perf_counter() - t_close
+            if log is not None:
+                log.event("closed", seconds=round(rec["latency_s"]["close"], 4), ok=rec["ok"],
+                          sent=ep.stats.get("bytes_sent"), recv=ep.stats.get("bytes_recv"),
+                          error=None if rec["ok"] else rec["error"]["message"])
             rec["meter"] = ep.meter.summary()
             rec["transport"] = dict(ep.stats)
             for ph in ("setup", "offline", "online"):
@@ -256,6 +301,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         rec["exit_code"] = code
         if result_path is not None:
             _write_json_atomic(result_path, rec)
+        if log is not None:
+            log.close()
     return rec
 
 
@@ -279,6 +326,7 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--protocol-module", default=None, help="register PROTOCOL from this module (plugins, tests)")
     ap.add_argument("--recv-timeout", type=float, default=None)
     ap.add_argument("--progress-file", default=None, help="write a live status line here (the local launcher)")
+    ap.add_argument("--log-dir", default=None, help="write this party's structured log (JSON lines) here")
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -320,7 +368,8 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             input_path=g("input"), output_path=g("output"), network=g("network") or "none",
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
-                            recv_timeout=g("recv_timeout"), progress_file=g("progress_file"))
+                            recv_timeout=g("recv_timeout"), progress_file=g("progress_file"),
+                            log_dir=g("log_dir"))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "
@@ -329,7 +378,8 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
             msg += f"; output written to {rec['output_path']}"
         print(msg, file=sys.stderr)
     else:
-        print(f"error: party {rec['party']}: {rec['error']['type']}: {rec['error']['message']}", file=sys.stderr)
+        where = f" (log: {rec['log_path']})" if rec.get("log_path") else ""
+        print(f"error: party {rec['party']}: {rec['error']['type']}: {rec['error']['message']}{where}", file=sys.stderr)
     return int(rec["exit_code"])
 
 
