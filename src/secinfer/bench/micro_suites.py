@@ -1,5 +1,5 @@
 """``secinfer bench he`` and ``secinfer bench fss``: adapters over the crypto layers'
-micro-benchmarks (``secinfer.crypto.he.bench``, ``secinfer.crypto.fss.bench``).
+micro-benchmarks (``secinfer.bench.he_bench``, ``he_pack_bench``, ``fss_bench``).
 
 Neither paper has a table for these primitives alone; the in-run baselines are
 * he: the first parameter set measured (``ckks-n13-128``), so larger sets show as a
@@ -19,8 +19,8 @@ from secinfer.bench.common import Progress, num, ratio, split_profiles
 
 def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: int | None = None,
            packing_sets=None, packing_noise=None) -> dict:
-    from secinfer.crypto.he import bench as he_bench
-    from secinfer.crypto.he import bench_pack
+    from secinfer.bench import he_bench
+    from secinfer.bench import he_pack_bench as bench_pack
 
     sets = tuple(sets or he_bench.CKKS_SETS)   # quick: the same 128-bit sets, fewer repeats
     repeats = int(repeats or (2 if quick else 5))
@@ -57,7 +57,7 @@ def run_he(quick: bool = False, network: str | None = None, sets=None, repeats: 
             if isinstance(ok, bool):
                 rows.append({"params": name, "log_n": s["log_n"], "metric": f"check/{check}",
                              "value": "ok" if ok else "FAILED"})
-    # SAFHIRE packing [SAFHIRE Table 1, Table 2, Fig. 10]: see secinfer.crypto.he.bench_pack
+    # SAFHIRE packing [SAFHIRE Table 1, Table 2, Fig. 10]: see secinfer.bench.he_pack_bench
     prog("SAFHIRE packing: key switches, time per packed coefficient, noise after packing")
     packing = bench_pack.run(quick=quick, sets=packing_sets, noise_profiles=packing_noise)
     raw["packing"] = packing
@@ -124,7 +124,7 @@ FSS_FULL_SIZES = (10**3, 10**4, 10**5, 10**6)
 
 
 def run_fss(quick: bool = False, network: str | None = None, sizes=None, n_bits: int = 32) -> dict:
-    from secinfer.crypto.fss import bench as fss_bench
+    from secinfer.bench import fss_bench
     from secinfer.net.shaping import parse_profile
 
     sizes = tuple(int(s) for s in (sizes or (FSS_QUICK_SIZES if quick else FSS_FULL_SIZES)))

@@ -749,7 +749,10 @@ def main() -> None:
             tag = "ok"
         except Refused as r:
             res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
-        except (ValueError, IndexError, KeyError, ProtocolError) as e:
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
+                ProtocolError) as e:
+            # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
+            # never ends the device (issue #22 item 5)
             res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
         dev.busy += time.perf_counter() - t0
         if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:

@@ -1,4 +1,4 @@
-"""HE micro-benchmarks: ``secinfer.crypto.he.bench.run() -> dict`` (wired into
+"""HE micro-benchmarks: ``secinfer.bench.he_bench.run() -> dict`` (wired into
 ``secinfer bench he``). Not a test: numbers depend on the machine and its load.
 
 For each 128-bit parameter set: key generation, encrypt/decrypt, plaintext and
