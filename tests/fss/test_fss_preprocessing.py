@@ -135,7 +135,7 @@ def test_dealer_never_repeats_randomness():
 
 
 def test_bench_run_small():
-    from secinfer.crypto.fss import bench
+    from secinfer.bench import fss_bench as bench
     res = bench.run(sizes=(64,), n_bits=16)
     rows = {r["gate"]: r for r in res["results"]}
     assert set(rows) == {"relu-mac", "relu"}
