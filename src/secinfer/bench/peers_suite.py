@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -157,82 +158,85 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
     protocols = [p for p in (protocols or THREE_PARTY + TWO_PARTY) if p in registry.names()]
     tmp = Path(tempfile.mkdtemp(prefix="secinfer-peers-"))
     os.chmod(tmp, 0o700)
-    cells, skipped = [], []
-    for wl in sorted({w for w, _ in plan_rows}):
-        model = build_workload(wl)
-        path = tmp / f"{wl}.onnx"
-        path.write_bytes(model.SerializeToString())
-        graph = load_model(str(path))
-        for b in sorted({b for w, b in plan_rows if w == wl}):
-            x = workload_input(wl, b)
-            xp = tmp / f"{wl}-{b}.npy"
-            np.save(xp, x)
-            for p in protocols:
-                why = _runnable(p, wl, graph)
-                if why:
-                    skipped.append({"workload": wl, "batch": b, "protocol": p, "why": why})
-                    continue
-                cells.append({"workload": wl, "batch": b, "protocol": p, "model": str(path), "x": x,
-                              "x_path": str(xp), "graph": graph, "samples": []})
-    prog = Progress("peers", len(cells) * reps)
-    for rep in range(reps):                      # interleaved: every cell once per repetition
+    try:
+        cells, skipped = [], []
+        for wl in sorted({w for w, _ in plan_rows}):
+            model = build_workload(wl)
+            path = tmp / f"{wl}.onnx"
+            path.write_bytes(model.SerializeToString())
+            graph = load_model(str(path))
+            for b in sorted({b for w, b in plan_rows if w == wl}):
+                x = workload_input(wl, b)
+                xp = tmp / f"{wl}-{b}.npy"
+                np.save(xp, x)
+                for p in protocols:
+                    why = _runnable(p, wl, graph)
+                    if why:
+                        skipped.append({"workload": wl, "batch": b, "protocol": p, "why": why})
+                        continue
+                    cells.append({"workload": wl, "batch": b, "protocol": p, "model": str(path), "x": x,
+                                  "x_path": str(xp), "graph": graph, "samples": []})
+        prog = Progress("peers", len(cells) * reps)
+        for rep in range(reps):                      # interleaved: every cell once per repetition
+            for c in cells:
+                spec = registry.get(c["protocol"])
+                prog(f"{c['workload']} batch {c['batch']} {c['protocol']} (repetition {rep + 1}/{reps})")
+                res = run_local(protocol=c["protocol"], security="semi-honest", model_path=c["model"],
+                                input_array=c["x"], network="none", options={}, timeout=900)
+                wall = _command_wall(c["protocol"], c["model"], c["x_path"]) if c["batch"] == 1 else None
+                if "reference" not in c:
+                    c["reference"] = run_fixed_decoded(c["graph"], c["x"], get_config(spec.default_fixed))
+                c["samples"].append({
+                    "online_s": res.latency_s.get("online"), "offline_s": res.latency_s.get("offline"),
+                    "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
+                    "rounds_online": res.rounds.get("online"), "command_s": wall,
+                    "max_abs_err": _max_err(res.output, c["reference"]),
+                })
+        rows = []
         for c in cells:
-            spec = registry.get(c["protocol"])
-            prog(f"{c['workload']} batch {c['batch']} {c['protocol']} (repetition {rep + 1}/{reps})")
-            res = run_local(protocol=c["protocol"], security="semi-honest", model_path=c["model"],
-                            input_array=c["x"], network="none", options={}, timeout=900)
-            wall = _command_wall(c["protocol"], c["model"], c["x_path"]) if c["batch"] == 1 else None
-            if "reference" not in c:
-                c["reference"] = run_fixed_decoded(c["graph"], c["x"], get_config(spec.default_fixed))
-            c["samples"].append({
-                "online_s": res.latency_s.get("online"), "offline_s": res.latency_s.get("offline"),
-                "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
-                "rounds_online": res.rounds.get("online"), "command_s": wall,
-                "max_abs_err": _max_err(res.output, c["reference"]),
-            })
-    rows = []
-    for c in cells:
-        s = c["samples"]
-        on, on_lo, on_hi = _stats([v["online_s"] for v in s])
-        cmd, cmd_lo, cmd_hi = _stats([v["command_s"] for v in s])
-        tgt = (TWO_PARTY_TARGETS if c["protocol"] in TWO_PARTY else TARGETS).get((c["workload"], c["batch"]))
-        row = {"workload": c["workload"], "batch": c["batch"], "protocol": c["protocol"],
-               "online_ms": None if on is None else on * 1e3,
-               "online_ms_min": None if on_lo is None else on_lo * 1e3,
-               "online_ms_max": None if on_hi is None else on_hi * 1e3,
-               "offline_ms": _ms(_stats([v["offline_s"] for v in s])[0]),
-               "bytes_online": _stats([v["bytes_online"] for v in s])[0],
-               "bytes_total": _stats([v["bytes_total"] for v in s])[0],
-               "rounds_online": _stats([v["rounds_online"] for v in s])[0],
-               "command_s": cmd, "command_s_min": cmd_lo, "command_s_max": cmd_hi,
-               "target_online_ms": None if tgt is None else tgt[0] * 1e3,
-               "target_bytes": None if tgt is None else tgt[1],
-               "max_abs_err_vs_reference": _stats([v["max_abs_err"] for v in s])[2],
-               "reps": len(s)}
-        if tgt is not None and on is not None:
-            row["online_vs_target"] = on / tgt[0]
-        rows.append(row)
-        if partial:
-            os.makedirs(os.path.dirname(partial), exist_ok=True)
-            with open(partial, "a") as f:
-                f.write(json.dumps(row) + "\n")
-    labels = [f"{r['workload']}/{r['batch']}" for r in rows]
-    plots = [{
-        "title": "online latency / the peer's target (1 = at target; lower is better)",
-        "kind": "bar", "x": sorted(set(labels), key=labels.index), "xlabel": "workload / batch",
-        "ylabel": "online latency / target", "logy": True, "hline": 1.0, "file": "peers_vs_target.png",
-        "series": {p: [next((r.get("online_vs_target") for r in rows
-                             if r["protocol"] == p and f"{r['workload']}/{r['batch']}" == lab), None)
-                        for lab in sorted(set(labels), key=labels.index)]
-                   for p in sorted({r["protocol"] for r in rows})},
-    }]
-    return {"suite": "peers", "rows": rows, "plots": plots, "skipped": skipped,
-            "targets": {f"{w}/{b}": {"online_s": t[0], "bytes": t[1]} for (w, b), t in TARGETS.items()},
-            "two_party_targets": {f"{w}/{b}": {"online_s": t[0], "bytes": t[1]}
-                                  for (w, b), t in TWO_PARTY_TARGETS.items()},
-            "command_target_s": COMMAND_TARGET_S, "reps": reps, "interleaved": True,
-            "baseline": "the peer framework's figures on this machine kind (issue #23); ours measured here",
-            "seconds": prog.elapsed()}
+            s = c["samples"]
+            on, on_lo, on_hi = _stats([v["online_s"] for v in s])
+            cmd, cmd_lo, cmd_hi = _stats([v["command_s"] for v in s])
+            tgt = (TWO_PARTY_TARGETS if c["protocol"] in TWO_PARTY else TARGETS).get((c["workload"], c["batch"]))
+            row = {"workload": c["workload"], "batch": c["batch"], "protocol": c["protocol"],
+                   "online_ms": None if on is None else on * 1e3,
+                   "online_ms_min": None if on_lo is None else on_lo * 1e3,
+                   "online_ms_max": None if on_hi is None else on_hi * 1e3,
+                   "offline_ms": _ms(_stats([v["offline_s"] for v in s])[0]),
+                   "bytes_online": _stats([v["bytes_online"] for v in s])[0],
+                   "bytes_total": _stats([v["bytes_total"] for v in s])[0],
+                   "rounds_online": _stats([v["rounds_online"] for v in s])[0],
+                   "command_s": cmd, "command_s_min": cmd_lo, "command_s_max": cmd_hi,
+                   "target_online_ms": None if tgt is None else tgt[0] * 1e3,
+                   "target_bytes": None if tgt is None else tgt[1],
+                   "max_abs_err_vs_reference": _stats([v["max_abs_err"] for v in s])[2],
+                   "reps": len(s)}
+            if tgt is not None and on is not None:
+                row["online_vs_target"] = on / tgt[0]
+            rows.append(row)
+            if partial:
+                os.makedirs(os.path.dirname(partial), exist_ok=True)
+                with open(partial, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+        labels = [f"{r['workload']}/{r['batch']}" for r in rows]
+        plots = [{
+            "title": "online latency / the peer's target (1 = at target; lower is better)",
+            "kind": "bar", "x": sorted(set(labels), key=labels.index), "xlabel": "workload / batch",
+            "ylabel": "online latency / target", "logy": True, "hline": 1.0, "file": "peers_vs_target.png",
+            "series": {p: [next((r.get("online_vs_target") for r in rows
+                                 if r["protocol"] == p and f"{r['workload']}/{r['batch']}" == lab), None)
+                            for lab in sorted(set(labels), key=labels.index)]
+                       for p in sorted({r["protocol"] for r in rows})},
+        }]
+        return {"suite": "peers", "rows": rows, "plots": plots, "skipped": skipped,
+                "targets": {f"{w}/{b}": {"online_s": t[0], "bytes": t[1]} for (w, b), t in TARGETS.items()},
+                "two_party_targets": {f"{w}/{b}": {"online_s": t[0], "bytes": t[1]}
+                                      for (w, b), t in TWO_PARTY_TARGETS.items()},
+                "command_target_s": COMMAND_TARGET_S, "reps": reps, "interleaved": True,
+                "baseline": "the peer framework's figures on this machine kind (issue #23); ours measured here",
+                "seconds": prog.elapsed()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)   # the workload models and inputs
 
 
 def _ms(v):
