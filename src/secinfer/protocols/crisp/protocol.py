@@ -119,6 +119,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
             im = g.add(g.mul(re, mu), take_in_mask(store)["mu_r"].reshape(re.shape))
 
         def run_step(i, st, x):
+            ep.mark(f"layer {i}/{len(steps) - 2} {st.op}")   # live progress of `secinfer run`
             t0 = time.perf_counter()
             if st.op != "lin":
                 out = _local_or_gate(ep, CLIENT, prm, store, i, st, x, checks, job)
@@ -252,6 +253,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         ep.send(SERVER, "crisp/input", g.sub(xl, r_in).reshape(-1, g.limbs))
 
         def run_step(i, st, v):
+            ep.mark(f"layer {i}/{len(steps) - 2} {st.op}")
             if st.op != "lin":
                 return _local_or_gate(ep, SERVER, prm, store, i, st, v, checks, job)
             s_re, s_im, t = early.pop(i) if i in early else engine.client(ep, i, st, *v)

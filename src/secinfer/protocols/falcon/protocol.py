@@ -77,7 +77,7 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
         cpu0, jit0 = time.thread_time(), mpc.pc.stats["pc_just_in_time_cpu_s"]
         if not early:
             share_input(eng, graph, job, env)
-        env = executor.run_graph(eng.ring, me, backend, graph, env)
+        env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
         mpc.flush()
         y = eng.reveal_to(CLIENT, env[graph.output_names[0]])
         cpu = time.thread_time() - cpu0 - (mpc.pc.stats["pc_just_in_time_cpu_s"] - jit0)

@@ -172,15 +172,23 @@ def _siblings(graph: Graph, node: Node, consumers: dict, done: set) -> list[Node
             and c.inputs[1] in graph.weight_info]
 
 
-def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair]) -> dict[str, Pair]:
-    """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name."""
+def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair],
+              mark=None) -> dict[str, Pair]:
+    """Evaluate every node; ``env`` holds the shared inputs and weights by tensor name.
+    ``mark(name)`` (e.g. ``Endpoint.mark``) is told each node that is not a data movement as
+    it starts: the live progress of ``secinfer run`` shows the last one."""
     consumers = graph.consumers()
     outputs = set(graph.output_names)
     done: set = set()
+    count = sum(n.op not in MOVEMENT for n in graph.nodes)
+    k = 0
     for node in graph.nodes:
         if node.name in done:
             continue
         op = node.op
+        if mark is not None and op not in MOVEMENT:
+            k += 1
+            mark(f"layer {k}/{count} {op}")
         ins = [env[i] for i in node.inputs]
         if op in MOVEMENT:
             ya = MOVEMENT[op](node, [p.a for p in ins])

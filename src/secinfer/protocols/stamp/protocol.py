@@ -70,7 +70,7 @@ def run_party(role: str, ep, job: PartyJob) -> PartyResult:
             cpu0 = time.thread_time()
             if not early:
                 share_input(eng, graph, job, env, backend)
-            env = executor.run_graph(eng.ring, me, backend, graph, env)
+            env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
             out = env[graph.output_names[0]]
             if isinstance(out, executor.Opened):   # opened in the last product's step
                 y = out.value
