@@ -15,11 +15,7 @@ def P():
     return he.get_params(SMALL)
 
 
-@pytest.fixture(scope="module")
-def kp(P):
-    pair = P.keygen()
-    yield pair
-    pair.close()
+# ``kp`` (a key pair of ``P``) comes from tests/he/conftest.py, on this module's ``P``
 
 
 @pytest.fixture(scope="module")
