@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.he.errors import HESerializationError
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, PublicKey
@@ -42,7 +42,7 @@ def ct_pt_dot(ev, cts, pts):
 class HECore:
     """The engine's keys, ciphertext traffic and answer masking (see module docstring)."""
 
-    def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
+    def __init__(self, g: Ring, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
         # Malicious client: its proofs guarantee a short preimage of 2 c (popk.FACTOR), so
