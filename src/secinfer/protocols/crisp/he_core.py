@@ -39,6 +39,13 @@ def ct_pt_dot(ev, cts, pts):
     return acc
 
 
+def close_all(*groups: dict) -> None:
+    """Close every HE object in the given dicts (plaintexts, ciphertexts)."""
+    for group in groups:
+        for obj in group.values():
+            obj.close()
+
+
 class HECore:
     """The engine's keys, ciphertext traffic and answer masking (see module docstring)."""
 
@@ -182,6 +189,17 @@ class HECore:
         raw = np.frombuffer(trim(self.params, out, self.read_positions(bud, pos)), np.uint8)
         out.close()
         return raw, rmask
+
+    def answer_into(self, idx, acc, bud, prg, pos, t: int, masks, sel, raws: list) -> None:
+        """``masked_answer`` of acc, its bytes appended to ``raws``; the server's share of
+        the answer (digit ``t``: times 2^(D t)) added to ``masks`` = (real, imaginary) at
+        ``sel`` (the imaginary half, positions ``pos + bud.half``, for a malicious client)."""
+        g = self.g
+        raw, rmask = self.masked_answer(idx, acc, bud, prg, pos)
+        raws.append(raw)
+        parts = ((masks[0], pos), (masks[1], pos + bud.half)) if self.malicious else ((masks[0], pos),)
+        for m, at in parts:
+            m[sel] = g.add(m[sel], g.shl(rmask[at], bud.D * t))
 
     def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
         """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level

@@ -14,7 +14,7 @@ from secinfer.ir.graph import lift_2d
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp import lifted
 from secinfer.protocols.crisp.budget import LayerBudget
-from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, close_all, ct_pt_dot, digit_limbs
 
 
 def rows_and_mats(step, w: np.ndarray | None, a: np.ndarray | None, batch_in_shape) -> tuple:
@@ -199,17 +199,10 @@ def server_rows(eng, ep, idx, step, w, prg):
                     acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
                                     [wpolys[ch, blk] for ch in range(bud.n_chunks)])
                     rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
-                    raw, rmask = eng.masked_answer(idx, acc, bud, prg, pos)
-                    raws.append(raw)
                     sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
-                    m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
-                    if eng.malicious:
-                        m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+                    eng.answer_into(idx, acc, bud, prg, pos, t, (m_re, m_im), sel, raws)
         eng.send_answers(ep, idx, raws)
-        for p in wpolys.values():
-            p.close()
-        for c in cts.values():
-            c.close()
+        close_all(wpolys, cts)
         masks_re.append(m_re)
         masks_im.append(m_im)
     ev.close()

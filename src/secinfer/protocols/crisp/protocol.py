@@ -30,7 +30,7 @@ from secinfer.arith.ring import Ring
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
@@ -298,14 +298,7 @@ def produce_preprocessing_ahead(graph, fixed, batch: int, security: str, out_dir
     return produce_ahead(steps, prm, prg, store_path(out_dir, SERVER), store_path(out_dir, CLIENT))
 
 
-def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == SERVER:
-        return _run_server(ep, job)
-    if role == CLIENT:
-        return _run_client(ep, job)
-    if role == DEALER:
-        return _run_dealer(ep, job)
-    raise ProtocolError(f"crisp has no role {role!r}")
+run_party = by_role("crisp", {SERVER: _run_server, CLIENT: _run_client, DEALER: _run_dealer})
 
 
 def check_model(graph, security: str) -> None:

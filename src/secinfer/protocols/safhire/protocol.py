@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.safhire import dp
 from secinfer.protocols.safhire.session import (
     BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionMismatchError, SessionStore,
@@ -427,12 +427,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
 
 
 # ---------------------------------------------------------------- spec
-def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == SERVER:
-        return _run_server(ep, job)
-    if role == CLIENT:
-        return _run_client(ep, job)
-    raise ProtocolError(f"safhire has no role {role!r}")
+run_party = by_role("safhire", {SERVER: _run_server, CLIENT: _run_client})
 
 
 def check_model(graph, security: str) -> None:
