@@ -78,22 +78,34 @@ func bound(ph uint64, objPh uint64, what string) {
 	}
 }
 
-// owned: the handle objects that remember their parameter set.
-type owned interface{ owner() uint64 }
+// owned: the handle objects that remember their parameter set (and their kind's name).
+type owned interface{ owner() (uint64, string) }
 
-func (o *SK) owner() uint64       { return o.ph }
-func (o *PK) owner() uint64       { return o.ph }
-func (o *EvalKeys) owner() uint64 { return o.ph }
-func (o *PT) owner() uint64       { return o.ph }
-func (o *CT) owner() uint64       { return o.ph }
-func (o *Eval) owner() uint64     { return o.ph }
-func (o *LT) owner() uint64       { return o.ph }
-func (o *LWEBatch) owner() uint64 { return o.ph }
+func (o *SK) owner() (uint64, string)       { return o.ph, "secret key" }
+func (o *PK) owner() (uint64, string)       { return o.ph, "public key" }
+func (o *EvalKeys) owner() (uint64, string) { return o.ph, "evaluation keys" }
+func (o *PT) owner() (uint64, string)       { return o.ph, "plaintext" }
+func (o *CT) owner() (uint64, string)       { return o.ph, "ciphertext" }
+func (o *Eval) owner() (uint64, string)     { return o.ph, "evaluator" }
+func (o *LT) owner() (uint64, string)       { return o.ph, "linear transform" }
+func (o *LWEBatch) owner() (uint64, string) { return o.ph, "LWE batch" }
 
 // getOwned resolves handle h as a T made under the parameter set ph.
 func getOwned[T owned](ph, h C.uint64_t, kind string) T {
 	o := get[T](uint64(h), kind)
-	bound(uint64(ph), o.owner(), kind)
+	id, _ := o.owner()
+	bound(uint64(ph), id, kind)
+	return o
+}
+
+// anyOwned resolves a handle of any kind, checked against ph when it is bound to a
+// parameter set (for exports that accept several kinds and switch on the type).
+func anyOwned(ph, h C.uint64_t) any {
+	o := getAny(uint64(h))
+	if b, ok := o.(owned); ok {
+		id, kind := b.owner()
+		bound(uint64(ph), id, kind)
+	}
 	return o
 }
 
@@ -102,38 +114,6 @@ func getPT(ph, h C.uint64_t) *PT     { return getOwned[*PT](ph, h, "plaintext") 
 func getSK(ph, h C.uint64_t) *SK     { return getOwned[*SK](ph, h, "secret key") }
 func getPK(ph, h C.uint64_t) *PK     { return getOwned[*PK](ph, h, "public key") }
 func getEval(ph, h C.uint64_t) *Eval { return getOwned[*Eval](ph, h, "evaluator") }
-
-// anyOwned resolves a handle of any owned kind bound to ph (for exports that accept
-// several kinds and switch on the type).
-func anyOwned(ph, h C.uint64_t) any {
-	o := getAny(uint64(h))
-	if b, ok := o.(owned); ok {
-		bound(uint64(ph), b.owner(), kindName(o))
-	}
-	return o
-}
-
-func kindName(o any) string {
-	switch o.(type) {
-	case *SK:
-		return "secret key"
-	case *PK:
-		return "public key"
-	case *EvalKeys:
-		return "evaluation keys"
-	case *PT:
-		return "plaintext"
-	case *CT:
-		return "ciphertext"
-	case *LWEBatch:
-		return "LWE batch"
-	case *Eval:
-		return "evaluator"
-	case *LT:
-		return "linear transform"
-	}
-	return "object"
-}
 
 func newCT(ph C.uint64_t, ct *rlwe.Ciphertext, out *C.uint64_t) {
 	*out = C.uint64_t(put(&CT{ph: uint64(ph), v: ct}))

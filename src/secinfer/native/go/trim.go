@@ -8,7 +8,7 @@ import "C"
 
 import "secinfer/native/he"
 
-// Exports of trimmed ciphertexts and packed raw polynomials (he/trim.go).
+// Exports of trimmed ciphertexts and packed raw polynomials (he/wire.go).
 
 // he_ct_trim serialises a degree-1 NTT ciphertext as a trimmed frame for `count`
 // positions (coefficients of c0 taken out of the NTT domain).
