@@ -52,16 +52,10 @@ func popkArgs(ph, pkh C.uint64_t, level C.int, limbs *C.int64_t) (*ring.Ring, *P
 	return P.RingQ().AtLevel(int(level)), pk, ls, P.N()
 }
 
-// he_popk_hash hashes, for k = 0..rows-1,  A_k = f(z_k) - sum_j chal[k][j] ct_j  with
-// SHA-256 into out (32 bytes), both components as coefficient residues, where
-// f(m, u, e0, e1) = (pk0 u + e0 + Delta m,  pk1 u + e1) in R_Q at `level` (popk.Image).
-// The prover calls it with nct = 0 on its masks y_k (A_k = f(y_k)), the verifier with the
-// responses z_k, the client's ciphertexts and the challenge (entries 0..4 for 0, 1, -1,
-// X^(N/2), -X^(N/2), popk.challenge); an honest transcript gives equal
-// digests. roundPrime >= 1: both components are hashed through popk.Round with that prime
-// (exactly their high parts; the e0 and e1 limbs are then usually absent), and low, if
-// not null, receives the rows x 2 x N low residues (c0's, then c1's, per row: the
-// prover's band check); roundPrime < 0: exact.
+// he_popk_hash writes popk.Hash into out (32 bytes): the prover passes nct = 0 and its
+// masks, the verifier the responses, the client's ciphertexts and the challenge (rows x
+// nct entries in 0..4); roundPrime >= 1 rounds both components (low, if not null, receives
+// the rows x 2 x N low residues), roundPrime < 0: exact.
 //
 //export he_popk_hash
 func he_popk_hash(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, limbs *C.int64_t, rows C.int, z *C.int64_t, nct C.int, cts *C.uint64_t, chal *C.uchar, roundPrime C.int, low *C.uint64_t, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -100,9 +94,7 @@ func he_popk_hash(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, l
 	return codeOK
 }
 
-// he_popk_image writes f(z) for one argument z as coefficient-domain residues:
-// out[c][l][j], c in {0, 1}, l = 0..level (tests compare it with he_encrypt_rand and with
-// big-integer arithmetic).
+// he_popk_image writes f(z) for one argument as residues out[c][l][j] (tests).
 //
 //export he_popk_image
 func he_popk_image(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, limbs *C.int64_t, z *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -115,11 +107,8 @@ func he_popk_image(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, 
 	return codeOK
 }
 
-// he_encode_limbs makes the plaintext with coefficients Delta a_j + b_j at `level`
-// (NTT domain, scale metadata 2^logScale, not batched; Delta = 2^logScale when dlen = 0,
-// else the integer of dlen little-endian bytes at delta) from signed multi-limb integers a (la limbs
-// of N int64) and b (lb limbs), exactly (popk.EncodeLimbs): the coefficient encoding of
-// values far beyond float64, e.g. crisp's mask plaintexts -Delta R + F of ~300 bits in one call.
+// he_encode_limbs: popk.EncodeLimbs with Delta = 2^logScale when dlen = 0, else the
+// integer of dlen little-endian bytes at delta (e.g. crisp's ~300-bit mask plaintexts).
 //
 //export he_encode_limbs
 func he_encode_limbs(ph C.uint64_t, level, logScale C.int, delta *C.uchar, dlen C.int, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -143,9 +132,7 @@ func he_encode_limbs(ph C.uint64_t, level, logScale C.int, delta *C.uchar, dlen 
 
 // ---------------------------------------------------------------- key proof
 
-// he_keygen_seeded: the client's key pair for the verifier's a (expanded from aseed): s
-// ternary and e Gaussian from a PRNG keyed with kseed (the caller's injected randomness),
-// written out centred (the proof's witness); pk0 = e - a s over Q (a Q-only key).
+// he_keygen_seeded: popk.SeededKeyPair for the a expanded from aseed (a Q-only key).
 //
 //export he_keygen_seeded
 func he_keygen_seeded(ph C.uint64_t, aseed *C.uchar, aseedlen C.size_t, kseed *C.uchar, kseedlen C.size_t, sOut, eOut *C.int64_t, skOut, pkOut *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -159,8 +146,7 @@ func he_keygen_seeded(ph C.uint64_t, aseed *C.uchar, aseedlen C.size_t, kseed *C
 	return codeOK
 }
 
-// he_pk_from_parts: the verifier's copy of the key, from its own seed of a and the
-// received pk0 as coefficient-domain residues (QCount rows of N, each below its prime).
+// he_pk_from_parts: the verifier's copy of the key, from its seed of a and pk0's residues.
 //
 //export he_pk_from_parts
 func he_pk_from_parts(ph C.uint64_t, aseed *C.uchar, aseedlen C.size_t, pk0 *C.uint64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -180,9 +166,8 @@ func keyArgs(ph, pkh C.uint64_t, limbs *C.int64_t) (*ring.Ring, *PK, [2]int, int
 	return P.RingQ(), pk, ls, P.N()
 }
 
-// he_keyproof_hash hashes A_k = F(z_k) - chal[k] pk0, k = 0..rows-1 (NTT residues over all
-// Q primes) with SHA-256 into out (32 bytes). The prover calls it with target = 0 on its
-// masks (A_k = F(y_k)), the verifier with target = 1, the responses and the challenge bits.
+// he_keyproof_hash writes popk.KeyHash into out (32 bytes): target = 0 for the prover's
+// masks, 1 for the verifier (responses and challenge bits).
 //
 //export he_keyproof_hash
 func he_keyproof_hash(ph, pkh C.uint64_t, limbs *C.int64_t, rows C.int, z *C.int64_t, target C.int, chal *C.uchar, out *C.uchar, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -201,8 +186,7 @@ func he_keyproof_hash(ph, pkh C.uint64_t, limbs *C.int64_t, rows C.int, z *C.int
 	return codeOK
 }
 
-// he_keyproof_image writes F(z) for one argument as coefficient-domain residues
-// (QCount rows of N): tests compare it with pk0 and with big-integer arithmetic.
+// he_keyproof_image writes F(z) for one argument as residues (tests).
 //
 //export he_keyproof_image
 func he_keyproof_image(ph, pkh C.uint64_t, limbs *C.int64_t, z *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {

@@ -171,8 +171,7 @@ func (e *Eval) requireGalois(els []uint64, what string) {
 	}
 }
 
-// he_lwe_pack packs batch member t into coefficient pos[t] of one RLWE ciphertext, zeroing
-// every other coefficient with automorphism (trace) key switching.  [SAFHIRE Sec. 2.4, 4.4]
+// he_lwe_pack packs batch member t into coefficient pos[t] of one RLWE ciphertext.
 //
 //export he_lwe_pack
 func he_lwe_pack(ph C.uint64_t, evh C.uint64_t, bh C.uint64_t, pos *C.int64_t, n C.int, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -183,8 +182,7 @@ func he_lwe_pack(ph C.uint64_t, evh C.uint64_t, bh C.uint64_t, pos *C.int64_t, n
 	if int(n) != len(b.cts) || n == 0 {
 		fail(codeArgument, "need one position per LWE ciphertext (%d given for %d)", n, len(b.cts))
 	}
-	// The tree packing of the fastpack sub-package (depth 0): the same n - 1 + log2(N/n)
-	// key switches as Lattigo's Pack for spread positions, without its N-fold key-switch
+	// fastpack's tree packing (depth 0): Lattigo's Pack without its N-fold key-switch
 	// noise growth, reading the members in place.  [SAFHIRE Sec. 2.4, 4.4]
 	e.requireGalois(fastpack.PackGaloisElements(P.Parameters, 0), "pack")
 	positions := make([]int, n)
@@ -200,8 +198,7 @@ func he_lwe_pack(ph C.uint64_t, evh C.uint64_t, bh C.uint64_t, pos *C.int64_t, n
 	return codeOK
 }
 
-// he_expand splits an RLWE ciphertext into ciphertexts whose constant term is coefficient
-// i (i multiple of 2^logGap) of the input (Lattigo's Expand).
+// he_expand: Lattigo's Expand (constant term = coefficient i, i multiple of 2^logGap).
 //
 //export he_expand
 func he_expand(ph C.uint64_t, evh C.uint64_t, cth C.uint64_t, logGap C.int, outIdx *C.int64_t, outs *C.uint64_t, nout C.int, written *C.int, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -255,9 +252,7 @@ func he_trace(ph C.uint64_t, evh C.uint64_t, cth C.uint64_t, logN C.int, out *C.
 
 // ---------------------------------------------------------------- caller-visible randomness
 
-// he_encrypt_rand encrypts pt under pk with caller-visible randomness (he.EncryptRand):
-// mode 0 samples u, e0, e1 from a PRNG keyed with seed and writes them out; mode 1 uses
-// the caller's u, e0, e1 (checked against the distributions' bounds).  [CRISP-certified Sec. 4]
+// he_encrypt_rand: he.EncryptRand; mode 0 samples u, e0, e1 (written out), 1 takes them.
 //
 //export he_encrypt_rand
 func he_encrypt_rand(ph C.uint64_t, pkh C.uint64_t, pth C.uint64_t, mode C.int, seed *C.uchar, seedlen C.size_t, u, e0, e1 *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -278,8 +273,7 @@ func he_encrypt_rand(ph C.uint64_t, pkh C.uint64_t, pth C.uint64_t, mode C.int, 
 	return codeOK
 }
 
-// he_flood returns ct + Enc_pk(0) + f, f uniform in [-2^logBound, 2^logBound] from a PRNG
-// keyed with seed (he.Flood: circuit privacy before a ciphertext goes back to the key owner).
+// he_flood: he.Flood (noise flooding before a ciphertext goes back to the key owner).
 //
 //export he_flood
 func he_flood(ph C.uint64_t, pkh C.uint64_t, cth C.uint64_t, logBound C.int, seed *C.uchar, seedlen C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {

@@ -10,8 +10,7 @@ import "secinfer/native/he"
 
 // Exports of trimmed ciphertexts and packed raw polynomials (he/wire.go).
 
-// he_ct_trim serialises a degree-1 NTT ciphertext as a trimmed frame for `count`
-// positions (coefficients of c0 taken out of the NTT domain).
+// he_ct_trim: he.Trim for `count` positions.
 //
 //export he_ct_trim
 func he_ct_trim(ph C.uint64_t, cth C.uint64_t, pos *C.int64_t, count C.int, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -21,8 +20,7 @@ func he_ct_trim(ph C.uint64_t, cth C.uint64_t, pos *C.int64_t, count C.int, out 
 	return codeOK
 }
 
-// he_trim_len writes the exact byte length of a trimmed frame at `level` for `count`
-// positions.
+// he_trim_len writes he.TrimLen.
 //
 //export he_trim_len
 func he_trim_len(ph C.uint64_t, level C.int, count C.int, out *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -35,8 +33,7 @@ func he_trim_len(ph C.uint64_t, level C.int, count C.int, out *C.size_t, errbuf 
 	return codeOK
 }
 
-// he_decrypt_trimmed reads a trimmed frame at `level` and writes the coefficient-domain
-// residues of m = c0 + c1 s at the positions: out[l*count + i] = m_{pos[i]} mod q_l.
+// he_decrypt_trimmed: he.DecryptTrimmed, out[l*count + i] = m_{pos[i]} mod q_l.
 //
 //export he_decrypt_trimmed
 func he_decrypt_trimmed(ph C.uint64_t, skh C.uint64_t, data *C.uchar, n C.size_t, level C.int, pos *C.int64_t, count C.int, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
@@ -61,8 +58,7 @@ func he_poly_pack(ph C.uint64_t, level C.int, in *C.uint64_t, out **C.uchar, out
 	return codeOK
 }
 
-// he_poly_unpack reads a packed polynomial at `level` into out ((level + 1) x N):
-// HESerializationError for any other length, an unreduced residue or non-zero padding.
+// he_poly_unpack reads a packed polynomial at `level` into out ((level + 1) x N).
 //
 //export he_poly_unpack
 func he_poly_unpack(ph C.uint64_t, level C.int, data *C.uchar, n C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
