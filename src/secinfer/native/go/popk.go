@@ -13,6 +13,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
 
+	"secinfer/native/he"
 	"secinfer/native/popk"
 )
 
@@ -44,9 +45,7 @@ func limbCounts(limbs *C.int64_t, ls []int, optional int) {
 func popkArgs(ph, pkh C.uint64_t, level C.int, limbs *C.int64_t) (*ring.Ring, *PK, [4]int, int) {
 	P := params(ph).P
 	pk := getPK(ph, pkh)
-	if int(level) < 0 || int(level) > P.MaxLevel() {
-		fail(codeArgument, "level %d out of range", level)
-	}
+	he.CheckLevel(P, int(level), codeArgument)
 	var ls [4]int
 	limbCounts(limbs, ls[:], 2)
 	return P.RingQ().AtLevel(int(level)), pk, ls, P.N()
@@ -114,9 +113,7 @@ func he_popk_image(ph, pkh C.uint64_t, level C.int, delta *C.uchar, dlen C.int, 
 func he_encode_limbs(ph C.uint64_t, level, logScale C.int, delta *C.uchar, dlen C.int, la C.int, a *C.int64_t, lb C.int, b *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	P := params(ph).P
-	if int(level) < 0 || int(level) > P.MaxLevel() {
-		fail(codeArgument, "level %d out of range", level)
-	}
+	he.CheckLevel(P, int(level), codeArgument)
 	if logScale < 0 || logScale > 1000 || la < 1 || la > 8 || lb < 1 || lb > 8 {
 		fail(codeArgument, "logScale must be 0..1000 and the limb counts 1..8")
 	}
