@@ -59,3 +59,86 @@ def test_serve_refuses_bad_configuration_at_start(tmp_path):
         Server(c, "server", "reference")
     with pytest.raises(ConfigError, match="offers"):
         Server(c, "server", "reference", "malicious", "unused.onnx")
+
+
+# ---- prepared offline material (ProtocolSpec.prepare) in `secinfer serve` ------------------------
+
+def _x():
+    import numpy as np
+
+    return np.linspace(-0.05, 0.05, 10).reshape(1, 10)
+
+
+def test_prepared_items_are_made_ahead_spent_once_and_refilled(servers):
+    """astra with --pool 2: the model-side parties run the offline phase with no client; a
+    session takes one item (all parties the same id), which is then gone from every
+    server; the next session gets another; the pool refills and never exceeds its bound."""
+    from secinfer.runtime.serve import query
+
+    s = servers("astra", "bundled:diabetes-linreg", ("--pool", "2"))
+    st = s.wait_prep(2)
+    leader = [pid for pid, v in st.items() if v["prep"]["leader"] == pid]
+    assert leader == ["p0"] and all(v["prep"]["enabled"] for v in st.values())
+    before = {pid: set(v["prep"]["ids"]) for pid, v in st.items()}
+    assert all(ids == before["p0"] for ids in before.values())      # the same items everywhere
+    r1 = query(s.cluster, _x(), s.client)
+    assert r1.info["prep"] in before["p0"]
+    r2 = query(s.cluster, _x(), s.client)
+    assert r2.info["prep"] and r2.info["prep"] != r1.info["prep"]
+    st = s.wait_settled()
+    for pid, v in st.items():
+        assert r1.info["prep"] not in v["prep"]["ids"] and r2.info["prep"] not in v["prep"]["ids"]
+        assert v["prep"]["available"] <= v["prep"]["capacity"]
+    assert st["p0"]["prep"]["hits"] == 2 and st["p0"]["prep"]["capacity"] == 2
+    assert all(st[p]["prep"]["hits"] == 2 for p in ("p1", "p2", "model_owner"))
+    st = s.wait_prep(2)                                             # refilled in the background
+    assert st["p0"]["prep"]["made"] >= 4 and st["p0"]["prep"]["available"] == 2
+    # a batch the items were not made for: served with the in-session offline phase (a miss)
+    import numpy as np
+    r3 = query(s.cluster, np.zeros((3, 10)), s.client)
+    assert r3.info["prep"] is None and r3.output.shape == (3, 1)
+    assert s.status("p0")["prep"]["misses"] == 1
+
+
+def test_a_prepared_item_cannot_be_taken_twice(servers):
+    """Two sessions opened at once; a client that names the first session's item in the
+    second session's go is refused by every server (the leader reserved another one for it;
+    the others hold the first item no more)."""
+    import os
+
+    import zmq
+
+    from secinfer.runtime.cluster import load_cluster
+    from secinfer.runtime.serve import NONCE_BYTES, ServeError, _control_socket, _request
+
+    s = servers("astra", "bundled:diabetes-linreg", ("--pool", "2"))
+    s.wait_prep(2)
+    c = load_cluster(s.cluster)
+    ident = c.load_secret(s.client)
+    ctx = zmq.Context()
+    socks = {pid: _control_socket(ctx, ident, c.party(pid).public_key, c.party(pid).connect_url()) for pid in s.ids}
+    try:
+        def open_all():
+            nonce = os.urandom(NONCE_BYTES).hex()
+            reps = {pid: _request(sk, {"op": "open", "nonce": nonce, "rows": 1}, 5, pid) for pid, sk in socks.items()}
+            go = {"op": "go", "nonce": nonce, "ports": {pid: r["port"] for pid, r in reps.items()} | {s.client: 20001},
+                  "contribs": {pid: r["contrib"] for pid, r in reps.items()}}
+            return go, reps["p0"]["prep"]
+        go_a, prep_a = open_all()
+        go_b, prep_b = open_all()
+        assert prep_a and prep_b and prep_a != prep_b          # the leader reserved one item each
+        assert _request(socks["p1"], dict(go_a, prep=prep_a), 5, "p1")["ok"]   # p1 spends item A
+        with pytest.raises(ServeError, match="used already"):   # ... so session B cannot have it
+            _request(socks["p1"], dict(go_b, prep=prep_a), 5, "p1")
+        with pytest.raises(ServeError, match="reserved"):      # nor can the leader be talked into it
+            _request(socks["p0"], dict(go_b, prep=prep_a), 5, "p0")
+        with pytest.raises(ServeError, match="not open to the prep leader|unknown control"):
+            _request(socks["p1"], {"op": "prep-open", "id": os.urandom(16).hex()}, 5, "p1")
+        assert prep_a not in s.status("p1")["prep"]["ids"]
+    finally:
+        for sk in socks.values():
+            sk.close(0)
+        ctx.term()
+    from secinfer.runtime.serve import query
+
+    assert query(s.cluster, _x(), s.client).output.shape == (1, 1)   # the server goes on

@@ -79,6 +79,7 @@ def test_two_sessions_share_no_mask(servers):
     """The same input twice: every array the client receives differs between the sessions
     (a reused mask, key or triple would repeat some of them)."""
     s = servers("astra", MODEL)
+    s.wait_prep(2)     # both sessions on prepared material (the pooled path; a miss is covered below)
     seen = []
 
     def recorder(ep):
@@ -95,6 +96,7 @@ def test_two_sessions_share_no_mask(servers):
     r1 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     r2 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     assert r1.session_id != r2.session_id and _right(r1, s.spec) and _right(r2, s.spec)
+    assert r1.info["prep"] and r2.info["prep"] and r1.info["prep"] != r2.info["prep"]
     def by_key(frames):
         out = {}
         for peer, f in frames:

@@ -84,9 +84,10 @@ def _hex(msg: dict, key: str, n: int, who: str) -> bytes:
     return b
 
 
-def session_nonce(nonce_c: bytes, contribs: dict[str, bytes]) -> bytes:
-    """The session nonce: the client's nonce, then every server's contribution by party id."""
-    return nonce_c + b"".join(contribs[k] for k in sorted(contribs))
+def session_nonce(nonce_c: bytes, contribs: dict[str, bytes], prep: bytes | None = None) -> bytes:
+    """The session nonce: the client's nonce, then every server's contribution by party id,
+    then the id of the prepared item the session runs on (``secinfer.runtime.serve_prep``)."""
+    return nonce_c + b"".join(contribs[k] for k in sorted(contribs)) + (b"prep" + prep if prep else b"")
 
 
 def session_port(cluster, party_id: str, avoid=()) -> int:
@@ -152,6 +153,7 @@ class _Session:
     ep: object = None
     error: dict | None = None
     sid: str = ""
+    prep: tuple | None = None          # (id, item) the leader reserved for this session
 
 
 @dataclass
@@ -178,6 +180,7 @@ class Server:
         from secinfer.protocols import registry
         from secinfer.runtime.cluster import load_cluster
         from secinfer.runtime.pool import MaterialPool, make_session_seed
+        from secinfer.runtime.serve_prep import PrepCoordinator
 
         self.spec = spec = registry.get(protocol)
         self.protocol = protocol
@@ -215,12 +218,30 @@ class Server:
         self.grace = grace
         self.pool = MaterialPool(make_session_seed, pool)
         self.stats = ServeStats()
+        self._ports: set[int] = set()            # session / prep ports this process has announced
         self._sessions: dict[bytes, _Session] = {}
         self._seen: dict[bytes, None] = {}       # insertion-ordered replay window
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.ready = threading.Event()
         self._ctx = self._sock = self._auth = None
+        self.prep = PrepCoordinator(self, pool)
+
+    def _alloc_port(self) -> int:
+        with self._lock:
+            used = set(self._ports)
+        port = session_port(self.cluster, self.party_id, used)
+        with self._lock:
+            self._ports.add(port)
+        return port
+
+    def _free_port(self, port) -> None:
+        with self._lock:
+            self._ports.discard(port)
+
+    def _control_client(self, entry):
+        """A control socket to another model-side party (the leader's prep requests)."""
+        return _control_socket(self._ctx, self.identity, entry.public_key, entry.connect_url())
 
     # -- control socket --
     def _open_control(self) -> None:
@@ -228,11 +249,13 @@ class Server:
         from zmq.auth.thread import ThreadAuthenticator
 
         self._ctx = zmq.Context()
-        allowed = self.client.public_key
+        allowed = {self.client.public_key}
+        if self.prep.enabled and not self.prep.is_leader:   # the leader's prep requests
+            allowed.add(self.cluster.party(self.prep.leader_id).public_key)
 
         class _OnlyClient:
             def callback(self, domain, key):   # noqa: D401 - pyzmq's provider interface
-                return key == allowed
+                return key in allowed
 
         self._auth = ThreadAuthenticator(self._ctx)
         self._auth.start()
@@ -255,15 +278,21 @@ class Server:
             running = sum(1 for s in self._sessions.values() if s.state == "running")
             pending = sum(1 for s in self._sessions.values() if s.state == "pending")
             st = dataclasses.asdict(self.stats)
-        st.update(running=running, pending=pending, pool=self.pool.stats(), party=self.party_id,
-                  role=self.role, protocol=self.protocol)
+        st.update(running=running, pending=pending, pool=self.pool.stats(), prep=self.prep.stats(),
+                  party=self.party_id, role=self.role, protocol=self.protocol)
         return st
 
     # -- requests --
-    def _handle(self, msg: dict) -> dict:
+    def _handle(self, msg: dict, who: str = "client") -> dict:
         op = msg.get("op")
         if op == "status":
             return {"ok": True, "status": self.status()}
+        if who != "client":   # the prep leader: prep operations only
+            if op == "prep-open":
+                return self.prep.on_prep_open(msg)
+            if op == "prep-go":
+                return self.prep.on_prep_go(msg)
+            raise ServeError(f"operation {op!r} is not open to the prep leader")
         if op == "open":
             return self._on_open(msg)
         if op == "go":
@@ -283,14 +312,15 @@ class Server:
             self._seen[nonce_c] = None
             while len(self._seen) > SEEN_NONCES:
                 self._seen.pop(next(iter(self._seen)))
-            used = {s.port for s in self._sessions.values()}
-        port = session_port(self.cluster, self.party_id, used)
+        port = self._alloc_port()
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
+        sess.prep = self.prep.reserve(msg.get("rows"))
         with self._lock:
             self._sessions[nonce_c] = sess
             self.stats.opened += 1
         return {"ok": True, "port": port, "contrib": sess.contrib.hex(), "protocol": self.protocol,
-                "security": self.security, "fixed": self.fixed_name, "options": self.options}
+                "security": self.security, "fixed": self.fixed_name, "options": self.options,
+                "prep": sess.prep[0].hex() if sess.prep else None}
 
     def _on_go(self, msg: dict) -> dict:
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "go")
@@ -313,17 +343,29 @@ class Server:
         cbytes = {k: _hex(contribs, k, NONCE_BYTES, "go") for k in contribs}
         if cbytes[self.party_id] != sess.contrib or ports.get(self.party_id) != sess.port:
             raise ServeError("go: our own contribution or port is not the one we announced")
+        pid = msg.get("prep")
+        if pid is not None:
+            pid = _hex(msg, "prep", NONCE_BYTES, "go")
+        if self.prep.is_leader or pid is None:
+            if (sess.prep[0] if sess.prep else None) != pid:
+                raise ServeError("go: the prepared item is not the one this server reserved for the session")
+            item = sess.prep[1] if sess.prep else None
+        else:
+            item = self.prep.claim(pid)
+            if item is None:
+                raise ServeError("go: prepared item unknown here or used already")
+        sess.prep = None
         derived = derived_cluster(self.cluster, ports)
-        nonce = session_nonce(nonce_c, cbytes)
+        nonce = session_nonce(nonce_c, cbytes, pid)
         seed = self.pool.take()
         sess.state = "running"
         sess.sid = derived.session_id(nonce).hex()
-        sess.thread = threading.Thread(target=self._run_session, args=(sess, derived, nonce, seed),
+        sess.thread = threading.Thread(target=self._run_session, args=(sess, derived, nonce, seed, item),
                                        name=f"session-{sess.sid[:8]}", daemon=True)
         sess.thread.start()
         return {"ok": True, "session_id": sess.sid}
 
-    def _run_session(self, sess: _Session, derived, nonce: bytes, seed) -> None:
+    def _run_session(self, sess: _Session, derived, nonce: bytes, seed, item=None) -> None:
         from secinfer.crypto.prg import PRG
         from secinfer.protocols.base import PartyJob
         from secinfer.runtime.party import endpoint_class, error_record
@@ -341,7 +383,10 @@ class Server:
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
                            model=copy.deepcopy(self.model), input=None, options=dict(self.options))
-            self.spec.run_party(self.role, ep, job)
+            if item is not None:
+                self.spec.run_prepared(self.role, ep, job, item)
+            else:
+                self.spec.run_party(self.role, ep, job)
             ok = True
         except BaseException as e:  # noqa: BLE001 - a session's failure ends that session only
             if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
@@ -352,6 +397,8 @@ class Server:
                     pass
             sess.error = error_record(e)
         finally:
+            if item is not None:
+                item.wipe()
             if ep is not None:
                 try:
                     ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
@@ -359,6 +406,7 @@ class Server:
                     if ok:
                         ok, sess.error = False, error_record(e)
             sess.ep = None
+            self._free_port(sess.port)
             with self._lock:
                 sess.state = "completed" if ok else "failed"
                 if ok:
@@ -375,10 +423,14 @@ class Server:
         horizon = self.cluster.connect_timeout
         now = time.monotonic()
         with self._lock:
-            for k, s in list(self._sessions.items()):
-                if s.state == "pending" and now - s.opened > horizon:
-                    del self._sessions[k]
-                    self.stats.expired += 1
+            gone = [s for s in self._sessions.values() if s.state == "pending" and now - s.opened > horizon]
+            for s in gone:
+                del self._sessions[s.nonce_c]
+                self.stats.expired += 1
+                self._ports.discard(s.port)
+        for s in gone:
+            self.prep.release(s.prep[1] if s.prep else None)
+            s.prep = None
 
     # -- main loop --
     def serve_forever(self, log=None) -> dict:
@@ -387,7 +439,10 @@ class Server:
         import zmq
 
         self._open_control()
+        self.prep.start()
         self.ready.set()
+        client_key = self.client.public_key.decode() if isinstance(self.client.public_key, bytes) \
+            else str(self.client.public_key)
         try:
             while not self._stop.is_set():
                 if self._sock.poll(200, zmq.POLLIN):
@@ -395,7 +450,8 @@ class Server:
                     if len(frames) != 2:
                         continue
                     try:
-                        rep = self._handle(_decode(frames[1].bytes, "the client"))
+                        who = "client" if frames[1].get("User-Id") == client_key else "leader"
+                        rep = self._handle(_decode(frames[1].bytes, who), who)
                     except Exception as e:  # noqa: BLE001 - a bad request is refused, never ends the server
                         with self._lock:
                             self.stats.refused += 1
@@ -405,6 +461,8 @@ class Server:
                 self._expire()
             return self._drain(log)
         finally:
+            self._stop.set()
+            self.prep.close()
             self.pool.close()
             if self._sock is not None:
                 self._sock.close(0)
@@ -419,8 +477,10 @@ class Server:
             with self._lock:
                 live = [s for s in self._sessions.values() if s.state == "running"]
                 for k in [k for k, s in self._sessions.items() if s.state == "pending"]:
-                    del self._sessions[k]
+                    s = self._sessions.pop(k)
                     self.stats.expired += 1
+                    self.prep.release(s.prep[1] if s.prep else None)
+                    s.prep = None
             if not live or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
@@ -500,11 +560,12 @@ def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, 
     identity = cluster.load_secret(party_id, keys_dir)
     servers = [p for p in cluster.parties.values() if p.id != party_id]
     nonce_c = secrets.token_bytes(NONCE_BYTES)
+    rows = int(x.shape[0]) if x.ndim == 2 else 1
     ctx = zmq.Context()
     socks = {}
     try:
         socks = {p.id: _control_socket(ctx, identity, p.public_key, p.connect_url()) for p in servers}
-        replies = {pid: _request(s, {"op": "open", "nonce": nonce_c.hex()}, control_timeout, pid)
+        replies = {pid: _request(s, {"op": "open", "nonce": nonce_c.hex(), "rows": rows}, control_timeout, pid)
                    for pid, s in socks.items()}
         first = next(iter(replies.values()))
         conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
@@ -522,14 +583,21 @@ def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, 
         ports = {pid: int(r["port"]) for pid, r in replies.items()}
         ports[party_id] = session_port(cluster, party_id)
         contribs = {pid: _hex(r, "contrib", NONCE_BYTES, pid) for pid, r in replies.items()}
-        go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()}}
+        preps = [_hex(r, "prep", NONCE_BYTES, pid) for pid, r in replies.items() if r.get("prep") is not None]
+        if len(preps) > 1:
+            raise ServeError("more than one server offered a prepared item")
+        prep = preps[0] if preps else None
+        if prep is not None and spec.run_prepared is None:
+            raise ServeError(f"a server offered a prepared item, but {spec.name} cannot run on one")
+        go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()},
+              "prep": prep.hex() if prep else None}
         sids = {pid: _request(s, go, control_timeout, pid)["session_id"] for pid, s in socks.items()}
     finally:
         for s in socks.values():
             s.close(0)
         ctx.term()
     derived = derived_cluster(cluster, ports)
-    sid = derived.session_id(session_nonce(nonce_c, contribs))
+    sid = derived.session_id(session_nonce(nonce_c, contribs, prep))
     if any(v != sid.hex() for v in sids.values()):
         raise ServeError("the servers derived another session id than ours")
     t_ctl = time.perf_counter()
@@ -549,7 +617,7 @@ def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, 
         run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
         job = PartyJob(role=me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
                        prg=PRG.fresh(f"query/{me.role}"), model=None, input=x, options=dict(conf["options"] or {}))
-        res = spec.run_party(me.role, run_ep, job)
+        res = spec.run_prepared(me.role, run_ep, job, None) if prep else spec.run_party(me.role, run_ep, job)
         if res is None or res.output is None:
             raise ServeError(f"protocol {conf['protocol']!r} returned no output to the client")
         ok = True
@@ -564,7 +632,7 @@ def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, 
                        sid.hex(), conf["protocol"], conf["security"],
                        {"control": t_ctl - t0, "session": t1 - t_ctl, "total": t1 - t0, **{
                            ph: ep.meter.seconds[ph] for ph in ("setup", "offline", "online")}},
-                       dict(res.info or {}))
+                       dict(res.info or {}, prep=prep.hex() if prep else None))
 
 
 def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,
