@@ -42,7 +42,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from secinfer.errors import ConfigError, NetworkError, PeerAbortedError, ProtocolAbort, SecinferError, TimeoutError_
 
@@ -154,6 +153,7 @@ class _Session:
     error: dict | None = None
     sid: str = ""
     prep: tuple | None = None          # (id, item) the leader reserved for this session
+    start: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -297,6 +297,8 @@ class Server:
             return self._on_open(msg)
         if op == "go":
             return self._on_go(msg)
+        if op == "start":
+            return self._on_start(msg)
         raise ServeError(f"unknown control operation {op!r}")
 
     def _on_open(self, msg: dict) -> dict:
@@ -346,40 +348,58 @@ class Server:
         pid = msg.get("prep")
         if pid is not None:
             pid = _hex(msg, "prep", NONCE_BYTES, "go")
+        if (self.prep.is_leader or pid is None) and (sess.prep[0] if sess.prep else None) != pid:
+            raise ServeError("go: the prepared item is not the one this server reserved for the session")
+        from secinfer.runtime.party import endpoint_class
+
+        derived = derived_cluster(self.cluster, ports)
+        nonce = session_nonce(nonce_c, cbytes, pid)
+        sid = derived.session_id(nonce)
+        kw = {} if self.recv_timeout is None else {"recv_timeout": self.recv_timeout}
+        try:   # listening before we answer: the client starts the session once every server listens
+            ep = endpoint_class(derived.transport).from_cluster(derived, self.party_id, self.identity, sid,
+                                                                network=self.profile, connect=False, **kw)
+        except NetworkError as e:
+            raise ServeError(f"go: {e} (retry as a new session)") from None
         if self.prep.is_leader or pid is None:
-            if (sess.prep[0] if sess.prep else None) != pid:
-                raise ServeError("go: the prepared item is not the one this server reserved for the session")
             item = sess.prep[1] if sess.prep else None
         else:
             item = self.prep.claim(pid)
             if item is None:
+                ep.close(flush=False, timeout=0.5)
                 raise ServeError("go: prepared item unknown here or used already")
         sess.prep = None
-        derived = derived_cluster(self.cluster, ports)
-        nonce = session_nonce(nonce_c, cbytes, pid)
         seed = self.pool.take()
         sess.state = "running"
-        sess.sid = derived.session_id(nonce).hex()
-        sess.thread = threading.Thread(target=self._run_session, args=(sess, derived, nonce, seed, item),
+        sess.sid = sid.hex()
+        sess.ep = ep
+        sess.thread = threading.Thread(target=self._run_session, args=(sess, ep, seed, item),
                                        name=f"session-{sess.sid[:8]}", daemon=True)
         sess.thread.start()
         return {"ok": True, "session_id": sess.sid}
 
-    def _run_session(self, sess: _Session, derived, nonce: bytes, seed, item=None) -> None:
+    def _on_start(self, msg: dict) -> dict:
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "start")
+        with self._lock:
+            sess = self._sessions.get(nonce_c)
+        if sess is None or sess.state != "running":
+            raise ServeError("start for a session this server has not started")
+        sess.start.set()
+        return {"ok": True}
+
+    def _run_session(self, sess: _Session, ep, seed, item=None) -> None:
         from secinfer.crypto.prg import PRG
         from secinfer.protocols.base import PartyJob
-        from secinfer.runtime.party import endpoint_class, error_record
+        from secinfer.runtime.party import error_record
 
-        ep = None
         ok = False
         try:
             prg = PRG(seed.seed, f"serve/{self.role}")
             seed.wipe()
-            kw = {} if self.recv_timeout is None else {"recv_timeout": self.recv_timeout}
-            ep = endpoint_class(derived.transport).from_cluster(
-                derived, self.party_id, self.identity, derived.session_id(nonce), network=self.profile,
-                connect=False, **kw)
-            sess.ep = ep
+            # every party listens once the client has all go answers: it then says start
+            if not sess.start.wait(self.cluster.connect_timeout):
+                raise TimeoutError_(f"the client did not start session {sess.sid[:8]} within "
+                                    f"{self.cluster.connect_timeout:g}s of go")
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
                            model=copy.deepcopy(self.model), input=None, options=dict(self.options))
@@ -449,14 +469,18 @@ class Server:
                     frames = self._sock.recv_multipart(copy=False)
                     if len(frames) != 2:
                         continue
+                    rid = None
                     try:
                         who = "client" if frames[1].get("User-Id") == client_key else "leader"
-                        rep = self._handle(_decode(frames[1].bytes, who), who)
+                        msg = _decode(frames[1].bytes, who)
+                        rid = msg.get("rid") if isinstance(msg.get("rid"), int) else None
+                        rep = self._handle(msg, who)
                     except Exception as e:  # noqa: BLE001 - a bad request is refused, never ends the server
                         with self._lock:
                             self.stats.refused += 1
                         rep = {"ok": False, "error": str(e) if isinstance(e, SecinferError)
                                else f"malformed request ({type(e).__name__})"}
+                    rep["rid"] = rid     # the request this answers (a client drops stale answers)
                     self._sock.send_multipart([frames[0].bytes, _encode(rep)])
                 self._expire()
             return self._drain(log)
@@ -485,6 +509,7 @@ class Server:
                 break
             time.sleep(0.05)
         for s in live:   # past the grace period: close their endpoints (peers hear "bye")
+            s.start.set()
             ep = s.ep
             if ep is not None:
                 try:
@@ -503,152 +528,5 @@ class Server:
         return st
 
 
-# ---- the client ------------------------------------------------------------------------------
-@dataclass
-class QueryResult:
-    output: np.ndarray
-    output_ring: np.ndarray | None
-    session_id: str
-    protocol: str
-    security: str
-    latency_s: dict
-    info: dict
-
-
-class _ConnectFailed(Exception):
-    """The session's endpoint could not be set up (before the protocol sent anything)."""
-
-
-def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol: str | None = None,
-          network: str | None = None, control_timeout: float = 10.0, recv_timeout: float | None = None,
-          endpoint_wrapper=None, retries: int = 2) -> QueryResult:
-    """One client session against running ``secinfer serve`` parties; returns the output.
-
-    ``protocol`` (optional) must match what the servers serve. ``endpoint_wrapper(ep)``
-    (tests: fault injection) wraps the session endpoint the protocol runs on. A session
-    whose endpoints cannot connect (e.g. a session port taken by another process between
-    its choice and its bind) is given up before any protocol message and retried as a
-    new session (fresh nonce, ports and material) up to ``retries`` times.
-    """
-    for attempt in range(retries + 1):
-        try:
-            return _query_once(cluster_path, x, party_id, keys_dir=keys_dir, protocol=protocol, network=network,
-                               control_timeout=control_timeout, recv_timeout=recv_timeout,
-                               endpoint_wrapper=endpoint_wrapper)
-        except _ConnectFailed as e:
-            if attempt == retries:
-                raise e.__cause__ from None
-    raise AssertionError("unreachable")
-
-
-def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, control_timeout, recv_timeout,
-                endpoint_wrapper) -> QueryResult:
-    import zmq
-
-    from secinfer.arith.fixed import get_config
-    from secinfer.crypto.prg import PRG
-    from secinfer.net.shaping import parse_profile
-    from secinfer.protocols import registry
-    from secinfer.protocols.base import PartyJob
-    from secinfer.runtime.cluster import load_cluster
-    from secinfer.runtime.party import endpoint_class
-
-    t0 = time.perf_counter()
-    x = np.asarray(x, dtype=np.float64)
-    cluster = load_cluster(cluster_path)
-    me = cluster.party(party_id)
-    identity = cluster.load_secret(party_id, keys_dir)
-    servers = [p for p in cluster.parties.values() if p.id != party_id]
-    nonce_c = secrets.token_bytes(NONCE_BYTES)
-    rows = int(x.shape[0]) if x.ndim == 2 else 1
-    ctx = zmq.Context()
-    socks = {}
-    try:
-        socks = {p.id: _control_socket(ctx, identity, p.public_key, p.connect_url()) for p in servers}
-        replies = {pid: _request(s, {"op": "open", "nonce": nonce_c.hex(), "rows": rows}, control_timeout, pid)
-                   for pid, s in socks.items()}
-        first = next(iter(replies.values()))
-        conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
-        for pid, r in replies.items():
-            if {k: r.get(k) for k in conf} != conf:
-                raise ServeError(f"servers disagree on what they serve: {pid} says "
-                                 f"{ {k: r.get(k) for k in conf} }, another {conf}")
-        if protocol is not None and conf["protocol"] != protocol:
-            raise ServeError(f"the servers serve {conf['protocol']!r}, not {protocol!r}")
-        spec = registry.get(conf["protocol"])
-        if me.role != spec.input_role:
-            raise ConfigError(f"party {party_id} plays {me.role!r}; only the input role "
-                              f"{spec.input_role!r} can query")
-        cluster.check_roles(spec.roles)
-        ports = {pid: int(r["port"]) for pid, r in replies.items()}
-        ports[party_id] = session_port(cluster, party_id)
-        contribs = {pid: _hex(r, "contrib", NONCE_BYTES, pid) for pid, r in replies.items()}
-        preps = [_hex(r, "prep", NONCE_BYTES, pid) for pid, r in replies.items() if r.get("prep") is not None]
-        if len(preps) > 1:
-            raise ServeError("more than one server offered a prepared item")
-        prep = preps[0] if preps else None
-        if prep is not None and spec.run_prepared is None:
-            raise ServeError(f"a server offered a prepared item, but {spec.name} cannot run on one")
-        go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()},
-              "prep": prep.hex() if prep else None}
-        sids = {pid: _request(s, go, control_timeout, pid)["session_id"] for pid, s in socks.items()}
-    finally:
-        for s in socks.values():
-            s.close(0)
-        ctx.term()
-    derived = derived_cluster(cluster, ports)
-    sid = derived.session_id(session_nonce(nonce_c, contribs, prep))
-    if any(v != sid.hex() for v in sids.values()):
-        raise ServeError("the servers derived another session id than ours")
-    t_ctl = time.perf_counter()
-    profile = parse_profile(network) if network and network != "none" else None
-    kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
-    try:
-        ep = endpoint_class(derived.transport).from_cluster(derived, party_id, identity, sid, network=profile,
-                                                            connect=False, **kw)
-    except NetworkError as e:
-        raise _ConnectFailed() from e
-    ok = False
-    try:
-        try:
-            ep.connect()
-        except NetworkError as e:
-            raise _ConnectFailed() from e
-        run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
-        job = PartyJob(role=me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
-                       prg=PRG.fresh(f"query/{me.role}"), model=None, input=x, options=dict(conf["options"] or {}))
-        res = spec.run_prepared(me.role, run_ep, job, None) if prep else spec.run_party(me.role, run_ep, job)
-        if res is None or res.output is None:
-            raise ServeError(f"protocol {conf['protocol']!r} returned no output to the client")
-        ok = True
-    finally:
-        try:
-            ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
-        except NetworkError:
-            if ok:
-                raise
-    t1 = time.perf_counter()
-    return QueryResult(np.asarray(res.output), None if res.output_ring is None else np.asarray(res.output_ring),
-                       sid.hex(), conf["protocol"], conf["security"],
-                       {"control": t_ctl - t0, "session": t1 - t_ctl, "total": t1 - t0, **{
-                           ph: ep.meter.seconds[ph] for ph in ("setup", "offline", "online")}},
-                       dict(res.info or {}, prep=prep.hex() if prep else None))
-
-
-def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,
-                  timeout: float = 5.0) -> dict:
-    """The counters of a running server (asked with the client's key)."""
-    import zmq
-
-    from secinfer.runtime.cluster import load_cluster
-
-    cluster = load_cluster(cluster_path)
-    identity = cluster.load_secret(party_id, keys_dir)
-    entry = cluster.party(server_id)
-    ctx = zmq.Context()
-    s = _control_socket(ctx, identity, entry.public_key, entry.connect_url())
-    try:
-        return _request(s, {"op": "status"}, timeout, server_id)["status"]
-    finally:
-        s.close(0)
-        ctx.term()
+# ---- the client: secinfer.runtime.serve_client (re-exported here) ----------------------------------
+from secinfer.runtime.serve_client import QueryResult, ServeClient, query, server_status  # noqa: E402,F401
