@@ -38,6 +38,8 @@ from secinfer.runtime.pool import PrepStore
 
 PREP_SUFFIX = "/prep"
 ID_BYTES = 16
+PREP_WORKERS = 2      # prep sessions the leader runs at once
+CLAIM_WAIT = 3.0      # s a non-leader waits for an item whose prep session is finishing here
 
 
 def prep_nonce(pid: bytes, contribs: dict[str, bytes]) -> bytes:
@@ -81,16 +83,20 @@ class PrepCoordinator:
         self.capacity = capacity
         self.store = PrepStore(capacity if self.is_leader else capacity + server.max_sessions)
         self._pending: dict[bytes, tuple] = {}     # id -> (port, contrib, opened) at a non-leader
+        self._making: set[bytes] = set()           # ids whose prep session runs here now
+        self._inflight = 0                         # the leader's prep sessions in progress
+        self.workers = PREP_WORKERS
         self._lock = threading.Lock()
         self.hits = self.misses = self.made = self.failed = self.expired = 0
         self.last_error = ""
-        self._thread = None
 
     # -- leader --
     def start(self) -> None:
         if self.enabled and self.is_leader:
-            self._thread = threading.Thread(target=self._refill, name="serve-prep", daemon=True)
-            self._thread.start()
+            self._threads = [threading.Thread(target=self._refill, name=f"serve-prep-{i}", daemon=True)
+                             for i in range(self.workers)]
+            for t in self._threads:
+                t.start()
 
     def _refill(self) -> None:
         srv = self.server
@@ -102,7 +108,13 @@ class PrepCoordinator:
                     e = srv.cluster.party(pid)
                     socks[pid] = srv._control_client(e)
             while not srv._stop.is_set():
-                if not self.store.wait_below(self.capacity, 0.2):
+                with self._lock:   # items held + items being made stay within the bound
+                    room = len(self.store) + self._inflight < self.capacity
+                    if room:
+                        self._inflight += 1
+                if not room:
+                    self.store.wait_below(self.capacity, 0.1)
+                    srv._stop.wait(0.02)
                     continue
                 try:
                     self._make_one(socks)
@@ -117,6 +129,9 @@ class PrepCoordinator:
                         socks[pid] = srv._control_client(srv.cluster.party(pid))
                     srv._stop.wait(backoff)
                     backoff = min(5.0, backoff * 2)
+                finally:
+                    with self._lock:
+                        self._inflight -= 1
         finally:
             for s in socks.values():
                 s.close(0)
@@ -179,6 +194,9 @@ class PrepCoordinator:
             self.server._free_port(port)
             raise ServeError("prep-go: our port or contribution is not the one we announced")
 
+        with self._lock:
+            self._making.add(pid)
+
         def run():
             try:
                 self._run(pid, ports, contribs)
@@ -187,6 +205,8 @@ class PrepCoordinator:
                     self.failed += 1
                     self.last_error = f"{type(e).__name__}: {e}"[:300]
             finally:
+                with self._lock:
+                    self._making.discard(pid)
                 self.server._free_port(port)
         threading.Thread(target=run, name=f"prep-{pid.hex()[:8]}", daemon=True).start()
         return {"ok": True}
@@ -238,7 +258,14 @@ class PrepCoordinator:
 
     def claim(self, pid: bytes):
         """A non-leader, at a client's go: the item ``pid``, removed; None if not held."""
-        item = self.store.take(pid)
+        end = time.monotonic() + CLAIM_WAIT
+        while True:   # the leader may finish its prep session a moment before we finish ours
+            item = self.store.take(pid)
+            with self._lock:
+                making = pid in self._making
+            if item is not None or not making or time.monotonic() > end:
+                break
+            time.sleep(0.002)
         with self._lock:
             if item is None:
                 self.misses += 1
@@ -255,8 +282,8 @@ class PrepCoordinator:
 
     def close(self) -> None:
         self.store.close()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
+        for t in getattr(self, "_threads", ()):
+            t.join(timeout=5.0)
 
     def stats(self) -> dict:
         st = self.store.stats()
