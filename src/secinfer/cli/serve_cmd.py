@@ -22,7 +22,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--params", default=None, help=argparse.SUPPRESS)
     s.add_argument("--network", default="none", help="none | lan | wan | bw=<MB/s>,lat=<ms> (session links)")
     s.add_argument("--max-sessions", type=int, default=16, help="sessions in progress at once (more are refused)")
-    s.add_argument("--pool", type=int, default=8, help="per-session material made ahead (bounded)")
+    s.add_argument("--pool", type=int, default=8,
+                   help="offline material made ahead, bounded: session seeds, and prepared offline phases "
+                        "(astra; -o prep_rows=N for batches of N, default 1; 0: none)")
     s.add_argument("--grace", type=float, default=30.0,
                    help="on SIGTERM/SIGINT, seconds to let in-flight sessions finish before aborting them")
     s.add_argument("--recv-timeout", type=float, default=None)
