@@ -142,3 +142,40 @@ def test_a_prepared_item_cannot_be_taken_twice(servers):
     from secinfer.runtime.serve import query
 
     assert query(s.cluster, _x(), s.client).output.shape == (1, 1)   # the server goes on
+
+
+def test_prep_store_bounded_take_once_and_wiped():
+    import threading
+
+    from secinfer.runtime.pool import PrepStore
+
+    class Item:
+        def __init__(self, n):
+            self.n, self.wiped = n, False
+
+        def wipe(self):
+            self.wiped = True
+    store = PrepStore(3)
+    items = [Item(i) for i in range(5)]
+    for i, it in enumerate(items):
+        store.put(bytes([i]) * 16, it)
+    assert len(store) == 3 and store.dropped == 2 and items[0].wiped and items[1].wiped   # oldest dropped
+    got = []
+    barrier = threading.Barrier(8)
+
+    def taker():
+        barrier.wait()
+        got.append(store.take(bytes([2]) * 16))
+    ts = [threading.Thread(target=taker) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert [g for g in got if g is not None] == [items[2]]       # eight concurrent takers, one item
+    assert store.take(bytes([2]) * 16) is None                   # gone for good
+    pid, it = store.take_oldest()
+    assert it is items[3] and pid == bytes([3]) * 16
+    store.close()
+    assert items[4].wiped and len(store) == 0
+    store.put(b"x" * 16, Item(9))                                # after close: refused (wiped)
+    assert len(store) == 0

@@ -316,7 +316,7 @@ class Server:
                 self._seen.pop(next(iter(self._seen)))
         port = self._alloc_port()
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
-        sess.prep = self.prep.reserve(msg.get("rows"))
+        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False else None)
         with self._lock:
             self._sessions[nonce_c] = sess
             self.stats.opened += 1

@@ -129,15 +129,18 @@ class ServeClient:
         (a session port taken between its choice and its bind, a prepared item gone) fails
         before any protocol message and is retried as a new session (fresh nonce, ports and
         material) up to ``retries`` times."""
+        use_prep = True
         for attempt in range(retries + 1):
             try:
-                return self._once(x, endpoint_wrapper)
+                return self._once(x, endpoint_wrapper, use_prep)
             except _ConnectFailed as e:
+                if "prepared item" in str(e.__cause__):
+                    use_prep = False   # a server lost its items (e.g. restarted): run the offline phase in-session
                 if attempt == retries:
                     raise e.__cause__ from None
         raise AssertionError("unreachable")
 
-    def _once(self, x, endpoint_wrapper) -> QueryResult:
+    def _once(self, x, endpoint_wrapper, use_prep: bool = True) -> QueryResult:
         from secinfer.arith.fixed import get_config
         from secinfer.crypto.prg import PRG
         from secinfer.protocols import registry
@@ -151,7 +154,8 @@ class ServeClient:
         cluster, party_id = self.cluster, self.party_id
         nonce_c = secrets.token_bytes(NONCE_BYTES)
         rows = int(x.shape[0]) if x.ndim == 2 else 1
-        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows} for p in self.servers})
+        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep}
+                                 for p in self.servers})
         first = next(iter(replies.values()))
         conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
         for pid, r in replies.items():
