@@ -179,3 +179,26 @@ def test_prep_store_bounded_take_once_and_wiped():
     assert items[4].wiped and len(store) == 0
     store.put(b"x" * 16, Item(9))                                # after close: refused (wiped)
     assert len(store) == 0
+
+
+def test_malicious_astra_served_on_prepared_material(servers):
+    """Malicious astra over real processes: the prepared path (query mask handed over with
+    the prep-mask check) gives the reference's answer, session after session."""
+    import numpy as np
+
+    from secinfer.arith.fixed import get_config
+    from secinfer.ir.bundled import bundled_path
+    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.runtime.serve import ServeClient
+
+    s = servers("astra", "bundled:diabetes-linreg", ("--security", "malicious", "--pool", "2"))
+    s.wait_prep(2)
+    cfg = get_config("fx64f13")
+    ref = cfg.decode(run_fixed(load_model(str(bundled_path("diabetes-linreg"))), _x(), cfg))
+    with ServeClient(s.cluster, s.client) as c:
+        rs = [c.query(_x()) for _ in range(3)]
+    assert all(np.allclose(r.output, ref, rtol=1e-3, atol=1e-2) for r in rs), [r.output for r in rs]
+    assert len({r.info["prep"] for r in rs if r.info["prep"]}) == sum(1 for r in rs if r.info["prep"]) >= 2
+    st = s.wait_settled()
+    assert all(v["completed"] == 3 and v["failed"] == 0 for v in st.values()), st
