@@ -523,8 +523,10 @@ class Server:
             self.stats.aborted += len(live)
         st = self.status()
         if log is not None:
+            pr = st["prep"]
             log(f"stopped: {st['completed']} completed, {st['failed']} failed, {st['expired']} expired, "
-                f"{st['aborted']} aborted at shutdown")
+                f"{st['aborted']} aborted at shutdown; prepared items: {pr['hits']} used, {pr['misses']} misses, "
+                f"{pr['made']} made, {pr['failed']} prep sessions failed")
         return st
 
 
