@@ -202,3 +202,42 @@ def test_malicious_astra_served_on_prepared_material(servers):
     assert len({r.info["prep"] for r in rs if r.info["prep"]}) == sum(1 for r in rs if r.info["prep"]) >= 2
     st = s.wait_settled()
     assert all(v["completed"] == 3 and v["failed"] == 0 for v in st.values()), st
+
+
+def test_a_refused_prepared_item_is_retried_without_one_and_cancelled_cleanly(servers):
+    """A server that no longer holds the session's prepared item (here: another session took
+    it at p1 first) refuses go; the client cancels the session at the servers that accepted
+    it (expired there, not failed) and retries with the offline phase in the session."""
+    import os
+
+    from secinfer.runtime.cluster import load_cluster
+    from secinfer.runtime.serve import NONCE_BYTES, ServeClient, _control_socket, _request
+
+    s = servers("astra", "bundled:diabetes-linreg", ("--pool", "2"))
+    s.wait_prep(2)
+    c = load_cluster(s.cluster)
+    ident = c.load_secret(s.client)
+    stolen = []
+    with ServeClient(s.cluster, s.client) as cl:
+        real = cl._ask_all
+
+        def ask(msgs):
+            m = next(iter(msgs.values()))
+            if m.get("op") == "go" and m.get("prep") and not stolen:
+                # another session at p1 names the same item first
+                sk = _control_socket(cl._ctx, ident, c.party("p1").public_key, c.party("p1").connect_url())
+                nonce = os.urandom(NONCE_BYTES).hex()
+                r = _request(sk, {"op": "open", "nonce": nonce, "rows": 1}, 5, "p1")
+                go = dict(m, nonce=nonce, ports=dict(m["ports"], p1=r["port"]), contribs=dict(m["contribs"], p1=r["contrib"]))
+                stolen.append(_request(sk, go, 5, "p1"))
+                _request(sk, {"op": "cancel", "nonce": nonce}, 5, "p1")
+                sk.close(0)
+            return real(msgs)
+        cl._ask_all = ask
+        r = cl.query(_x())
+    assert stolen and stolen[0]["ok"]
+    assert r.info["prep"] is None and r.output.shape == (1, 1)     # retried without a prepared item
+    st = s.wait_settled()
+    for pid in ("p0", "p2", "model_owner"):
+        assert st[pid]["failed"] == 0 and st[pid]["expired"] == 1 and st[pid]["completed"] == 1, (pid, st[pid])
+    assert st["p1"]["failed"] == 0 and st["p1"]["completed"] == 1

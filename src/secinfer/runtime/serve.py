@@ -154,6 +154,7 @@ class _Session:
     sid: str = ""
     prep: tuple | None = None          # (id, item) the leader reserved for this session
     start: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False            # the client gave the session up before start
 
 
 @dataclass
@@ -299,6 +300,8 @@ class Server:
             return self._on_go(msg)
         if op == "start":
             return self._on_start(msg)
+        if op == "cancel":
+            return self._on_cancel(msg)
         raise ServeError(f"unknown control operation {op!r}")
 
     def _on_open(self, msg: dict) -> dict:
@@ -387,6 +390,27 @@ class Server:
         sess.start.set()
         return {"ok": True}
 
+    def _on_cancel(self, msg: dict) -> dict:
+        """The client gives a session up before start (another server refused its go): it
+        ends here without a protocol message and counts as expired, not failed."""
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "cancel")
+        with self._lock:
+            sess = self._sessions.get(nonce_c)
+            if sess is None or sess.start.is_set():
+                raise ServeError("cancel for a session this server has not opened, or already started")
+            if sess.state == "pending":
+                del self._sessions[nonce_c]
+                self.stats.expired += 1
+                self._ports.discard(sess.port)
+            else:
+                sess.cancelled = True
+        if sess.state == "pending":
+            self.prep.release(sess.prep[1] if sess.prep else None)
+            sess.prep = None
+        else:
+            sess.start.set()
+        return {"ok": True}
+
     def _run_session(self, sess: _Session, ep, seed, item=None) -> None:
         from secinfer.crypto.prg import PRG
         from secinfer.protocols.base import PartyJob
@@ -400,6 +424,8 @@ class Server:
             if not sess.start.wait(self.cluster.connect_timeout):
                 raise TimeoutError_(f"the client did not start session {sess.sid[:8]} within "
                                     f"{self.cluster.connect_timeout:g}s of go")
+            if sess.cancelled:
+                return
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
                            model=copy.deepcopy(self.model), input=None, options=dict(self.options))
@@ -429,7 +455,10 @@ class Server:
             self._free_port(sess.port)
             with self._lock:
                 sess.state = "completed" if ok else "failed"
-                if ok:
+                if sess.cancelled:
+                    sess.state = "expired"
+                    self.stats.expired += 1
+                elif ok:
                     self.stats.completed += 1
                 else:
                     self.stats.failed += 1

@@ -8,6 +8,9 @@ Per query (every step to all servers at once, answers collected after)::
     go {n_c, ports, contribs, prep}  ->  {session_id}   (each server binds its endpoint first)
     start {n_c}  ->  {}                                   (now every party listens: connect)
 
+If a server refuses ``go``, the client sends ``cancel {n_c}`` to those that accepted it
+(they end the session at once, counted as expired) and retries as a new session.
+
 ``start`` is a barrier: no party dials a peer that is not listening yet (a refused dial
 is retried by the transport only after a pause). Each request carries a request id the
 server echoes, so an answer that arrives after its request timed out is dropped instead
@@ -104,7 +107,9 @@ class ServeClient:
                 refused.append(f"server {pid} refused {m.get('op')!r}: {rep.get('error', 'no reason given')}")
             out[pid] = rep
         if refused:
-            raise ServeError("; ".join(refused))
+            e = ServeError("; ".join(refused))
+            e.accepted = [pid for pid, r in out.items() if r.get("ok")]
+            raise e
         return out
 
     def close(self) -> None:
@@ -193,6 +198,12 @@ class ServeClient:
             try:
                 sids = {pid: r["session_id"] for pid, r in self._ask_all({p.id: go for p in self.servers}).items()}
             except ServeError as e:
+                accepted = getattr(e, "accepted", [])
+                if accepted:   # they bound an endpoint and wait for start: release them now
+                    try:
+                        self._ask_all({pid: {"op": "cancel", "nonce": nonce_c.hex()} for pid in accepted})
+                    except Exception:  # noqa: BLE001 - best effort; they expire after connect_timeout
+                        pass
                 if "retry as a new session" in str(e) or "used already" in str(e):
                     raise _ConnectFailed() from e
                 raise
