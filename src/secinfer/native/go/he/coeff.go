@@ -236,27 +236,35 @@ func LWEExport(P ckks.Parameters, level int, cts []*rlwe.Ciphertext, bs, as []ui
 	}
 }
 
+// lweMember is an empty batch member at level with scale 2^logScale (coefficient domain).
+func lweMember(P ckks.Parameters, level int, logScale float64) *rlwe.Ciphertext {
+	ct := rlwe.NewCiphertext(P, 1, level)
+	ct.IsNTT = false
+	ct.Scale = rlwe.NewScale(math.Exp2(logScale))
+	return ct
+}
+
+// lweResidue returns v, failing unless it is reduced modulo q = q_l.
+func lweResidue(v, q uint64, l int) uint64 {
+	if v >= q {
+		status.Fail(status.Serial, "LWE value not reduced modulo q_%d", l)
+	}
+	return v
+}
+
 // LWEImport is the inverse of LWEExport (values are checked against the moduli).
 func LWEImport(P ckks.Parameters, level, count int, bs, as []uint64, logScale float64) []*rlwe.Ciphertext {
 	N, L := P.N(), level+1
 	var res []*rlwe.Ciphertext
 	for t := 0; t < count; t++ {
-		ct := rlwe.NewCiphertext(P, 1, level)
-		ct.IsNTT = false
-		ct.Scale = rlwe.NewScale(math.Exp2(logScale))
+		ct := lweMember(P, level, logScale)
 		for l := 0; l < L; l++ {
 			q := P.Q()[l]
-			bv := bs[t*L+l]
-			if bv >= q {
-				status.Fail(status.Serial, "LWE value not reduced modulo q_%d", l)
-			}
-			ct.Value[0].Coeffs[l][0] = bv
+			ct.Value[0].Coeffs[l][0] = lweResidue(bs[t*L+l], q, l)
 			row := as[(t*L+l)*N : (t*L+l+1)*N]
 			c1 := ct.Value[1].Coeffs[l]
 			for j := 0; j < N; j++ {
-				if row[j] >= q {
-					status.Fail(status.Serial, "LWE value not reduced modulo q_%d", l)
-				}
+				lweResidue(row[j], q, l)
 			}
 			c1[0] = row[0]
 			for j := 1; j < N; j++ {

@@ -387,25 +387,15 @@ func UnmarshalLWE(P ckks.Parameters, b []byte) (int, []*rlwe.Ciphertext) {
 	var cts []*rlwe.Ciphertext
 	off := 24
 	for t := 0; t < count; t++ {
-		ct := rlwe.NewCiphertext(P, 1, level)
-		ct.IsNTT = false
-		ct.Scale = rlwe.NewScale(math.Exp2(logScale))
+		ct := lweMember(P, level, logScale)
 		for l := 0; l < L; l++ {
 			q := P.Q()[l]
-			v := binary.LittleEndian.Uint64(b[off:])
+			ct.Value[0].Coeffs[l][0] = lweResidue(binary.LittleEndian.Uint64(b[off:]), q, l)
 			off += 8
-			if v >= q {
-				status.Fail(status.Serial, "LWE value not reduced modulo q_%d", l)
-			}
-			ct.Value[0].Coeffs[l][0] = v
 			row := ct.Value[1].Coeffs[l]
 			for j := 0; j < N; j++ {
-				v = binary.LittleEndian.Uint64(b[off:])
+				row[j] = lweResidue(binary.LittleEndian.Uint64(b[off:]), q, l)
 				off += 8
-				if v >= q {
-					status.Fail(status.Serial, "LWE value not reduced modulo q_%d", l)
-				}
-				row[j] = v
 			}
 		}
 		cts = append(cts, ct)
