@@ -18,12 +18,12 @@ from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, PublicKey
 from secinfer.crypto.he.params import get_params
 from secinfer.crypto.he.rlwe import coeff_encode, encode_limbs, encrypt_with_randomness
-from secinfer.crypto.he.trimmed import decrypt_trimmed, trim, trimmed_size
+from secinfer.crypto.he.trimmed import decrypt_trimmed, trimmed_size
 from secinfer.crypto.prg import PRG
 from secinfer.crypto.zk.popk import FACTOR
 from secinfer.errors import ConfigError, FrameError, InsecureParametersError, ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp import proof
+from secinfer.protocols.crisp import he_native, proof
 from secinfer.protocols.crisp.budget import META_LOG_SCALE, LayerBudget
 
 SERVER, CLIENT = "server", "client"
@@ -162,9 +162,20 @@ class HECore:
         m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
         return ct, [m, r.u, r.e0, r.e1]
 
+    def encrypt_seeded(self, poly, bud) -> bytes:
+        """Semi-honest client: ``poly`` at Delta and the layer's level, encrypted under the
+        secret key with c1 from a fresh public seed; the frame is seed || c0 (he_native)."""
+        prm = self.params
+        with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
+                          delta=bud.delta) as pt:
+            return he_native.encrypt_seeded(prm, self.sk, pt, self.prg.seed())
+
     def encrypt_send(self, ep, idx, poly, bud) -> None:
         """Encrypt ``poly`` (:meth:`encrypt`), send it, and (malicious) add its witness to
         the layer group's proof of plaintext knowledge."""
+        if not self.malicious:     # seeded secret-key encryption: half the bytes (he_native)
+            ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(self.encrypt_seeded(poly, bud), np.uint8))
+            return
         ct, wit = self.encrypt(poly, bud)
         raw = np.frombuffer(ct.to_bytes(), np.uint8)
         ct.close()
@@ -178,10 +189,14 @@ class HECore:
         crypto.he.trimmed), not sent; returns (bytes, R mod 2^k of length N: the server's
         share of the answer). May run before the client's proof is settled: nothing
         leaves the server here."""
-        out, rmask = self.masked_rescaled(idx, acc, bud, prg)
-        raw = np.frombuffer(trim(self.params, out, self.read_positions(bud, pos)), np.uint8)
-        out.close()
-        return raw, rmask
+        queue = self._prepared.get(_mask_key(idx, bud))
+        mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
+        try:     # add, rescale by bud.drop primes and trim in one Go call (he_native)
+            raw = he_native.answer(self.params, acc, mask_ct, bud.drop, self.read_positions(bud, pos))
+        finally:
+            acc.close()
+            mask_ct.close()
+        return np.frombuffer(raw, np.uint8), rmask
 
     def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
         """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level
@@ -255,6 +270,15 @@ class HECore:
     def _load_client_ct(self, raw, bud):
         """Validate a client ciphertext before any computation on it."""
         prm = self.params
+        if not self.malicious:   # a seeded frame (encrypt_seeded): exact size, then strict parse
+            want = he_native.seeded_size(prm, bud.level)
+            if raw.size != want:
+                raise FrameError(f"crisp/ckks: client ciphertext rejected: {raw.size} bytes, a seeded "
+                                 f"ciphertext at level {bud.level} has {want}")
+            try:
+                return he_native.load_seeded(prm, raw.tobytes(), bud.level, META_LOG_SCALE)
+            except Exception as e:  # noqa: BLE001
+                raise FrameError(f"crisp/ckks: client ciphertext rejected: {e}") from None
         try:
             ct = prm.load(raw.tobytes(), Ciphertext)
         except Exception as e:  # noqa: BLE001

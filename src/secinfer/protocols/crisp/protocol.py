@@ -34,7 +34,7 @@ from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
-    CLIENT, DEALER, SERVER, Params, PreprocessingStore, load_ahead, receive_preprocessing, run_dealer,
+    CLIENT, DEALER, SERVER, Params, PartyStore, load_ahead, receive_preprocessing, run_dealer,
     store_path, take_in_mask, wipe,
 )
 from secinfer.protocols.crisp.plan import PARSE, avgpool_multipliers, check_graph, compile_plan
@@ -85,7 +85,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
             if prm.malicious:
                 mu = store.take("mu", "arrays").arrays["mu"]
         else:
-            store = PreprocessingStore(SERVER)
+            store = PartyStore(SERVER)
             if prm.malicious:
                 mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [CRISP Fig. 4 step 1]
                 ep.send(DEALER, "crisp/mu", mu)
@@ -233,7 +233,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             if ahead:
                 store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
             else:
-                store = PreprocessingStore(CLIENT)
+                store = PartyStore(CLIENT)
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 1, store)
                 off_s["receive_keys"] = time.perf_counter() - t_off

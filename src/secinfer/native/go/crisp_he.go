@@ -1,0 +1,157 @@
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"math"
+
+	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+)
+
+// crisp's HE linear layer, batch-path kernels (protocols/crisp, docs/protocols/crisp.md):
+//
+//   - seeded secret-key encryption (semi-honest client): c1 is expanded from a public
+//     16..64-byte seed (uniform in R_Q, NTT domain), c0 = -c1 s + e + m; only the seed
+//     and c0 travel, half a ciphertext. The reader rebuilds c1 from the seed. This is
+//     the standard seeded form of symmetric RLWE encryption (c1 = a uniform and public).
+//   - crisp_answer: the server's answer in one call: acc + mask, drop the top `drop`
+//     primes by exact rounding division (Lattigo's DivRoundByLastModulusManyNTT, the
+//     same as `drop` rescales), trimmed to the positions the client reads (trim.go).
+
+const seededMinSeed, seededMaxSeed = 16, 64
+
+func seededC1(P ckksParams, level int, seed []byte) ring.Poly {
+	if len(seed) < seededMinSeed || len(seed) > seededMaxSeed {
+		fail(codeArgument, "seed must have %d..%d bytes, got %d", seededMinSeed, seededMaxSeed, len(seed))
+	}
+	prng, err := sampling.NewKeyedPRNG(seed)
+	check(err, codeHE, "keyed PRNG")
+	r := P.RingQ().AtLevel(level)
+	c1 := r.NewPoly()
+	ring.NewUniformSampler(prng, r).Read(c1)
+	return c1
+}
+
+func seededRefs(P ckksParams, c0 ring.Poly) []polyRef {
+	return []polyRef{{c0, P.Q()[:c0.Level()+1]}}
+}
+
+// crisp_encrypt_seeded encrypts the plaintext (NTT domain) under sk with c1 from `seed`;
+// writes c0 packed at the primes' widths (serial_format.go, no header).
+//
+//export crisp_encrypt_seeded
+func crisp_encrypt_seeded(ph C.uint64_t, skh C.uint64_t, pth C.uint64_t, seed *C.uchar, seedlen C.size_t, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	sk := getSK(ph, skh)
+	pt := getPT(ph, pth)
+	if !pt.v.IsNTT {
+		fail(codeArgument, "seeded encryption needs a plaintext in the NTT domain")
+	}
+	level := pt.v.Level()
+	r := P.RingQ().AtLevel(level)
+	c1 := seededC1(P, level, inBytes(seed, seedlen))
+	c0 := r.NewPoly()
+	r.MulCoeffsMontgomery(c1, sk.v.Value.Q, c0) // sk: NTT and Montgomery form
+	r.Neg(c0, c0)
+	prng, err := sampling.NewPRNG() // the error: fresh randomness, never from the seed
+	check(err, codeHE, "PRNG")
+	es, err := ring.NewSampler(prng, P.RingQ(), P.Xe(), false)
+	check(err, codeHE, "error sampler")
+	e := r.NewPoly()
+	es.AtLevel(level).Read(e)
+	r.NTT(e, e)
+	r.Add(c0, e, c0)
+	r.Add(c0, pt.v.Value, c0)
+	refs := seededRefs(P, c0)
+	outBytes(writePolys(make([]byte, 0, polysSize(refs)), refs), out, outlen)
+	return codeOK
+}
+
+// crisp_seeded_len writes the byte length of a packed c0 at `level`.
+//
+//export crisp_seeded_len
+func crisp_seeded_len(ph C.uint64_t, level C.int, out *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if level < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	*out = C.size_t(polysSize(seededRefs(P, P.RingQ().AtLevel(int(level)).NewPoly())))
+	return codeOK
+}
+
+// crisp_seeded_load rebuilds the degree-1 NTT ciphertext (c0 from the packed bytes, c1
+// from the seed) at `level` with scale 2^logScale, coefficient encoding. The packed c0
+// is read strictly (exact length, reduced residues, zero padding: HESerializationError).
+//
+//export crisp_seeded_load
+func crisp_seeded_load(ph C.uint64_t, level C.int, logScale C.int, data *C.uchar, n C.size_t, seed *C.uchar, seedlen C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if level < 0 || int(level) > P.MaxLevel() || logScale < 0 || logScale > 1000 {
+		fail(codeArgument, "level %d or log scale %d out of range", level, logScale)
+	}
+	if !P.NTTFlag() {
+		fail(codeArgument, "seeded ciphertexts need a parameter set in the NTT domain")
+	}
+	ct := rlwe.NewCiphertext(P, 1, int(level))
+	refs := seededRefs(P, ct.Value[0])
+	b := inBytes(data, n)
+	exactLen(b, refs, "seeded ciphertext")
+	readPolys(b, refs, "seeded ciphertext")
+	ct.Value[1] = seededC1(P, int(level), inBytes(seed, seedlen))
+	ct.Scale = rlwe.NewScale(math.Ldexp(1, int(logScale)))
+	ct.IsBatched = false
+	ct.IsNTT = true
+	newCT(ph, ct, out)
+	return codeOK
+}
+
+// crisp_answer: acc + mask (same level, degree 1, NTT), rescaled by its top `drop` primes,
+// trimmed to `pos` (the frame of he_ct_trim). acc is overwritten (the caller frees it).
+//
+//export crisp_answer
+func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, pos *C.int64_t, count C.int, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	acc, mask := getCT(ph, acch), getCT(ph, maskh)
+	if acc.v.Degree() != 1 || mask.v.Degree() != 1 || !acc.v.IsNTT || !mask.v.IsNTT {
+		fail(codeArgument, "answer needs degree-1 ciphertexts in the NTT domain")
+	}
+	level := acc.v.Level()
+	if mask.v.Level() != level {
+		fail(codeArgument, "answer and mask at levels %d and %d", level, mask.v.Level())
+	}
+	if drop < 0 || int(drop) > level {
+		fail(codeArgument, "cannot drop %d primes from level %d", drop, level)
+	}
+	idx := positions(P, pos, count)
+	r := P.RingQ().AtLevel(level)
+	lv := level - int(drop)
+	rl := P.RingQ().AtLevel(lv)
+	buf := r.NewPoly()
+	res := [2]ring.Poly{rl.NewPoly(), rl.NewPoly()}
+	for i := 0; i < 2; i++ {
+		r.Add(acc.v.Value[i], mask.v.Value[i], acc.v.Value[i])
+		r.DivRoundByLastModulusManyNTT(int(drop), acc.v.Value[i], buf, res[i])
+	}
+	rl.INTT(res[0], res[0])
+	sel := ring.NewPoly(len(idx), lv)
+	for l := range sel.Coeffs {
+		row := res[0].Coeffs[l]
+		for i, j := range idx {
+			sel.Coeffs[l][i] = row[j]
+		}
+	}
+	b := make([]byte, 0, trimLen(P, lv, len(idx)))
+	b = writePolys(b, trimRefs(P, sel, res[1]))
+	outBytes(b, out, outlen)
+	return codeOK
+}
