@@ -7,7 +7,12 @@ package main
 import "C"
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
 	"math"
+	"math/big"
+	"math/bits"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -17,24 +22,46 @@ import (
 // crisp's HE linear layer, batch-path kernels (protocols/crisp, docs/protocols/crisp.md):
 //
 //   - seeded secret-key encryption (semi-honest client): c1 is expanded from a public
-//     16..64-byte seed (uniform in R_Q, NTT domain), c0 = -c1 s + e + m; only the seed
+//     16-byte seed (uniform in R_Q, NTT domain), c0 = -c1 s + e + m; only the seed
 //     and c0 travel, half a ciphertext. The reader rebuilds c1 from the seed. This is
 //     the standard seeded form of symmetric RLWE encryption (c1 = a uniform and public).
 //   - crisp_answer: the server's answer in one call: acc + mask, drop the top `drop`
 //     primes by exact rounding division (Lattigo's DivRoundByLastModulusManyNTT, the
 //     same as `drop` rescales), trimmed to the positions the client reads (trim.go).
 
-const seededMinSeed, seededMaxSeed = 16, 64
+const seededSeed = 16
 
+// seededC1 expands the 16-byte seed into c1, uniform in R_Q at `level` (read as NTT-domain
+// residues): AES-128-CTR keyed with the seed (zero IV) as the PRG, each residue by
+// rejection sampling of a bitlen(q_l)-bit word, levels in order.
 func seededC1(P ckksParams, level int, seed []byte) ring.Poly {
-	if len(seed) < seededMinSeed || len(seed) > seededMaxSeed {
-		fail(codeArgument, "seed must have %d..%d bytes, got %d", seededMinSeed, seededMaxSeed, len(seed))
+	if len(seed) != seededSeed {
+		fail(codeArgument, "seed must have %d bytes, got %d", seededSeed, len(seed))
 	}
-	prng, err := sampling.NewKeyedPRNG(seed)
-	check(err, codeHE, "keyed PRNG")
+	block, err := aes.NewCipher(seed)
+	check(err, codeHE, "AES")
+	stream := cipher.NewCTR(block, make([]byte, aes.BlockSize))
 	r := P.RingQ().AtLevel(level)
 	c1 := r.NewPoly()
-	ring.NewUniformSampler(prng, r).Read(c1)
+	buf := make([]byte, 8*1024)
+	off := len(buf)
+	for l, q := range P.Q()[:level+1] {
+		mask := uint64(1)<<uint(bits.Len64(q)) - 1
+		row := c1.Coeffs[l]
+		for j := 0; j < len(row); {
+			if off == len(buf) {
+				clear(buf)
+				stream.XORKeyStream(buf, buf)
+				off = 0
+			}
+			v := binary.LittleEndian.Uint64(buf[off:]) & mask
+			off += 8
+			if v < q {
+				row[j] = v
+				j++
+			}
+		}
+	}
 	return c1
 }
 
@@ -153,5 +180,88 @@ func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, 
 	b := make([]byte, 0, trimLen(P, lv, len(idx)))
 	b = writePolys(b, trimRefs(P, sel, res[1]))
 	outBytes(b, out, outlen)
+	return codeOK
+}
+
+// crisp_decode: residues (level + 1 rows of count, row l mod q_l) of decrypted answers ->
+// the client's shares: x = CRT(residues) in [0, Q'), Y = [x t]_Q' centred, low = Y mod t,
+// u = low * back mod t, halved when `halve` (the factor-2 encoding), written as `limbs`
+// little-endian words per value (u < 2^(64 limbs) is the caller's guarantee); *noise =
+// log2 of max |(Y - low) / t| (0 when 0). t = 2^tbits; back: little-endian bytes.
+//
+//export crisp_decode
+func crisp_decode(ph C.uint64_t, level C.int, res *C.uint64_t, count C.int, tbits C.int, back *C.uchar, backlen C.size_t, halve C.int, limbs C.int, out *C.uint64_t, noise *C.double, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	if level < 0 || int(level) > P.MaxLevel() || count < 1 || tbits < 1 || tbits > 256 || limbs < 1 || limbs > 4 {
+		fail(codeArgument, "level %d, count %d, tbits %d or limbs %d out of range", level, count, tbits, limbs)
+	}
+	lv, cnt := int(level), int(count)
+	moduli := P.Q()[:lv+1]
+	Q := big.NewInt(1)
+	for _, q := range moduli {
+		Q.Mul(Q, new(big.Int).SetUint64(q))
+	}
+	crt := make([]*big.Int, len(moduli))
+	for l, q := range moduli {
+		bq := new(big.Int).SetUint64(q)
+		m := new(big.Int).Quo(Q, bq)
+		inv := new(big.Int).ModInverse(new(big.Int).Mod(m, bq), bq)
+		crt[l] = new(big.Int).Mod(new(big.Int).Mul(m, inv), Q)
+	}
+	half := new(big.Int).Rsh(Q, 1)
+	t := new(big.Int).Lsh(big.NewInt(1), uint(tbits))
+	bb := inBytes(back, backlen)
+	be := make([]byte, len(bb))
+	for i := range bb {
+		be[len(bb)-1-i] = bb[i]
+	}
+	bk := new(big.Int).Mod(new(big.Int).SetBytes(be), t)
+	in := u64s(res, (lv+1)*cnt)
+	dst := u64s(out, cnt*int(limbs))
+	x, tmp, low, eps, maxEps := new(big.Int), new(big.Int), new(big.Int), new(big.Int), new(big.Int)
+	for i := 0; i < cnt; i++ {
+		x.SetInt64(0)
+		for l, q := range moduli {
+			v := in[l*cnt+i]
+			if v >= q {
+				fail(codeArgument, "residue not reduced modulo prime %d", l)
+			}
+			x.Add(x, tmp.Mul(tmp.SetUint64(v), crt[l]))
+		}
+		x.Mod(x, Q)
+		x.Mul(x, t)
+		x.Mod(x, Q)
+		if x.Cmp(half) > 0 {
+			x.Sub(x, Q)
+		}
+		low.Mod(x, t) // Euclidean: in [0, t)
+		eps.Sub(x, low)
+		eps.Rsh(eps.Abs(eps), uint(tbits))
+		if eps.Cmp(maxEps) > 0 {
+			maxEps.Set(eps)
+		}
+		low.Mul(low, bk)
+		low.Mod(low, t)
+		if halve != 0 {
+			low.Rsh(low, 1)
+		}
+		words := low.Bits()
+		for w := 0; w < int(limbs); w++ {
+			var v uint64
+			if w < len(words) {
+				v = uint64(words[w])
+			}
+			dst[i*int(limbs)+w] = v
+		}
+		if len(words) > int(limbs) {
+			fail(codeArgument, "value exceeds %d limbs", limbs)
+		}
+	}
+	*noise = 0
+	if maxEps.Sign() > 0 {
+		f, _ := new(big.Float).SetInt(maxEps).Float64()
+		*noise = C.double(math.Log2(f))
+	}
 	return codeOK
 }

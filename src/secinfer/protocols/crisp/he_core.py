@@ -8,8 +8,6 @@ docs/protocols/crisp.md.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from secinfer.crypto.fss.group import Z2k
@@ -128,24 +126,17 @@ class HECore:
         prm = self.params
         lv = res.shape[0] - 1
         q = prm.q_level(lv)
-        t = bud.t
-        back = (prm.q_level(bud.level) // q) % t     # Q_d mod t
-        out = []
+        back = (prm.q_level(bud.level) // q) % bud.t     # Q_d mod t
         cnt = int(np.asarray(pos).size)
-        for h in range(2 if self.malicious else 1):
-            x = _crt(res[:, h * cnt:(h + 1) * cnt], prm.q[:lv + 1])
-            y = (x * t) % q
-            y = np.where(y > q // 2, y - q, y)
-            low = y % t
-            eps = int(np.max(np.abs((y - low) // t), initial=0))
-            self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
-                                               math.log2(eps) if eps else 0.0)
-            self.stats["log2_answer_modulus"] = q.bit_length()
-            u = (low * back) % t
-            if self.ct_factor == 2:     # U = (2 v - R) mod 2t: the client's share floor(U / 2)
-                u = u >> 1
-            out.append(self.g.from_int(u).reshape(pos.shape + (self.g.limbs,)))
-        return out
+        if res.shape[1] != cnt * (2 if self.malicious else 1):
+            raise ProtocolError("crisp/ckks: residues do not match the read positions")
+        # CRT, centring, mod t, times Q_d, halving: exact, in Go (he_native.decode)
+        u, noise = he_native.decode(prm, res, bud.t_bits, back, self.ct_factor == 2, self.g.limbs)
+        self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0), noise)
+        self.stats["log2_answer_modulus"] = q.bit_length()
+        u = self.g.reduce(u)
+        return [u[h * cnt:(h + 1) * cnt].reshape(pos.shape + (self.g.limbs,))
+                for h in range(2 if self.malicious else 1)]
 
     def encrypt(self, poly, bud) -> tuple:
         """Encrypt the digit polynomial ``poly`` ((L, N) int64 limbs of 40 bits:
@@ -363,17 +354,3 @@ def _bitfield(a: np.ndarray, start: int, width: int) -> np.ndarray:
     if off and limb + 1 < a.shape[-1]:
         lo = lo | (a[..., limb + 1] << np.uint64(64 - off))
     return lo & np.uint64((1 << width) - 1) if width < 64 else lo
-
-
-
-def _crt(res: np.ndarray, moduli) -> np.ndarray:
-    """Residues (levels, m) -> integers in [0, Q) (object array)."""
-    q = 1
-    for qi in moduli:
-        q *= qi
-    acc = np.zeros(res.shape[1], dtype=object)
-    for l, qi in enumerate(moduli):
-        m = q // qi
-        c = m * pow(m % qi, -1, qi) % q
-        acc = acc + res[l].astype(object) * c
-    return acc % q

@@ -7,6 +7,8 @@
   RLWE encryption; its noise is one fresh error e, below the public-key encryption's
   bound that ``budget.Budget`` assumes. A malicious client keeps public-key encryption:
   its proof of plaintext knowledge is for that form (``proof``).
+* :func:`decode`: the client's exact reading of decrypted answers (CRT, centring, mod t,
+  scale back, halving) in Go instead of Python integers (``HECore.decode_residues``).
 * :func:`answer`: the server's answer in one call -- acc + mask ciphertext, rescaled by
   ``drop`` primes (the same exact rounding division as ``drop`` rescales), trimmed to the
   positions the client reads (``crypto.he.trimmed``'s frame).
@@ -28,6 +30,8 @@ _SIGS = {
     "crisp_seeded_len": [N.H, N.cint, C.POINTER(N.csize)],
     "crisp_seeded_load": [N.H, N.cint, N.cint, C.c_char_p, N.csize, C.c_char_p, N.csize, N.P_u64],
     "crisp_answer": [N.H, N.H, N.H, N.cint, N.P_i64, N.cint, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
+    "crisp_decode": [N.H, N.cint, N.P_u64, N.cint, N.cint, C.c_char_p, N.csize, N.cint, N.cint, N.P_u64,
+                     C.POINTER(N.f64)],
 }
 _lock = threading.Lock()
 _declared = False
@@ -83,3 +87,18 @@ def answer(params, acc: Ciphertext, mask: Ciphertext, drop: int, positions) -> b
     N.call("crisp_answer", params.handle, params._own(acc, "ciphertext"), params._own(mask, "mask"),
            int(drop), N.ptr(pos, N.i64), pos.size, C.byref(buf), C.byref(n))
     return N.take_bytes(buf, n.value)
+
+
+def decode(params, res: np.ndarray, t_bits: int, back: int, halve: bool, limbs: int) -> tuple:
+    """Residues (levels, m) of decrypted answers -> (uint64 (m, limbs): u = ([x t]_Q' mod t)
+    * back mod t, halved when ``halve``; log2 of the largest |(Y - low) / t|). See
+    ``HECore.decode_residues`` for the meaning."""
+    _declare()
+    r = np.ascontiguousarray(res, dtype=np.uint64)
+    m = r.shape[1]
+    out = np.zeros((m, limbs), np.uint64)
+    noise = N.f64(0.0)
+    bb = int(back).to_bytes(max(1, (int(back).bit_length() + 7) // 8), "little")
+    N.call("crisp_decode", params.handle, r.shape[0] - 1, N.ptr(r, N.u64), m, int(t_bits), bb, len(bb),
+           1 if halve else 0, int(limbs), N.ptr(out, N.u64), C.byref(noise))
+    return out, float(noise.value)
