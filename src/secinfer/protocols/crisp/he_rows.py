@@ -14,7 +14,7 @@ from secinfer.ir.graph import lift_2d
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp import lifted
 from secinfer.protocols.crisp.budget import LayerBudget
-from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, digit_limbs
 
 
 def rows_and_mats(step, w: np.ndarray | None, a: np.ndarray | None, batch_in_shape) -> tuple:
@@ -183,33 +183,44 @@ def server_rows(eng, ep, idx, step, w, prg):
     for gi, bud, n_rows, n_rg, n_out, mat in plans(eng, step, w):
         wpolys = eng._wcache.pop((idx, gi), None) or weight_polys(eng, mat, bud)
         eng.zk_begin(SERVER, idx, gi, bud, bud.T * n_rg * bud.n_chunks, prg)
-        cts = {}
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                for ch in range(bud.n_chunks):
-                    cts[t, rg, ch] = eng.recv_client_ct(ep, idx, bud)
         m_re = g.zeros((n_rows, n_out))
         m_im = g.zeros((n_rows, n_out))
-        # every answer of the group is computed (while the client answers the proof's
-        # challenge), then sent once the proof is checked (send_answers settles it)
-        raws = []
+        # Streamed: each client ciphertext is multiplied into every block's accumulator as
+        # it arrives (while the client encrypts the next); a row group's answers are
+        # computed once its last chunk is in and sent at once -- with a proof of plaintext
+        # knowledge (malicious) only after it is checked (send_answers settles it).
+        raws, held = [], []     # held: ciphertexts the pending proof still reads
         for t in range(bud.T):
             for rg in range(n_rg):
+                accs = [None] * bud.n_blocks
+                for ch in range(bud.n_chunks):
+                    ct = eng.recv_client_ct(ep, idx, bud)
+                    for blk in range(bud.n_blocks):
+                        if accs[blk] is None:
+                            accs[blk] = ev.mul(ct, wpolys[ch, blk], relin=False)
+                        else:
+                            ev.mul_plain_add(ct, wpolys[ch, blk], accs[blk])
+                    if eng.malicious:
+                        held.append(ct)
+                    else:
+                        ct.close()
                 for blk in range(bud.n_blocks):
-                    acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
-                                    [wpolys[ch, blk] for ch in range(bud.n_chunks)])
                     rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
-                    raw, rmask = eng.masked_answer(idx, acc, bud, prg, pos)
-                    raws.append(raw)
+                    raw, rmask = eng.masked_answer(idx, accs[blk], bud, prg, pos)
+                    accs[blk] = None
+                    if eng.malicious:
+                        raws.append(raw)
+                    else:
+                        eng.send_answers(ep, idx, [raw])
                     sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
                     m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
                     if eng.malicious:
                         m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
         eng.send_answers(ep, idx, raws)
+        for c in held:
+            c.close()
         for p in wpolys.values():
             p.close()
-        for c in cts.values():
-            c.close()
         masks_re.append(m_re)
         masks_im.append(m_im)
     ev.close()
