@@ -205,6 +205,11 @@ class HECore:
         ev.close()
         return out, rmask
 
+    def settle_proof(self, ep) -> None:
+        """Read and check the response of the current group's open proof (no-op without)."""
+        if self._zk is not None:
+            self._zk.settle(ep)
+
     def send_answers(self, ep, idx, raws) -> None:
         """Send answers -- only after the client's proof for their ciphertexts is checked."""
         if self._zk is not None:

@@ -5,6 +5,8 @@ Convolutions that fit the channel-packed layout use ``he_conv`` instead."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from secinfer.arith.linalg import conv_columns
@@ -187,35 +189,49 @@ def server_rows(eng, ep, idx, step, w, prg):
         m_im = g.zeros((n_rows, n_out))
         # Streamed: each client ciphertext is multiplied into every block's accumulator as
         # it arrives (while the client encrypts the next); a row group's answers are
-        # computed once its last chunk is in and sent at once -- with a proof of plaintext
-        # knowledge (malicious) only after it is checked (send_answers settles it).
+        # computed once its last chunk is in and sent at once (semi-honest). Malicious:
+        # sent only after the proof of plaintext knowledge is checked, which runs in a
+        # worker while the last row group's answers are computed.
         raws, held = [], []     # held: ciphertexts the pending proof still reads
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                accs = [None] * bud.n_blocks
-                for ch in range(bud.n_chunks):
-                    ct = eng.recv_client_ct(ep, idx, bud)
-                    for blk in range(bud.n_blocks):
-                        if accs[blk] is None:
-                            accs[blk] = ev.mul(ct, wpolys[ch, blk], relin=False)
+        verifying = None
+        pool = ThreadPoolExecutor(1) if eng.malicious else None
+        try:
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    accs = [None] * bud.n_blocks
+                    for ch in range(bud.n_chunks):
+                        ct = eng.recv_client_ct(ep, idx, bud)
+                        for blk in range(bud.n_blocks):
+                            if accs[blk] is None:
+                                accs[blk] = ev.mul(ct, wpolys[ch, blk], relin=False)
+                            else:
+                                ev.mul_plain_add(ct, wpolys[ch, blk], accs[blk])
+                        if eng.malicious:
+                            held.append(ct)
                         else:
-                            ev.mul_plain_add(ct, wpolys[ch, blk], accs[blk])
-                    if eng.malicious:
-                        held.append(ct)
-                    else:
-                        ct.close()
-                for blk in range(bud.n_blocks):
-                    rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
-                    raw, rmask = eng.masked_answer(idx, accs[blk], bud, prg, pos)
-                    accs[blk] = None
-                    if eng.malicious:
-                        raws.append(raw)
-                    else:
-                        eng.send_answers(ep, idx, [raw])
-                    sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
-                    m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
-                    if eng.malicious:
-                        m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+                            ct.close()
+                    if eng.malicious and t == bud.T - 1 and rg == n_rg - 1 and verifying is None:
+                        # the group's last proof is open: read and check the client's response
+                        # in a worker (Go, off the GIL) while the last answers are computed here
+                        # (nothing is sent before both are done; ep is not used meanwhile)
+                        verifying = pool.submit(eng.settle_proof, ep)
+                    for blk in range(bud.n_blocks):
+                        rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
+                        raw, rmask = eng.masked_answer(idx, accs[blk], bud, prg, pos)
+                        accs[blk] = None
+                        if eng.malicious:
+                            raws.append(raw)
+                        else:
+                            eng.send_answers(ep, idx, [raw])
+                        sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
+                        m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
+                        if eng.malicious:
+                            m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+        if verifying is not None:
+            verifying.result()          # re-raises the proof's abort
         eng.send_answers(ep, idx, raws)
         for c in held:
             c.close()
