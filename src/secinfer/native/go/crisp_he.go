@@ -13,6 +13,9 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -262,6 +265,86 @@ func crisp_decode(ph C.uint64_t, level C.int, res *C.uint64_t, count C.int, tbit
 	if maxEps.Sign() > 0 {
 		f, _ := new(big.Float).SetInt(maxEps).Float64()
 		*noise = C.double(math.Log2(f))
+	}
+	return codeOK
+}
+
+// crisp_mul_blocks multiplies one client ciphertext into the accumulators of every output
+// block of a row group: acc_b = ct * pt_b (first: new ciphertexts, handles written to
+// accs) or acc_b += ct * pt_b, with the plaintexts' cached Montgomery forms (fastops.go),
+// the blocks spread over goroutines (one per core, at most the block count).
+//
+//export crisp_mul_blocks
+func crisp_mul_blocks(ph C.uint64_t, cth C.uint64_t, pts *C.uint64_t, n C.int, accs *C.uint64_t, first C.int, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	ct := getCT(ph, cth)
+	if n < 1 || ct.v.Degree() != 1 || !ct.v.IsNTT {
+		fail(codeArgument, "block product needs blocks and a degree-1 NTT ciphertext")
+	}
+	level := ct.v.Level()
+	ph64 := u64s(pts, int(n))
+	ah := u64s(accs, int(n))
+	ps := make([]*PT, int(n))
+	out := make([]*rlwe.Ciphertext, int(n))
+	for b := range ps {
+		ps[b] = getPT(ph, C.uint64_t(ph64[b]))
+		if ps[b].v.Level() < level || !ps[b].v.IsNTT || ps[b].v.IsBatched != ct.v.IsBatched {
+			fail(codeArgument, "block %d: plaintext level, domain or encoding does not fit", b)
+		}
+		if first == 0 {
+			a := getCT(ph, C.uint64_t(ah[b]))
+			if a.v.Level() != level || a.v.Degree() != 1 || a.v.Scale.Cmp(ct.v.Scale.Mul(ps[b].v.Scale)) != 0 {
+				fail(codeArgument, "block %d: accumulator level, degree or scale does not fit", b)
+			}
+			out[b] = a.v
+		} else {
+			c := rlwe.NewCiphertext(P, 1, level)
+			*c.MetaData = *ct.v.MetaData
+			c.Scale = ct.v.Scale.Mul(ps[b].v.Scale)
+			out[b] = c
+		}
+		ps[b].montgomery(P) // computed here, once, not inside the workers
+	}
+	r := P.RingQ().AtLevel(level)
+	workers := runtime.GOMAXPROCS(0)
+	if workers > int(n) {
+		workers = int(n)
+	}
+	var next int64
+	var wg sync.WaitGroup
+	panics := make([]any, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			defer func() { panics[w] = recover() }()
+			for {
+				b := int(atomic.AddInt64(&next, 1) - 1)
+				if b >= int(n) {
+					return
+				}
+				m := ps[b].mont
+				for i := 0; i < 2; i++ {
+					if first != 0 {
+						r.MulCoeffsMontgomery(m, ct.v.Value[i], out[b].Value[i])
+					} else {
+						r.MulCoeffsMontgomeryThenAdd(ct.v.Value[i], m, out[b].Value[i])
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
+	if first != 0 {
+		for b := range out {
+			ah[b] = uint64(put(&CT{ph: uint64(ph), v: out[b]}))
+		}
 	}
 	return codeOK
 }

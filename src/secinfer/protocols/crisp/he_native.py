@@ -9,6 +9,8 @@
   its proof of plaintext knowledge is for that form (``proof``).
 * :func:`decode`: the client's exact reading of decrypted answers (CRT, centring, mod t,
   scale back, halving) in Go instead of Python integers (``HECore.decode_residues``).
+* :func:`mul_blocks`: one client ciphertext times every block's weight plaintext, into
+  the blocks' accumulators, in one call spread over the cores.
 * :func:`answer`: the server's answer in one call -- acc + mask ciphertext, rescaled by
   ``drop`` primes (the same exact rounding division as ``drop`` rescales), trimmed to the
   positions the client reads (``crypto.he.trimmed``'s frame).
@@ -30,6 +32,7 @@ _SIGS = {
     "crisp_seeded_len": [N.H, N.cint, C.POINTER(N.csize)],
     "crisp_seeded_load": [N.H, N.cint, N.cint, C.c_char_p, N.csize, C.c_char_p, N.csize, N.P_u64],
     "crisp_answer": [N.H, N.H, N.H, N.cint, N.P_i64, N.cint, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
+    "crisp_mul_blocks": [N.H, N.H, N.P_u64, N.cint, N.P_u64, N.cint],
     "crisp_decode": [N.H, N.cint, N.P_u64, N.cint, N.cint, C.c_char_p, N.csize, N.cint, N.cint, N.P_u64,
                      C.POINTER(N.f64)],
 }
@@ -102,3 +105,16 @@ def decode(params, res: np.ndarray, t_bits: int, back: int, halve: bool, limbs: 
     N.call("crisp_decode", params.handle, r.shape[0] - 1, N.ptr(r, N.u64), m, int(t_bits), bb, len(bb),
            1 if halve else 0, int(limbs), N.ptr(out, N.u64), C.byref(noise))
     return out, float(noise.value)
+
+
+def mul_blocks(params, ct: Ciphertext, pts: list, accs: list | None) -> list:
+    """acc_b += ct * pts[b] for every block b (``accs`` None: new accumulators ct * pts[b]);
+    returns the accumulators."""
+    _declare()
+    ph = np.array([params._own(p, "plaintext") for p in pts], dtype=np.uint64)
+    first = accs is None
+    ah = np.zeros(len(pts), np.uint64) if first else np.array(
+        [params._own(a, "accumulator") for a in accs], dtype=np.uint64)
+    N.call("crisp_mul_blocks", params.handle, params._own(ct, "ciphertext"), N.ptr(ph, N.u64), len(pts),
+           N.ptr(ah, N.u64), 1 if first else 0)
+    return [Ciphertext(params, int(h)) for h in ah] if first else accs

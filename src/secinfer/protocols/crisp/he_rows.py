@@ -10,11 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from secinfer.arith.linalg import conv_columns
-from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.errors import ConfigError
 from secinfer.ir.graph import lift_2d
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp import lifted
+from secinfer.protocols.crisp import he_native, lifted
 from secinfer.protocols.crisp.budget import LayerBudget
 from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, digit_limbs
 
@@ -180,7 +179,6 @@ def server_rows(eng, ep, idx, step, w, prg):
     """Server: W times the client's ciphertexts, masked answers; returns its mask shares."""
     g = eng.g
     _, finish = rows_and_mats(step, w, None, None)
-    ev = Evaluator(eng.params)
     masks_re, masks_im = [], []
     for gi, bud, n_rows, n_rg, n_out, mat in plans(eng, step, w):
         wpolys = eng._wcache.pop((idx, gi), None) or weight_polys(eng, mat, bud)
@@ -198,14 +196,11 @@ def server_rows(eng, ep, idx, step, w, prg):
         try:
             for t in range(bud.T):
                 for rg in range(n_rg):
-                    accs = [None] * bud.n_blocks
+                    accs = None
                     for ch in range(bud.n_chunks):
                         ct = eng.recv_client_ct(ep, idx, bud)
-                        for blk in range(bud.n_blocks):
-                            if accs[blk] is None:
-                                accs[blk] = ev.mul(ct, wpolys[ch, blk], relin=False)
-                            else:
-                                ev.mul_plain_add(ct, wpolys[ch, blk], accs[blk])
+                        accs = he_native.mul_blocks(eng.params, ct, [wpolys[ch, b] for b in range(bud.n_blocks)],
+                                                    accs)
                         if eng.malicious:
                             held.append(ct)
                         else:
@@ -239,5 +234,4 @@ def server_rows(eng, ep, idx, step, w, prg):
             p.close()
         masks_re.append(m_re)
         masks_im.append(m_im)
-    ev.close()
     return finish(masks_re), finish(masks_im)
