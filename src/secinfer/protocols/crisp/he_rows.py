@@ -140,11 +140,9 @@ def client_rows(eng, ep, idx: int, step, v1: np.ndarray, w1) -> tuple:
         n_rows = rows.shape[0]
         n_rg = -(-n_rows // bud.rows_per)
         eng.zk_begin(CLIENT, idx, gi, bud, bud.T * n_rg * bud.n_chunks)
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                for ch in range(bud.n_chunks):
-                    poly = client_poly(eng.params.n, d_re[t], d_im[t] if d_im else None, bud, ch, rg)
-                    eng.encrypt_send(ep, idx, poly, bud)
+        eng.encrypt_send_all(ep, idx, (client_poly(eng.params.n, d_re[t], d_im[t] if d_im else None, bud, ch, rg)
+                                       for t in range(bud.T) for rg in range(n_rg)
+                                       for ch in range(bud.n_chunks)), bud)
         acc_re = g.zeros((n_rows, n_out))
         acc_im = g.zeros((n_rows, n_out)) if eng.malicious else None
         for t in range(bud.T):
