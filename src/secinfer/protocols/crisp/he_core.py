@@ -141,7 +141,7 @@ class HECore:
         return [u[h * cnt:(h + 1) * cnt].reshape(pos.shape + (self.g.limbs,))
                 for h in range(2 if self.malicious else 1)]
 
-    def encrypt(self, poly, bud, seed: bytes | None = None) -> tuple:
+    def encrypt(self, poly, bud) -> tuple:
         """Encrypt the digit polynomial ``poly`` ((L, N) int64 limbs of 40 bits:
         ``he_rows.client_poly``, ``he_conv.client_poly``) at Delta and the layer's level:
         (ciphertext, witness [m, u, e0, e1] for the proof, or None when semi-honest)."""
@@ -151,7 +151,7 @@ class HECore:
             if not self.malicious:
                 return prm.encrypt(pt, self.pk), None
             # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
-            ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=seed if seed is not None else self.prg.seed())
+            ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
         # the witness m as one int64 array while it fits, else as its limbs
         m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
         return ct, [m, r.u, r.e0, r.e1]
@@ -165,32 +165,23 @@ class HECore:
             return he_native.encrypt_seeded(prm, self.sk, pt, seed if seed is not None else self.prg.seed())
 
     def encrypt_send_all(self, ep, idx, polys, bud, window: int = 4) -> None:
-        """:meth:`encrypt_send` for the client polynomials ``polys`` (an iterable, in order)
-        with up to ``window`` encryptions in flight on two worker threads (the Go calls
-        leave the GIL: both cores encrypt). The randomness is drawn here, in order; frames
-        are sent, and (malicious) their witnesses added to the proof, in order."""
-        def one(poly, seed):
-            if not self.malicious:
-                return np.frombuffer(self.encrypt_seeded(poly, bud, seed), np.uint8), None
-            ct, wit = self.encrypt(poly, bud, seed)
-            raw = np.frombuffer(ct.to_bytes(), np.uint8)
-            ct.close()
-            return raw, wit
-
-        def emit(fut):
-            raw, wit = fut.result()
-            ep.send(SERVER, f"crisp/lin/{idx}/ct", raw)
-            if wit is not None:
-                self._zk.add(ep, wit)
-
+        """:meth:`encrypt_send` for the client polynomials ``polys`` (an iterable, in order).
+        Semi-honest: up to ``window`` seeded encryptions in flight on two worker threads
+        (the Go calls leave the GIL: both cores encrypt), seeds drawn here and frames sent
+        in order. Malicious: one after the other (each ciphertext's witness joins the
+        proof in order; the tests' adversaries replace chosen encryptions)."""
+        if self.malicious:
+            for poly in polys:
+                self.encrypt_send(ep, idx, poly, bud)
+            return
         with ThreadPoolExecutor(2) as pool:
             pending: deque = deque()
             for poly in polys:
-                pending.append(pool.submit(one, poly, self.prg.seed()))
+                pending.append(pool.submit(self.encrypt_seeded, poly, bud, self.prg.seed()))
                 if len(pending) >= window:
-                    emit(pending.popleft())
+                    ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(pending.popleft().result(), np.uint8))
             while pending:
-                emit(pending.popleft())
+                ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(pending.popleft().result(), np.uint8))
 
     def encrypt_send(self, ep, idx, poly, bud) -> None:
         """Encrypt ``poly`` (:meth:`encrypt`), send it, and (malicious) add its witness to
