@@ -171,3 +171,50 @@ func TestProveVerify(t *testing.T) {
 		t.Fatalf("truncated proof: %v", err)
 	}
 }
+
+// viewBits is the size in bits of one player's view for cfg (the circuit's recorded
+// gate outputs), measured on an honest instance.
+func viewBits(t testing.TB, cfg *Config) int {
+	rng := mrand.New(mrand.NewSource(4))
+	st, w, _ := honestInstance(t, cfg, rng)
+	pd, err := st.prepare(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{primes: cfg.Primes}
+	var in [3]*inputs
+	for p := 0; p < 3; p++ {
+		s := deriveSeed([]byte("0123456789abcdef"), 0, p)
+		r.andTape[p], r.mulTape[p], r.views[p] = newTape(s, "and"), newTape(s, "mul"), &view{}
+		if p < 2 {
+			in[p] = seededInputs(pd, s)
+		}
+	}
+	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+		t.Fatal(err)
+	}
+	r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
+	return r.views[0].out.n
+}
+
+// The smart-metering message (24 bytes, 16-bit data point, one block) with one 53-bit
+// prime: SHA-256 with the public words folded (no gates on the IV, the padding or the
+// feed-forward of the IV) and the conversion's 16 + 1 gate outputs.
+func TestGateCountPerMessage(t *testing.T) {
+	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 2, LogScale: 10}
+	per := viewBits(t, cfg) / cfg.NMsgs
+	conv := 17 * 53
+	t.Logf("view bits per message: %d (SHA-256 %d, conversion %d)", per, per-conv, conv)
+	if per-conv > 21200 || per-conv < 20000 {
+		t.Fatalf("SHA-256 part has %d recorded bits per block", per-conv)
+	}
+}
+
+func testPrimes53(t testing.TB, logN int) []uint64 {
+	g := ring.NewNTTFriendlyPrimesGenerator(53, uint64(2<<uint(logN)))
+	ps, err := g.NextUpstreamPrimes(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
