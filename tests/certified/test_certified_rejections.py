@@ -89,7 +89,7 @@ def test_noise_outside_the_bound(monkeypatch):
     """The user adds a large error to c0 (and to her witness and commitment) and answers
     the bound proof without rejection sampling."""
     real_enc = P.encrypt_with_randomness
-    spike = 1 << 20
+    spike = 1 << 26                              # above 2 M_c: outside the accepted box whatever the mask
 
     def noisy(params: CKKSParams, pt, pk, seed=None, randomness=None):
         ct, rnd = real_enc(params, pt, pk, seed=seed)

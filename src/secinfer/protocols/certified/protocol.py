@@ -40,7 +40,7 @@ from secinfer.protocols.certified import usecases
 
 DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
 NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
-RELEASE_TOL = 1.0                             # |m_B - (nu m + eta)| in data units
+NU_MAX = 32.0                                 # |nu^_j| bound of the blinding polynomial
 _MAX_BYTES = 1 << 31
 
 
@@ -71,7 +71,7 @@ class Session:
         self.scheme = o.get("signature", DEFAULT_SCHEME)
         if self.scheme not in SCHEMES:
             raise ConfigError(f"unknown signature scheme {self.scheme!r}")
-        self.level = self.usecase.levels + 1          # psi's levels, then the blinding
+        self.level = self.usecase.levels              # psi's levels (the blinding needs none)
         if self.level > self.params.max_level:
             raise ConfigError(f"{name!r} has {self.params.max_level} levels; "
                               f"{self.usecase.name!r} needs {self.level}")
@@ -190,7 +190,8 @@ def _commit(tag: bytes, rho: bytes, *arrays: np.ndarray) -> bytes:
     """SHA-256 commitment [CRISP-certified Sec. 6.1, "Release Protocol"]."""
     h = hashlib.sha256(b"secinfer/certified/" + tag + b"\0" + rho)
     for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+        a = np.ascontiguousarray(a)
+        h.update(str((a.dtype.str, a.shape)).encode() + a.tobytes())
     return h.digest()
 
 
@@ -200,14 +201,15 @@ def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
     ct_b = params.load(ctb_raw.tobytes(), Ciphertext)
     ev = Evaluator(params, evk)
     ct_psi = usecases.evaluate(ev, desc, cts, s.slots)         # psi is public: recompute it
-    m = params.decrypt_decode(ct_psi, kp.sk).real
-    m_b = params.decrypt_decode(ct_b, kp.sk).real
+    m = _complex_rows(params.decrypt_decode(ct_psi, kp.sk))
+    m_b = _complex_rows(params.decrypt_decode(ct_b, kp.sk))
     rho1 = prg.bytes(16)
     ep.send(PROVIDER, "certified/c1", _bytes(_commit(b"C1", rho1, m, m_b)))
     rho0, nu, eta = ep.recv(PROVIDER, "certified/open-c0", _spec_bytes(16),
-                            ArraySpec(np.float64, (s.slots,)), ArraySpec(np.float64, (s.slots,)))
+                            ArraySpec(np.int64, (s.params.n,)), ArraySpec(np.float64, (2, s.slots)))
     # the provider blinded exactly psi's result: the user is no decryption oracle
     ok = _commit(b"C0", rho0.tobytes(), nu, eta) == c0.tobytes()
+    ok = ok and bool(np.all(np.abs(nu) <= 1)) and int(np.count_nonzero(nu)) == s.usecase.nu_weight
     if ok:
         with blind(ev, params, ct_psi, nu, eta) as want:
             ok = all(np.array_equal(params._poly(want, i), params._poly(ct_b, i)) for i in (0, 1))
@@ -217,12 +219,33 @@ def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
     return {"result": float(res[0])}
 
 
+def _complex_rows(z: np.ndarray) -> np.ndarray:
+    """Complex slots as a (2, slots) float64 array (real, imaginary)."""
+    return np.ascontiguousarray(np.stack([z.real, z.imag]), dtype=np.float64)
+
+
+def _nu_plaintext(params: CKKSParams, nu: np.ndarray, level: int):
+    """The blinding polynomial nu(X) (small integer coefficients) as a plaintext at scale 1:
+    multiplying by it is exact ring multiplication, keeps the scale and needs no level."""
+    res = np.stack([np.asarray(nu, dtype=np.int64) % q for q in params.q[: level + 1]])
+    return zkbpp.plaintext(params, res.astype(np.uint64), level, 0)
+
+
 def blind(ev: Evaluator, params: CKKSParams, ct: Ciphertext, nu: np.ndarray, eta: np.ndarray) -> Ciphertext:
-    """B_{nu,eta}(ct) = nu * ct + eta slot-wise [CRISP-certified Sec. 6.1]."""
-    with ev.mul_plain_vector(ct, nu) as prod:
-        with params.encode(eta, level=prod.level, log_slots=prod.log_slots,
+    """B_{nu,eta}(ct) = nu(X) * ct + eta [CRISP-certified Sec. 6.1, "a linear blinding
+    operation in Z_q"]: nu a sparse ternary polynomial (slot j is multiplied by nu(zeta_j),
+    a complex number the provider knows), eta complex per slot."""
+    with _nu_plaintext(params, nu, ct.level) as pn, ev.mul(ct, pn) as prod:
+        e = np.asarray(eta[0], dtype=np.float64) + 1j * np.asarray(eta[1], dtype=np.float64)
+        with params.encode(e, level=prod.level, log_slots=prod.log_slots,
                            log_scale=prod.log_scale) as pt:
             return ev.add(prod, pt)
+
+
+def nu_slots(params: CKKSParams, nu: np.ndarray, level: int) -> np.ndarray:
+    """nu(zeta_j) for every slot j (the canonical embedding of nu)."""
+    with _nu_plaintext(params, nu, level) as pn:
+        return params.decode(pn)
 
 
 # ---------------------------------------------------------------- provider
@@ -301,25 +324,38 @@ def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) ->
 
 def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> np.ndarray:
     """[CRISP-certified Sec. 4.5] blind with (nu, eta), commit C0, receive C1, open C0,
-    receive the opening of C1, check m_B = nu m + eta."""
-    slots = s.slots
+    receive the opening of C1, check m_B = nu^ m + eta slot-wise and that m is replicated."""
+    slots, n = s.slots, params.n
     u = s.usecase
-    nu = (prg.below((1 << u.nu_bits) - 1, slots) + 1).astype(np.float64)
-    eta = (prg.below(1 << (u.eta_bits + 1), slots) - (1 << u.eta_bits)).astype(np.float64)
-    eta += prg.below(1 << 20, slots) / float(1 << 20)
+    while True:   # a sparse ternary nu with every |nu(zeta_j)| <= NU_MAX (the headroom)
+        nu = np.zeros(n, dtype=np.int64)
+        pos = prg.below(n, 4 * u.nu_weight)
+        pos = pos[np.sort(np.unique(pos, return_index=True)[1])][: u.nu_weight]
+        if pos.size < u.nu_weight:
+            continue
+        nu[pos] = 2 * prg.below(2, u.nu_weight).astype(np.int64) - 1
+        nu_hat = nu_slots(params, nu, ct_psi.level)
+        if np.max(np.abs(nu_hat)) <= NU_MAX:
+            break
+    eta = (prg.below(1 << (u.eta_bits + 1), 2 * slots) - (1 << u.eta_bits)).astype(np.float64)
+    eta = (eta + prg.below(1 << 20, 2 * slots) / float(1 << 20)).reshape(2, slots)
     rho0 = prg.bytes(16)
     with blind(ev, params, ct_psi, nu, eta) as ct_b:
         ep.send(USER, "certified/release", _bytes(ct_b.to_bytes()), _bytes(_commit(b"C0", rho0, nu, eta)))
     (c1,) = ep.recv(USER, "certified/c1", _spec_bytes(32))
     ep.send(USER, "certified/open-c0", _bytes(rho0), nu, eta)
     rho1, m, m_b = ep.recv(USER, "certified/open-c1", _spec_bytes(16),
-                           ArraySpec(np.float64, (slots,)), ArraySpec(np.float64, (slots,)))
+                           ArraySpec(np.float64, (2, slots)), ArraySpec(np.float64, (2, slots)))
     ok = _commit(b"C1", rho1.tobytes(), m, m_b) == c1.tobytes()
     ok = ok and bool(np.all(np.isfinite(m)) and np.all(np.isfinite(m_b)))
-    ok = ok and bool(np.all(np.abs(m_b - (nu * m + eta)) <= RELEASE_TOL + 1e-9 * np.abs(nu * m)))
-    ok = ok and bool(np.all(np.abs(m - m[0]) <= RELEASE_TOL))   # psi is replicated in every slot
+    if ok:
+        mz, mbz = m[0] + 1j * m[1], m_b[0] + 1j * m_b[1]
+        want = nu_hat * mz + (eta[0] + 1j * eta[1])
+        tol = u.release_tol
+        ok = bool(np.all(np.abs(mbz - want) <= tol + 1e-9 * np.abs(want)))
+        ok = ok and bool(np.all(np.abs(mz - mz[0].real) <= tol))  # psi is replicated, real
     ep.require(ok, "release-decryption", USER, "the decrypted result does not match the blinded one")
-    return m
+    return m[0]
 
 
 # ---------------------------------------------------------------- spec

@@ -36,8 +36,10 @@ class UseCase:
     test_params: str           # HE parameter set for tests (insecure, small)
     params: str                # production parameter set (128-bit)
     log_scale: int             # CKKS scale of the data (ct x ct products need ~ the primes)
-    nu_bits: int               # release blinding: nu uniform in [1, 2^nu_bits)
-    eta_bits: int              #                   eta uniform in [-2^eta_bits, 2^eta_bits)
+    nu_weight: int             # release blinding: nu a ternary polynomial of this weight
+    eta_bits: int              #   eta per slot, re and im uniform in [-2^eta_bits, 2^eta_bits)
+    max_result: float          # |psi| bound in data units that the blinding's headroom allows
+    release_tol: float         # |m_B - (nu m + eta)| and |m_j - m_0| tolerance, data units
     paper: dict = field(default_factory=dict)   # Table 1 figures
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
@@ -51,14 +53,20 @@ class UseCase:
 
 
 USECASES = {u.name: u for u in (
-    UseCase("sum", 16, 1000, 0, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
+    # [CRISP-certified Sec. 6.2] N = 2^11, one prime; scale 2^23 (the paper: 2^25 at log q
+    # = 45 with kWh values; ours are Wh, 1000x larger): |nu^ psi + eta| * 2^23 < q / 2 needs
+    # |psi| <= 2^22 Wh (4,194 kWh) with |nu^| <= 32 and eta < 2^27
+    UseCase("sum", 16, 1000, 0, "ckks-n11-q53-w4-128", "ckks-n11-q53-w4-128", 23, 14, 27,
+            float(1 << 22), 4.0,
             {"t_enc_ms": 70, "t_dec_ms": 0.7, "t_comp_ms": 130, "t_prove_s": 200, "t_ver_s": 82,
              "mare": 5.1e-5, "proof_mb_per_ct": 643.4, "proof_kb_per_point": 628,
              "bound_proof_mb": 7.05}),
-    UseCase("weighted-sum", 8, 1, 1, "ckks-n10-insecure", "ckks-n13-128", 40, 4, 12,
+    UseCase("weighted-sum", 8, 1, 1, "ckks-n10-insecure", "ckks-n13-128", 40, 14, 12,
+            float(1 << 30), 1.0,
             {"t_enc_ms": 60, "t_dec_ms": 2.7, "t_comp_ms": 22, "t_prove_s": 26, "t_ver_s": 13,
              "mare": 2.2e-5}),
-    UseCase("distance", 16, 16, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 4, 12,
+    UseCase("distance", 16, 16, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 14, 12,
+            float(1 << 12), 1.0,
             {"t_enc_ms": 980, "t_dec_ms": 7, "t_comp_ms": 180, "t_prove_s": 470, "t_ver_s": 210,
              "mare": 1.5e-2}),
 )}
