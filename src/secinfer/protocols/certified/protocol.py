@@ -380,6 +380,23 @@ def check_model(graph, security: str) -> None:
         usecase_of(graph)
 
 
+def value_limits(graph, cfg, options: dict) -> dict | None:
+    """Pre-launch ranges (secinfer.ir.validate): every data point must fit the use case's
+    signed ``data_bits``-bit fixed point (the data source signs that; 16-bit readings in Wh
+    stop at 32.767 kWh), and the sum must fit the release's headroom on the single-prime
+    ring (``UseCase.max_result``)."""
+    if graph is None:
+        return None
+    from secinfer.protocols.certified.graphs import usecase_of
+
+    name, _, _ = usecase_of(graph)
+    u = usecases.get(name)
+    lim = {"input": ((1 << (u.data_bits - 1)) - 0.5) / u.unit}
+    if name == "sum":
+        lim["values"] = u.max_result / u.unit
+    return lim
+
+
 CHECKS = (
     Check("signature", "every digest carries the data source's ML-DSA signature", "CRISP-certified Sec. 4.3"),
     Check("zkbpp-view", "the opened ZKB++ views match their commitments and output shares", "ZKB++ Sec. 3"),
@@ -406,6 +423,7 @@ SPEC = ProtocolSpec(
     default_security="malicious",
     run_party=run_party,
     check_model=check_model,
+    value_limits=value_limits,
     paper="crisp-certified-data-fragment.txt",
     checks=CHECKS,
 )
