@@ -188,3 +188,26 @@ def test_provider_asks_to_decrypt_the_raw_upload():
 
     res = run_certified(X, wrap={"provider": lambda ep: Proxy(ep, on_send=on_send, on_recv=on_recv)})
     assert aborted(res, "user", "release-blinding") and no_output(res)
+
+
+@pytest.mark.covers_check("certified", "public-key")
+def test_public_key_with_a_planted_offset():
+    """The user sends pk0 + 2^30 X^5: no short (s, e) opens it for the provider's a (a key
+    with a planted offset would shift what her ciphertexts decrypt to); her proof, made for
+    her real key, fails."""
+    def edit(tag, arrays):
+        if tag == "certified/keys":
+            pk0 = arrays[0].copy()
+            pk0[:, 5] = (pk0[:, 5] + np.uint64(1 << 30)) % np.array([np.uint64(q) for q in _primes()])
+            arrays[0] = pk0
+        return arrays
+
+    res = run_certified(X, wrap=_user(on_send=edit))
+    assert aborted(res, "provider", "public-key") and no_output(res)
+
+
+def _primes():
+    from secinfer.crypto.he.params import get_params
+    from secinfer.protocols.certified import usecases
+
+    return get_params(usecases.get("sum").test_params).q

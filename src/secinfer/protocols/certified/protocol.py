@@ -29,10 +29,11 @@ import numpy as np
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, EvalKeys, PublicKey
 from secinfer.crypto.he.params import CKKSParams, get_params
-from secinfer.crypto.he.rlwe import encrypt_with_randomness
+from secinfer.crypto.he.errors import HEError
+from secinfer.crypto.he.rlwe import encrypt_with_randomness, keygen_seeded, public_key_from_parts
 from secinfer.crypto.prg import PRG
 from secinfer.crypto.signature import DEFAULT_SCHEME, SCHEMES, SigningKey, VerifyKey
-from secinfer.crypto.zk import bdop, zkbpp
+from secinfer.crypto.zk import bdop, keyproof, popk, zkbpp
 from secinfer.errors import ConfigError, ProtocolAbort, ProtocolError, SerializationError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
@@ -40,6 +41,8 @@ from secinfer.protocols.certified import usecases
 
 DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
 NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
+KEY_PROOF_BITS = 128                          # soundness of the public-key proof
+A_SEED_BYTES = 16
 NU_MAX = 32.0                                 # |nu^_j| bound of the blinding polynomial
 _MAX_BYTES = 1 << 31
 
@@ -131,7 +134,8 @@ def _run_data_source(ep, job: PartyJob) -> PartyResult:
 def _run_user(ep, job: PartyJob) -> PartyResult:
     with ep.phase("setup"):
         (raw,) = ep.recv(PROVIDER, "certified/psi", _spec_bytes())
-        (ctx_nonce, key_seed) = ep.recv(PROVIDER, "certified/session", _spec_bytes(16), _spec_bytes(16))
+        (ctx_nonce, key_seed, a_seed) = ep.recv(PROVIDER, "certified/session", _spec_bytes(16),
+                                                _spec_bytes(16), _spec_bytes(A_SEED_BYTES))
     desc = json.loads(raw.tobytes())
     s = Session(job, desc)
     desc = usecases.parse(desc, 1 << 24)
@@ -146,10 +150,12 @@ def _run_user(ep, job: PartyJob) -> PartyResult:
         sig_size = sigs_raw.size // n if n else 0
         sigs = [sigs_raw[i * sig_size:(i + 1) * sig_size].tobytes() for i in range(n)]
         prg = job.prg.derive("user")
-        kp = params.keygen()
+        # the key pair for the provider's a, from the injected PRG; pk0 proven well formed
+        kp, sk_s, sk_e = keygen_seeded(params, bytes(a_seed), prg.bytes(32))
         evk = params.gen_eval_keys(kp.sk, rotations=usecases.rotation_steps(s.slots, u.name))
         key = bdop.commitment_key(s.bp, bytes(key_seed))
-        ep.send(PROVIDER, "certified/keys", _bytes(kp.pk.to_bytes()), _bytes(evk.to_bytes()))
+        ep.send(PROVIDER, "certified/keys", kp.pk.poly(0), _bytes(evk.to_bytes()))
+        _prove_key(ep, params, kp, sk_s, sk_e, prg.derive("keyproof"))
     with ep.phase("online"):
         cts = []
         for (a, b) in s.chunks(n):
@@ -268,15 +274,20 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
         s = Session(job, desc)
         vk = VerifyKey(s.scheme, vk_raw.tobytes())
         prg = job.prg.derive("provider")
-        ctx_nonce, key_seed = prg.bytes(16), prg.bytes(16)
+        ctx_nonce, key_seed, a_seed = prg.bytes(16), prg.bytes(16), prg.bytes(A_SEED_BYTES)
         ep.send(USER, "certified/psi", _bytes(usecases.to_bytes(desc)))
-        ep.send(USER, "certified/session", _bytes(ctx_nonce), _bytes(key_seed))
+        ep.send(USER, "certified/session", _bytes(ctx_nonce), _bytes(key_seed), _bytes(a_seed))
     params = s.params
     ctx = ctx_nonce + bytes(ep.session_id)
     key = bdop.commitment_key(s.bp, key_seed)
     with ep.phase("offline"):
-        pk_raw, evk_raw = ep.recv(USER, "certified/keys", _spec_bytes(), _spec_bytes())
-        pk = params.load(pk_raw.tobytes(), PublicKey)
+        pk0, evk_raw = ep.recv(USER, "certified/keys", ArraySpec(np.uint64, (len(params.q), params.n)),
+                               _spec_bytes())
+        try:     # every residue below its prime, else a malformed message
+            pk = public_key_from_parts(params, a_seed, pk0)
+        except HEError as e:
+            raise SerializationError(f"certified: the user's pk0 is malformed: {e}") from None
+        _verify_key(ep, params, pk, prg)
         evk = params.load(evk_raw.tobytes(), EvalKeys)
     with ep.phase("online"):
         cts = []
@@ -290,6 +301,37 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
         ep.send(DATA_SOURCE, "certified/receipt", np.array([result], np.float64))
     return PartyResult(info={"result": result, "usecase": desc["usecase"], "points": n,
                              "reps": s.reps, "soundness_bits": zkbpp.soundness_bits(s.reps)})
+
+
+def _prove_key(ep, params, kp, s, e, prg: PRG) -> None:
+    """The user's proof of knowledge of short (s, e) with pk0 + a s = e for the provider's
+    a (``secinfer.crypto.zk.keyproof``, 128-bit soundness): restarts on rejection."""
+    prover = keyproof.KeyProver(params, kp.pk, s, e, prg, KEY_PROOF_BITS)
+    for att in range(popk.MAX_ATTEMPTS):
+        ep.send(PROVIDER, f"certified/pk/h{att}", _bytes(prover.commit()))
+        (seed,) = ep.recv(PROVIDER, f"certified/pk/ch{att}", _spec_bytes(popk.SEED_BYTES))
+        z = prover.respond(seed.tobytes())
+        ep.send(PROVIDER, f"certified/pk/z{att}", _bytes(z if z is not None else b"\0"))
+        if z is not None:
+            return
+    raise ProtocolError(f"certified: no key-proof attempt accepted in {popk.MAX_ATTEMPTS}")
+
+
+def _verify_key(ep, params, pk, prg: PRG) -> None:
+    """[CRISP-certified Lemma A.1 needs a well-formed key] check the user's key proof; the
+    challenge seed is drawn after pk0 and the commitment are fixed."""
+    ver = keyproof.KeyVerifier(params, pk, KEY_PROOF_BITS)
+    for att in range(popk.MAX_ATTEMPTS):
+        (h,) = ep.recv(USER, f"certified/pk/h{att}", _spec_bytes(popk.HASH_BYTES))
+        ch = prg.bytes(popk.SEED_BYTES)        # drawn only now: pk0 and h are fixed
+        ep.send(USER, f"certified/pk/ch{att}", _bytes(ch))
+        (z,) = ep.recv(USER, f"certified/pk/z{att}", ArraySpec(np.uint8, (None,), max_elems=ver.g.payload_bytes))
+        if z.size == 1 and z[0] == 0:
+            continue
+        ok, why = ver.check(h.tobytes(), ch, z.tobytes())
+        ep.require(ok, "public-key", USER, f"the public key proof: {why}")
+        return
+    ep.require(False, "public-key", USER, f"no accepted key proof in {popk.MAX_ATTEMPTS} attempts")
 
 
 def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) -> Ciphertext:
@@ -398,6 +440,8 @@ def value_limits(graph, cfg, options: dict) -> dict | None:
 
 
 CHECKS = (
+    Check("public-key", "the user's public key is pk0 = e - a s with short (s, e) for the provider's a "
+          "(proof of knowledge, 128-bit)", "CRISP-certified Lemma A.1; secinfer.crypto.zk.keyproof"),
     Check("signature", "every digest carries the data source's ML-DSA signature", "CRISP-certified Sec. 4.3"),
     Check("zkbpp-view", "the opened ZKB++ views match their commitments and output shares", "ZKB++ Sec. 3"),
     Check("zkbpp-challenge", "the Fiat-Shamir challenge hashes this session's context and transcript",
