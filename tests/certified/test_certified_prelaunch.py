@@ -28,8 +28,8 @@ def test_sum_reading_beyond_16_bits_is_refused_before_launch(bad):
 
 
 def test_sum_beyond_the_blinding_headroom_is_refused_before_launch():
-    x = np.full(200, 30.0)                  # 6,000 kWh > 2^22 Wh
-    with pytest.raises(FixedPointRangeError, match="4194"):
+    x = np.full(200, 30.0)                  # 6,000 kWh > 2^21 Wh
+    with pytest.raises(FixedPointRangeError, match="2097"):
         _prepare("sum", x)
 
 

@@ -43,7 +43,7 @@ DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
 NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
 KEY_PROOF_BITS = 128                          # soundness of the public-key proof
 A_SEED_BYTES = 16
-NU_MAX = 32.0                                 # |nu^_j| bound of the blinding polynomial
+NU_MAX = 16.0                                 # |nu^_j| bound (weight 14: exceeded w.p. ~1e-5)
 _MAX_BYTES = 1 << 31
 
 
