@@ -453,7 +453,8 @@ CHECKS = (
           "CRISP-certified Sec. 5.2 (property A.3)"),
     Check("release-blinding", "(user) the ciphertext to decrypt is B_{nu,eta}(psi(ct))",
           "CRISP-certified Sec. 5.1"),
-    Check("release-decryption", "C1 opens to (m, m_B) with m_B = nu m + eta", "CRISP-certified Sec. 5.1"),
+    Check("release-decryption", "C1 opens to (m, m_B) with m_B = nu(zeta) m + eta slot-wise, m replicated",
+          "CRISP-certified Sec. 5.1"),
 )
 
 SPEC = ProtocolSpec(
