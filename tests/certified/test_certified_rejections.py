@@ -157,17 +157,32 @@ def test_reused_challenge_from_another_session():
 
 
 @pytest.mark.covers_check("certified", "release-decryption")
-def test_wrong_decrypted_result_at_release(monkeypatch):
-    real = CKKSParams.decrypt_decode
+@pytest.mark.parametrize("usecase", ["sum", "weighted-sum"])
+def test_wrong_decrypted_result_at_release(monkeypatch, usecase):
+    """The user reports psi's decryption + 5 data units (sum: the constant coefficient of
+    the Z_q release; weighted sum: the slots)."""
     calls = []
+    if usecase == "sum":
+        real = P.constant_coeff
 
-    def lying(self, ct, sk):
-        out = real(self, ct, sk)
-        calls.append(1)
-        return out + 5.0 if len(calls) == 1 else out     # the user's m, not m_B
+        def lying(params, ct, sk):
+            calls.append(1)
+            out = real(params, ct, sk)
+            return (out + 5 * 2 ** 15) % int(params.q[0]) if len(calls) == 1 else out
 
-    monkeypatch.setattr(CKKSParams, "decrypt_decode", lying)
-    res = run_certified(X)
+        monkeypatch.setattr(P, "constant_coeff", lying)
+        opts = None
+    else:
+        real = CKKSParams.decrypt_decode
+
+        def lying(self, ct, sk):
+            out = real(self, ct, sk)
+            calls.append(1)
+            return out + 5.0 if len(calls) == 1 else out     # the user's m, not m_B
+
+        monkeypatch.setattr(CKKSParams, "decrypt_decode", lying)
+        opts = {"weights": list(np.linspace(0.1, 0.8, X.size))}
+    res = run_certified(X, usecase, opts)
     assert aborted(res, "provider", "release-decryption") and no_output(res)
 
 

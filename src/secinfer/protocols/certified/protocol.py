@@ -152,7 +152,8 @@ def _run_user(ep, job: PartyJob) -> PartyResult:
         prg = job.prg.derive("user")
         # the key pair for the provider's a, from the injected PRG; pk0 proven well formed
         kp, sk_s, sk_e = keygen_seeded(params, bytes(a_seed), prg.bytes(32))
-        evk = params.gen_eval_keys(kp.sk, rotations=usecases.rotation_steps(s.slots, u.name))
+        evk = params.gen_eval_keys(kp.sk, rotations=usecases.rotation_steps(s.slots, u.name),
+                                   relin=u.release != "coeff")
         key = bdop.commitment_key(s.bp, bytes(key_seed))
         ep.send(PROVIDER, "certified/keys", kp.pk.poly(0), _bytes(evk.to_bytes()))
         _prove_key(ep, params, kp, sk_s, sk_e, prg.derive("keyproof"))
@@ -207,6 +208,8 @@ def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
     ct_b = params.load(ctb_raw.tobytes(), Ciphertext)
     ev = Evaluator(params, evk)
     ct_psi = usecases.evaluate(ev, desc, cts, s.slots)         # psi is public: recompute it
+    if s.usecase.release == "coeff":
+        return _user_release_coeff(ep, s, params, kp, ev, ct_psi, ct_b, c0, prg)
     m = _complex_rows(params.decrypt_decode(ct_psi, kp.sk))
     m_b = _complex_rows(params.decrypt_decode(ct_b, kp.sk))
     rho1 = prg.bytes(16)
@@ -223,6 +226,45 @@ def _user_release(ep, s: Session, desc, params, kp, evk, cts, prg) -> dict:
     ep.send(PROVIDER, "certified/open-c1", _bytes(rho1), m, m_b)
     (res,) = ep.recv(PROVIDER, "certified/accepted", ArraySpec(np.float64, (1,)))
     return {"result": float(res[0])}
+
+
+def constant_coeff(params: CKKSParams, ct: Ciphertext, sk) -> int:
+    """The constant coefficient (mod q_0) of ct's decryption: exact, no decoding."""
+    with params.decrypt(ct, sk) as pt:
+        return int(pt.poly(0)[0, 0])
+
+
+def _user_release_coeff(ep, s: Session, params, kp, ev, ct_psi, ct_b, c0, prg) -> dict:
+    """The release on the constant coefficient [CRISP-certified Sec. 6.1: "a linear
+    blinding operation B_{nu,eta} in Z_q"; Sec. 5.2: "a one-time-pad shift cipher in Z_q"]:
+    the user reveals only coefficient 0 of Dec(psi) and of Dec(B(psi))."""
+    q = int(params.q[0])
+    m = np.array([constant_coeff(params, ct_psi, kp.sk), constant_coeff(params, ct_b, kp.sk)],
+                 dtype=np.uint64)
+    rho1 = prg.bytes(16)
+    ep.send(PROVIDER, "certified/c1", _bytes(_commit(b"C1", rho1, m)))
+    rho0, nu, eta = ep.recv(PROVIDER, "certified/open-c0", _spec_bytes(16), ArraySpec(np.uint64, (1,)),
+                            ArraySpec(np.uint64, (1, params.n)))
+    ok = _commit(b"C0", rho0.tobytes(), nu, eta) == c0.tobytes()
+    ok = ok and 0 < int(nu[0]) < q and bool(np.all(eta < np.uint64(q)))
+    if ok:
+        with blind_zq(ev, params, ct_psi, int(nu[0]), eta) as want:
+            ok = all(np.array_equal(params._poly(want, i), params._poly(ct_b, i)) for i in (0, 1))
+    ep.require(ok, "release-blinding", PROVIDER, "the blinded ciphertext is not B(psi(ct))")
+    ep.send(PROVIDER, "certified/open-c1", _bytes(rho1), m)
+    (res,) = ep.recv(PROVIDER, "certified/accepted", ArraySpec(np.float64, (1,)))
+    return {"result": float(res[0])}
+
+
+def blind_zq(ev: Evaluator, params: CKKSParams, ct: Ciphertext, nu: int, eta: np.ndarray) -> Ciphertext:
+    """B_{nu,eta}(ct) = nu ct + eta over R_q exactly: nu a scalar in Z_q^*, eta a uniform
+    polynomial (every coefficient of Dec(B(ct)) is one-time padded)."""
+    res = np.zeros((ct.level + 1, params.n), dtype=np.uint64)
+    res[:, 0] = nu
+    with zkbpp.plaintext(params, res, ct.level, 0) as pn, ev.mul(ct, pn) as prod:
+        with zkbpp.plaintext(params, np.asarray(eta, dtype=np.uint64), ct.level,
+                             int(round(prod.log_scale))) as pe:
+            return ev.add(prod, pe)
 
 
 def _complex_rows(z: np.ndarray) -> np.ndarray:
@@ -296,7 +338,7 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
         ev = Evaluator(params, evk)
         ct_psi = usecases.evaluate(ev, desc, cts, s.slots)    # [CRISP-certified Sec. 4.4]
         m = _provider_release(ep, s, params, ev, ct_psi, prg)
-        result = float(m[0]) / usecases.result_scale(desc)
+        result = m / usecases.result_scale(desc)
         ep.send(USER, "certified/accepted", np.array([result], np.float64))
         ep.send(DATA_SOURCE, "certified/receipt", np.array([result], np.float64))
     return PartyResult(info={"result": result, "usecase": desc["usecase"], "points": n,
@@ -364,9 +406,31 @@ def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) ->
     return ct
 
 
-def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> np.ndarray:
+def _provider_release_coeff(ep, s: Session, params, ev, ct_psi, prg: PRG) -> float:
+    """[CRISP-certified Sec. 4.5, 6.1] B_{nu,eta} in Z_q on psi's constant coefficient:
+    nu uniform in Z_q^*, eta uniform in R_q; the opened coefficients must satisfy
+    m_B = nu m + eta_0 (mod q) exactly."""
+    q = int(params.q[0])
+    nu = 1 + int(prg.below(q - 1, 1)[0])
+    eta = prg.below(q, params.n).astype(np.uint64).reshape(1, params.n)
+    rho0 = prg.bytes(16)
+    nu_arr = np.array([nu], dtype=np.uint64)
+    with blind_zq(ev, params, ct_psi, nu, eta) as ct_b:
+        ep.send(USER, "certified/release", _bytes(ct_b.to_bytes()), _bytes(_commit(b"C0", rho0, nu_arr, eta)))
+    (c1,) = ep.recv(USER, "certified/c1", _spec_bytes(32))
+    ep.send(USER, "certified/open-c0", _bytes(rho0), nu_arr, eta)
+    rho1, m = ep.recv(USER, "certified/open-c1", _spec_bytes(16), ArraySpec(np.uint64, (2,)))
+    ok = _commit(b"C1", rho1.tobytes(), m) == c1.tobytes()
+    ok = ok and int(m[0]) < q and int(m[1]) == (nu * int(m[0]) + int(eta[0, 0])) % q
+    ep.require(ok, "release-decryption", USER, "the decrypted coefficient does not match the blinded one")
+    return usecases.coeff_value(int(m[0]), q, params.n, ct_psi.log_scale)
+
+
+def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> float:
     """[CRISP-certified Sec. 4.5] blind with (nu, eta), commit C0, receive C1, open C0,
     receive the opening of C1, check m_B = nu^ m + eta slot-wise and that m is replicated."""
+    if s.usecase.release == "coeff":
+        return _provider_release_coeff(ep, s, params, ev, ct_psi, prg)
     slots, n = s.slots, params.n
     u = s.usecase
     while True:   # a sparse ternary nu with every |nu(zeta_j)| <= NU_MAX (the headroom)
@@ -397,7 +461,7 @@ def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> np.ndarra
         ok = bool(np.all(np.abs(mbz - want) <= tol + 1e-9 * np.abs(want)))
         ok = ok and bool(np.all(np.abs(mz - mz[0].real) <= tol))  # psi is replicated, real
     ep.require(ok, "release-decryption", USER, "the decrypted result does not match the blinded one")
-    return m[0]
+    return float(m[0][0])
 
 
 # ---------------------------------------------------------------- spec
