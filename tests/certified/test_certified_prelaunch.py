@@ -27,10 +27,17 @@ def test_sum_reading_beyond_16_bits_is_refused_before_launch(bad):
         _prepare("sum", x)
 
 
-def test_sum_beyond_the_blinding_headroom_is_refused_before_launch():
-    x = np.full(200, 30.0)                  # 6,000 kWh > 2^21 Wh
-    with pytest.raises(FixedPointRangeError, match="2097"):
-        _prepare("sum", x)
+def test_sum_limit_is_the_single_prime_headroom():
+    """The sum is read from the constant coefficient, 2^15 per Wh at scale 2^25, N = 2^11:
+    it must stay below q / 2 (the limit: 2^36 Wh, i.e. 2^36 / 1000 kWh)."""
+    from secinfer.arith.fixed import get_config
+    from secinfer.crypto.he.params import get_params
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols.certified.protocol import value_limits
+
+    lim = value_limits(load_model(build("sum", 4)), get_config("fx64f13"), {})
+    q = get_params("ckks-n11-q53-w4-128").q[0]
+    assert lim["values"] == 2.0 ** 36 / 1000 and lim["values"] * 1000 * 2 ** 15 < q / 2
 
 
 def test_snp_beyond_8_bits_is_refused_before_launch():
