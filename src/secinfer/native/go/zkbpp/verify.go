@@ -29,32 +29,6 @@ func (r *reader) take(n int) []byte {
 	return v
 }
 
-func (r *reader) u32s(n int) []uint32 {
-	b := r.take(4 * n)
-	v := make([]uint32, n)
-	for i := range v {
-		v[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return v
-}
-
-func (r *reader) u64s(n int) []uint64 {
-	b := r.take(8 * n)
-	v := make([]uint64, n)
-	for i := range v {
-		v[i] = binary.LittleEndian.Uint64(b[8*i:])
-	}
-	return v
-}
-
-func (r *reader) poly(rq *ring.Ring) ring.Poly {
-	p := rq.NewPoly()
-	for l := range p.Coeffs {
-		copy(p.Coeffs[l], r.u64s(rq.N()))
-	}
-	return p
-}
-
 type verifierRep struct {
 	t      repTranscript
 	seedE  []byte

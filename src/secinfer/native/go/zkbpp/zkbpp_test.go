@@ -3,8 +3,8 @@ package zkbpp
 import (
 	"crypto/rand"
 	"crypto/sha256"
-	"math/bits"
 	"encoding/binary"
+	"math/bits"
 	mrand "math/rand"
 	"testing"
 
