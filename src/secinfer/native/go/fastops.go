@@ -8,6 +8,7 @@ import "C"
 import (
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils"
 
 	"secinfer/native/he"
@@ -19,16 +20,15 @@ import (
 // montgomery returns the plaintext in Montgomery form (computed once; plaintexts are
 // immutable after creation). Costs one extra polynomial of memory per plaintext that is
 // ever multiplied with.
-func (p *PT) montgomery(e *Eval) func() ring.Poly {
-	return func() ring.Poly {
-		p.montOnce.Do(func() { p.mont = he.Montgomery(*e.ev.GetParameters(), p.v) })
-		return p.mont
-	}
+func (p *PT) montgomery(P ckks.Parameters) ring.Poly {
+	p.montOnce.Do(func() { p.mont = he.Montgomery(P, p.v) })
+	return p.mont
 }
 
 // mulPlain is he.MulPlain with the plaintext's cached Montgomery form.
 func (e *Eval) mulPlain(a *rlwe.Ciphertext, pt *PT, out *rlwe.Ciphertext, accumulate bool) bool {
-	return he.MulPlain(*e.ev.GetParameters(), a, pt.v, pt.montgomery(e), out, accumulate)
+	P := *e.ev.GetParameters()
+	return he.MulPlain(P, a, pt.v, func() ring.Poly { return pt.montgomery(P) }, out, accumulate)
 }
 
 // pooledCT is a pooled output ciphertext (he.PooledCT) as a handle object.

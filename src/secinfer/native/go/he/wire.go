@@ -137,8 +137,8 @@ func ReadPolys(b []byte, refs []PolyRef, what string) {
 	}
 }
 
-// readExact reads refs from b after checking b has exactly their packed length.
-func readExact(b []byte, refs []PolyRef, what string) {
+// ReadExact reads refs from b after checking b has exactly their packed length.
+func ReadExact(b []byte, refs []PolyRef, what string) {
 	if want := PolysSize(refs); len(b) != want {
 		status.Fail(status.Serial, "%s: %d bytes of coefficients, the parameter set implies %d", what, len(b), want)
 	}
@@ -205,7 +205,7 @@ func MarshalSK(P ckks.Parameters, sk *rlwe.SecretKey) []byte {
 func UnmarshalSK(P ckks.Parameters, b []byte) *rlwe.SecretKey {
 	_, rest := readHeader(b, "SK01", 0, "secret key")
 	sk := rlwe.NewSecretKey(P)
-	readExact(rest, refsQP(P, sk.Value, nil), "secret key")
+	ReadExact(rest, refsQP(P, sk.Value, nil), "secret key")
 	return sk
 }
 
@@ -218,7 +218,7 @@ func MarshalPK(P ckks.Parameters, pk *rlwe.PublicKey) []byte {
 func UnmarshalPK(P ckks.Parameters, b []byte) *rlwe.PublicKey {
 	_, rest := readHeader(b, "PK01", 0, "public key")
 	pk := rlwe.NewPublicKey(P)
-	readExact(rest, refsQP(P, pk.Value[1], refsQP(P, pk.Value[0], nil)), "public key")
+	ReadExact(rest, refsQP(P, pk.Value[1], refsQP(P, pk.Value[0], nil)), "public key")
 	return pk
 }
 
@@ -274,7 +274,7 @@ func UnmarshalEvalKeys(P ckks.Parameters, evkp []rlwe.EvaluationKeyParameters, b
 		gks = append(gks, gk)
 		refs = refsGadget(P, &gk.GadgetCiphertext, refs)
 	}
-	readExact(rest[8*ngal:], refs, "evaluation keys")
+	ReadExact(rest[8*ngal:], refs, "evaluation keys")
 	return rlwe.NewMemEvaluationKeySet(rlk, gks...)
 }
 
@@ -312,7 +312,7 @@ func UnmarshalPT(P ckks.Parameters, b []byte) *rlwe.Plaintext {
 	_, level, meta, rest := readElement(b, "PT01", 0, P, "plaintext")
 	pt := rlwe.NewPlaintext(P, level)
 	*pt.MetaData = *meta
-	readExact(rest, []PolyRef{{pt.Value, P.Q()}}, "plaintext")
+	ReadExact(rest, []PolyRef{{pt.Value, P.Q()}}, "plaintext")
 	return pt
 }
 
@@ -328,7 +328,7 @@ func UnmarshalCT(P ckks.Parameters, b []byte) *rlwe.Ciphertext {
 	for _, p := range ct.Value {
 		refs = append(refs, PolyRef{p, P.Q()})
 	}
-	readExact(rest, refs, "ciphertext")
+	ReadExact(rest, refs, "ciphertext")
 	return ct
 }
 
@@ -416,7 +416,8 @@ func UnmarshalLWE(P ckks.Parameters, b []byte) (int, []*rlwe.Ciphertext) {
 // level and the positions are known to both sides, so the exact length is too (TrimLen),
 // and the reader refuses any other length, unreduced residues and non-zero padding bits.
 
-func trimRefs(P ckks.Parameters, c0 ring.Poly, c1 ring.Poly) []PolyRef {
+// TrimRefs are the rows of a trimmed frame: c0 at the positions, then c1.
+func TrimRefs(P ckks.Parameters, c0 ring.Poly, c1 ring.Poly) []PolyRef {
 	moduli := P.Q()[:c1.Level()+1]
 	return []PolyRef{{c0, moduli}, {c1, moduli}}
 }
@@ -464,7 +465,7 @@ func Trim(P ckks.Parameters, ct *rlwe.Ciphertext, pos []int64) []byte {
 		}
 	}
 	b := make([]byte, 0, TrimLen(P, level, len(idx)))
-	return WritePolys(b, trimRefs(P, sel, ct.Value[1]))
+	return WritePolys(b, TrimRefs(P, sel, ct.Value[1]))
 }
 
 // DecryptTrimmed reads a trimmed frame at level and writes the coefficient-domain
@@ -476,7 +477,7 @@ func DecryptTrimmed(P ckks.Parameters, sk *rlwe.SecretKey, b []byte, lv int, idx
 	r := P.RingQ().AtLevel(lv)
 	sel := ring.NewPoly(len(idx), lv)
 	c1 := r.NewPoly()
-	ReadPolys(b, trimRefs(P, sel, c1), "trimmed ciphertext")
+	ReadPolys(b, TrimRefs(P, sel, c1), "trimmed ciphertext")
 	// c1 s in the NTT domain (the secret key is kept in NTT and Montgomery form), then
 	// back to coefficients; only the positions are used.
 	r.MulCoeffsMontgomery(c1, sk.Value.Q, c1)
@@ -522,5 +523,5 @@ func PackPoly(P ckks.Parameters, level int, in []uint64) []byte {
 // UnpackPoly reads a packed polynomial at level into out ((level + 1) x N): a
 // serialisation error for any other length, an unreduced residue or non-zero padding.
 func UnpackPoly(P ckks.Parameters, level int, b []byte, out []uint64) {
-	readExact(b, rawRefs(P, level, out), "packed polynomial")
+	ReadExact(b, rawRefs(P, level, out), "packed polynomial")
 }
