@@ -45,6 +45,7 @@ class ParamSpec:
     log_scale: int
     note: str = ""
     key_base2: int = 0      # > 0: no special prime; key switching with base-2^key_base2 digits
+    secret_h: int = 0       # > 0: sparse ternary secret of this Hamming weight (bootstrappable sets)
     log_qp: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -81,7 +82,9 @@ class ParamSpec:
     @property
     def security_bits(self) -> int:
         """128 if log2(QP) fits the HE Standard bound for this N, else 0 (no claim)."""
-        bound = HE_STANDARD_128.get(self.log_n)
+        # beyond the Standard's table (logN > 15) its logN = 15 bound is a conservative one:
+        # the allowed modulus only grows with N
+        bound = HE_STANDARD_128.get(min(self.log_n, 15))
         return 128 if bound is not None and self.log_qp <= bound else 0
 
 
@@ -111,6 +114,14 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
               "SAFHIRE b = 12, 16: N = 2^11, logQ = 53 <= 54, key switching with 18-bit digits",
               key_base2=18),
     # Fast sets for tests only: the ring is far too small for the modulus.
+    # The fully encrypted baseline's residual chain [SAFHIRE Sec. 6 baseline, ORION-style]:
+    # Lattigo's bootstrapping example's residual set (55-bit q0, ten 40-bit levels, three
+    # 61-bit P primes, sparse ternary secret H = 192). logQP = 638 here; the bootstrapping
+    # circuit extends the chain to Lattigo's N16 default (~1550 bits, see docs/he.md and
+    # secinfer.crypto.he.bootstrap for its security source).
+    ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 10, (61, 61, 61), 40,
+              "bootstrappable: N = 2^16, 2^15 slots, 10 levels between bootstraps; residual "
+              "logQP = 638", secret_h=192),
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
@@ -118,6 +129,8 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-wide-insecure", 12, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
               "tests only: the modulus chain of ckks-n14-128 on a small ring"),
+    ParamSpec("ckks-boot-n12-insecure", 12, (55,) + (40,) * 6, (61, 61, 61), 40,
+              "tests only: bootstrappable chain on a tiny ring", secret_h=32),
     ParamSpec("ckks-n12-q380-insecure", 12, (60,) + (40,) * 8, (57,), 40,
               "tests only: the modulus chain of ckks-n14-q380-128 on a small ring"),
 )}
@@ -166,8 +179,10 @@ class CKKSParams:
                  "LogDefaultScale": spec.log_scale}
         if spec.key_base2:
             lit_d["KeyBase2"] = spec.key_base2
+        if spec.secret_h:
+            lit_d["XsH"] = spec.secret_h
         lit = json.dumps(lit_d).encode()
-        self.handle = N.new_handle("he_params_new", lit)
+        self.handle = N.new_handle("he_boot_params_new" if spec.secret_h else "he_params_new", lit)
         info = np.zeros(5 + len(spec.log_q) + len(spec.log_p), dtype=np.uint64)
         N.call("he_params_info", self.handle, N.ptr(info, N.u64), len(info))
         self.n = int(info[0])
@@ -185,6 +200,8 @@ class CKKSParams:
                             "scale": spec.log_scale, "sigma": ERROR_SIGMA}, sort_keys=True)
         if spec.key_base2:      # the evaluation-key layout differs: part of the identity
             canon += f";w={spec.key_base2}"
+        if spec.secret_h:       # a different secret distribution: another key space
+            canon += f";h={spec.secret_h}"
         self.fingerprint = hashlib.sha256(canon.encode()).digest()[:16]
 
     def __repr__(self) -> str:
