@@ -77,12 +77,15 @@ def _tiny_resnet():
     return load_model(net.finish(x_shape, out, out_shape).SerializeToString())
 
 
-def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float():
+@pytest.mark.parametrize("mode", ["lattigo", "reencrypt-standin"])
+def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float(mode):
     from secinfer.bench.ckks_baseline import Engine, simulate
 
     g = _tiny_resnet()
     x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    eng = Engine(g, params_name=P_NAME, degree=15, log=lambda *_: None)
+    # max_diagonals=8: every convolution is cut into several chunks
+    eng = Engine(g, params_name=P_NAME, degree=15, log=lambda *_: None, bootstrap=mode,
+                 max_diagonals=8)
     try:
         res = eng.run(x)
         sim = simulate(g, x, eng.bounds, 15).reshape(-1)
@@ -93,4 +96,5 @@ def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float():
     assert np.abs(res["got"] - sim).max() < 1e-3 * max(1.0, np.abs(sim).max())
     # and the approximation stays close to the float network
     assert np.abs(res["got"] - res["float"]).max() < 0.25 * max(1.0, np.abs(res["float"]).max())
-    assert res["relus"] == 5 and eng.costs.ops["bootstrap"][0] == 5
+    key = "bootstrap" if mode == "lattigo" else "bootstrap_standin"
+    assert res["relus"] == 5 and eng.costs.ops[key][0] == 5

@@ -100,3 +100,23 @@ def test_refusals():
     lg = load_model(str(bundled.bundled_path("cancer-logreg")))     # ends with Sigmoid
     with pytest.raises(UnsupportedOpError):
         Q.split_rounds(lg)
+
+
+def test_regressor_report_gives_an_error_metric_not_an_argmax():
+    """Issue #21: a one-output regressor's argmax always agrees; inspect shows its error."""
+    from secinfer.ir import bundled
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols.safhire.report import inspect_lines
+
+    g = load_model(str(bundled.bundled_path("diabetes-linreg")))
+    x, y = bundled.bundled_testset("diabetes-linreg")
+    qm = Q.quantize(Q.batch_free(g), 8, x[:64])
+    rep = Q.accuracy_report(g, qm, x[64:], y[64:], task="regression")
+    assert rep["task"] == "regression" and "agreement" not in rep
+    f = run_float(Q.batch_free(g), x[64:]).reshape(-1)
+    q = qm.run(x[64:]).reshape(-1)
+    assert rep["rmse"] == pytest.approx(float(np.sqrt(np.mean((q - f) ** 2))))
+    assert 0 < rep["rel_rmse"] < 1 and rep["quantized_rmse"] > 0
+    lines = inspect_lines(g)
+    assert not any("argmax" in ln for ln in lines), lines
+    assert sum("error vs float: RMSE" in ln for ln in lines) == 3, lines

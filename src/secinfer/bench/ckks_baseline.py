@@ -144,7 +144,17 @@ class Engine:
     """Runs a ResNet-like graph on CKKS ciphertexts (see the module docstring)."""
 
     def __init__(self, graph, params_name: str = PARAMS, degree: int = 63, margin: float = 1.25,
-                 calib: np.ndarray | None = None, log=print) -> None:
+                 calib: np.ndarray | None = None, log=print, bootstrap: str = "lattigo",
+                 max_diagonals: int = 256, max_keys: int = 96) -> None:
+        """``bootstrap``: "lattigo" (real bootstrapping) or "reencrypt-standin": every
+        bootstrap replaced by decrypt + re-encrypt with the secret key -- NOT a secure
+        protocol step, used only where Lattigo's N = 2^16 bootstrapping keys do not fit in
+        memory, to run the rest of the circuit at real parameters; its cost is then taken
+        from the bootstrapping measurements (extrapolated), never from the stand-in."""
+        if bootstrap not in ("lattigo", "reencrypt-standin"):
+            raise ConfigError(f"ckks baseline: bootstrap must be 'lattigo' or 'reencrypt-standin', got {bootstrap!r}")
+        self.bootstrap_mode = bootstrap
+        self.max_diagonals, self.max_keys = int(max_diagonals), int(max_keys)
         from secinfer.crypto import he
         from secinfer.crypto.he import bootstrap as hb
 
@@ -160,65 +170,99 @@ class Engine:
         self.bounds = calibrate(graph, calib, margin)
         t = time.perf_counter()
         self.kp = self.P.keygen()
-        self.boot = hb.Bootstrapper(self.P, self.kp.sk)
+        self.boot = hb.Bootstrapper(self.P, self.kp.sk) if bootstrap == "lattigo" else None
         self.relin = self.P.gen_eval_keys(self.kp.sk, relin=True)
         self.ev_relin = he.Evaluator(self.P, self.relin)
         self.costs.add("keygen_boot", time.perf_counter() - t)
-        self.boot_key_bytes = self.boot.key_bytes
-        if self.boot.output_level < self.depth + 1:
+        self.boot_key_bytes = self.boot.key_bytes if self.boot else None
+        self.fresh_level = self.boot.output_level if self.boot else self.P.max_level
+        if self.fresh_level < self.depth + 1:
             raise ConfigError(f"ckks baseline: ReLU degree {degree} needs {self.depth} levels, plus 1 "
-                              f"for the next linear layer; bootstrapping leaves {self.boot.output_level}")
+                              f"for the next linear layer; bootstrapping leaves {self.fresh_level}")
         self._keys = None          # (galois set, EvalKeys, Evaluator) of the current stage
         self.rot_key_bytes_peak = 0
 
     # ------------------------------------------------------------ keys per transform set
 
     def _evaluator(self, galois: set[int]):
+        """An evaluator holding Galois keys for ``galois``: the current key set grows by
+        union while it stays under ``max_keys``, else is replaced (bounds memory)."""
         if self._keys is None or not galois <= self._keys[0]:
+            want = set(galois)
             if self._keys is not None:
+                if len(self._keys[0] | want) <= self.max_keys:
+                    want |= self._keys[0]
                 self._keys[2].close()
                 self._keys[1].close()
+                self._keys = None
             t = time.perf_counter()
-            keys = self.P.gen_eval_keys(self.kp.sk, relin=True, galois=sorted(galois))
-            self.costs.add("keygen_rot", time.perf_counter() - t, len(galois))
-            self._keys = (set(galois), keys, self.he.Evaluator(self.P, keys))
-            per_key = 2 * (len(self.P.q) + len(self.P.p)) * self.P.n * 8 * \
-                -(-len(self.P.q) // len(self.P.p))
-            self.rot_key_bytes_peak = max(self.rot_key_bytes_peak, per_key * len(galois))
+            keys = self.P.gen_eval_keys(self.kp.sk, relin=True, galois=sorted(want))
+            self.costs.add("keygen_rot", time.perf_counter() - t, len(want))
+            self._keys = (want, keys, self.he.Evaluator(self.P, keys))
+            dnum = -(-len(self.P.q) // len(self.P.p))
+            per_key = 2 * dnum * (len(self.P.q) + len(self.P.p)) * self.P.n * 8
+            self.rot_key_bytes_peak = max(self.rot_key_bytes_peak, per_key * len(want))
         return self._keys[2]
 
     # ------------------------------------------------------------ layers
 
     def conv(self, ct, w, b, stride, pad, lin: Layout, lout: Layout, tag: str):
+        """One convolution: its non-zero diagonals in chunks of at most ``max_diagonals``
+        (each chunk one BSGS transform, encoded, applied, freed: bounds memory), summed."""
         he = self.he
         rows, cols, vals = conv_coo(w, stride, pad, lin, lout)
         B = self.P.max_slots
+        out_slot = lout.slots()
+        kk = (cols - out_slot[rows]) % B
+        uniq = np.unique(kk)
+        chunks = [uniq[i:i + self.max_diagonals] for i in range(0, len(uniq), self.max_diagonals)]
+        acc = None
+        for ch in chunks:
+            sel = np.isin(kk, ch)
+            t = time.perf_counter()
+            plan = he.LinearPlan.from_coo(self.P, rows[sel], cols[sel], vals[sel],
+                                          lout.C * lout.H * lout.W, B, out_slot=out_slot,
+                                          level=ct.level, log_slots=self.P.log_max_slots)
+            self.costs.add("encode", time.perf_counter() - t)
+            ev = self._evaluator(set(plan.galois_elements()))
+            t = time.perf_counter()
+            (part,) = plan.apply(ev, [ct])
+            if acc is None:
+                acc = part
+            else:
+                nxt = ev.add(acc, part)
+                acc.close()
+                part.close()
+                acc = nxt
+            self.costs.add("conv", time.perf_counter() - t)
+            self.costs.add(f"conv[{tag}]", time.perf_counter() - t)
+            for blk in plan.blocks:
+                blk.transform.close()
         t = time.perf_counter()
-        plan = he.LinearPlan.from_coo(self.P, rows, cols, vals, lout.C * lout.H * lout.W, B,
-                                      out_slot=lout.slots(), level=ct.level,
-                                      log_slots=self.P.log_max_slots)
-        self.costs.add(f"encode_{tag}", time.perf_counter() - t)
-        ev = self._evaluator(set(plan.galois_elements()))
-        t = time.perf_counter()
-        (out,) = plan.apply(ev, [ct])
         bias = np.zeros(B)
-        bias[lout.slots()] = np.repeat(b, lout.H * lout.W)
-        with self.P.encode(bias, level=out.level, log_slots=self.P.log_max_slots,
-                           log_scale=out.log_scale) as pt:
-            res = ev.add(out, pt)
-        out.close()
-        self.costs.add(f"conv_{tag}", time.perf_counter() - t)
+        bias[out_slot] = np.repeat(b, lout.H * lout.W)
+        with self.P.encode(bias, level=acc.level, log_slots=self.P.log_max_slots,
+                           log_scale=acc.log_scale) as pt:
+            res = self.ev_relin.add(acc, pt)
+        acc.close()
         self.costs.add("conv", time.perf_counter() - t)
-        n_diag = plan.n_diagonals
-        for blk in plan.blocks:
-            blk.transform.close()
-        return res, n_diag
+        return res, len(uniq)
+
+    def refresh(self, ct):
+        """Bootstrap (or, in stand-in mode, decrypt + re-encrypt: see __init__)."""
+        t = time.perf_counter()
+        if self.boot is not None:
+            out = self.boot.bootstrap(ct)
+            self.costs.add("bootstrap", time.perf_counter() - t)
+            return out
+        v = self.P.decrypt_decode(ct, self.kp.sk)
+        out = self.P.encrypt(v, self.kp.pk, log_slots=self.P.log_max_slots, level=self.fresh_level)
+        self.costs.add("bootstrap_standin", time.perf_counter() - t)
+        return out
 
     def relu(self, ct, name: str):
         B = self.bounds[name]
-        t = time.perf_counter()
-        fresh = self.boot.bootstrap(ct)
-        self.costs.add("bootstrap", time.perf_counter() - t)
+        fresh = self.refresh(ct)
         t = time.perf_counter()
         out = self.hb.poly_eval(self.ev_relin, fresh, relu_poly(B, self.degree), -B, B)
         fresh.close()
@@ -261,7 +305,7 @@ class Engine:
         vec = np.zeros(self.P.max_slots)
         vec[lin0.slots()] = np.asarray(x, dtype=np.float64).reshape(-1)
         ct0 = self.P.encrypt(vec, self.kp.pk, log_slots=self.P.log_max_slots,
-                             level=self.boot.output_level)
+                             level=self.fresh_level)
         self.costs.add("client_encrypt", time.perf_counter() - t)
         env = {g.inputs[0].name: (ct0, lin0)}
         uses: dict[str, int] = {}
@@ -283,11 +327,13 @@ class Engine:
                 tag = f"{w.shape[1]}->{w.shape[0]} k{w.shape[2]} s{st} {lin.H}x{lin.W}"
                 out, nd = self.conv(ct, w, b, st, pad, lin, lout, tag)
                 diag_counts[tag] = nd
+                self.log(f"conv {tag}: {nd} diagonals, level {out.level}")
                 env[n.outputs[0]] = (out, lout)
             elif n.op == "Relu":
                 ct, lin = env[n.inputs[0]]
                 env[n.outputs[0]] = (self.relu(ct, n.outputs[0]), lin)
                 relus += 1
+                self.log(f"relu {relus} done ({time.perf_counter() - t_server:.1f}s)")
             elif n.op == "Add":
                 (a, la), (b2, lb) = env[n.inputs[0]], env[n.inputs[1]]
                 if la != lb:
@@ -347,5 +393,6 @@ class Engine:
             self._keys[2].close()
             self._keys[1].close()
         for o in (self.ev_relin, self.relin, self.boot):
-            o.close()
+            if o is not None:
+                o.close()
         self.kp.close()

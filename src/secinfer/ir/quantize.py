@@ -483,13 +483,30 @@ def _trace_exact(qm: QuantizedModel, v0, out: list) -> None:
             vs.append(client_step(rd.layout(yw), rd.relu, rd.k, rd.eta, rd.lo, rd.hi))
 
 
-def accuracy_report(graph: Graph, qm: QuantizedModel, x: np.ndarray, labels: np.ndarray | None = None) -> dict:
-    """Float vs quantized on held-out data: accuracy (argmax) and prediction agreement."""
+def accuracy_report(graph: Graph, qm: QuantizedModel, x: np.ndarray, labels: np.ndarray | None = None,
+                    task: str | None = None) -> dict:
+    """Float vs quantized on held-out data. Classifiers (several outputs, task not
+    "regression"): accuracy (argmax) and prediction agreement. Regressors (one output, or
+    task "regression"): an argmax means nothing there; the error of the quantized output
+    against float (RMSE, max, RMSE relative to the float outputs' spread) and, with
+    targets, both models' RMSE against them."""
     from secinfer.ir.float_exec import run_float
 
     f = run_float(batch_free(graph), x).reshape(len(x), -1)
     q = qm.run(x).reshape(len(x), -1)
-    out = {"agreement": float(np.mean(np.argmax(f, 1) == np.argmax(q, 1))), "samples": int(len(x))}
+    out: dict = {"samples": int(len(x))}
+    if task == "regression" or (task is None and f.shape[1] == 1):
+        err = q - f
+        rmse = float(np.sqrt(np.mean(err ** 2)))
+        spread = float(np.std(f)) or float(np.max(np.abs(f))) or 1.0
+        out.update(task="regression", rmse=rmse, max_abs_err=float(np.max(np.abs(err))),
+                   rel_rmse=rmse / spread)
+        if labels is not None:
+            yl = np.asarray(labels, dtype=np.float64).reshape(len(x), -1)
+            out["float_rmse"] = float(np.sqrt(np.mean((f - yl) ** 2)))
+            out["quantized_rmse"] = float(np.sqrt(np.mean((q - yl) ** 2)))
+        return out
+    out.update(task="classification", agreement=float(np.mean(np.argmax(f, 1) == np.argmax(q, 1))))
     if labels is not None:
         out["float_accuracy"] = float(np.mean(np.argmax(f, 1) == labels))
         out["quantized_accuracy"] = float(np.mean(np.argmax(q, 1) == labels))

@@ -115,13 +115,14 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
               key_base2=18),
     # Fast sets for tests only: the ring is far too small for the modulus.
     # The fully encrypted baseline's residual chain [SAFHIRE Sec. 6 baseline, ORION-style]:
-    # Lattigo's bootstrapping example's residual set (55-bit q0, ten 40-bit levels, three
-    # 61-bit P primes, sparse ternary secret H = 192). logQP = 638 here; the bootstrapping
-    # circuit extends the chain to Lattigo's N16 default (~1550 bits, see docs/he.md and
-    # secinfer.crypto.he.bootstrap for its security source).
-    ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 10, (61, 61, 61), 40,
-              "bootstrappable: N = 2^16, 2^15 slots, 10 levels between bootstraps; residual "
-              "logQP = 638", secret_h=192),
+    # Lattigo's bootstrapping example's residual set shortened to eight 40-bit levels (a
+    # degree-63 ReLU polynomial, 7 levels, plus one linear layer between bootstraps; fewer
+    # primes make every rotation key smaller), 55-bit q0, three 61-bit P primes, sparse
+    # ternary secret H = 192. logQP = 558 here; the bootstrapping circuit extends the chain
+    # (secinfer.crypto.he.bootstrap says whose security figure covers that).
+    ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 8, (61, 61, 61), 40,
+              "bootstrappable: N = 2^16, 2^15 slots, 8 levels between bootstraps; residual "
+              "logQP = 558", secret_h=192),
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),

@@ -248,6 +248,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             t += 1
         while t <= total:
             s, r = divmod(t - 1, R)
+            ep.mark(round_mark(r, R, s, total // R, qm.rounds[r].relu))   # live progress line
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
             got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
@@ -285,6 +286,12 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
                              "setup_noise_log2_max": noise["log2_max_abs"],
                              "shuffle": cfg["shuffle"], "resumed_at": resume_at if kind == RESUME else None})
+
+
+def round_mark(r: int, R: int, s: int, samples: int, relu: bool) -> str:
+    """The live progress mark of round r (0-based) of sample s: "round k/n op" [issue #21]."""
+    op = "linear+relu" if relu and r < R - 1 else ("linear" if r < R - 1 else "linear+output")
+    return f"round {r + 1}/{R} {op}" + (f" sample {s + 1}/{samples}" if samples > 1 else "")
 
 
 def _public_cfg(cfg: dict) -> dict:
@@ -372,6 +379,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         while t <= total:
             s, r = divmod(t - 1, R)
             rd = rounds[r]
+            ep.mark(round_mark(r, R, s, total // R, rd["relu"]))
             if r == 0:
                 cur = xq[s]
             if not (meta["replay"] and t == t_start):
