@@ -43,17 +43,23 @@ def _packed_count(graph) -> int:
     return total
 
 
-def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dict:
+def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, threads: int = 1,
+             qcache: str | None = None) -> dict:
     from secinfer.ir.onnx_import import load_model
     from secinfer.cli.resolve import model_path
     from secinfer.runtime.launcher import run_local
 
     path = model_path(model)
     # a shaped link carries the 16 MB of packing keys for many seconds: heartbeats wait too
-    settings = None if network == "none" else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
+    # a shaped link carries the 16 MB of packing keys for many seconds, and a ResNet's server
+    # quantizes (or loads from qcache) and packs for long stretches: heartbeats wait too
+    big = model.startswith("zoo:")
+    settings = None if network == "none" and not big else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
+    opts = {"b": b, "gamma": gamma, "threads": threads}
+    if qcache:
+        opts["qcache"] = qcache
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
-                    options={"b": b, "gamma": gamma}, timeout=1800,
-                    cluster_settings=settings)
+                    options=opts, timeout=3600, cluster_settings=settings)
     srv = res.parties["server"]["info"]
     cli = res.parties["client"]["info"]
     st, ct = srv["timing_s"], cli["timing_s"]
@@ -65,6 +71,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray) -> dic
     client_s = sum(ct.values())
     packed = _packed_count(load_model(path))
     row = {"model": model, "b": b, "gamma": gamma, "network": network, "samples": int(len(x)),
+           "threads": threads, "setup_s": res.latency_s.get("setup"),
            "e2e_s": res.latency_s["total"], "messages": res.messages, "online_s": res.latency_s["online"],
            "server_s": server_s, "client_s": client_s,
            **{f"server_{k}_s": v for k, v in st.items()}, **{f"client_{k}_s": v for k, v in ct.items()},
