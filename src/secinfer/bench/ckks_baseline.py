@@ -396,3 +396,98 @@ class Engine:
             if o is not None:
                 o.close()
         self.kp.close()
+
+
+# ---------------------------------------------------------------- bench driver
+
+def measure_bootstrap(params_name: str, reps: int = 2) -> dict:
+    """Lattigo bootstrapping on one ring: key generation, key bytes, seconds per bootstrap
+    (full slots), and the error it adds."""
+    import resource
+
+    from secinfer.crypto import he
+    from secinfer.crypto.he import bootstrap as hb
+
+    P = he.get_params(params_name)
+    kp = P.keygen()
+    t = time.perf_counter()
+    bt = hb.Bootstrapper(P, kp.sk)
+    keygen = time.perf_counter() - t
+    x = np.random.default_rng(7).uniform(-1, 1, P.max_slots)
+    secs, err = [], 0.0
+    for _ in range(reps):
+        with P.encrypt(x, kp.pk, log_slots=P.log_max_slots, level=0) as ct:
+            t = time.perf_counter()
+            with bt.bootstrap(ct) as fresh:
+                secs.append(time.perf_counter() - t)
+                err = max(err, float(np.abs(P.decrypt_decode(fresh, kp.sk).real - x).max()))
+    out = {"params": params_name, "log_n": P.log_n, "slots": P.max_slots, "keygen_s": keygen,
+           "bootstrap_s": min(secs), "bootstrap_s_all": secs, "key_bytes": bt.key_bytes,
+           "extended_log_qp": bt.log_qp, "output_level": bt.output_level, "max_abs_err": err,
+           "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    bt.close()
+    kp.close()
+    return out
+
+
+def extrapolate_bootstrap(measured: dict, log_n: int = 16) -> dict:
+    """Scale a bootstrapping measurement to ring 2^log_n at the same chain: N log N for
+    time (every step is NTTs and key switches over the same number of limbs), N for the
+    key bytes (also more keys at more slots: a lower bound). EXTRAPOLATION, not a run."""
+    n0 = measured["log_n"]
+    f_t = (2 ** log_n * log_n) / (2 ** n0 * n0)
+    f_b = 2 ** (log_n - n0)
+    return {"log_n": log_n, "from": measured["params"], "extrapolated": True,
+            "bootstrap_s": measured["bootstrap_s"] * f_t, "time_factor": f_t,
+            "key_bytes_lower_bound": measured["key_bytes"] * f_b}
+
+
+def baseline_rows(graph_name: str = "resnet20", stop_after: int | None = None, sim_inputs: int = 16,
+                  log=print) -> dict:
+    """The ResNet-20 baseline as far as it fits here: bootstrapping measured on the small
+    rings and scaled to N = 2^16; everything else run at N = 2^16 with the stand-in
+    refresh; the total = measured server time - stand-in time + bootstraps x the
+    extrapolated bootstrap cost. Accuracy: the decrypted logits against float, and the
+    approximated network (cleartext simulation) against float on ``sim_inputs`` inputs."""
+    from secinfer.ir import zoo
+    from secinfer.ir.float_exec import run_float
+    from secinfer.ir.onnx_import import load_model
+
+    boots = [measure_bootstrap(n) for n in ("ckks-boot-n12-insecure", "ckks-boot-n13-insecure")]
+    log(f"bootstrapping measured: " + ", ".join(f"N=2^{b['log_n']}: {b['bootstrap_s']:.2f}s, keys "
+                                              f"{b['key_bytes'] / 1e9:.2f} GB" for b in boots))
+    ext = extrapolate_bootstrap(boots[-1])
+    g = load_model(zoo.build(graph_name, seed=0, fold_bn=True).SerializeToString())
+    x = np.random.default_rng(0).standard_normal((1,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+    eng = Engine(g, bootstrap="reencrypt-standin", log=log)
+    try:
+        res = eng.run(x, stop_after=stop_after)
+        costs = {k: list(v) for k, v in eng.costs.ops.items()}
+        n_boot = costs.get("bootstrap_standin", [0, 0.0])[0]
+        standin_s = costs.get("bootstrap_standin", [0, 0.0])[1]
+        server_est = res["server_s"] - standin_s + n_boot * ext["bootstrap_s"]
+        got, ref = res["got"], res["float"]
+        acc = {"max_abs_err_vs_float": float(np.abs(got - ref).max()),
+               "rel_err_vs_float": float(np.abs(got - ref).max() / max(1e-12, np.abs(ref).max()))}
+        if res["output"] == g.outputs[0].name:
+            acc["argmax_agrees"] = bool(np.argmax(got) == np.argmax(ref))
+        xs = np.random.default_rng(11).standard_normal((sim_inputs,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+        agree, rel = 0, []
+        for i in range(sim_inputs):
+            fl = run_float(g, xs[i:i + 1]).reshape(-1)
+            sm = simulate(g, xs[i:i + 1], eng.bounds, eng.degree).reshape(-1)
+            agree += int(np.argmax(fl) == np.argmax(sm))
+            rel.append(float(np.abs(sm - fl).max() / max(1e-12, np.abs(fl).max())))
+        acc["simulated_argmax_agreement"] = agree / sim_inputs
+        acc["simulated_rel_err_median"] = float(np.median(rel))
+        acc["simulated_inputs"] = sim_inputs
+        return {"model": f"zoo:{graph_name}", "params": eng.P.name, "relu_degree": eng.degree,
+                "ran": {"relus": res["relus"], "nodes": res["nodes_run"], "output": res["output"],
+                        "bootstrap": "reencrypt-standin (cost replaced by the extrapolated one)"},
+                "server_measured_s": res["server_s"], "standin_s": standin_s, "bootstraps": n_boot,
+                "server_estimated_s": server_est, "costs": costs, "diagonals": res["diagonals"],
+                "rotation_key_bytes_peak": eng.rot_key_bytes_peak,
+                "bootstrap_measured": boots, "bootstrap_extrapolated": ext, "accuracy": acc,
+                "bounds": eng.bounds}
+    finally:
+        eng.close()

@@ -132,6 +132,9 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
               "tests only: the modulus chain of ckks-n14-128 on a small ring"),
     ParamSpec("ckks-boot-n12-insecure", 12, (55,) + (40,) * 6, (61, 61, 61), 40,
               "tests only: bootstrappable chain on a tiny ring", secret_h=32),
+    ParamSpec("ckks-boot-n13-insecure", 13, (55,) + (40,) * 8, (61, 61, 61), 40,
+              "bench only: ckks-boot-n16-128's chain on a ring whose bootstrapping keys fit "
+              "a shared machine (cost measured here, scaled to N = 2^16)", secret_h=192),
     ParamSpec("ckks-n12-q380-insecure", 12, (60,) + (40,) * 8, (57,), 40,
               "tests only: the modulus chain of ckks-n14-q380-128 on a small ring"),
 )}

@@ -49,13 +49,13 @@ from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.safhire import dp
+from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
     BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionMismatchError, SessionStore,
     SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint, round_permutation,
     save_checkpoint, sid_array,
 )
 
-SERVER, CLIENT = "server", "client"
 DEFAULT_B = 12
 GAMMAS = (0, 1, 2)
 HDR = ArraySpec(np.int64, (4,))
@@ -321,6 +321,15 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
                              "shuffle": cfg["shuffle"], "resumed_at": resume_at if kind == RESUME else None})
 
 
+def _encrypt_wire(params, v, sk, ld: int, gamma: int) -> list:
+    from secinfer.protocols.safhire import lwe as L
+
+    cts = L.encrypt(params, v, sk, ld, gamma)
+    blobs = L.to_wire(cts)
+    L.close_all(cts)
+    return blobs
+
+
 def round_mark(r: int, R: int, s: int, samples: int, relu: bool) -> str:
     """The live progress mark of round r (0-based) of sample s: "round k/n op" [issue #21]."""
     op = "linear+relu" if relu and r < R - 1 else ("linear" if r < R - 1 else "linear+output")
@@ -419,11 +428,8 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             if r == 0:
                 cur = xq[s]
             if not (meta["replay"] and t == t_start):
-                t0 = time.perf_counter()
-                cts = L.encrypt(params, cur, sk, ld, cfg["gamma"])
-                blobs = L.to_wire(cts)
-                L.close_all(cts)
-                timing["encrypt"] += time.perf_counter() - t0
+                blobs, dt = timed(_encrypt_wire, params, cur, sk, ld, cfg["gamma"])
+                timing["encrypt"] += dt
                 ep.send(SERVER, "sh/x", header(t, s, r, X), sid_array(sid), *blobs)
             n_out = rd["n_out"] if r < R - 1 else rd["m"]
             got = ep.recv(SERVER, "sh/y", HDR, SID, *([_CT] * L.chunks(n_out, params.n)))
