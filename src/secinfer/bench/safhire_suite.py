@@ -14,7 +14,8 @@ online bytes / bandwidth, for 0.1 ... 300 MB/s; one real run through
 
 Threads [SAFHIRE Figs. 7-8]: digits-cnn b=12 at the best gamma with ``threads`` = 1 and 2
 (the machine's two cores); the per-thread packing/product micro-benchmarks and the packing
-noise histogram of Fig. 10 are in ``secinfer bench he-pack`` (bench/he_pack_bench.py).
+noise histogram of Fig. 10 are in ``secinfer bench he`` (its SAFHIRE packing part,
+bench/he_pack_bench.py).
 
 Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once at b = 8 and the best
 gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
