@@ -61,8 +61,9 @@ SUITE_INFO = {
               "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
     "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
                   "quick_s": None, "full_s": None, "source": ""},
-    "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits CNN and zoo networks that fit; ResNets skipped "
-                              "with their reasons)",
+    "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits models, threads sweep; without --quick ResNet-20 "
+                              "and the fully encrypted CKKS baseline, extrapolated from per-layer runs; ResNet-18/34 "
+                              "skipped with their reasons)",
                 "quick_s": None, "full_s": None, "source": ""},
     "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
                             "memory over a soak)",
