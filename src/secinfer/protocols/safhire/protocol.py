@@ -65,6 +65,7 @@ _CT = ArraySpec(np.uint8, (None,), max_elems=1 << 26)
 _EVK = ArraySpec(np.uint8, (None,), max_elems=1 << 31)
 _CALIB_SEED = b"safhire-calibrat"
 SETUP_WAIT_S = 3600.0       # the client's wait for the server's set-up answer (quantization)
+ROUND_WAIT_S = 3600.0       # either party's wait for the other's round message
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
 NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
@@ -283,7 +284,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             s, r = divmod(t - 1, R)
             ep.mark(round_mark(r, R, s, total // R, qm.rounds[r].relu))   # live progress line
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
-            got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct))
+            got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct), timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
             t0 = time.perf_counter()
             cts = L.load_cts(params, got[2:], n_ct)
@@ -432,7 +433,10 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
                 timing["encrypt"] += dt
                 ep.send(SERVER, "sh/x", header(t, s, r, X), sid_array(sid), *blobs)
             n_out = rd["n_out"] if r < R - 1 else rd["m"]
-            got = ep.recv(SERVER, "sh/y", HDR, SID, *([_CT] * L.chunks(n_out, params.n)))
+            # a ResNet round is minutes of server work on a loaded machine; heartbeats still
+            # catch a dead server
+            got = ep.recv(SERVER, "sh/y", HDR, SID, *([_CT] * L.chunks(n_out, params.n)),
+                          timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, Y, R, "client <- server")
             t0 = time.perf_counter()
             cts = L.load_cts(params, got[2:], L.chunks(n_out, params.n))
