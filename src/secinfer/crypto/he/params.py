@@ -123,7 +123,6 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-n11-q53-w4-128", 11, (53,), (), 25,
               "certified smart metering: N = 2^11, one prime, logQ = 53 <= 54, 1024 slots",
               key_base2=4),
-    # Fast sets for tests only: the ring is far too small for the modulus.
     # The fully encrypted baseline's residual chain [SAFHIRE Sec. 6 baseline, ORION-style]:
     # Lattigo's bootstrapping example's residual set shortened to eight 40-bit levels (a
     # degree-63 ReLU polynomial, 7 levels, plus one linear layer between bootstraps; fewer
@@ -133,6 +132,7 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 8, (61, 61, 61), 40,
               "bootstrappable: N = 2^16, 2^15 slots, 8 levels between bootstraps; residual "
               "logQP = 558", secret_h=192),
+    # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
