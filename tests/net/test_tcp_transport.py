@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
                              PeerUnreachableError)
-from secinfer.net import tcp_transport
+from secinfer.net import tcp_handshake
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
 from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
@@ -117,7 +117,7 @@ def test_unknown_key_is_refused(tmp_path):
 
 
 def test_a_listener_that_never_answers_the_handshake_is_named_within_seconds(tmp_path, monkeypatch):
-    monkeypatch.setattr(tcp_transport, "HANDSHAKE_TIMEOUT", 1.0)
+    monkeypatch.setattr(tcp_handshake, "HANDSHAKE_TIMEOUT", 1.0)
     c = _cluster(tmp_path)
     host, port = c.party("b").host, c.party("b").port
     mute = socket.create_server((host, port))   # accepts (backlog), never speaks
@@ -157,7 +157,7 @@ def test_a_forged_or_replayed_record_cuts_the_peer_off(pair):
     good = b._receive("a", time.monotonic() + 5)   # a valid frame (seq 0), bypassing recv
     link = a._out["b"]
     with link.lock:
-        recs = b"".join(a._records(link, good, 0x44, time.monotonic()))
+        recs = b"".join(link.records(good, 0x44, time.monotonic()))
         link.sock.sendall(recs)
         link.sock.sendall(recs)                    # the same records again: a replay
     assert np.array_equal(b.recv("a", "x", ANY_F, timeout=5)[0], np.ones(4))
@@ -171,7 +171,7 @@ def test_a_flipped_bit_on_the_wire_cuts_the_peer_off(pair):
     a, b = pair
     link = a._out["b"]
     with link.lock:
-        recs = bytearray(b"".join(a._records(link, b"\x00" * 64, 0x44, time.monotonic())))
+        recs = bytearray(b"".join(link.records(b"\x00" * 64, 0x44, time.monotonic())))
         recs[20] ^= 1
         link.sock.sendall(bytes(recs))
     with pytest.raises(FrameError, match="failed authentication"):
