@@ -2,6 +2,7 @@
 ZeroMQ one, tried on real sockets: authentication, integrity, caps, liveness, shaping
 (what both transports must do alike is in ``test_transports_common.py``)."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
                              PeerUnreachableError)
 from secinfer.net import tcp_handshake
+from secinfer.net.tcp_links import K_HB
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
 from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
@@ -283,3 +285,30 @@ def test_a_peer_flooding_the_inbox_is_cut_off(tmp_path):
     finally:
         for e in eps.values():
             e.close(flush=False)
+
+
+def test_close_after_a_finished_peer_reset_our_stream_is_not_a_false_dead_peer(tmp_path):
+    """Issue #22 (serving): about 1 served session in 200 failed at close with a
+    PeerDeadError although both parties had finished. The race: b finishes and closes (bye,
+    acknowledged by a's kernel, then b closes its sockets); a's writer thread sends a
+    heartbeat into b's closed socket, which answers with a reset; a's close then finds its
+    stream to b failed while the reader thread has not yet read b's bye (a loaded host, or
+    the reader's hand-back delay), and called the link lost. Here a's reader thread is held
+    off (it sleeps while the protocol thread claims the streams), so the ordering is forced."""
+    eps = _endpoints(_cluster(tmp_path), peer_timeout=2.0)
+    a, b = eps["a"], eps["b"]
+    b.send("a", "x", np.ones(2))
+    assert np.array_equal(a.recv("b", "x", ANY_F, timeout=5)[0], np.ones(2))
+    a._fg = True            # test-side: a's reader thread stays off the streams from here on
+    b.close()               # finished: bye (acknowledged by a's kernel), then its sockets close
+    link = a._out["b"]
+    with link.lock:         # a heartbeat that reaches b's closed socket: b answers with a reset
+        with contextlib.suppress(PeerDeadError):   # (or b's close reset it already: the write fails,
+            link.write(link.records(b"", K_HB, time.monotonic()))   # as the writer thread's would)
+    deadline = time.monotonic() + 5
+    while link.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != 7 and time.monotonic() < deadline:
+        time.sleep(0.001)   # until the reset came (TCP_CLOSE; read without clearing SO_ERROR)
+    assert link.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == 7   # reset: a's stream failed
+    assert "b" not in a._bye_from     # b's bye is still unread in a's socket
+    a.close()               # must not raise: b said bye, it needs nothing more from us
+    assert "b" in a._bye_from

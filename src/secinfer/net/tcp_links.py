@@ -213,13 +213,19 @@ class InStream:
         self.eof = False
 
 
+_TCP_CLOSE = 7                           # Linux tcp_info.tcpi_state of a reset (or fully closed) connection
+
+
 def unsent(sock: socket.socket) -> int:
     """Bytes in ``sock``'s send queue not yet acknowledged by the peer (Linux SIOCOUTQ);
-    -1 if some are and the connection failed; 0 where the platform cannot say."""
+    -1 if some are and the connection failed; 0 where the platform cannot say. (Failed:
+    the connection's state, which stays; not ``SO_ERROR``, which a failed write or an
+    earlier look clears.)"""
     try:
         buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\x00\x00\x00\x00")
         n = struct.unpack("<i", buf)[0]
-        if n and sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+        if n and (sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE):
             return -1
         return n
     except OSError:

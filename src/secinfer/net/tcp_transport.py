@@ -561,10 +561,23 @@ class TcpEndpoint(SocketEndpoint):
         bye_end = time.monotonic() + min(1.0, self.peer_timeout)
         self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, {},
                                 lambda: over() or time.monotonic() >= bye_end)
+        if lost:
+            self._drain()                    # (a bye already here but not yet read counts)
         for p in list(lost):
             if p in self._bye_from:          # it finished: it needs nothing more from us
                 del lost[p]
         return lost
+
+    def _drain(self) -> None:
+        """Read, here and now, what every peer's stream holds (without waiting), so that a
+        bye which has arrived is known before a link is judged lost. The reader thread may
+        not have run since it arrived (a loaded host; its hand-back delay after the protocol
+        thread's last receive), and a finished peer closes its sockets right after our host
+        acknowledged its bye: our next heartbeat then meets a reset."""
+        with self._rlock:
+            for p, c in list(self._in.items()):
+                if not c.eof:
+                    self._read(p)
 
     def _wait_acknowledged(self, pending: dict, lost: dict, over) -> None:
         """Wait until every link of ``pending`` has its send queue acknowledged, recording in
@@ -580,16 +593,19 @@ class TcpEndpoint(SocketEndpoint):
                     del pending[p]
                     continue
                 if n < 0 or (c is not None and c.eof):
-                    lost[p] = f"{n if n > 0 else 'some'} bytes not acknowledged and its connection is gone"
+                    why = f"{n if n > 0 else 'some'} bytes not acknowledged and its connection is gone"
                 elif now - max(last[p][1], c.last if c is not None else 0.0) > self.peer_timeout:
-                    lost[p] = (f"{n} bytes not acknowledged: it has read nothing and sent nothing for "
-                               f"{now - last[p][1]:.1f}s (peer timeout {self.peer_timeout:g}s)")
+                    why = (f"{n} bytes not acknowledged: it has read nothing and sent nothing for "
+                           f"{now - last[p][1]:.1f}s (peer timeout {self.peer_timeout:g}s)")
                 elif over():
-                    lost[p] = f"{n} bytes not acknowledged within the close timeout"
+                    why = f"{n} bytes not acknowledged within the close timeout"
                 else:
                     if n < last[p][0]:
                         last[p] = (n, now)
                     continue
+                self._drain()                # a finished peer's bye may be here, unread
+                if p not in self._bye_from:
+                    lost[p] = why
                 del pending[p]
             if pending:
                 time.sleep(0.005)
