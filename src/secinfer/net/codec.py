@@ -9,7 +9,11 @@ with the header (little-endian)
     session_id 16B | sender (u8 len + utf8) | tag (u16 len + utf8) | seq u64 |
     phase u8 | depth u32 | n_arrays u16 | per array: dtype code u8, ndim u8, ndim x u64
 
-and the payload the arrays' raw C-order little-endian bytes, concatenated. Decoding checks
+followed, when flag ``ALIGNED`` (1) is set, by up to 7 zero bytes (counted in header_len) so
+that the payload starts 8-byte aligned, and the payload the arrays' raw C-order
+little-endian bytes, concatenated. A receiver that owns the frame's buffer (a
+``bytearray``) gets arrays that are views into it where aligned; other arrays are copies
+(encoding a frame as parts lets a transport encrypt straight from the arrays). Decoding checks
 the size cap first, then every length against what is actually present, so a truncated,
 corrupted or oversized frame is a ``FrameError`` (``MessageTooLargeError`` for one over the
 cap) and never another exception, a crash or a huge allocation (fuzzed in
@@ -29,6 +33,9 @@ MAGIC = b"SINF"
 VERSION = 1
 DEFAULT_MAX_FRAME = 1 << 31  # 2 GiB; sessions usually set a tighter cap
 _PREFIX = struct.Struct("<4sHHI")
+ALIGNED = 1                  # flag: header zero-padded so that the payload starts 8-byte aligned
+_PADS = [b"\x00" * k for k in range(8)]
+_INLINE = 1 << 14            # arrays below this many bytes are copied into the frame's first buffer
 
 DTYPES: dict[int, np.dtype] = {
     1: np.dtype("uint8"), 2: np.dtype("uint16"), 3: np.dtype("uint32"), 4: np.dtype("uint64"),
@@ -63,6 +70,15 @@ _HEAD_MIN = 16 + 1 + 2 + _TAIL.size   # a header without names and arrays
 
 
 def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    parts, _total = encode_parts(header, arrays, max_frame)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[list, int]:
+    """The frame as buffers to be sent one after the other (their concatenation is
+    ``encode_frame``'s result) and its total size: the prefix and header as bytes, then each
+    array's own memory where it is already contiguous little-endian (no copy). The arrays
+    must not change until the buffers are sent."""
     if len(header.session_id) != 16:
         raise FrameError("session id must be 16 bytes")
     sender = header.sender.encode()
@@ -72,8 +88,10 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
     parts = [header.session_id, _U8.pack(len(sender)), sender, _U16.pack(len(tag)), tag,
              _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays))]
     bodies = []
+    nbytes = 0
     for a in arrays:
-        a = np.asarray(a)
+        if type(a) is not np.ndarray:
+            a = np.asarray(a)
         dt = a.dtype
         code = _CODES.get(dt)
         if code is None:   # big-endian or otherwise unusual: its little-endian equivalent
@@ -81,16 +99,27 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
             code = _CODES.get(np.dtype(dt.str.replace(">", "<")))
             if code is None:
                 raise FrameError(f"dtype {a.dtype} cannot be sent")
-        if a.ndim > _MAX_NDIM:
+            a = np.ascontiguousarray(a, dtype=DTYPES[code])
+        nd = a.ndim
+        if nd > _MAX_NDIM:
             raise FrameError(f"arrays of more than {_MAX_NDIM} dimensions cannot be sent")
-        parts.append(_ARR.pack(code, a.ndim))
-        parts.append(_DIMS[a.ndim].pack(*a.shape))
-        bodies.append(np.ascontiguousarray(a, dtype=DTYPES[code]).tobytes())
-    head = b"".join(parts)
-    total = _PREFIX.size + len(head) + sum(len(b) for b in bodies)
+        parts.append(_ARR.pack(code, nd))
+        parts.append(_DIMS[nd].pack(*a.shape))
+        if a.nbytes:
+            bodies.append(a)
+            nbytes += a.nbytes
+    head_len = sum(len(x) for x in parts)
+    pad = -(_PREFIX.size + head_len) % 8
+    total = _PREFIX.size + head_len + pad + nbytes
     if total > max_frame:
         raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
-    return b"".join([_PREFIX.pack(MAGIC, VERSION, 0, len(head)), head, *bodies])
+    parts.insert(0, _PREFIX.pack(MAGIC, VERSION, ALIGNED, head_len + pad))
+    parts.append(_PADS[pad])
+    if nbytes < _INLINE:     # a small frame: one buffer (copying is cheaper than views)
+        parts.extend(a.tobytes() for a in bodies)
+        return [b"".join(parts)], total
+    return [b"".join(parts), *(a.tobytes() if a.nbytes < _INLINE else
+                               memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in bodies)], total
 
 
 def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
@@ -99,11 +128,13 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
         raise MessageTooLargeError(f"frame of {size} bytes exceeds the cap of {max_frame} bytes")
     if size < _PREFIX.size:
         raise FrameError(f"frame of {size} bytes is shorter than the fixed prefix")
-    magic, version, _flags, head_len = _PREFIX.unpack_from(data, 0)
+    magic, version, flags, head_len = _PREFIX.unpack_from(data, 0)
     if magic != MAGIC:
         raise FrameError("bad frame magic (not a secinfer frame)")
     if version != VERSION:
         raise FrameError(f"protocol version {version} not supported (this build speaks {VERSION})")
+    if flags & ~ALIGNED:
+        raise FrameError(f"unknown frame flags {flags:#x}")
     end_head = _PREFIX.size + head_len
     if end_head > size or head_len < _HEAD_MIN:
         raise FrameError("truncated frame header")
@@ -159,13 +190,19 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
         nbytes = n * dt.itemsize
         specs.append((dt, shape, off, n))
         off += nbytes
-    if pos != end_head:
+    if pos != end_head and not (flags & ALIGNED and end_head - pos < 8 and data[pos:end_head] == _PADS[end_head - pos]):
         raise FrameError("frame header length mismatch")
     if off != size:
         raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
+    # a buffer the receiver owns (a bytearray) is shared by its arrays where aligned; else copies
+    own = isinstance(data, bytearray)
     try:
-        arrays = [np.frombuffer(data, dtype=dt, count=n, offset=o).reshape(shape).copy()
-                  for dt, shape, o, n in specs]
+        arrays = []
+        for dt, shape, o, n in specs:
+            a = np.frombuffer(data, dtype=dt, count=n, offset=o)
+            if len(shape) != 1:
+                a = a.reshape(shape)
+            arrays.append(a if own and a.flags.aligned else a.copy())
     except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
         raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays

@@ -29,16 +29,20 @@ from secinfer.errors import NetworkError, PeerDeadError
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
-RECORD = 1 << 24                        # plaintext bytes per record (AES-GCM per call stays small)
+RECORD = 1 << 24                        # the largest record a receiver accepts (plaintext bytes)
+SEND_RECORD = 1 << 20                   # the largest we send: the receiver decrypts one while the next travels
+SMALL = 1 << 16                         # frame parts below this are joined into one record, larger ones
+                                        # are encrypted where they lie (the caller's arrays)
 RX_BUFFER = 1 << 18                     # receive buffer per stream: records up to this size are parsed in place
 HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
 K_DATA, K_HB, K_BYE, MORE = 0x44, 0x48, 0x42, 0x80
 TAG = 16
 _SOON = object()
+_NONCE = struct.Struct("<4xQ")
 
 
 def nonce(counter: int) -> bytes:
-    return b"\x00\x00\x00\x00" + counter.to_bytes(8, "little")
+    return _NONCE.pack(counter)
 
 
 class OutLink:
@@ -68,6 +72,7 @@ class OutLink:
         self.closing = False              # bye sent: no more heartbeats
         self.dropped = 0                  # paced frames never written (the link failed)
         self.writer: threading.Thread | None = None
+        self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 
@@ -89,12 +94,65 @@ class OutLink:
             if start >= n:
                 return out
 
+    def send_frame(self, parts: list, size: int, stamp: float) -> None:
+        """Encrypt and write the frame made of ``parts`` (``codec.encode_parts``) as data
+        records, straight from the parts' memory (caller holds ``lock``): small parts are
+        joined into one record, a large part is cut into records of ``SEND_RECORD`` bytes
+        encrypted into this link's reusable buffer (no copy of the frame, no allocation per
+        record). One system call per record; a small frame is one record, one call."""
+        if size <= SMALL:
+            pt = parts[0] if len(parts) == 1 else b"".join(parts)
+            hdr = HDR.pack(size + TAG, stamp, K_DATA)
+            counter = self.counter
+            self.counter = counter + 1
+            self.write([hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)])
+            return
+        chunks: list = []                     # (record plaintexts in order)
+        small: list = []
+        for p in parts:
+            if len(p) < SMALL:
+                small.append(p)
+                continue
+            if small:
+                chunks.append(b"".join(small))
+                small = []
+            view = memoryview(p)
+            for start in range(0, len(view), SEND_RECORD):
+                chunks.append(view[start:start + SEND_RECORD])
+        if small:
+            chunks.append(b"".join(small))
+        if self.out is None:
+            self.out = bytearray(SEND_RECORD + TAG)
+        out = memoryview(self.out)
+        last = len(chunks) - 1
+        for i, pt in enumerate(chunks):
+            n = len(pt)
+            hdr = HDR.pack(n + TAG, stamp, K_DATA | (MORE if i < last else 0))
+            ct = out[:n + TAG]
+            self.aead.encrypt_into(_NONCE.pack(self.counter), pt, hdr, ct)
+            self.counter += 1
+            self.write([hdr, ct])
+
     def write(self, bufs: list) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
         (or a waiting protocol thread) drains our peers' streams meanwhile, so a full socket
         only means that the peer does not read. The peer is dead when nothing moved for
         ``peer_timeout`` and it sent nothing (not even a heartbeat) for as long; a live peer
         that reads nothing for ``recv_timeout`` is given up too."""
+        if len(bufs) == 1 and self.error is None and not self.stop.is_set():
+            buf = bufs[0]                     # (the common case: one small record, sent at once)
+            try:
+                k = self.sock.send(buf, socket.MSG_DONTWAIT)
+            except OSError:                   # full (the loop below waits) or failed (it names why)
+                k = 0
+            if k:
+                self.moved = time.monotonic()
+                if k == len(buf):
+                    return
+                bufs = [memoryview(buf)[k:]]
+        self._write_all(bufs)
+
+    def _write_all(self, bufs: list) -> None:
         sock = self.sock
         views = [memoryview(b) for b in bufs if len(b)]
         since = time.monotonic()
@@ -204,7 +262,8 @@ class InStream:
         self.view = memoryview(self.buf)
         self.fill = 0
         self.hdr = b""                    # a record too large for buf: its header,
-        self.body: bytearray | None = None  # its body being filled, and how far
+        self.body = None                  # its body being filled (bytearray or a view of big), and how far
+        self.big: bytearray | None = None # the reused buffer of records up to SEND_RECORD bytes
         self.got = 0
         self.parts: list = []             # plaintext of the frame being assembled
         self.size = 0

@@ -47,8 +47,8 @@ from secinfer.errors import (AuthenticationError, ConfigError, FrameError, Inbox
 from secinfer.net import tcp_handshake
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
-from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, MORE, RECORD, RX_BUFFER, TAG, InStream, OutLink,  # noqa: F401
-                                    nonce, unsent)
+from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, MORE, RECORD, RX_BUFFER, SEND_RECORD, TAG,  # noqa: F401
+                                    InStream, OutLink, nonce, unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
@@ -216,6 +216,9 @@ class TcpEndpoint(SocketEndpoint):
             self.stats["bytes_sent"] += n
 
     def _transmit(self, peer: str, frame: bytes) -> None:
+        self._transmit_parts(peer, [frame], len(frame))
+
+    def _transmit_parts(self, peer: str, parts: list, size: int) -> None:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
         if peer in self._fatal:
@@ -225,22 +228,27 @@ class TcpEndpoint(SocketEndpoint):
             raise link.error
         if peer in self._bye_from:
             raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
-        with link.cv:
+        if link.paced:
+            with link.cv:
+                now = time.monotonic()
+                ready = link.bucket.reserve(size, now)
+                if ready > now or link.queue:
+                    # paced: the link's writer thread sends it at its time (links are independent
+                    # wires); the frame is copied now, as the caller's arrays may change
+                    link.queue.append((ready, b"".join(parts)))
+                    link.cv.notify_all()
+                    return
+                link.lock.acquire()   # (under cv: no queued frame can overtake this one)
+        else:                         # (nothing is ever queued on a link without pacing)
             now = time.monotonic()
-            ready = link.bucket.reserve(len(frame), now) if link.paced else now
-            if ready > now or link.queue:
-                # paced: the link's writer thread sends it at its time (links are independent wires)
-                link.queue.append((ready, frame))
-                link.cv.notify_all()
-                return
-            link.lock.acquire()   # (under cv: no queued frame can overtake this one)
+            link.lock.acquire()
         # may leave now and nothing is queued: this thread writes it (no thread hand-off)
         try:
-            link.write(link.records(frame, K_DATA, now))
+            link.send_frame(parts, size, now)
             link.next_hb = time.monotonic() + self.heartbeat_interval
         finally:
             link.lock.release()
-        self._count_sent(len(frame))
+        self._count_sent(size)
 
     # ---- receiving ------------------------------------------------------------------------
     def _reader_loop(self) -> None:
@@ -333,12 +341,17 @@ class TcpEndpoint(SocketEndpoint):
                 return
             if end - pos - HDR.size >= length:
                 b0 = pos + HDR.size
-                self._record(peer, c, bytes(buf[pos:b0]), bytes(buf[b0:b0 + length]))
+                self._record(peer, c, c.view[pos:b0], c.view[b0:b0 + length])   # (in place)
                 pos = b0 + length
-            elif HDR.size + length > len(buf):     # larger than the buffer: its own buffer
+            elif HDR.size + length > len(buf):     # larger than the buffer: a buffer of its own
                 c.hdr = bytes(buf[pos:pos + HDR.size])
-                part = buf[pos + HDR.size:end]
-                c.body = bytearray(length)
+                part = c.view[pos + HDR.size:end]
+                if length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
+                    if c.big is None:
+                        c.big = bytearray(SEND_RECORD + TAG)
+                    c.body = memoryview(c.big)[:length]
+                else:
+                    c.body = bytearray(length)
                 c.body[:len(part)] = part
                 c.got = len(part)
                 pos = end
@@ -351,8 +364,9 @@ class TcpEndpoint(SocketEndpoint):
 
     def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
         _length, stamp, kind = HDR.unpack(hdr)
+        pt = bytearray(len(body) - TAG)      # (the frame's own buffer: its arrays may share it)
         try:
-            pt = c.aead.decrypt(nonce(c.counter), body, hdr)
+            c.aead.decrypt_into(nonce(c.counter), body, hdr, pt)
         except InvalidTag:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
                                        "(corrupted, replayed or forged); peer cut off"))
@@ -389,7 +403,7 @@ class TcpEndpoint(SocketEndpoint):
                 f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
             return
         else:
-            item = parts[0] if len(parts) == 1 else b"".join(parts)
+            item = parts[0] if len(parts) == 1 else bytearray().join(parts)
             self._queued[peer] += size
         self._inbox[peer].append((self._release_at(peer, time.monotonic(), stamp), item, stamp))
 
@@ -440,18 +454,25 @@ class TcpEndpoint(SocketEndpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
-        with self._reading():
-            self._wait_locked([peer], deadline)   # reads every stream meanwhile, releases on time
-            ok, err = self._due(peer, time.monotonic())
-            if not ok:
-                raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
-            if err is not None:
-                raise err
-            item = self._inbox[peer].popleft()[1]
-            if isinstance(item, Exception):
-                raise item
-            self._queued[peer] -= len(item)
-            return item
+        self._fg = True                      # (``_reading``, inline: this runs once per frame)
+        try:
+            with self._rlock:
+                try:
+                    self._wait_locked([peer], deadline)   # reads every stream meanwhile, releases on time
+                    ok, err = self._due(peer, time.monotonic())
+                    if not ok:
+                        raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
+                    if err is not None:
+                        raise err
+                    item = self._inbox[peer].popleft()[1]
+                    if isinstance(item, Exception):
+                        raise item
+                    self._queued[peer] -= len(item)
+                    return item
+                finally:
+                    self._fg_left = time.monotonic()
+        finally:
+            self._fg = False
 
     @contextlib.contextmanager
     def _reading(self):
@@ -473,9 +494,7 @@ class TcpEndpoint(SocketEndpoint):
 
     def _wait_locked(self, peers: list, deadline: float) -> str:
         since = time.monotonic()
-        for p in peers:
-            self._read(p)
-        while True:
+        while True:     # (a frame already in a socket: the first poll finds it at once)
             now = time.monotonic()
             release = None
             first = None
