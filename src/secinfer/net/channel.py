@@ -50,6 +50,7 @@ class Endpoint(abc.ABC):
         self._seq_in: dict[str, int] = {p: 0 for p in self.peers}
         self._aborted: ProtocolAbort | None = None
         self.last_step: tuple | None = None   # (direction, peer, tag) of the last message
+        self._names: dict = {}                # encoded header names (codec.encode_parts)
         self.failed_phase: str | None = None
 
     # ---- phases ------------------------------------------------------------------------
@@ -97,10 +98,10 @@ class Endpoint(abc.ABC):
             raise self._aborted
         hdr = Header(self.session_id, self.me, tag, self._seq_out[peer], self._phase,
                      self.meter.depth[self._phase])
-        parts, size = encode_parts(hdr, arrays, self.max_frame)
+        parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
         self._seq_out[peer] += 1
         self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
-        self.meter.record(self._phase, "sent", peer, tag, payload_nbytes(arrays), size)
+        self.meter.record(self._phase, "sent", peer, tag, payload, size)
         self._transmit_parts(peer, parts, size)
 
     def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
