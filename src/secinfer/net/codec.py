@@ -141,7 +141,14 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
         total, nbytes
 
 
-def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
+def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
+    """``data``: bytes or a read-only buffer (arrays are copied out), or a buffer the caller
+    hands over (a ``bytearray`` or 1-d ``numpy.uint8`` array: aligned arrays are views of it)."""
+    own = type(data) is bytearray
+    if type(data) is np.ndarray:
+        if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
+            raise FrameError("a frame buffer must be a 1-d uint8 array")
+        data, own = memoryview(data), data.flags.writeable
     size = len(data)
     if size > max_frame:
         raise MessageTooLargeError(f"frame of {size} bytes exceeds the cap of {max_frame} bytes")
@@ -214,8 +221,8 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
         raise FrameError("frame header length mismatch")
     if off != size:
         raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
-    # a buffer the receiver owns (a bytearray) is shared by its arrays where aligned; else copies
-    own = type(data) is bytearray
+    # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
+    # by its arrays where aligned; else copies
     try:
         arrays = []
         for dt, shape, o, n in specs:

@@ -2,7 +2,9 @@
 
 Records. ``length u32 | stamp f64 | kind u8 | AES-GCM(plaintext)``; kind D (data; bit 0x80
 set when the frame continues in the next record: frames are cut into records of at most
-``RECORD`` bytes), H (heartbeat), B (bye). The stamp is the sender's send time for the
+``RECORD`` bytes), S (the size of the frame whose data records follow: u64; sent before a
+frame of several records, so that the receiver decrypts each record straight into the
+frame's own buffer), H (heartbeat), B (bye). The stamp is the sender's send time for the
 latency model (``secinfer.net.shaping``), authenticated with the record. AEAD: AES-256-GCM
 with nonce = the stream's record counter (so no record can be replayed, dropped or
 reordered without the next one failing) and the record header as associated data.
@@ -35,7 +37,7 @@ SMALL = 1 << 16                         # frame parts below this are joined into
                                         # are encrypted where they lie (the caller's arrays)
 RX_BUFFER = 1 << 18                     # receive buffer per stream: records up to this size are parsed in place
 HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
-K_DATA, K_HB, K_BYE, MORE = 0x44, 0x48, 0x42, 0x80
+K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
 _SOON = object()
 _NONCE = struct.Struct("<4xQ")
@@ -125,13 +127,19 @@ class OutLink:
             self.out = bytearray(SEND_RECORD + TAG)
         out = memoryview(self.out)
         last = len(chunks) - 1
+        first: list = []
+        if last:                              # several records: their total first
+            hdr = HDR.pack(8 + TAG, stamp, K_SIZE)
+            first = [hdr + self.aead.encrypt(_NONCE.pack(self.counter), size.to_bytes(8, "little"), hdr)]
+            self.counter += 1
         for i, pt in enumerate(chunks):
             n = len(pt)
             hdr = HDR.pack(n + TAG, stamp, K_DATA | (MORE if i < last else 0))
             ct = out[:n + TAG]
             self.aead.encrypt_into(_NONCE.pack(self.counter), pt, hdr, ct)
             self.counter += 1
-            self.write([hdr, ct])
+            self.write([*first, hdr, ct])
+            first = []
 
     def write(self, bufs: list) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
@@ -237,7 +245,7 @@ class OutLink:
                 continue
             try:
                 with self.lock:
-                    self.write(self.records(frame, K_DATA, ready))
+                    self.send_frame([frame], len(frame), ready)
                     self.next_hb = time.monotonic() + hb
             except NetworkError:
                 with self.cv:
@@ -265,7 +273,8 @@ class InStream:
         self.body = None                  # its body being filled (bytearray or a view of big), and how far
         self.big: bytearray | None = None # the reused buffer of records up to SEND_RECORD bytes
         self.got = 0
-        self.parts: list = []             # plaintext of the frame being assembled
+        self.parts: list = []             # plaintext of the frame being assembled (records without a size)
+        self.frame = None                 # or the frame's own buffer (numpy uint8), after a size record
         self.size = 0
         self.oversized = False
         self.last = time.monotonic()      # when a byte last arrived

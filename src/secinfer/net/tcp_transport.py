@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 
+import numpy as np
 from cryptography.exceptions import InvalidTag
 
 from secinfer.crypto.identity import Identity
@@ -47,8 +48,8 @@ from secinfer.errors import (AuthenticationError, ConfigError, FrameError, Inbox
 from secinfer.net import tcp_handshake
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
-from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, MORE, RECORD, RX_BUFFER, SEND_RECORD, TAG,  # noqa: F401
-                                    InStream, OutLink, nonce, unsent)
+from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
+                                    SMALL, TAG, InStream, OutLink, nonce, unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
@@ -364,32 +365,60 @@ class TcpEndpoint(SocketEndpoint):
 
     def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
         _length, stamp, kind = HDR.unpack(hdr)
-        pt = bytearray(len(body) - TAG)      # (the frame's own buffer: its arrays may share it)
+        n = len(body) - TAG
+        base = kind & ~MORE
+        frame = c.frame
+        if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
+            if c.size + n > len(frame):
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame longer than its size record"))
+                return
+            pt = frame[c.size:c.size + n]
+        else:   # (the frame's own buffer: its arrays may share it; a large one is not zeroed first)
+            pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
         try:
+            # (a record failing authentication is never used: the peer is cut off)
             c.aead.decrypt_into(nonce(c.counter), body, hdr, pt)
         except InvalidTag:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
                                        "(corrupted, replayed or forged); peer cut off"))
             return
         c.counter += 1
-        base = kind & ~MORE
         if base == K_HB:
             return
         if base == K_BYE:
-            self._bye_reason[peer] = pt[:1000].decode(errors="replace")
+            self._bye_reason[peer] = bytes(pt[:1000]).decode(errors="replace")
             self._bye_from.add(peer)
             self._inbox[peer].append((0.0, _CLOSED, 0.0))
+            return
+        if base == K_SIZE:
+            if n != 8 or c.size or c.parts or frame is not None or c.oversized:
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: a misplaced size record"))
+                return
+            total = int.from_bytes(pt, "little")
+            if total > self.max_frame:
+                c.oversized = True              # (its records are counted, then refused in order)
+            else:
+                c.frame = np.empty(total, np.uint8)
             return
         if base != K_DATA:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: unknown record kind {kind}"))
             return
-        c.size += len(pt)
-        if c.size > self.max_frame:
-            c.oversized, c.parts = True, []
-        elif not c.oversized:
-            c.parts.append(pt)
-        if kind & MORE:
-            return
+        c.size += n
+        if frame is not None:
+            if kind & MORE:
+                return
+            if c.size != len(frame):
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame shorter than its size record"))
+                return
+            c.frame = None
+            c.parts = [frame]
+        else:
+            if c.size > self.max_frame:
+                c.oversized, c.parts = True, []
+            elif not c.oversized:
+                c.parts.append(pt)
+            if kind & MORE:
+                return
         size, parts, oversized = c.size, c.parts, c.oversized
         c.size, c.parts, c.oversized = 0, [], False
         self.stats["frames_recv"] += 1
