@@ -17,7 +17,8 @@ from secinfer.crypto.identity import generate
 from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, MessageTooLargeError, PeerDeadError,
                              PeerUnreachableError)
 from secinfer.net import tcp_handshake
-from secinfer.net.tcp_links import K_HB
+from secinfer.net.channel import ArraySpec
+from secinfer.net.tcp_links import K_DATA, K_HB, K_SIZE, SEND_RECORD
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
 from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
@@ -72,6 +73,59 @@ def test_a_frame_spanning_several_records_arrives_whole(pair):
     (y,) = b.recv("a", "big", ANY_U, timeout=30)
     t.join(10)
     assert np.array_equal(x, y) and not t.is_alive()
+
+
+def test_frames_of_every_size_and_layout_arrive_exactly_and_writable(pair):
+    """Small frames (one record), frames with large arrays sent from the arrays' own memory
+    (several records announced by a size record), mixed small and large arrays, an array
+    that is not contiguous: what arrives equals what was sent, each array writable and its
+    own (changing one changes no other, nor a later frame)."""
+    a, b = pair
+    rng = np.random.default_rng(5)
+    big = rng.integers(0, 2**63, size=(SEND_RECORD // 8) * 3 + 5, dtype=np.uint64)
+    frames = [
+        [np.arange(3, dtype=np.uint8)],
+        [big],
+        [np.ones(7, np.uint8), big[:100_000], np.arange(5, dtype=np.int16), big[:big.size // 5 * 5].reshape(-1, 5)[:, 1]],
+        [np.zeros((0, 4)), rng.standard_normal((300, 300))],
+    ]
+    t = threading.Thread(target=lambda: [a.send("b", "f", *f) for f in frames])
+    t.start()
+    got = [b.recv("a", "f", *[ArraySpec(x.dtype, (None,) * x.ndim, max_elems=1 << 30) for x in f], timeout=30)
+           for f in frames]
+    t.join(10)
+    for sent, recv in zip(frames, got):
+        for x, y in zip(sent, recv):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+    snapshot = [[y.copy() for y in r] for r in got]
+    for r in got:
+        for y in r:
+            if y.size:
+                y.reshape(-1)[0] += 1          # writable, and no other array moves
+    for r, snap in zip(got, snapshot):
+        for y, z in zip(r, snap):
+            if y.size:
+                assert y.reshape(-1)[0] == z.reshape(-1)[0] + 1 and np.array_equal(y.reshape(-1)[1:], z.reshape(-1)[1:])
+
+
+@pytest.mark.parametrize("lie", ["longer", "shorter", "twice"])
+def test_a_size_record_that_lies_cuts_the_peer_off(pair, lie):
+    """A peer's size record (authentic, its own key) that does not match the data records
+    after it is a FrameError and the peer is cut off; nothing of that frame is delivered."""
+    a, b = pair
+    link = a._out["b"]
+    now = time.monotonic()
+    size = {"longer": 100, "shorter": 300, "twice": 200}[lie]
+    with link.lock:
+        recs = link.records(size.to_bytes(8, "little"), K_SIZE, now)
+        if lie == "twice":
+            recs += link.records(size.to_bytes(8, "little"), K_SIZE, now)
+        recs += link.records(b"\x01" * 200, K_DATA, now)
+        link.write(recs)
+    with pytest.raises(FrameError):
+        b.recv("a", "x", ANY_F, timeout=5)
+    with pytest.raises(FrameError):
+        b.recv("a", "x", ANY_F, timeout=5)              # and the peer stays cut off
 
 
 def test_two_parties_sending_each_other_large_frames_do_not_deadlock(pair):
