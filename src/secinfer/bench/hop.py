@@ -2,8 +2,9 @@
 processes (one-way latency = half a ping-pong round trip) and bulk throughput per link.
 
 ``secinfer bench runtime`` runs it on both transports. The echo side is this module run as
-a process: ``python -m secinfer.bench.hop CLUSTER ROLE NONCE MODE COUNT`` (MODE ping: answer
-COUNT pings; MODE bulk: receive COUNT frames, then acknowledge once).
+a process: ``python -m secinfer.bench.hop CLUSTER ROLE NONCE MODE COUNT [BURSTS]`` (MODE
+ping: answer COUNT pings; MODE bulk: BURSTS times, receive COUNT frames, then acknowledge
+once). Bulk is timed per burst (median and spread over the bursts).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _SMALL = ArraySpec(np.uint8, (None,))
 _BULK = ArraySpec(np.uint8, (None,), max_elems=1 << 30)
 
 
-def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int) -> int:
+def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int, bursts: int = 1) -> int:
     from secinfer.runtime.cluster import load_cluster
     from secinfer.runtime.party import endpoint_class
 
@@ -36,16 +37,18 @@ def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int) -> in
             (x,) = ep.recv(peer, "ping", _SMALL)
             ep.send(peer, "pong", x)
     else:
-        for _ in range(count):
-            ep.recv(peer, "bulk", _BULK)
-        ep.send(peer, "ack", np.zeros(1, np.uint8))
+        for _ in range(bursts):
+            for _ in range(count):
+                ep.recv(peer, "bulk", _BULK)
+            ep.send(peer, "ack", np.zeros(1, np.uint8))
     ep.close()
     return 0
 
 
 def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: int = 32,
-            payload: int = 8) -> dict:
-    """One-way latency (median and spread over ``pings`` round trips / 2) and bulk MB/s."""
+            payload: int = 8, bulk_bursts: int = 3) -> dict:
+    """One-way latency (median and spread over ``pings`` round trips / 2) and bulk MB/s
+    (median, min and max over ``bulk_bursts`` bursts of ``bulk_mb`` MB each)."""
     from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
     from secinfer.runtime.party import endpoint_class
 
@@ -56,7 +59,8 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
         for mode, count in (("ping", pings), ("bulk", bulk_frames)):
             nonce = f"hop-{mode}"
             proc = subprocess.Popen([sys.executable, "-m", "secinfer.bench.hop", str(c.path), "b", nonce,
-                                     mode, str(count)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     mode, str(count), str(bulk_bursts)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
                 ep = endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id(nonce),
                                                             recv_timeout=60)
@@ -75,13 +79,16 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
                                payload_bytes=payload)
                 else:
                     frame = np.zeros((bulk_mb << 20) // bulk_frames, np.uint8)
-                    t0 = time.perf_counter()
-                    for _ in range(count):
-                        ep.send("b", "bulk", frame)
-                    ep.recv("b", "ack", _SMALL)
-                    dt = time.perf_counter() - t0
-                    out.update(bulk_MB_s=(frame.size * count) / dt / 1e6, bulk_MB=frame.size * count / 1e6,
-                               bulk_frames=count)
+                    rates = []
+                    for _ in range(bulk_bursts):
+                        t0 = time.perf_counter()
+                        for _ in range(count):
+                            ep.send("b", "bulk", frame)
+                        ep.recv("b", "ack", _SMALL)
+                        rates.append((frame.size * count) / (time.perf_counter() - t0) / 1e6)
+                    out.update(bulk_MB_s=statistics.median(rates), bulk_MB_s_min=min(rates),
+                               bulk_MB_s_max=max(rates), bulk_MB=frame.size * count / 1e6,
+                               bulk_frames=count, bulk_bursts=bulk_bursts)
                 ep.close()
             finally:
                 try:
@@ -96,4 +103,5 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
 
 
 if __name__ == "__main__":
-    sys.exit(_serve(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])))
+    sys.exit(_serve(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]),
+                    int(sys.argv[6]) if len(sys.argv) > 6 else 1))
