@@ -88,6 +88,8 @@ def test_frames_of_every_size_and_layout_arrive_exactly_and_writable(pair):
         [big],
         [np.ones(7, np.uint8), big[:100_000], np.arange(5, dtype=np.int16), big[:big.size // 5 * 5].reshape(-1, 5)[:, 1]],
         [np.zeros((0, 4)), rng.standard_normal((300, 300))],
+        [rng.integers(0, 255, size=60_000, dtype=np.uint8) for _ in range(40)],   # many mid-sized parts
+        [rng.integers(0, 255, size=100, dtype=np.uint8), big[:20_000], rng.integers(0, 9, 70_000, dtype=np.uint8)],
     ]
     t = threading.Thread(target=lambda: [a.send("b", "f", *f) for f in frames])
     t.start()

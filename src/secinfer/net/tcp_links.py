@@ -109,20 +109,29 @@ class OutLink:
             self.counter = counter + 1
             self.write([hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)])
             return
-        chunks: list = []                     # (record plaintexts in order)
+        chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
         small: list = []
-        for p in parts:
-            if len(p) < SMALL:
-                small.append(p)
-                continue
-            if small:
-                chunks.append(b"".join(small))
-                small = []
-            view = memoryview(p)
+        held = 0
+
+        def cut(buf) -> None:
+            view = memoryview(buf)
             for start in range(0, len(view), SEND_RECORD):
                 chunks.append(view[start:start + SEND_RECORD])
+
+        for p in parts:
+            if len(p) < SMALL:                # small parts travel together (joined: a copy)
+                small.append(p)
+                held += len(p)
+                if held >= SEND_RECORD:
+                    cut(b"".join(small))
+                    small, held = [], 0
+                continue
+            if small:
+                cut(b"".join(small))
+                small, held = [], 0
+            cut(p)                            # a large part: encrypted where it lies
         if small:
-            chunks.append(b"".join(small))
+            cut(b"".join(small))
         if self.out is None:
             self.out = bytearray(SEND_RECORD + TAG)
         out = memoryview(self.out)
