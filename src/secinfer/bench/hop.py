@@ -9,6 +9,7 @@ once). Bulk is timed per burst (median and spread over the bursts).
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
@@ -32,23 +33,29 @@ def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int, burst
     ep = endpoint_class(c.transport).from_cluster(c, pid, c.load_secret(pid), c.session_id(nonce),
                                                   recv_timeout=60)
     (peer,) = ep.peers
+    cpu = 0.0
     if mode == "ping":
         for _ in range(count):
             (x,) = ep.recv(peer, "ping", _SMALL)
             ep.send(peer, "pong", x)
     else:
         for _ in range(bursts):
+            c0 = time.process_time()   # (the whole process: its transport threads count too)
             for _ in range(count):
                 ep.recv(peer, "bulk", _BULK)
+            cpu += time.process_time() - c0
             ep.send(peer, "ack", np.zeros(1, np.uint8))
     ep.close()
+    print(json.dumps({"cpu_s": cpu}), flush=True)
     return 0
 
 
 def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: int = 32,
             payload: int = 8, bulk_bursts: int = 3) -> dict:
     """One-way latency (median and spread over ``pings`` round trips / 2) and bulk MB/s
-    (median, min and max over ``bulk_bursts`` bursts of ``bulk_mb`` MB each)."""
+    (median, min and max over ``bulk_bursts`` bursts of ``bulk_mb`` MB each). Next to them,
+    what the code costs whatever the host's load: bulk MB per CPU-second of the sending
+    and of the receiving process (``bulk_send_MB_per_cpu_s``, ``bulk_recv_MB_per_cpu_s``)."""
     from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
     from secinfer.runtime.party import endpoint_class
 
@@ -60,7 +67,7 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
             nonce = f"hop-{mode}"
             proc = subprocess.Popen([sys.executable, "-m", "secinfer.bench.hop", str(c.path), "b", nonce,
                                      mode, str(count), str(bulk_bursts)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
                 ep = endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id(nonce),
                                                             recv_timeout=60)
@@ -80,10 +87,12 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
                 else:
                     frame = np.zeros((bulk_mb << 20) // bulk_frames, np.uint8)
                     rates = []
+                    send_cpu = 0.0
                     for _ in range(bulk_bursts):
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         for _ in range(count):
                             ep.send("b", "bulk", frame)
+                        send_cpu += time.process_time() - c0
                         ep.recv("b", "ack", _SMALL)
                         rates.append((frame.size * count) / (time.perf_counter() - t0) / 1e6)
                     out.update(bulk_MB_s=statistics.median(rates), bulk_MB_s_min=min(rates),
@@ -99,6 +108,11 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
             if proc.returncode != 0:
                 raise RuntimeError(f"hop echo process failed ({mode}, {transport}): "
                                    f"{proc.stderr.read().decode(errors='replace')[-400:]}")
+            if mode == "bulk":
+                recv_cpu = json.loads(proc.stdout.read().decode().strip().splitlines()[-1])["cpu_s"]
+                total = out["bulk_MB"] * bulk_bursts
+                out.update(bulk_send_MB_per_cpu_s=total / max(send_cpu, 1e-9),
+                           bulk_recv_MB_per_cpu_s=total / max(recv_cpu, 1e-9))
     return out
 
 
