@@ -35,9 +35,11 @@ def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int, burst
     (peer,) = ep.peers
     cpu = 0.0
     if mode == "ping":
+        c0 = time.process_time()
         for _ in range(count):
             (x,) = ep.recv(peer, "ping", _SMALL)
             ep.send(peer, "pong", x)
+        cpu = time.process_time() - c0
     else:
         for _ in range(bursts):
             c0 = time.process_time()   # (the whole process: its transport threads count too)
@@ -54,8 +56,9 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
             payload: int = 8, bulk_bursts: int = 3) -> dict:
     """One-way latency (median and spread over ``pings`` round trips / 2) and bulk MB/s
     (median, min and max over ``bulk_bursts`` bursts of ``bulk_mb`` MB each). Next to them,
-    what the code costs whatever the host's load: bulk MB per CPU-second of the sending
-    and of the receiving process (``bulk_send_MB_per_cpu_s``, ``bulk_recv_MB_per_cpu_s``)."""
+    what the code costs whatever the host's load: CPU microseconds of both processes per
+    one-way hop (``one_way_cpu_us``), bulk MB per CPU-second of the sending and of the
+    receiving process (``bulk_send_MB_per_cpu_s``, ``bulk_recv_MB_per_cpu_s``)."""
     from secinfer.runtime.cluster import load_cluster, write_loopback_cluster
     from secinfer.runtime.party import endpoint_class
 
@@ -74,11 +77,13 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
                 if mode == "ping":
                     msg = np.zeros(payload, np.uint8)
                     rtts = []
+                    c0 = time.process_time()
                     for _ in range(count):
                         t0 = time.perf_counter()
                         ep.send("b", "ping", msg)
                         ep.recv("b", "pong", _SMALL)
                         rtts.append(time.perf_counter() - t0)
+                    ping_cpu = time.process_time() - c0
                     half = sorted(r / 2 for r in rtts[count // 10:])   # warm-up dropped
                     out.update(one_way_us_median=statistics.median(half) * 1e6,
                                one_way_us_p10=half[len(half) // 10] * 1e6,
@@ -108,8 +113,11 @@ def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: i
             if proc.returncode != 0:
                 raise RuntimeError(f"hop echo process failed ({mode}, {transport}): "
                                    f"{proc.stderr.read().decode(errors='replace')[-400:]}")
-            if mode == "bulk":
-                recv_cpu = json.loads(proc.stdout.read().decode().strip().splitlines()[-1])["cpu_s"]
+            echo_cpu = json.loads(proc.stdout.read().decode().strip().splitlines()[-1])["cpu_s"]
+            if mode == "ping":   # CPU of both processes per one-way hop (send + receive sides)
+                out["one_way_cpu_us"] = (ping_cpu + echo_cpu) / (2 * count) * 1e6
+            else:
+                recv_cpu = echo_cpu
                 total = out["bulk_MB"] * bulk_bursts
                 out.update(bulk_send_MB_per_cpu_s=total / max(send_cpu, 1e-9),
                            bulk_recv_MB_per_cpu_s=total / max(recv_cpu, 1e-9))
