@@ -60,14 +60,17 @@ SUITE_INFO = {
     "crisp": {"reproduces": "CRISP Table I, II-III, V; Figs. 5-6 (vs CRISP semi-honest)",
               "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
     "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
-                  "quick_s": None, "full_s": None, "source": ""},
+                  "quick_s": 50.9, "full_s": None,
+                  "source": "bench certified --quick 2026-11-27 05:35 UTC, load average ~25 (helper certified); "
+                            "full not run: its smart-metering row alone took 13.7 min at load 16-28"},
     "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits CNN and zoo networks that fit; ResNets skipped "
                               "with their reasons)",
                 "quick_s": None, "full_s": None, "source": ""},
     "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
                             "memory over a soak)",
-              "quick_s": 162.0, "full_s": None,
-              "source": "bench serve --quick 2026-11-27 ~03:10 UTC, load average 18-28 (helper serve's run)"},
+              "quick_s": 207.0, "full_s": None,
+              "source": "bench serve --quick 2026-11-27 05:00 UTC (with aby3 and falcon), load average ~18-27 "
+                        "(helper serving's run); full: 10,000 astra soak queries alone take ~45 min at ~4 q/s"},
     "peers": {"reproduces": "none (four workloads beside a mature C++ MPC framework's figures, issue #23)",
               "quick_s": None, "full_s": None, "source": ""},
 }
