@@ -1,38 +1,23 @@
 """The CLI contract: JSON output of `run`, one-line errors, refusals."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from cli_helpers import run_cli
 from secinfer.arith.fixed import FX64
 from secinfer.ir import bundled
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
 
 
-def _cli(*args, timeout=120):
-    p = subprocess.run([sys.executable, "-m", "secinfer", *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-@pytest.fixture(scope="module")
-def digits_input(tmp_path_factory):
-    X, _ = bundled.bundled_testset("digits-mlp")
-    path = tmp_path_factory.mktemp("in") / "x.npy"
-    np.save(path, X[:7])
-    return path, X[:7]
-
-
 @pytest.mark.slow
 def test_run_json_contract_and_oracle_agreement(digits_input, tmp_path):
     path, X = digits_input
     out = tmp_path / "y.npy"
-    rc, so, se = _cli("run", "--protocol", "reference", "--model", "bundled:digits-mlp",
-                      "--input", str(path), "--output", str(out), "--json")
+    rc, so, se = run_cli("run", "--protocol", "reference", "--model", "bundled:digits-mlp",
+                         "--input", str(path), "--output", str(out), "--json")
     assert rc == 0, se
     res = json.loads(so)
     for key in ("output", "latency_s", "bytes", "rounds"):
@@ -62,7 +47,7 @@ def test_run_json_contract_and_oracle_agreement(digits_input, tmp_path):
 def test_errors_are_one_line_and_non_zero(args, needle, digits_input):
     path, _ = digits_input
     args = [str(path) if a == "X" else a for a in args]
-    rc, so, se = _cli(*args)
+    rc, so, se = run_cli(*args)
     assert rc != 0
     lines = [ln for ln in se.strip().splitlines() if ln.startswith("error:")]
     assert len(lines) == 1 and needle in lines[0], se
@@ -73,7 +58,7 @@ def test_errors_are_one_line_and_non_zero(args, needle, digits_input):
 def test_wrong_input_shape_is_a_clear_error(tmp_path):
     bad = tmp_path / "bad.npy"
     np.save(bad, np.zeros((3, 65)))
-    rc, _, se = _cli("run", "--protocol", "reference", "--model", "bundled:digits-mlp", "--input", str(bad))
+    rc, _, se = run_cli("run", "--protocol", "reference", "--model", "bundled:digits-mlp", "--input", str(bad))
     assert rc != 0 and "shape" in se and "Traceback" not in se
 
 
@@ -81,20 +66,20 @@ def test_malformed_model_is_a_clear_error(tmp_path, digits_input):
     path, _ = digits_input
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"\x08\x07not an onnx model at all")
-    rc, _, se = _cli("run", "--protocol", "reference", "--model", str(junk), "--input", str(path))
+    rc, _, se = run_cli("run", "--protocol", "reference", "--model", str(junk), "--input", str(path))
     assert rc != 0 and se.strip().splitlines()[-1].startswith("error:") and "Traceback" not in se
 
 
 @pytest.mark.slow
 def test_models_and_inspect_list_what_exists():
-    rc, so, _ = _cli("models")
+    rc, so, _ = run_cli("models")
     assert rc == 0 and "reference" in so and "secureml-a" in so and "digits-mlp" in so
-    rc, so, _ = _cli("inspect", "bundled:digits-cnn")
+    rc, so, _ = run_cli("inspect", "bundled:digits-cnn")
     assert rc == 0 and "Conv" in so and "reference" in so
 
 
 def test_keygen_writes_keys(tmp_path):
-    rc, so, se = _cli("keygen", "--out", str(tmp_path / "k"), "alice", "bob")
+    rc, so, se = run_cli("keygen", "--out", str(tmp_path / "k"), "alice", "bob")
     assert rc == 0, se
     files = sorted(p.name for p in (tmp_path / "k").iterdir())
     assert any("alice" in f for f in files) and any("bob" in f for f in files)
@@ -102,7 +87,7 @@ def test_keygen_writes_keys(tmp_path):
 
 @pytest.mark.slow
 def test_demo_json_reports_oracle_agreement_for_reference():
-    rc, so, se = _cli("demo", "--protocol", "reference", "--rows", "20", "--json", timeout=300)
+    rc, so, se = run_cli("demo", "--protocol", "reference", "--rows", "20", "--json", timeout=300)
     assert rc == 0, se
     rows = json.loads(so)["results"]
     assert {r["model"] for r in rows} == set(bundled.bundled_names())
@@ -118,8 +103,8 @@ def test_one_sample_without_batch_axis_is_a_batch_of_one(protocol, model, tmp_pa
     X, _ = bundled.bundled_testset(model)
     one = tmp_path / "one.npy"
     np.save(one, X[3])
-    rc, so, se = _cli("run", "--protocol", protocol, "--model", f"bundled:{model}", "--input", str(one), "--json",
-                      timeout=180)
+    rc, so, se = run_cli("run", "--protocol", protocol, "--model", f"bundled:{model}", "--input", str(one), "--json",
+                         timeout=180)
     assert rc == 0, se
     out = np.asarray(json.loads(so)["output"])
     assert out.shape[0] == 1

@@ -2,28 +2,13 @@
 to a bad --output folder, --fixed or --params)."""
 
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
+from cli_helpers import run_cli
 from secinfer.ir import bundled
-
-
-def _cli(*args, timeout=120):
-    p = subprocess.run([sys.executable, "-m", "secinfer", *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
-
-
-@pytest.fixture(scope="module")
-def x_path(tmp_path_factory):
-    X, _ = bundled.bundled_testset("digits-mlp")
-    path = tmp_path_factory.mktemp("in") / "x.npy"
-    np.save(path, X[:1])
-    return path
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -31,9 +16,9 @@ def x_path(tmp_path_factory):
     (["--fixed", "fx-bogus"], "unknown fixed-point config"),
     (["--params", "ckks-bogus"], "unknown HE parameter set"),
 ])
-def test_bad_options_are_refused_before_any_party_starts(x_path, extra, needle):
+def test_bad_options_are_refused_before_any_party_starts(digits_input, extra, needle):
     t0 = time.monotonic()
-    rc, _so, se = _cli("run", "-p", "stamp", "-m", "bundled:digits-mlp", "-i", str(x_path), *extra)
+    rc, _so, se = run_cli("run", "-p", "stamp", "-m", "bundled:digits-mlp", "-i", str(digits_input[0]), *extra)
     assert rc == 2 and needle in se, se
     assert "started" not in se and "party process" not in se, se
     assert time.monotonic() - t0 < 60

@@ -3,13 +3,12 @@ default inputs and zoo batches."""
 
 import csv
 import json
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
+from cli_helpers import run_cli
 from secinfer.arith.fixed import FX64, NAMED_CONFIGS
 from secinfer.cli.files import check_output_path, load_array
 from secinfer.cli.main import build_parser
@@ -18,11 +17,6 @@ from secinfer.errors import ConfigError
 from secinfer.ir import bundled
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
-
-
-def _cli(*args, timeout=180):
-    p = subprocess.run([sys.executable, "-m", "secinfer", *args], capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +75,8 @@ def test_run_reads_npz_writes_every_suffix(tmp_path, digits):
     outs = {}
     for suf in ("npy", "npz", "csv", "json"):
         out = tmp_path / f"y.{suf}"
-        rc, so, se = _cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "-i", str(tmp_path / "in.npz"),
-                          "--input-key", "x", "--output", str(out), "-q")
+        rc, so, se = run_cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "-i", str(tmp_path / "in.npz"),
+                             "--input-key", "x", "--output", str(out), "-q")
         assert rc == 0, se
         outs[suf] = out
     assert np.array_equal(np.load(outs["npy"]), ref)
@@ -99,7 +93,7 @@ def test_run_reads_npz_writes_every_suffix(tmp_path, digits):
 
 def test_bad_output_suffix_is_refused_before_launch(tmp_path):
     t0 = time.monotonic()
-    rc, so, se = _cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "--output", str(tmp_path / "y.txt"))
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "--output", str(tmp_path / "y.txt"))
     assert rc == 2 and "unsupported suffix" in se
     assert "started" not in se and not (tmp_path / "y.txt").exists()
     assert time.monotonic() - t0 < 30
@@ -122,12 +116,12 @@ def test_help_lists_valid_values():
 def test_version():
     from secinfer import __version__
 
-    rc, so, se = _cli("--version")
+    rc, so, se = run_cli("--version")
     assert rc == 0 and so.strip() == f"secinfer {__version__}"
 
 
 def test_models_and_inspect_json():
-    rc, so, se = _cli("models", "--json")
+    rc, so, se = run_cli("models", "--json")
     assert rc == 0, se
     cat = json.loads(so)
     protos = {p["name"]: p for p in cat["protocols"]}
@@ -135,13 +129,13 @@ def test_models_and_inspect_json():
     assert "DEMO CA" in protos["stamp"]["trusted"] and protos["reference"]["insecure"]
     assert {m["name"] for m in cat["bundled"]} == set(bundled.bundled_names())
     assert any(z["name"] == "secureml-a" for z in cat["zoo"])
-    rc, so, se = _cli("inspect", "bundled:cancer-logreg", "--json")
+    rc, so, se = run_cli("inspect", "bundled:cancer-logreg", "--json")
     assert rc == 0, se
     assert {p["protocol"] for p in json.loads(so)["protocols"]} >= {"astra", "stamp"}
 
 
 def test_run_without_input_uses_bundled_test_set_and_says_so():
-    rc, so, se = _cli("run", "-p", "reference", "-m", "bundled:cancer-logreg", "--json")
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "bundled:cancer-logreg", "--json")
     assert rc == 0, se
     X, _ = bundled.bundled_testset("cancer-logreg")
     assert "bundled held-out test set" in se and f"({len(X)} rows)" in se
@@ -149,17 +143,17 @@ def test_run_without_input_uses_bundled_test_set_and_says_so():
 
 
 def test_zoo_runs_a_batch(tmp_path):
-    rc, so, se = _cli("run", "-p", "reference", "-m", "zoo:secureml-a", "--batch", "3", "--json")
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "zoo:secureml-a", "--batch", "3", "--json")
     assert rc == 0, se
     assert np.asarray(json.loads(so)["output"]).shape == (3, 10)
     assert "seeded random input" in se
     x = np.linspace(0, 1, 2 * 784).reshape(2, 784)
     np.save(tmp_path / "x.npy", x)
-    rc, so, se = _cli("run", "-p", "reference", "-m", "zoo:secureml-a", "-i", str(tmp_path / "x.npy"), "--json")
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "zoo:secureml-a", "-i", str(tmp_path / "x.npy"), "--json")
     assert rc == 0, se
     assert np.asarray(json.loads(so)["output"]).shape == (2, 10)
-    rc, so, se = _cli("run", "-p", "reference", "-m", "zoo:secureml-a", "-i", str(tmp_path / "x.npy"),
-                      "--batch", "3")
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "zoo:secureml-a", "-i", str(tmp_path / "x.npy"),
+                         "--batch", "3")
     assert rc == 2 and "batch 3 given but the input holds 2" in se
-    rc, so, se = _cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "--batch", "3")
+    rc, so, se = run_cli("run", "-p", "reference", "-m", "bundled:digits-mlp", "--batch", "3")
     assert rc == 2 and "zoo:" in se

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp import lifted, linops
 
@@ -40,7 +40,7 @@ class PlainInsecureLinear:
     def release(self) -> None:
         pass
 
-    def __init__(self, g: Z2k, frac_bits: int, malicious: bool) -> None:
+    def __init__(self, g: Ring, frac_bits: int, malicious: bool) -> None:
         self.g, self.f, self.malicious = g, frac_bits, malicious
 
     # ---- client ----------------------------------------------------------------------
@@ -103,5 +103,5 @@ class PlainInsecureLinear:
         return r_re, r_im, r_t
 
 
-def factory(g: Z2k, frac_bits: int, malicious: bool, options: dict) -> PlainInsecureLinear:
+def factory(g: Ring, frac_bits: int, malicious: bool, options: dict) -> PlainInsecureLinear:
     return PlainInsecureLinear(g, frac_bits, malicious)

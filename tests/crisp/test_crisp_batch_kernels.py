@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from secinfer.arith.fixed import FX64
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.he.params import get_params
 from secinfer.crypto.he.rlwe import encode_limbs
 from secinfer.crypto.he.trimmed import decrypt_trimmed, trim
@@ -42,7 +42,7 @@ def _naive(g, a, w):
 def test_matmul_signed_wide_digits_exact(k, wmax):
     """Against Python integers, for weights that take the wide-digit path and ones that
     fall back to 16-bit digits, both operand orders (Gemm, conv)."""
-    g = Z2k(k)
+    g = Ring(k)
     rng = np.random.default_rng(k + wmax)
     a = g.random(PRG(b"\x01" * 16, "mm"), (5, 70))
     w = rng.integers(-wmax, wmax, (70, 4))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from secinfer.arith.fixed import FX64
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.prg import PRG
 from secinfer.errors import FrameError, PeerAbortedError, ProtocolAbort
 from secinfer.ir import bundled, zoo
@@ -79,7 +79,7 @@ def test_malformed_ciphertext_rejected_before_computation(bad):
 def test_production_parameters_refuse_nothing_and_insecure_need_opt_in():
     from secinfer.errors import InsecureParametersError
     with pytest.raises(InsecureParametersError):
-        CKKSLinear(Z2k(104), 13, True, "ckks-n12-insecure")
+        CKKSLinear(Ring(104), 13, True, "ckks-n12-insecure")
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_largest_muse_b_layer_exact_at_production_parameters(pname, digits):
     was sized for, and the level's modulus holds 2 t nu0."""
     g = load_model(zoo.build("muse-b", seed=0))
     w = FX64.ring.to_signed(encode_weights(g, FX64)["conv_w1"]).reshape(64, -1).T  # (576, 64)
-    grp = Z2k(104)
+    grp = Ring(104)
     rows = 1
     wbits = int(np.max(np.abs(w))).bit_length()
     step = lin_step({"op": "lin", "node_op": "Gemm", "name": "muse-b/conv1-rows", "in_shape": [rows, 576],
@@ -143,7 +143,7 @@ def test_channel_packed_conv_exact(c, m, hin, stride, spills, chain):
     feasibility rule would mix the halves at the targets and break one of them."""
     from secinfer.protocols.crisp import linops
 
-    grp = Z2k(104)
+    grp = Ring(104)
     prg = PRG.for_tests(11)
     w = (prg.uint64((m, c, 3, 3)).astype(np.int64) % 4001) - 2000
     o = (hin - 1) // stride + 1
@@ -183,7 +183,7 @@ def test_share_halving_matches_big_integers():
     for random R and v, both parities; the semi-honest engine (t = 2^104) keeps R itself."""
     from secinfer.protocols.crisp.proof import hardened
 
-    grp = Z2k(104)
+    grp = Ring(104)
     eng = CKKSLinear(grp, 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
     assert eng.ct_factor == 2
     bud = hardened(LayerBudget(eng.params, 104, 64, 8, 8, 40), eng.params, 40)
@@ -260,7 +260,7 @@ def test_plan_reading_more_flooded_coefficients_than_budgeted_is_refused():
     from secinfer.errors import ConfigError
     from secinfer.protocols.crisp.budget import FLOOD_UNION_BITS
 
-    eng = CKKSLinear(Z2k(104), 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
+    eng = CKKSLinear(Ring(104), 13, True, "ckks-n12-q380-insecure", allow_insecure=True)
     step = lin_step({"op": "lin", "node_op": "Gemm", "name": "wide", "in_shape": [1 << 13, 8],
             "out_shape": [1 << 13, 1 << 11], "wbits": 8, "attrs": {}})
     with pytest.raises(ConfigError, match="flooded coefficients"):
@@ -276,7 +276,7 @@ def test_decode_is_exact_up_to_the_bound_and_not_beyond(mal):
     2); just beyond Q'/2 it does not (the test can fail)."""
 
     prm, bud = _budget(mal, 576, 64, 9)
-    eng = CKKSLinear(Z2k(104), 13, mal, "ckks-n14-q380-128")
+    eng = CKKSLinear(Ring(104), 13, mal, "ckks-n14-q380-128")
     lv = bud.level - bud.drop
     q_out, t = prm.q_level(lv), bud.t
     qd = prm.q_level(bud.level) // q_out

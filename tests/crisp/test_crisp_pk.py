@@ -180,13 +180,13 @@ def test_hardened_budgets_of_benchmarks_a_and_b_fit(pname, expect):
     """With the proven key bounds (||s|| <= 2^26, ||e_pk|| <= 2^30) every linear layer of
     muse-a and muse-b fits both 128-bit sets with one 104-bit digit at level 6 (300 bits):
     2 t nu0 < Q there, with t = 2^105 and the flooding sized for the proven noise."""
-    from secinfer.crypto.fss.group import Z2k
+    from secinfer.arith.ring import Ring
     from secinfer.ir import zoo
     from secinfer.protocols.crisp.ckks_engine import CKKSLinear
     from secinfer.protocols.crisp.he_rows import rows_and_mats
     from secinfer.protocols.crisp.plan import compile_plan
 
-    eng = CKKSLinear(Z2k(104), 13, True, pname)
+    eng = CKKSLinear(Ring(104), 13, True, pname)
     for name in ("muse-a", "muse-b"):
         plan = compile_plan(load_model(zoo.build(name, seed=0)), FX64, 1)
         for i, st in enumerate(plan.steps):

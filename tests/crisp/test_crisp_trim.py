@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext
 from secinfer.crypto.he.trimmed import trim, trimmed_size
@@ -41,7 +41,7 @@ def _limbs(d):
 
 
 def _engines(malicious: bool):
-    grp = Z2k(104 if malicious else 64)
+    grp = Ring(104 if malicious else 64)
     eng_c = CKKSLinear(grp, 13, malicious, PARAMS, allow_insecure=True)
     eng_s = CKKSLinear(grp, 13, malicious, PARAMS, allow_insecure=True)
     kp = eng_c.params.keygen()

@@ -1,4 +1,4 @@
-"""Trimmed ciphertexts (crypto.he.trimmed, go/trim.go): c0 at chosen coefficients, c1 in full.
+"""Trimmed ciphertexts (crypto.he.trimmed, go/he/wire.go): c0 at chosen coefficients, c1 in full.
 
 The reference is the full decryption of the same ciphertext: its coefficient-domain
 residues at the positions must equal what the trimmed frame decrypts to, exactly."""

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from secinfer.arith.ring import ring_matmul
+from secinfer.arith.ring import Ring, ring_matmul
 from secinfer.errors import ShapeError
 
 
@@ -223,19 +223,7 @@ def pool_counts(shape: Sequence[int], kernel, strides, pads, dilations=(1, 1),
     return cols.sum(axis=2)[0, 0]
 
 
-def ring_sum_axes(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    """Exact sum over the given axes mod 2^64 (GlobalAveragePool numerator), keepdims."""
-    return np.asarray(x, dtype=np.uint64).sum(axis=tuple(axes), dtype=np.uint64, keepdims=True)
-
-
 def ring_max_signed(windows: np.ndarray, axis: int, bits: int = 64) -> np.ndarray:
     """Max over ``axis`` of ring values read as signed bits-wide integers (plaintext only)."""
-    v = np.asarray(windows, dtype=np.uint64)
-    if bits < 64:
-        sh = np.uint64(64 - bits)
-        s = (v << sh).view(np.int64) >> np.int64(64 - bits)
-    else:
-        s = v.view(np.int64)
-    m = s.max(axis=axis)
-    out = m.astype(np.int64).view(np.uint64)
-    return out if bits == 64 else out & np.uint64((1 << bits) - 1)
+    r = Ring(bits)
+    return r.from_signed(r.to_signed(windows).max(axis=axis))

@@ -40,14 +40,14 @@ def _lan():
 
 def _gate_bench(kind: str, count: int, mac: bool) -> dict:
     from secinfer.crypto.fss.gates import make_gate
-    from secinfer.crypto.fss.group import Z2k
+    from secinfer.arith.ring import Ring
     from secinfer.crypto.prg import PRG
     from secinfer.net.channel import run_local
 
     k = 104 if mac else 64
     gate = make_gate(kind, 64, k, mac=mac)
     prg = PRG.fresh("crisp-bench")
-    mu = int(Z2k(k).to_int(Z2k(k).random(prg, (1,)))[0]) if mac else None
+    mu = int(Ring(k).to_int(Ring(k).random(prg, (1,)))[0]) if mac else None
     t0 = time.perf_counter()
     k0, k1 = gate.gen(prg, count, mac_key=mu)
     t_gen = time.perf_counter() - t0
@@ -76,13 +76,13 @@ def _gate_bench(kind: str, count: int, mac: bool) -> dict:
 
 def _fc_bench(name: str, k_in: int, n_out: int, params_name: str, malicious: bool) -> dict:
     """One FC layer through Pi_Lin (HE engine) on random shares [CRISP Table I]."""
-    from secinfer.crypto.fss.group import Z2k
+    from secinfer.arith.ring import Ring
     from secinfer.crypto.prg import PRG
     from secinfer.net.channel import run_local
     from secinfer.protocols.crisp.ckks_engine import CKKSLinear
     from secinfer.protocols.twopc.plan import InputStep, LinearStep, LinearWeights
 
-    grp = Z2k(104 if malicious else 64)
+    grp = Ring(104 if malicious else 64)
     prg = PRG.fresh("crisp-fc-bench")
     w = (prg.uint64((k_in, n_out)) % np.uint64(1 << 14)).astype(np.int64) - (1 << 13)
     step = LinearStep(op="lin", name=name, node_op="Gemm", inp="x", out="y", in_shape=(1, k_in),

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from secinfer.arith import public_rng
+
 # workload -> batch -> (online seconds, bytes or None): the peer's best semi-honest 3PC
 TARGETS = {
     ("W1", 1): (0.77e-3, 6.3e3), ("W1", 1000): (89e-3, None),
@@ -50,7 +52,7 @@ def build_workload(name: str, seed: int = 2026):
     """The ONNX model of workload ``name`` (float weights drawn from a fixed seed)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(seed)
+    rng = public_rng("bench/peers/weights", seed)
 
     def init(nm, arr):
         return numpy_helper.from_array(np.asarray(arr, np.float32), nm)
@@ -97,7 +99,7 @@ def build_workload(name: str, seed: int = 2026):
 
 
 def workload_input(name: str, batch: int, seed: int = 7) -> np.ndarray:
-    rng = np.random.default_rng(seed)
+    rng = public_rng("bench/peers/inputs", seed)
     shape = (batch, 1, 28, 28) if name == "W4" else (batch, 784)
     return rng.uniform(0.0, 1.0, shape)
 

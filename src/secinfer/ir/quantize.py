@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from secinfer.arith import public_rng
 from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ConfigError, ModelError, UnsupportedOpError
 from secinfer.ir.float_exec import run_float_all, run_node_float
@@ -434,7 +435,7 @@ def calibration_inputs(graph: Graph, data: np.ndarray | None, count: int, prg=No
     if prg is not None:
         u = prg.uint64((count,) + shape).astype(np.float64) / 2.0 ** 64
     else:
-        u = np.random.default_rng(0).random((count,) + shape)   # analysis only (no secret)
+        u = public_rng("ir/quantize/calibration").random((count,) + shape)   # analysis only
     return 2.0 * u - 1.0
 
 

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from secinfer.arith import public_rng
 from secinfer.arith.fixed import NAMED_CONFIGS, FixedPointConfig
 from secinfer.errors import FixedPointRangeError, ModelError, SecinferError
 
@@ -188,7 +189,7 @@ def probe_inputs(graph, n: int = 4, spread: float = CAL_SPREAD, seed: int = 0) -
     """n typical inputs of the calibrated range (fixed seed): uniform in [-spread, spread]
     after the model's leading scaler (standardiser, min-max scaler or input scaling), or
     uniform in [-spread, spread] when it has none."""
-    rng = np.random.default_rng(seed)
+    rng = public_rng("ir/validate/probe-inputs", seed)
     inp = graph.inputs[0]
     if inp.shape and inp.shape[0] is not None:
         n = int(inp.shape[0])      # a model built for a fixed batch

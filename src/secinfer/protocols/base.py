@@ -26,6 +26,7 @@ import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRG
+from secinfer.errors import ProtocolError
 
 SECURITIES = ("semi-honest", "malicious", "fair")
 
@@ -132,3 +133,15 @@ class Prep:
 
     def wipe(self) -> None:
         raise NotImplementedError
+
+
+def by_role(protocol: str, entries: dict[str, Callable[[Any, PartyJob], PartyResult]]
+            ) -> Callable[[str, Any, PartyJob], PartyResult]:
+    """``run_party`` for a protocol with one entry function per role: calls
+    ``entries[role](ep, job)``; a role it does not have is a ``ProtocolError``."""
+    def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+        entry = entries.get(role)
+        if entry is None:
+            raise ProtocolError(f"{protocol} has no role {role!r}")
+        return entry(ep, job)
+    return run_party

@@ -1,7 +1,5 @@
 """Function secret sharing: DPF, DCF and the gates CRISP needs (see docs/fss.md).
 
-* ``group.Z2k`` -- output groups Z_2^k, k <= 128, as uint64 limbs (the lifted ring
-  Z_2^(n+40) of the CRISP consistency check needs two limbs).
 * ``dpf`` -- Boyle-Gilboa-Ishai distributed point function [BGI16].
 * ``dcf`` -- distributed comparison function of Boyle et al. [BCG+21 Fig. 1].
 * ``gates`` -- sign / ReLU / arithmetic-right-shift gates on masked inputs, each with a
@@ -13,8 +11,7 @@ from secinfer.crypto.fss.dcf import DCFKeys, DCFParams, dcf_eval, dcf_gen
 from secinfer.crypto.fss.dpf import DPFKeys, DPFParams, dpf_eval, dpf_eval_all, dpf_gen
 from secinfer.crypto.fss.gates import (ArsGate, FSSGate, GateCost, GateKey, ReluGate, SignGate,
                                        make_gate, wire_dtype)
-from secinfer.crypto.fss.group import Z2k
 
 __all__ = ["ArsGate", "DCFKeys", "DCFParams", "DPFKeys", "DPFParams", "FSSGate", "GateCost", "GateKey",
-           "ReluGate", "SignGate", "Z2k", "dcf_eval", "dcf_gen", "dpf_eval", "dpf_eval_all", "dpf_gen",
+           "ReluGate", "SignGate", "dcf_eval", "dcf_gen", "dpf_eval", "dpf_eval_all", "dpf_gen",
            "make_gate", "wire_dtype"]

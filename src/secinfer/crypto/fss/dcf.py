@@ -1,7 +1,7 @@
 """Distributed comparison function (DCF), batched over many keys with numpy.
 
 f^<_{alpha,beta}(x) = beta if x < alpha else 0, for x, alpha in [0, 2^n) (unsigned, n <= 64)
-and beta a vector of P elements of Z_2^k (k <= 128, limbs as in ``group.Z2k``).
+and beta a vector of P elements of Z_2^k (k <= 128, limbs as in ``secinfer.arith.ring.Ring``).
 
 Construction: the DCF of Boyle, Chandran, Gilboa, Gupta, Ishai, Kumar, Rathee, "Function
 Secret Sharing for Mixed-Mode and Fixed-Point Secure Computation" (Eurocrypt 2021), Fig. 1
@@ -39,7 +39,7 @@ import numpy as np
 
 from secinfer.crypto.fss import native
 from secinfer.crypto.fss.expand import MMOHash, fresh_seeds
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.errors import ConfigError, SerializationError
 
 MAX_DOMAIN_BITS = 64
@@ -70,7 +70,7 @@ class DCFParams:
             raise ConfigError(f"DCF domain bits must be in 1..64, got {self.n}")
         if self.payload < 1:
             raise ConfigError("DCF payload needs at least one group element")
-        Z2k(self.out_bits)  # validates k
+        Ring(self.out_bits)  # validates k
         if self.entry_bits and (len(self.entry_bits) != self.payload
                                 or not all(1 <= int(b) <= self.out_bits for b in self.entry_bits)):
             raise ConfigError(f"DCF entry bit widths {self.entry_bits} do not fit {self.payload} entries"
@@ -142,8 +142,8 @@ class DCFParams:
         return out.view("<u8").astype(np.uint64).reshape(b.shape[:-1] + (self.payload, lim))
 
     @property
-    def group(self) -> Z2k:
-        return Z2k(self.out_bits)
+    def group(self) -> Ring:
+        return Ring(self.out_bits)
 
     @property
     def words(self) -> int:

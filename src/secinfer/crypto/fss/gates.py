@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from secinfer.crypto.fss.dcf import DCFKeys, DCFParams, dcf_eval, dcf_gen
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.errors import ConfigError, FrameError, SerializationError
 from secinfer.spec import ArraySpec
 
@@ -117,7 +117,7 @@ class GateKey:
         g, shares = gate.group, {}
         for name in gate.dealer_fields:
             a = arrays.get(f"sh.{name}")
-            if a is None or a.dtype != np.uint8 or a.shape != (count, g.packed_bytes):
+            if a is None or a.dtype != np.uint8 or a.shape != (count, g.nbytes):
                 raise SerializationError(f"FSS gate key: dealer share {name!r} malformed or missing")
             v = g.unpack(a)
             if not g.is_reduced(v):
@@ -192,7 +192,7 @@ class FSSGate:
         if not n_bits <= out_bits <= 128:
             raise ConfigError(f"gate output ring Z_2^k needs n <= k <= 128, got k = {out_bits}")
         self.n, self.k, self.mac, self.f = n_bits, out_bits, bool(mac), int(frac_bits)
-        self.group = Z2k(out_bits)
+        self.group = Ring(out_bits)
         self.lifted = out_bits > n_bits
 
     # ---- declarative parts (overridden) ------------------------------------------------
@@ -263,11 +263,11 @@ class FSSGate:
         specs = [ArraySpec(np.uint64, (8,))]
         for dp in self.dcf_params:
             specs += [ArraySpec(dt, shape) for shape, dt in DCFKeys.stored_shapes(dp, count).values()]
-        return specs + [ArraySpec(np.uint8, (count, self.group.packed_bytes)) for _ in self.dealer_fields]
+        return specs + [ArraySpec(np.uint8, (count, self.group.nbytes)) for _ in self.dealer_fields]
 
     def cost(self) -> GateCost:
         dps = self.dcf_params
-        key = sum(dp.nbytes_per_key() for dp in dps) + len(self.dealer_fields) * self.group.packed_bytes
+        key = sum(dp.nbytes_per_key() for dp in dps) + len(self.dealer_fields) * self.group.nbytes
         paper = sum(dp.n * (128 + 2 + sum(dp.bits)) + 128 + sum(dp.bits) for dp in dps) \
             + len(self.dealer_fields) * self.k
         return GateCost(self.kind + ("-mac" if self.mac else ""), key, paper, self.n,

@@ -5,7 +5,7 @@
 is the equation of :func:`secinfer.crypto.he.rlwe.encrypt_with_randomness` (plaintext
 Delta m), but here every argument may be any integer polynomial: a Sigma protocol's masked
 responses (~30-100 bits per coefficient) go through the same map. Exact RNS arithmetic in
-the Go layer (``go/popk.go``).
+the Go layer (``go/popk/popk.go``).
 
 Argument format ("limbs"): component x (in the order m, u, e0, e1) is an int64 array of
 shape (L_x, N) with x_j = sum_l x[l, j] 2^(40 l) (limbs may be negative); e0 may have
@@ -114,7 +114,7 @@ def image(params: CKKSParams, pk: PublicKey, level: int, delta: int, limbs,
 
 
 # ---- the well-formedness map of a public key: F(s, e) = e - a s over all Q primes
-# (a = pk1; argument rows: ls[0] limbs of s, then ls[1] limbs of e; go/pkproof.go)
+# (a = pk1; argument rows: ls[0] limbs of s, then ls[1] limbs of e; go/popk/keyproof.go)
 
 
 def _key_limbs(limbs) -> np.ndarray:

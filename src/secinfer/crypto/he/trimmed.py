@@ -14,7 +14,7 @@ The same packing without a header for one raw residue polynomial (:func:`pack_po
 e.g. crisp's pk0 in the setup phase): at ``ckks-n14-128``'s top level 304 bits per
 coefficient (the primes' bit lengths) instead of 448.
 
-Go: ``go/trim.go`` (``he_ct_trim``, ``he_trim_len``, ``he_decrypt_trimmed``,
+Go: ``go/he/wire.go``, exported by ``go/trim.go`` (``he_ct_trim``, ``he_trim_len``, ``he_decrypt_trimmed``,
 ``he_poly_pack``, ``he_poly_unpack``).
 """
 

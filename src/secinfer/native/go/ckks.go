@@ -13,7 +13,10 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/circuits/ckks/lintrans"
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"github.com/tuneinsight/lattigo/v6/ring"
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
+
+	"secinfer/native/he"
 )
 
 // Params is a CKKS parameter set plus an encoder (guarded: Lattigo encoders hold buffers).
@@ -47,13 +50,13 @@ type PT struct {
 	v  *rlwe.Plaintext
 	// Montgomery form of v, computed on the first multiplication (see fastops.go).
 	// Plaintexts are never modified after creation, so the cache cannot go stale.
-	mont     ring_Poly
+	mont     ring.Poly
 	montOnce sync.Once
 }
 type CT struct {
 	ph   uint64
 	v    *rlwe.Ciphertext
-	pool *poolRef // set when the buffers came from (and go back to) the output pool
+	pool *he.PoolRef // set when the buffers came from (and go back to) the output pool
 }
 type Eval struct {
 	ph  uint64
@@ -75,29 +78,42 @@ func bound(ph uint64, objPh uint64, what string) {
 	}
 }
 
-func getCT(ph C.uint64_t, h C.uint64_t) *CT {
-	c := get[*CT](uint64(h), "ciphertext")
-	bound(uint64(ph), c.ph, "ciphertext")
-	return c
+// owned: the handle objects that remember their parameter set (and their kind's name).
+type owned interface{ owner() (uint64, string) }
+
+func (o *SK) owner() (uint64, string)       { return o.ph, "secret key" }
+func (o *PK) owner() (uint64, string)       { return o.ph, "public key" }
+func (o *EvalKeys) owner() (uint64, string) { return o.ph, "evaluation keys" }
+func (o *PT) owner() (uint64, string)       { return o.ph, "plaintext" }
+func (o *CT) owner() (uint64, string)       { return o.ph, "ciphertext" }
+func (o *Eval) owner() (uint64, string)     { return o.ph, "evaluator" }
+func (o *LT) owner() (uint64, string)       { return o.ph, "linear transform" }
+func (o *LWEBatch) owner() (uint64, string) { return o.ph, "LWE batch" }
+
+// getOwned resolves handle h as a T made under the parameter set ph.
+func getOwned[T owned](ph, h C.uint64_t, kind string) T {
+	o := get[T](uint64(h), kind)
+	id, _ := o.owner()
+	bound(uint64(ph), id, kind)
+	return o
 }
 
-func getPT(ph C.uint64_t, h C.uint64_t) *PT {
-	p := get[*PT](uint64(h), "plaintext")
-	bound(uint64(ph), p.ph, "plaintext")
-	return p
+// anyOwned resolves a handle of any kind, checked against ph when it is bound to a
+// parameter set (for exports that accept several kinds and switch on the type).
+func anyOwned(ph, h C.uint64_t) any {
+	o := getAny(uint64(h))
+	if b, ok := o.(owned); ok {
+		id, kind := b.owner()
+		bound(uint64(ph), id, kind)
+	}
+	return o
 }
 
-func getSK(ph C.uint64_t, h C.uint64_t) *SK {
-	s := get[*SK](uint64(h), "secret key")
-	bound(uint64(ph), s.ph, "secret key")
-	return s
-}
-
-func getEval(ph C.uint64_t, h C.uint64_t) *Eval {
-	e := get[*Eval](uint64(h), "evaluator")
-	bound(uint64(ph), e.ph, "evaluator")
-	return e
-}
+func getCT(ph, h C.uint64_t) *CT     { return getOwned[*CT](ph, h, "ciphertext") }
+func getPT(ph, h C.uint64_t) *PT     { return getOwned[*PT](ph, h, "plaintext") }
+func getSK(ph, h C.uint64_t) *SK     { return getOwned[*SK](ph, h, "secret key") }
+func getPK(ph, h C.uint64_t) *PK     { return getOwned[*PK](ph, h, "public key") }
+func getEval(ph, h C.uint64_t) *Eval { return getOwned[*Eval](ph, h, "evaluator") }
 
 func newCT(ph C.uint64_t, ct *rlwe.Ciphertext, out *C.uint64_t) {
 	*out = C.uint64_t(put(&CT{ph: uint64(ph), v: ct}))
@@ -241,8 +257,7 @@ func he_evk_gen(ph C.uint64_t, skh C.uint64_t, relin C.int, gal *C.uint64_t, nga
 //export he_evk_info
 func he_evk_info(ph C.uint64_t, h C.uint64_t, out *C.uint64_t, nout C.int, written *C.int, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
-	k := get[*EvalKeys](uint64(h), "evaluation keys")
-	bound(uint64(ph), k.ph, "evaluation keys")
+	k := getOwned[*EvalKeys](ph, h, "evaluation keys")
 	vals := []uint64{0}
 	if k.v.RelinearizationKey != nil {
 		vals[0] = 1
@@ -263,9 +278,7 @@ func he_evaluator_new(ph C.uint64_t, evkh C.uint64_t, out *C.uint64_t, errbuf *C
 	p := params(ph).P
 	var evk *rlwe.MemEvaluationKeySet
 	if evkh != 0 {
-		k := get[*EvalKeys](uint64(evkh), "evaluation keys")
-		bound(uint64(ph), k.ph, "evaluation keys")
-		evk = k.v
+		evk = getOwned[*EvalKeys](ph, evkh, "evaluation keys").v
 	} else {
 		evk = rlwe.NewMemEvaluationKeySet(nil)
 	}
@@ -339,15 +352,13 @@ func he_encrypt(ph C.uint64_t, keyh C.uint64_t, pth C.uint64_t, out *C.uint64_t,
 	P := params(ph).P
 	pt := getPT(ph, pth)
 	var key rlwe.EncryptionKey
-	switch k := getAny(uint64(keyh)).(type) {
+	switch k := anyOwned(ph, keyh).(type) {
 	case *PK:
-		bound(uint64(ph), k.ph, "public key")
 		if k.qOnly {
 			fail(codeArgument, "this public key is valid over Q only: use he_encrypt_rand")
 		}
 		key = k.v
 	case *SK:
-		bound(uint64(ph), k.ph, "secret key")
 		key = k.v
 	default:
 		fail(codeArgument, "handle %d is not an encryption key", keyh)
@@ -377,14 +388,12 @@ func he_decrypt(ph C.uint64_t, skh C.uint64_t, cth C.uint64_t, out *C.uint64_t, 
 //export he_ct_info
 func he_ct_info(ph C.uint64_t, h C.uint64_t, out *C.double, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
-	var el *rlwe.Element[ring_Poly]
+	var el *rlwe.Element[ring.Poly]
 	var degree int
-	switch o := getAny(uint64(h)).(type) {
+	switch o := anyOwned(ph, h).(type) {
 	case *CT:
-		bound(uint64(ph), o.ph, "ciphertext")
 		el, degree = o.v.El(), o.v.Degree()
 	case *PT:
-		bound(uint64(ph), o.ph, "plaintext")
 		el, degree = o.v.El(), 0
 	default:
 		fail(codeArgument, "handle %d is neither ciphertext nor plaintext", h)
@@ -393,7 +402,7 @@ func he_ct_info(ph C.uint64_t, h C.uint64_t, out *C.double, errbuf *C.char, errl
 	if el.IsNTT {
 		ntt = 1
 	}
-	copy(f64s(out, 5), []float64{float64(el.Level()), float64(degree), scaleLog2(el.Scale), float64(el.LogDimensions.Cols), ntt})
+	copy(f64s(out, 5), []float64{float64(el.Level()), float64(degree), he.ScaleLog2(el.Scale), float64(el.LogDimensions.Cols), ntt})
 	return codeOK
 }
 
@@ -419,7 +428,6 @@ func he_binop(ph C.uint64_t, evh C.uint64_t, op C.int, ah, bh C.uint64_t, out *C
 		fast = e.mulPlainNew(a.v, pt)
 	}
 	if fast != nil {
-		fast.ph = uint64(ph)
 		*out = C.uint64_t(put(fast))
 		return codeOK
 	}
@@ -567,7 +575,7 @@ func he_lt_new(ph C.uint64_t, idx *C.int64_t, ndiag C.int, re, im *C.double, log
 		LevelQ:                    int(level),
 		LevelP:                    P.MaxLevelP(),
 		Scale:                     rlwe.NewScale(P.Q()[int(level)]),
-		LogDimensions:             ringDims(int(logSlots)),
+		LogDimensions:             he.RingDims(int(logSlots)),
 		LogBabyStepGiantStepRatio: int(bsgsRatio),
 	}
 	lt := lintrans.NewTransformation(P, ltp)
@@ -581,8 +589,7 @@ func he_lt_new(ph C.uint64_t, idx *C.int64_t, ndiag C.int, re, im *C.double, log
 //export he_lt_galois
 func he_lt_galois(ph C.uint64_t, lth C.uint64_t, out *C.uint64_t, nout C.int, written *C.int, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
-	lt := get[*LT](uint64(lth), "linear transform")
-	bound(uint64(ph), lt.ph, "linear transform")
+	lt := getOwned[*LT](ph, lth, "linear transform")
 	els := lt.v.GaloisElements(params(ph).P)
 	dst := u64s(out, int(nout))
 	if len(dst) < len(els) {
@@ -600,8 +607,7 @@ func he_lt_eval(ph C.uint64_t, evh C.uint64_t, ah C.uint64_t, lth C.uint64_t, ou
 	defer recoverTo(&rc, errbuf, errlen)
 	e := getEval(ph, evh)
 	a := getCT(ph, ah)
-	lt := get[*LT](uint64(lth), "linear transform")
-	bound(uint64(ph), lt.ph, "linear transform")
+	lt := getOwned[*LT](ph, lth, "linear transform")
 	if a.v.Degree() != 1 {
 		fail(codeArgument, "linear transform needs a degree-1 ciphertext")
 	}

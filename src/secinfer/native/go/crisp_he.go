@@ -19,7 +19,10 @@ import (
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
 	"github.com/tuneinsight/lattigo/v6/ring"
+	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 	"github.com/tuneinsight/lattigo/v6/utils/sampling"
+
+	"secinfer/native/he"
 )
 
 // crisp's HE linear layer, batch-path kernels (protocols/crisp, docs/protocols/crisp.md):
@@ -37,7 +40,7 @@ const seededSeed = 16
 // seededC1 expands the 16-byte seed into c1, uniform in R_Q at `level` (read as NTT-domain
 // residues): AES-128-CTR keyed with the seed (zero IV) as the PRG, each residue by
 // rejection sampling of a bitlen(q_l)-bit word, levels in order.
-func seededC1(P ckksParams, level int, seed []byte) ring.Poly {
+func seededC1(P ckks.Parameters, level int, seed []byte) ring.Poly {
 	if len(seed) != seededSeed {
 		fail(codeArgument, "seed must have %d bytes, got %d", seededSeed, len(seed))
 	}
@@ -68,8 +71,8 @@ func seededC1(P ckksParams, level int, seed []byte) ring.Poly {
 	return c1
 }
 
-func seededRefs(P ckksParams, c0 ring.Poly) []polyRef {
-	return []polyRef{{c0, P.Q()[:c0.Level()+1]}}
+func seededRefs(P ckks.Parameters, c0 ring.Poly) []he.PolyRef {
+	return []he.PolyRef{{P: c0, Moduli: P.Q()[:c0.Level()+1]}}
 }
 
 // crisp_encrypt_seeded encrypts the plaintext (NTT domain) under sk with c1 from `seed`;
@@ -100,7 +103,7 @@ func crisp_encrypt_seeded(ph C.uint64_t, skh C.uint64_t, pth C.uint64_t, seed *C
 	r.Add(c0, e, c0)
 	r.Add(c0, pt.v.Value, c0)
 	refs := seededRefs(P, c0)
-	outBytes(writePolys(make([]byte, 0, polysSize(refs)), refs), out, outlen)
+	outBytes(he.WritePolys(make([]byte, 0, he.PolysSize(refs)), refs), out, outlen)
 	return codeOK
 }
 
@@ -113,7 +116,7 @@ func crisp_seeded_len(ph C.uint64_t, level C.int, out *C.size_t, errbuf *C.char,
 	if level < 0 || int(level) > P.MaxLevel() {
 		fail(codeArgument, "level %d out of range", level)
 	}
-	*out = C.size_t(polysSize(seededRefs(P, P.RingQ().AtLevel(int(level)).NewPoly())))
+	*out = C.size_t(he.PolysSize(seededRefs(P, P.RingQ().AtLevel(int(level)).NewPoly())))
 	return codeOK
 }
 
@@ -134,8 +137,7 @@ func crisp_seeded_load(ph C.uint64_t, level C.int, logScale C.int, data *C.uchar
 	ct := rlwe.NewCiphertext(P, 1, int(level))
 	refs := seededRefs(P, ct.Value[0])
 	b := inBytes(data, n)
-	exactLen(b, refs, "seeded ciphertext")
-	readPolys(b, refs, "seeded ciphertext")
+	he.ReadExact(b, refs, "seeded ciphertext")
 	ct.Value[1] = seededC1(P, int(level), inBytes(seed, seedlen))
 	ct.Scale = rlwe.NewScale(math.Ldexp(1, int(logScale)))
 	ct.IsBatched = false
@@ -162,7 +164,7 @@ func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, 
 	if drop < 0 || int(drop) > level {
 		fail(codeArgument, "cannot drop %d primes from level %d", drop, level)
 	}
-	idx := positions(P, pos, count)
+	idx := he.Positions(P, i64s(pos, max(int(count), 0)))
 	r := P.RingQ().AtLevel(level)
 	lv := level - int(drop)
 	rl := P.RingQ().AtLevel(lv)
@@ -180,8 +182,8 @@ func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, 
 			sel.Coeffs[l][i] = row[j]
 		}
 	}
-	b := make([]byte, 0, trimLen(P, lv, len(idx)))
-	b = writePolys(b, trimRefs(P, sel, res[1]))
+	b := make([]byte, 0, he.TrimLen(P, lv, len(idx)))
+	b = he.WritePolys(b, he.TrimRefs(P, sel, res[1]))
 	outBytes(b, out, outlen)
 	return codeOK
 }

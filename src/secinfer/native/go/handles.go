@@ -17,6 +17,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"secinfer/native/he"
 	"secinfer/native/internal/status"
 )
 
@@ -90,7 +91,7 @@ func he_free_handle(h C.uint64_t) {
 	delete(table, uint64(h))
 	tableMu.Unlock()
 	if c, ok := o.(*CT); ok && c.pool != nil {
-		recycle(c)
+		he.Recycle(c.v, c.pool)
 	}
 }
 

@@ -1,8 +1,8 @@
-// Command main is the c-shared library secinfer loads (secinfer/native/lib.py). It holds the
-// HE layer (Lattigo handles, serialisation, packing) and the ZK exports that use its
-// handles; the self-contained concerns are packages whose //export functions are linked in
-// by the blank imports below (cgo exports from non-main packages are part of a c-shared
-// build).
+// Command main is the c-shared library secinfer loads (secinfer/native/lib.py): the thin cgo
+// export layer of the HE and ZK code (its logic is in the packages he and popk), the handle
+// table those exports share (handles.go), and the ZKB++ exports. The self-contained concerns
+// are packages whose //export functions are linked in by the blank imports below (cgo
+// exports from non-main packages are part of a c-shared build).
 package main
 
 import (

@@ -7,125 +7,65 @@ package main
 import "C"
 
 import (
-	"encoding/binary"
-	"math"
+	"github.com/tuneinsight/lattigo/v6/ring"
 
-	"github.com/tuneinsight/lattigo/v6/core/rlwe"
+	"secinfer/native/he"
 )
 
-// Object kinds on the wire (mirrored in secinfer/crypto/he/serial.py).
-const (
-	kindSK  = 1
-	kindPK  = 2
-	kindEVK = 3
-	kindPT  = 4
-	kindCT  = 5
-	kindLWE = 6
-)
+// Exports of the wire format (he/wire.go): every handle object to bytes and back.
 
-func checkMeta(P ckksParams, m *rlwe.MetaData, what string) {
-	if m == nil {
-		fail(codeSerial, "%s has no metadata", what)
+//export he_marshal
+func he_marshal(ph C.uint64_t, h C.uint64_t, kind *C.int, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	var b []byte
+	switch o := anyOwned(ph, h).(type) {
+	case *SK:
+		b, *kind = he.MarshalSK(P, o.v), he.KindSK
+	case *PK:
+		if o.qOnly {
+			fail(codeArgument, "a Q-only public key is not serialised (send pk0 over Q and the seed of a)")
+		}
+		b, *kind = he.MarshalPK(P, o.v), he.KindPK
+	case *EvalKeys:
+		b, *kind = he.MarshalEvalKeys(P, o.v), he.KindEVK
+	case *PT:
+		b, *kind = he.MarshalElement("PT01", 0, o.v.MetaData, []ring.Poly{o.v.Value}, P), he.KindPT
+	case *CT:
+		b, *kind = he.MarshalElement("CT01", o.v.Degree(), o.v.MetaData, o.v.Value, P), he.KindCT
+	case *LWEBatch:
+		b, *kind = he.MarshalLWE(P, o.level, o.cts), he.KindLWE
+	default:
+		fail(codeArgument, "handle %d (%T) cannot be serialised", h, o)
 	}
-	if m.LogDimensions.Rows != 0 || m.LogDimensions.Cols < 0 || m.LogDimensions.Cols > P.LogMaxSlots() {
-		fail(codeSerial, "%s: slot dimensions do not match the parameter set", what)
-	}
-	if !m.IsNTT || m.IsMontgomery {
-		fail(codeSerial, "%s: must be in the NTT, non-Montgomery domain", what)
-	}
-	s := m.Scale.Float64()
-	if !(s > 0) || math.IsInf(s, 0) || math.IsNaN(s) {
-		fail(codeSerial, "%s: invalid scale", what)
-	}
+	outBytes(b, out, outlen)
+	return codeOK
 }
 
-// safeUnmarshal runs Lattigo's decoder with panics mapped to serialisation errors.
-func safeUnmarshal(f func() error, what string) {
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				fail(codeSerial, "%s: malformed bytes (%v)", what, r)
-			}
-		}()
-		if err := f(); err != nil {
-			fail(codeSerial, "%s: %v", what, err)
-		}
-	}()
-}
-
-// LWE batch wire format: "LWE1", u32 count, u32 logN, u32 level, f64 log2(scale), then
-// for each member and level: b, the N coefficients of c1 (constant-term RLWE form).
-func marshalLWE(b *LWEBatch) []byte {
-	P := get[*Params](b.ph, "parameter set").P
-	N, L := P.N(), b.level+1
-	out := make([]byte, 0, 24+len(b.cts)*L*(N+1)*8)
-	out = append(out, 'L', 'W', 'E', '1')
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(b.cts)))
-	out = binary.LittleEndian.AppendUint32(out, uint32(P.LogN()))
-	out = binary.LittleEndian.AppendUint32(out, uint32(b.level))
-	ls := 0.0
-	if len(b.cts) > 0 {
-		ls = b.cts[0].Scale.Log2()
+//export he_unmarshal
+func he_unmarshal(ph C.uint64_t, kind C.int, data *C.uchar, n C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	b := inBytes(data, n)
+	p := uint64(ph)
+	var obj any
+	switch kind {
+	case he.KindSK:
+		obj = &SK{p, he.UnmarshalSK(P, b)}
+	case he.KindPK:
+		obj = &PK{ph: p, v: he.UnmarshalPK(P, b)}
+	case he.KindEVK:
+		obj = &EvalKeys{p, he.UnmarshalEvalKeys(P, evkParams(ph), b)}
+	case he.KindPT:
+		obj = &PT{ph: p, v: he.UnmarshalPT(P, b)}
+	case he.KindCT:
+		obj = &CT{ph: p, v: he.UnmarshalCT(P, b)}
+	case he.KindLWE:
+		level, cts := he.UnmarshalLWE(P, b)
+		obj = &LWEBatch{ph: p, level: level, cts: cts}
+	default:
+		fail(codeArgument, "unknown object kind %d", kind)
 	}
-	out = binary.LittleEndian.AppendUint64(out, math.Float64bits(ls))
-	for _, ct := range b.cts {
-		for l := 0; l < L; l++ {
-			out = binary.LittleEndian.AppendUint64(out, ct.Value[0].Coeffs[l][0])
-			for _, c := range ct.Value[1].Coeffs[l] {
-				out = binary.LittleEndian.AppendUint64(out, c)
-			}
-		}
-	}
-	return out
-}
-
-func unmarshalLWE(ph uint64, P ckksParams, b []byte) *LWEBatch {
-	if len(b) < 24 || string(b[:4]) != "LWE1" {
-		fail(codeSerial, "not an LWE batch")
-	}
-	count := int(binary.LittleEndian.Uint32(b[4:]))
-	logN := int(binary.LittleEndian.Uint32(b[8:]))
-	level := int(binary.LittleEndian.Uint32(b[12:]))
-	logScale := math.Float64frombits(binary.LittleEndian.Uint64(b[16:]))
-	if logN != P.LogN() {
-		fail(codeSerial, "LWE batch has logN %d, parameter set has %d", logN, P.LogN())
-	}
-	if level > P.MaxLevel() {
-		fail(codeSerial, "LWE batch level %d too high", level)
-	}
-	if math.IsNaN(logScale) || math.IsInf(logScale, 0) || logScale < -1100 || logScale > 1100 {
-		fail(codeSerial, "LWE batch scale invalid")
-	}
-	N, L := P.N(), level+1
-	want := 24 + count*L*(N+1)*8
-	if count < 0 || count > 1<<20 || len(b) != want {
-		fail(codeSerial, "LWE batch has %d bytes, header implies %d", len(b), want)
-	}
-	res := &LWEBatch{ph: ph, level: level}
-	off := 24
-	for t := 0; t < count; t++ {
-		ct := rlwe.NewCiphertext(P, 1, level)
-		ct.IsNTT = false
-		ct.Scale = rlwe.NewScale(math.Exp2(logScale))
-		for l := 0; l < L; l++ {
-			q := P.Q()[l]
-			v := binary.LittleEndian.Uint64(b[off:])
-			off += 8
-			if v >= q {
-				fail(codeSerial, "LWE value not reduced modulo q_%d", l)
-			}
-			ct.Value[0].Coeffs[l][0] = v
-			row := ct.Value[1].Coeffs[l]
-			for j := 0; j < N; j++ {
-				v = binary.LittleEndian.Uint64(b[off:])
-				off += 8
-				if v >= q {
-					fail(codeSerial, "LWE value not reduced modulo q_%d", l)
-				}
-				row[j] = v
-			}
-		}
-		res.cts = append(res.cts, ct)
-	}
-	return res
+	*out = C.uint64_t(put(obj))
+	return codeOK
 }

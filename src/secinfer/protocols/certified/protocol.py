@@ -36,7 +36,7 @@ from secinfer.crypto.signature import DEFAULT_SCHEME, SCHEMES, SigningKey, Verif
 from secinfer.crypto.zk import bdop, keyproof, popk, zkbpp
 from secinfer.errors import ConfigError, ProtocolAbort, ProtocolError, SerializationError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.certified import usecases
 
 DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
@@ -467,14 +467,7 @@ def _provider_release(ep, s: Session, params, ev, ct_psi, prg: PRG) -> float:
 # ---------------------------------------------------------------- spec
 
 
-def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == DATA_SOURCE:
-        return _run_data_source(ep, job)
-    if role == USER:
-        return _run_user(ep, job)
-    if role == PROVIDER:
-        return _run_provider(ep, job)
-    raise ProtocolError(f"certified has no role {role!r}")
+run_party = by_role("certified", {DATA_SOURCE: _run_data_source, USER: _run_user, PROVIDER: _run_provider})
 
 
 def check_model(graph, security: str) -> None:

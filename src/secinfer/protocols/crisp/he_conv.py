@@ -35,7 +35,7 @@ from secinfer.crypto.he.trimmed import packed_poly_size, trimmed_size
 from secinfer.crypto.zk import popk
 from secinfer.protocols.crisp import proof
 from secinfer.protocols.crisp.budget import Budget
-from secinfer.protocols.crisp.he_core import SERVER, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.he_core import SERVER, _as_limbs, close_all, ct_pt_dot, digit_limbs
 
 
 class ConvLayout(Budget):
@@ -241,16 +241,8 @@ def server_conv(eng, ep, idx, step, lay: ConvLayout, w: np.ndarray, prg):
                 acc = ct_pt_dot(ev, [cts[b, cg, t] for cg in range(lay.n_cg)],
                                 [kpolys[cg, mb] for cg in range(lay.n_cg)])
                 ms, pos = lay.positions(mb)
-                raw, rmask = eng.masked_answer(idx, acc, lay, prg, pos)
-                raws.append(raw)
-                sel = (b, slice(ms[0], ms[-1] + 1))
-                m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], lay.D * t))
-                if eng.malicious:
-                    m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + lay.half], lay.D * t))
+                eng.answer_into(idx, acc, lay, prg, pos, t, (m_re, m_im), (b, slice(ms[0], ms[-1] + 1)), raws)
     eng.send_answers(ep, idx, raws)
-    for p in kpolys.values():
-        p.close()
-    for c in cts.values():
-        c.close()
+    close_all(kpolys, cts)
     ev.close()
     return m_re, m_im

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.he.errors import HESerializationError
 from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, PublicKey
@@ -40,10 +40,17 @@ def ct_pt_dot(ev, cts, pts):
     return acc
 
 
+def close_all(*groups: dict) -> None:
+    """Close every HE object in the given dicts (plaintexts, ciphertexts)."""
+    for group in groups:
+        for obj in group.values():
+            obj.close()
+
+
 class HECore:
     """The engine's keys, ciphertext traffic and answer masking (see module docstring)."""
 
-    def __init__(self, g: Z2k, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
+    def __init__(self, g: Ring, frac_bits: int, malicious: bool, params_name: str = DEFAULT_PARAMS,
                  allow_insecure: bool = False, sigma: int = 40) -> None:
         self.g, self.f, self.malicious, self.sigma = g, frac_bits, malicious, sigma
         # Malicious client: its proofs guarantee a short preimage of 2 c (popk.FACTOR), so
@@ -210,6 +217,17 @@ class HECore:
             acc.close()
             mask_ct.close()
         return np.frombuffer(raw, np.uint8), rmask
+
+    def answer_into(self, idx, acc, bud, prg, pos, t: int, masks, sel, raws: list) -> None:
+        """``masked_answer`` of acc, its bytes appended to ``raws``; the server's share of
+        the answer (digit ``t``: times 2^(D t)) added to ``masks`` = (real, imaginary) at
+        ``sel`` (the imaginary half, positions ``pos + bud.half``, for a malicious client)."""
+        g = self.g
+        raw, rmask = self.masked_answer(idx, acc, bud, prg, pos)
+        raws.append(raw)
+        parts = ((masks[0], pos), (masks[1], pos + bud.half)) if self.malicious else ((masks[0], pos),)
+        for m, at in parts:
+            m[sel] = g.add(m[sel], g.shl(rmask[at], bud.D * t))
 
     def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
         """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level

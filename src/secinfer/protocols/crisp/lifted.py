@@ -1,7 +1,7 @@
 """Linear algebra over the share ring Z_2^k used by CRISP (k = n for the semi-honest
 baseline, k = n + s for the lifted ring of the consistency check [CRISP V-B]).
 
-Representation (chosen here, shared with ``secinfer.crypto.fss.group.Z2k``): an element
+Representation (chosen here, shared with the limb layout of ``secinfer.arith.ring.Ring``): an element
 array has shape ``(*tensor_shape, L)`` of uint64 little-endian limbs, L = 1 for k <= 64
 and L = 2 for 64 < k <= 128 (n + s = 104 for n = 64, s = 40). All arithmetic is exact
 mod 2^k; nothing here uses Python big integers on bulk data.
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.errors import ConfigError, FrameError
 
 _DIGIT = 16
 _MAX_INNER = 1 << 21
 
 
-def lift_signed(g: Z2k, v_ring: np.ndarray, n: int) -> np.ndarray:
+def lift_signed(g: Ring, v_ring: np.ndarray, n: int) -> np.ndarray:
     """Ring elements of Z_2^n (uint64) -> their signed lift in Z_2^k (shape + (L,))."""
     v = np.asarray(v_ring, np.uint64)
     if n < 64:
@@ -35,20 +35,20 @@ def lift_signed(g: Z2k, v_ring: np.ndarray, n: int) -> np.ndarray:
     return g.from_signed64(s)
 
 
-def low_bits(g: Z2k, a: np.ndarray, n: int) -> np.ndarray:
+def low_bits(g: Ring, a: np.ndarray, n: int) -> np.ndarray:
     """Elements of Z_2^k -> their residue mod 2^n as uint64 (n <= 64)."""
     lo = np.asarray(a, np.uint64)[..., 0]
     return lo if n == 64 else lo & np.uint64((1 << n) - 1)
 
 
-def check_reduced(g: Z2k, a: np.ndarray, where: str) -> np.ndarray:
+def check_reduced(g: Ring, a: np.ndarray, where: str) -> np.ndarray:
     """Reject limb arrays with bits above 2^k (a malformed element from a peer)."""
     if a.shape[-1:] != (g.limbs,) or not g.is_reduced(a):
         raise FrameError(f"{where}: element outside Z_2^{g.bits}")
     return a
 
 
-def _digits_unsigned(g: Z2k, a: np.ndarray, width: int = _DIGIT) -> list[np.ndarray]:
+def _digits_unsigned(g: Ring, a: np.ndarray, width: int = _DIGIT) -> list[np.ndarray]:
     """``width``-bit digits (float64) of the elements, least significant first."""
     out = []
     for i in range(-(-g.bits // width)):
@@ -88,13 +88,13 @@ def _digits_signed(w: np.ndarray) -> list[np.ndarray]:
             raise ConfigError("weight digits do not terminate")
 
 
-def _accumulate(g: Z2k, acc: np.ndarray | None, part: np.ndarray, shift: int) -> np.ndarray:
+def _accumulate(g: Ring, acc: np.ndarray | None, part: np.ndarray, shift: int) -> np.ndarray:
     """acc + part * 2^shift with ``part`` an exact-integer float64 array."""
     p = g.shl(g.from_signed64(np.rint(part).astype(np.int64)), shift)
     return p if acc is None else g.add(acc, p)
 
 
-def matmul_signed(g: Z2k, a: np.ndarray, w: np.ndarray, fn=np.matmul) -> np.ndarray:
+def matmul_signed(g: Ring, a: np.ndarray, w: np.ndarray, fn=np.matmul) -> np.ndarray:
     """fn(a, w) mod 2^k for a ring array ``a`` (shape + (L,)) and integer weights ``w``.
 
     ``fn`` is a bilinear numpy function of (float64 a-digits, float64 w-digits), default
@@ -120,7 +120,7 @@ def matmul_signed(g: Z2k, a: np.ndarray, w: np.ndarray, fn=np.matmul) -> np.ndar
     return acc
 
 
-def mul_signed(g: Z2k, a: np.ndarray, w: np.ndarray) -> np.ndarray:
+def mul_signed(g: Ring, a: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Elementwise a * w (broadcast) with int64 weights ``w``."""
     w = np.asarray(w, np.int64)
     return g.mul(a, g.from_signed64(np.broadcast_to(w, a.shape[:-1])))
@@ -131,7 +131,7 @@ def apply_limbwise(a: np.ndarray, fn) -> np.ndarray:
     return np.stack([fn(a[..., j]) for j in range(a.shape[-1])], axis=-1)
 
 
-def sum_axis(g: Z2k, a: np.ndarray, axis: int) -> np.ndarray:
+def sum_axis(g: Ring, a: np.ndarray, axis: int) -> np.ndarray:
     """Exact sum mod 2^k over ``axis`` of the tensor (not the limb axis)."""
     a = np.asarray(a, np.uint64)
     if g.limbs == 1:
@@ -145,7 +145,7 @@ def sum_axis(g: Z2k, a: np.ndarray, axis: int) -> np.ndarray:
     return g.add(g.reduce(part1), part2)
 
 
-def inner_product(g: Z2k, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def inner_product(g: Ring, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """sum(a * b) mod 2^k over all tensor elements -> one element (shape (L,))."""
     p = g.mul(a, b).reshape(-1, g.limbs)
     if p.shape[0] == 0:

@@ -23,11 +23,11 @@ algebra and every deviation of Claim 2 run exactly and fast; it is registered in
 
 from __future__ import annotations
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.errors import ConfigError
 
 
-def _ckks(g: Z2k, frac_bits: int, malicious: bool, options: dict):
+def _ckks(g: Ring, frac_bits: int, malicious: bool, options: dict):
     from secinfer.protocols.crisp.ckks_engine import DEFAULT_PARAMS, CKKSLinear  # noqa: PLC0415
 
     pname = options.get("he_params", options.get("params", DEFAULT_PARAMS))
@@ -40,7 +40,7 @@ def _ckks(g: Z2k, frac_bits: int, malicious: bool, options: dict):
 ENGINES = {"ckks": _ckks}
 
 
-def make_engine(name: str, g: Z2k, frac_bits: int, malicious: bool, options: dict | None = None):
+def make_engine(name: str, g: Ring, frac_bits: int, malicious: bool, options: dict | None = None):
     try:
         factory = ENGINES[name]
     except KeyError:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.arith.linalg import conv_columns, pool_patches
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.errors import ProtocolError
 from secinfer.ir.graph import lift_2d
 from secinfer.ir.movement import MOVEMENT
 from secinfer.protocols.crisp import lifted
 
 
-def server_linear(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+def server_linear(step, w: np.ndarray, g: Ring, a: np.ndarray) -> np.ndarray:
     """L_W(a) mod 2^k for the step's op; ``a`` has shape in_shape + (L,)."""
     op = step.node_op
     if op in ("Gemm", "MatMul"):
@@ -37,7 +37,7 @@ def server_linear(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _conv(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+def _conv(step, w: np.ndarray, g: Ring, a: np.ndarray) -> np.ndarray:
     p = lift_2d(step.node())
     groups = int(step.attrs.get("group", 1))
     cols = lifted.apply_limbwise(a, lambda x: conv_columns(x, w.shape, p["strides"], p["pads"],
@@ -49,7 +49,7 @@ def _conv(step, w: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
     return out.reshape(n_, m, oh, ow, g.limbs)
 
 
-def bias_term(step, b: np.ndarray, g: Z2k, frac_bits: int) -> np.ndarray:
+def bias_term(step, b: np.ndarray, g: Ring, frac_bits: int) -> np.ndarray:
     """lift(b) * 2^f broadcast to the output shape (bias folded in before the truncation:
     (acc + b 2^f) >> f = (acc >> f) + b exactly)."""
     shape = step.out_shape
@@ -60,7 +60,7 @@ def bias_term(step, b: np.ndarray, g: Z2k, frac_bits: int) -> np.ndarray:
     return g.shl(g.from_signed64(np.ascontiguousarray(bb)), frac_bits)
 
 
-def avgpool_linear(step, mult: np.ndarray, g: Z2k, a: np.ndarray) -> np.ndarray:
+def avgpool_linear(step, mult: np.ndarray, g: Ring, a: np.ndarray) -> np.ndarray:
     """sum_window(a) * encode(1/count): the accumulator of AveragePool, public coefficients."""
     p = lift_2d(step.node())
     ceil = bool(step.attrs.get("ceil_mode", 0))

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.protocols.crisp import lifted
 from secinfer.protocols.crisp.offline import SERVER, Params, take_gate_key
 
 
 def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: np.ndarray) -> dict:
     """Run one gate batch on the share ``x_share`` (shape + (L,)) over Z_2^k."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     gate = prm.gate(kind)
     shape = x_share.shape[:-1]
     key = take_gate_key(store, prm, kind, idx, pos, 1 if peer == SERVER else 0)
@@ -40,7 +40,7 @@ def _gate(ep, peer, prm: Params, store, idx: int, pos: int, kind: str, x_share: 
 
 def truncate(ep, peer, prm, store, idx, re, im, checks):
     """ARS gate: (re, im) of the accumulator -> (re, im) of the truncated value."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     out = _gate(ep, peer, prm, store, idx, 0, "ars", re)
     if not prm.malicious:
         return out["y"], None
@@ -49,7 +49,7 @@ def truncate(ep, peer, prm, store, idx, re, im, checks):
 
 
 def relu(ep, peer, prm, store, idx, re, im, checks, pos: int = 0):
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     out = _gate(ep, peer, prm, store, idx, pos, "relu", re)
     if not prm.malicious:
         return out["relu"], None
@@ -59,7 +59,7 @@ def relu(ep, peer, prm, store, idx, re, im, checks, pos: int = 0):
 
 def maxpool_tree(ep, peer, prm, store, idx, wre, wim, checks):
     """Max over axis 2 of window arrays by max(a, b) = ReLU(a - b) + b [CRISP Remark 3.1, App. B]."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     pos = 0
     while wre.shape[2] > 1:
         m = wre.shape[2]

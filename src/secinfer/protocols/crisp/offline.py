@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from secinfer.crypto.fss.gates import GateKey, make_gate
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
 from secinfer.errors import ConfigError, PreprocessingReuseError, ProtocolError, SerializationError
 from secinfer.net.channel import ArraySpec
@@ -160,7 +160,7 @@ def take_in_mask(store: PreprocessingStore) -> dict:
 
 def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     """The dealer's whole job (offline phase). Returns metering info."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     mu = None
     if prm.malicious:
         (mu_arr,) = ep.recv(SERVER, "crisp/mu", ArraySpec(np.uint64, (g.limbs,)))
@@ -193,7 +193,7 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
 def _in_masks(prm: Params, prg, steps: list, mu_arr) -> tuple:
     """InitLin's correlation [CRISP Fig. 2]: r_in for the client and (malicious) additive shares
     of mu r_in: (server's arrays or None, client's arrays)."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     r_in = g.random(prg, (int(np.prod(steps[0].out_shape)),))
     if not prm.malicious:
         return None, {"r": r_in}
@@ -210,7 +210,7 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
     samples mu here, since no server is online), written as the two parties' stores
     (``PreprocessingStore.save``). A party loads its file with ``PreprocessingStore.load``,
     which deletes it, so one file feeds one session only."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     st0, st1 = PreprocessingStore(SERVER), PreprocessingStore(CLIENT)
     mu_arr = g.random(prg.derive("mac-key"), ()) if prm.malicious else None
     mu = None if mu_arr is None else int(g.to_int(mu_arr[None])[0])
@@ -244,7 +244,7 @@ def load_ahead(path, prm: Params, steps: list, party: int) -> PartyStore:
 
 def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PartyStore) -> None:
     """Server (party 0) / client (party 1): receive and store this party's dealer output."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     n_in = int(np.prod(steps[0].out_shape))
     spec = ArraySpec(np.uint64, (n_in, g.limbs))
     if party == 0:

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from secinfer.crypto.fss.group import Z2k
+from secinfer.arith.ring import Ring
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
@@ -57,7 +57,7 @@ def _params(job: PartyJob) -> Params:
 
 def _engine(job: PartyJob, prm: Params):
     name = job.options.get("linear", DEFAULT_ENGINE)
-    return make_engine(name, Z2k(prm.k), prm.f, prm.malicious, job.options)
+    return make_engine(name, Ring(prm.k), prm.f, prm.malicious, job.options)
 
 
 # ---- server ------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
 
 
 def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     prg = job.prg.derive("crisp-server")
     with ep.phase("setup"):
         plan = compile_plan(job.model, job.fixed, session.recv_batch(ep, "crisp"))
@@ -168,7 +168,7 @@ def _info(engine, prm: Params, checks, timing=None) -> dict:
     return info
 
 
-def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
+def _fold_checks(g: Ring, checks: list, seed: bytes) -> np.ndarray:
     """q_b = sum_j < d_j, r_j > with r_j from the shared seed [CRISP Fig. 4 step 4]."""
     root = PRG(seed, "crisp-check")
     q = g.zeros(())
@@ -180,7 +180,7 @@ def _fold_checks(g: Z2k, checks: list, seed: bytes) -> np.ndarray:
 
 def _local_or_gate(ep, peer, prm, store, i, st, x, checks, job):
     """A non-``lin`` step on this party's (share, MAC share) ``x``."""
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     re, im = x
     if st.op == "move":
         return linops.move(st, re), (linops.move(st, im) if im is not None else None)
@@ -215,7 +215,7 @@ def _on_input(engine, steps) -> list:
 
 def _run_client(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
-    g = Z2k(prm.k)
+    g = Ring(prm.k)
     engine = _engine(job, prm)
     cfg = job.fixed
     x = np.asarray(job.input, dtype=np.float64)

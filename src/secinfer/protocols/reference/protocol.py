@@ -20,7 +20,7 @@ import numpy as np
 
 from secinfer.errors import ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 
 SERVER, CLIENT = "server", "client"
 _MAX_DIMS = 8
@@ -74,12 +74,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     return PartyResult(output=cfg.decode(yr), output_ring=yr, info={"insecure": True})
 
 
-def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == SERVER:
-        return _run_server(ep, job)
-    if role == CLIENT:
-        return _run_client(ep, job)
-    raise ProtocolError(f"reference protocol has no role {role!r}")
+run_party = by_role("reference protocol", {SERVER: _run_server, CLIENT: _run_client})
 
 
 def check_model(graph, security: str) -> None:

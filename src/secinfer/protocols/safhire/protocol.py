@@ -47,7 +47,7 @@ import scipy.sparse as sp
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.safhire import dp
 from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
@@ -481,12 +481,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
 
 
 # ---------------------------------------------------------------- spec
-def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == SERVER:
-        return _run_server(ep, job)
-    if role == CLIENT:
-        return _run_client(ep, job)
-    raise ProtocolError(f"safhire has no role {role!r}")
+run_party = by_role("safhire", {SERVER: _run_server, CLIENT: _run_client})
 
 
 def check_model(graph, security: str) -> None:

@@ -1,4 +1,4 @@
-package main
+package popk
 
 // Go-only timings of the proof-of-plaintext-knowledge map at benchmark A's size (N = 2^14,
 // 7 primes, a 1800-coefficient message support, e0 and e1 rounded away), row by row:
@@ -18,7 +18,7 @@ import (
 	"github.com/tuneinsight/lattigo/v6/schemes/ckks"
 )
 
-func popkBenchSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
+func popkBenchSetup(b *testing.B) (*ring.Ring, *rlwe.PublicKey, []int64, [4]int) {
 	p, err := ckks.NewParametersFromLiteral(ckks.ParametersLiteral{LogN: 14, LogQ: []int{60, 40, 40, 40, 40, 40, 40}, LogP: []int{61, 61}, LogDefaultScale: 40})
 	if err != nil {
 		b.Fatal(err)
@@ -34,7 +34,7 @@ func popkBenchSetup(b *testing.B) (*ring.Ring, *PK, []int64, [4]int) {
 	for j := 0; j < N; j++ {
 		z[2*N+j] = rand.Int63n(1<<28) - (1 << 27)
 	}
-	return p.RingQ(), &PK{v: pk}, z, ls
+	return p.RingQ(), pk, z, ls
 }
 
 func BenchmarkPopkImage(b *testing.B) {
@@ -42,7 +42,7 @@ func BenchmarkPopkImage(b *testing.B) {
 	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		popkImage(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
+		Image(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
 	}
 }
 
@@ -51,9 +51,9 @@ func BenchmarkPopkImageRound(b *testing.B) {
 	scr := [5]ring.Poly{r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly(), r.NewPoly()}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c0, c1 := popkImage(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
-		popkRound(r, c0, 6, nil)
-		popkRound(r, c1, 6, nil)
+		c0, c1 := Image(r, pk, new(big.Int).Lsh(big.NewInt(1), 141), ls, z, r.N(), nil, nil, ring.Poly{}, &scr)
+		Round(r, c0, 6, nil)
+		Round(r, c1, 6, nil)
 	}
 }
 
