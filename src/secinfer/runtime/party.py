@@ -147,7 +147,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     rec: dict = {"party": party_id, "role": None, "protocol": protocol, "security": security, "ok": False,
                  "error": None, "pid": os.getpid(), "started_at": time.time(), "network": network,
                  "output_path": None, "output_ring_path": None, "meter": None, "transport": None,
-                 "latency_s": {}, "info": {}}
+                 "latency_s": {}, "info": {}, "timeline": {"started": time.time()}}
+    tl = rec["timeline"]   # when each step ended (time.time(), for the launcher's start-up report)
     ep = None
     code = EXIT_ERROR
     status = None
@@ -210,6 +211,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
+        tl["loaded"] = time.time()
         if log is not None:
             log.event("loaded", seconds=round(rec["latency_s"]["load"], 4),
                       error=None if load_err is None else f"{type(load_err).__name__}: {load_err}")
@@ -227,6 +229,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if load_err is not None:
             raise load_err
         rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        tl["connected"] = time.time()
         if log is not None:
             log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
             log.watch(ep)
@@ -237,6 +240,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             status.set_stage("protocol", ep)
         res = spec.run_party(role, ep, job)
         rec["latency_s"]["protocol"] = time.perf_counter() - t_run
+        tl["done"] = time.time()
         if role == spec.input_role:
             if res is None or res.output is None:
                 raise SecinferError(f"protocol {protocol!r} returned no output to the input role {role!r}")
@@ -288,6 +292,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                     rec["error"] = error_record(e)
                     code = EXIT_ERROR
             rec["latency_s"]["close"] = time.perf_counter() - t_close
+            tl["closed"] = time.time()
             if log is not None:
                 log.event("closed", seconds=round(rec["latency_s"]["close"], 4), ok=rec["ok"],
                           sent=ep.stats.get("bytes_sent"), recv=ep.stats.get("bytes_recv"),
