@@ -149,6 +149,10 @@ class ForkServer:
             cmd += ["--protocol-module", protocol_module]
         if transport:
             cmd += ["--transport", transport]
+        if env is None and protocol_module:   # (its folder on the path, as the parties need it)
+            from secinfer.runtime.launcher import _party_env
+
+            env = _party_env(protocol_module)
         env = dict(os.environ if env is None else env)
         env["PYTHONUNBUFFERED"] = "1"   # (as a spawned party had: a killed party's last words reach its log)
         try:
