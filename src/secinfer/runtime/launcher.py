@@ -417,21 +417,25 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         elif start == "auto":
             how["fallback"] = "the fork server could not be started"
         try:
+            def party_args(role, parent_pid=None):
+                return _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
+                                  fixed, options, nonce, protocol_module, progress=bar_wanted,
+                                  parent_pid=parent_pid) + ["--log-dir", str(logdir)]
+
             for role in spec.roles:
                 logs[role] = logdir / f"party-{role}.stderr.log"
-                args = _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
-                                  fixed, options, nonce, protocol_module, progress=bar_wanted,
-                                  parent_pid=server.proc.pid if how["start"] == "fork" else None)
-                args += ["--log-dir", str(logdir)]
-                if how["start"] == "fork":
-                    from secinfer.runtime.launcher_fork import ForkServerError
+            if how["start"] == "fork":
+                from secinfer.runtime.launcher_fork import ForkServerError
 
-                    try:
-                        procs[role] = server.fork(role, args, logs[role])
-                        continue
-                    except ForkServerError as e:   # the others (and this one) are spawned
-                        how.update(start="spawn" if not procs else "fork+spawn", fallback=str(e))
-                        args[args.index("--die-with-parent") + 1] = str(os.getpid())
+                try:
+                    procs.update(server.fork([(r, party_args(r, server.proc.pid), logs[r]) for r in spec.roles]))
+                except ForkServerError as e:   # the parties it could not start are spawned
+                    procs.update(e.started)
+                    how.update(start="fork+spawn" if procs else "spawn", fallback=str(e))
+            for role in spec.roles:
+                if role in procs:
+                    continue
+                args = party_args(role)
                 with os.fdopen(os.open(logs[role], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as logf:
                     procs[role] = subprocess.Popen(
                         [sys.executable, "-m", "secinfer.runtime.party", *args],

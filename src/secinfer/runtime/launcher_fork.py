@@ -217,26 +217,37 @@ class ForkServer:
             return f"forking is unsafe here: {self.info['unsafe']}"
         return None
 
-    def fork(self, role: str, argv: list[str], log_path, timeout: float = 10.0) -> ForkedParty:
-        """Start one party; its stdout and stderr go to ``log_path`` (created 0600)."""
+    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0) -> dict[str, ForkedParty]:
+        """Start one party per ``(role, argv, log_path)`` (its stdout and stderr go to the
+        log, created 0600); all requests go out at once. Returns {role: ForkedParty}; raises
+        ``ForkServerError`` naming the first role that could not be started (those started
+        are in ``self.parties``: the caller stops them)."""
         if self.dead:
             raise ForkServerError("the fork server is gone")
-        self._pending.pop(role, None)
+        roles = [role for role, _, _ in jobs]
+        for role in roles:
+            self._pending.pop(role, None)
         try:
-            _send(self.sock, {"op": "fork", "role": role, "argv": list(argv), "log": str(log_path)})
+            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv),
+                                                   "log": str(log)}).encode() + b"\n" for role, argv, log in jobs))
         except OSError as e:
             self._died()
             raise ForkServerError(f"the fork server is gone: {e}") from None
         end = time.monotonic() + timeout
-        while role not in self._pending and not self.dead and time.monotonic() < end:
+        while any(r not in self._pending for r in roles) and not self.dead and time.monotonic() < end:
             self.pump(min(0.5, max(0.0, end - time.monotonic())))
-        reply = self._pending.pop(role, None)
-        if reply is None or reply.get("op") != "started":
-            why = (reply or {}).get("message") or ("it is gone" if self.dead else "no answer")
-            raise ForkServerError(f"the fork server could not start {role}: {why}")
-        p = ForkedParty(self, role, int(reply["pid"]))
-        self.parties[p.pid] = p
-        return p
+        out, err = {}, None
+        for role in roles:
+            reply = self._pending.pop(role, None)
+            if reply is not None and reply.get("op") == "started":
+                out[role] = self.parties[int(reply["pid"])] = ForkedParty(self, role, int(reply["pid"]))
+            elif err is None:
+                why = (reply or {}).get("message") or ("it is gone" if self.dead else "no answer")
+                err = ForkServerError(f"the fork server could not start {role}: {why}")
+        if err is not None:
+            err.started = out
+            raise err
+        return out
 
     def close(self, timeout: float = 2.0) -> None:
         """Stop the server (its parties must be reaped already: ``_stop_all``) and reap it."""

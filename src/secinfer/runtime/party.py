@@ -194,9 +194,15 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if role == spec.input_role and input_path is None:
             raise ConfigError(f"party {party_id} plays {role!r}, the input owner: it needs an input")
         kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
-        # Own inputs are loaded before connecting, so that their loading time is not
-        # charged to the protocol's set-up latency; a loading error is still announced
-        # to the peers (connect, then "bye") so they stop at once.
+        # The endpoint first: it listens from now on, so that the peers' handshakes are
+        # answered while we load. Own inputs are loaded before connecting, so that their
+        # loading time is not charged to the protocol's set-up latency; a loading error is
+        # still announced to the peers (connect, then "bye") so they stop at once.
+        t_ep = time.perf_counter()
+        ep = endpoint_class(cluster.transport).from_cluster(
+            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
+            context=f"{spec.name}/{security}/{cfg.name}", **kw)
+        t_ep = time.perf_counter() - t_ep
         model = x = None
         load_err: BaseException | None = None
         t_load = time.perf_counter()
@@ -218,9 +224,6 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         t_conn = time.perf_counter()
         if status is not None:
             status.set_stage("connect")
-        ep = endpoint_class(cluster.transport).from_cluster(
-            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
-            context=f"{spec.name}/{security}/{cfg.name}", **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
@@ -228,7 +231,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                 raise
         if load_err is not None:
             raise load_err
-        rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        rec["latency_s"]["connect"] = time.perf_counter() - t_conn + t_ep
         tl["connected"] = time.time()
         if log is not None:
             log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
