@@ -386,11 +386,12 @@ def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in
     else:
         from secinfer.runtime.launcher import run_local
 
-        prep.graph = None   # the parties load their own copy; do not hold the weights meanwhile
+        graph, prep.graph = prep.graph, None   # (the model owner gets it; not held here meanwhile)
         res = run_local(protocol=prep.spec.name, security=prep.security, model_path=prep.model.path,
                         input_array=prep.x, network=prep.network, fixed=prep.cfg.name, options=prep.options,
                         timeout=timeout, progress=progress, cluster_settings=cluster_settings, log_dir=log_dir,
-                        fork_server=fork_server, events=events)
+                        fork_server=fork_server, events=events, model_graph=graph)
+        del graph
         raw = res.output
         details = {k: v for k, v in res.to_json().items() if k not in ("output",)}
         details["raw_output"] = raw

@@ -65,7 +65,7 @@ def test_startup_report_adds_up(w1_model):
         times = [marks[k] for k in ("started", "loaded", "connected", "done", "closed")]
         assert all(t is not None for t in times) and times == sorted(times)
     steps = st["steps"]
-    assert all(v >= 0 for v in steps.values()) and len(steps) == 7
+    assert all(v >= 0 for v in steps.values()) and len(steps) == 9   # (no command-line steps here)
     assert abs(sum(steps.values()) - st["events"]["merged"]) < 1e-3
     assert st["fork_server_import_s"] > 0
     assert "startup" in res.to_json()
@@ -104,3 +104,32 @@ def test_a_killed_fork_server_takes_its_parties_along_and_the_run_fails_fast():
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive(pids) == [] and alive(descendants_of(os.getpid())) == []
+
+
+def test_the_model_owner_reads_the_launchers_checked_model(w1_model):
+    from secinfer.ir.onnx_import import load_model
+
+    res = _run("auto", w1_model, model_graph=load_model(w1_model))
+    assert res.startup["start"] == "fork"
+    info = {r: rec["info"] for r, rec in res.parties.items()}
+    assert res.parties["server"]["info_model"] == "launcher" and info["server"]["model_loaded"]
+    assert not any(i["onnx_imported"] for i in info.values())     # nobody imported the ONNX file again
+    assert not info["client"]["model_loaded"] and "info_model" not in res.parties["client"]
+    spawned = _run("spawn", w1_model, model_graph=load_model(w1_model))
+    assert spawned.parties["server"]["info_model"] == "launcher"
+    assert np.array_equal(spawned.output, res.output)
+
+
+def test_a_bad_model_file_from_the_launcher_is_a_config_error(tmp_path):
+    from secinfer.errors import ConfigError
+    from secinfer.runtime.party import read_model_ir
+
+    bad = tmp_path / "m.pickle"
+    bad.write_bytes(b"not a pickle")
+    with pytest.raises(ConfigError, match="cannot read the launcher's model file"):
+        read_model_ir(bad)
+    import pickle
+
+    bad.write_bytes(pickle.dumps({"not": "a graph"}))
+    with pytest.raises(ConfigError, match="holds a dict, not a model"):
+        read_model_ir(bad)

@@ -32,7 +32,7 @@ def cmd_run(args, events: dict | None = None) -> int:
     from secinfer.runtime.launcher_fork import ForkServer
 
     events = dict(events or {}, run_command=time.time())
-    server = ForkServer.start(args.protocol, transport=args.transport)
+    server = ForkServer.start(args.protocol, transport=args.transport, onnx=False)   # (launch hands the model over)
     try:
         return _cmd_run(args, server, events)
     finally:

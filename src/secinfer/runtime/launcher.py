@@ -39,6 +39,18 @@ CONSEQUENCES = ("PeerDeadError", "PeerAbortedError", "Terminated")
 _PHASES = ("setup", "offline", "online")
 
 
+MODEL_IR = "model.ir.pickle"   # in the work folder: the model as the launcher imported and checked it
+
+
+def write_model_ir(path: Path, graph) -> None:
+    """The launcher's checked model for its model-owner party (``party.read_model_ir``),
+    created 0600 in the 0700 work folder: that party need not import the ONNX file again."""
+    import pickle
+
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        pickle.dump(graph, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class PartyFailedError(SecinferError):
     """A party process failed in a way with no more specific error type (crash, signal)."""
 
@@ -132,6 +144,8 @@ def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, securi
         cmd += ["--protocol-module", protocol_module]
     if role == spec.model_role and model_path is not None:
         cmd += ["--model", str(model_path)]
+        if (work / MODEL_IR).is_file():
+            cmd += ["--model-ir", str(work / MODEL_IR)]
     if role == spec.input_role:
         cmd += ["--input", str(input_path), "--output", str(work / "output.npy")]
     if progress:
@@ -296,7 +310,7 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
               timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
               keep_workdir: bool = False, cluster_settings: dict | None = None,
               input_path=None, log_dir=None, start: str = "auto", fork_server=None,
-              events: dict | None = None, _attempts: int = 3) -> RunResult:
+              events: dict | None = None, model_graph=None, _attempts: int = 3) -> RunResult:
     """Run every role of ``protocol`` as its own process on loopback; see the module docstring.
 
     ``start``: "auto" forks the parties from a fork server that imported their modules once
@@ -305,7 +319,9 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
     "spawn" always spawns. ``fork_server``: a server the caller started earlier (so that its
     imports overlap the caller's own work; ``secinfer run`` does); run_local stops it.
     ``events``: {name: time.time()} of the caller's own start-up steps, reported with the
-    launcher's in ``RunResult.startup``.
+    launcher's in ``RunResult.startup``. ``model_graph``: the model as the caller already
+    imported and checked it from ``model_path`` (``secinfer.api.prepare``); the model owner
+    then reads it from the work folder instead of importing the ONNX file again.
 
     ``input_array`` is an array or a path to a ``.npy`` file (``input_path`` is an alias).
     ``protocol_module`` registers ``protocol`` from that module in every party (tests,
@@ -327,10 +343,10 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             from secinfer.runtime.launcher_fork import ForkServer
 
             server = ForkServer.start(protocol, protocol_module=protocol_module, transport=transport,
-                                      env=_party_env(protocol_module))
+                                      env=_party_env(protocol_module), onnx=model_graph is None)
         return _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout, progress,
                           protocol_module, keep_workdir, cluster_settings, input_path, log_dir, start, server,
-                          dict(events or {}, launch=t_launch), _attempts)
+                          dict(events or {}, launch=t_launch), model_graph, _attempts)
     finally:
         if server is not None:
             server.close()
@@ -348,7 +364,7 @@ def _party_env(protocol_module: str | None) -> dict:
 
 def _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout, progress,
                protocol_module, keep_workdir, cluster_settings, input_path, log_dir, start, server, events,
-               _attempts) -> RunResult:
+               model_graph, _attempts) -> RunResult:
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
     from secinfer.runtime.cluster import write_loopback_cluster
@@ -395,6 +411,8 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         else:
             in_path = work / "input.npy"
             np.save(in_path, np.asarray(input_array, dtype=np.float64))
+        if model_graph is not None and spec.model_role in spec.roles and model_path is not None:
+            write_model_ir(work / MODEL_IR, model_graph)
         cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
         events["cluster_written"] = time.time()
         env = _party_env(protocol_module)
@@ -521,7 +539,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                 return run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
                                  progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
                                  cluster_settings=cluster_settings, log_dir=log_dir, start=start,
-                                 _attempts=_attempts - 1)
+                                 model_graph=model_graph, _attempts=_attempts - 1)
             keep_logs = True
             raise err
         result = _merge(spec, security, network, records, work, wall)
@@ -570,7 +588,12 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         for k in _PARTY_STEPS:
             if tl.get(k) is not None:
                 last[k] = max(last.get(k, 0.0), tl[k])
-    marks = [("until the launcher starts the parties", ev.get("parties_started")),
+    marks = [("interpreter start and command-line imports", ev.get("main")),
+             ("argument parsing", ev.get("run_command")),
+             ("checks before launch (imports, model, input)", ev.get("prepared")),
+             ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),
+             ("waiting for the fork server's imports", ev.get("fork_server_ready")),
+             ("until the launcher starts the parties", ev.get("parties_started")),
              ("party start (interpreter and imports, or fork)", last.get("started")),
              ("parties load their inputs", last.get("loaded")),
              ("parties connect the mesh", last.get("connected")),

@@ -140,8 +140,10 @@ class ForkServer:
 
     @classmethod
     def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
-              env: dict | None = None) -> "ForkServer | None":
-        """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start."""
+              env: dict | None = None, onnx: bool = True) -> "ForkServer | None":
+        """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
+        ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
+        its checked model, ``launcher.write_model_ir``)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
                "--parent", str(os.getpid()), "--protocol", protocol]
@@ -149,6 +151,8 @@ class ForkServer:
             cmd += ["--protocol-module", protocol_module]
         if transport:
             cmd += ["--transport", transport]
+        if not onnx:
+            cmd += ["--no-onnx"]
         if env is None and protocol_module:   # (its folder on the path, as the parties need it)
             from secinfer.runtime.launcher import _party_env
 
@@ -284,9 +288,11 @@ class ForkServer:
 
 
 # ---- the server's side --------------------------------------------------------------------------
-def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None) -> dict:
+def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
+            onnx: bool = True) -> dict:
     """Import what a party of ``protocol`` imports before it runs; returns {module: error}
-    for the imports that failed (a party reports such an error itself, after the fork)."""
+    for the imports that failed (a party reports such an error itself, after the fork).
+    ``onnx``: the model owner's ONNX importer too (it imports the model file itself)."""
     import importlib
 
     failed: dict[str, str] = {}
@@ -306,6 +312,7 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     cluster = sys.modules.get("secinfer.runtime.cluster")
     t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
     imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
+    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
     spec = None
     if registry is not None:
         try:
@@ -314,7 +321,7 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             spec = registry.get(protocol)
         except Exception as e:  # noqa: BLE001 - as above
             failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
-    if spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
+    if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
         imp("secinfer.ir.onnx_import")
         imp("secinfer.ir.passes")
         defs = imp("onnx.defs")
@@ -392,9 +399,10 @@ def _child(req: dict, close_fds: list[int]) -> None:
         os._exit(code)
 
 
-def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None) -> int:
+def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
+          onnx: bool = True) -> int:
     t0 = time.perf_counter()
-    failed = preload(protocol, protocol_module, transport)
+    failed = preload(protocol, protocol_module, transport, onnx)
     import gc
 
     gc.collect()
@@ -481,13 +489,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", required=True)
     ap.add_argument("--protocol-module", default=None)
     ap.add_argument("--transport", default=None)
+    ap.add_argument("--no-onnx", action="store_true", help="do not preload the ONNX importer")
     args = ap.parse_args(argv)
     _set_pdeathsig()
     if os.getppid() != args.parent:             # the launcher died before we armed the signal
         return 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the launcher stops us (and the parties) itself
     ctrl = socket.socket(fileno=args.fd)
-    return serve(ctrl, args.protocol, args.protocol_module, args.transport)
+    return serve(ctrl, args.protocol, args.protocol_module, args.transport, onnx=not args.no_onnx)
 
 
 if __name__ == "__main__":

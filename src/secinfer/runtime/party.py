@@ -106,6 +106,27 @@ def load_input_file(path: str) -> np.ndarray:
     return x.astype(np.float64)
 
 
+def read_model_ir(path):
+    """The model (``secinfer.ir.graph.Graph``) as the local launcher imported and checked it
+    (``launcher.write_model_ir``).
+
+    A pickle: it comes from the launcher that started this party, through its private
+    (0700) work folder, which also holds this party's secret key; it is never read from a
+    peer or from a user's file. Only the model owner is given its path."""
+    import pickle
+
+    from secinfer.ir.graph import Graph
+
+    try:
+        with open(path, "rb") as f:
+            g = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
+        raise ConfigError(f"cannot read the launcher's model file {str(path)!r}: {e}") from None
+    if not isinstance(g, Graph):
+        raise ConfigError(f"the launcher's model file {str(path)!r} holds a {type(g).__name__}, not a model")
+    return g
+
+
 def ring_output_path(output_path: str | os.PathLike) -> Path:
     p = Path(output_path)
     stem = p.name[:-4] if p.name.endswith(".npy") else p.name
@@ -127,14 +148,17 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
-                      recv_timeout: float | None = None, progress_file=None, log_dir=None) -> dict:
+                      recv_timeout: float | None = None, progress_file=None, log_dir=None,
+                      model_ir=None) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
     ``progress_file``: a live status file for the launcher (``secinfer.runtime.progress``).
 
     Never raises for protocol or network failures: they are recorded in the result
     (``ok`` False, ``error``) and in ``exit_code``. With ``log_dir``, the party writes its
     structured log (``secinfer.runtime.partylog``) to ``log_dir/party-<id>.log.jsonl``
-    (named in the record as ``log_path``).
+    (named in the record as ``log_path``). ``model_ir``: the model owner reads the model as
+    the local launcher already imported and checked it (``launcher.write_model_ir``) instead
+    of importing ``model_path`` again.
     """
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
@@ -208,9 +232,13 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         t_load = time.perf_counter()
         try:
             if role == spec.model_role:
-                from secinfer.ir.onnx_import import load_model  # the ir layer's importer
+                rec["info_model"] = "launcher" if model_ir is not None else "file"
+                if model_ir is not None:
+                    model = read_model_ir(model_ir)
+                else:
+                    from secinfer.ir.onnx_import import load_model  # the ir layer's importer
 
-                model = load_model(str(model_path))
+                    model = load_model(str(model_path))
                 spec.check_model(model, security)
             if role == spec.input_role:
                 x = load_input_file(str(input_path))
@@ -335,6 +363,7 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--recv-timeout", type=float, default=None)
     ap.add_argument("--progress-file", default=None, help="write a live status line here (the local launcher)")
     ap.add_argument("--log-dir", default=None, help="write this party's structured log (JSON lines) here")
+    ap.add_argument("--model-ir", default=None, help=argparse.SUPPRESS)   # the local launcher's checked model
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -377,7 +406,7 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
                             recv_timeout=g("recv_timeout"), progress_file=g("progress_file"),
-                            log_dir=g("log_dir"))
+                            log_dir=g("log_dir"), model_ir=g("model_ir"))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "
