@@ -95,6 +95,7 @@ HANDSHAKE_TIMEOUT = 5.0
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
 MAX_PENDING_HANDSHAKES = 32
+CONNECT_RETRY = 0.01                    # seconds between attempts to reach a peer that does not listen yet
 ST_OK, ST_UNKNOWN, ST_SESSION, ST_CONTEXT, ST_DUPLICATE = 0, 1, 2, 3, 4   # the responder's first byte             # unauthenticated connections answered at once
 _CLOSED = object()
 _SOON = object()
@@ -356,7 +357,7 @@ class TcpEndpoint(SocketEndpoint):
             except OSError as e:
                 if time.monotonic() >= deadline or self._stop.is_set():
                     raise PeerUnreachableError(f"no connection to {peer} ({self.info[peer].url}): {e}") from None
-                time.sleep(0.05)
+                time.sleep(CONNECT_RETRY)
         try:
             sock.settimeout(HANDSHAKE_TIMEOUT)
             eph = X25519PrivateKey.generate()
@@ -414,15 +415,26 @@ class TcpEndpoint(SocketEndpoint):
         deadline = time.monotonic() + t
         t0 = time.monotonic()
         errs: dict[str, Exception] = {}
-        for p in self.peers:
-            if p in self._out:
-                continue
+
+        def initiate(p: str) -> None:
             try:
                 self._initiate(p, deadline)
             except (PeerUnreachableError, AuthenticationError, ConfigError) as e:
                 errs[p] = e
             except OSError as e:
                 errs[p] = PeerUnreachableError(f"{p}: {e}")
+
+        # every peer at once (one waiting for a slow peer does not hold up the others)
+        todo = [p for p in self.peers if p not in self._out]
+        helpers = [threading.Thread(target=initiate, args=(p,), daemon=True, name=f"secinfer-tcp-connect-{self.me}")
+                   for p in todo[1:]]
+        for t in helpers:
+            t.start()
+        if todo:
+            initiate(todo[0])
+        for t in helpers:
+            t.join()
+        errs = {p: errs[p] for p in todo if p in errs}   # (in the peers' order, as before)
         mismatch = [p for p, e in errs.items() if isinstance(e, ConfigError) or "session mismatch" in str(e)]
         with self._state:
             while len(self._in) < len(self.peers) and time.monotonic() < deadline and not errs:
