@@ -44,10 +44,22 @@ def summarize(walls: list[float], startups: list[dict]) -> dict:
         for k, v in (st.get("steps") or {}).items():
             steps.setdefault(k, []).append(v)
     imports = [st["fork_server_import_s"] for st in startups if st.get("fork_server_import_s") is not None]
+    cpu = [st.get("cpu_s") or {} for st in startups]
+
+    def med(vals):
+        vals = [v for v in vals if v is not None]
+        return round(statistics.median(vals), 4) if vals else None
     return {"command_s": statistics.median(walls) if walls else None,
             "command_s_min": min(walls) if walls else None, "command_s_max": max(walls) if walls else None,
             "command_s_all": [round(w, 4) for w in walls],
             "startup_steps_median_s": {k: round(statistics.median(v), 4) for k, v in steps.items()},
             "fork_server_import_s_median": round(statistics.median(imports), 4) if imports else None,
+            # CPU seconds (median): on a loaded machine a better guide to the idle wall time
+            "cpu_s_median": {"launcher_until_parties_started": med([c.get("launcher_until_parties_started")
+                                                                   for c in cpu]),
+                             "launcher": med([c.get("launcher") for c in cpu]),
+                             "fork_server_imports": med([c.get("fork_server_imports") for c in cpu]),
+                             "parties_sum": med([sum(v for v in (c.get("parties") or {}).values() if v)
+                                                 if c.get("parties") else None for c in cpu])},
             "party_start": sorted({st.get("start") for st in startups if st.get("start")}),
             "fallbacks": sorted({st["fallback"] for st in startups if st.get("fallback")})}

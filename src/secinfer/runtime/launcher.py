@@ -460,6 +460,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                         start_new_session=True)
             events["parties_started"] = time.time()
+            cpu_at_start = time.process_time()
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
@@ -545,6 +546,13 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         result = _merge(spec, security, network, records, work, wall)
         events["merged"] = time.time()
         result.startup = startup_report(events, how, server, records)
+        # CPU seconds (less sensitive to a loaded machine than wall times): this process
+        # until it started the parties (for `secinfer run`: from its process start), and in all
+        result.startup["cpu_s"] = {"launcher_until_parties_started": round(cpu_at_start, 4),
+                                   "launcher": round(time.process_time(), 4),
+                                   "fork_server_imports": None if server is None or server.info is None
+                                   else server.info.get("cpu_seconds"),
+                                   "parties": {r: (rec or {}).get("cpu_s") for r, rec in records.items()}}
         if keep_logs:
             result.log_dir = str(logdir)
         if progress:

@@ -409,6 +409,7 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
     gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
     unsafe = fork_unsafe()
     _send(ctrl, {"op": "ready", "pid": os.getpid(), "seconds": round(time.perf_counter() - t0, 6),
+                 "cpu_seconds": round(time.process_time(), 6),   # (interpreter start and imports)
                  "failed": failed, "unsafe": unsafe})
     if unsafe:
         return 0

@@ -333,6 +333,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             for ph in ("setup", "offline", "online"):
                 rec["latency_s"][ph] = ep.meter.seconds[ph]
         rec["latency_s"]["total"] = time.perf_counter() - t0
+        rec["cpu_s"] = round(time.process_time(), 4)   # this process's CPU (a forked party: since the fork)
         rec["finished_at"] = time.time()
         rec["exit_code"] = code
         if result_path is not None:
