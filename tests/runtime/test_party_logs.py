@@ -96,7 +96,8 @@ def test_sigterm_to_the_launcher_stops_the_parties_and_removes_the_work_folder(t
         while time.monotonic() < deadline and len(kids) < n:
             time.sleep(0.1)
             kids = alive(descendants_of(launcher.pid))
-        assert len(kids) == n
+        assert len(kids) == n, (kids, [Path(f"/proc/{k}/cmdline").read_bytes()[:200] for k in alive(kids)],
+                                launcher.poll())
         work = [p for p in tmp.iterdir() if p.name.startswith("secinfer-run-")]
         assert len(work) == 1 and (work[0].stat().st_mode & 0o777) == 0o700
         time.sleep(1.0)

@@ -416,6 +416,8 @@ class TcpEndpoint(SocketEndpoint):
         t0 = time.monotonic()
         errs: dict[str, Exception] = {}
 
+        unexpected: list[BaseException] = []
+
         def initiate(p: str) -> None:
             try:
                 self._initiate(p, deadline)
@@ -423,6 +425,8 @@ class TcpEndpoint(SocketEndpoint):
                 errs[p] = e
             except OSError as e:
                 errs[p] = PeerUnreachableError(f"{p}: {e}")
+            except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
+                unexpected.append(e)
 
         # every peer at once (one waiting for a slow peer does not hold up the others)
         todo = [p for p in self.peers if p not in self._out]
@@ -434,6 +438,8 @@ class TcpEndpoint(SocketEndpoint):
             initiate(todo[0])
         for t in helpers:
             t.join()
+        if unexpected:
+            raise unexpected[0]
         errs = {p: errs[p] for p in todo if p in errs}   # (in the peers' order, as before)
         mismatch = [p for p, e in errs.items() if isinstance(e, ConfigError) or "session mismatch" in str(e)]
         with self._state:
