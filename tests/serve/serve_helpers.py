@@ -76,6 +76,18 @@ class Servers:
                 return st
             time.sleep(0.2)
 
+    def wait_prep(self, n, timeout=60.0) -> dict:
+        """Status of every server once each holds at least ``n`` prepared items."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = {pid: self.status(pid) for pid in self.ids}
+            if all(v["prep"]["available"] >= n for v in st.values()):
+                return st
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the prepared pool did not fill to {n}: "
+                                     f"{ {k: v['prep'] for k, v in st.items()} }")
+            time.sleep(0.2)
+
     def terminate(self, timeout=30.0) -> dict:
         codes = {}
         for p in self.procs.values():

@@ -1,9 +1,10 @@
 """``secinfer bench serve``: long-lived `secinfer serve` processes under load and faults.
 
-Per protocol served (reference, astra, stamp): every model-side party is its own `secinfer serve`
-process on loopback (fresh cluster and keys); clients run ``secinfer.runtime.serve.query``
-in threads of this process (16 clients share its interpreter: the client side is part of
-what is measured). Rows:
+Per protocol served (reference, astra, stamp, and the baselines aby3, falcon): every
+model-side party is its own `secinfer serve` process on loopback (fresh cluster and keys);
+clients run ``secinfer.runtime.serve.ServeClient`` (one per client thread, control sockets
+kept across its queries) in threads of this process (16 clients share its interpreter: the
+client side is part of what is measured). Rows:
 
 * load: queries per second and latency p50/p99 at 1, 4 and 16 concurrent clients;
 * faults: sessions completed / failed / expired / lost on the servers' counters after a
@@ -12,7 +13,13 @@ what is measured). Rows:
   a shaped client link (``lan``); ``lost`` = opened - completed - failed - expired -
   running (a session the server neither finished nor failed) and must be 0;
 * soak: RSS of every server process every few queries over a long run (quick: a few
-  hundred; full: 10,000 astra and 1,000 stamp queries).
+  hundred; full: 10,000 astra and 1,000 stamp queries), with its duration, queries/s,
+  p50/p99 and the prepared-material pool's counters (hits, misses, made, dropped);
+* pool: the prepared-material counters of every server after the protocol's rows.
+
+The soak alone (e.g. the full 10,000 astra queries without the other rows)::
+
+    python -m secinfer.bench.serve_suite --protocol astra --queries 10000 --clients 4 --out results/
 """
 
 from __future__ import annotations
@@ -117,25 +124,26 @@ class _Fleet:
 
 
 def _load(fleet: _Fleet, clients: int, n: int, network: str | None = None) -> dict:
-    from secinfer.runtime.serve import query
+    from secinfer.runtime.serve import ServeClient
 
     lat, errors = [], []
     lock = threading.Lock()
     todo = iter(range(n))
 
     def worker():
-        while True:
-            with lock:
-                if next(todo, None) is None:
-                    return
-            t = time.perf_counter()
-            try:
-                query(fleet.cluster, X, fleet.client, network=network)
+        with ServeClient(fleet.cluster, fleet.client, network=network) as c:
+            while True:
                 with lock:
-                    lat.append(time.perf_counter() - t)
-            except Exception as e:  # noqa: BLE001 - counted
-                with lock:
-                    errors.append(f"{type(e).__name__}: {str(e)[:80]}")
+                    if next(todo, None) is None:
+                        return
+                t = time.perf_counter()
+                try:
+                    c.query(X)
+                    with lock:
+                        lat.append(time.perf_counter() - t)
+                except Exception as e:  # noqa: BLE001 - counted
+                    with lock:
+                        errors.append(f"{type(e).__name__}: {str(e)[:80]}")
     t0 = time.perf_counter()
     ths = [threading.Thread(target=worker) for _ in range(clients)]
     for t in ths:
@@ -185,20 +193,41 @@ def _faults(fleet: _Fleet, kills: int, network: str) -> dict:
     return row
 
 
-def _soak(fleet: _Fleet, n: int, every: int) -> dict:
+def _soak(fleet: _Fleet, n: int, every: int, clients: int = 4) -> dict:
     before = fleet.settled()
-    samples = [{"queries": 0, "rss_kb": fleet.rss_kb()}]
+    t0 = time.perf_counter()
+    samples = [{"queries": 0, "t_s": 0.0, "rss_kb": fleet.rss_kb()}]
     done = client_errors = 0
+    p50, p99 = [], []
     while done < n:
         k = min(every, n - done)
-        client_errors += _load(fleet, 4, k)["errors"]
+        r = _load(fleet, clients, k)
+        client_errors += r["errors"]
+        p50.append(r["p50_s"])
+        p99.append(r["p99_s"])
         done += k
-        samples.append({"queries": done, "rss_kb": fleet.rss_kb()})
+        samples.append({"queries": done, "t_s": time.perf_counter() - t0, "rss_kb": fleet.rss_kb()})
+    wall = time.perf_counter() - t0
     st = fleet.settled()
     delta = {pid: {k: v[k] - before[pid][k] for k in ("opened", "completed", "failed", "expired")}
              for pid, v in st.items()}
-    return {"queries": n, "client_errors": client_errors, "samples": samples, "servers": delta,
-            "errors": {pid: v["errors"] for pid, v in st.items()}, "pool": {pid: v["pool"] for pid, v in st.items()}}
+    for pid, d in delta.items():
+        d["lost"] = d["opened"] - d["completed"] - d["failed"] - d["expired"] - st[pid]["running"]
+    rss = {pid: {"start": samples[1]["rss_kb"][pid] if len(samples) > 1 else samples[0]["rss_kb"][pid],
+                 "end": samples[-1]["rss_kb"][pid], "max": max(s["rss_kb"][pid] for s in samples[1:] or samples)}
+           for pid in fleet.ids}
+    return {"queries": n, "clients": clients, "wall_s": wall, "qps": n / wall, "client_errors": client_errors,
+            "p50_s_median_of_chunks": float(np.median(p50)), "p99_s_max_of_chunks": float(np.max(p99)),
+            "samples": samples, "servers": delta, "rss_kb": rss,
+            "lost": sum(d["lost"] for d in delta.values()),
+            "errors": {pid: v["errors"] for pid, v in st.items()},
+            "pool": {pid: v["pool"] for pid, v in st.items()}, "prep": {pid: _prep(v) for pid, v in st.items()}}
+
+
+def _prep(status: dict) -> dict:
+    p = dict(status.get("prep") or {})
+    p.pop("ids", None)
+    return p
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
@@ -206,6 +235,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
     # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
     protocols = {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
                  "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
+                 "aby3": ((4, 4, 16), 16, 1) if quick else ((20, 80, 320), 1000, 10),
+                 "falcon": ((2, 4, 16), 8, 1) if quick else ((10, 40, 160), 200, 10),
                  "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
     conc = (1, 4, 16)
     rows, raw, plots = [], {}, []
@@ -225,12 +256,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                 rows.append({"protocol": proto, "kind": "faults", **{k: v for k, v in f.items()
                                                                       if not isinstance(v, dict)}})
                 soak = _soak(fleet, soak_n, max(25, soak_n // 10))
-                first, last = soak["samples"][1], soak["samples"][-1]
-                rows.append({"protocol": proto, "kind": "soak", "queries": soak_n,
-                             "client_errors": soak["client_errors"],
-                             "server_failed": sum(v["failed"] + v["expired"] for v in soak["servers"].values()),
-                             **{f"rss_kb_{pid}_first": first["rss_kb"][pid] for pid in fleet.ids},
-                             **{f"rss_kb_{pid}_last": last["rss_kb"][pid] for pid in fleet.ids}})
+                rows.append(_soak_row(proto, fleet, soak))
+                rows.append(_pool_row(proto, soak))
                 raw[proto] = {"load": loads, "faults": f, "soak": soak}
             finally:
                 raw.setdefault(proto, {})["exit_codes"] = fleet.stop()
@@ -245,4 +272,67 @@ def run(quick: bool = False, network: str | None = None) -> dict:
                      "xlabel": "concurrent clients", "ylabel": "queries/s", "x": list(conc), "series": qps_series,
                      "logx": True})
     return {"suite": "serve", "rows": rows, "plots": plots, "raw": raw,
+            "soak_note": "quick: a short soak; the full soak (10,000 astra, 1,000 stamp queries) is "
+                         "`secinfer bench serve` without --quick, or the soak alone: "
+                         "python -m secinfer.bench.serve_suite --protocol astra --queries 10000",
             "notes": "crisp is served (tests/serve) but not in this suite: ~10 s per query on digits-mlp"}
+
+
+def _soak_row(proto: str, fleet: _Fleet, soak: dict) -> dict:
+    return {"protocol": proto, "kind": "soak", "queries": soak["queries"], "clients": soak["clients"],
+            "wall_s": round(soak["wall_s"], 1), "qps": soak["qps"], "client_errors": soak["client_errors"],
+            "server_failed": sum(v["failed"] + v["expired"] for v in soak["servers"].values()), "lost": soak["lost"],
+            "p50_s": soak["p50_s_median_of_chunks"], "p99_s": soak["p99_s_max_of_chunks"],
+            **{f"rss_kb_{pid}_{k}": soak["rss_kb"][pid][k] for pid in fleet.ids for k in ("start", "end", "max")}}
+
+
+def _pool_row(proto: str, soak: dict) -> dict:
+    row = {"protocol": proto, "kind": "pool"}
+    for pid, p in soak["prep"].items():
+        if not p.get("enabled"):
+            row[pid] = f"off: {p.get('reason', '')}"
+            continue
+        row[pid] = {k: p.get(k) for k in ("capacity", "available", "hits", "misses", "made", "failed",
+                                          "dropped", "expired")}
+    return row
+
+
+def soak_only(protocol: str, queries: int, clients: int = 4, every: int | None = None) -> dict:
+    """Only the soak of one protocol (the full 10,000-query astra soak runs for hours on a
+    small shared machine): JSON rows and the RSS plot, as in ``run``."""
+    with tempfile.TemporaryDirectory(prefix="secinfer-bench-serve-") as work:
+        fleet = _Fleet(protocol, Path(work))
+        try:
+            soak = _soak(fleet, queries, every or max(25, queries // 20), clients)
+        finally:
+            codes = fleet.stop()
+    plots = [{"file": f"serve-rss-{protocol}.png", "title": f"{protocol}: server RSS over the soak",
+              "xlabel": "queries", "ylabel": "RSS (MB)", "x": [s["queries"] for s in soak["samples"]],
+              "series": {pid: [s["rss_kb"][pid] / 1024 for s in soak["samples"]] for pid in fleet.ids}}]
+    return {"suite": "serve-soak", "rows": [_soak_row(protocol, fleet, soak), _pool_row(protocol, soak)],
+            "plots": plots, "raw": {protocol: {"soak": soak, "exit_codes": codes}}}
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description="secinfer bench serve: the soak of one protocol alone")
+    ap.add_argument("--protocol", default="astra")
+    ap.add_argument("--queries", type=int, default=10000)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--every", type=int, default=None, help="queries between RSS samples")
+    ap.add_argument("--out", default="results")
+    a = ap.parse_args()
+    from secinfer.bench.suites import machine_info, write_plots
+
+    res = soak_only(a.protocol, a.queries, a.clients, a.every)
+    res["machine"] = machine_info()
+    folder = os.path.join(a.out, f"serve-soak-{a.protocol}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "results.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    write_plots(res, folder)
+    for r in res["rows"]:
+        print(json.dumps(r))
+    print(f"wrote {folder}/results.json")

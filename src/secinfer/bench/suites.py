@@ -66,8 +66,9 @@ SUITE_INFO = {
                 "quick_s": None, "full_s": None, "source": ""},
     "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
                             "memory over a soak)",
-              "quick_s": 162.0, "full_s": None,
-              "source": "bench serve --quick 2026-11-27 ~03:10 UTC, load average 18-28 (helper serve's run)"},
+              "quick_s": 207.0, "full_s": None,
+              "source": "bench serve --quick 2026-11-27 05:00 UTC (with aby3 and falcon), load average ~18-27 "
+                        "(helper serving's run); full: 10,000 astra soak queries alone take ~45 min at ~4 q/s"},
     "peers": {"reproduces": "none (four workloads beside a mature C++ MPC framework's figures, issue #23)",
               "quick_s": None, "full_s": None, "source": ""},
 }

@@ -22,7 +22,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--params", default=None, help=argparse.SUPPRESS)
     s.add_argument("--network", default="none", help="none | lan | wan | bw=<MB/s>,lat=<ms> (session links)")
     s.add_argument("--max-sessions", type=int, default=16, help="sessions in progress at once (more are refused)")
-    s.add_argument("--pool", type=int, default=8, help="per-session material made ahead (bounded)")
+    s.add_argument("--pool", type=int, default=8,
+                   help="offline material made ahead, bounded: session seeds, and prepared offline phases "
+                        "(astra; -o prep_rows=N for batches of N, default 1; 0: none)")
     s.add_argument("--grace", type=float, default=30.0,
                    help="on SIGTERM/SIGINT, seconds to let in-flight sessions finish before aborting them")
     s.add_argument("--recv-timeout", type=float, default=None)
@@ -65,6 +67,10 @@ def cmd_serve(args) -> int:
     signal.signal(signal.SIGINT, _stop)
     print(f"serve {args.party_id} ({srv.role}): {srv.protocol} ({srv.security}) on {srv.entry.bind_url()}",
           file=sys.stderr, flush=True)
+    p = srv.prep
+    print(f"serve {args.party_id}: offline phase prepared ahead: "
+          + (f"on (up to {p.capacity} items for batches of {p.rows}, made by {p.leader_id})" if p.enabled
+             else f"off ({p.reason})"), file=sys.stderr, flush=True)
     st = srv.serve_forever(log=lambda m: print(f"serve {args.party_id}: {m}", file=sys.stderr, flush=True))
     return 0 if st["aborted"] == 0 else 1
 
@@ -88,7 +94,8 @@ def cmd_query(args) -> int:
         np.save(args.output, r.output)
     if args.json:
         print(json.dumps({"session_id": r.session_id, "protocol": r.protocol, "security": r.security,
-                          "latency_s": r.latency_s, "output": r.output.tolist()}))
+                          "latency_s": r.latency_s, "prepared_item": r.info.get("prep"),
+                          "output": r.output.tolist()}))
     else:
         print(np.array2string(r.output, precision=4, threshold=40))
     return 0

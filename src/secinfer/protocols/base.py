@@ -108,3 +108,27 @@ class ProtocolSpec:
     # what the protocol trusts beyond its parties (a trusted dealer, trusted hardware, a
     # demo key): named by the CLI and the Python API at run time and in --json ("trust")
     trust: str = ""
+    # Offline material made ahead of a client (serving, docs/runtime.md "Serving"):
+    # ``prepare(role, ep, job) -> Prep`` runs the protocol's offline phase among the
+    # model-side roles only (``ep`` connects every role but ``input_role``; ``job.input`` is
+    # None, ``job.options["prep_rows"]`` the batch the material is for) and returns an opaque
+    # ``Prep``; ``run_prepared(role, ep, job, prep)`` then runs one client session on it
+    # (the client passes ``prep=None``). ``prep_refusal(security, options)`` says why a
+    # configuration cannot be prepared ahead ("" when it can). None: not separable.
+    prepare: Callable[[str, Any, PartyJob], "Prep"] | None = None
+    run_prepared: Callable[[str, Any, PartyJob, Any], PartyResult] | None = None
+    prep_refusal: Callable[[str, dict], str] | None = None
+
+
+class Prep:
+    """One party's offline material for one future session, made by ``ProtocolSpec.prepare``.
+
+    Opaque to the runtime: it is stored, handed to exactly one ``run_prepared`` and then
+    wiped (``wipe()`` drops every secret it references, so a second use fails loudly).
+    ``rows``: the batch size it was made for (a client with another batch is not served
+    from it)."""
+
+    rows: int = 0
+
+    def wipe(self) -> None:
+        raise NotImplementedError

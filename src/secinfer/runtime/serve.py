@@ -42,7 +42,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from secinfer.errors import ConfigError, NetworkError, PeerAbortedError, ProtocolAbort, SecinferError, TimeoutError_
 
@@ -84,9 +83,10 @@ def _hex(msg: dict, key: str, n: int, who: str) -> bytes:
     return b
 
 
-def session_nonce(nonce_c: bytes, contribs: dict[str, bytes]) -> bytes:
-    """The session nonce: the client's nonce, then every server's contribution by party id."""
-    return nonce_c + b"".join(contribs[k] for k in sorted(contribs))
+def session_nonce(nonce_c: bytes, contribs: dict[str, bytes], prep: bytes | None = None) -> bytes:
+    """The session nonce: the client's nonce, then every server's contribution by party id,
+    then the id of the prepared item the session runs on (``secinfer.runtime.serve_prep``)."""
+    return nonce_c + b"".join(contribs[k] for k in sorted(contribs)) + (b"prep" + prep if prep else b"")
 
 
 def session_port(cluster, party_id: str, avoid=()) -> int:
@@ -152,6 +152,9 @@ class _Session:
     ep: object = None
     error: dict | None = None
     sid: str = ""
+    prep: tuple | None = None          # (id, item) the leader reserved for this session
+    start: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False            # the client gave the session up before start
 
 
 @dataclass
@@ -178,6 +181,7 @@ class Server:
         from secinfer.protocols import registry
         from secinfer.runtime.cluster import load_cluster
         from secinfer.runtime.pool import MaterialPool, make_session_seed
+        from secinfer.runtime.serve_prep import PrepCoordinator
 
         self.spec = spec = registry.get(protocol)
         self.protocol = protocol
@@ -215,12 +219,30 @@ class Server:
         self.grace = grace
         self.pool = MaterialPool(make_session_seed, pool)
         self.stats = ServeStats()
+        self._ports: set[int] = set()            # session / prep ports this process has announced
         self._sessions: dict[bytes, _Session] = {}
         self._seen: dict[bytes, None] = {}       # insertion-ordered replay window
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.ready = threading.Event()
         self._ctx = self._sock = self._auth = None
+        self.prep = PrepCoordinator(self, pool)
+
+    def _alloc_port(self) -> int:
+        with self._lock:
+            used = set(self._ports)
+        port = session_port(self.cluster, self.party_id, used)
+        with self._lock:
+            self._ports.add(port)
+        return port
+
+    def _free_port(self, port) -> None:
+        with self._lock:
+            self._ports.discard(port)
+
+    def _control_client(self, entry):
+        """A control socket to another model-side party (the leader's prep requests)."""
+        return _control_socket(self._ctx, self.identity, entry.public_key, entry.connect_url())
 
     # -- control socket --
     def _open_control(self) -> None:
@@ -228,11 +250,13 @@ class Server:
         from zmq.auth.thread import ThreadAuthenticator
 
         self._ctx = zmq.Context()
-        allowed = self.client.public_key
+        allowed = {self.client.public_key}
+        if self.prep.enabled and not self.prep.is_leader:   # the leader's prep requests
+            allowed.add(self.cluster.party(self.prep.leader_id).public_key)
 
         class _OnlyClient:
             def callback(self, domain, key):   # noqa: D401 - pyzmq's provider interface
-                return key == allowed
+                return key in allowed
 
         self._auth = ThreadAuthenticator(self._ctx)
         self._auth.start()
@@ -255,19 +279,29 @@ class Server:
             running = sum(1 for s in self._sessions.values() if s.state == "running")
             pending = sum(1 for s in self._sessions.values() if s.state == "pending")
             st = dataclasses.asdict(self.stats)
-        st.update(running=running, pending=pending, pool=self.pool.stats(), party=self.party_id,
-                  role=self.role, protocol=self.protocol)
+        st.update(running=running, pending=pending, pool=self.pool.stats(), prep=self.prep.stats(),
+                  party=self.party_id, role=self.role, protocol=self.protocol)
         return st
 
     # -- requests --
-    def _handle(self, msg: dict) -> dict:
+    def _handle(self, msg: dict, who: str = "client") -> dict:
         op = msg.get("op")
         if op == "status":
             return {"ok": True, "status": self.status()}
+        if who != "client":   # the prep leader: prep operations only
+            if op == "prep-open":
+                return self.prep.on_prep_open(msg)
+            if op == "prep-go":
+                return self.prep.on_prep_go(msg)
+            raise ServeError(f"operation {op!r} is not open to the prep leader")
         if op == "open":
             return self._on_open(msg)
         if op == "go":
             return self._on_go(msg)
+        if op == "start":
+            return self._on_start(msg)
+        if op == "cancel":
+            return self._on_cancel(msg)
         raise ServeError(f"unknown control operation {op!r}")
 
     def _on_open(self, msg: dict) -> dict:
@@ -283,14 +317,15 @@ class Server:
             self._seen[nonce_c] = None
             while len(self._seen) > SEEN_NONCES:
                 self._seen.pop(next(iter(self._seen)))
-            used = {s.port for s in self._sessions.values()}
-        port = session_port(self.cluster, self.party_id, used)
+        port = self._alloc_port()
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
+        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False else None)
         with self._lock:
             self._sessions[nonce_c] = sess
             self.stats.opened += 1
         return {"ok": True, "port": port, "contrib": sess.contrib.hex(), "protocol": self.protocol,
-                "security": self.security, "fixed": self.fixed_name, "options": self.options}
+                "security": self.security, "fixed": self.fixed_name, "options": self.options,
+                "prep": sess.prep[0].hex() if sess.prep else None}
 
     def _on_go(self, msg: dict) -> dict:
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "go")
@@ -313,35 +348,91 @@ class Server:
         cbytes = {k: _hex(contribs, k, NONCE_BYTES, "go") for k in contribs}
         if cbytes[self.party_id] != sess.contrib or ports.get(self.party_id) != sess.port:
             raise ServeError("go: our own contribution or port is not the one we announced")
+        pid = msg.get("prep")
+        if pid is not None:
+            pid = _hex(msg, "prep", NONCE_BYTES, "go")
+        if (self.prep.is_leader or pid is None) and (sess.prep[0] if sess.prep else None) != pid:
+            raise ServeError("go: the prepared item is not the one this server reserved for the session")
+        from secinfer.runtime.party import endpoint_class
+
         derived = derived_cluster(self.cluster, ports)
-        nonce = session_nonce(nonce_c, cbytes)
+        nonce = session_nonce(nonce_c, cbytes, pid)
+        sid = derived.session_id(nonce)
+        kw = {} if self.recv_timeout is None else {"recv_timeout": self.recv_timeout}
+        try:   # listening before we answer: the client starts the session once every server listens
+            ep = endpoint_class(derived.transport).from_cluster(derived, self.party_id, self.identity, sid,
+                                                                network=self.profile, connect=False, **kw)
+        except NetworkError as e:
+            raise ServeError(f"go: {e} (retry as a new session)") from None
+        if self.prep.is_leader or pid is None:
+            item = sess.prep[1] if sess.prep else None
+        else:
+            item = self.prep.claim(pid)
+            if item is None:
+                ep.close(flush=False, timeout=0.5)
+                raise ServeError("go: prepared item unknown here or used already")
+        sess.prep = None
         seed = self.pool.take()
         sess.state = "running"
-        sess.sid = derived.session_id(nonce).hex()
-        sess.thread = threading.Thread(target=self._run_session, args=(sess, derived, nonce, seed),
+        sess.sid = sid.hex()
+        sess.ep = ep
+        sess.thread = threading.Thread(target=self._run_session, args=(sess, ep, seed, item),
                                        name=f"session-{sess.sid[:8]}", daemon=True)
         sess.thread.start()
         return {"ok": True, "session_id": sess.sid}
 
-    def _run_session(self, sess: _Session, derived, nonce: bytes, seed) -> None:
+    def _on_start(self, msg: dict) -> dict:
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "start")
+        with self._lock:
+            sess = self._sessions.get(nonce_c)
+        if sess is None or sess.state != "running":
+            raise ServeError("start for a session this server has not started")
+        sess.start.set()
+        return {"ok": True}
+
+    def _on_cancel(self, msg: dict) -> dict:
+        """The client gives a session up before start (another server refused its go): it
+        ends here without a protocol message and counts as expired, not failed."""
+        nonce_c = _hex(msg, "nonce", NONCE_BYTES, "cancel")
+        with self._lock:
+            sess = self._sessions.get(nonce_c)
+            if sess is None or sess.start.is_set():
+                raise ServeError("cancel for a session this server has not opened, or already started")
+            if sess.state == "pending":
+                del self._sessions[nonce_c]
+                self.stats.expired += 1
+                self._ports.discard(sess.port)
+            else:
+                sess.cancelled = True
+        if sess.state == "pending":
+            self.prep.release(sess.prep[1] if sess.prep else None)
+            sess.prep = None
+        else:
+            sess.start.set()
+        return {"ok": True}
+
+    def _run_session(self, sess: _Session, ep, seed, item=None) -> None:
         from secinfer.crypto.prg import PRG
         from secinfer.protocols.base import PartyJob
-        from secinfer.runtime.party import endpoint_class, error_record
+        from secinfer.runtime.party import error_record
 
-        ep = None
         ok = False
         try:
             prg = PRG(seed.seed, f"serve/{self.role}")
             seed.wipe()
-            kw = {} if self.recv_timeout is None else {"recv_timeout": self.recv_timeout}
-            ep = endpoint_class(derived.transport).from_cluster(
-                derived, self.party_id, self.identity, derived.session_id(nonce), network=self.profile,
-                connect=False, **kw)
-            sess.ep = ep
+            # every party listens once the client has all go answers: it then says start
+            if not sess.start.wait(self.cluster.connect_timeout):
+                raise TimeoutError_(f"the client did not start session {sess.sid[:8]} within "
+                                    f"{self.cluster.connect_timeout:g}s of go")
+            if sess.cancelled:
+                return
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
                            model=copy.deepcopy(self.model), input=None, options=dict(self.options))
-            self.spec.run_party(self.role, ep, job)
+            if item is not None:
+                self.spec.run_prepared(self.role, ep, job, item)
+            else:
+                self.spec.run_party(self.role, ep, job)
             ok = True
         except BaseException as e:  # noqa: BLE001 - a session's failure ends that session only
             if isinstance(e, ProtocolAbort) and not isinstance(e, PeerAbortedError) and ep is not None \
@@ -352,6 +443,8 @@ class Server:
                     pass
             sess.error = error_record(e)
         finally:
+            if item is not None:
+                item.wipe()
             if ep is not None:
                 try:
                     ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
@@ -359,9 +452,13 @@ class Server:
                     if ok:
                         ok, sess.error = False, error_record(e)
             sess.ep = None
+            self._free_port(sess.port)
             with self._lock:
                 sess.state = "completed" if ok else "failed"
-                if ok:
+                if sess.cancelled:
+                    sess.state = "expired"
+                    self.stats.expired += 1
+                elif ok:
                     self.stats.completed += 1
                 else:
                     self.stats.failed += 1
@@ -375,10 +472,14 @@ class Server:
         horizon = self.cluster.connect_timeout
         now = time.monotonic()
         with self._lock:
-            for k, s in list(self._sessions.items()):
-                if s.state == "pending" and now - s.opened > horizon:
-                    del self._sessions[k]
-                    self.stats.expired += 1
+            gone = [s for s in self._sessions.values() if s.state == "pending" and now - s.opened > horizon]
+            for s in gone:
+                del self._sessions[s.nonce_c]
+                self.stats.expired += 1
+                self._ports.discard(s.port)
+        for s in gone:
+            self.prep.release(s.prep[1] if s.prep else None)
+            s.prep = None
 
     # -- main loop --
     def serve_forever(self, log=None) -> dict:
@@ -387,24 +488,34 @@ class Server:
         import zmq
 
         self._open_control()
+        self.prep.start()
         self.ready.set()
+        client_key = self.client.public_key.decode() if isinstance(self.client.public_key, bytes) \
+            else str(self.client.public_key)
         try:
             while not self._stop.is_set():
                 if self._sock.poll(200, zmq.POLLIN):
                     frames = self._sock.recv_multipart(copy=False)
                     if len(frames) != 2:
                         continue
+                    rid = None
                     try:
-                        rep = self._handle(_decode(frames[1].bytes, "the client"))
+                        who = "client" if frames[1].get("User-Id") == client_key else "leader"
+                        msg = _decode(frames[1].bytes, who)
+                        rid = msg.get("rid") if isinstance(msg.get("rid"), int) else None
+                        rep = self._handle(msg, who)
                     except Exception as e:  # noqa: BLE001 - a bad request is refused, never ends the server
                         with self._lock:
                             self.stats.refused += 1
                         rep = {"ok": False, "error": str(e) if isinstance(e, SecinferError)
                                else f"malformed request ({type(e).__name__})"}
+                    rep["rid"] = rid     # the request this answers (a client drops stale answers)
                     self._sock.send_multipart([frames[0].bytes, _encode(rep)])
                 self._expire()
             return self._drain(log)
         finally:
+            self._stop.set()
+            self.prep.close()
             self.pool.close()
             if self._sock is not None:
                 self._sock.close(0)
@@ -419,12 +530,15 @@ class Server:
             with self._lock:
                 live = [s for s in self._sessions.values() if s.state == "running"]
                 for k in [k for k, s in self._sessions.items() if s.state == "pending"]:
-                    del self._sessions[k]
+                    s = self._sessions.pop(k)
                     self.stats.expired += 1
+                    self.prep.release(s.prep[1] if s.prep else None)
+                    s.prep = None
             if not live or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         for s in live:   # past the grace period: close their endpoints (peers hear "bye")
+            s.start.set()
             ep = s.ep
             if ep is not None:
                 try:
@@ -438,149 +552,12 @@ class Server:
             self.stats.aborted += len(live)
         st = self.status()
         if log is not None:
+            pr = st["prep"]
             log(f"stopped: {st['completed']} completed, {st['failed']} failed, {st['expired']} expired, "
-                f"{st['aborted']} aborted at shutdown")
+                f"{st['aborted']} aborted at shutdown; prepared items: {pr['hits']} used, {pr['misses']} misses, "
+                f"{pr['made']} made, {pr['failed']} prep sessions failed")
         return st
 
 
-# ---- the client ------------------------------------------------------------------------------
-@dataclass
-class QueryResult:
-    output: np.ndarray
-    output_ring: np.ndarray | None
-    session_id: str
-    protocol: str
-    security: str
-    latency_s: dict
-    info: dict
-
-
-class _ConnectFailed(Exception):
-    """The session's endpoint could not be set up (before the protocol sent anything)."""
-
-
-def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol: str | None = None,
-          network: str | None = None, control_timeout: float = 10.0, recv_timeout: float | None = None,
-          endpoint_wrapper=None, retries: int = 2) -> QueryResult:
-    """One client session against running ``secinfer serve`` parties; returns the output.
-
-    ``protocol`` (optional) must match what the servers serve. ``endpoint_wrapper(ep)``
-    (tests: fault injection) wraps the session endpoint the protocol runs on. A session
-    whose endpoints cannot connect (e.g. a session port taken by another process between
-    its choice and its bind) is given up before any protocol message and retried as a
-    new session (fresh nonce, ports and material) up to ``retries`` times.
-    """
-    for attempt in range(retries + 1):
-        try:
-            return _query_once(cluster_path, x, party_id, keys_dir=keys_dir, protocol=protocol, network=network,
-                               control_timeout=control_timeout, recv_timeout=recv_timeout,
-                               endpoint_wrapper=endpoint_wrapper)
-        except _ConnectFailed as e:
-            if attempt == retries:
-                raise e.__cause__ from None
-    raise AssertionError("unreachable")
-
-
-def _query_once(cluster_path, x, party_id: str, *, keys_dir, protocol, network, control_timeout, recv_timeout,
-                endpoint_wrapper) -> QueryResult:
-    import zmq
-
-    from secinfer.arith.fixed import get_config
-    from secinfer.crypto.prg import PRG
-    from secinfer.net.shaping import parse_profile
-    from secinfer.protocols import registry
-    from secinfer.protocols.base import PartyJob
-    from secinfer.runtime.cluster import load_cluster
-    from secinfer.runtime.party import endpoint_class
-
-    t0 = time.perf_counter()
-    x = np.asarray(x, dtype=np.float64)
-    cluster = load_cluster(cluster_path)
-    me = cluster.party(party_id)
-    identity = cluster.load_secret(party_id, keys_dir)
-    servers = [p for p in cluster.parties.values() if p.id != party_id]
-    nonce_c = secrets.token_bytes(NONCE_BYTES)
-    ctx = zmq.Context()
-    socks = {}
-    try:
-        socks = {p.id: _control_socket(ctx, identity, p.public_key, p.connect_url()) for p in servers}
-        replies = {pid: _request(s, {"op": "open", "nonce": nonce_c.hex()}, control_timeout, pid)
-                   for pid, s in socks.items()}
-        first = next(iter(replies.values()))
-        conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
-        for pid, r in replies.items():
-            if {k: r.get(k) for k in conf} != conf:
-                raise ServeError(f"servers disagree on what they serve: {pid} says "
-                                 f"{ {k: r.get(k) for k in conf} }, another {conf}")
-        if protocol is not None and conf["protocol"] != protocol:
-            raise ServeError(f"the servers serve {conf['protocol']!r}, not {protocol!r}")
-        spec = registry.get(conf["protocol"])
-        if me.role != spec.input_role:
-            raise ConfigError(f"party {party_id} plays {me.role!r}; only the input role "
-                              f"{spec.input_role!r} can query")
-        cluster.check_roles(spec.roles)
-        ports = {pid: int(r["port"]) for pid, r in replies.items()}
-        ports[party_id] = session_port(cluster, party_id)
-        contribs = {pid: _hex(r, "contrib", NONCE_BYTES, pid) for pid, r in replies.items()}
-        go = {"op": "go", "nonce": nonce_c.hex(), "ports": ports, "contribs": {k: v.hex() for k, v in contribs.items()}}
-        sids = {pid: _request(s, go, control_timeout, pid)["session_id"] for pid, s in socks.items()}
-    finally:
-        for s in socks.values():
-            s.close(0)
-        ctx.term()
-    derived = derived_cluster(cluster, ports)
-    sid = derived.session_id(session_nonce(nonce_c, contribs))
-    if any(v != sid.hex() for v in sids.values()):
-        raise ServeError("the servers derived another session id than ours")
-    t_ctl = time.perf_counter()
-    profile = parse_profile(network) if network and network != "none" else None
-    kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
-    try:
-        ep = endpoint_class(derived.transport).from_cluster(derived, party_id, identity, sid, network=profile,
-                                                            connect=False, **kw)
-    except NetworkError as e:
-        raise _ConnectFailed() from e
-    ok = False
-    try:
-        try:
-            ep.connect()
-        except NetworkError as e:
-            raise _ConnectFailed() from e
-        run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
-        job = PartyJob(role=me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
-                       prg=PRG.fresh(f"query/{me.role}"), model=None, input=x, options=dict(conf["options"] or {}))
-        res = spec.run_party(me.role, run_ep, job)
-        if res is None or res.output is None:
-            raise ServeError(f"protocol {conf['protocol']!r} returned no output to the client")
-        ok = True
-    finally:
-        try:
-            ep.close() if ok else ep.close(timeout=getattr(ep, "peer_timeout", 3.0) + 1.0)
-        except NetworkError:
-            if ok:
-                raise
-    t1 = time.perf_counter()
-    return QueryResult(np.asarray(res.output), None if res.output_ring is None else np.asarray(res.output_ring),
-                       sid.hex(), conf["protocol"], conf["security"],
-                       {"control": t_ctl - t0, "session": t1 - t_ctl, "total": t1 - t0, **{
-                           ph: ep.meter.seconds[ph] for ph in ("setup", "offline", "online")}},
-                       dict(res.info or {}))
-
-
-def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,
-                  timeout: float = 5.0) -> dict:
-    """The counters of a running server (asked with the client's key)."""
-    import zmq
-
-    from secinfer.runtime.cluster import load_cluster
-
-    cluster = load_cluster(cluster_path)
-    identity = cluster.load_secret(party_id, keys_dir)
-    entry = cluster.party(server_id)
-    ctx = zmq.Context()
-    s = _control_socket(ctx, identity, entry.public_key, entry.connect_url())
-    try:
-        return _request(s, {"op": "status"}, timeout, server_id)["status"]
-    finally:
-        s.close(0)
-        ctx.term()
+# ---- the client: secinfer.runtime.serve_client (re-exported here) ----------------------------------
+from secinfer.runtime.serve_client import QueryResult, ServeClient, query, server_status  # noqa: E402,F401

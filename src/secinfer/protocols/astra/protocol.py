@@ -29,7 +29,7 @@ from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine
-from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.digest import digest, digest_bytes
 from secinfer.protocols.rep3.keys import setup_keys
@@ -128,14 +128,26 @@ def _run_owner(ep, keys, lm, job) -> PartyResult:
 
 
 def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResult:
+    st = _server_offline(ep, role, keys, job, shape, cls, fair, shift, C,
+                         # preprocessing done: the client may send its query (keeps the online clock honest)
+                         lambda: ep.send(C, "astra/ready", np.ones(1, np.uint8)))
+    _server_online_phase(ep, st)
+    return PartyResult(info={"role": role})
+
+
+def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: str, then) -> dict:
+    """A server's offline phase; ``x_owner``: whose keys mask the query (C; or "p0", i.e.
+    k_01 / k_02, when the servers prepare ahead of the client, ``prepare``). ``then()``
+    runs last inside the phase. Returns the state the online phase needs."""
     eng = AstraEngine(ep, role, keys, job.security, 64, prg=job.prg.derive("astra-engine"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
     beng = AstraEngine(ep, role, keys, job.security, 1, prg=job.prg.derive("astra-bool"))
     beng.out_h, beng.in_h = eng.out_h, eng.in_h     # one amortised verify for both rings
     batch, k = shape["X"]
     n = shape["b"][0]
+    bx = pad = fprep = None
     with ep.phase("offline"):
-        X, _ = eng.share_offline(C, shape["X"], "X")
+        X, _ = eng.share_offline(x_owner, shape["X"], "X")
         W, _ = eng.share_offline(M, shape["W"], "W")
         B, _ = eng.share_offline(M, shape["b"], "b")
         W = eng.share_online(M, W, "W")
@@ -163,15 +175,19 @@ def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResul
             # [ASTRA Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
-        # preprocessing done: the client may send its query (keeps the online clock honest)
-        ep.send(C, "astra/ready", np.ones(1, np.uint8))
+        then()
+    return {"eng": eng, "beng": beng, "X": X, "W": W, "U": U, "B": B, "prep": prep, "bx": bx, "cls": cls,
+            "shift": shift, "fair": fair, "fairprep": (pad, fprep) if fair else None, "direct": direct, "rho": rho}
+
+
+def _server_online_phase(ep, st: dict) -> None:
+    eng = st["eng"]
     with online_phase(ep):
-        X = eng.share_online(C, X, "X")
+        X = eng.share_online(C, st["X"], "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
-        _server_online(ep, eng, beng, X, W, U, B, prep, bx if cls else None, cls, shift, fair,
-                       (pad, fprep) if fair else None, direct, rho)
+        _server_online(ep, eng, st["beng"], X, st["W"], st["U"], st["B"], st["prep"], st["bx"], st["cls"],
+                       st["shift"], st["fair"], st["fairprep"], st["direct"], st["rho"])
     await_close(ep)
-    return PartyResult(info={"role": role})
 
 
 def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairprep, direct, rho) -> None:
@@ -236,7 +252,7 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
     out_eng.open_to(C, out, "y")
 
 
-def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious) -> PartyResult:
+def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared=False) -> PartyResult:
     cfg = job.fixed
     batch = x.shape[0]
     bits = 1 if cls else 64
@@ -245,10 +261,14 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious) -> Party
         if fair:
             pad = job.prg.derive("astra-pad").ring((size,), bits)
             lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
-        lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
+        if prepared:
+            lam_x = _recv_query_mask(ep, x.shape, malicious)    # the servers drew it ahead
+        else:
+            lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
         gc.collect()
-        for p in SERVERS:
-            ep.recv_one(p, "astra/ready", _ACK)
+        if not prepared:
+            for p in SERVERS:
+                ep.recv_one(p, "astra/ready", _ACK)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
         _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
@@ -313,6 +333,144 @@ def _receive_direct_m(ep, size: int) -> np.ndarray:
     ep.require(np.array_equal(pair[np.arange(size), y.astype(np.int64)], hy), "bitext-y", "p2",
                "y does not match the output label")
     return (y ^ m ^ l1 ^ l2) & np.uint64(1)
+
+
+# ---- offline material made ahead of the client (serving: ProtocolSpec.prepare) ----------------
+# The servers' offline phase depends on the client only through the mask of its query,
+# lambda_x, which the client's keys k_C1 (C, P0, P1) and k_C2 (C, P0, P2) draw. Prepared
+# ahead, the servers draw it instead from k_01 and k_02 (the same holders among the
+# servers, as for an input of P0 [ASTRA Fig. 1]); when the client comes, P0 sends it
+# lambda_x (malicious: lambda_{x,1}, lambda_{x,2}, and P1 / P2 hashes of the component
+# they hold, check "prep-mask": with one corrupt server each component has an honest
+# holder, so a wrong lambda that would shift the client's input aborts). This message
+# replaces the "ready" acknowledgement, so the client's rounds do not change. The model
+# owner shares W and b in the prepared session (fresh masks for every prepared item).
+
+class AstraPrep(Prep):
+    """One party's prepared offline state for one session (see above)."""
+
+    def __init__(self, role: str, rows: int, state: dict | None = None, hdr=None) -> None:
+        self.role, self.rows, self.state, self.hdr = role, rows, state, hdr
+
+    def wipe(self) -> None:
+        self.state = self.hdr = None
+
+
+def prep_refusal(security: str, options: dict) -> str:
+    if security == "fair":
+        return ("fair security: the client's output pad is shared and committed to in the offline phase "
+                "[ASTRA Fig. 10], so that phase needs the client")
+    if options.get("queries", 1) != 1:
+        return "option queries > 1 (one prepared item is one query)"
+    return ""
+
+
+def prep_rows(options: dict) -> int:
+    r = options.get("prep_rows", 1)
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
+        raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
+    return r
+
+
+def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
+    """The offline phase of one future session among P0, P1, P2 and M (no client)."""
+    why = prep_refusal(job.security, job.options)
+    if why:
+        raise ProtocolError(f"astra cannot prepare ahead: {why}")
+    if role not in SERVERS + (M,):
+        raise ProtocolError(f"astra prepares on the servers and the model owner, not {role!r}")
+    rows = prep_rows(job.options)
+    reveal_mode(job.options)
+    try:
+        with ep.phase("setup"):
+            keys = setup_keys(ep, role, job.prg, job.security != "semi-honest")   # no client: no k_C1, k_C2
+            lm, k, n, cls, fw, classes, _ = header(ep, role, job, to=SERVERS)
+        if role == M:
+            w, b = lm.encode(job.fixed)
+            with ep.phase("offline"):
+                _owner_send(ep, keys, M, "W", w, 64)
+                _owner_send(ep, keys, M, "b", b, 64)
+            return AstraPrep(role, rows, hdr=(lm.public_header(job.fixed), np.asarray(classes, np.float64)))
+        shape = {"X": (rows, k), "W": (k, n), "b": (n,)}
+        st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0",
+                             lambda: None)
+        st.update(k=k, n=n)
+        return AstraPrep(role, rows, st)
+    except PeerAbortedError as e:
+        ep.abort(e.check, e.suspect, e.detail)
+        raise
+
+
+def run_prepared(role: str, ep, job: PartyJob, prep: AstraPrep | None) -> PartyResult:
+    """One client session on prepared material (``prepare``); the client passes None."""
+    try:
+        return _run_prepared(role, ep, job, prep)
+    except PeerAbortedError as e:
+        ep.abort(e.check, e.suspect, e.detail)
+        raise
+    finally:
+        if prep is not None:
+            prep.wipe()
+
+
+def _run_prepared(role: str, ep, job: PartyJob, prep) -> PartyResult:
+    malicious = job.security != "semi-honest"
+    if role == C:
+        with ep.phase("setup"):
+            _, k, n, cls, fw, classes, _ = header(ep, role, job)
+            x = np.asarray(job.input, np.float64)
+            if x.ndim == 1:
+                x = x[None, :]
+            if x.ndim != 2 or x.shape[1] != k:
+                raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
+            for p in SERVERS:
+                ep.send(p, "astra/batch", np.array([x.shape[0]], np.int64))
+        return _run_client(ep, None, job, x, n, cls, fw, classes, False, malicious, prepared=True)
+    if prep is None or prep.role != role or (prep.state is None and prep.hdr is None):
+        raise ProtocolError(f"{role}: no prepared material for this session (or it was used already)")
+    if role == M:
+        with ep.phase("setup"):
+            hdr, classes = prep.hdr
+            ep.send(C, "astra/hdr", hdr, classes)
+        await_close(ep)
+        return PartyResult(info={"role": M})
+    st = prep.state
+    eng, beng = st["eng"], st["beng"]
+    eng.ep = beng.ep = ep              # the prepared engines now talk over this session
+    with ep.phase("setup"):
+        batch = int(ep.recv_one(C, "astra/batch", ArraySpec(np.int64, (1,)))[0])
+        if batch != prep.rows:
+            raise ProtocolError(f"client asked for batch size {batch}; this material is for {prep.rows}")
+    X = st["X"]
+    with ep.phase("offline"):
+        # lambda_x of the query, drawn by the servers ahead (see above), replaces "ready"
+        if role == "p0":
+            if malicious:
+                ep.send(C, "astra/prep/lam", pack(X.l1, 64), pack(X.l2, 64))
+            else:
+                ep.send(C, "astra/prep/lam", pack(eng.R.add(X.l1, X.l2), 64))
+        elif malicious:
+            ep.send(C, "astra/prep/lam", digest("prep-mask", X.l1 if role == "p1" else X.l2))
+        else:
+            ep.send(C, "astra/ready", np.ones(1, np.uint8))
+    _server_online_phase(ep, st)
+    return PartyResult(info={"role": role, "prepared": True})
+
+
+def _recv_query_mask(ep, shape, malicious: bool) -> np.ndarray:
+    """Client: lambda_x from P0, checked against P1's and P2's hashes (malicious)."""
+    spec, hs = packed_spec(64, shape), ArraySpec(np.uint8, (32,))
+    if not malicious:
+        got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec), "p1": ("astra/ready", _ACK),
+                                 "p2": ("astra/ready", _ACK)}))
+        return unpack(got["p0"][0], 64, shape)
+    got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec, spec), "p1": ("astra/prep/lam", hs),
+                             "p2": ("astra/prep/lam", hs)}))
+    l1, l2 = (unpack(a, 64, shape) for a in got["p0"])
+    ep.require(np.array_equal(digest("prep-mask", l1), got["p1"][0])
+               and np.array_equal(digest("prep-mask", l2), got["p2"][0]), "prep-mask", None,
+               "P0's mask of the query and the other holders' hashes of it differ")
+    return l1 + l2
 
 
 REVEALS = ("direct", "paper")
@@ -401,6 +559,7 @@ SPEC = ProtocolSpec(
     check_model=check_model, reveals=mdl.reveals, value_limits=mdl.value_limits,
     default_fixed="fx64f13",
     paper="astra-3pc-rings.txt",
+    prepare=prepare, run_prepared=run_prepared, prep_refusal=prep_refusal,
     checks=tuple(Check(n, what, "ASTRA " + ref, sec) for n, what, ref, sec in (
         ("key-setup", "the receivers of a three-holder PRF key got the same key", "2.2", _M),
         ("sh-consistency", "P1 and P2 got the same m_x from an outside owner (Pi_sh^m)", "4.2", _M),
@@ -419,5 +578,7 @@ SPEC = ProtocolSpec(
         ("frec-commit-m", "P1 and P2 committed to the same m_y", "Fig. 10", _F),
         ("frec-abort", "P0 signalled abort with a valid proof of origin", "Fig. 10", _F),
         ("frec-open", "an opening matched the agreed commitment", "Fig. 10", _F),
-        ("fair-output", "two servers delivered the same masked output", "4.3", _F))),
+        ("fair-output", "two servers delivered the same masked output", "4.3", _F),
+        ("prep-mask", "prepared ahead (serving): P0's mask of the query equals P1's / P2's hash of it",
+         "Fig. 1 (Pi_sh, mask drawn by the servers)", _M))),
 )

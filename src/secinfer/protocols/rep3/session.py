@@ -25,14 +25,15 @@ _MAX_FEATURES = 1 << 20
 MAX_QUERIES = 100_000
 
 
-def header(ep, role, job: PartyJob):
-    """Setup-phase exchange of the public architecture. Returns (lm or None, K, N, cls, fw, classes, B)."""
+def header(ep, role, job: PartyJob, to=SERVERS + (C,)):
+    """Setup-phase exchange of the public architecture (from the model owner to ``to``).
+    Returns (lm or None, K, N, cls, fw, classes, B)."""
     cfg = job.fixed
     if role == M:
         lm = mdl.resolve_wfrac(mdl.to_linear(job.model, job.options), cfg)
         hdr = lm.public_header(cfg)
         classes = lm.classes if lm.classifier else np.zeros(2)
-        for p in SERVERS + (C,):
+        for p in to:
             ep.send(p, "astra/hdr", hdr, np.asarray(classes, np.float64))
         return (lm, *[int(v) for v in hdr[:3]], (int(hdr[3]), int(hdr[4])), classes, None)
     hdr, classes = ep.recv(M, "astra/hdr", _HDR, _CLS)
