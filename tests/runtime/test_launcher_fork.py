@@ -133,3 +133,28 @@ def test_a_bad_model_file_from_the_launcher_is_a_config_error(tmp_path):
     bad.write_bytes(pickle.dumps({"not": "a graph"}))
     with pytest.raises(ConfigError, match="holds a dict, not a model"):
         read_model_ir(bad)
+
+
+def test_a_port_taken_meanwhile_runs_again_with_a_fresh_server(monkeypatch, w1_model):
+    import socket
+
+    from secinfer.runtime import cluster as cluster_mod
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    real, calls = cluster_mod.free_ports, []
+
+    def first_one_taken(n, *a, **k):
+        ports = real(n, *a, **k)
+        calls.append(n)
+        return [taken.getsockname()[1], *ports[1:]] if len(calls) == 1 else ports
+
+    monkeypatch.setattr(cluster_mod, "free_ports", first_one_taken)
+    try:
+        res = _run("auto", w1_model)
+    finally:
+        taken.close()
+    assert len(calls) == 2 and np.array_equal(res.output, X)
+    assert res.startup["start"] == "fork"
+    assert alive(descendants_of(os.getpid())) == []      # the first attempt's server is gone too

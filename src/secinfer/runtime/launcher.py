@@ -339,17 +339,28 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         server.close()
         server = None
     try:
-        if server is None and start == "auto":   # first, so that its imports overlap our checks
-            from secinfer.runtime.launcher_fork import ForkServer
+        while True:
+            if server is None and start == "auto":   # first, so that its imports overlap our checks
+                from secinfer.runtime.launcher_fork import ForkServer
 
-            server = ForkServer.start(protocol, protocol_module=protocol_module, transport=transport,
-                                      env=_party_env(protocol_module), onnx=model_graph is None)
-        return _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout, progress,
-                          protocol_module, keep_workdir, cluster_settings, input_path, log_dir, start, server,
-                          dict(events or {}, launch=t_launch), model_graph, _attempts)
+                server = ForkServer.start(protocol, protocol_module=protocol_module, transport=transport,
+                                          env=_party_env(protocol_module), onnx=model_graph is None)
+            try:
+                return _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
+                                  progress, protocol_module, keep_workdir, cluster_settings, input_path, log_dir,
+                                  start, server, dict(events or {}, launch=t_launch), model_graph, _attempts)
+            except _PortTaken:          # a free port was taken meanwhile: again, with a fresh server
+                _attempts -= 1
+                if server is not None:
+                    server.close()
+                    server = None
     finally:
         if server is not None:
             server.close()
+
+
+class _PortTaken(Exception):
+    """A party could not listen on its port (taken since the launcher chose it): run again."""
 
 
 def _party_env(protocol_module: str | None) -> dict:
@@ -537,10 +548,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             err = _failure_error(failures, exited, logdir)
             err.pids = {r: p.pid for r, p in procs.items()}
             if _attempts > 1 and "cannot listen on" in str(err):  # a free port was taken meanwhile
-                return run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
-                                 progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
-                                 cluster_settings=cluster_settings, log_dir=log_dir, start=start,
-                                 model_graph=model_graph, _attempts=_attempts - 1)
+                raise _PortTaken(str(err))   # (run_local runs again; this run's folders are removed)
             keep_logs = True
             raise err
         result = _merge(spec, security, network, records, work, wall)
@@ -559,8 +567,9 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             print(f"[secinfer] {protocol}: done in {wall:.2f}s (online {result.latency_s['online']:.3f}s)",
                   file=sys.stderr)
         return result
-    except BaseException:
-        keep_logs = True   # (a failure, an interrupt: the logs say what happened)
+    except BaseException as e:
+        if not isinstance(e, _PortTaken):   # (a retry's failed first attempt leaves nothing behind)
+            keep_logs = True   # (a failure, an interrupt: the logs say what happened)
         raise
     finally:
         restore()
