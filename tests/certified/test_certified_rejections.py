@@ -89,7 +89,7 @@ def test_noise_outside_the_bound(monkeypatch):
     """The user adds a large error to c0 (and to her witness and commitment) and answers
     the bound proof without rejection sampling."""
     real_enc = P.encrypt_with_randomness
-    spike = 1 << 20
+    spike = 1 << 26                              # above 2 M_c: outside the accepted box whatever the mask
 
     def noisy(params: CKKSParams, pt, pk, seed=None, randomness=None):
         ct, rnd = real_enc(params, pt, pk, seed=seed)
@@ -157,17 +157,32 @@ def test_reused_challenge_from_another_session():
 
 
 @pytest.mark.covers_check("certified", "release-decryption")
-def test_wrong_decrypted_result_at_release(monkeypatch):
-    real = CKKSParams.decrypt_decode
+@pytest.mark.parametrize("usecase", ["sum", "weighted-sum"])
+def test_wrong_decrypted_result_at_release(monkeypatch, usecase):
+    """The user reports psi's decryption + 5 data units (sum: the constant coefficient of
+    the Z_q release; weighted sum: the slots)."""
     calls = []
+    if usecase == "sum":
+        real = P.constant_coeff
 
-    def lying(self, ct, sk):
-        out = real(self, ct, sk)
-        calls.append(1)
-        return out + 5.0 if len(calls) == 1 else out     # the user's m, not m_B
+        def lying(params, ct, sk):
+            calls.append(1)
+            out = real(params, ct, sk)
+            return (out + 5 * 2 ** 15) % int(params.q[0]) if len(calls) == 1 else out
 
-    monkeypatch.setattr(CKKSParams, "decrypt_decode", lying)
-    res = run_certified(X)
+        monkeypatch.setattr(P, "constant_coeff", lying)
+        opts = None
+    else:
+        real = CKKSParams.decrypt_decode
+
+        def lying(self, ct, sk):
+            out = real(self, ct, sk)
+            calls.append(1)
+            return out + 5.0 if len(calls) == 1 else out     # the user's m, not m_B
+
+        monkeypatch.setattr(CKKSParams, "decrypt_decode", lying)
+        opts = {"weights": list(np.linspace(0.1, 0.8, X.size))}
+    res = run_certified(X, usecase, opts)
     assert aborted(res, "provider", "release-decryption") and no_output(res)
 
 
@@ -188,3 +203,26 @@ def test_provider_asks_to_decrypt_the_raw_upload():
 
     res = run_certified(X, wrap={"provider": lambda ep: Proxy(ep, on_send=on_send, on_recv=on_recv)})
     assert aborted(res, "user", "release-blinding") and no_output(res)
+
+
+@pytest.mark.covers_check("certified", "public-key")
+def test_public_key_with_a_planted_offset():
+    """The user sends pk0 + 2^30 X^5: no short (s, e) opens it for the provider's a (a key
+    with a planted offset would shift what her ciphertexts decrypt to); her proof, made for
+    her real key, fails."""
+    def edit(tag, arrays):
+        if tag == "certified/keys":
+            pk0 = arrays[0].copy()
+            pk0[:, 5] = (pk0[:, 5] + np.uint64(1 << 30)) % np.array([np.uint64(q) for q in _primes()])
+            arrays[0] = pk0
+        return arrays
+
+    res = run_certified(X, wrap=_user(on_send=edit))
+    assert aborted(res, "provider", "public-key") and no_output(res)
+
+
+def _primes():
+    from secinfer.crypto.he.params import get_params
+    from secinfer.protocols.certified import usecases
+
+    return get_params(usecases.get("sum").test_params).q

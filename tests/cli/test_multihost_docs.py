@@ -64,7 +64,7 @@ def _run_block(lines: list[str], cwd: Path, timeout: float) -> list[subprocess.C
 
 
 def test_docs_have_an_example_per_paper_protocol():
-    assert set(_blocks()) >= {"reference", "crisp", "stamp", "astra"}
+    assert set(_blocks()) >= {"reference", "crisp", "stamp", "astra", "certified"}
 
 
 CASES = [("reference", "digits-mlp"), ("stamp", "digits-mlp"), ("astra", "cancer-logreg"),
@@ -94,3 +94,21 @@ def test_docs_multihost_example_runs_on_loopback(protocol, data, tmp_path):
     errs = "".join(r.stderr for r in done)
     if spec.trust:
         assert "TRUSTED" in errs
+
+
+@pytest.mark.slow   # ML-DSA, 219 ZKB++ repetitions over 48 messages at N = 2^11: ~20-60 s here
+def test_docs_certified_example_runs_on_loopback(tmp_path):
+    """certified: keys from `secinfer keygen` (no secret in the cluster folder), the
+    provider's psi an ONNX sum; the data source's output is the readings' sum within the
+    paper's smart-metering error (its readings have 3 decimals: exact in Wh)."""
+    done = _run_block(_blocks()["certified"], tmp_path, timeout=600)
+    for r in done:
+        assert r.returncode == 0, f"{r.args}\n{r.stderr}"
+    cl = load_cluster(tmp_path / "certified-cluster" / "cluster.toml")
+    assert sorted(cl.roles) == sorted(registry.get("certified").roles)
+    assert not (tmp_path / "certified-cluster" / "keys").exists()
+    for role in cl.roles:
+        assert (tmp_path / "certified-keys" / f"{role}.key_secret").stat().st_mode & 0o077 == 0
+    x = np.load(tmp_path / "certified-x.npy")
+    y = np.load(tmp_path / "certified-y.npy").reshape(-1)
+    assert y.shape == (1,) and abs(y[0] - x.sum()) <= 5.1e-5 * x.sum()

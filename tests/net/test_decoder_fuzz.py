@@ -27,7 +27,8 @@ from secinfer.errors import AuthenticationError, ConfigError, FrameError
 from secinfer.net import tcp_transport
 from secinfer.net.codec import DTYPES, PHASES, Header, decode_frame, encode_frame
 from secinfer.net.shaping import parse_profile
-from secinfer.net.tcp_transport import _HDR, RX_BUFFER, TcpEndpoint, _In, _nonce
+from secinfer.net.tcp_links import HDR as _HDR, RX_BUFFER, InStream as _In, nonce as _nonce
+from secinfer.net.tcp_transport import TcpEndpoint
 from transport_helpers import loopback_cluster  # tests/net helper
 
 # SECINFER_FUZZ_EXAMPLES=N runs a longer bounded fuzz campaign (default: 300 per property)
@@ -164,7 +165,7 @@ def test_authentic_records_of_any_kind_and_content(endpoint, records):
     err, inbox = _feed(endpoint, bytes(out), key)
     assert err is None or isinstance(err, FrameError)
     for _release, item, _stamp in inbox:
-        assert isinstance(item, (bytes, FrameError)) or item is tcp_transport._CLOSED
+        assert isinstance(item, (bytearray, np.ndarray, FrameError)) or item is tcp_transport._CLOSED
 
 
 @FAST

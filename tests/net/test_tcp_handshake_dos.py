@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from secinfer.net import tcp_transport
+from secinfer.net import tcp_handshake, tcp_transport
 from secinfer.net.tcp_transport import TcpEndpoint
 from transport_helpers import ANY_F, all_endpoints, loopback_cluster  # tests/net helper
 
@@ -48,7 +48,7 @@ def _garbage(host, port, stop):
 
 
 def test_a_slowloris_and_garbage_connections_neither_block_nor_fail_the_session(tmp_path, monkeypatch):
-    monkeypatch.setattr(tcp_transport, "HANDSHAKE_TIMEOUT", 3.0)
+    monkeypatch.setattr(tcp_handshake, "HANDSHAKE_TIMEOUT", 3.0)
     c = loopback_cluster(tmp_path, "tcp", roles=("p0", "p1", "p2"), connect_timeout=20.0)
     p0 = c.party("p0")
     stop = threading.Event()

@@ -60,7 +60,9 @@ SUITE_INFO = {
     "crisp": {"reproduces": "CRISP Table I, II-III, V; Figs. 5-6 (vs CRISP semi-honest)",
               "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
     "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
-                  "quick_s": None, "full_s": None, "source": ""},
+                  "quick_s": 50.9, "full_s": None,
+                  "source": "bench certified --quick 2026-11-27 05:35 UTC, load average ~25 (helper certified); "
+                            "full not run: its smart-metering row alone took 13.7 min at load 16-28"},
     "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits CNN and zoo networks that fit; ResNets skipped "
                               "with their reasons)",
                 "quick_s": None, "full_s": None, "source": ""},

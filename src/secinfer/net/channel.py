@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
-from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, payload_nbytes
+from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_parts, payload_nbytes
 from secinfer.net.meter import Meter
 from secinfer.spec import ArraySpec  # noqa: F401 - re-exported: protocols import it from here
 
@@ -50,6 +50,7 @@ class Endpoint(abc.ABC):
         self._seq_in: dict[str, int] = {p: 0 for p in self.peers}
         self._aborted: ProtocolAbort | None = None
         self.last_step: tuple | None = None   # (direction, peer, tag) of the last message
+        self._names: dict = {}                # encoded header names (codec.encode_parts)
         self.failed_phase: str | None = None
 
     # ---- phases ------------------------------------------------------------------------
@@ -97,11 +98,11 @@ class Endpoint(abc.ABC):
             raise self._aborted
         hdr = Header(self.session_id, self.me, tag, self._seq_out[peer], self._phase,
                      self.meter.depth[self._phase])
-        frame = encode_frame(hdr, arrays, self.max_frame)
+        parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
         self._seq_out[peer] += 1
         self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
-        self.meter.record(self._phase, "sent", peer, tag, payload_nbytes(arrays), len(frame))
-        self._transmit(peer, frame)
+        self.meter.record(self._phase, "sent", peer, tag, payload, size)
+        self._transmit_parts(peer, parts, size)
 
     def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
         for p in self.peers:
@@ -181,6 +182,12 @@ class Endpoint(abc.ABC):
     # ---- transport hooks ---------------------------------------------------------------
     @abc.abstractmethod
     def _transmit(self, peer: str, frame: bytes) -> None: ...
+
+    def _transmit_parts(self, peer: str, parts: list, size: int) -> None:
+        """Send the frame made of ``parts`` (``codec.encode_parts``: some are views of the
+        caller's arrays, valid until this returns); a transport that can send them without
+        joining them first overrides it."""
+        self._transmit(peer, parts[0] if len(parts) == 1 else b"".join(parts))
 
     @abc.abstractmethod
     def _receive(self, peer: str, deadline: float) -> bytes: ...

@@ -9,7 +9,11 @@ with the header (little-endian)
     session_id 16B | sender (u8 len + utf8) | tag (u16 len + utf8) | seq u64 |
     phase u8 | depth u32 | n_arrays u16 | per array: dtype code u8, ndim u8, ndim x u64
 
-and the payload the arrays' raw C-order little-endian bytes, concatenated. Decoding checks
+followed, when flag ``ALIGNED`` (1) is set, by up to 7 zero bytes (counted in header_len) so
+that the payload starts 8-byte aligned, and the payload the arrays' raw C-order
+little-endian bytes, concatenated. A receiver that owns the frame's buffer (a
+``bytearray``) gets arrays that are views into it where aligned; other arrays are copies
+(encoding a frame as parts lets a transport encrypt straight from the arrays). Decoding checks
 the size cap first, then every length against what is actually present, so a truncated,
 corrupted or oversized frame is a ``FrameError`` (``MessageTooLargeError`` for one over the
 cap) and never another exception, a crash or a huge allocation (fuzzed in
@@ -29,6 +33,9 @@ MAGIC = b"SINF"
 VERSION = 1
 DEFAULT_MAX_FRAME = 1 << 31  # 2 GiB; sessions usually set a tighter cap
 _PREFIX = struct.Struct("<4sHHI")
+ALIGNED = 1                  # flag: header zero-padded so that the payload starts 8-byte aligned
+_PADS = [b"\x00" * k for k in range(8)]
+_INLINE = 1 << 14            # arrays below this many bytes are copied into the frame's first buffer
 
 DTYPES: dict[int, np.dtype] = {
     1: np.dtype("uint8"), 2: np.dtype("uint16"), 3: np.dtype("uint32"), 4: np.dtype("uint64"),
@@ -63,17 +70,44 @@ _HEAD_MIN = 16 + 1 + 2 + _TAIL.size   # a header without names and arrays
 
 
 def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
-    if len(header.session_id) != 16:
-        raise FrameError("session id must be 16 bytes")
-    sender = header.sender.encode()
-    tag = header.tag.encode()
-    if len(sender) > 255 or len(tag) > 65535:
-        raise FrameError("sender or tag name too long")
-    parts = [header.session_id, _U8.pack(len(sender)), sender, _U16.pack(len(tag)), tag,
-             _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays))]
+    parts = encode_parts(header, arrays, max_frame)[0]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _names(session_id: bytes, sender: str, tag: str, cache: dict | None) -> bytes:
+    """The header's session id, sender and tag, encoded (kept in ``cache``, the caller's
+    own dict, if given: a session repeats them)."""
+    key = (session_id, sender, tag)
+    head = None if cache is None else cache.get(key)
+    if head is None:
+        if len(session_id) != 16:
+            raise FrameError("session id must be 16 bytes")
+        s, t = sender.encode(), tag.encode()
+        if len(s) > 255 or len(t) > 65535:
+            raise FrameError("sender or tag name too long")
+        head = session_id + _U8.pack(len(s)) + s + _U16.pack(len(t)) + t
+        if cache is not None:
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[key] = head
+    return head
+
+
+def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
+                 cache: dict | None = None) -> tuple[list, int, int]:
+    """The frame as buffers to be sent one after the other (their concatenation is
+    ``encode_frame``'s result), its total size and its payload size (the arrays' bytes):
+    the prefix and header as bytes, then each large array's own memory where it is already
+    contiguous little-endian (no copy). The arrays must not change until the buffers are
+    sent. ``cache``: a dict the caller keeps for the encoded names."""
+    names = _names(header.session_id, header.sender, header.tag, cache)
+    parts = [b"", names, _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays))]
+    head_len = len(names) + _TAIL.size
     bodies = []
+    nbytes = 0
     for a in arrays:
-        a = np.asarray(a)
+        if type(a) is not np.ndarray:
+            a = np.asarray(a)
         dt = a.dtype
         code = _CODES.get(dt)
         if code is None:   # big-endian or otherwise unusual: its little-endian equivalent
@@ -81,48 +115,68 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
             code = _CODES.get(np.dtype(dt.str.replace(">", "<")))
             if code is None:
                 raise FrameError(f"dtype {a.dtype} cannot be sent")
-        if a.ndim > _MAX_NDIM:
+            a = np.ascontiguousarray(a, dtype=DTYPES[code])
+        nd = a.ndim
+        if nd > _MAX_NDIM:
             raise FrameError(f"arrays of more than {_MAX_NDIM} dimensions cannot be sent")
-        parts.append(_ARR.pack(code, a.ndim))
-        parts.append(_DIMS[a.ndim].pack(*a.shape))
-        bodies.append(np.ascontiguousarray(a, dtype=DTYPES[code]).tobytes())
-    head = b"".join(parts)
-    total = _PREFIX.size + len(head) + sum(len(b) for b in bodies)
+        parts.append(_ARR.pack(code, nd))
+        parts.append(_DIMS[nd].pack(*a.shape))
+        head_len += _ARR.size + 8 * nd
+        n = a.nbytes
+        if n:
+            bodies.append(a)
+            nbytes += n
+    pad = -(_PREFIX.size + head_len) % 8
+    total = _PREFIX.size + head_len + pad + nbytes
     if total > max_frame:
         raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
-    return b"".join([_PREFIX.pack(MAGIC, VERSION, 0, len(head)), head, *bodies])
+    parts[0] = _PREFIX.pack(MAGIC, VERSION, ALIGNED, head_len + pad)
+    parts.append(_PADS[pad])
+    if nbytes < _INLINE:     # a small frame: one buffer (copying is cheaper than views)
+        for a in bodies:
+            parts.append(a.tobytes())
+        return [b"".join(parts)], total, nbytes
+    return [b"".join(parts), *(a.tobytes() if a.nbytes < _INLINE else
+                               memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in bodies)], \
+        total, nbytes
 
 
-def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
+def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
+    """``data``: bytes or a read-only buffer (arrays are copied out), or a buffer the caller
+    hands over (a ``bytearray`` or 1-d ``numpy.uint8`` array: aligned arrays are views of it)."""
+    own = type(data) is bytearray
+    if type(data) is np.ndarray:
+        if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
+            raise FrameError("a frame buffer must be a 1-d uint8 array")
+        data, own = memoryview(data), data.flags.writeable
     size = len(data)
     if size > max_frame:
         raise MessageTooLargeError(f"frame of {size} bytes exceeds the cap of {max_frame} bytes")
     if size < _PREFIX.size:
         raise FrameError(f"frame of {size} bytes is shorter than the fixed prefix")
-    magic, version, _flags, head_len = _PREFIX.unpack_from(data, 0)
+    magic, version, flags, head_len = _PREFIX.unpack_from(data, 0)
     if magic != MAGIC:
         raise FrameError("bad frame magic (not a secinfer frame)")
     if version != VERSION:
         raise FrameError(f"protocol version {version} not supported (this build speaks {VERSION})")
+    if flags & ~ALIGNED:
+        raise FrameError(f"unknown frame flags {flags:#x}")
     end_head = _PREFIX.size + head_len
     if end_head > size or head_len < _HEAD_MIN:
         raise FrameError("truncated frame header")
     # every read below is checked against end_head before it happens
-    pos = _PREFIX.size
-    session_id = bytes(data[pos:pos + 16])
-    pos += 16
-    ls = data[pos]
-    pos += 1
-    if pos + ls + 2 > end_head:
+    session_id = bytes(data[12:28])
+    ls = data[28]
+    pos = 29 + ls
+    if pos + 2 > end_head:
         raise FrameError("truncated frame header")
     try:
-        sender = bytes(data[pos:pos + ls]).decode()
-        pos += ls
+        sender = str(data[29:pos], "utf-8")
         (lt,) = _U16.unpack_from(data, pos)
         pos += 2
         if pos + lt + _TAIL.size > end_head:
             raise FrameError("truncated frame header")
-        tag = bytes(data[pos:pos + lt]).decode()
+        tag = str(data[pos:pos + lt], "utf-8")
     except UnicodeDecodeError:
         raise FrameError("frame header holds invalid UTF-8") from None
     pos += lt
@@ -133,39 +187,49 @@ def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Heade
     specs = []
     off = end_head
     for _ in range(n_arrays):
-        if pos + _ARR.size > end_head:
+        if pos + 2 > end_head:
             raise FrameError("truncated frame header")
         code, ndim = _ARR.unpack_from(data, pos)
-        pos += _ARR.size
-        if code not in DTYPES:
+        pos += 2
+        dt = DTYPES.get(code)
+        if dt is None:
             raise FrameError(f"unknown dtype code {code}")
         if ndim > _MAX_NDIM:
             raise FrameError(f"array with {ndim} dimensions")
-        dims = _DIMS[ndim]
-        if pos + dims.size > end_head:
+        if pos + 8 * ndim > end_head:
             raise FrameError("truncated frame header")
-        shape = dims.unpack_from(data, pos)
-        pos += dims.size
-        dt = DTYPES[code]
-        n = 1
-        span = 1                      # product of the non-zero dimensions: numpy needs it to fit an intp
-        for d in shape:            # (at most 8 dimensions of 64 bits: Python's integers stay small)
-            n *= d
-            span *= d or 1
-        if n * dt.itemsize > size:
-            raise FrameError("array shape larger than the frame")
-        if span * dt.itemsize > _MAX_SPAN:   # e.g. (0, 2^64 - 1): no bytes, yet no numpy array
-            raise FrameError(f"array shape {shape} is too large for any array")
-        nbytes = n * dt.itemsize
+        shape = _DIMS[ndim].unpack_from(data, pos)
+        pos += 8 * ndim
+        item = dt.itemsize
+        if ndim == 1:
+            n = shape[0]
+            if n * item > size:
+                raise FrameError("array shape larger than the frame")
+        else:
+            n = 1
+            span = 1                  # product of the non-zero dimensions: numpy needs it to fit an intp
+            for d in shape:           # (at most 8 dimensions of 64 bits: Python's integers stay small)
+                n *= d
+                span *= d or 1
+            if n * item > size:
+                raise FrameError("array shape larger than the frame")
+            if span * item > _MAX_SPAN:   # e.g. (0, 2^64 - 1): no bytes, yet no numpy array
+                raise FrameError(f"array shape {shape} is too large for any array")
         specs.append((dt, shape, off, n))
-        off += nbytes
-    if pos != end_head:
+        off += n * item
+    if pos != end_head and not (flags & ALIGNED and end_head - pos < 8 and data[pos:end_head] == _PADS[end_head - pos]):
         raise FrameError("frame header length mismatch")
     if off != size:
         raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
+    # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
+    # by its arrays where aligned; else copies
     try:
-        arrays = [np.frombuffer(data, dtype=dt, count=n, offset=o).reshape(shape).copy()
-                  for dt, shape, o, n in specs]
+        arrays = []
+        for dt, shape, o, n in specs:
+            a = np.frombuffer(data, dtype=dt, count=n, offset=o)
+            if len(shape) != 1:
+                a = a.reshape(shape)
+            arrays.append(a if own and a.flags.aligned else a.copy())
     except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
         raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays

@@ -110,6 +110,16 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("rlwe-n11-q53-w18-128", 11, (53,), (), 36,
               "SAFHIRE b = 12, 16: N = 2^11, logQ = 53 <= 54, key switching with 18-bit digits",
               key_base2=18),
+    # --- certified data (CRISP-certified Sec. 6.2, smart metering; owned by the certified
+    # protocol): the paper's ring N = 2^11 with a single-prime modulus (the paper: log q =
+    # 45 at a 25-bit precision; here one 53-bit prime, log2 Q = 53.000004 <= 54 (HE
+    # Standard, N = 2^11, ternary secret: 128-bit), for the headroom of the release's
+    # blinding). No special prime: rotations key-switch with base-2^4 digits (14 digits),
+    # whose noise at the paper's scale 2^25 stays near 0.2 Wh per slot after psi's 10
+    # rotations (1,024 readings; 2.5 Wh with 2^8 digits, 136 Wh with 2^14).
+    ParamSpec("ckks-n11-q53-w4-128", 11, (53,), (), 25,
+              "certified smart metering: N = 2^11, one prime, logQ = 53 <= 54, 1024 slots",
+              key_base2=4),
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),

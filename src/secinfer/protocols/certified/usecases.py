@@ -36,9 +36,14 @@ class UseCase:
     test_params: str           # HE parameter set for tests (insecure, small)
     params: str                # production parameter set (128-bit)
     log_scale: int             # CKKS scale of the data (ct x ct products need ~ the primes)
-    nu_bits: int               # release blinding: nu uniform in [1, 2^nu_bits)
-    eta_bits: int              #                   eta uniform in [-2^eta_bits, 2^eta_bits)
+    nu_weight: int             # release blinding: nu a ternary polynomial of this weight
+    eta_bits: int              #   eta per slot, re and im uniform in [-2^eta_bits, 2^eta_bits)
+    max_result: float          # |psi| bound in data units that the blinding's headroom allows
+    release_tol: float         # |m_B - (nu m + eta)| and |m_j - m_0| tolerance, data units
     paper: dict = field(default_factory=dict)   # Table 1 figures
+    # "coeff": psi's result is read from the constant coefficient (no evaluation key, the
+    # release blinds in Z_q exactly); "slots": replicated in every slot (rotations)
+    release: str = "slots"
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """Fixed-point data points; out-of-range values are a typed error."""
@@ -51,14 +56,20 @@ class UseCase:
 
 
 USECASES = {u.name: u for u in (
-    UseCase("sum", 16, 1000, 0, "ckks-n10-insecure", "ckks-n13-128", 25, 8, 24,
+    # [CRISP-certified Sec. 6.2] N = 2^11, one prime, the paper's 25-bit precision (scale
+    # 2^25). psi needs no evaluation key (the slot sum is the constant coefficient) and the
+    # release is exact in Z_q: only |sum d| * 2^15 < q / 2 bounds psi (2^36 Wh with margin)
+    UseCase("sum", 16, 1000, 0, "ckks-n11-q53-w4-128", "ckks-n11-q53-w4-128", 25, 14, 25,
+            float(1 << 36), 0.0,
             {"t_enc_ms": 70, "t_dec_ms": 0.7, "t_comp_ms": 130, "t_prove_s": 200, "t_ver_s": 82,
              "mare": 5.1e-5, "proof_mb_per_ct": 643.4, "proof_kb_per_point": 628,
-             "bound_proof_mb": 7.05}),
-    UseCase("weighted-sum", 8, 1, 1, "ckks-n10-insecure", "ckks-n13-128", 40, 4, 12,
+             "bound_proof_mb": 7.05}, "coeff"),
+    UseCase("weighted-sum", 8, 1, 1, "ckks-n10-insecure", "ckks-n13-128", 40, 14, 12,
+            float(1 << 30), 1.0,
             {"t_enc_ms": 60, "t_dec_ms": 2.7, "t_comp_ms": 22, "t_prove_s": 26, "t_ver_s": 13,
              "mare": 2.2e-5}),
-    UseCase("distance", 16, 16, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 4, 12,
+    UseCase("distance", 16, 16, 4, "ckks-n12-wide-insecure", "ckks-n14-128", 40, 14, 12,
+            float(1 << 12), 1.0,
             {"t_enc_ms": 980, "t_dec_ms": 7, "t_comp_ms": 180, "t_prove_s": 470, "t_ver_s": 210,
              "mare": 1.5e-2}),
 )}
@@ -162,6 +173,8 @@ def result_scale(desc: dict) -> float:
 
 
 def rotation_steps(slots: int, usecase: str) -> list[int]:
+    if get(usecase).release == "coeff":
+        return []               # no evaluation key at all
     steps = [1 << i for i in range(slots.bit_length() - 1)]
     if usecase == "distance":
         steps.append(slots - 2)   # rotate by -2 (the next point)
@@ -169,11 +182,14 @@ def rotation_steps(slots: int, usecase: str) -> list[int]:
 
 
 def evaluate(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> Ciphertext:
-    """psi on the chunks (slots points each, zero padded); the result in every slot."""
+    """psi on the chunks (slots points each, zero padded); the result in every slot, or
+    (release "coeff") in the constant coefficient, see ``coeff_value``."""
     name = desc["usecase"]
     n = desc["n_points"]
     if name == "sum":
-        acc = cts[0] if len(cts) == 1 else _sum(ev, cts)
+        # sum_j Re z_j = N m_0 / (2 Delta) for a fully packed plaintext m (Lattigo's
+        # embedding: E[0, j] = 2 Delta / N): adding the chunks is all psi needs
+        return _sum(ev, cts)
     elif name == "weighted-sum":
         w = np.zeros(slots * len(cts))
         w[:n] = desc["weights"]
@@ -219,3 +235,12 @@ def _distance(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> C
     mask = np.zeros(slots)
     mask[0:n - 2:2] = 1.0                        # step i lives in slot 2i, i < n/2 - 1
     return ev.mul_plain_vector(p, mask)          # level -1
+
+
+def coeff_value(c0: int, q: int, n_ring: int, log_scale: float) -> float:
+    """psi in data units from the constant coefficient c0 (mod q) of a fully packed
+    plaintext at scale 2^log_scale: sum_j Re z_j = N c0 / (2 Delta), c0 centred."""
+    c = int(c0) % int(q)
+    if c > int(q) // 2:
+        c -= int(q)
+    return float(c) * n_ring / (2.0 * 2.0 ** log_scale)

@@ -8,7 +8,8 @@ docs/protocols/crisp.md.
 
 from __future__ import annotations
 
-import math
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -18,12 +19,12 @@ from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.crypto.he.objects import Ciphertext, PublicKey
 from secinfer.crypto.he.params import get_params
 from secinfer.crypto.he.rlwe import coeff_encode, encode_limbs, encrypt_with_randomness
-from secinfer.crypto.he.trimmed import decrypt_trimmed, trim, trimmed_size
+from secinfer.crypto.he.trimmed import decrypt_trimmed, trimmed_size
 from secinfer.crypto.prg import PRG
 from secinfer.crypto.zk.popk import FACTOR
 from secinfer.errors import ConfigError, FrameError, InsecureParametersError, ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp import proof
+from secinfer.protocols.crisp import he_native, proof
 from secinfer.protocols.crisp.budget import META_LOG_SCALE, LayerBudget
 
 SERVER, CLIENT = "server", "client"
@@ -128,24 +129,17 @@ class HECore:
         prm = self.params
         lv = res.shape[0] - 1
         q = prm.q_level(lv)
-        t = bud.t
-        back = (prm.q_level(bud.level) // q) % t     # Q_d mod t
-        out = []
+        back = (prm.q_level(bud.level) // q) % bud.t     # Q_d mod t
         cnt = int(np.asarray(pos).size)
-        for h in range(2 if self.malicious else 1):
-            x = _crt(res[:, h * cnt:(h + 1) * cnt], prm.q[:lv + 1])
-            y = (x * t) % q
-            y = np.where(y > q // 2, y - q, y)
-            low = y % t
-            eps = int(np.max(np.abs((y - low) // t), initial=0))
-            self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0),
-                                               math.log2(eps) if eps else 0.0)
-            self.stats["log2_answer_modulus"] = q.bit_length()
-            u = (low * back) % t
-            if self.ct_factor == 2:     # U = (2 v - R) mod 2t: the client's share floor(U / 2)
-                u = u >> 1
-            out.append(self.g.from_int(u).reshape(pos.shape + (self.g.limbs,)))
-        return out
+        if res.shape[1] != cnt * (2 if self.malicious else 1):
+            raise ProtocolError("crisp/ckks: residues do not match the read positions")
+        # CRT, centring, mod t, times Q_d, halving: exact, in Go (he_native.decode)
+        u, noise = he_native.decode(prm, res, bud.t_bits, back, self.ct_factor == 2, self.g.limbs)
+        self.stats["max_log2_noise"] = max(self.stats.get("max_log2_noise", 0.0), noise)
+        self.stats["log2_answer_modulus"] = q.bit_length()
+        u = self.g.reduce(u)
+        return [u[h * cnt:(h + 1) * cnt].reshape(pos.shape + (self.g.limbs,))
+                for h in range(2 if self.malicious else 1)]
 
     def encrypt(self, poly, bud) -> tuple:
         """Encrypt the digit polynomial ``poly`` ((L, N) int64 limbs of 40 bits:
@@ -162,9 +156,39 @@ class HECore:
         m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
         return ct, [m, r.u, r.e0, r.e1]
 
+    def encrypt_seeded(self, poly, bud, seed: bytes | None = None) -> bytes:
+        """Semi-honest client: ``poly`` at Delta and the layer's level, encrypted under the
+        secret key with c1 from a fresh public seed; the frame is seed || c0 (he_native)."""
+        prm = self.params
+        with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
+                          delta=bud.delta) as pt:
+            return he_native.encrypt_seeded(prm, self.sk, pt, seed if seed is not None else self.prg.seed())
+
+    def encrypt_send_all(self, ep, idx, polys, bud, window: int = 4) -> None:
+        """:meth:`encrypt_send` for the client polynomials ``polys`` (an iterable, in order).
+        Semi-honest: up to ``window`` seeded encryptions in flight on two worker threads
+        (the Go calls leave the GIL: both cores encrypt), seeds drawn here and frames sent
+        in order. Malicious: one after the other (each ciphertext's witness joins the
+        proof in order; the tests' adversaries replace chosen encryptions)."""
+        if self.malicious:
+            for poly in polys:
+                self.encrypt_send(ep, idx, poly, bud)
+            return
+        with ThreadPoolExecutor(2) as pool:
+            pending: deque = deque()
+            for poly in polys:
+                pending.append(pool.submit(self.encrypt_seeded, poly, bud, self.prg.seed()))
+                if len(pending) >= window:
+                    ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(pending.popleft().result(), np.uint8))
+            while pending:
+                ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(pending.popleft().result(), np.uint8))
+
     def encrypt_send(self, ep, idx, poly, bud) -> None:
         """Encrypt ``poly`` (:meth:`encrypt`), send it, and (malicious) add its witness to
         the layer group's proof of plaintext knowledge."""
+        if not self.malicious:     # seeded secret-key encryption: half the bytes (he_native)
+            ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(self.encrypt_seeded(poly, bud), np.uint8))
+            return
         ct, wit = self.encrypt(poly, bud)
         raw = np.frombuffer(ct.to_bytes(), np.uint8)
         ct.close()
@@ -178,10 +202,14 @@ class HECore:
         crypto.he.trimmed), not sent; returns (bytes, R mod 2^k of length N: the server's
         share of the answer). May run before the client's proof is settled: nothing
         leaves the server here."""
-        out, rmask = self.masked_rescaled(idx, acc, bud, prg)
-        raw = np.frombuffer(trim(self.params, out, self.read_positions(bud, pos)), np.uint8)
-        out.close()
-        return raw, rmask
+        queue = self._prepared.get(_mask_key(idx, bud))
+        mask_ct, rmask = queue.pop() if queue else self.mask_ciphertext(bud, prg)
+        try:     # add, rescale by bud.drop primes and trim in one Go call (he_native)
+            raw = he_native.answer(self.params, acc, mask_ct, bud.drop, self.read_positions(bud, pos))
+        finally:
+            acc.close()
+            mask_ct.close()
+        return np.frombuffer(raw, np.uint8), rmask
 
     def masked_rescaled(self, idx, acc, bud, prg) -> tuple:
         """acc + the mask ciphertext, rescaled by ``bud.drop`` primes (a ciphertext at level
@@ -198,6 +226,11 @@ class HECore:
             out = nxt
         ev.close()
         return out, rmask
+
+    def settle_proof(self, ep) -> None:
+        """Read and check the response of the current group's open proof (no-op without)."""
+        if self._zk is not None:
+            self._zk.settle(ep)
 
     def send_answers(self, ep, idx, raws) -> None:
         """Send answers -- only after the client's proof for their ciphertexts is checked."""
@@ -255,6 +288,15 @@ class HECore:
     def _load_client_ct(self, raw, bud):
         """Validate a client ciphertext before any computation on it."""
         prm = self.params
+        if not self.malicious:   # a seeded frame (encrypt_seeded): exact size, then strict parse
+            want = he_native.seeded_size(prm, bud.level)
+            if raw.size != want:
+                raise FrameError(f"crisp/ckks: client ciphertext rejected: {raw.size} bytes, a seeded "
+                                 f"ciphertext at level {bud.level} has {want}")
+            try:
+                return he_native.load_seeded(prm, raw.tobytes(), bud.level, META_LOG_SCALE)
+            except Exception as e:  # noqa: BLE001
+                raise FrameError(f"crisp/ckks: client ciphertext rejected: {e}") from None
         try:
             ct = prm.load(raw.tobytes(), Ciphertext)
         except Exception as e:  # noqa: BLE001
@@ -339,17 +381,3 @@ def _bitfield(a: np.ndarray, start: int, width: int) -> np.ndarray:
     if off and limb + 1 < a.shape[-1]:
         lo = lo | (a[..., limb + 1] << np.uint64(64 - off))
     return lo & np.uint64((1 << width) - 1) if width < 64 else lo
-
-
-
-def _crt(res: np.ndarray, moduli) -> np.ndarray:
-    """Residues (levels, m) -> integers in [0, Q) (object array)."""
-    q = 1
-    for qi in moduli:
-        q *= qi
-    acc = np.zeros(res.shape[1], dtype=object)
-    for l, qi in enumerate(moduli):
-        m = q // qi
-        c = m * pow(m % qi, -1, qi) % q
-        acc = acc + res[l].astype(object) * c
-    return acc % q

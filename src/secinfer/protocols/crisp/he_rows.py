@@ -5,16 +5,17 @@ Convolutions that fit the channel-packed layout use ``he_conv`` instead."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from secinfer.arith.linalg import conv_columns
-from secinfer.crypto.he.evaluator import Evaluator
 from secinfer.errors import ConfigError
 from secinfer.ir.graph import lift_2d
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.crisp import lifted
+from secinfer.protocols.crisp import he_native, lifted
 from secinfer.protocols.crisp.budget import LayerBudget
-from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, ct_pt_dot, digit_limbs
+from secinfer.protocols.crisp.he_core import CLIENT, SERVER, _as_limbs, digit_limbs
 
 
 def rows_and_mats(step, w: np.ndarray | None, a: np.ndarray | None, batch_in_shape) -> tuple:
@@ -139,11 +140,9 @@ def client_rows(eng, ep, idx: int, step, v1: np.ndarray, w1) -> tuple:
         n_rows = rows.shape[0]
         n_rg = -(-n_rows // bud.rows_per)
         eng.zk_begin(CLIENT, idx, gi, bud, bud.T * n_rg * bud.n_chunks)
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                for ch in range(bud.n_chunks):
-                    poly = client_poly(eng.params.n, d_re[t], d_im[t] if d_im else None, bud, ch, rg)
-                    eng.encrypt_send(ep, idx, poly, bud)
+        eng.encrypt_send_all(ep, idx, (client_poly(eng.params.n, d_re[t], d_im[t] if d_im else None, bud, ch, rg)
+                                       for t in range(bud.T) for rg in range(n_rg)
+                                       for ch in range(bud.n_chunks)), bud)
         acc_re = g.zeros((n_rows, n_out))
         acc_im = g.zeros((n_rows, n_out)) if eng.malicious else None
         for t in range(bud.T):
@@ -178,39 +177,59 @@ def server_rows(eng, ep, idx, step, w, prg):
     """Server: W times the client's ciphertexts, masked answers; returns its mask shares."""
     g = eng.g
     _, finish = rows_and_mats(step, w, None, None)
-    ev = Evaluator(eng.params)
     masks_re, masks_im = [], []
     for gi, bud, n_rows, n_rg, n_out, mat in plans(eng, step, w):
         wpolys = eng._wcache.pop((idx, gi), None) or weight_polys(eng, mat, bud)
         eng.zk_begin(SERVER, idx, gi, bud, bud.T * n_rg * bud.n_chunks, prg)
-        cts = {}
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                for ch in range(bud.n_chunks):
-                    cts[t, rg, ch] = eng.recv_client_ct(ep, idx, bud)
         m_re = g.zeros((n_rows, n_out))
         m_im = g.zeros((n_rows, n_out))
-        # every answer of the group is computed (while the client answers the proof's
-        # challenge), then sent once the proof is checked (send_answers settles it)
-        raws = []
-        for t in range(bud.T):
-            for rg in range(n_rg):
-                for blk in range(bud.n_blocks):
-                    acc = ct_pt_dot(ev, [cts[t, rg, ch] for ch in range(bud.n_chunks)],
-                                    [wpolys[ch, blk] for ch in range(bud.n_chunks)])
-                    rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
-                    raw, rmask = eng.masked_answer(idx, acc, bud, prg, pos)
-                    raws.append(raw)
-                    sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
-                    m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
-                    if eng.malicious:
-                        m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+        # Streamed: each client ciphertext is multiplied into every block's accumulator as
+        # it arrives (while the client encrypts the next); a row group's answers are
+        # computed once its last chunk is in and sent at once (semi-honest). Malicious:
+        # sent only after the proof of plaintext knowledge is checked, which runs in a
+        # worker while the last row group's answers are computed.
+        raws, held = [], []     # held: ciphertexts the pending proof still reads
+        verifying = None
+        pool = ThreadPoolExecutor(1) if eng.malicious else None
+        try:
+            for t in range(bud.T):
+                for rg in range(n_rg):
+                    accs = None
+                    for ch in range(bud.n_chunks):
+                        ct = eng.recv_client_ct(ep, idx, bud)
+                        accs = he_native.mul_blocks(eng.params, ct, [wpolys[ch, b] for b in range(bud.n_blocks)],
+                                                    accs)
+                        if eng.malicious:
+                            held.append(ct)
+                        else:
+                            ct.close()
+                    if eng.malicious and t == bud.T - 1 and rg == n_rg - 1 and verifying is None:
+                        # the group's last proof is open: read and check the client's response
+                        # in a worker (Go, off the GIL) while the last answers are computed here
+                        # (nothing is sent before both are done; ep is not used meanwhile)
+                        verifying = pool.submit(eng.settle_proof, ep)
+                    for blk in range(bud.n_blocks):
+                        rws, js, pos = targets(bud, n_rows, rg, blk, n_out)
+                        raw, rmask = eng.masked_answer(idx, accs[blk], bud, prg, pos)
+                        accs[blk] = None
+                        if eng.malicious:
+                            raws.append(raw)
+                        else:
+                            eng.send_answers(ep, idx, [raw])
+                        sel = (slice(rws[0], rws[-1] + 1), slice(js[0], js[-1] + 1))
+                        m_re[sel] = g.add(m_re[sel], g.shl(rmask[pos], bud.D * t))
+                        if eng.malicious:
+                            m_im[sel] = g.add(m_im[sel], g.shl(rmask[pos + bud.half], bud.D * t))
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True)
+        if verifying is not None:
+            verifying.result()          # re-raises the proof's abort
         eng.send_answers(ep, idx, raws)
+        for c in held:
+            c.close()
         for p in wpolys.values():
             p.close()
-        for c in cts.values():
-            c.close()
         masks_re.append(m_re)
         masks_im.append(m_im)
-    ev.close()
     return finish(masks_re), finish(masks_im)

@@ -48,15 +48,29 @@ def check_reduced(g: Z2k, a: np.ndarray, where: str) -> np.ndarray:
     return a
 
 
-def _digits_unsigned(g: Z2k, a: np.ndarray) -> list[np.ndarray]:
-    """16-bit digits (float64) of the elements, least significant first."""
-    nd = -(-g.bits // _DIGIT)
+def _digits_unsigned(g: Z2k, a: np.ndarray, width: int = _DIGIT) -> list[np.ndarray]:
+    """``width``-bit digits (float64) of the elements, least significant first."""
     out = []
-    for i in range(nd):
-        limb, off = divmod(i * _DIGIT, 64)
-        d = (a[..., limb] >> np.uint64(off)) & np.uint64(0xFFFF)
-        out.append(d.astype(np.float64))
+    for i in range(-(-g.bits // width)):
+        limb, off = divmod(i * width, 64)
+        d = a[..., limb] >> np.uint64(off)
+        if off + width > 64 and limb + 1 < a.shape[-1]:
+            d = d | (a[..., limb + 1] << np.uint64(64 - off))
+        out.append((d & np.uint64((1 << width) - 1)).astype(np.float64))
     return out
+
+
+def _wide_digit_bits(w: np.ndarray) -> int:
+    """Ring-digit width for products with the whole weights as one float64 digit: every
+    partial sum is at most 2^width * (largest L1 norm of a weight row or column, which
+    bounds the inner sums of both layouts ``matmul_signed`` is used with: W on the right,
+    and W (..., out, inner) on the left), kept below 2^53 so float64 is exact. Capped at
+    32 (digits beyond that save nothing at k <= 128); 0 when not applicable."""
+    w = np.abs(np.asarray(w, np.int64))
+    if w.size == 0 or w.ndim < 2:
+        return 0
+    l1 = max(int(w.sum(axis=-1).max()), int(w.sum(axis=-2).max()), 1)
+    return min(32, 52 - l1.bit_length())
 
 
 def _digits_signed(w: np.ndarray) -> list[np.ndarray]:
@@ -87,6 +101,13 @@ def matmul_signed(g: Z2k, a: np.ndarray, w: np.ndarray, fn=np.matmul) -> np.ndar
     ``np.matmul``; its inner dimension must be below 2^21 for exactness.
     """
     a = np.asarray(a, np.uint64)
+    wide = _wide_digit_bits(w)
+    if wide > _DIGIT:      # one weight digit, wider ring digits: fewer products (exactness below)
+        acc = None
+        wf = np.asarray(w, np.int64).astype(np.float64)
+        for i, da in enumerate(_digits_unsigned(g, a, wide)):
+            acc = _accumulate(g, acc, fn(da, wf), wide * i)
+        return acc
     ad = _digits_unsigned(g, a)
     wd = _digits_signed(w)
     acc = None

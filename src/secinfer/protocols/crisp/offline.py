@@ -18,11 +18,13 @@ What the dealer produces for one inference (``DealerOutput``):
   (ReLU or ARS, with the MAC twin in the malicious setting), k_0 to the server, k_1 to
   the client.
 
-Every item goes into the party's ``secinfer.crypto.preprocessing.PreprocessingStore``
-(the project's provider interface) under a label and is taken exactly once: ``take``
-removes it and a second ``take`` raises ``PreprocessingReuseError``, so no key or mask can
-be used twice within or across sessions; keys are re-validated (gate, party, count) when
-taken.
+Every item goes into the party's store (``PartyStore``: a
+``secinfer.crypto.preprocessing.PreprocessingStore``, the project's provider interface,
+that keeps gate keys as validated objects) under a label and is taken exactly once:
+``take`` removes it and a second ``take`` raises ``PreprocessingReuseError``, so no key or
+mask can be used twice within or across sessions; keys are fully validated when received
+(or loaded) in the offline phase, their gate and party checked again when taken, and their
+count by the gate.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 from secinfer.crypto.fss.gates import GateKey, make_gate
 from secinfer.crypto.fss.group import Z2k
 from secinfer.crypto.preprocessing import ArrayItem, PreprocessingStore
-from secinfer.errors import ConfigError, ProtocolError
+from secinfer.errors import ConfigError, PreprocessingReuseError, ProtocolError, SerializationError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.crisp.plan import gate_list
 
@@ -52,7 +54,7 @@ def key_pieces(count: int) -> list:
     return [min(KEY_PIECE, count - s) for s in range(0, count, KEY_PIECE)]
 
 
-def wipe(store: PreprocessingStore) -> None:
+def wipe(store) -> None:
     """Consume (and so destroy) every item still in the store: session secrets never
     outlive the session, and nothing left over can be taken later."""
     for label in store.labels():
@@ -75,6 +77,62 @@ class Params:
         return make_gate(kind, self.n, self.k, mac=self.malicious)
 
 
+class PartyStore:
+    """A party's consume-once store that keeps its FSS gate keys as the validated
+    ``GateKey`` objects (validated once, when received or loaded in the offline phase),
+    so the online phase does not serialise and re-validate them (with MACs at n = 64,
+    ~40 MB of correction words per 16384 gates). Other items live in the
+    ``PreprocessingStore`` underneath. Same contract: ``take`` wipes the item, a second
+    ``take`` or a ``put`` under a used label raises ``PreprocessingReuseError``, and a
+    gate key is handed out only for the gate and party it was validated for."""
+
+    def __init__(self, party: str, base: PreprocessingStore | None = None) -> None:
+        self.party = party
+        self._base = base if base is not None else PreprocessingStore(party)
+        self._keys: dict = {}
+        self._used: set = set()
+
+    def put(self, label: str, item) -> None:
+        if not isinstance(item, GateKey):
+            if label in self._keys or label in self._used:
+                raise PreprocessingReuseError(f"{self.party}: preprocessing label {label!r} already used")
+            self._base.put(label, item)
+            return
+        if label in self._keys or label in self._used or label in self._base:
+            raise PreprocessingReuseError(f"{self.party}: preprocessing label {label!r} already used; "
+                                          "labels are single-use")
+        self._keys[label] = item
+
+    def take(self, label: str, kind: str | None = None, expect=None, party: int | None = None, **validate):
+        if label in self._used:
+            raise PreprocessingReuseError(f"{self.party}: preprocessing item {label!r} was already consumed")
+        if label not in self._keys:
+            extra = {k: v for k, v in (("expect", expect), ("party", party)) if v is not None}
+            return self._base.take(label, kind, **extra, **validate)
+        key = self._keys.pop(label)
+        self._used.add(label)
+        if kind not in (None, GateKey.kind):
+            raise SerializationError(f"preprocessing item {label!r} is a {GateKey.kind!r}, expected {kind!r}")
+        if expect is not None and key.gate.spec() != expect.spec():
+            raise SerializationError(f"FSS gate key is for {key.gate.spec()}, expected {expect.spec()}")
+        if party is not None and key.party != party:
+            raise SerializationError(f"FSS gate key belongs to party {key.party}, expected party {party}")
+        return key
+
+    def __contains__(self, label: str) -> bool:
+        return label in self._keys or label in self._base
+
+    def labels(self) -> list:
+        return sorted(set(self._keys) | set(self._base.labels()))
+
+    def absorb_keys(self, prm: "Params", steps: list, party: int) -> None:
+        """Offline: validate every gate key of the plan now held as arrays underneath
+        (a store loaded from disk) and keep it as an object."""
+        for (label, _i, _j, kind, _size) in gate_labels(steps):
+            if label in self._base:
+                self._keys[label] = self._base.take(label, GateKey.kind, expect=prm.gate(kind), party=party)
+
+
 def gate_label(step: int, pos: int, piece: int = 0) -> str:
     return f"gate/{step}/{pos}" + (f"/{piece}" if piece else "")
 
@@ -85,7 +143,7 @@ def gate_labels(steps: list) -> list:
             for p, size in enumerate(key_pieces(count))]
 
 
-def take_gate_key(store: PreprocessingStore, prm: "Params", kind: str, step: int, pos: int, party: int) -> list:
+def take_gate_key(store: PartyStore, prm: "Params", kind: str, step: int, pos: int, party: int) -> list:
     """This party's key pieces for gate batch (step, pos), each taken (and so destroyed) once;
     the gate checks that they cover its input exactly."""
     gate = prm.gate(kind)
@@ -170,18 +228,21 @@ def produce_ahead(steps: list, prm: Params, prg, server_path, client_path) -> di
     return {"server_bytes": st0.nbytes(), "client_bytes": st1.nbytes()}
 
 
-def load_ahead(path, prm: Params, steps: list, party: int) -> PreprocessingStore:
-    """Load (and delete) a store made by ``produce_ahead``; check it covers this plan."""
-    store = PreprocessingStore.load(path)
+def load_ahead(path, prm: Params, steps: list, party: int) -> PartyStore:
+    """Load (and delete) a store made by ``produce_ahead``; check it covers this plan and
+    validate its gate keys (offline)."""
+    base = PreprocessingStore.load(path)
     need = {"in-mask"} | {lab[0] for lab in gate_labels(steps)}
     if party == 0 and prm.malicious:
         need.add("mu")
-    if set(store.labels()) != need:
+    if set(base.labels()) != need:
         raise ProtocolError("crisp: the stored preprocessing does not match this inference's plan")
+    store = PartyStore(base.party, base)
+    store.absorb_keys(prm, steps, party)
     return store
 
 
-def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PreprocessingStore) -> None:
+def receive_preprocessing(ep, prm: Params, steps: list, party: int, store: PartyStore) -> None:
     """Server (party 0) / client (party 1): receive and store this party's dealer output."""
     g = Z2k(prm.k)
     n_in = int(np.prod(steps[0].out_shape))

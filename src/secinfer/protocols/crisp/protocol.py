@@ -22,6 +22,7 @@ Message flow (Pi_Inf [CRISP Fig. 4]):
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -34,7 +35,7 @@ from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
-    CLIENT, DEALER, SERVER, Params, PreprocessingStore, load_ahead, receive_preprocessing, run_dealer,
+    CLIENT, DEALER, SERVER, Params, PartyStore, load_ahead, receive_preprocessing, run_dealer,
     store_path, take_in_mask, wipe,
 )
 from secinfer.protocols.crisp.plan import PARSE, avgpool_multipliers, check_graph, compile_plan
@@ -85,7 +86,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
             if prm.malicious:
                 mu = store.take("mu", "arrays").arrays["mu"]
         else:
-            store = PreprocessingStore(SERVER)
+            store = PartyStore(SERVER)
             if prm.malicious:
                 mu = g.random(prg.derive("mac-key"), ())      # fresh per inference [CRISP Fig. 4 step 1]
                 ep.send(DEALER, "crisp/mu", mu)
@@ -233,7 +234,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             if ahead:
                 store = load_ahead(store_path(ahead, CLIENT), prm, steps, 1)
             else:
-                store = PreprocessingStore(CLIENT)
+                store = PartyStore(CLIENT)
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 1, store)
                 off_s["receive_keys"] = time.perf_counter() - t_off
@@ -299,13 +300,28 @@ def produce_preprocessing_ahead(graph, fixed, batch: int, security: str, out_dir
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
-    if role == SERVER:
-        return _run_server(ep, job)
-    if role == CLIENT:
-        return _run_client(ep, job)
-    if role == DEALER:
-        return _run_dealer(ep, job)
-    raise ProtocolError(f"crisp has no role {role!r}")
+    runner = {SERVER: _run_server, CLIENT: _run_client, DEALER: _run_dealer}.get(role)
+    if runner is None:
+        raise ProtocolError(f"crisp has no role {role!r}")
+    with _blas_one_thread():
+        return runner(ep, job)
+
+
+@contextlib.contextmanager
+def _blas_one_thread():
+    """BLAS on one thread for the session (restored after). The parties' matrix products
+    are small (at most batch x 784 x 128) and each party process already runs Go
+    goroutines and transport threads next to its peers on the same cores: OpenBLAS's own
+    pool then spins against them (measured on the 2-core machine under load: a
+    128 x 784 x 128 product 20-100 ms with two BLAS threads, under 1 ms with one).
+    threadpoolctl comes with scikit-learn; without it BLAS keeps its default."""
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - a scikit-learn dependency
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def check_model(graph, security: str) -> None:

@@ -167,6 +167,7 @@ type publicData struct {
 	mask    []uint32
 	encTab  *encodeTable
 	digests [][8]uint32
+	target  [][8]uint32               // the Boolean outputs' public value: digest - outputOffset
 	outA    [NumOutputPolys]ring.Poly // coefficient domain
 }
 
@@ -189,6 +190,13 @@ func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32,
 	pd.pad, pd.blocks = paddedWords(cfg.MsgBytes)
 	pd.mask = msgMask(cfg.MsgBytes)
 	pd.nw = len(pd.mask)
+	off := outputOffset(pd.blocks)
+	pd.target = make([][8]uint32, len(digests))
+	for i, dg := range digests {
+		for k := range dg {
+			pd.target[i][k] = dg[k] - off[k]
+		}
+	}
 	pd.encTab = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NMsgs)
 	return pd, nil
 }
@@ -247,15 +255,7 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 			}
 		}
 		// [CRISP-certified Sec. 6.1] the data point's bits, Boolean -> arithmetic
-		acc := newAV(L)
-		for k := 0; k < cfg.DataBits; k++ {
-			b := r.b2a(msgWords[0], shift+uint(k))
-			coef := int64(1) << uint(k)
-			if k == cfg.DataBits-1 {
-				coef = -coef // two's complement sign bit
-			}
-			acc = r.lin(1, acc, coef, b)
-		}
+		acc := r.b2aWord(msgWords[0], shift, cfg.DataBits)
 		for p := 0; p < 3; p++ {
 			for l := 0; l < L; l++ {
 				d[p][l][i] = acc[p][l]

@@ -11,22 +11,21 @@ import "math/bits"
 // The prover simulates all three players; the verifier, given the opened players e and
 // e+1, recomputes player e and reads player e+1's gate outputs from the proof.
 
-// view is what a player receives during the simulation: its multiplication outputs.
+// view is what a player receives during the simulation: its gate outputs in circuit
+// order, bit-packed (AND words 32 bits, adders 31, values modulo q ceil(log2 q) bits).
 type view struct {
-	and []uint32 // Boolean AND outputs, one 32-bit word per word gate or adder
-	mul []uint64 // arithmetic multiplication outputs, one per gate and RNS prime
+	out bitbuf
 }
 
 // run is the state of one repetition (prover: three players; verifier: two).
 type run struct {
-	verify       bool
-	e            int // verifier: the opened players are e and e+1
-	andTape      [3]*tape
-	mulTape      [3]*tape
-	views        [3]*view
-	rdAnd, rdMul int // verifier: read positions in views[e+1]
-	short        bool
-	primes       []uint64
+	verify  bool
+	e       int // verifier: the opened players are e and e+1
+	andTape [3]*tape
+	mulTape [3]*tape
+	views   [3]*view
+	rd      *bitreader // verifier: player e+1's view from the proof
+	primes  []uint64
 }
 
 // computes reports whether this run computes player p's gate outputs.
@@ -35,25 +34,8 @@ func (r *run) computes(p int) bool { return !r.verify || p == r.e }
 // reads reports whether player p's gate outputs come from the proof.
 func (r *run) reads(p int) bool { return r.verify && p == (r.e+1)%3 }
 
-func (r *run) readAnd() uint32 {
-	v := r.views[(r.e+1)%3]
-	if r.rdAnd >= len(v.and) {
-		r.short = true
-		return 0
-	}
-	r.rdAnd++
-	return v.and[r.rdAnd-1]
-}
-
-func (r *run) readMul() uint64 {
-	v := r.views[(r.e+1)%3]
-	if r.rdMul >= len(v.mul) {
-		r.short = true
-		return 0
-	}
-	r.rdMul++
-	return v.mul[r.rdMul-1]
-}
+// readBits reads player e+1's next gate output of k bits from the proof.
+func (r *run) readBits(k int) uint64 { return r.rd.get(k) }
 
 // ---------------------------------------------------------------- Boolean words
 
@@ -83,9 +65,9 @@ func (r *run) and(x, y bw) bw {
 		q := (p + 1) % 3
 		if r.computes(p) {
 			z[p] = (x[p] & y[p]) ^ (x[q] & y[p]) ^ (x[p] & y[q]) ^ rnd[p] ^ rnd[q]
-			r.views[p].and = append(r.views[p].and, z[p])
+			r.views[p].out.put(uint64(z[p]), 32)
 		} else if r.reads(p) {
-			z[p] = r.readAnd()
+			z[p] = uint32(r.readBits(32))
 		}
 	}
 	return z
@@ -118,12 +100,12 @@ func (r *run) add(x, y bw) bw {
 			c[2] |= (g2 ^ (c[2] & m)) << 1
 		}
 		for p := 0; p < 3; p++ {
-			r.views[p].and = append(r.views[p].and, z[p])
+			r.views[p].out.put(uint64(z[p]), 31)
 		}
 		return bw{x[0] ^ y[0] ^ c[0], x[1] ^ y[1] ^ c[1], x[2] ^ y[2] ^ c[2]}
 	}
 	e, n := r.e, (r.e+1)%3
-	given := r.readAnd()
+	given := uint32(r.readBits(31))
 	rr := rnd[e] ^ rnd[n]
 	var ce, cn, ze uint32
 	for i := uint(0); i < 31; i++ {
@@ -135,7 +117,7 @@ func (r *run) add(x, y bw) bw {
 		ce |= (g ^ (ce & m)) << 1
 		cn |= ((given & m) ^ (cn & m)) << 1
 	}
-	r.views[e].and = append(r.views[e].and, ze)
+	r.views[e].out.put(uint64(ze), 31)
 	c[e], c[n] = ce, cn
 	return bw{x[0] ^ y[0] ^ c[0], x[1] ^ y[1] ^ c[1], x[2] ^ y[2] ^ c[2]}
 }
@@ -170,6 +152,13 @@ func submod(a, b, q uint64) uint64 {
 
 // mul is one multiplication gate per RNS prime.
 func (r *run) mul(x, y av) av {
+	return r.inner([]av{x}, []av{y})
+}
+
+// inner is one inner-product gate per RNS prime: sum_k x_k y_k with a single output share
+// per player (the cross terms of every product are local to players p and p+1, so the
+// products can share one mask R_p - R_{p+1} and one recorded output).
+func (r *run) inner(xs, ys []av) av {
 	z := newAV(len(r.primes))
 	for l, q := range r.primes {
 		var rnd [3]uint64
@@ -178,17 +167,26 @@ func (r *run) mul(x, y av) av {
 				rnd[p] = r.mulTape[p].modq(q)
 			}
 		}
+		width := bits.Len64(q)
 		for p := 0; p < 3; p++ {
 			n := (p + 1) % 3
 			if r.computes(p) {
-				v := mulmod(x[p][l], y[p][l], q)
-				v = addmod(v, mulmod(x[n][l], y[p][l], q), q)
-				v = addmod(v, mulmod(x[p][l], y[n][l], q), q)
+				var v uint64
+				for k := range xs {
+					x, y := xs[k], ys[k]
+					v = addmod(v, mulmod(x[p][l], y[p][l], q), q)
+					v = addmod(v, mulmod(x[n][l], y[p][l], q), q)
+					v = addmod(v, mulmod(x[p][l], y[n][l], q), q)
+				}
 				v = submod(addmod(v, rnd[p], q), rnd[n], q)
 				z[p][l] = v
-				r.views[p].mul = append(r.views[p].mul, v)
+				r.views[p].out.put(v, width)
 			} else if r.reads(p) {
-				z[p][l] = r.readMul() % q
+				v := r.readBits(width)
+				if v >= q {
+					r.rd.short = true // non-canonical residue: a malformed view
+				}
+				z[p][l] = v % q
 			}
 		}
 	}
@@ -218,10 +216,9 @@ func signedMod(v int64, q uint64) uint64 {
 	return q - m
 }
 
-// b2a converts a XOR-shared bit (bit i of w) into additive shares modulo every prime:
-// b = s0 ^ s1 ^ s2 with player p holding s_p, computed as t = s0 + s1 - 2 s0 s1 and
-// b = t + s2 - 2 t s2 (two multiplication gates per prime).
-func (r *run) b2a(w bw, i uint) av {
+// bitShares returns the three players' XOR shares of bit i of w lifted to Z_Q, each as an
+// additive sharing held by its own player alone.
+func (r *run) bitShares(w bw, i uint) [3]av {
 	L := len(r.primes)
 	s := [3]av{newAV(L), newAV(L), newAV(L)}
 	for p := 0; p < 3; p++ {
@@ -230,8 +227,34 @@ func (r *run) b2a(w bw, i uint) av {
 			s[p][p][l] = bit
 		}
 	}
-	t := r.lin(1, s[0], 1, s[1])
-	t = r.lin(1, t, -2, r.mul(s[0], s[1]))
-	b := r.lin(1, t, 1, s[2])
-	return r.lin(1, b, -2, r.mul(t, s[2]))
+	return s
+}
+
+// b2aWord converts the XOR-shared two's-complement integer in bits shift..shift+nbits-1 of
+// w into additive shares modulo every prime [CRISP-certified Sec. 6.1, conversion block]:
+// bit k is b_k = s0 ^ s1 ^ s2 (player p holds s_p). With t_k = s0 + s1 - 2 s0 s1 (one
+// multiplication gate per bit) and b_k = t_k + s2 - 2 t_k s2,
+//
+//	d = sum_k c_k b_k = sum_k c_k (t_k + s2_k) - 2 sum_k c_k t_k s2_k
+//
+// (c_k = 2^k, the sign bit negative) whose last sum is one inner-product gate: nbits + 1
+// recorded outputs per prime instead of 2 nbits.
+func (r *run) b2aWord(w bw, shift uint, nbits int) av {
+	L := len(r.primes)
+	acc := newAV(L)
+	xs := make([]av, nbits)
+	ys := make([]av, nbits)
+	for k := 0; k < nbits; k++ {
+		s := r.bitShares(w, shift+uint(k))
+		t := r.lin(1, s[0], 1, s[1])
+		t = r.lin(1, t, -2, r.mul(s[0], s[1]))
+		c := int64(1) << uint(k)
+		if k == nbits-1 {
+			c = -c // two's complement sign bit
+		}
+		acc = r.lin(1, acc, c, r.lin(1, t, 1, s[2]))
+		xs[k] = r.lin(c, t, 0, t)
+		ys[k] = s[2]
+	}
+	return r.lin(1, acc, -2, r.inner(xs, ys))
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"math/bits"
 	"runtime"
 	"sync"
 
@@ -160,19 +161,85 @@ func (h hw) poly(p ring.Poly) {
 
 func (h hw) sum() (d [32]byte) { copy(d[:], h.Sum(nil)); return }
 
-// commit is the commitment to a player's view: H(seed, player 2's input share, view).
-func commit(seed []byte, in2 *inputs, v *view) [32]byte {
+// commit is the commitment to a player's view: H(seed, player 2's input share, view),
+// over the same packed bytes the proof carries.
+func commit(pd *publicData, seed []byte, in2 *inputs, viewBytes []byte) [32]byte {
 	h := newHash("commit")
 	h.Write(seed)
 	if in2 != nil {
-		h.u32s(in2.words)
-		for _, p := range in2.polys {
-			h.poly(p)
+		h.Write(packInputs(pd, in2))
+	}
+	h.Write(viewBytes)
+	return h.sum()
+}
+
+// packInputs encodes player 2's input share: each message's bytes (the words hold message
+// bits only), then every secret polynomial's residues at ceil(log2 q) bits each.
+func packInputs(pd *publicData, in *inputs) []byte {
+	cfg := pd.cfg
+	out := make([]byte, 0, inputBytes(pd))
+	buf := make([]byte, 4*pd.nw)
+	for i := 0; i < cfg.NMsgs; i++ {
+		for t := 0; t < pd.nw; t++ {
+			binary.BigEndian.PutUint32(buf[4*t:], in.words[i*pd.nw+t])
+		}
+		out = append(out, buf[:cfg.MsgBytes]...)
+	}
+	var bb bitbuf
+	for _, p := range in.polys {
+		for l, q := range cfg.Primes {
+			w := bits.Len64(q)
+			for _, v := range p.Coeffs[l] {
+				bb.put(v, w)
+			}
 		}
 	}
-	h.u32s(v.and)
-	h.u64s(v.mul)
-	return h.sum()
+	return append(out, bb.bytes()...)
+}
+
+// inputBytes is the size of packInputs' encoding.
+func inputBytes(pd *publicData) int {
+	cfg := pd.cfg
+	nbits := 0
+	for _, q := range cfg.Primes {
+		nbits += bits.Len64(q) * cfg.N()
+	}
+	return cfg.NMsgs*cfg.MsgBytes + (NumSecretPolys*nbits+7)/8
+}
+
+// unpackInputs decodes packInputs' encoding; false for a non-canonical one.
+func unpackInputs(pd *publicData, b []byte) (*inputs, bool) {
+	cfg := pd.cfg
+	if len(b) != inputBytes(pd) {
+		return nil, false
+	}
+	in := &inputs{words: make([]uint32, cfg.NMsgs*pd.nw)}
+	buf := make([]byte, 4*pd.nw)
+	for i := 0; i < cfg.NMsgs; i++ {
+		for j := range buf {
+			buf[j] = 0
+		}
+		copy(buf, b[i*cfg.MsgBytes:(i+1)*cfg.MsgBytes])
+		for t := 0; t < pd.nw; t++ {
+			in.words[i*pd.nw+t] = binary.BigEndian.Uint32(buf[4*t:])
+		}
+	}
+	rd := &bitreader{b: b[cfg.NMsgs*cfg.MsgBytes:]}
+	for k := range in.polys {
+		p := pd.rq.NewPoly()
+		for l, q := range cfg.Primes {
+			w := bits.Len64(q)
+			for j := range p.Coeffs[l] {
+				v := rd.get(w)
+				if v >= q {
+					return nil, false
+				}
+				p.Coeffs[l][j] = v
+			}
+		}
+		in.polys[k] = p
+	}
+	return in, rd.exhausted()
 }
 
 func hashOutB(words []uint32) [32]byte {
@@ -250,30 +317,10 @@ func challengeTrits(ch [32]byte, reps int) []int {
 
 // ---------------------------------------------------------------- sizes
 
-type sizes struct{ nIn, nAnd, nMul, nOutB, polyWords int }
+type sizes struct{ nIn, nOutB int }
 
 func sizesOf(pd *publicData) sizes {
-	cfg := pd.cfg
-	L := len(cfg.Primes)
-	return sizes{
-		nIn:       cfg.NMsgs * pd.nw,
-		nAnd:      cfg.NMsgs * pd.blocks * AndWordsPerBlock,
-		nMul:      cfg.NMsgs * cfg.DataBits * 2 * L,
-		nOutB:     8 * cfg.NMsgs,
-		polyWords: L * cfg.N(),
-	}
-}
-
-// ProofBytes is the size of a proof for this configuration (repetitions where player 2
-// is opened carry its input share, 2/3 of them on average; the bound is for all).
-func ProofBytes(cfg *Config, msgBytes int) (perRep, fixed int) {
-	nw := (cfg.MsgBytes + 3) / 4
-	blocks := (cfg.MsgBytes + 9 + 63) / 64
-	L := len(cfg.Primes)
-	pw := L * cfg.N()
-	perRep = 9*32 + 2*SeedBytes + 4*(cfg.NMsgs*nw) + 8*NumSecretPolys*pw +
-		4*cfg.NMsgs*blocks*AndWordsPerBlock + 8*cfg.NMsgs*cfg.DataBits*2*L
-	return perRep, 6 + 4 + 32
+	return sizes{nIn: pd.cfg.NMsgs * pd.nw, nOutB: 8 * pd.cfg.NMsgs}
 }
 
 // ---------------------------------------------------------------- parallel repetitions
@@ -301,7 +348,7 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-var magic = []byte("ZKBPP1")
+var magic = []byte("ZKBPP2")
 
 // ---------------------------------------------------------------- prover
 
@@ -348,7 +395,7 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 			if p == 2 {
 				i2 = in[2]
 			}
-			pr.t.com[p] = commit(pr.seeds[p], i2, r.views[p])
+			pr.t.com[p] = commit(pd, pr.seeds[p], i2, r.views[p].out.bytes())
 			pr.t.hB[p] = hashOutB(pr.out[p].words)
 			pr.t.hA[p] = hashOutA(pr.out[p].polys)
 		}
@@ -380,35 +427,11 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 		buf.Write(pr.seeds[e])
 		buf.Write(pr.seeds[e1])
 		if e == 2 || e1 == 2 {
-			writeInputs(&buf, pr.in2)
+			buf.Write(packInputs(pd, pr.in2))
 		}
-		writeU32s(&buf, pr.views[e1].and)
-		writeU64s(&buf, pr.views[e1].mul)
+		vb := pr.views[e1].out.bytes()
+		binary.Write(&buf, binary.LittleEndian, uint32(len(vb)))
+		buf.Write(vb)
 	}
 	return buf.Bytes(), nil
-}
-
-func writeU32s(b *bytes.Buffer, v []uint32) {
-	tmp := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(tmp[4*i:], x)
-	}
-	b.Write(tmp)
-}
-
-func writeU64s(b *bytes.Buffer, v []uint64) {
-	tmp := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(tmp[8*i:], x)
-	}
-	b.Write(tmp)
-}
-
-func writeInputs(b *bytes.Buffer, in *inputs) {
-	writeU32s(b, in.words)
-	for _, p := range in.polys {
-		for _, row := range p.Coeffs {
-			writeU64s(b, row)
-		}
-	}
 }

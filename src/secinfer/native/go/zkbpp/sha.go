@@ -20,38 +20,106 @@ var shaIV = [8]uint32{
 	0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 }
 
-// AndWordsPerBlock is the number of AND words (adders count as one word of 31 gates) per
-// compression: 48 x 3 schedule additions, 64 x (7 additions + Ch + Maj), 8 final additions.
-const AndWordsPerBlock = 48*3 + 64*9 + 8
+// sv is a shared word that may be public (known to the verifier from the statement:
+// the IV, the padding, round constants and whatever is computed from them alone). Public
+// words live in player 0's share; operations on public words cost no gates, and an AND
+// with a public operand is local [ZKB++ Sec. 4: only non-linear gates on secret wires
+// enter the views].
+type sv struct {
+	w   bw
+	pub bool
+}
 
-// AndGatesPerBlock is the number of AND gates per compression.
-const AndGatesPerBlock = (48*3+64*7+8)*31 + 64*2*32
+func pubV(c uint32) sv            { return sv{pubWord(c), true} }
+func secV(w bw) sv                { return sv{w, false} }
+func xorV(a, b sv) sv             { return sv{xor(a.w, b.w), a.pub && b.pub} }
+func rotrV(a sv, n uint) sv       { return sv{rotr(a.w, n), a.pub} }
+func shrV(a sv, n uint) sv        { return sv{shr(a.w, n), a.pub} }
+func (a sv) value() uint32        { return a.w[0] }
+func notPubAnd(a sv, c uint32) sv { return sv{bw{a.w[0] & c, a.w[1] & c, a.w[2] & c}, a.pub} }
 
-// compress is one SHA-256 compression on shared words.
-func (r *run) compress(state [8]bw, block [16]bw) [8]bw {
-	var w [64]bw
+// andV is x & y: one AND word when both are secret, local otherwise.
+func (r *run) andV(x, y sv) sv {
+	switch {
+	case x.pub:
+		return notPubAnd(y, x.value())
+	case y.pub:
+		return notPubAnd(x, y.value())
+	}
+	return secV(r.and(x.w, y.w))
+}
+
+// sumV adds words mod 2^32: the public ones are summed in the clear, then one 31-gate
+// adder per remaining secret operand (and one for a non-zero public sum).
+func (r *run) sumV(ops ...sv) sv {
+	var c uint32
+	var secret []sv
+	for _, o := range ops {
+		if o.pub {
+			c += o.value()
+		} else {
+			secret = append(secret, o)
+		}
+	}
+	if len(secret) == 0 {
+		return pubV(c)
+	}
+	acc := secret[0].w
+	for _, o := range secret[1:] {
+		acc = r.add(acc, o.w)
+	}
+	if c != 0 {
+		acc = r.add(acc, pubWord(c))
+	}
+	return secV(acc)
+}
+
+// chV is Ch(e,f,g) = (e & (f^g)) ^ g.
+func (r *run) chV(e, f, g sv) sv { return xorV(r.andV(e, xorV(f, g)), g) }
+
+// majV is Maj(a,b,c) = (x & (y^z)) ^ (y & z) for the ordering of (a,b,c) that puts public
+// words in y, z: zero AND words when two inputs are public, else one.
+func (r *run) majV(a, b, c sv) sv {
+	x, y, z := a, b, c
+	switch {
+	case a.pub && b.pub:
+		x, y, z = c, a, b
+	case a.pub && c.pub:
+		x, y, z = b, a, c
+	case !(b.pub && c.pub):
+		// generic: ((a^b) & (a^c)) ^ a, one AND word
+		return xorV(r.andV(xorV(a, b), xorV(a, c)), a)
+	}
+	return xorV(r.andV(x, xorV(y, z)), r.andV(y, z))
+}
+
+// compress is one SHA-256 compression on shared words. With finalAdd false the state
+// before the feed-forward addition is returned (the caller adds the public chaining
+// value outside the circuit).
+func (r *run) compress(state [8]sv, block [16]sv, finalAdd bool) [8]sv {
+	var w [64]sv
 	copy(w[:16], block[:])
 	for t := 16; t < 64; t++ {
-		s0 := xor(xor(rotr(w[t-15], 7), rotr(w[t-15], 18)), shr(w[t-15], 3))
-		s1 := xor(xor(rotr(w[t-2], 17), rotr(w[t-2], 19)), shr(w[t-2], 10))
-		w[t] = r.add(r.add(r.add(w[t-16], s0), w[t-7]), s1)
+		s0 := xorV(xorV(rotrV(w[t-15], 7), rotrV(w[t-15], 18)), shrV(w[t-15], 3))
+		s1 := xorV(xorV(rotrV(w[t-2], 17), rotrV(w[t-2], 19)), shrV(w[t-2], 10))
+		w[t] = r.sumV(w[t-16], s0, w[t-7], s1)
 	}
 	a, b, c, d, e, f, g, h := state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7]
 	for t := 0; t < 64; t++ {
-		S1 := xor(xor(rotr(e, 6), rotr(e, 11)), rotr(e, 25))
-		ch := xor(r.and(e, xor(f, g)), g)
-		t1 := r.add(r.add(r.add(r.add(h, S1), ch), pubWord(shaK[t])), w[t])
-		S0 := xor(xor(rotr(a, 2), rotr(a, 13)), rotr(a, 22))
-		maj := xor(r.and(xor(a, b), xor(a, c)), a)
-		t2 := r.add(S0, maj)
+		S1 := xorV(xorV(rotrV(e, 6), rotrV(e, 11)), rotrV(e, 25))
+		t1 := r.sumV(h, S1, r.chV(e, f, g), pubV(shaK[t]), w[t])
+		S0 := xorV(xorV(rotrV(a, 2), rotrV(a, 13)), rotrV(a, 22))
+		t2 := r.sumV(S0, r.majV(a, b, c))
 		h, g, f = g, f, e
-		e = r.add(d, t1)
+		e = r.sumV(d, t1)
 		d, c, b = c, b, a
-		a = r.add(t1, t2)
+		a = r.sumV(t1, t2)
 	}
-	out := [8]bw{a, b, c, d, e, f, g, h}
-	for i := range out {
-		out[i] = r.add(state[i], out[i])
+	out := [8]sv{a, b, c, d, e, f, g, h}
+	if finalAdd {
+		for i := range out {
+			out[i] = r.sumV(state[i], out[i])
+		}
 	}
 	return out
 }
@@ -87,23 +155,37 @@ func msgMask(msgBytes int) []uint32 {
 }
 
 // hashMessage hashes one shared message (its words, message bits only) with the public
-// padding; returns the eight shared digest words.
+// padding. It returns the eight shared output words: the digest, except for one-block
+// messages whose feed-forward addition of the public IV is left to the verifier's side
+// (their outputs are compared with digest - IV, see outputOffset).
 func (r *run) hashMessage(in []bw, pad []uint32, blocks int) [8]bw {
-	var state [8]bw
+	var state [8]sv
 	for i := range state {
-		state[i] = pubWord(shaIV[i])
+		state[i] = pubV(shaIV[i])
 	}
 	for b := 0; b < blocks; b++ {
-		var blk [16]bw
+		var blk [16]sv
 		for j := 0; j < 16; j++ {
 			t := 16*b + j
-			w := pubWord(pad[t])
+			blk[j] = pubV(pad[t])
 			if t < len(in) {
-				w = xor(w, in[t])
+				blk[j] = secV(xor(blk[j].w, in[t]))
 			}
-			blk[j] = w
 		}
-		state = r.compress(state, blk)
+		state = r.compress(state, blk, blocks > 1)
 	}
-	return state
+	var out [8]bw
+	for i := range out {
+		out[i] = state[i].w
+	}
+	return out
+}
+
+// outputOffset is the public word added to the circuit's Boolean outputs to give the
+// digest: the IV for one-block messages (see hashMessage), else zero.
+func outputOffset(blocks int) [8]uint32 {
+	if blocks == 1 {
+		return shaIV
+	}
+	return [8]uint32{}
 }

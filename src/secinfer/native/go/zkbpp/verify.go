@@ -19,6 +19,9 @@ type reader struct {
 func (r *reader) take(n int) []byte {
 	if r.bad || n < 0 || n > len(r.b) {
 		r.bad = true
+		if n < 0 || n > 64 {
+			return nil
+		}
 		return make([]byte, n)
 	}
 	v := r.b[:n]
@@ -26,39 +29,13 @@ func (r *reader) take(n int) []byte {
 	return v
 }
 
-func (r *reader) u32s(n int) []uint32 {
-	b := r.take(4 * n)
-	v := make([]uint32, n)
-	for i := range v {
-		v[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return v
-}
-
-func (r *reader) u64s(n int) []uint64 {
-	b := r.take(8 * n)
-	v := make([]uint64, n)
-	for i := range v {
-		v[i] = binary.LittleEndian.Uint64(b[8*i:])
-	}
-	return v
-}
-
-func (r *reader) poly(rq *ring.Ring) ring.Poly {
-	p := rq.NewPoly()
-	for l := range p.Coeffs {
-		copy(p.Coeffs[l], r.u64s(rq.N()))
-	}
-	return p
-}
-
 type verifierRep struct {
-	t         repTranscript
-	seedE     []byte
-	seedE1    []byte
-	in2       *inputs
-	viewE1    *view
-	e         int
+	t      repTranscript
+	seedE  []byte
+	seedE1 []byte
+	in2    *inputs
+	viewE1 []byte // player e+1's packed gate outputs
+	e      int
 }
 
 // Verify checks a proof against the statement and the session context; it returns the
@@ -90,12 +67,13 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 		vr.seedE = append([]byte(nil), rd.take(SeedBytes)...)
 		vr.seedE1 = append([]byte(nil), rd.take(SeedBytes)...)
 		if vr.e != 0 { // player 2 is e (e = 2) or e+1 (e = 1)
-			vr.in2 = &inputs{words: rd.u32s(sz.nIn)}
-			for k := range vr.in2.polys {
-				vr.in2.polys[k] = rd.poly(pd.rq)
+			var ok bool
+			if vr.in2, ok = unpackInputs(pd, rd.take(inputBytes(pd))); !ok && !rd.bad {
+				return 0, ErrMalformed // non-canonical residues in player 2's share
 			}
 		}
-		vr.viewE1 = &view{and: rd.u32s(sz.nAnd), mul: rd.u64s(sz.nMul)}
+		n := binary.LittleEndian.Uint32(rd.take(4))
+		vr.viewE1 = rd.take(int(n))
 		if rd.bad {
 			return 0, ErrMalformed
 		}
@@ -103,21 +81,6 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 	}
 	if len(rd.b) != 0 {
 		return 0, ErrMalformed
-	}
-	// Non-canonical residues in player 2's share are malformed.
-	for _, vr := range reps {
-		if vr.in2 == nil {
-			continue
-		}
-		for _, p := range vr.in2.polys {
-			for l, q := range cfg.Primes {
-				for _, v := range p.Coeffs[l] {
-					if v >= q {
-						return 0, ErrMalformed
-					}
-				}
-			}
-		}
 	}
 	viewBad := make([]bool, cfg.Reps)
 	digestBad := make([]bool, cfg.Reps)
@@ -143,17 +106,18 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 			in[e2].polys[k] = rq.NewPoly()
 		}
 		r.views[e] = &view{}
-		r.views[e1] = vr.viewE1
+		r.rd = &bitreader{b: vr.viewE1}
 		var live [3]bool
 		live[e], live[e1] = true, true
 		out := r.evaluate(pd, rq, in, live)
-		bad := r.short || r.rdAnd != len(vr.viewE1.and) || r.rdMul != len(vr.viewE1.mul)
+		bad := !r.rd.exhausted()
+		vb := map[int][]byte{e: r.views[e].out.bytes(), e1: vr.viewE1}
 		for _, p := range []int{e, e1} {
 			var i2 *inputs
 			if p == 2 {
 				i2 = vr.in2
 			}
-			if commit(seeds[p], i2, r.views[p]) != vr.t.com[p] ||
+			if commit(pd, seeds[p], i2, vb[p]) != vr.t.com[p] ||
 				hashOutB(out[p].words) != vr.t.hB[p] || hashOutA(out[p].polys) != vr.t.hA[p] {
 				bad = true
 			}
@@ -163,7 +127,7 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 		// must be the committed one [ZKB++ Sec. 3].
 		y2 := make([]uint32, sz.nOutB)
 		for i := range y2 {
-			y2[i] = pd.digests[i/8][i%8] ^ out[e].words[i] ^ out[e1].words[i]
+			y2[i] = pd.target[i/8][i%8] ^ out[e].words[i] ^ out[e1].words[i]
 		}
 		digestBad[j] = hashOutB(y2) != vr.t.hB[e2]
 		var ya [NumOutputPolys]ring.Poly
@@ -222,6 +186,7 @@ func Evaluate(cfg *Config, st *Statement, w *Witness, seed []byte) ([][32]byte, 
 	for i := range digs {
 		for k := 0; k < 8; k++ {
 			v := out[0].words[8*i+k] ^ out[1].words[8*i+k] ^ out[2].words[8*i+k]
+			v += outputOffset(pd.blocks)[k]
 			binary.BigEndian.PutUint32(digs[i][4*k:], v)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"math/bits"
 	mrand "math/rand"
 	"testing"
 
@@ -169,5 +170,91 @@ func TestProveVerify(t *testing.T) {
 	}
 	if _, err := Verify(cfg, st, proof[:len(proof)-3], ctx); err != ErrMalformed {
 		t.Fatalf("truncated proof: %v", err)
+	}
+}
+
+// viewBits is the size in bits of one player's view for cfg (the circuit's recorded
+// gate outputs), measured on an honest instance.
+func viewBits(t testing.TB, cfg *Config) int {
+	rng := mrand.New(mrand.NewSource(4))
+	st, w, _ := honestInstance(t, cfg, rng)
+	pd, err := st.prepare(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &run{primes: cfg.Primes}
+	var in [3]*inputs
+	for p := 0; p < 3; p++ {
+		s := deriveSeed([]byte("0123456789abcdef"), 0, p)
+		r.andTape[p], r.mulTape[p], r.views[p] = newTape(s, "and"), newTape(s, "mul"), &view{}
+		if p < 2 {
+			in[p] = seededInputs(pd, s)
+		}
+	}
+	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+		t.Fatal(err)
+	}
+	r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
+	return r.views[0].out.n
+}
+
+// The smart-metering message (24 bytes, 16-bit data point, one block) with one 53-bit
+// prime: SHA-256 with the public words folded (no gates on the IV, the padding or the
+// feed-forward of the IV) and the conversion's 16 + 1 gate outputs.
+func TestGateCountPerMessage(t *testing.T) {
+	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 2, LogScale: 10}
+	per := viewBits(t, cfg) / cfg.NMsgs
+	conv := 17 * bits.Len64(cfg.Primes[0])
+	t.Logf("view bits per message: %d (SHA-256 %d, conversion %d)", per, per-conv, conv)
+	if per-conv > 21100 || per-conv < 20500 {
+		t.Fatalf("SHA-256 part has %d recorded bits per block", per-conv)
+	}
+}
+
+func testPrimes53(t testing.TB, logN int) []uint64 {
+	g := ring.NewNTTFriendlyPrimesGenerator(53, uint64(2<<uint(logN)))
+	ps, err := g.NextUpstreamPrimes(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// The proof's length is the documented layout exactly, and at the smart-metering size
+// (1,024 one-block messages, N = 2^11, one 53-bit prime, 219 repetitions) its expected
+// length is below the paper's 643.4 MB [CRISP-certified Sec. 6.2].
+func TestProofLayoutAndSmartMeteringSize(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(5))
+	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 9, MsgBytes: 24, DataBits: 16, NMsgs: 3, LogScale: 10}
+	st, w, _ := honestInstance(t, cfg, rng)
+	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("ctx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, _ := st.prepare(cfg)
+	var ch [32]byte
+	copy(ch[:], proof[len(magic)+4:])
+	view := (viewBits(t, cfg) + 7) / 8
+	want := len(magic) + 4 + 32
+	for _, e := range challengeTrits(ch, cfg.Reps) {
+		want += 9*32 + 2*SeedBytes + 4 + view
+		if e != 0 {
+			want += inputBytes(pd)
+		}
+	}
+	if len(proof) != want {
+		t.Fatalf("proof has %d bytes, layout says %d", len(proof), want)
+	}
+	// smart metering: per-message view bits are the same for every message
+	sm := &Config{LogN: 11, Primes: testPrimes53(t, 11), Reps: 219, MsgBytes: 24, DataBits: 16, NMsgs: 2, LogScale: 25}
+	perMsg := viewBits(t, sm) / 2
+	const n = 1024
+	qb := bits.Len64(sm.Primes[0])
+	in2 := n*24 + (NumSecretPolys*qb*2048+7)/8
+	perRep := 9*32 + 2*SeedBytes + 4 + (perMsg*n+7)/8
+	expected := 219 * (float64(perRep) + 2.0/3.0*float64(in2))
+	t.Logf("smart metering: %d view bits per message, expected proof %.1f MB", perMsg, expected/1e6)
+	if expected > 643.4e6 {
+		t.Fatalf("expected proof %.1f MB exceeds the paper's 643.4 MB", expected/1e6)
 	}
 }

@@ -1,0 +1,309 @@
+"""The tcp transport's record layer and its per-link threads (``tcp_transport``).
+
+Records. ``length u32 | stamp f64 | kind u8 | AES-GCM(plaintext)``; kind D (data; bit 0x80
+set when the frame continues in the next record: frames are cut into records of at most
+``RECORD`` bytes), S (the size of the frame whose data records follow: u64; sent before a
+frame of several records, so that the receiver decrypts each record straight into the
+frame's own buffer), H (heartbeat), B (bye). The stamp is the sender's send time for the
+latency model (``secinfer.net.shaping``), authenticated with the record. AEAD: AES-256-GCM
+with nonce = the stream's record counter (so no record can be replayed, dropped or
+reordered without the next one failing) and the record header as associated data.
+
+``OutLink``: our stream to one peer, with its writer thread (paced frames, heartbeats).
+``InStream``: a peer's stream to us (parsed by ``tcp_transport``'s readers).
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import select
+import socket
+import struct
+import termios
+import threading
+import time
+from typing import Callable
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from secinfer.errors import NetworkError, PeerDeadError
+from secinfer.net.peers import sleep_until
+from secinfer.net.shaping import TokenBucket
+
+RECORD = 1 << 24                        # the largest record a receiver accepts (plaintext bytes)
+SEND_RECORD = 1 << 20                   # the largest we send: the receiver decrypts one while the next travels
+SMALL = 1 << 16                         # frame parts below this are joined into one record, larger ones
+                                        # are encrypted where they lie (the caller's arrays)
+RX_BUFFER = 1 << 18                     # receive buffer per stream: records up to this size are parsed in place
+HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
+K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
+TAG = 16
+_SOON = object()
+_NONCE = struct.Struct("<4xQ")
+
+
+def nonce(counter: int) -> bytes:
+    return _NONCE.pack(counter)
+
+
+class OutLink:
+    """Our stream to one peer. ``lock`` is the wire: whoever writes records holds it (the
+    protocol thread for a frame that may leave at once, else the link's writer thread,
+    which also sends the heartbeats), so the record counter follows the byte order. ``cv``
+    guards the queue of paced frames; nobody holds it while writing.
+
+    What it needs of its endpoint: ``me``, ``stop`` (set when the endpoint closes),
+    ``heard()`` (when the peer last sent us a byte; None before its stream exists),
+    the endpoint's timeouts and ``on_sent(n)`` (counts a data frame of n bytes)."""
+
+    def __init__(self, sock, key: bytes, profile, *, me: str, peer: str, stop: threading.Event,
+                 heard: Callable[[], float | None], heartbeat_interval: float, peer_timeout: float,
+                 recv_timeout: float, on_sent: Callable[[int], None]) -> None:
+        self.sock = sock
+        self.aead = AESGCM(key)
+        self.counter = 1                  # record 0 was the handshake's "ready"
+        self.lock = threading.Lock()
+        self.cv = threading.Condition(threading.Lock())
+        self.bucket = TokenBucket(profile.bandwidth)
+        self.paced = profile.bandwidth is not None
+        self.queue: collections.deque = collections.deque()   # (ready time, frame) not yet written
+        self.error: Exception | None = None
+        self.next_hb = 0.0                # when the link's next heartbeat is due
+        self.moved = time.monotonic()     # when bytes last went into the socket
+        self.closing = False              # bye sent: no more heartbeats
+        self.dropped = 0                  # paced frames never written (the link failed)
+        self.writer: threading.Thread | None = None
+        self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
+        self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
+        self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
+
+    def records(self, frame, kind: int, stamp: float) -> list:
+        """Encrypt ``frame`` as records (caller holds ``lock``: the record counter follows
+        the order in which records reach the socket)."""
+        view = memoryview(frame)
+        out = []
+        n = len(view)
+        start = 0
+        while True:
+            end = min(n, start + RECORD)
+            k = kind | (MORE if end < n else 0)
+            hdr = HDR.pack(end - start + TAG, stamp, k)
+            out.append(hdr)
+            out.append(self.aead.encrypt(nonce(self.counter), view[start:end], hdr))
+            self.counter += 1
+            start = end
+            if start >= n:
+                return out
+
+    def send_frame(self, parts: list, size: int, stamp: float) -> None:
+        """Encrypt and write the frame made of ``parts`` (``codec.encode_parts``) as data
+        records, straight from the parts' memory (caller holds ``lock``): small parts are
+        joined into one record, a large part is cut into records of ``SEND_RECORD`` bytes
+        encrypted into this link's reusable buffer (no copy of the frame, no allocation per
+        record). One system call per record; a small frame is one record, one call."""
+        if size <= SMALL:
+            pt = parts[0] if len(parts) == 1 else b"".join(parts)
+            hdr = HDR.pack(size + TAG, stamp, K_DATA)
+            counter = self.counter
+            self.counter = counter + 1
+            self.write([hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)])
+            return
+        chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
+        small: list = []
+        held = 0
+
+        def cut(buf) -> None:
+            view = memoryview(buf)
+            for start in range(0, len(view), SEND_RECORD):
+                chunks.append(view[start:start + SEND_RECORD])
+
+        for p in parts:
+            if len(p) < SMALL:                # small parts travel together (joined: a copy)
+                small.append(p)
+                held += len(p)
+                if held >= SEND_RECORD:
+                    cut(b"".join(small))
+                    small, held = [], 0
+                continue
+            if small:
+                cut(b"".join(small))
+                small, held = [], 0
+            cut(p)                            # a large part: encrypted where it lies
+        if small:
+            cut(b"".join(small))
+        if self.out is None:
+            self.out = bytearray(SEND_RECORD + TAG)
+        out = memoryview(self.out)
+        last = len(chunks) - 1
+        first: list = []
+        if last:                              # several records: their total first
+            hdr = HDR.pack(8 + TAG, stamp, K_SIZE)
+            first = [hdr + self.aead.encrypt(_NONCE.pack(self.counter), size.to_bytes(8, "little"), hdr)]
+            self.counter += 1
+        for i, pt in enumerate(chunks):
+            n = len(pt)
+            hdr = HDR.pack(n + TAG, stamp, K_DATA | (MORE if i < last else 0))
+            ct = out[:n + TAG]
+            self.aead.encrypt_into(_NONCE.pack(self.counter), pt, hdr, ct)
+            self.counter += 1
+            self.write([*first, hdr, ct])
+            first = []
+
+    def write(self, bufs: list) -> None:
+        """Write every buffer (caller holds ``lock``). Never reads: the reader thread
+        (or a waiting protocol thread) drains our peers' streams meanwhile, so a full socket
+        only means that the peer does not read. The peer is dead when nothing moved for
+        ``peer_timeout`` and it sent nothing (not even a heartbeat) for as long; a live peer
+        that reads nothing for ``recv_timeout`` is given up too."""
+        if len(bufs) == 1 and self.error is None and not self.stop.is_set():
+            buf = bufs[0]                     # (the common case: one small record, sent at once)
+            try:
+                k = self.sock.send(buf, socket.MSG_DONTWAIT)
+            except OSError:                   # full (the loop below waits) or failed (it names why)
+                k = 0
+            if k:
+                self.moved = time.monotonic()
+                if k == len(buf):
+                    return
+                bufs = [memoryview(buf)[k:]]
+        self._write_all(bufs)
+
+    def _write_all(self, bufs: list) -> None:
+        sock = self.sock
+        views = [memoryview(b) for b in bufs if len(b)]
+        since = time.monotonic()
+        try:
+            while views:
+                if self.error is not None:
+                    raise self.error
+                if self.stop.is_set():
+                    raise NetworkError(f"{self.me}: endpoint is closed")
+                try:
+                    sent = sock.sendmsg(views, (), socket.MSG_DONTWAIT)   # all buffers, one call
+                except BlockingIOError:
+                    sent = 0
+                if sent:
+                    while sent:
+                        k = min(sent, len(views[0]))
+                        sent -= k
+                        views[0] = views[0][k:]
+                        if not len(views[0]):
+                            views.pop(0)
+                    since = self.moved = time.monotonic()
+                    continue
+                select.select([], [sock], [], min(0.5, self.heartbeat_interval))
+                now = time.monotonic()
+                heard = self.heard()
+                if heard is None:
+                    heard = since
+                if now - max(heard, since) > self.peer_timeout:
+                    raise OSError(f"it has read nothing and sent nothing (no heartbeat) for {now - since:.1f}s "
+                                  f"(peer timeout {self.peer_timeout:g}s, option --peer-timeout)")
+                if now - since > max(self.recv_timeout, self.peer_timeout):
+                    raise OSError(f"it has read nothing for {now - since:.1f}s although it is alive")
+        except OSError as e:
+            err = PeerDeadError(f"{self.me}: cannot send to {self.peer}: {e}")
+            self.error = err
+            with self.cv:
+                self.cv.notify_all()
+            raise err from None
+
+    def start_writer(self) -> None:
+        if self.writer is None:
+            self.writer = threading.Thread(target=self._writer_loop, daemon=True,
+                                           name=f"secinfer-tcp-write-{self.me}-{self.peer}")
+            self.writer.start()
+
+    def _writer_loop(self) -> None:
+        """The link's own thread: sends its paced frames at their time and a heartbeat whenever
+        the link was quiet for ``heartbeat_interval`` (also while this party computes or while
+        frames wait for their time). It never takes a lock that the readers need."""
+        hb = self.heartbeat_interval
+        while True:
+            with self.cv:
+                while True:
+                    if self.error is not None or self.stop.is_set():
+                        return
+                    now = time.monotonic()
+                    if self.queue and self.queue[0][0] <= now:
+                        ready, frame = self.queue[0]
+                        break
+                    if now >= self.next_hb and not self.closing:
+                        frame = None
+                        break
+                    if self.queue and self.queue[0][0] - now < 0.002:
+                        frame = _SOON          # due within 2 ms: wait for it precisely, below
+                        break
+                    wake = self.next_hb if not self.closing else now + hb
+                    if self.queue:
+                        wake = min(wake, self.queue[0][0])
+                    self.cv.wait(max(0.0, min(wake - now, hb)))
+            if frame is _SOON:
+                sleep_until(self.queue[0][0] if self.queue else time.monotonic())
+                continue
+            if frame is None:
+                if self.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
+                    try:
+                        self.write(self.records(b"", K_HB, time.monotonic()))
+                    except NetworkError:     # dead peer (recorded in self.error) or closed endpoint
+                        return
+                    finally:
+                        self.lock.release()
+                self.next_hb = time.monotonic() + hb
+                continue
+            try:
+                with self.lock:
+                    self.send_frame([frame], len(frame), ready)
+                    self.next_hb = time.monotonic() + hb
+            except NetworkError:
+                with self.cv:
+                    self.dropped += len(self.queue)
+                    self.queue.clear()
+                    self.cv.notify_all()
+                return
+            self.on_sent(len(frame))
+            with self.cv:
+                self.queue.popleft()
+                self.cv.notify_all()
+
+
+class InStream:
+    """A peer's stream to us: read by whichever thread holds the endpoint's read lock."""
+
+    def __init__(self, sock, key: bytes) -> None:
+        self.sock = sock
+        self.aead = AESGCM(key)
+        self.counter = 1
+        self.buf = bytearray(RX_BUFFER)   # received bytes not yet parsed: buf[:fill]
+        self.view = memoryview(self.buf)
+        self.fill = 0
+        self.hdr = b""                    # a record too large for buf: its header,
+        self.body = None                  # its body being filled (bytearray or a view of big), and how far
+        self.big: bytearray | None = None # the reused buffer of records up to SEND_RECORD bytes
+        self.got = 0
+        self.parts: list = []             # plaintext of the frame being assembled (records without a size)
+        self.frame = None                 # or the frame's own buffer (numpy uint8), after a size record
+        self.size = 0
+        self.oversized = False
+        self.last = time.monotonic()      # when a byte last arrived
+        self.eof = False
+
+
+_TCP_CLOSE = 7                           # Linux tcp_info.tcpi_state of a reset (or fully closed) connection
+
+
+def unsent(sock: socket.socket) -> int:
+    """Bytes in ``sock``'s send queue not yet acknowledged by the peer (Linux SIOCOUTQ);
+    -1 if some are and the connection failed; 0 where the platform cannot say. (Failed:
+    the connection's state, which stays; not ``SO_ERROR``, which a failed write or an
+    earlier look clears.)"""
+    try:
+        buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\x00\x00\x00\x00")
+        n = struct.unpack("<i", buf)[0]
+        if n and (sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE):
+            return -1
+        return n
+    except OSError:
+        return 0

@@ -1,0 +1,61 @@
+"""The frame codec's parts and aligned payloads (``codec.encode_parts``, flag ``ALIGNED``):
+the parts concatenate to the frame, payloads start 8-byte aligned, a buffer handed over
+is shared by its aligned arrays (and nothing else is), and malformed padding or flags are
+refused."""
+
+import numpy as np
+import pytest
+
+from secinfer.errors import FrameError
+from secinfer.net.codec import ALIGNED, Header, decode_frame, encode_frame, encode_parts
+
+H = Header(b"s" * 16, "p0", "tag/x", 7, "online", 3)
+BIG = np.arange(1 << 13, dtype=np.uint64)
+CASES = [
+    [],
+    [np.arange(5, dtype=np.uint64)],
+    [np.ones(3, np.uint8), np.arange(4.0).reshape(2, 2), np.array(1 + 2j), np.zeros((0, 3)), np.array([True])],
+    [np.arange(6, dtype=">u4")[::2], BIG, np.arange(3, dtype=np.int16), BIG.reshape(2, -1).T],
+]
+
+
+@pytest.mark.parametrize("arrays", CASES)
+def test_parts_concatenate_to_the_frame_and_decode_from_any_buffer(arrays):
+    parts, total, payload = encode_parts(H, arrays, cache={})
+    frame = encode_frame(H, arrays)
+    assert b"".join(parts) == frame and len(frame) == total
+    assert payload == sum(np.asarray(a).nbytes for a in arrays)
+    head_end = 12 + int.from_bytes(frame[8:12], "little")
+    assert head_end % 8 == 0 and frame[6] & ALIGNED
+    for data in (frame, bytearray(frame), memoryview(frame), np.frombuffer(frame, np.uint8).copy()):
+        hdr, out = decode_frame(data)
+        assert hdr == H and len(out) == len(arrays)
+        for x, y in zip(arrays, out):
+            assert x.shape == y.shape and np.array_equal(x, y)
+
+
+def test_an_owned_buffer_is_shared_by_aligned_arrays_only():
+    arrays = [np.arange(4, dtype=np.uint64), np.ones(3, np.uint8), np.arange(2, dtype=np.uint64)]
+    frame = encode_frame(H, arrays)
+    owned = bytearray(frame)
+    _, out = decode_frame(owned)
+    whole = np.frombuffer(owned, np.uint8)
+    assert np.shares_memory(out[0], whole) and np.shares_memory(out[1], whole)   # aligned: views
+    assert out[2].flags.owndata and out[2].flags.aligned      # at an odd offset: an aligned copy
+    _, copied = decode_frame(frame)                                         # bytes: copies
+    assert all(a.flags.owndata and a.flags.writeable for a in copied)
+
+
+def test_bad_padding_or_unknown_flags_are_frame_errors():
+    frame = bytearray(encode_frame(H, [np.arange(3, dtype=np.uint8)]))
+    head_end = 12 + int.from_bytes(frame[8:12], "little")
+    pad_at = head_end - 1
+    assert frame[pad_at] == 0, "this header needs padding for the test"
+    bad = bytearray(frame)
+    bad[pad_at] = 1
+    with pytest.raises(FrameError, match="length mismatch"):
+        decode_frame(bytes(bad))
+    flags = bytearray(frame)
+    flags[6] |= 0x02
+    with pytest.raises(FrameError, match="flags"):
+        decode_frame(bytes(flags))
