@@ -487,7 +487,13 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                     if role not in exited and p.poll() is not None:
                         exited.append(role)
                         if bar is not None:
-                            bar.set_postfix_str(f"{role} {'done' if p.returncode == 0 else 'FAILED'}")
+                            if bar_wanted:   # every party's stage (a forked run can end before a refresh)
+                                from secinfer.runtime.progress import describe, read_status
+
+                                line = describe({r: read_status(work / f"progress-{r}.json") for r in spec.roles})
+                                bar.set_postfix_str(line if p.returncode == 0 else f"{role} FAILED | {line}")
+                            else:
+                                bar.set_postfix_str(f"{role} {'done' if p.returncode == 0 else 'FAILED'}")
                             bar.update(1)
                         if p.returncode != 0 and fail_at is None:
                             fail_at = now
