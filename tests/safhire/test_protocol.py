@@ -105,3 +105,41 @@ def test_client_refuses_decryptions_too_close_to_a_rounding_boundary(monkeypatch
     monkeypatch.setattr(proto, "check_noise_margin", lambda *a, **k: {"log2_max_abs": None})
     res = run(g, x[:1], options(b=8))             # without it, the client's check does
     assert isinstance(res["client"], L.DecryptionMarginError), res["client"]
+
+
+def test_every_round_is_marked_for_the_live_progress_line(monkeypatch):
+    """Issue #21: both parties mark each round as it starts ("round k/n op"), in order."""
+    from secinfer.net.channel import Endpoint
+
+    seen = []
+    orig = Endpoint.mark
+
+    def record(self, name):
+        seen.append((self.me, name))
+        orig(self, name)
+    monkeypatch.setattr(Endpoint, "mark", record)
+    g = tiny_resnet()
+    x = np.random.default_rng(6).uniform(-1, 1, (2, 3, 8, 8))
+    res = run(g, x, options(b=16))
+    assert not isinstance(res["client"], BaseException), res["client"]
+    R = res["client"].info["rounds"]
+    for me in ("server", "client"):
+        names = [n for m, n in seen if m == me and n.startswith("round ")]
+        want = [f"round {r}/{R} " for _ in range(2) for r in range(1, R + 1)]
+        assert [n[:len(w)] for n, w in zip(names, want)] == want and len(names) == 2 * R, (me, names)
+        assert names[0].endswith("linear+relu sample 1/2") and names[-1].endswith("linear+output sample 2/2")
+
+
+def test_qcache_keeps_the_quantized_model_and_keys_it_by_b(tmp_path):
+    g = tiny_resnet()
+    opts = options(b=16, qcache=str(tmp_path))
+    cfg = _config(PartyJob("server", "semi-honest", None, None, options=opts))
+    qm = quantized_model(g, cfg, opts)
+    files = list(tmp_path.glob("safhire-q-*.pkl"))
+    assert len(files) == 1
+    again = quantized_model(g, cfg, opts)
+    x = np.random.default_rng(2).uniform(-1, 1, (2, 3, 8, 8))
+    assert np.array_equal(qm.run(x), again.run(x)) and again is not qm
+    opts12 = options(b=12, qcache=str(tmp_path))
+    quantized_model(g, _config(PartyJob("server", "semi-honest", None, None, options=opts12)), opts12)
+    assert len(list(tmp_path.glob("safhire-q-*.pkl"))) == 2

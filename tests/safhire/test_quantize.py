@@ -100,3 +100,52 @@ def test_refusals():
     lg = load_model(str(bundled.bundled_path("cancer-logreg")))     # ends with Sigmoid
     with pytest.raises(UnsupportedOpError):
         Q.split_rounds(lg)
+
+
+def test_regressor_report_gives_an_error_metric_not_an_argmax():
+    """Issue #21: a one-output regressor's argmax always agrees; inspect shows its error."""
+    from secinfer.ir import bundled
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.protocols.safhire.report import inspect_lines
+
+    g = load_model(str(bundled.bundled_path("diabetes-linreg")))
+    x, y = bundled.bundled_testset("diabetes-linreg")
+    qm = Q.quantize(Q.batch_free(g), 8, x[:64])
+    rep = Q.accuracy_report(g, qm, x[64:], y[64:], task="regression")
+    assert rep["task"] == "regression" and "agreement" not in rep
+    f = run_float(Q.batch_free(g), x[64:]).reshape(-1)
+    q = qm.run(x[64:]).reshape(-1)
+    assert rep["rmse"] == pytest.approx(float(np.sqrt(np.mean((q - f) ** 2))))
+    assert 0 < rep["rel_rmse"] < 1 and rep["quantized_rmse"] > 0
+    lines = inspect_lines(g)
+    assert not any("argmax" in ln for ln in lines), lines
+    assert sum("error vs float: RMSE" in ln for ln in lines) == 3, lines
+
+
+def test_colored_probing_gives_the_same_integer_model_as_probing_every_column(monkeypatch):
+    """The few-probe construction of a round's map (local footprints) is exact: the
+    quantized model equals the one built by probing every input value."""
+    from secinfer.ir import zoo
+    from secinfer.ir.onnx_import import load_model
+
+    net = zoo._Net("resnet-16px", 0, {})
+    x_shape, out, out_shape = zoo._resnet(net, 1, [1, 1], [4, 8], "cifar", 16, 3, fold_bn=False)
+    g = Q.batch_free(load_model(net.finish(x_shape, out, out_shape).SerializeToString()))
+    cal = Q.calibration_inputs(g, None, 16)
+    used = []
+    orig = Q._colored_map
+
+    def spy(*a, **k):
+        m = orig(*a, **k)
+        used.append(m is not None)
+        return m
+    monkeypatch.setattr(Q, "_colored_map", spy)
+    fast = Q.quantize(g, 12, cal)
+    assert any(used), "no round took the few-probe path"
+    monkeypatch.setattr(Q, "_colored_map", lambda *a, **k: None)
+    slow = Q.quantize(g, 12, cal)
+    assert len(fast.rounds) == len(slow.rounds)
+    for a, b in zip(fast.rounds, slow.rounds):
+        assert a.eta == b.eta and np.array_equal(a.bias, b.bias)
+        for wa, wb in zip(a.weights, b.weights):
+            assert (wa != wb).nnz == 0

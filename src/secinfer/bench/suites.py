@@ -63,8 +63,9 @@ SUITE_INFO = {
                   "quick_s": 50.9, "full_s": None,
                   "source": "bench certified --quick 2026-11-27 05:35 UTC, load average ~25 (helper certified); "
                             "full not run: its smart-metering row alone took 13.7 min at load 16-28"},
-    "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits CNN and zoo networks that fit; ResNets skipped "
-                              "with their reasons)",
+    "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits models, threads sweep; without --quick ResNet-20 "
+                              "and the fully encrypted CKKS baseline, extrapolated from per-layer runs; ResNet-18/34 "
+                              "skipped with their reasons)",
                 "quick_s": None, "full_s": None, "source": ""},
     "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
                             "memory over a soak)",

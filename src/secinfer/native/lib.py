@@ -102,6 +102,12 @@ _SIGNATURES: dict[str, list] = {
     "he_fp_extract": [H, cint, cint, P_u64, cint, P_i64, P_i64, cint, P_u64, P_u64, cint],
     "he_fp_pack": [H, H, cint, cint, cint, P_u64, P_u64, P_i64, f64, cint, C.POINTER(cint), OUT_H],
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
+    # bootstrapping and polynomial evaluation (go/ckksboot.go, secinfer.crypto.he.bootstrap)
+    "he_boot_params_new": [C.c_char_p, OUT_H],
+    "he_boot_new": [H, H, cint, OUT_H],
+    "he_boot_info": [H, H, P_u64, cint],
+    "he_boot_eval": [H, H, H, OUT_H],
+    "he_poly_eval": [H, H, H, P_f64, cint, f64, f64, OUT_H],
     # FSS kernels (go/fss_*.go; bound in secinfer.crypto.fss.native)
     "fss_mmo_hash": [P_u64, i64, P_u64, i64, i64, P_u64, i64, cint],
     "fss_dcf_gen": _FSS_SHAPE + [i64, P_u64, i64, P_u64, i64, P_u64, i64, P_u64, i64,

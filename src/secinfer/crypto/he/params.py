@@ -45,6 +45,7 @@ class ParamSpec:
     log_scale: int
     note: str = ""
     key_base2: int = 0      # > 0: no special prime; key switching with base-2^key_base2 digits
+    secret_h: int = 0       # > 0: sparse ternary secret of this Hamming weight (bootstrappable sets)
     log_qp: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -81,7 +82,9 @@ class ParamSpec:
     @property
     def security_bits(self) -> int:
         """128 if log2(QP) fits the HE Standard bound for this N, else 0 (no claim)."""
-        bound = HE_STANDARD_128.get(self.log_n)
+        # beyond the Standard's table (logN > 15) its logN = 15 bound is a conservative one:
+        # the allowed modulus only grows with N
+        bound = HE_STANDARD_128.get(min(self.log_n, 15))
         return 128 if bound is not None and self.log_qp <= bound else 0
 
 
@@ -120,6 +123,15 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-n11-q53-w4-128", 11, (53,), (), 25,
               "certified smart metering: N = 2^11, one prime, logQ = 53 <= 54, 1024 slots",
               key_base2=4),
+    # The fully encrypted baseline's residual chain [SAFHIRE Sec. 6 baseline, ORION-style]:
+    # Lattigo's bootstrapping example's residual set shortened to eight 40-bit levels (a
+    # degree-63 ReLU polynomial, 7 levels, plus one linear layer between bootstraps; fewer
+    # primes make every rotation key smaller), 55-bit q0, three 61-bit P primes, sparse
+    # ternary secret H = 192. logQP = 558 here; the bootstrapping circuit extends the chain
+    # (secinfer.crypto.he.bootstrap says whose security figure covers that).
+    ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 8, (61, 61, 61), 40,
+              "bootstrappable: N = 2^16, 2^15 slots, 8 levels between bootstraps; residual "
+              "logQP = 558", secret_h=192),
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
@@ -128,6 +140,11 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-wide-insecure", 12, (60, 40, 40, 40, 40, 40, 40), (61, 61), 40,
               "tests only: the modulus chain of ckks-n14-128 on a small ring"),
+    ParamSpec("ckks-boot-n12-insecure", 12, (55,) + (40,) * 6, (61, 61, 61), 40,
+              "tests only: bootstrappable chain on a tiny ring", secret_h=32),
+    ParamSpec("ckks-boot-n13-insecure", 13, (55,) + (40,) * 8, (61, 61, 61), 40,
+              "bench only: ckks-boot-n16-128's chain on a ring whose bootstrapping keys fit "
+              "a shared machine (cost measured here, scaled to N = 2^16)", secret_h=192),
     ParamSpec("ckks-n12-q380-insecure", 12, (60,) + (40,) * 8, (57,), 40,
               "tests only: the modulus chain of ckks-n14-q380-128 on a small ring"),
 )}
@@ -176,8 +193,10 @@ class CKKSParams:
                  "LogDefaultScale": spec.log_scale}
         if spec.key_base2:
             lit_d["KeyBase2"] = spec.key_base2
+        if spec.secret_h:
+            lit_d["XsH"] = spec.secret_h
         lit = json.dumps(lit_d).encode()
-        self.handle = N.new_handle("he_params_new", lit)
+        self.handle = N.new_handle("he_boot_params_new" if spec.secret_h else "he_params_new", lit)
         info = np.zeros(5 + len(spec.log_q) + len(spec.log_p), dtype=np.uint64)
         N.call("he_params_info", self.handle, N.ptr(info, N.u64), len(info))
         self.n = int(info[0])
@@ -195,6 +214,8 @@ class CKKSParams:
                             "scale": spec.log_scale, "sigma": ERROR_SIGMA}, sort_keys=True)
         if spec.key_base2:      # the evaluation-key layout differs: part of the identity
             canon += f";w={spec.key_base2}"
+        if spec.secret_h:       # a different secret distribution: another key space
+            canon += f";h={spec.secret_h}"
         self.fingerprint = hashlib.sha256(canon.encode()).digest()[:16]
 
     def __repr__(self) -> str:

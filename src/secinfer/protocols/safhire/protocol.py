@@ -25,15 +25,21 @@ allow_insecure_he), calib (npz with X: calibration data; default: the bundled sp
 bundled model, random inputs otherwise), sessions (server: session store directory, enables
 resumption), checkpoint (client: its checkpoint file), shuffle (default on; "off" is the
 INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep every
-round's decrypted values in the result, for tests).
+round's decrypted values in the result, for tests), threads (server: the product's and
+packing's thread count), qcache (server: a directory it trusts where quantized models are
+kept, keyed by a hash of model, b and calibration; pickled, so never point it at files
+others can write).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pickle
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,13 +49,13 @@ from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.safhire import dp
+from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
     BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionMismatchError, SessionStore,
     SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint, round_permutation,
     save_checkpoint, sid_array,
 )
 
-SERVER, CLIENT = "server", "client"
 DEFAULT_B = 12
 GAMMAS = (0, 1, 2)
 HDR = ArraySpec(np.int64, (4,))
@@ -58,6 +64,8 @@ _MAX_META = 1 << 22
 _CT = ArraySpec(np.uint8, (None,), max_elems=1 << 26)
 _EVK = ArraySpec(np.uint8, (None,), max_elems=1 << 31)
 _CALIB_SEED = b"safhire-calibrat"
+SETUP_WAIT_S = 3600.0       # the client's wait for the server's set-up answer (quantization)
+ROUND_WAIT_S = 3600.0       # either party's wait for the other's round message
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
 NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
@@ -117,9 +125,15 @@ def log_delta(qm, params, gamma: int = 0) -> int:
 
 
 def quantized_model(graph, cfg: dict, options: dict):
-    """The server's quantized model (deterministic: resumption quantizes again)."""
+    """The server's quantized model (deterministic: resumption quantizes again). With the
+    option ``qcache=DIR`` the result is kept in DIR under a hash of the model's structure,
+    weights, b and calibration source (quantizing a ResNet by probing takes minutes)."""
     from secinfer.ir import quantize as Q
 
+    cache = _qcache_file(graph, cfg, options)
+    if cache is not None and cache.is_file():
+        with open(cache, "rb") as f:
+            return pickle.load(f)
     path = options.get("calib")
     if path:
         with np.load(str(path)) as z:
@@ -131,7 +145,27 @@ def quantized_model(graph, cfg: dict, options: dict):
     small = sum(int(np.prod(v.shape)) for v in graph.initializers.values()) < 200_000
     qm = Q.quantize_searched(graph, cfg["b"], calib) if small else Q.quantize(graph, cfg["b"], calib)
     qm.calib["data"] = desc
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(qm, f)
+        os.replace(tmp, cache)
     return qm
+
+
+def _qcache_file(graph, cfg: dict, options: dict):
+    d = options.get("qcache")
+    if not d:
+        return None
+    h = hashlib.sha256(graph.public_bytes())
+    for k in sorted(graph.initializers):
+        h.update(k.encode() + np.ascontiguousarray(graph.initializers[k]).tobytes())
+    calib = options.get("calib")
+    if calib:
+        h.update(Path(str(calib)).read_bytes())
+    h.update(f"b={cfg['b']};q=1".encode())
+    return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.pkl"
 
 
 def check_noise_margin(params, ld: int, gamma: int) -> dict:
@@ -248,8 +282,9 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             t += 1
         while t <= total:
             s, r = divmod(t - 1, R)
+            ep.mark(round_mark(r, R, s, total // R, qm.rounds[r].relu))   # live progress line
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
-            got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct))
+            got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct), timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
             t0 = time.perf_counter()
             cts = L.load_cts(params, got[2:], n_ct)
@@ -285,6 +320,21 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
                              "setup_noise_log2_max": noise["log2_max_abs"],
                              "shuffle": cfg["shuffle"], "resumed_at": resume_at if kind == RESUME else None})
+
+
+def _encrypt_wire(params, v, sk, ld: int, gamma: int) -> list:
+    from secinfer.protocols.safhire import lwe as L
+
+    cts = L.encrypt(params, v, sk, ld, gamma)
+    blobs = L.to_wire(cts)
+    L.close_all(cts)
+    return blobs
+
+
+def round_mark(r: int, R: int, s: int, samples: int, relu: bool) -> str:
+    """The live progress mark of round r (0-based) of sample s: "round k/n op" [issue #21]."""
+    op = "linear+relu" if relu and r < R - 1 else ("linear" if r < R - 1 else "linear+output")
+    return f"round {r + 1}/{R} {op}" + (f" sample {s + 1}/{samples}" if samples > 1 else "")
 
 
 def _public_cfg(cfg: dict) -> dict:
@@ -328,7 +378,10 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
             sid = bytes(ck["sid"])
             t_start = int(ck["next_t"])
             ep.send(SERVER, "sh/hello", header(t_start, x.size, 0, RESUME), sid_array(sid))
-        hm, msid, raw = ep.recv(SERVER, "sh/meta", HDR, SID, ArraySpec(np.uint8, (None,), max_elems=_MAX_META))
+        # the server quantizes the model first (minutes for a ResNet without qcache): wait
+        # longer than a normal receive; a dead server is still noticed by its heartbeats
+        hm, msid, raw = ep.recv(SERVER, "sh/meta", HDR, SID, ArraySpec(np.uint8, (None,), max_elems=_MAX_META),
+                                timeout=max(ep.recv_timeout, SETUP_WAIT_S))
         check_message(hm, msid, sid, t_start, META, 0, "client <- server meta")
         meta = json.loads(bytes(raw).decode())
         for k in ("b", "gamma", "shuffle", "he_params"):
@@ -372,17 +425,18 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         while t <= total:
             s, r = divmod(t - 1, R)
             rd = rounds[r]
+            ep.mark(round_mark(r, R, s, total // R, rd["relu"]))
             if r == 0:
                 cur = xq[s]
             if not (meta["replay"] and t == t_start):
-                t0 = time.perf_counter()
-                cts = L.encrypt(params, cur, sk, ld, cfg["gamma"])
-                blobs = L.to_wire(cts)
-                L.close_all(cts)
-                timing["encrypt"] += time.perf_counter() - t0
+                blobs, dt = timed(_encrypt_wire, params, cur, sk, ld, cfg["gamma"])
+                timing["encrypt"] += dt
                 ep.send(SERVER, "sh/x", header(t, s, r, X), sid_array(sid), *blobs)
             n_out = rd["n_out"] if r < R - 1 else rd["m"]
-            got = ep.recv(SERVER, "sh/y", HDR, SID, *([_CT] * L.chunks(n_out, params.n)))
+            # a ResNet round is minutes of server work on a loaded machine; heartbeats still
+            # catch a dead server
+            got = ep.recv(SERVER, "sh/y", HDR, SID, *([_CT] * L.chunks(n_out, params.n)),
+                          timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, Y, R, "client <- server")
             t0 = time.perf_counter()
             cts = L.load_cts(params, got[2:], L.chunks(n_out, params.n))

@@ -49,21 +49,29 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
     options = dict(options or {})
     lines = ["SAFHIRE (quantized integer model; accuracy of the oracle next to float):"]
     name = str(graph.name).replace("_", "-")
+    task = None
     if name in bundled.bundled_names():
         x, y = bundled.bundled_testset(name)
         x, y = x[len(x) // 2:], y[len(y) // 2:]            # the half not used for calibration
-        labels = y if bundled.bundled_info(name)["task"] == "classification" else None
+        task = bundled.bundled_info(name)["task"]
+        labels = y
     else:
         x, labels = Q.calibration_inputs(Q.batch_free(graph), None, 32), None
     models = {}
     for b in (8, 12, 16):
         cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=b)))
         qm = models[b] = quantized_model(graph, cfg, options)
-        rep = Q.accuracy_report(graph, qm, x, labels)
-        acc = (f"accuracy {rep['quantized_accuracy']:.4f} (float {rep['float_accuracy']:.4f}), "
-               if labels is not None else "")
-        lines.append(f"  b={b:<2} act {qm.act_bits} bits, weights <= {qm.weight_bits} bits: {acc}"
-                     f"argmax agrees with float on {rep['agreement']:.1%} of {rep['samples']} inputs; "
+        rep = Q.accuracy_report(graph, qm, x, labels, task=task)
+        if rep["task"] == "regression":     # an argmax of one output means nothing
+            tgt = (f"RMSE vs targets {rep['quantized_rmse']:.4g} (float {rep['float_rmse']:.4g}), "
+                   if "float_rmse" in rep else "")
+            agree = (f"{tgt}error vs float: RMSE {rep['rmse']:.3g} ({rep['rel_rmse']:.2%} of the "
+                     f"float outputs' spread), max {rep['max_abs_err']:.3g} on {rep['samples']} inputs")
+        else:
+            acc = (f"accuracy {rep['quantized_accuracy']:.4f} (float {rep['float_accuracy']:.4f}), "
+                   if "float_accuracy" in rep else "")
+            agree = f"{acc}argmax agrees with float on {rep['agreement']:.1%} of {rep['samples']} inputs"
+        lines.append(f"  b={b:<2} act {qm.act_bits} bits, weights <= {qm.weight_bits} bits: {agree}; "
                      f"{len(qm.rounds)} rounds, eta {[rd.eta for rd in qm.rounds[:-1]]}")
     # rounds, noise and DP at b = 12 with the default (secure) ring
     cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=12)))
