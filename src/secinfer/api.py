@@ -378,17 +378,20 @@ def _finish(prep: Prepared, raw: np.ndarray, details: dict) -> Result:
 
 
 def launch(prep: Prepared, *, timeout: float = 600.0, progress: bool = False, in_process: bool = False,
-           cluster_settings: dict | None = None, log_dir=None) -> Result:
-    """Run a prepared job: party processes on loopback, or threads (``in_process``)."""
+           cluster_settings: dict | None = None, log_dir=None, fork_server=None, events: dict | None = None) -> Result:
+    """Run a prepared job: party processes on loopback, or threads (``in_process``).
+    ``fork_server``, ``events``: see ``secinfer.runtime.launcher.run_local``."""
     if in_process:
         raw, details = _run_in_process(prep, timeout)
     else:
         from secinfer.runtime.launcher import run_local
 
-        prep.graph = None   # the parties load their own copy; do not hold the weights meanwhile
+        graph, prep.graph = prep.graph, None   # (the model owner gets it; not held here meanwhile)
         res = run_local(protocol=prep.spec.name, security=prep.security, model_path=prep.model.path,
                         input_array=prep.x, network=prep.network, fixed=prep.cfg.name, options=prep.options,
-                        timeout=timeout, progress=progress, cluster_settings=cluster_settings, log_dir=log_dir)
+                        timeout=timeout, progress=progress, cluster_settings=cluster_settings, log_dir=log_dir,
+                        fork_server=fork_server, events=events, model_graph=graph)
+        del graph
         raw = res.output
         details = {k: v for k, v in res.to_json().items() if k not in ("output",)}
         details["raw_output"] = raw

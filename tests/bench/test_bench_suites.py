@@ -59,14 +59,23 @@ def test_runtime_adapter_tiny_batch(tmp_path):
     from secinfer.bench import runtime_suite
 
     r = runtime_suite.run(quick=True, network="none", batches=[1],
-                          hop_sizes={"pings": 20, "bulk_mb": 2, "bulk_frames": 4})
+                          hop_sizes={"pings": 20, "bulk_mb": 2, "bulk_frames": 4}, command_reps=2)
+    cmd = [x for x in r["rows"] if x.get("row") == "command"]
+    assert len(cmd) == 1 and cmd[0] is r["command"]      # the whole `secinfer run` on W1 (issue #23 item 2)
+    c = cmd[0]
+    assert c["workload"] == "W1" and c["reps"] == 2 and len(c["command_s_all"]) == 2
+    assert 0 < c["command_s_min"] <= c["command_s"] <= c["command_s_max"] and c["target_s"] == 0.5
+    assert c["party_start"] == ["fork"] and c["fallbacks"] == []
+    steps = c["startup_steps_median_s"]
+    assert "parties connect the mesh" in steps and "checks before launch (imports, model, input)" in steps
+    assert sum(steps.values()) < c["command_s_max"]
     hops = [x for x in r["rows"] if x.get("row") == "hop"]
     assert sorted(h["transport"] for h in hops) == ["tcp", "zmq"]
     for h in hops:   # the transport alone: a small frame's one-way latency and bulk MB/s
         assert 0 < h["one_way_us_p10"] <= h["one_way_us_median"] <= h["one_way_us_p90"]
         assert h["bulk_MB_s"] > 0 and h["bulk_MB"] == pytest.approx(2 * 1.048576)
         assert h["target_one_way_us"] == 50.0
-    rows = [x for x in r["rows"] if x.get("row") != "hop"]
+    rows = [x for x in r["rows"] if x.get("row") not in ("hop", "command")]
     assert len(rows) == 1
     row = rows[0]
     assert row["network"] == "none" and row["batch"] == 1

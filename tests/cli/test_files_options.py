@@ -100,7 +100,9 @@ def test_bad_output_suffix_is_refused_before_launch(tmp_path):
 
 
 def test_help_lists_valid_values():
-    helps = {a.dest: a.help for a in build_parser()._subparsers._group_actions[0].choices["run"]._actions}
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    fmt = run._get_formatter()   # (the HE parameter sets are filled in when help is shown)
+    helps = {a.dest: fmt._get_help_string(a) for a in run._actions}
     for name in NAMED_CONFIGS:
         assert name in helps["fixed"]
     for name in PARAMETER_SETS:

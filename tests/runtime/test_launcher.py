@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from proc_helpers import alive, descendants_of
 from secinfer.errors import ProtocolAbort, TimeoutError_
 from secinfer.runtime.launcher import PartyFailedError, run_local
 
@@ -206,42 +207,29 @@ def test_model_load_error_is_reported_quickly_and_named(tmp_path):
     _assert_no_orphans(err)
 
 
-def _children_of(ppid: int) -> list[int]:
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == ppid:
-                kids.append(int(d))
-    return kids
-
-
-def test_parties_do_not_outlive_a_killed_launcher(tmp_path):
+@pytest.mark.parametrize("start, n", [("auto", 4), ("spawn", 3)])   # auto: the fork server and 3 parties
+def test_parties_do_not_outlive_a_killed_launcher(tmp_path, start, n):
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
               "import numpy as np\nfrom secinfer.runtime.launcher import run_local\n"
               f"run_local({PROTO!r}, input_array=np.ones(3), options={{'stall': 'helper'}}, "
-              f"protocol_module={MOD!r}, timeout=120)\n")
+              f"protocol_module={MOD!r}, timeout=120, start={start!r})\n")
     launcher = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         kids = []
-        while time.monotonic() < deadline and len(kids) < 3:
+        while time.monotonic() < deadline and len(kids) < n:
             time.sleep(0.1)
-            kids = _children_of(launcher.pid)
-        assert len(kids) == 3, "the launcher should have started three party processes"
+            kids = alive(descendants_of(launcher.pid))
+        assert len(kids) == n, f"the launcher should have started {n} processes (start={start})"
         time.sleep(1.0)  # let them get past start-up (parent-death signal armed)
         os.kill(launcher.pid, 9)
         launcher.wait(10)
         deadline = time.monotonic() + 15
-        alive = kids
-        while alive and time.monotonic() < deadline:
+        left = kids
+        while left and time.monotonic() < deadline:
             time.sleep(0.1)
-            alive = [k for k in kids if Path(f"/proc/{k}").exists()
-                     and Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
-        assert alive == [], "party processes outlived the launcher"
+            left = alive(kids)
+        assert left == [], "party processes (or the fork server) outlived the launcher"
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from proc_helpers import alive, descendants_of
 from secinfer.runtime.launcher import PartyFailedError, run_local
 
 pytestmark = pytest.mark.timeout(120)
@@ -78,35 +79,25 @@ def test_a_failure_keeps_the_logs_names_them_and_a_killed_party_leaves_its_lines
     assert [p.name for p in tmpdir_only_ours.iterdir()] == [logdir.name]
 
 
-def _children_of(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    out.append(int(d))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-
-
-def test_sigterm_to_the_launcher_stops_the_parties_and_removes_the_work_folder(tmp_path):
+@pytest.mark.parametrize("start, n", [("auto", 4), ("spawn", 3)])   # auto: the fork server and 3 parties
+def test_sigterm_to_the_launcher_stops_the_parties_and_removes_the_work_folder(tmp_path, start, n):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
               "import numpy as np\nfrom secinfer.runtime.launcher import run_local\n"
               f"run_local({PROTO!r}, input_array=np.ones(3), options={{'stall': 'helper'}}, "
-              f"protocol_module={MOD!r}, timeout=120)\n")
+              f"protocol_module={MOD!r}, timeout=120, start={start!r})\n")
     env = dict(os.environ, TMPDIR=str(tmp))
     launcher = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True,
                                 stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         kids = []
-        while time.monotonic() < deadline and len(kids) < 3:
+        while time.monotonic() < deadline and len(kids) < n:
             time.sleep(0.1)
-            kids = _children_of(launcher.pid)
-        assert len(kids) == 3
+            kids = alive(descendants_of(launcher.pid))
+        assert len(kids) == n, (kids, [Path(f"/proc/{k}/cmdline").read_bytes()[:200] for k in alive(kids)],
+                                launcher.poll())
         work = [p for p in tmp.iterdir() if p.name.startswith("secinfer-run-")]
         assert len(work) == 1 and (work[0].stat().st_mode & 0o777) == 0o700
         time.sleep(1.0)
@@ -114,9 +105,10 @@ def test_sigterm_to_the_launcher_stops_the_parties_and_removes_the_work_folder(t
         launcher.wait(20)
         assert b"LauncherInterrupted" in launcher.stderr.read()
         assert not work[0].exists()
-        for k in kids:
-            assert not Path(f"/proc/{k}").exists() or \
-                Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        deadline = time.monotonic() + 10     # (a forked party is reaped by the fork server as it goes)
+        while alive(kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive(kids) == []
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -24,10 +24,7 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -124,16 +121,12 @@ def _runnable(protocol: str, workload: str, graph) -> str | None:
     return None
 
 
-def _command_wall(protocol: str, model_path: str, x_path: str) -> float:
-    """Wall seconds of the whole ``secinfer run`` command, process start included."""
-    exe = Path(sys.executable).with_name("secinfer")
-    cmd = [str(exe), "run", "-p", protocol, "-s", "semi-honest", "-m", model_path, "-i", x_path, "--json"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-400:]}")
-    return wall
+def _command_wall(protocol: str, model_path: str, x_path: str) -> tuple[float, dict]:
+    """Wall seconds of the whole ``secinfer run`` command, process start included, and its
+    start-up report."""
+    from secinfer.bench.command import command_wall
+
+    return command_wall(protocol, model_path, x_path)
 
 
 def _stats(values):
@@ -185,13 +178,14 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                 prog(f"{c['workload']} batch {c['batch']} {c['protocol']} (repetition {rep + 1}/{reps})")
                 res = run_local(protocol=c["protocol"], security="semi-honest", model_path=c["model"],
                                 input_array=c["x"], network="none", options={}, timeout=900)
-                wall = _command_wall(c["protocol"], c["model"], c["x_path"]) if c["batch"] == 1 else None
+                wall, startup = _command_wall(c["protocol"], c["model"], c["x_path"]) if c["batch"] == 1 \
+                    else (None, None)
                 if "reference" not in c:
                     c["reference"] = run_fixed_decoded(c["graph"], c["x"], get_config(spec.default_fixed))
                 c["samples"].append({
                     "online_s": res.latency_s.get("online"), "offline_s": res.latency_s.get("offline"),
                     "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
-                    "rounds_online": res.rounds.get("online"), "command_s": wall,
+                    "rounds_online": res.rounds.get("online"), "command_s": wall, "startup": startup,
                     "max_abs_err": _max_err(res.output, c["reference"]),
                 })
         rows = []
@@ -209,6 +203,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                    "bytes_total": _stats([v["bytes_total"] for v in s])[0],
                    "rounds_online": _stats([v["rounds_online"] for v in s])[0],
                    "command_s": cmd, "command_s_min": cmd_lo, "command_s_max": cmd_hi,
+                   "startup_steps_median_s": _startup_steps([v["startup"] for v in s if v["startup"]]),
                    "target_online_ms": None if tgt is None else tgt[0] * 1e3,
                    "target_bytes": None if tgt is None else tgt[1],
                    "max_abs_err_vs_reference": _stats([v["max_abs_err"] for v in s])[2],
@@ -239,6 +234,15 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                 "seconds": prog.elapsed()}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)   # the workload models and inputs
+
+
+def _startup_steps(startups: list) -> dict | None:
+    """Median of each start-up step of the whole command (``secinfer.bench.command``)."""
+    if not startups:
+        return None
+    from secinfer.bench.command import summarize
+
+    return summarize([0.0] * len(startups), startups)["startup_steps_median_s"]
 
 
 def _ms(v):

@@ -4,7 +4,9 @@ Runs a bundled model through the (insecure) reference protocol as separate proce
 under each network profile and reports latency, bytes and rounds, with the slow-down of
 each profile as a ratio against the ``none`` profile measured in the same run.
 
-First, the transport alone (``secinfer.bench.hop``), on both transports: one small
+First, the whole ``secinfer run`` command on issue #23's W1 (astra, one query: wall time
+with process start, median and spread, and the start-up steps; ``secinfer.bench.command``).
+Then the transport alone (``secinfer.bench.hop``), on both transports: one small
 authenticated frame between two party processes (one-way latency, median and p10/p90 of
 half the round trips) and bulk MB/s over one link, next to issue #23's targets (one-way
 hop under 50 us, bulk over 1 GB/s per link on loopback).
@@ -18,7 +20,39 @@ HOP_TARGET_US = 50.0
 BULK_TARGET_MB_S = 1000.0
 
 
-def run(quick: bool = False, network: str | None = None, batches=None, hop_sizes: dict | None = None) -> dict:
+def command_row(reps: int = 5, protocol: str = "astra") -> dict:
+    """Issue #23 item 2: the whole ``secinfer run`` command on W1 (dot product d = 784 plus
+    bias, one query), process start included: median and spread over ``reps`` runs, and the
+    median of each start-up step (``secinfer.bench.command``)."""
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from secinfer.bench.command import COMMAND_TARGET_S, command_wall, summarize
+    from secinfer.bench.peers_suite import COMMAND_TARGET_S as PEER_S, build_workload, workload_input
+
+    tmp = Path(tempfile.mkdtemp(prefix="secinfer-cmdrow-"))
+    os.chmod(tmp, 0o700)
+    try:
+        model, x = tmp / "W1.onnx", tmp / "W1-1.npy"
+        model.write_bytes(build_workload("W1").SerializeToString())
+        np.save(x, workload_input("W1", 1))
+        walls, startups = [], []
+        for _ in range(reps):
+            w, st = command_wall(protocol, str(model), str(x))
+            walls.append(w)
+            startups.append(st)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    row = {"row": "command", "workload": "W1", "batch": 1, "protocol": protocol, "security": "semi-honest",
+           "reps": reps, **summarize(walls, startups), "target_s": COMMAND_TARGET_S, "peer_s": PEER_S}
+    row["command_vs_target"] = row["command_s"] / COMMAND_TARGET_S
+    return row
+
+
+def run(quick: bool = False, network: str | None = None, batches=None, hop_sizes: dict | None = None,
+        command_reps: int | None = None) -> dict:
     from secinfer.bench.common import Progress, split_profiles
     from secinfer.ir import bundled
     from secinfer.runtime.launcher import run_local
@@ -31,8 +65,11 @@ def run(quick: bool = False, network: str | None = None, batches=None, hop_sizes
     batches = list(batches or ([1, 64] if quick else [1, 64, len(X)]))
     from secinfer.bench.hop import measure
 
-    prog = Progress("runtime", len(batches) * len(profiles) + 2)
+    prog = Progress("runtime", len(batches) * len(profiles) + 3)
     rows, hops = [], []
+    reps = int(command_reps or (3 if quick else 5))
+    prog(f"whole `secinfer run` command on W1, astra semi-honest ({reps} runs)")
+    command = command_row(reps)
     for transport in ("tcp", "zmq"):
         prog(f"hop and bulk over {transport} (2 processes)")
         sizes = hop_sizes or ({"pings": 500, "bulk_mb": 64, "bulk_frames": 16} if quick
@@ -61,7 +98,8 @@ def run(quick: bool = False, network: str | None = None, batches=None, hop_sizes
         "series": {p: [r["online_s"] for r in rows if r["network"] == p] for p in profiles},
     }]
     return {"suite": "runtime", "network": ",".join(profiles), "baseline": "profile none, same run",
-            "rows": [{"row": "hop", **h} for h in hops] + rows, "plots": plots, "hops": hops,
+            "rows": [command] + [{"row": "hop", **h} for h in hops] + rows, "plots": plots, "hops": hops,
+            "command": command,
             "raw": {"model": model, "batches": batches, "profiles": profiles},
             "seconds": prog.elapsed(),
             "notes": "reference protocol is insecure; this suite measures the runtime and the shaping only",

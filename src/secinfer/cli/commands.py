@@ -6,8 +6,6 @@ import json
 import os
 import sys
 
-import numpy as np
-
 from secinfer.cli.resolve import model_path
 
 
@@ -25,7 +23,26 @@ def _warn_insecure(spec, options: dict | None = None) -> None:
         print(w, file=sys.stderr)
 
 
-def cmd_run(args) -> int:
+def cmd_run(args, events: dict | None = None) -> int:
+    # First of all the fork server (secinfer.runtime.launcher_fork): it imports the parties'
+    # modules while this process checks the run; it is a fresh interpreter, started before
+    # the model or the input is read here, so no party inherits them.
+    import time
+
+    from secinfer.runtime.launcher_fork import ForkServer
+
+    events = dict(events or {}, run_command=time.time())
+    server = ForkServer.start(args.protocol, transport=args.transport, onnx=False)   # (launch hands the model over)
+    try:
+        return _cmd_run(args, server, events)
+    finally:
+        if server is not None:
+            server.close()    # (run_local has stopped it already when it ran)
+
+
+def _cmd_run(args, server, events: dict) -> int:
+    import time
+
     from secinfer.api import launch, prepare
     from secinfer.cli.files import check_output_path, load_array
     from secinfer.cli.main import _parse_options
@@ -54,6 +71,7 @@ def cmd_run(args) -> int:
                    output_kind=getattr(args, "output_kind", "scores"),
                    allow_out_of_range=getattr(args, "allow_out_of_range", False),
                    batch=getattr(args, "batch", None))
+    events["prepared"] = time.time()
     try:
         if args.input is None and prep.model.bundled:
             _say(args, f"no --input: running the bundled held-out test set of {args.model} "
@@ -62,7 +80,8 @@ def cmd_run(args) -> int:
             _say(args, note)
         settings = {k: v for k, v in (("peer_timeout", args.peer_timeout), ("transport", args.transport)) if v} or None
         res = launch(prep, timeout=args.timeout, progress=not args.json and not args.quiet,
-                     cluster_settings=settings, log_dir=getattr(args, "log_dir", None))
+                     cluster_settings=settings, log_dir=getattr(args, "log_dir", None),
+                     fork_server=server, events=events)
     finally:
         prep.model.cleanup()
     doc = res.to_json() if (args.json or (args.output or "").lower().endswith(".json")) else None
@@ -83,6 +102,8 @@ def cmd_run(args) -> int:
 
 
 def _json_default(o):
+    import numpy as np
+
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, (np.integer,)):

@@ -24,25 +24,40 @@ _SECURITIES = "semi-honest | malicious | fair (which ones a protocol offers: `se
 def _add_common_run_args(p: argparse.ArgumentParser) -> None:
     from secinfer.protocols.registry import names
 
+    p.formatter_class = _HelpFormatter
     p.add_argument("--protocol", "-p", required=True, help=f"protocol: {', '.join(names())}")
     p.add_argument("--security", "-s", default=None, help=f"{_SECURITIES}; default: the protocol's")
     p.add_argument("--network", default="none",
                    help="none | lan | wan | bw=<MB/s>,lat=<ms> (shapes the real traffic; default none)")
     p.add_argument("--fixed", default=None, help=f"fixed-point config: {_FIXED}; default: the protocol's")
-    try:
-        from secinfer.crypto.he.params import PARAMETER_SETS
-
-        usable = [n for n in PARAMETER_SETS if "insecure" not in n]
-    except ImportError:   # pragma: no cover - the HE layer is a dependency
-        usable = ["(the HE layer is not importable)"]
     p.add_argument("--params", default=None,
-                   help=f"HE parameter set of HE-based protocols (crisp's default: ckks-n14-q380-128): "
-                        f"{', '.join(usable)}; sets named *insecure* are for tests and refused")
+                   help="HE parameter set of HE-based protocols (crisp's default: ckks-n14-q380-128): "
+                        f"{_HE_SETS}; sets named *insecure* are for tests and refused")
     p.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
                    help="protocol-specific option, VALUE as JSON or a string (repeatable); e.g. "
                         "-o ltee_ca_seed=HEX (stamp: your own device CA), -o output=label (astra)")
     p.add_argument("--input-key", default=None, metavar="NAME",
                    help="the array to use from an .npz input holding several")
+
+
+_HE_SETS = "<the HE parameter sets>"   # filled in only when help is shown (importing the HE layer is slow)
+
+
+def _he_sets() -> str:
+    try:
+        from secinfer.crypto.he.params import PARAMETER_SETS
+
+        return ", ".join(n for n in PARAMETER_SETS if "insecure" not in n)
+    except ImportError:   # pragma: no cover - the HE layer is a dependency
+        return "(the HE layer is not importable)"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Fills in the HE parameter sets when a help text is printed, not when the parser is built."""
+
+    def _get_help_string(self, action):
+        h = super()._get_help_string(action) or ""
+        return h.replace(_HE_SETS, _he_sets()) if _HE_SETS in h else h
 
 
 def _add_verbosity(p: argparse.ArgumentParser) -> None:
@@ -174,12 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import time
+
+    t_main = time.time()
     ap = build_parser()
     args = ap.parse_args(argv)
     try:
         from secinfer.cli import commands
 
         fn = getattr(args, "func", None) or getattr(commands, "cmd_" + args.cmd)
+        if fn is commands.cmd_run:   # its start-up report begins with this process
+            return int(fn(args, events={"process_start": _process_start(t_main), "main": t_main}) or 0)
         return int(fn(args) or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -202,6 +222,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: internal error {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr)
         return EXIT_ERROR
+
+
+def time_now() -> float:
+    import time
+
+    return time.time()
+
+
+def _process_start(default: float) -> float:
+    """When this process started (time.time(); Linux, to 1/100 s), else ``default``."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        import os
+
+        return time_now() - (up - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return default
 
 
 if __name__ == "__main__":

@@ -177,6 +177,9 @@ def respond(conn: socket.socket, keys: Keys, taken: Callable[[str], bool],
     return role, k_ir
 
 
+CONNECT_RETRY = 0.01   # seconds between attempts to reach a peer that does not listen yet
+
+
 def initiate(keys: Keys, peer: str, url: str, deadline: float, stop: threading.Event) -> tuple[socket.socket, bytes]:
     """Connect to ``peer`` at ``url`` (retrying until ``deadline``) and run the handshake
     (initiator). Returns (the connected socket, k_IR)."""
@@ -188,7 +191,7 @@ def initiate(keys: Keys, peer: str, url: str, deadline: float, stop: threading.E
         except OSError as e:
             if time.monotonic() >= deadline or stop.is_set():
                 raise PeerUnreachableError(f"no connection to {peer} ({url}): {e}") from None
-            time.sleep(0.05)
+            time.sleep(CONNECT_RETRY)
     try:
         sock.settimeout(HANDSHAKE_TIMEOUT)
         eph = X25519PrivateKey.generate()

@@ -173,15 +173,32 @@ class TcpEndpoint(SocketEndpoint):
         deadline = time.monotonic() + t
         t0 = time.monotonic()
         errs: dict[str, Exception] = {}
-        for p in self.peers:
-            if p in self._out:
-                continue
+
+        unexpected: list[BaseException] = []
+
+        def initiate(p: str) -> None:
             try:
                 self._initiate(p, deadline)
             except (PeerUnreachableError, AuthenticationError, ConfigError) as e:
                 errs[p] = e
             except OSError as e:
                 errs[p] = PeerUnreachableError(f"{p}: {e}")
+            except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
+                unexpected.append(e)
+
+        # every peer at once (one waiting for a slow peer does not hold up the others)
+        todo = [p for p in self.peers if p not in self._out]
+        helpers = [threading.Thread(target=initiate, args=(p,), daemon=True, name=f"secinfer-tcp-connect-{self.me}")
+                   for p in todo[1:]]
+        for t in helpers:
+            t.start()
+        if todo:
+            initiate(todo[0])
+        for t in helpers:
+            t.join()
+        if unexpected:
+            raise unexpected[0]
+        errs = {p: errs[p] for p in todo if p in errs}   # (in the peers' order, as before)
         mismatch = [p for p, e in errs.items() if isinstance(e, ConfigError) or "session mismatch" in str(e)]
         with self._state:
             while len(self._in) < len(self.peers) and time.monotonic() < deadline and not errs:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from secinfer.errors import ConfigError
-from secinfer.protocols.base import ProtocolSpec
+
+if TYPE_CHECKING:   # (names() stays cheap: the command line's help lists them before numpy is imported)
+    from secinfer.protocols.base import ProtocolSpec
 
 # name -> module that defines SPEC; imported lazily so one protocol's heavy dependencies
 # (the HE library, say) do not load for another.

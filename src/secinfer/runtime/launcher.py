@@ -39,6 +39,18 @@ CONSEQUENCES = ("PeerDeadError", "PeerAbortedError", "Terminated")
 _PHASES = ("setup", "offline", "online")
 
 
+MODEL_IR = "model.ir.pickle"   # in the work folder: the model as the launcher imported and checked it
+
+
+def write_model_ir(path: Path, graph) -> None:
+    """The launcher's checked model for its model-owner party (``party.read_model_ir``),
+    created 0600 in the 0700 work folder: that party need not import the ONNX file again."""
+    import pickle
+
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        pickle.dump(graph, f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class PartyFailedError(SecinferError):
     """A party process failed in a way with no more specific error type (crash, signal)."""
 
@@ -60,6 +72,7 @@ class RunResult:
     meters: dict               # role -> Meter.summary()
     parties: dict = field(default_factory=dict)  # role -> result record
     log_dir: str | None = None                   # where the parties' logs were kept (--log-dir)
+    startup: dict = field(default_factory=dict)  # how the parties were started, a timeline (startup_report)
 
     def to_json(self) -> dict:
         return {
@@ -72,6 +85,7 @@ class RunResult:
             "timing": {r: {k: round(v, 6) for k, v in rec.get("latency_s", {}).items()}
                        for r, rec in self.parties.items()},
             "log_dir": self.log_dir,
+            "startup": self.startup,
             "info": {r: rec.get("info", {}) for r, rec in self.parties.items()},
         }
 
@@ -117,17 +131,21 @@ def _module_root(module: str) -> str | None:
 
 def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, security: str, model_path,
                input_path, network: str, fixed, options: dict, nonce: str, protocol_module,
-               progress: bool = False) -> list[str]:
-    cmd = [sys.executable, "-m", "secinfer.runtime.party", "--cluster", str(cluster), "--id", role,
+               progress: bool = False, parent_pid: int | None = None) -> list[str]:
+    """The arguments of ``secinfer.runtime.party`` for ``role`` (without the interpreter);
+    ``parent_pid``: the process the party dies with (the launcher, or the fork server)."""
+    cmd = ["--cluster", str(cluster), "--id", role,
            "--protocol", protocol, "--security", security, "--network", network, "--session", nonce,
            "--result", str(work / f"result-{role}.json"), "--options-json", json.dumps(options),
-           "--die-with-parent", str(os.getpid())]
+           "--die-with-parent", str(parent_pid or os.getpid())]
     if fixed:
         cmd += ["--fixed", fixed]
     if protocol_module:
         cmd += ["--protocol-module", protocol_module]
     if role == spec.model_role and model_path is not None:
         cmd += ["--model", str(model_path)]
+        if (work / MODEL_IR).is_file():
+            cmd += ["--model-ir", str(work / MODEL_IR)]
     if role == spec.input_role:
         cmd += ["--input", str(input_path), "--output", str(work / "output.npy")]
     if progress:
@@ -291,8 +309,19 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
               network: str = "none", fixed: str | None = None, options: dict | None = None,
               timeout: float = 600.0, progress: bool = False, *, protocol_module: str | None = None,
               keep_workdir: bool = False, cluster_settings: dict | None = None,
-              input_path=None, log_dir=None, _attempts: int = 3) -> RunResult:
+              input_path=None, log_dir=None, start: str = "auto", fork_server=None,
+              events: dict | None = None, model_graph=None, _attempts: int = 3) -> RunResult:
     """Run every role of ``protocol`` as its own process on loopback; see the module docstring.
+
+    ``start``: "auto" forks the parties from a fork server that imported their modules once
+    (``secinfer.runtime.launcher_fork``; each party is still its own process, in its own
+    process group), or spawns each as its own interpreter when the server cannot be used;
+    "spawn" always spawns. ``fork_server``: a server the caller started earlier (so that its
+    imports overlap the caller's own work; ``secinfer run`` does); run_local stops it.
+    ``events``: {name: time.time()} of the caller's own start-up steps, reported with the
+    launcher's in ``RunResult.startup``. ``model_graph``: the model as the caller already
+    imported and checked it from ``model_path`` (``secinfer.api.prepare``); the model owner
+    then reads it from the work folder instead of importing the ONNX file again.
 
     ``input_array`` is an array or a path to a ``.npy`` file (``input_path`` is an alias).
     ``protocol_module`` registers ``protocol`` from that module in every party (tests,
@@ -301,6 +330,52 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
     temporary folder that is removed after a success and kept (and named in the error)
     after a failure.
     """
+    if start not in ("auto", "spawn"):
+        raise ConfigError(f"start must be 'auto' or 'spawn', not {start!r}")
+    t_launch = time.time()
+    transport = (cluster_settings or {}).get("transport")
+    server = fork_server
+    if server is not None and (start == "spawn" or not server.matches(protocol, protocol_module, transport)):
+        server.close()
+        server = None
+    try:
+        while True:
+            if server is None and start == "auto":   # first, so that its imports overlap our checks
+                from secinfer.runtime.launcher_fork import ForkServer
+
+                server = ForkServer.start(protocol, protocol_module=protocol_module, transport=transport,
+                                          env=_party_env(protocol_module), onnx=model_graph is None)
+            try:
+                return _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
+                                  progress, protocol_module, keep_workdir, cluster_settings, input_path, log_dir,
+                                  start, server, dict(events or {}, launch=t_launch), model_graph, _attempts)
+            except _PortTaken:          # a free port was taken meanwhile: again, with a fresh server
+                _attempts -= 1
+                if server is not None:
+                    server.close()
+                    server = None
+    finally:
+        if server is not None:
+            server.close()
+
+
+class _PortTaken(Exception):
+    """A party could not listen on its port (taken since the launcher chose it): run again."""
+
+
+def _party_env(protocol_module: str | None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"   # a killed party's last words reach its log
+    if protocol_module:
+        root = _module_root(protocol_module)
+        if root:
+            env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout, progress,
+               protocol_module, keep_workdir, cluster_settings, input_path, log_dir, start, server, events,
+               model_graph, _attempts) -> RunResult:
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
     from secinfer.runtime.cluster import write_loopback_cluster
@@ -347,31 +422,56 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
         else:
             in_path = work / "input.npy"
             np.save(in_path, np.asarray(input_array, dtype=np.float64))
+        if model_graph is not None and spec.model_role in spec.roles and model_path is not None:
+            write_model_ir(work / MODEL_IR, model_graph)
         cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"   # a killed party's last words reach its log
-        if protocol_module:
-            root = _module_root(protocol_module)
-            if root:
-                env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        events["cluster_written"] = time.time()
+        env = _party_env(protocol_module)
         nonce = secrets.token_hex(16)
         t_wall = time.perf_counter()
-        procs: dict[str, subprocess.Popen] = {}
+        procs: dict = {}                       # role -> subprocess.Popen or launcher_fork.ForkedParty
         logs: dict[str, Path] = {}
         exited: list[str] = []
         stopped: set = set()
         bar = None
         bar_wanted = bool(progress) and sys.stderr.isatty()   # live party status: terminals only
+        how = {"start": "spawn", "fallback": None if start == "auto" else "start='spawn'"}
+        if server is not None:
+            why = server.wait_ready(min(timeout, 120.0))
+            events["fork_server_ready"] = time.time()
+            if why is None:
+                how["start"] = "fork"
+            else:
+                how["fallback"] = why
+        elif start == "auto":
+            how["fallback"] = "the fork server could not be started"
         try:
+            def party_args(role, parent_pid=None):
+                return _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
+                                  fixed, options, nonce, protocol_module, progress=bar_wanted,
+                                  parent_pid=parent_pid) + ["--log-dir", str(logdir)]
+
             for role in spec.roles:
                 logs[role] = logdir / f"party-{role}.stderr.log"
+            if how["start"] == "fork":
+                from secinfer.runtime.launcher_fork import ForkServerError
+
+                try:
+                    procs.update(server.fork([(r, party_args(r, server.proc.pid), logs[r]) for r in spec.roles]))
+                except ForkServerError as e:   # the parties it could not start are spawned
+                    procs.update(e.started)
+                    how.update(start="fork+spawn" if procs else "spawn", fallback=str(e))
+            for role in spec.roles:
+                if role in procs:
+                    continue
+                args = party_args(role)
                 with os.fdopen(os.open(logs[role], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as logf:
                     procs[role] = subprocess.Popen(
-                        _party_cmd(role, spec, cluster, work, protocol, security, model_path, in_path, network,
-                                   fixed, options, nonce, protocol_module, progress=bar_wanted)
-                        + ["--log-dir", str(logdir)],
+                        [sys.executable, "-m", "secinfer.runtime.party", *args],
                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                         start_new_session=True)
+            events["parties_started"] = time.time()
+            cpu_at_start = time.process_time()
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
@@ -387,7 +487,13 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                     if role not in exited and p.poll() is not None:
                         exited.append(role)
                         if bar is not None:
-                            bar.set_postfix_str(f"{role} {'done' if p.returncode == 0 else 'FAILED'}")
+                            if bar_wanted:   # every party's stage (a forked run can end before a refresh)
+                                from secinfer.runtime.progress import describe, read_status
+
+                                line = describe({r: read_status(work / f"progress-{r}.json") for r in spec.roles})
+                                bar.set_postfix_str(line if p.returncode == 0 else f"{role} FAILED | {line}")
+                            else:
+                                bar.set_postfix_str(f"{role} {'done' if p.returncode == 0 else 'FAILED'}")
                             bar.update(1)
                         if p.returncode != 0 and fail_at is None:
                             fail_at = now
@@ -408,12 +514,16 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
                                                       for r in spec.roles}), refresh=False)
                     bar.refresh()
                     last_refresh = now
-                time.sleep(0.02)
+                if server is not None and server.parties:
+                    server.pump(0.02)     # returns at once when a party exits
+                else:
+                    time.sleep(0.02)
         finally:
             if bar is not None:
                 bar.close()
             _stop_all(procs, grace=0.5)  # reaps everything; a no-op when all have exited
         wall = time.perf_counter() - t_wall
+        events["parties_exited"] = time.time()
 
         records = {r: _read_record(work / f"result-{r}.json") for r in spec.roles}
         failures: dict = {}
@@ -444,20 +554,28 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             err = _failure_error(failures, exited, logdir)
             err.pids = {r: p.pid for r, p in procs.items()}
             if _attempts > 1 and "cannot listen on" in str(err):  # a free port was taken meanwhile
-                return run_local(protocol, security, model_path, input_array, network, fixed, options, timeout,
-                                 progress, protocol_module=protocol_module, keep_workdir=keep_workdir,
-                                 cluster_settings=cluster_settings, log_dir=log_dir, _attempts=_attempts - 1)
+                raise _PortTaken(str(err))   # (run_local runs again; this run's folders are removed)
             keep_logs = True
             raise err
         result = _merge(spec, security, network, records, work, wall)
+        events["merged"] = time.time()
+        result.startup = startup_report(events, how, server, records)
+        # CPU seconds (less sensitive to a loaded machine than wall times): this process
+        # until it started the parties (for `secinfer run`: from its process start), and in all
+        result.startup["cpu_s"] = {"launcher_until_parties_started": round(cpu_at_start, 4),
+                                   "launcher": round(time.process_time(), 4),
+                                   "fork_server_imports": None if server is None or server.info is None
+                                   else server.info.get("cpu_seconds"),
+                                   "parties": {r: (rec or {}).get("cpu_s") for r, rec in records.items()}}
         if keep_logs:
             result.log_dir = str(logdir)
         if progress:
             print(f"[secinfer] {protocol}: done in {wall:.2f}s (online {result.latency_s['online']:.3f}s)",
                   file=sys.stderr)
         return result
-    except BaseException:
-        keep_logs = True   # (a failure, an interrupt: the logs say what happened)
+    except BaseException as e:
+        if not isinstance(e, _PortTaken):   # (a retry's failed first attempt leaves nothing behind)
+            keep_logs = True   # (a failure, an interrupt: the logs say what happened)
         raise
     finally:
         restore()
@@ -465,6 +583,59 @@ def run_local(protocol: str, security: str | None = None, model_path=None, input
             shutil.rmtree(work, ignore_errors=True)
         if not keep_logs:
             shutil.rmtree(logdir, ignore_errors=True)
+
+
+_PARTY_STEPS = ("started", "loaded", "connected", "done", "closed")
+
+
+def startup_report(events: dict, how: dict, server, records: dict) -> dict:
+    """Where the time of a run went, from the first event the caller or the launcher
+    recorded (``secinfer run``: its process start) to the merged result.
+
+    ``events``: {name: time.time()} of the caller and the launcher; the parties' records
+    add when each started its body (forked: right after the fork; spawned: after its
+    interpreter start and imports), had loaded its inputs, was connected to every peer,
+    finished the protocol and had closed. ``steps`` cuts the run into consecutive spans
+    (each ends when the last party passed that point), so they add up to the whole."""
+    ev = dict(events)
+    if server is not None:
+        ev["fork_server_spawned"] = server.t_spawn
+        if server.t_ready is not None:
+            ev["fork_server_ready"] = server.t_ready
+    t0 = min(ev.values())
+    rel = lambda t: None if t is None else round(t - t0, 4)  # noqa: E731
+    parties, last = {}, {}
+    for role, rec in records.items():
+        tl = (rec or {}).get("timeline") or {}
+        parties[role] = {k: rel(tl.get(k)) for k in _PARTY_STEPS}
+        for k in _PARTY_STEPS:
+            if tl.get(k) is not None:
+                last[k] = max(last.get(k, 0.0), tl[k])
+    marks = [("interpreter start and command-line imports", ev.get("main")),
+             ("argument parsing", ev.get("run_command")),
+             ("checks before launch (imports, model, input)", ev.get("prepared")),
+             ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),
+             ("waiting for the fork server's imports", ev.get("fork_server_ready")),
+             ("until the launcher starts the parties", ev.get("parties_started")),
+             ("party start (interpreter and imports, or fork)", last.get("started")),
+             ("parties load their inputs", last.get("loaded")),
+             ("parties connect the mesh", last.get("connected")),
+             ("protocol", last.get("done")),
+             ("parties close (deliver, say bye)", last.get("closed")),
+             ("launcher reaps and merges", ev.get("merged"))]
+    steps, prev = {}, t0
+    for name, t in marks:
+        if t is not None:
+            steps[name] = round(max(0.0, t - prev), 4)
+            prev = max(prev, t)
+    out = {"start": how.get("start"), "fallback": how.get("fallback"),
+           "events": {k: rel(v) for k, v in sorted(ev.items(), key=lambda kv: kv[1])},
+           "steps": steps, "parties": parties}
+    if server is not None and server.info is not None:
+        out["fork_server_import_s"] = server.info.get("seconds")
+        if server.info.get("failed"):
+            out["fork_server_failed_imports"] = server.info["failed"]
+    return out
 
 
 def _party_bar(protocol: str, n: int):

@@ -106,6 +106,27 @@ def load_input_file(path: str) -> np.ndarray:
     return x.astype(np.float64)
 
 
+def read_model_ir(path):
+    """The model (``secinfer.ir.graph.Graph``) as the local launcher imported and checked it
+    (``launcher.write_model_ir``).
+
+    A pickle: it comes from the launcher that started this party, through its private
+    (0700) work folder, which also holds this party's secret key; it is never read from a
+    peer or from a user's file. Only the model owner is given its path."""
+    import pickle
+
+    from secinfer.ir.graph import Graph
+
+    try:
+        with open(path, "rb") as f:
+            g = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
+        raise ConfigError(f"cannot read the launcher's model file {str(path)!r}: {e}") from None
+    if not isinstance(g, Graph):
+        raise ConfigError(f"the launcher's model file {str(path)!r} holds a {type(g).__name__}, not a model")
+    return g
+
+
 def ring_output_path(output_path: str | os.PathLike) -> Path:
     p = Path(output_path)
     stem = p.name[:-4] if p.name.endswith(".npy") else p.name
@@ -127,14 +148,17 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       model_path=None, input_path=None, output_path=None, network: str | None = "none",
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
-                      recv_timeout: float | None = None, progress_file=None, log_dir=None) -> dict:
+                      recv_timeout: float | None = None, progress_file=None, log_dir=None,
+                      model_ir=None) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
     ``progress_file``: a live status file for the launcher (``secinfer.runtime.progress``).
 
     Never raises for protocol or network failures: they are recorded in the result
     (``ok`` False, ``error``) and in ``exit_code``. With ``log_dir``, the party writes its
     structured log (``secinfer.runtime.partylog``) to ``log_dir/party-<id>.log.jsonl``
-    (named in the record as ``log_path``).
+    (named in the record as ``log_path``). ``model_ir``: the model owner reads the model as
+    the local launcher already imported and checked it (``launcher.write_model_ir``) instead
+    of importing ``model_path`` again.
     """
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
@@ -147,7 +171,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     rec: dict = {"party": party_id, "role": None, "protocol": protocol, "security": security, "ok": False,
                  "error": None, "pid": os.getpid(), "started_at": time.time(), "network": network,
                  "output_path": None, "output_ring_path": None, "meter": None, "transport": None,
-                 "latency_s": {}, "info": {}}
+                 "latency_s": {}, "info": {}, "timeline": {"started": time.time()}}
+    tl = rec["timeline"]   # when each step ended (time.time(), for the launcher's start-up report)
     ep = None
     code = EXIT_ERROR
     status = None
@@ -193,32 +218,40 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if role == spec.input_role and input_path is None:
             raise ConfigError(f"party {party_id} plays {role!r}, the input owner: it needs an input")
         kw = {} if recv_timeout is None else {"recv_timeout": recv_timeout}
-        # Own inputs are loaded before connecting, so that their loading time is not
-        # charged to the protocol's set-up latency; a loading error is still announced
-        # to the peers (connect, then "bye") so they stop at once.
+        # The endpoint first: it listens from now on, so that the peers' handshakes are
+        # answered while we load. Own inputs are loaded before connecting, so that their
+        # loading time is not charged to the protocol's set-up latency; a loading error is
+        # still announced to the peers (connect, then "bye") so they stop at once.
+        t_ep = time.perf_counter()
+        ep = endpoint_class(cluster.transport).from_cluster(
+            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
+            context=f"{spec.name}/{security}/{cfg.name}", **kw)
+        t_ep = time.perf_counter() - t_ep
         model = x = None
         load_err: BaseException | None = None
         t_load = time.perf_counter()
         try:
             if role == spec.model_role:
-                from secinfer.ir.onnx_import import load_model  # the ir layer's importer
+                rec["info_model"] = "launcher" if model_ir is not None else "file"
+                if model_ir is not None:
+                    model = read_model_ir(model_ir)
+                else:
+                    from secinfer.ir.onnx_import import load_model  # the ir layer's importer
 
-                model = load_model(str(model_path))
+                    model = load_model(str(model_path))
                 spec.check_model(model, security)
             if role == spec.input_role:
                 x = load_input_file(str(input_path))
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
             load_err = e
         rec["latency_s"]["load"] = time.perf_counter() - t_load
+        tl["loaded"] = time.time()
         if log is not None:
             log.event("loaded", seconds=round(rec["latency_s"]["load"], 4),
                       error=None if load_err is None else f"{type(load_err).__name__}: {load_err}")
         t_conn = time.perf_counter()
         if status is not None:
             status.set_stage("connect")
-        ep = endpoint_class(cluster.transport).from_cluster(
-            cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
-            context=f"{spec.name}/{security}/{cfg.name}", **kw)
         try:
             ep.connect()  # also after a loading error: the peers must hear that we are leaving
         except SecinferError:
@@ -226,7 +259,8 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                 raise
         if load_err is not None:
             raise load_err
-        rec["latency_s"]["connect"] = time.perf_counter() - t_conn
+        rec["latency_s"]["connect"] = time.perf_counter() - t_conn + t_ep
+        tl["connected"] = time.time()
         if log is not None:
             log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
             log.watch(ep)
@@ -237,6 +271,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             status.set_stage("protocol", ep)
         res = spec.run_party(role, ep, job)
         rec["latency_s"]["protocol"] = time.perf_counter() - t_run
+        tl["done"] = time.time()
         if role == spec.input_role:
             if res is None or res.output is None:
                 raise SecinferError(f"protocol {protocol!r} returned no output to the input role {role!r}")
@@ -288,6 +323,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                     rec["error"] = error_record(e)
                     code = EXIT_ERROR
             rec["latency_s"]["close"] = time.perf_counter() - t_close
+            tl["closed"] = time.time()
             if log is not None:
                 log.event("closed", seconds=round(rec["latency_s"]["close"], 4), ok=rec["ok"],
                           sent=ep.stats.get("bytes_sent"), recv=ep.stats.get("bytes_recv"),
@@ -297,6 +333,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             for ph in ("setup", "offline", "online"):
                 rec["latency_s"][ph] = ep.meter.seconds[ph]
         rec["latency_s"]["total"] = time.perf_counter() - t0
+        rec["cpu_s"] = round(time.process_time(), 4)   # this process's CPU (a forked party: since the fork)
         rec["finished_at"] = time.time()
         rec["exit_code"] = code
         if result_path is not None:
@@ -327,6 +364,7 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--recv-timeout", type=float, default=None)
     ap.add_argument("--progress-file", default=None, help="write a live status line here (the local launcher)")
     ap.add_argument("--log-dir", default=None, help="write this party's structured log (JSON lines) here")
+    ap.add_argument("--model-ir", default=None, help=argparse.SUPPRESS)   # the local launcher's checked model
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -369,7 +407,7 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
                             recv_timeout=g("recv_timeout"), progress_file=g("progress_file"),
-                            log_dir=g("log_dir"))
+                            log_dir=g("log_dir"), model_ir=g("model_ir"))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "

@@ -1,0 +1,504 @@
+"""Fork server of the local launcher: the parties' modules are imported once, then every
+party process is forked from that pre-imported process (issue #23, item 2).
+
+Why. A party started as a fresh ``python -m secinfer.runtime.party`` first imports numpy,
+cryptography, the transport and the protocol (0.35-0.6 s of CPU each); the five parties of
+an ASTRA run did that at once on a 2-core machine, which was most of the 1.5 s a
+``secinfer run`` of a one-query dot product took.
+
+How.
+
+* The launcher spawns one server process (``python -m secinfer.runtime.launcher_fork``)
+  in its own session, with a parent-death signal (it never outlives the launcher). It is a
+  fresh interpreter started before the launcher reads the model or the input: the server
+  never holds any party's data, so a forked party holds only what its own role reads after
+  the fork (the client never has the model's weights in its memory).
+* The server imports what the parties of that protocol need (``preload``), checks that
+  forking is safe (one thread of Python; the native Go library not loaded: a Go runtime
+  does not survive a fork; no ZeroMQ context), and says ``ready``.
+* For each role the launcher sends the party's command-line arguments; the server forks,
+  and the child starts its own session (its own process group, as a spawned party had),
+  writes stdout/stderr to the party's log, arms its parent-death signal (the party dies
+  with the server, which dies with the launcher) and runs
+  ``secinfer.runtime.party.party_main``; it ends with ``os._exit``, never returning into
+  the server's loop.
+* The server reaps its children and reports each exit status with ``subprocess.Popen``'s
+  convention (negative: killed by that signal); ``ForkedParty`` gives the launcher the
+  ``pid``/``poll``/``wait``/``returncode`` of a ``Popen``.
+* Whatever goes wrong with the server (it cannot start, forking is unsafe, it dies before
+  it is ready), the launcher starts each party as its own interpreter, as before
+  (``secinfer.runtime.launcher``, ``start="spawn"``).
+
+Messages: one JSON object per line over a Unix socket pair. Launcher -> server:
+``{"op": "fork", "role", "argv", "log"}``, ``{"op": "exit"}``. Server -> launcher:
+``{"op": "ready", "pid", "seconds", "failed", "unsafe"}``, ``{"op": "started", "role",
+"pid"}``, ``{"op": "exited", "role", "pid", "rc"}``, ``{"op": "error", "role", "message"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+_MAX_LINE = 1 << 20
+
+
+class ForkServerError(Exception):
+    """The fork server could not start a party (the launcher then spawns it instead)."""
+
+
+class _Lines:
+    """Newline-separated JSON messages from a stream socket."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = b""
+        self.eof = False
+
+    def read(self) -> list[dict]:
+        """What is available now (the socket must be readable or non-blocking)."""
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError:
+            return []
+        except OSError:
+            data = b""
+        if not data:
+            self.eof = True
+            return []
+        self.buf += data
+        if len(self.buf) > _MAX_LINE and b"\n" not in self.buf:
+            self.eof = True
+            return []
+        *lines, self.buf = self.buf.split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+def _send(sock: socket.socket, msg: dict) -> None:
+    sock.sendall(json.dumps(msg).encode() + b"\n")
+
+
+def _set_pdeathsig() -> None:
+    """Linux: SIGKILL when the parent dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+# ---- the launcher's side ------------------------------------------------------------------------
+class ForkedParty:
+    """A party forked by the server: the part of ``subprocess.Popen`` the launcher uses."""
+
+    def __init__(self, server: "ForkServer", role: str, pid: int):
+        self.server, self.role, self.pid = server, role, pid
+        self.args = ["<forked party>", role]
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.exits.get(self.pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.server.pump(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.server.pump(0.5 if left is None else min(0.5, left))
+        return self.returncode
+
+
+class ForkServer:
+    """The launcher's handle on one fork server (one run: see ``start``)."""
+
+    def __init__(self, proc: subprocess.Popen, sock: socket.socket, protocol: str,
+                 protocol_module: str | None, transport: str | None, t_spawn: float):
+        self.proc, self.sock = proc, sock
+        self.protocol, self.protocol_module, self.transport = protocol, protocol_module, transport
+        self.t_spawn = t_spawn                   # time.time() when it was spawned
+        self.t_ready: float | None = None        # time.time() when it said ready
+        self.info: dict | None = None            # its ready message
+        self.parties: dict[int, ForkedParty] = {}
+        self.exits: dict[int, int] = {}          # pid -> exit status (Popen's convention)
+        self.closed = False
+        self._pending: dict[str, dict] = {}      # role -> started/error reply
+        self._lines = _Lines(sock)
+        self.dead = False
+
+    @classmethod
+    def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
+              env: dict | None = None, onnx: bool = True) -> "ForkServer | None":
+        """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
+        ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
+        its checked model, ``launcher.write_model_ir``)."""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
+               "--parent", str(os.getpid()), "--protocol", protocol]
+        if protocol_module:
+            cmd += ["--protocol-module", protocol_module]
+        if transport:
+            cmd += ["--transport", transport]
+        if not onnx:
+            cmd += ["--no-onnx"]
+        if env is None and protocol_module:   # (its folder on the path, as the parties need it)
+            from secinfer.runtime.launcher import _party_env
+
+            env = _party_env(protocol_module)
+        env = dict(os.environ if env is None else env)
+        env["PYTHONUNBUFFERED"] = "1"   # (as a spawned party had: a killed party's last words reach its log)
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        except OSError:
+            parent.close()
+            return None
+        finally:
+            child.close()
+        return cls(proc, parent, protocol, protocol_module, transport, time.time())
+
+    def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
+        return (self.protocol, self.protocol_module, self.transport) == (protocol, protocol_module, transport)
+
+    def pump(self, wait: float) -> None:
+        """Read the server's messages, waiting up to ``wait`` seconds for the first one."""
+        if self.dead:
+            return
+        try:
+            r = select.select([self.sock], [], [], max(0.0, wait))[0]
+        except (OSError, ValueError):
+            r = [self.sock]
+        while r:
+            for msg in self._lines.read():
+                self._handle(msg)
+            if self._lines.eof:
+                self._died()
+                return
+            r = select.select([self.sock], [], [], 0)[0]
+
+    def _handle(self, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "ready":
+            self.info, self.t_ready = msg, time.time()
+        elif op in ("started", "error"):
+            self._pending[msg["role"]] = msg
+        elif op == "exited":
+            self.exits[int(msg["pid"])] = int(msg["rc"])
+
+    def _died(self) -> None:
+        """The server is gone: its parties got SIGKILL from their parent-death signal."""
+        self.dead = True
+        for pid in self.parties:
+            if pid not in self.exits:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.exits[pid] = -signal.SIGKILL
+
+    def wait_ready(self, timeout: float) -> str | None:
+        """None once the server is ready to fork; else why it cannot be used."""
+        end = time.monotonic() + timeout
+        while self.info is None and not self.dead and time.monotonic() < end:
+            self.pump(min(0.5, max(0.0, end - time.monotonic())))
+        if self.info is None:
+            return "the fork server died while importing" if self.dead else \
+                f"the fork server was not ready within {timeout:g}s"
+        if self.info.get("unsafe"):
+            return f"forking is unsafe here: {self.info['unsafe']}"
+        return None
+
+    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0) -> dict[str, ForkedParty]:
+        """Start one party per ``(role, argv, log_path)`` (its stdout and stderr go to the
+        log, created 0600); all requests go out at once. Returns {role: ForkedParty}; raises
+        ``ForkServerError`` naming the first role that could not be started (those started
+        are in ``self.parties``: the caller stops them)."""
+        if self.dead:
+            raise ForkServerError("the fork server is gone")
+        roles = [role for role, _, _ in jobs]
+        for role in roles:
+            self._pending.pop(role, None)
+        try:
+            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv),
+                                                   "log": str(log)}).encode() + b"\n" for role, argv, log in jobs))
+        except OSError as e:
+            self._died()
+            raise ForkServerError(f"the fork server is gone: {e}") from None
+        end = time.monotonic() + timeout
+        while any(r not in self._pending for r in roles) and not self.dead and time.monotonic() < end:
+            self.pump(min(0.5, max(0.0, end - time.monotonic())))
+        out, err = {}, None
+        for role in roles:
+            reply = self._pending.pop(role, None)
+            if reply is not None and reply.get("op") == "started":
+                out[role] = self.parties[int(reply["pid"])] = ForkedParty(self, role, int(reply["pid"]))
+            elif err is None:
+                why = (reply or {}).get("message") or ("it is gone" if self.dead else "no answer")
+                err = ForkServerError(f"the fork server could not start {role}: {why}")
+        if err is not None:
+            err.started = out
+            raise err
+        return out
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop the server (its parties must be reaped already: ``_stop_all``) and reap it."""
+        if self.closed:
+            return
+        self.closed = True
+        if not self.dead:
+            try:
+                _send(self.sock, {"op": "exit"})
+            except OSError:
+                pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.dead = True
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def timeline(self) -> dict:
+        """When it was spawned and became ready (``time.time()``), its import seconds."""
+        return {"spawned": self.t_spawn, "ready": self.t_ready,
+                "import_s": None if self.info is None else self.info.get("seconds"),
+                "failed_imports": None if self.info is None else self.info.get("failed")}
+
+
+# ---- the server's side --------------------------------------------------------------------------
+def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
+            onnx: bool = True) -> dict:
+    """Import what a party of ``protocol`` imports before it runs; returns {module: error}
+    for the imports that failed (a party reports such an error itself, after the fork).
+    ``onnx``: the model owner's ONNX importer too (it imports the model file itself)."""
+    import importlib
+
+    failed: dict[str, str] = {}
+
+    def imp(name: str):
+        try:
+            return importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - recorded; the party meets it again and reports it
+            failed[name] = f"{type(e).__name__}: {e}"
+            return None
+
+    for name in ("numpy", "secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.runtime.launcher",
+                 "secinfer.runtime.cluster", "secinfer.crypto.prg", "secinfer.protocols.base",
+                 "secinfer.net.shaping"):
+        imp(name)
+    registry = imp("secinfer.protocols.registry")
+    cluster = sys.modules.get("secinfer.runtime.cluster")
+    t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
+    imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
+    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
+    spec = None
+    if registry is not None:
+        try:
+            if protocol_module:
+                registry.register_module(protocol, protocol_module)
+            spec = registry.get(protocol)
+        except Exception as e:  # noqa: BLE001 - as above
+            failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
+    if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
+        imp("secinfer.ir.onnx_import")
+        imp("secinfer.ir.passes")
+        defs = imp("onnx.defs")
+        if defs is not None:   # onnx builds its operator schemas on first use (shape inference): now
+            try:
+                defs.get_schema("Gemm")
+            except Exception as e:  # noqa: BLE001
+                failed["onnx.defs.get_schema"] = f"{type(e).__name__}: {e}"
+    return failed
+
+
+def fork_unsafe() -> str | None:
+    """Why this process must not fork a party, or None."""
+    import threading
+
+    if threading.active_count() != 1:
+        return f"{threading.active_count()} Python threads are running"
+    native = sys.modules.get("secinfer.native.lib")
+    if native is not None and getattr(native, "_lib", None) is not None:
+        return "the native library (a Go runtime) is loaded"
+    try:
+        with open("/proc/self/maps") as f:
+            if "libsecinferhe" in f.read():
+                return "the native library (a Go runtime) is mapped"
+    except OSError:
+        pass
+    zmq = sys.modules.get("zmq")
+    if zmq is not None and getattr(getattr(zmq, "Context", None), "_instance", None) is not None:
+        return "a ZeroMQ context exists"
+    return None
+
+
+def _child(req: dict, close_fds: list[int]) -> None:
+    """In the forked child: become the party; never returns."""
+    code = 2
+    try:
+        os.setsid()                                # own session and process group, as a spawned party
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        from secinfer.runtime.party import party_main
+
+        code = int(party_main(list(req["argv"])) or 0)
+    except SystemExit as e:                      # argparse: usage errors
+        code = e.code if isinstance(e.code, int) else 2
+    except BaseException:  # noqa: BLE001 - the log says what happened; the exit code says it failed
+        import traceback
+
+        try:
+            traceback.print_exc()
+        except Exception:  # noqa: BLE001
+            pass
+        code = 2
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
+          onnx: bool = True) -> int:
+    t0 = time.perf_counter()
+    failed = preload(protocol, protocol_module, transport, onnx)
+    import gc
+
+    gc.collect()
+    gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
+    unsafe = fork_unsafe()
+    _send(ctrl, {"op": "ready", "pid": os.getpid(), "seconds": round(time.perf_counter() - t0, 6),
+                 "cpu_seconds": round(time.process_time(), 6),   # (interpreter start and imports)
+                 "failed": failed, "unsafe": unsafe})
+    if unsafe:
+        return 0
+    lines = _Lines(ctrl)
+    children: dict[int, tuple[str, int | None]] = {}   # pid -> (role, pidfd)
+    stop = False
+    while not stop or children:
+        fds = [ctrl] if not stop else []
+        fds += [fd for _, fd in children.values() if fd is not None]
+        poll_all = any(fd is None for _, fd in children.values())
+        try:
+            select.select(fds, [], [], 0.01 if poll_all or not fds else None)
+        except InterruptedError:
+            pass
+        for pid, (role, fd) in list(children.items()):
+            try:
+                wpid, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                wpid, status = pid, 0
+            if wpid:
+                if fd is not None:
+                    os.close(fd)
+                del children[pid]
+                _try_send(ctrl, {"op": "exited", "role": role, "pid": pid, "rc": os.waitstatus_to_exitcode(status)})
+        if stop:
+            continue
+        ready = select.select([ctrl], [], [], 0)[0]
+        if not ready:
+            continue
+        msgs = lines.read()
+        stop = lines.eof or any(m.get("op") == "exit" for m in msgs)
+        if stop:       # the launcher is gone or done (it stopped its parties first): nobody outlives it
+            for pid in children:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            continue
+        for msg in msgs:
+            if msg.get("op") != "fork":
+                continue
+            why = fork_unsafe()
+            if why:
+                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": why})
+                continue
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            close_fds = [ctrl.fileno()] + [fd for _, fd in children.values() if fd is not None]
+            try:
+                pid = os.fork()
+            except OSError as e:
+                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
+                continue
+            if pid == 0:
+                _child(msg, close_fds)           # never returns
+            try:
+                pidfd = os.pidfd_open(pid)
+            except (AttributeError, OSError):
+                pidfd = None                     # (then the loop polls every 10 ms)
+            children[pid] = (msg.get("role"), pidfd)
+            _try_send(ctrl, {"op": "started", "role": msg.get("role"), "pid": pid})
+    return 0
+
+
+def _try_send(ctrl: socket.socket, msg: dict) -> None:
+    try:
+        _send(ctrl, msg)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="secinfer-fork-server", description="fork server of the local launcher")
+    ap.add_argument("--fd", type=int, required=True, help="the control socket (inherited)")
+    ap.add_argument("--parent", type=int, required=True, help="the launcher's pid (we die with it)")
+    ap.add_argument("--protocol", required=True)
+    ap.add_argument("--protocol-module", default=None)
+    ap.add_argument("--transport", default=None)
+    ap.add_argument("--no-onnx", action="store_true", help="do not preload the ONNX importer")
+    args = ap.parse_args(argv)
+    _set_pdeathsig()
+    if os.getppid() != args.parent:             # the launcher died before we armed the signal
+        return 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the launcher stops us (and the parties) itself
+    ctrl = socket.socket(fileno=args.fd)
+    return serve(ctrl, args.protocol, args.protocol_module, args.transport, onnx=not args.no_onnx)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

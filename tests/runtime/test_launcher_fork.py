@@ -1,0 +1,160 @@
+"""The launcher's fork server (secinfer.runtime.launcher_fork): parties forked from a
+process that imported their modules once, each still its own process; spawn as fallback."""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from proc_helpers import alive, descendants_of
+from secinfer.runtime.launcher import PartyFailedError, run_local
+from secinfer.runtime.launcher_fork import ForkServer
+
+pytestmark = pytest.mark.timeout(120)
+X = np.array([[0.5, -1.0, 2.0], [3.0, 0.0, -0.25]])
+
+
+@pytest.fixture
+def w1_model(tmp_path):
+    from secinfer.bench.peers_suite import build_workload
+
+    p = tmp_path / "w1.onnx"
+    p.write_bytes(build_workload("W1").SerializeToString())
+    return str(p)
+
+
+def _run(start, model, **kw):
+    return run_local("test-fork", model_path=model, input_array=X, protocol_module="rt_fork_protocol",
+                     timeout=60, start=start, **kw)
+
+
+def test_forked_parties_are_separate_processes_with_their_own_randomness(w1_model):
+    res = _run("auto", w1_model)
+    assert res.startup["start"] == "fork" and res.startup["fallback"] is None
+    assert np.array_equal(res.output, X)
+    info = {r: rec["info"] for r, rec in res.parties.items()}
+    pids = {i["pid"] for i in info.values()}
+    assert len(pids) == 3 and os.getpid() not in pids
+    assert len({i["ppid"] for i in info.values()}) == 1            # all forked by the one server
+    assert next(iter(info.values()))["ppid"] != os.getpid()
+    for i in info.values():                                        # own session and process group each
+        assert i["pgid"] == i["pid"] == i["sid"]
+        assert i["onnx_imported"]                                  # preloaded once by the server
+    assert len({tuple(i["prg"]) for i in info.values()}) == 3      # no randomness shared through the fork
+    assert len({i["x25519"] for i in info.values()}) == 3
+    assert info["server"]["model_loaded"] and not info["client"]["model_loaded"]
+
+
+def test_spawn_gives_the_same_result_and_is_reported(w1_model):
+    res = _run("spawn", w1_model)
+    assert res.startup["start"] == "spawn" and "spawn" in res.startup["fallback"]
+    assert np.array_equal(res.output, X)
+    info = {r: rec["info"] for r, rec in res.parties.items()}
+    assert {i["ppid"] for i in info.values()} == {os.getpid()}      # the launcher's own children
+    assert not info["client"]["onnx_imported"]                      # a fresh interpreter each
+
+
+def test_startup_report_adds_up(w1_model):
+    res = _run("auto", w1_model)
+    st = res.startup
+    assert set(st["parties"]) == {"server", "client", "helper"}
+    for marks in st["parties"].values():
+        times = [marks[k] for k in ("started", "loaded", "connected", "done", "closed")]
+        assert all(t is not None for t in times) and times == sorted(times)
+    steps = st["steps"]
+    assert all(v >= 0 for v in steps.values()) and len(steps) == 9   # (no command-line steps here)
+    assert abs(sum(steps.values()) - st["events"]["merged"]) < 1e-3
+    assert st["fork_server_import_s"] > 0
+    assert "startup" in res.to_json()
+
+
+def test_an_unusable_fork_server_falls_back_to_spawn(monkeypatch, w1_model):
+    monkeypatch.setattr(ForkServer, "start", classmethod(lambda cls, *a, **k: None))
+    res = _run("auto", w1_model)
+    assert res.startup["start"] == "spawn" and "could not be started" in res.startup["fallback"]
+    assert np.array_equal(res.output, X)
+
+
+def test_a_server_with_a_thread_refuses_to_fork_and_the_run_spawns():
+    # importing this protocol starts a thread: forking then is unsafe, the server says so
+    res = run_local("test-ring", input_array=X, options={"rounds": 2}, protocol_module="rt_thread_protocol",
+                    timeout=60)
+    assert res.startup["start"] == "spawn"
+    assert "unsafe" in res.startup["fallback"] and "threads" in res.startup["fallback"]
+    assert np.array_equal(res.output, 4 * X + 3)
+
+
+def test_a_killed_fork_server_takes_its_parties_along_and_the_run_fails_fast():
+    server = ForkServer.start("test-ring", protocol_module="rt_ring_protocol")
+    assert server is not None and server.wait_ready(60) is None
+    killer = threading.Thread(target=lambda: (time.sleep(2.0), os.kill(server.proc.pid, signal.SIGKILL)))
+    killer.start()
+    t0 = time.monotonic()
+    with pytest.raises(PartyFailedError) as ei:
+        run_local("test-ring", input_array=X, options={"stall": "helper"}, protocol_module="rt_ring_protocol",
+                  timeout=90, fork_server=server)
+    killer.join()
+    assert time.monotonic() - t0 < 30
+    assert "SIGKILL" in str(ei.value)
+    pids = set(ei.value.pids.values())
+    deadline = time.monotonic() + 10
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive(pids) == [] and alive(descendants_of(os.getpid())) == []
+
+
+def test_the_model_owner_reads_the_launchers_checked_model(w1_model):
+    from secinfer.ir.onnx_import import load_model
+
+    res = _run("auto", w1_model, model_graph=load_model(w1_model))
+    assert res.startup["start"] == "fork"
+    info = {r: rec["info"] for r, rec in res.parties.items()}
+    assert res.parties["server"]["info_model"] == "launcher" and info["server"]["model_loaded"]
+    assert not any(i["onnx_imported"] for i in info.values())     # nobody imported the ONNX file again
+    assert not info["client"]["model_loaded"] and "info_model" not in res.parties["client"]
+    spawned = _run("spawn", w1_model, model_graph=load_model(w1_model))
+    assert spawned.parties["server"]["info_model"] == "launcher"
+    assert np.array_equal(spawned.output, res.output)
+
+
+def test_a_bad_model_file_from_the_launcher_is_a_config_error(tmp_path):
+    from secinfer.errors import ConfigError
+    from secinfer.runtime.party import read_model_ir
+
+    bad = tmp_path / "m.pickle"
+    bad.write_bytes(b"not a pickle")
+    with pytest.raises(ConfigError, match="cannot read the launcher's model file"):
+        read_model_ir(bad)
+    import pickle
+
+    bad.write_bytes(pickle.dumps({"not": "a graph"}))
+    with pytest.raises(ConfigError, match="holds a dict, not a model"):
+        read_model_ir(bad)
+
+
+def test_a_port_taken_meanwhile_runs_again_with_a_fresh_server(monkeypatch, w1_model):
+    import socket
+
+    from secinfer.runtime import cluster as cluster_mod
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    real, calls = cluster_mod.free_ports, []
+
+    def first_one_taken(n, *a, **k):
+        ports = real(n, *a, **k)
+        calls.append(n)
+        return [taken.getsockname()[1], *ports[1:]] if len(calls) == 1 else ports
+
+    monkeypatch.setattr(cluster_mod, "free_ports", first_one_taken)
+    try:
+        res = _run("auto", w1_model)
+    finally:
+        taken.close()
+    assert len(calls) == 2 and np.array_equal(res.output, X)
+    assert res.startup["start"] == "fork"
+    assert alive(descendants_of(os.getpid())) == []      # the first attempt's server is gone too
