@@ -92,13 +92,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         keys = setup_keys(ep, role, job.prg, malicious)
         lm, k, n, cls, fw, classes, _ = header(ep, role, job)
         if role == C:
-            x = np.asarray(job.input, np.float64)
-            if x.ndim == 1:
-                x = x[None, :]
-            if x.ndim != 2 or x.shape[1] != k:
-                raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
-            for p in SERVERS:
-                ep.send(p, "astra/batch", np.array([x.shape[0]], np.int64))
+            x = _send_query_shape(ep, job, k)
             batch = x.shape[0]
         elif role in SERVERS:
             bs = [int(ep.recv_one(C, "astra/batch", ArraySpec(np.int64, (1,)))[0]) for _ in range(1)]
@@ -413,18 +407,24 @@ def run_prepared(role: str, ep, job: PartyJob, prep: AstraPrep | None) -> PartyR
             prep.wipe()
 
 
+def _send_query_shape(ep, job: PartyJob, k: int) -> np.ndarray:
+    """The client's query as a (batch, k) array; its batch size goes to every server."""
+    x = np.asarray(job.input, np.float64)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2 or x.shape[1] != k:
+        raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
+    for p in SERVERS:
+        ep.send(p, "astra/batch", np.array([x.shape[0]], np.int64))
+    return x
+
+
 def _run_prepared(role: str, ep, job: PartyJob, prep) -> PartyResult:
     malicious = job.security != "semi-honest"
     if role == C:
         with ep.phase("setup"):
             _, k, n, cls, fw, classes, _ = header(ep, role, job)
-            x = np.asarray(job.input, np.float64)
-            if x.ndim == 1:
-                x = x[None, :]
-            if x.ndim != 2 or x.shape[1] != k:
-                raise ShapeError(f"query shape {x.shape} does not match the model's {k} features")
-            for p in SERVERS:
-                ep.send(p, "astra/batch", np.array([x.shape[0]], np.int64))
+            x = _send_query_shape(ep, job, k)
         return _run_client(ep, None, job, x, n, cls, fw, classes, False, malicious, prepared=True)
     if prep is None or prep.role != role or (prep.state is None and prep.hdr is None):
         raise ProtocolError(f"{role}: no prepared material for this session (or it was used already)")
