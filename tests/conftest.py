@@ -14,3 +14,19 @@ def _registry_unchanged():
     yield
     registry._MODULES.clear()
     registry._MODULES.update(before)
+
+
+@pytest.fixture
+def recorded_marks(monkeypatch):
+    """Every ``Endpoint.mark`` call of the test as (party, name), in order (the marks feed
+    `secinfer run`'s live progress line)."""
+    from secinfer.net.channel import Endpoint
+
+    seen = []
+    orig = Endpoint.mark
+
+    def record(self, name):
+        seen.append((self.me, name))
+        orig(self, name)
+    monkeypatch.setattr(Endpoint, "mark", record)
+    return seen

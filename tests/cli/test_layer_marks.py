@@ -6,18 +6,11 @@ import pytest
 
 import secinfer
 from secinfer.ir import bundled
-from secinfer.net.channel import Endpoint
 
 
 @pytest.mark.parametrize("protocol", ["stamp", "crisp"])
-def test_every_layer_is_marked_in_order(monkeypatch, protocol):
-    seen = []
-    orig = Endpoint.mark
-
-    def record(self, name):
-        seen.append((self.me, name))
-        orig(self, name)
-    monkeypatch.setattr(Endpoint, "mark", record)
+def test_every_layer_is_marked_in_order(recorded_marks, protocol):
+    seen = recorded_marks
     x, _ = bundled.bundled_testset("digits-mlp")
     secinfer.run("bundled:digits-mlp", np.asarray(x[:1]), protocol=protocol, in_process=True, quiet=True)
     layers = {}

@@ -107,17 +107,9 @@ def test_client_refuses_decryptions_too_close_to_a_rounding_boundary(monkeypatch
     assert isinstance(res["client"], L.DecryptionMarginError), res["client"]
 
 
-def test_every_round_is_marked_for_the_live_progress_line(monkeypatch):
+def test_every_round_is_marked_for_the_live_progress_line(recorded_marks):
     """Issue #21: both parties mark each round as it starts ("round k/n op"), in order."""
-    from secinfer.net.channel import Endpoint
-
-    seen = []
-    orig = Endpoint.mark
-
-    def record(self, name):
-        seen.append((self.me, name))
-        orig(self, name)
-    monkeypatch.setattr(Endpoint, "mark", record)
+    seen = recorded_marks
     g = tiny_resnet()
     x = np.random.default_rng(6).uniform(-1, 1, (2, 3, 8, 8))
     res = run(g, x, options(b=16))
