@@ -17,7 +17,10 @@ def _prepare(name, x, **kw):
 def test_sum_in_range_is_accepted():
     x = np.array([0.25, 32.767, 1.5, 0.0])
     prep = _prepare("sum", x)
-    assert prep.spec.name == "certified"
+    try:
+        assert prep.spec.name == "certified"
+    finally:
+        prep.model.cleanup()
 
 
 @pytest.mark.parametrize("bad", [32.768, 40.0, -33.0])
@@ -44,3 +47,20 @@ def test_snp_beyond_8_bits_is_refused_before_launch():
     x = np.array([0.0, 1.0, 2.0, 300.0])
     with pytest.raises(FixedPointRangeError, match=r"\|x\| < 127\.5"):
         _prepare("weighted-sum", x, weights=[0.1, 0.2, 0.3, 0.4])
+
+
+def test_cli_leaves_no_generated_graph_behind(tmp_path):
+    """`secinfer run -p certified -m sum` builds the use case's graph in a temporary folder:
+    it is removed on every exit (here: a reading refused before launch)."""
+    import os
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.array([0.25, 40.0, 1.5]))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    r = subprocess.run([sys.executable, "-m", "secinfer", "run", "-p", "certified", "-m", "sum", "-i", str(bad)],
+                       env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "outside the range" in r.stderr, r.stderr
+    assert not list(tmp.glob("secinfer-certified-*")), list(tmp.iterdir())

@@ -60,17 +60,26 @@ def _cmd_run(args, server, events: dict) -> int:
 
             raise ConfigError("--input-key needs --input")
         x = load_array(x, args.input_key)
-    if args.protocol == "certified" and model and not os.path.exists(model):   # a named use case
-        from secinfer.protocols.certified.graphs import cli_model_path
+    gen_dir = None      # the folder of a certified use case's generated graph, removed on every exit
+    try:
+        if args.protocol == "certified" and model and not os.path.exists(model):   # a named use case
+            import tempfile
 
-        model = cli_model_path(model, load_array(args.input) if isinstance(x, str) else x, options)
-    # everything (protocol, options, model, weights, input shape and range) is checked here,
-    # before any party process starts
-    prep = prepare(model, x, protocol=args.protocol, security=args.security,
-                   network=args.network, fixed=args.fixed, options=options,
-                   output_kind=getattr(args, "output_kind", "scores"),
-                   allow_out_of_range=getattr(args, "allow_out_of_range", False),
-                   batch=getattr(args, "batch", None))
+            from secinfer.protocols.certified.graphs import cli_model_path
+
+            gen_dir = tempfile.mkdtemp(prefix="secinfer-certified-")
+            model = cli_model_path(model, load_array(args.input) if isinstance(x, str) else x, options,
+                                   workdir=gen_dir)
+        # everything (protocol, options, model, weights, input shape and range) is checked here,
+        # before any party process starts
+        prep = prepare(model, x, protocol=args.protocol, security=args.security,
+                       network=args.network, fixed=args.fixed, options=options,
+                       output_kind=getattr(args, "output_kind", "scores"),
+                       allow_out_of_range=getattr(args, "allow_out_of_range", False),
+                       batch=getattr(args, "batch", None))
+    except BaseException:
+        _remove(gen_dir)
+        raise
     events["prepared"] = time.time()
     try:
         if args.input is None and prep.model.bundled:
@@ -84,6 +93,7 @@ def _cmd_run(args, server, events: dict) -> int:
                      fork_server=server, events=events)
     finally:
         prep.model.cleanup()
+        _remove(gen_dir)
     doc = res.to_json() if (args.json or (args.output or "").lower().endswith(".json")) else None
     if args.output:
         from secinfer.cli.files import write_output
@@ -99,6 +109,13 @@ def _cmd_run(args, server, events: dict) -> int:
 
             print(run_details(res), file=sys.stderr)
     return 0
+
+
+def _remove(folder: str | None) -> None:
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _json_default(o):
