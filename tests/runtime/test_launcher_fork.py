@@ -124,15 +124,34 @@ def test_a_bad_model_file_from_the_launcher_is_a_config_error(tmp_path):
     from secinfer.errors import ConfigError
     from secinfer.runtime.party import read_model_ir
 
-    bad = tmp_path / "m.pickle"
-    bad.write_bytes(b"not a pickle")
+    bad = tmp_path / "m.npz"
+    bad.write_bytes(b"not an npz")
     with pytest.raises(ConfigError, match="cannot read the launcher's model file"):
         read_model_ir(bad)
     import pickle
 
+    # the hand-over is never unpickled: a pickled object is refused like any unreadable file
     bad.write_bytes(pickle.dumps({"not": "a graph"}))
-    with pytest.raises(ConfigError, match="holds a dict, not a model"):
+    with pytest.raises(ConfigError, match="cannot read the launcher's model file"):
         read_model_ir(bad)
+    np.savez(bad, architecture=np.frombuffer(b"{}", np.uint8), head=np.frombuffer(b"{}", np.uint8))
+    with pytest.raises(ConfigError, match="cannot read the launcher's model file"):
+        read_model_ir(bad)
+
+
+def test_the_model_hand_over_keeps_the_graph(tmp_path):
+    from secinfer.api import load_graph, resolve_model
+    from secinfer.runtime.launcher import write_model_ir
+    from secinfer.runtime.party import read_model_ir
+
+    ref = resolve_model("bundled:cancer-logreg")
+    g = load_graph(ref)
+    write_model_ir(tmp_path / "m.npz", g)
+    h = read_model_ir(tmp_path / "m.npz")
+    assert h.public_bytes() == g.public_bytes() and h.meaning == g.meaning
+    assert list(h.initializers) == list(g.initializers)
+    assert all(np.array_equal(h.initializers[k], v) and h.initializers[k].dtype == v.dtype
+               for k, v in g.initializers.items())
 
 
 def test_a_port_taken_meanwhile_runs_again_with_a_fresh_server(monkeypatch, w1_model):

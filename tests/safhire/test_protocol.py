@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 from secinfer.errors import ConfigError, InsecureParametersError
@@ -127,11 +128,38 @@ def test_qcache_keeps_the_quantized_model_and_keys_it_by_b(tmp_path):
     opts = options(b=16, qcache=str(tmp_path))
     cfg = _config(PartyJob("server", "semi-honest", None, None, options=opts))
     qm = quantized_model(g, cfg, opts)
-    files = list(tmp_path.glob("safhire-q-*.pkl"))
+    files = list(tmp_path.glob("safhire-q-*.npz"))
     assert len(files) == 1
     again = quantized_model(g, cfg, opts)
     x = np.random.default_rng(2).uniform(-1, 1, (2, 3, 8, 8))
     assert np.array_equal(qm.run(x), again.run(x)) and again is not qm
     opts12 = options(b=12, qcache=str(tmp_path))
     quantized_model(g, _config(PartyJob("server", "semi-honest", None, None, options=opts12)), opts12)
-    assert len(list(tmp_path.glob("safhire-q-*.pkl"))) == 2
+    assert len(list(tmp_path.glob("safhire-q-*.npz"))) == 2
+
+
+def test_stored_quantized_model_round_trips_field_by_field(tmp_path):
+    """The qcache's .npz (no pickle) gives back every field of the quantized model."""
+    import dataclasses
+
+    from secinfer.ir.quantize import load_quantized, save_quantized
+
+    g = tiny_resnet()
+    opts = options(b=12)
+    qm = quantized_model(g, _config(PartyJob("server", "semi-honest", None, None, options=opts)), opts)
+    with open(tmp_path / "q.npz", "wb") as f:
+        save_quantized(qm, f)
+    back = load_quantized(tmp_path / "q.npz")
+
+    def same(a, b):
+        if sp.issparse(a):
+            return sp.issparse(b) and a.shape == b.shape and (a != b).nnz == 0 and a.dtype == b.dtype
+        if isinstance(a, np.ndarray):
+            return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+        if isinstance(a, (list, tuple)):
+            return len(a) == len(b) and all(same(u, v) for u, v in zip(a, b))
+        if dataclasses.is_dataclass(a):
+            return all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+        return a == b and type(a) is type(b) or (isinstance(a, tuple) and tuple(b) == a)
+
+    assert same(qm, back)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from secinfer.arith import public_rng
 from secinfer.errors import ConfigError
 
 PARAMS = "ckks-boot-n16-128"
@@ -186,7 +187,8 @@ class Engine:
         self.R = int(graph.inputs[0].shape[-1])
         self.costs = Costs()
         calib = calib if calib is not None else \
-            np.random.default_rng(1).standard_normal((8,) + tuple(graph.inputs[0].shape[1:])).astype(np.float32)
+            public_rng("bench/ckks-baseline/calibration", 1).standard_normal(
+                (8,) + tuple(graph.inputs[0].shape[1:])).astype(np.float32)
         self.bounds = calibrate(graph, calib, margin)
         t = time.perf_counter()
         self.kp = self.P.keygen()
@@ -423,7 +425,7 @@ def measure_bootstrap(params_name: str, reps: int = 2) -> dict:
     t = time.perf_counter()
     bt = hb.Bootstrapper(P, kp.sk)
     keygen = time.perf_counter() - t
-    x = np.random.default_rng(7).uniform(-1, 1, P.max_slots)
+    x = public_rng("bench/ckks-baseline/bootstrap-input", 7).uniform(-1, 1, P.max_slots)
     secs, cpus, err = [], [], 0.0
     for _ in range(reps):
         with P.encrypt(x, kp.pk, log_slots=P.log_max_slots, level=0) as ct:
@@ -479,7 +481,7 @@ def measure_kinds(eng: "Engine", log=print) -> dict:
     g = eng.graph
     shapes = {k: tuple(int(d) for d in v[1:]) for k, v in g.shapes.items()}
     kinds, n_relu = conv_kinds(g)
-    rng = np.random.default_rng(3)
+    rng = public_rng("bench/ckks-baseline/kinds", 3)
     out = {}
 
     def rand_ct(layout: Layout, level: int):
@@ -572,13 +574,15 @@ def baseline_rows(graph_name: str = "resnet20", prefix_relus: int = 1, sim_input
     try:
         kinds = measure_kinds(eng, log=log)
         total = extrapolate_network(kinds, ext)
-        x = np.random.default_rng(0).standard_normal((1,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+        x = public_rng("bench/ckks-baseline/input", 0).standard_normal(
+            (1,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
         res = eng.run(x, stop_after=prefix_relus)
         got, ref = res["got"], res["float"]
         acc = {"encrypted_prefix": {"relus": res["relus"], "tensor": res["output"],
                                     "max_abs_err_vs_float": float(np.abs(got - ref).max()),
                                     "max_abs_float": float(np.abs(ref).max())}}
-        xs = np.random.default_rng(11).standard_normal((sim_inputs,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+        xs = public_rng("bench/ckks-baseline/accuracy-inputs", 11).standard_normal(
+            (sim_inputs,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
         agree, rel = 0, []
         for i in range(sim_inputs):
             fl = run_float(g, xs[i:i + 1]).reshape(-1)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from secinfer.arith import public_rng
 from secinfer.bench.common import Progress
 
 BANDWIDTHS = (0.1, 0.3, 1, 3, 10, 30, 100, 300)       # MB/s [SAFHIRE Fig. 4]
@@ -218,7 +219,7 @@ def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
     from pathlib import Path
 
     rows, baseline = [], None
-    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    x = public_rng("bench/safhire/resnet20-input", 0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     qcache = str(Path(tempfile.gettempdir()) / "secinfer-safhire-qcache")
     try:
         r = _measure("zoo:resnet20", 8, gamma, "none", x, qcache=qcache)

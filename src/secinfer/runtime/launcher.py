@@ -39,16 +39,21 @@ CONSEQUENCES = ("PeerDeadError", "PeerAbortedError", "Terminated")
 _PHASES = ("setup", "offline", "online")
 
 
-MODEL_IR = "model.ir.pickle"   # in the work folder: the model as the launcher imported and checked it
+MODEL_IR = "model.ir.npz"   # in the work folder: the model as the launcher imported and checked it
 
 
 def write_model_ir(path: Path, graph) -> None:
     """The launcher's checked model for its model-owner party (``party.read_model_ir``),
-    created 0600 in the 0700 work folder: that party need not import the ONNX file again."""
-    import pickle
+    created 0600 in the 0700 work folder: that party need not import the ONNX file again.
+    An .npz (no pickle): the IR's public architecture JSON, its output meaning (JSON) and
+    one array per weight."""
+    import json
 
+    arrays = {f"w{i}": np.asarray(v) for i, v in enumerate(graph.initializers.values())}
+    head = {"names": list(graph.initializers), "meaning": graph.meaning}
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        pickle.dump(graph, f, protocol=pickle.HIGHEST_PROTOCOL)
+        np.savez(f, architecture=np.frombuffer(graph.public_bytes(), np.uint8),
+                 head=np.frombuffer(json.dumps(head).encode(), np.uint8), **arrays)
 
 
 class PartyFailedError(SecinferError):

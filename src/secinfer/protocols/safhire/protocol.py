@@ -27,8 +27,8 @@ resumption), checkpoint (client: its checkpoint file), shuffle (default on; "off
 INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep every
 round's decrypted values in the result, for tests), threads (server: the product's and
 packing's thread count), qcache (server: a directory it trusts where quantized models are
-kept, keyed by a hash of model, b and calibration; pickled, so never point it at files
-others can write).
+kept, keyed by a hash of model, b and calibration; .npz files read without pickle, but a
+file someone else wrote there would be taken as the model, so keep it the server's own).
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -132,8 +131,7 @@ def quantized_model(graph, cfg: dict, options: dict):
 
     cache = _qcache_file(graph, cfg, options)
     if cache is not None and cache.is_file():
-        with open(cache, "rb") as f:
-            return pickle.load(f)
+        return Q.load_quantized(cache)
     path = options.get("calib")
     if path:
         with np.load(str(path)) as z:
@@ -149,7 +147,7 @@ def quantized_model(graph, cfg: dict, options: dict):
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
-            pickle.dump(qm, f)
+            Q.save_quantized(qm, f)
         os.replace(tmp, cache)
     return qm
 
@@ -165,7 +163,7 @@ def _qcache_file(graph, cfg: dict, options: dict):
     if calib:
         h.update(Path(str(calib)).read_bytes())
     h.update(f"b={cfg['b']};q=1".encode())
-    return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.pkl"
+    return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
 
 
 def check_noise_margin(params, ld: int, gamma: int) -> dict:
