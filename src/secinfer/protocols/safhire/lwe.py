@@ -12,10 +12,9 @@ Two backends, chosen by what ``secinfer.crypto.he`` offers:
 Either way the server holds a batch ``Lwe(b, a)``: per member and RNS limb l, ``b[t, l, :G]``
 and ``a[t, l, :N]`` (G = 2^gamma) are integer vectors mod q_l on which any integer linear
 map acts componentwise; the payload (Delta times the value) sits in the decryption at
-``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly:
-residues are cut into three 20-bit limbs, each limb product is a float64 sparse product
-(exact while the row l1-norm of W times 2^22 stays below 2^53, checked), and the limbs are
-recombined mod q with shifts that never leave uint64 [SAFHIRE Sec. 4.4 step 8].
+``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly
+(``linprod``: float64 products on limbs of the residues, every sum below 2^53, convolutions
+as dense GEMMs, recombined mod q) [SAFHIRE Sec. 4.4 step 8].
 """
 
 from __future__ import annotations
@@ -29,9 +28,6 @@ import scipy.sparse as sp
 from secinfer.crypto import he
 from secinfer.crypto.he import rlwe
 from secinfer.errors import ConfigError, ProtocolError
-
-LIMB = 20
-
 
 class DecryptionMarginError(ProtocolError):
     """The client's decryption came too close to a rounding boundary to be trusted."""
@@ -183,46 +179,34 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     return r
 
 
-def _limb_product(wf, xl: np.ndarray, q: int) -> np.ndarray:
-    """(W xl) mod q for uint64 xl < q, through three 20-bit limbs (exact float64 products)."""
-    mask = np.uint64((1 << LIMB) - 1)
-    acc = None
-    for j in (2, 1, 0):
-        limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
-        y = np.asarray(wf @ limb)
-        y = np.mod(y.astype(np.int64), np.int64(q)).astype(np.uint64)     # y holds exact integers
-        acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
-    return acc
+def linear(params, x, w, bias: np.ndarray, log_delta: int, threads: int = 1, plan=None) -> Lwe:
+    """W x + Delta bias on every member at once (exact mod each prime) [SAFHIRE Sec. 4.4
+    step 8]. ``x``: one Lwe batch, or one per source of ``plan`` (``linprod.plan``: the
+    round's map per source, convolutions found and applied as dense GEMMs); without a plan,
+    ``w`` (sparse or dense, (m, len(x))) is planned on the spot (no shapes: sparse or dense
+    products). ``threads`` workers (linprod.product_mod)."""
+    from secinfer.protocols.safhire import linprod as LP
 
-
-def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int, threads: int = 1) -> Lwe:
-    """W x + Delta bias on every member at once (exact mod each prime); ``threads`` workers
-    take column blocks (numpy and scipy release the GIL in the products)."""
-    w = sp.csr_matrix(w)
-    if w.shape[1] != len(x):
-        raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {len(x)}")
-    l1 = float(np.max(np.asarray(abs(w).sum(axis=1)), initial=0))
-    if l1 * 2.0 ** (LIMB + 2) >= 2.0 ** 53:
-        raise ConfigError(f"weights too large for the exact product (row l1-norm {l1:.3g})")
-    wf = w.astype(np.float64)
-    nl, g = x.b.shape[1], x.b.shape[2]
-    m = w.shape[0]
+    xs = [x] if isinstance(x, Lwe) else list(x)
+    if plan is None:
+        w = sp.csr_matrix(w)
+        if len(xs) != 1 or w.shape[1] != len(xs[0]):
+            raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {sum(map(len, xs))}")
+        plan = LP.plan([w], [None], None)
+    if [len(v) for v in xs] != [b.width for b in plan.blocks]:
+        raise ProtocolError(f"linear layer expects inputs of {[b.width for b in plan.blocks]}, "
+                            f"got {[len(v) for v in xs]}")
+    nl, g = xs[0].b.shape[1], xs[0].b.shape[2]
+    m = plan.m
     ob = np.empty((m, nl, g), dtype=np.uint64)
-    oa = np.empty((m, nl, x.a.shape[2]), dtype=np.uint64)
+    oa = np.empty((m, nl, xs[0].a.shape[2]), dtype=np.uint64)
     for lvl in range(nl):
         q = int(params.q[lvl])
-        xl = np.concatenate([x.b[:, lvl, :], x.a[:, lvl, :]], axis=1)     # (count, G + N)
-        if threads > 1 and xl.shape[1] >= 2 * threads:
-            from concurrent.futures import ThreadPoolExecutor
-
-            cuts = np.array_split(np.arange(xl.shape[1]), threads)
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                parts = list(pool.map(lambda c: _limb_product(wf, xl[:, c[0]:c[-1] + 1], q), cuts))
-            acc = np.concatenate(parts, axis=1)
-        else:
-            acc = _limb_product(wf, xl, q)
+        acc = LP.product_mod(plan, [[v.b[:, lvl, :], v.a[:, lvl, :]] for v in xs], q, threads).view(np.uint64)
         bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
         acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
+        if nl == 1:                       # views: the caller's row selection copies anyway
+            return Lwe(acc[:, None, :g], acc[:, None, g:])
         ob[:, lvl, :] = acc[:, :g]
         oa[:, lvl, :] = acc[:, g:]
     return Lwe(ob, oa)

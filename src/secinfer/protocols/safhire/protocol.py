@@ -182,13 +182,32 @@ def check_noise_margin(params, ld: int, gamma: int) -> dict:
 
 
 # ---------------------------------------------------------------- server
+def source_shape(qm, cid: int) -> tuple | None:
+    """The image shape (C, H, W) of the vector ``cid`` the server reads (the model input, or
+    round cid-1's result after the client's window max), or None when not known: a pooled
+    result is taken as square (the product then only uses it to find convolutions, checked)."""
+    if cid == 0:
+        return tuple(qm.in_shape)
+    rd = qm.rounds[cid - 1]
+    if rd.groups is None:
+        return tuple(rd.out_shape)
+    if len(rd.out_shape) != 3:
+        return None
+    hw = rd.n_next // int(rd.out_shape[0])
+    side = int(round(hw ** 0.5))
+    return (int(rd.out_shape[0]), side, side) if side * side == hw and hw * rd.out_shape[0] == rd.n_next else None
+
+
 class ServerRound:
     """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], given extracted LWEs."""
 
     def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1) -> None:
+        from secinfer.protocols.safhire import linprod as LP
+
         self.qm, self.params, self.ld, self.shuffle, self.threads = qm, params, ld, shuffle, threads
-        self.w = [sp.hstack(rd.weights).tocsr() if len(rd.weights) > 1 else rd.weights[0]
-                  for rd in qm.rounds]
+        # the product plan per round (convolutions found in the maps, applied as GEMMs)
+        self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
+                      for rd in qm.rounds]
 
     def unshuffle(self, x, seed: bytes, sample: int, r: int):
         if r == 0 or not self.shuffle:
@@ -210,8 +229,8 @@ class ServerRound:
 
         rd = self.qm.rounds[r]
         t0 = time.perf_counter()
-        x = L.Lwe.concat([L.Lwe(*saved[c]) for c in rd.sources])
-        y = L.linear(self.params, x, self.w[r], rd.bias, self.ld, self.threads)
+        xs = [L.Lwe(*saved[c]) for c in rd.sources]
+        y = L.linear(self.params, xs, None, rd.bias, self.ld, self.threads, plan=self.plans[r])
         t1 = time.perf_counter()
         y = y.select(self.out_rows(seed, sample, r))
         timing["linear"] += t1 - t0
