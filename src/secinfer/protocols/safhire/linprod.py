@@ -33,7 +33,8 @@ import scipy.sparse as sp
 from secinfer.errors import ConfigError
 
 EXACT_BITS = 53          # float64 integers are exact below 2^53
-COL_TILE = 128           # columns per im2col tile (patches of a tile stay in L2/L3)
+COL_TILE = 32            # LWE columns per tile (each tile: limbs, products, recombination)
+PATCH_BYTES = 1 << 21    # im2col patch bytes per GEMM (a row band of output positions)
 DENSE_FACTOR = 3.0       # dense GEMM work allowed per non-zero (GEMM is ~3x a sparse MAC)
 MAX_KERNEL = 16          # kernel side read back from a matrix
 ROW_ELEMS = 1 << 16      # values per row block of the elementwise passes (cache-sized)
@@ -185,52 +186,73 @@ def plan(weights: list, in_shapes: list, out_shape) -> ProductPlan:
 
 
 # ---------------------------------------------------------------- applying
-def _conv_apply(cv: Conv, xf: np.ndarray, out: np.ndarray, add: bool) -> None:
-    """out (m, C) (+)= conv(xf) for xf (ci*h*w, C) float64, tile by tile."""
+def _buf(ws: dict | None, name: str, shape: tuple, dtype, zero: bool = False) -> np.ndarray:
+    """A work buffer of this shape, kept in ``ws`` and reused by the next tile."""
+    shape = tuple(int(a) for a in shape)
+    b = None if ws is None else ws.get(name)
+    if b is None or b.shape != shape or b.dtype != dtype:
+        b = np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
+        if ws is not None:
+            ws[name] = b
+    elif zero:
+        b.fill(0)
+    return b
+
+
+def _load_limbs(dst, parts: list, c0: int, c1: int, nl: int, lb: int, shape=None) -> None:
+    """dst[..., j cc:(j+1) cc] = limb j (lb bits) of the columns c0:c1 of the side-by-side
+    uint64 parts, converted to float64 (``shape``: the rows' image shape for dst's view)."""
+    mask = np.int64((1 << lb) - 1)
+    cc = c1 - c0
+    off = 0
+    for a in parts:
+        wd = int(a.shape[1])
+        lo, hi = max(c0, off), min(c1, off + wd)
+        if lo < hi:
+            src = a[:, lo - off:hi - off].view(np.int64)
+            for j in range(nl):
+                v = (src >> np.int64(lb * j)) & mask if j else src & mask
+                if shape is not None:
+                    v = v.reshape(tuple(shape) + (hi - lo,))
+                dst[..., j * cc + lo - c0:j * cc + hi - c0] = v
+        off += wd
+
+
+def _conv_tile(cv: Conv, parts: list, c0: int, c1: int, nl: int, lb: int, ws=None, tag=0) -> np.ndarray:
+    """conv(X[:, c0:c1] limbs) as float64 (co*ho*wo, nl*cc): im2col by row bands whose
+    patches stay near PATCH_BYTES, one GEMM per band."""
     ci, h, w = cv.in_shape
     co, ho, wo = cv.out_shape
     (sy, sx), (py, px), kh, kw = cv.stride, cv.pad, cv.kh, cv.kw
-    C = xf.shape[1]
-    xv = xf.reshape(ci, h, w, C)
-    ov = out.reshape(co, ho, wo, C)
+    cols = nl * (c1 - c0)
     hp = max(h + 2 * py, (ho - 1) * sy + kh)
     wp = max(w + 2 * px, (wo - 1) * sx + kw)
-    rows = max(1, 64 // max(1, wo))                        # output rows per tile
-    for c0 in range(0, C, COL_TILE):
-        cc = min(COL_TILE, C - c0)
-        xp = np.zeros((ci, hp, wp, cc))
-        xp[:, py:py + h, px:px + w] = xv[:, :, :, c0:c0 + cc]
-        pt = np.empty((ci, kh, kw, rows, wo, cc))
-        for y0 in range(0, ho, rows):
-            r = min(rows, ho - y0)
-            pv = pt[:, :, :, :r]
-            for dy in range(kh):
-                ys = slice(y0 * sy + dy, (y0 + r - 1) * sy + dy + 1, sy)
-                for dx in range(kw):
-                    pv[:, dy, dx] = xp[:, ys, dx:dx + sx * (wo - 1) + 1:sx]
-            y = (cv.kernel @ pv.reshape(ci * kh * kw, -1)).reshape(co, r, wo, cc)
-            if add:
-                ov[:, y0:y0 + r, :, c0:c0 + cc] += y
-            else:
-                ov[:, y0:y0 + r, :, c0:c0 + cc] = y
+    xp = _buf(ws, f"xp{tag}", (ci, hp, wp, cols), np.float64, zero=True)
+    _load_limbs(xp[:, py:py + h, px:px + w], parts, c0, c1, nl, lb, (ci, h, w))
+    kk = ci * kh * kw
+    rows = max(1, min(ho, PATCH_BYTES // (8 * kk * cols * max(1, wo))))
+    out = _buf(ws, f"o{tag}", (co, ho, wo, cols), np.float64)
+    pt = _buf(ws, f"pt{tag}", (ci, kh, kw, rows, wo, cols), np.float64)
+    for y0 in range(0, ho, rows):
+        r = min(rows, ho - y0)
+        pv = pt[:, :, :, :r]
+        for dy in range(kh):
+            ys = slice(y0 * sy + dy, (y0 + r - 1) * sy + dy + 1, sy)
+            for dx in range(kw):
+                pv[:, dy, dx] = xp[:, ys, dx:dx + sx * (wo - 1) + 1:sx]
+        out[:, y0:y0 + r] = (cv.kernel @ pv.reshape(kk, -1)).reshape(co, r, wo, cols)
+    out = out.reshape(co * ho * wo, cols)
     if cv.resid is not None:
-        out += cv.resid @ xf
-
-
-def apply_float(p: ProductPlan, xf: np.ndarray) -> np.ndarray:
-    """W xf in float64 for xf (n, C) holding integers below 2^lb (exact, see limbs)."""
-    out = np.empty((p.m, xf.shape[1]))
-    for i, b in enumerate(p.blocks):
-        part = xf[b.start:b.start + b.width]
-        if b.conv is not None:
-            _conv_apply(b.conv, part, out, add=i > 0)
-            continue
-        y = b.dense @ part if b.dense is not None else np.asarray(b.sparse @ part)
-        if i:
-            out += y
-        else:
-            out[:] = y
+        out += cv.resid @ xp[:, py:py + h, px:px + w].reshape(ci * h * w, cols)
     return out
+
+
+def _block_tile(blk: Block, parts: list, c0: int, c1: int, nl: int, lb: int, ws=None, tag=0) -> np.ndarray:
+    if blk.conv is not None:
+        return _conv_tile(blk.conv, parts, c0, c1, nl, lb, ws, tag)
+    xt = _buf(ws, f"xt{tag}", (blk.width, nl * (c1 - c0)), np.float64)
+    _load_limbs(xt, parts, c0, c1, nl, lb)
+    return blk.dense @ xt if blk.dense is not None else np.asarray(blk.sparse @ xt)
 
 
 def _near_pow2(q: int) -> tuple[int, int] | None:
@@ -296,11 +318,11 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     return r
 
 
-def recombine(y: np.ndarray, nl: int, lb: int, q: int) -> np.ndarray:
+def recombine(y: np.ndarray, nl: int, lb: int, q: int, ws: dict | None = None) -> np.ndarray:
     """sum_j 2^(lb j) y[:, j C:(j+1) C] mod q as int64 in [0, q), for float64 y holding
     integers of magnitude below 2^53; row blocks of ~ROW_ELEMS values stay in cache."""
     m, C = y.shape[0], y.shape[1] // nl
-    out = np.empty((m, C), dtype=np.int64)
+    out = _buf(ws, "rec", (m, C), np.int64)
     kd = _near_pow2(q)
     # the fast reductions' bounds: |h d| below q in _reduce (|y| < 2^53) and _shift_add
     fast = kd is not None and kd[0] >= 37 and lb + 22 <= kd[0]
@@ -309,8 +331,8 @@ def recombine(y: np.ndarray, nl: int, lb: int, q: int) -> np.ndarray:
     for r0 in range(0, m, step):
         rows = slice(r0, min(m, r0 + step))
         acc = out[rows]
-        tmp = np.empty_like(acc)
-        r = np.empty_like(acc)
+        tmp = _buf(ws, "rec_t", acc.shape, np.int64)
+        r = _buf(ws, "rec_r", acc.shape, np.int64)
         for j in range(nl - 1, -1, -1):
             dst = acc if j == nl - 1 else r
             dst[...] = y[rows, j * C:(j + 1) * C]                  # exact: |y| < 2^53
@@ -337,43 +359,39 @@ def _pool_map(threads: int, fn, items) -> list:
 def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1) -> np.ndarray:
     """(W X) mod q as int64 (m, C) in [0, q). X is given per block of the plan (per source)
     as column parts: ``sources[i]`` a list of uint64 arrays (n_i, c) of residues < q, side by
-    side (e.g. an LWE batch's b and a residues). ``threads`` workers split rows (limbs,
-    recombination) and columns (products); BLAS itself runs on one thread each."""
+    side (e.g. an LWE batch's b and a residues). The columns are cut into tiles of COL_TILE;
+    each tile runs from limbs to recombined residues on its own, in buffers reused from
+    tile to tile (fresh large buffers cost a page fault per 4 KiB); ``threads`` workers
+    take tiles, BLAS itself runs on one thread each."""
+    import threading
+
     from threadpoolctl import threadpool_limits
 
     nl, lb = p.limbs(q)
     if len(sources) != len(p.blocks):
         raise ConfigError(f"product plan has {len(p.blocks)} sources, got {len(sources)}")
     widths = [int(a.shape[1]) for a in sources[0]]
-    C = sum(widths)
-    xf = np.empty((p.n, nl * C))
-    mask = np.int64((1 << lb) - 1)
-    step = max(1, ROW_ELEMS // max(1, C))
-    jobs = []
     for blk, parts in zip(p.blocks, sources):
-        if int(parts[0].shape[0]) != blk.width or [int(a.shape[1]) for a in parts] != widths:
+        if any(int(a.shape[0]) != blk.width for a in parts) or [int(a.shape[1]) for a in parts] != widths:
             raise ConfigError("product input does not match the plan's shapes")
-        jobs += [(blk.start, parts, r0, min(blk.width, r0 + step)) for r0 in range(0, blk.width, step)]
+    C = sum(widths)
+    out = np.empty((p.m, C), dtype=np.int64)
+    local = threading.local()
 
-    def limbs(job) -> None:                                  # row blocks stay in cache
-        start, parts, r0, r1 = job
-        for j in range(nl):
-            c = j * C
-            for a in parts:
-                wd = a.shape[1]
-                xf[start + r0:start + r1, c:c + wd] = (a[r0:r1].view(np.int64) >> np.int64(lb * j)) & mask
-                c += wd
+    def tile(c0: int) -> None:
+        ws = getattr(local, "ws", None)
+        if ws is None:
+            ws = local.ws = {}
+        c1 = min(C, c0 + COL_TILE)
+        y = None
+        for i, (blk, parts) in enumerate(zip(p.blocks, sources)):
+            part = _block_tile(blk, parts, c0, c1, nl, lb, ws, i)
+            if y is None:
+                y = part                     # a buffer of block i's own: safe to add into
+            else:
+                y += part                    # still exact: l1 bounds the sum over all blocks
+        out[:, c0:c1] = recombine(y, nl, lb, q, ws)
 
     with threadpool_limits(limits=1, user_api="blas"):
-        for i in range(0, len(jobs), 64):
-            _pool_map(threads, limbs, jobs[i:i + 64])
-        cuts = np.linspace(0, nl * C, min(threads, nl * C) + 1).astype(int)
-        parts_y = _pool_map(threads, lambda k: apply_float(p, xf[:, cuts[k]:cuts[k + 1]]),
-                            list(range(len(cuts) - 1)))
-        del xf
-        y = parts_y[0] if len(parts_y) == 1 else np.concatenate(parts_y, axis=1)
-        del parts_y
-        rcuts = np.linspace(0, p.m, min(threads, p.m) + 1).astype(int)
-        outs = _pool_map(threads, lambda k: recombine(y[rcuts[k]:rcuts[k + 1]], nl, lb, q),
-                         list(range(len(rcuts) - 1)))
-    return outs[0] if len(outs) == 1 else np.concatenate(outs, axis=0)
+        _pool_map(threads, tile, list(range(0, C, COL_TILE)))
+    return out
