@@ -129,3 +129,17 @@ def test_reduction_helpers_at_the_extremes():
         got = LP._shift_add(acc.copy(), lb, r, q, kd, np.empty_like(acc))
         assert [int(a) for a in got] == [(int(a) * 2 ** lb + int(b)) % q for a, b in zip(acc, r)]
     assert LP._near_pow2(1000000007) is None
+
+
+def test_zero_blocks_are_skipped_and_an_all_zero_map_gives_zero():
+    q = PRIMES[0]
+    rng = np.random.default_rng(11)
+    w = sp.csr_matrix(rng.integers(-5, 5, (7, 9)))
+    z = sp.csr_matrix((7, 12), dtype=np.int64)
+    p = LP.plan([w, z], [None, None], None)
+    assert p.kinds() == ["dense", "zero"]
+    x1 = rng.integers(0, q, (9, 5), dtype=np.uint64)
+    x2 = rng.integers(0, q, (12, 5), dtype=np.uint64)
+    assert np.array_equal(LP.product_mod(p, [[x1], [x2]], q).astype(object), exact([w, z], [x1, x2], q))
+    p0 = LP.plan([z], [None], None)
+    assert p0.kinds() == ["zero"] and not LP.product_mod(p0, [[x2]], q).any()

@@ -62,8 +62,12 @@ class Block:
     dense: np.ndarray | None = None      # float64 (m, width)
     sparse: sp.csr_matrix | None = None  # float64
 
+    zero: bool = False                   # all weights zero: the source is not read at all
+
     @property
     def kind(self) -> str:
+        if self.zero:
+            return "zero"
         return "conv" if self.conv is not None else ("dense" if self.dense is not None else "sparse")
 
 
@@ -168,14 +172,14 @@ def plan(weights: list, in_shapes: list, out_shape) -> ProductPlan:
         w.sum_duplicates()
         l1 += np.asarray(abs(w).sum(axis=1), dtype=np.float64).reshape(-1)
         n = int(w.shape[1])
-        blk = Block(start, n)
+        blk = Block(start, n, zero=w.nnz == 0)
         cv = find_conv(w, shp, out_shape) if w.nnz else None
         if cv is not None:
             dense_work = cv.kernel.size * cv.out_shape[1] * cv.out_shape[2]
             sparse_work = w.nnz - (0 if cv.resid is None else cv.resid.nnz)
             if dense_work <= DENSE_FACTOR * sparse_work:
                 blk.conv = cv
-        if blk.conv is None:
+        if blk.conv is None and not blk.zero:
             if w.nnz * DENSE_FACTOR >= m * n:
                 blk.dense = w.toarray().astype(np.float64)
             else:
@@ -385,12 +389,17 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1) -> np.n
         c1 = min(C, c0 + COL_TILE)
         y = None
         for i, (blk, parts) in enumerate(zip(p.blocks, sources)):
+            if blk.zero:
+                continue
             part = _block_tile(blk, parts, c0, c1, nl, lb, ws, i)
             if y is None:
                 y = part                     # a buffer of block i's own: safe to add into
             else:
                 y += part                    # still exact: l1 bounds the sum over all blocks
-        out[:, c0:c1] = recombine(y, nl, lb, q, ws)
+        if y is None:                        # every block is zero
+            out[:, c0:c1] = 0
+        else:
+            out[:, c0:c1] = recombine(y, nl, lb, q, ws)
 
     with threadpool_limits(limits=1, user_api="blas"):
         _pool_map(threads, tile, list(range(0, C, COL_TILE)))
