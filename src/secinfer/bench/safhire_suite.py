@@ -65,7 +65,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
     # quantizes (or loads from qcache) and packs for long stretches: heartbeats wait too
     big = model.startswith("zoo:")
     settings = None if network == "none" and not big else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
-    opts = {"b": b, "gamma": gamma, "threads": threads}
+    opts = {"b": b, "gamma": gamma, "threads": threads, "trace": 1}   # trace: the per-round oracle check
     if qcache:
         opts["qcache"] = qcache
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
@@ -82,7 +82,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
     graph = load_model(path)
     packed = _packed_count(graph)
     scpu = srv.get("cpu_s", {})
-    oracle = _oracle_check(graph, b, x, cli.get("finals"), qcache)
+    oracle = _oracle_check(graph, b, x, cli.get("finals"), qcache, cli.get("trace"))
     row = {"model": model, "b": b, "gamma": gamma, "network": network, "samples": int(len(x)),
            "threads": threads, "setup_s": res.latency_s.get("setup"),
            "e2e_s": res.latency_s["total"], "messages": res.messages, "online_s": res.latency_s["online"],
@@ -119,9 +119,12 @@ def _plan_summary(plans) -> dict | None:
     return out
 
 
-def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None) -> dict:
+def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None, trace=None) -> dict:
     """The run's final integers against the quantized cleartext model (the oracle) on the
-    same input: {"oracle_equal": bool, ...} [issue #18: the output equals the oracle]."""
+    same input: {"oracle_equal": bool, ...} [issue #18: the output equals the oracle]; and
+    every round's decrypted values (the client's trace, shuffled by the server's secret
+    permutations) as a multiset against the oracle's round result in window layout
+    ("oracle_rounds_equal"): a wrong product would change them, a permutation does not."""
     from secinfer.protocols.safhire.protocol import quantized_model
 
     if finals is None:
@@ -129,11 +132,20 @@ def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None) -> d
     try:
         qm = quantized_model(graph, {"b": b}, {"qcache": qcache} if qcache else {})
         xq = qm.quantize_input(np.asarray(x, dtype=np.float64))
-        want = [qm.run_int(v) for v in xq]
+        traces = [[] for _ in xq]
+        want = [qm.run_int(v, t) for v, t in zip(xq, traces)]
         got = [np.asarray(f, dtype=np.int64) for f in finals]
         eq = len(got) == len(want) and all(np.array_equal(a, w) for a, w in zip(got, want))
         diff = None if eq else int(sum(int(np.sum(a != w)) for a, w in zip(got, want) if a.shape == w.shape))
-        return {"oracle_equal": bool(eq), "oracle_mismatches": diff}
+        res = {"oracle_equal": bool(eq), "oracle_mismatches": diff}
+        if trace is not None:
+            R = len(qm.rounds)
+            bad = [k for k, t in enumerate(trace)
+                   if not np.array_equal(np.sort(np.asarray(t, dtype=np.int64)),
+                                         np.sort(qm.rounds[k % R].layout(traces[k // R][k % R])))]
+            res.update(oracle_rounds_equal=not bad and len(trace) == R * len(xq), oracle_rounds_checked=len(trace),
+                       oracle_rounds_differing=bad)
+        return res
     except Exception as e:  # noqa: BLE001 - report, keep the row
         return {"oracle_equal": None, "oracle_note": f"oracle not computed: {type(e).__name__}: {e}"}
 
