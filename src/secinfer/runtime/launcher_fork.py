@@ -313,6 +313,11 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
     imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
     imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
+    imp("secinfer.ir.shapes")
+    imp("zipfile")             # (np.load of that .npz)
+    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
+    # (0.05 s of CPU in each child): once, here
+    imp("cryptography.hazmat.backends.openssl.backend")
     spec = None
     if registry is not None:
         try:
