@@ -2,8 +2,9 @@
 
 ``run_local(protocol, security, model_path, input_array, ...)``
 
-1. writes a temporary loopback cluster (fresh CURVE keys, free ports) and a fresh
-   session nonce (``secinfer.runtime.cluster``);
+1. writes a temporary loopback cluster (fresh keys; loopback ports it holds until the
+   parties exit, ``cluster.reserve_ports``) and a fresh session nonce
+   (``secinfer.runtime.cluster``);
 2. starts one ``python -m secinfer.runtime.party`` per role, each in its own process
    group (and with a parent-death signal, so none outlives the launcher);
 3. waits; if a party fails or dies, the others get ``peer_timeout`` + a few seconds to
@@ -383,7 +384,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                model_graph, _attempts) -> RunResult:
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
-    from secinfer.runtime.cluster import write_loopback_cluster
+    from secinfer.runtime.cluster import reserve_ports, write_loopback_cluster
 
     if protocol_module:
         registry.register_module(protocol, protocol_module)
@@ -419,6 +420,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         logdir = Path(tempfile.mkdtemp(prefix="secinfer-logs-"))
         keep_logs = False
     restore = _cleanup_on_signals()
+    ports = None
     try:
         if isinstance(input_array, (str, os.PathLike)):
             in_path = Path(input_array)
@@ -429,7 +431,11 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             np.save(in_path, np.asarray(input_array, dtype=np.float64))
         if model_graph is not None and spec.model_role in spec.roles and model_path is not None:
             write_model_ir(work / MODEL_IR, model_graph)
-        cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
+        # the parties' ports stay held by this process until they have exited, so that no
+        # other launcher on this host hands them out meanwhile (cluster.PortReservation)
+        ports = reserve_ports(len(spec.roles))
+        cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}",
+                                         ports=ports.ports, **settings)
         events["cluster_written"] = time.time()
         env = _party_env(protocol_module)
         nonce = secrets.token_hex(16)
@@ -583,6 +589,8 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             keep_logs = True   # (a failure, an interrupt: the logs say what happened)
         raise
     finally:
+        if ports is not None:
+            ports.close()
         restore()
         if not keep_workdir:
             shutil.rmtree(work, ignore_errors=True)
