@@ -101,7 +101,7 @@ class RunResult:
                  f"output shape {None if self.output is None else tuple(np.shape(self.output))}",
                  f"latency: offline {lat['offline']:.3f}s  online {lat['online']:.3f}s  "
                  f"total {lat['total']:.3f}s  (wall incl. process start {lat['wall']:.3f}s)",
-                 f"rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
+                 "rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
                  f"traffic: {format_bytes(self.bytes_total)} payload, {format_bytes(self.wire_total)} on the wire, "
                  f"{self.messages} messages"]
         for role, b in self.bytes.items():
