@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "them; default); labels: only the predicted class (securely where the protocol can)")
     r.add_argument("--predict", dest="output_kind", action="store_const", const="labels",
                    help="alias of --output-kind labels")
+    r.add_argument("--no-model-cache", action="store_true",
+                   help="import the ONNX file afresh instead of reading this file's earlier import from the "
+                        "per-user model cache (~/.cache/secinfer/models: entries named by a hash of the file "
+                        "and encrypted under a key derived from it; docs/runtime.md)")
     r.add_argument("--allow-out-of-range", action="store_true",
                    help="run even when the input overflows the fixed-point range (the answer is then wrong)")
     r.add_argument("--timeout", type=float, default=1800.0)
@@ -188,18 +192,58 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _scan_run(argv: list[str]) -> tuple[str, str | None] | None:
+    """(protocol, transport) of a ``run`` command line, read without argparse (so that its
+    fork server can start before the parser is even built); None if it is not one or they
+    cannot be read for sure. argparse reads the same line again: a server started for what
+    it then does not confirm is stopped (``ForkServer.matches``)."""
+    rest = list(argv)
+    while rest and rest[0] == "--debug":
+        rest = rest[1:]
+    if not rest or rest[0] != "run" or "-h" in rest or "--help" in rest:
+        return None
+    found: dict[str, str] = {}
+    for i, a in enumerate(rest[1:], 1):
+        for key, names in (("protocol", ("-p", "--protocol")), ("transport", ("--transport",))):
+            if a in names and i + 1 < len(rest):
+                found[key] = rest[i + 1]
+            elif a.startswith("--") and a.split("=", 1)[0] in names and "=" in a:
+                found[key] = a.split("=", 1)[1]
+            elif key == "protocol" and a.startswith("-p") and not a.startswith("--") and len(a) > 2:
+                found[key] = a[2:]
+    if not found.get("protocol") or found["protocol"].startswith("-"):
+        return None
+    return found["protocol"], found.get("transport")
+
+
 def main(argv: list[str] | None = None) -> int:
     import time
 
     t_main = time.time()
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    early = _scan_run(argv)
+    server = None
+    if early is not None:   # `run`: the fork server's imports start now, beside ours
+        from secinfer.runtime.launcher_fork import ForkServer
+
+        server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
+    try:
+        ap = build_parser()
+        args = ap.parse_args(argv)
+        return _dispatch(args, t_main, server)
+    finally:
+        if server is not None:
+            server.close()     # (a no-op when the run used it: run_local stopped it)
+
+
+def _dispatch(args, t_main: float, server) -> int:
     try:
         from secinfer.cli import commands
 
         fn = getattr(args, "func", None) or getattr(commands, "cmd_" + args.cmd)
         if fn is commands.cmd_run:   # its start-up report begins with this process
-            return int(fn(args, events={"process_start": _process_start(t_main), "main": t_main}) or 0)
+            events = {"process_start": _process_start(t_main), "main": t_main}
+            return int(fn(args, events=events, server=server) or 0)
         return int(fn(args) or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -48,13 +48,17 @@ def write_model_ir(path: Path, graph) -> None:
     created 0600 in the 0700 work folder: that party need not import the ONNX file again.
     An .npz (no pickle): the IR's public architecture JSON, its output meaning (JSON) and
     one array per weight."""
-    import json
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        save_model_ir(f, graph)
 
+
+def save_model_ir(f, graph) -> None:
+    """``write_model_ir``'s .npz into the open binary file ``f`` (``party.read_model_ir``
+    reads it back; also the format of ``secinfer.cli.model_cache``)."""
     arrays = {f"w{i}": np.asarray(v) for i, v in enumerate(graph.initializers.values())}
     head = {"names": list(graph.initializers), "meaning": graph.meaning}
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        np.savez(f, architecture=np.frombuffer(graph.public_bytes(), np.uint8),
-                 head=np.frombuffer(json.dumps(head).encode(), np.uint8), **arrays)
+    np.savez(f, architecture=np.frombuffer(graph.public_bytes(), np.uint8),
+             head=np.frombuffer(json.dumps(head).encode(), np.uint8), **arrays)
 
 
 class PartyFailedError(SecinferError):

@@ -268,6 +268,11 @@ class ForkServer:
         except OSError:
             pass
         self.dead = True
+        if not self.parties and self.info is None:   # still importing, never used: no need to wait for it
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
