@@ -92,7 +92,9 @@ def _parse_options(items: list[str], params: str | None) -> dict:
     return opts
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``only="run"``: just the ``run`` sub-command (what a run
+    line needs: building the other sub-parsers costs a short command measurable time)."""
     from secinfer import __version__
 
     ap = argparse.ArgumentParser(prog="secinfer", description="Private machine-learning inference.")
@@ -100,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
+    if only is None:
+        _add_demo(sub)
+    _add_run(sub)
+    if only == "run":
+        return ap
+    _add_others(sub)
+    return ap
+
+
+def _add_demo(sub) -> None:
     d = sub.add_parser("demo", help="run the bundled models through every implemented protocol")
     d.add_argument("--protocol", "-p", action="append", default=None, help="only this protocol (repeatable)")
     d.add_argument("--rows", type=int, default=None, help="held-out rows per model (default: protocol's)")
@@ -109,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--default-security-only", action="store_true",
                    help="only each protocol's default security level (default: every level it offers)")
 
+
+
+def _add_run(sub) -> None:
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
     r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME (`secinfer models`)")
@@ -144,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep every party's structured log here (default: kept only after a failure, "
                         "in a temporary folder the error names)")
 
+
+
+def _add_others(sub) -> None:
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
     pa.add_argument("--id", required=True, dest="party_id", help="this party's id in the cluster file")
@@ -189,7 +207,6 @@ def build_parser() -> argparse.ArgumentParser:
     from secinfer.cli import serve_cmd  # serve, query
 
     serve_cmd.add_parsers(sub)
-    return ap
 
 
 def _scan_run(argv: list[str]) -> tuple[str, str | None] | None:
@@ -228,12 +245,27 @@ def main(argv: list[str] | None = None) -> int:
 
         server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
     try:
-        ap = build_parser()
-        args = ap.parse_args(argv)
+        args = _parse(argv, early is not None)
         return _dispatch(args, t_main, server)
     finally:
         if server is not None:
             server.close()     # (a no-op when the run used it: run_local stopped it)
+
+
+def _parse(argv: list[str], run_line: bool) -> argparse.Namespace:
+    if not run_line:
+        return build_parser().parse_args(argv)
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return build_parser(only="run").parse_args(argv)
+    except SystemExit:   # a usage error: told by the whole parser, as for any other line
+        build_parser().parse_args(argv)
+        sys.stderr.write(said.getvalue())
+        raise
 
 
 def _dispatch(args, t_main: float, server) -> int:
