@@ -87,6 +87,9 @@ def _cmd_run(args, server, events: dict) -> int:
         _remove(gen_dir)
         raise
     events["prepared"] = time.time()
+    import gc
+
+    gc.enable()   # (main disables it for the start-up imports of a run line)
     try:
         if args.input is None and prep.model.bundled:
             _say(args, f"no --input: running the bundled held-out test set of {args.model} "

@@ -241,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     early = _scan_run(argv)
     server = None
     if early is not None:   # `run`: the fork server's imports start now, beside ours
+        import gc
+
+        gc.disable()   # until the checks are done (commands.cmd_run): imports make few cycles,
+        #               and collecting during them costs ~10% of their CPU
         from secinfer.runtime.launcher_fork import ForkServer
 
         server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
@@ -250,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.close()     # (a no-op when the run used it: run_local stopped it)
+        import gc
+
+        gc.enable()
 
 
 def _parse(argv: list[str], run_line: bool) -> argparse.Namespace:
