@@ -628,7 +628,10 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         for k in _PARTY_STEPS:
             if tl.get(k) is not None:
                 last[k] = max(last.get(k, 0.0), tl[k])
+    spawned = ev.get("fork_server_spawned")
+    early = spawned is not None and ev.get("run_command") is not None and spawned <= ev["run_command"]
     marks = [("interpreter start and command-line imports", ev.get("main")),
+             ("fork server spawn (secinfer run: before parsing)", spawned if early else None),
              ("argument parsing", ev.get("run_command")),
              ("checks before launch (imports, model, input)", ev.get("prepared")),
              ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),
