@@ -122,7 +122,6 @@ def _add_demo(sub) -> None:
                    help="only each protocol's default security level (default: every level it offers)")
 
 
-
 def _add_run(sub) -> None:
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
@@ -158,7 +157,6 @@ def _add_run(sub) -> None:
     r.add_argument("--log-dir", default=None, metavar="DIR",
                    help="keep every party's structured log here (default: kept only after a failure, "
                         "in a temporary folder the error names)")
-
 
 
 def _add_others(sub) -> None:
@@ -252,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(argv, early is not None)
         return _dispatch(args, t_main, server)
     finally:
-        if server is not None:
-            server.close()     # (a no-op when the run used it: run_local stopped it)
-        import gc
+        if early is not None:
+            import gc
 
-        gc.enable()
+            gc.enable()
+            if server is not None:
+                server.close()     # (a no-op when the run used it: run_local stopped it)
 
 
 def _parse(argv: list[str], run_line: bool) -> argparse.Namespace:
