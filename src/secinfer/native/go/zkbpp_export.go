@@ -17,19 +17,20 @@ import (
 )
 
 // Thin exports of the ZKB++ prover/verifier (package zkbpp) for
-// secinfer.crypto.zk.zkbpp. cfg = [logN, reps, msgBytes, dataBits, nMsgs, logScale, L];
+// secinfer.crypto.zk.zkbpp. cfg = [logN, reps, msgBytes, dataBits, nMsgs, logScale, L,
+// points per message];
 // primes has L entries; polynomial arrays are row-major (poly, prime, coefficient).
 
 // zkFailMalformed is added to the failure bits when the proof does not parse.
 const zkFailMalformed = 16
 
 func zkConfig(cfg *C.int64_t, primes *C.uint64_t) *zkbpp.Config {
-	v := i64s(cfg, 7)
+	v := i64s(cfg, 8)
 	if v[6] < 1 || v[6] > 8 {
 		fail(codeArgument, "need 1..8 primes")
 	}
 	c := &zkbpp.Config{LogN: int(v[0]), Reps: int(v[1]), MsgBytes: int(v[2]), DataBits: int(v[3]),
-		NMsgs: int(v[4]), LogScale: int(v[5]), Primes: append([]uint64(nil), u64s(primes, int(v[6]))...)}
+		NMsgs: int(v[4]), LogScale: int(v[5]), Points: int(v[7]), Primes: append([]uint64(nil), u64s(primes, int(v[6]))...)}
 	if err := c.Validate(); err != nil {
 		fail(codeArgument, "zkbpp: %v", err)
 	}
@@ -140,7 +141,8 @@ func zk_evaluate(cfg *C.int64_t, primes *C.uint64_t, pub *C.uint64_t, msgs *C.uc
 func zk_encode(cfg *C.int64_t, primes *C.uint64_t, d *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
-	res := zkbpp.Encode(c, i64s(d, c.NMsgs))
+	res, err := zkbpp.Encode(c, i64s(d, c.NPoints()))
+	check(err, codeArgument, "zkbpp encode")
 	dst := u64s(out, len(c.Primes)*c.N())
 	for l := range res {
 		copy(dst[l*c.N():], res[l])

@@ -8,7 +8,19 @@ import (
 // BenchmarkProveSum: one repetition, 1,024 messages at N = 2^13 (two primes).
 func BenchmarkProveSum(b *testing.B) {
 	rng := mrand.New(mrand.NewSource(3))
-	cfg := &Config{LogN: 13, Primes: testPrimes(b, 13, 2), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 1024, LogScale: 25}
+	cfg := &Config{LogN: 13, Primes: testPrimes(b, 13, 2), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 1024, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(b, cfg, rng)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Prove(cfg, st, w, []byte("0123456789abcdef0123"), []byte("c"))
+	}
+}
+
+// BenchmarkProveWeighted: weighted-sum shape (869 one-block messages, N = 2^13, two
+// primes), 4 repetitions.
+func BenchmarkProveWeighted(b *testing.B) {
+	rng := mrand.New(mrand.NewSource(3))
+	cfg := &Config{LogN: 13, Primes: testPrimes(b, 13, 2), Reps: 4, MsgBytes: 23, DataBits: 8, NMsgs: 869, Points: 1, LogScale: 40}
 	st, w, _ := honestInstance(b, cfg, rng)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -259,7 +259,7 @@ func hashOutA(polys [NumOutputPolys]ring.Poly) [32]byte {
 func statementHash(cfg *Config, st *Statement) [32]byte {
 	h := newHash("statement")
 	h.u64s([]uint64{uint64(cfg.LogN), uint64(cfg.Reps), uint64(cfg.MsgBytes), uint64(cfg.DataBits),
-		uint64(cfg.NMsgs), uint64(cfg.LogScale), uint64(len(cfg.Primes))})
+		uint64(cfg.NMsgs), uint64(cfg.Points), uint64(cfg.LogScale), uint64(len(cfg.Primes))})
 	h.u64s(cfg.Primes)
 	for _, d := range st.Digests {
 		h.Write(d[:])
