@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"math"
+	"runtime/debug"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -89,9 +90,24 @@ func zk_prove(cfg *C.int64_t, primes *C.uint64_t, digests *C.uchar, pub, out *C.
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
 	st := zkStatement(c, digests, pub, out)
-	p, err := zkbpp.Prove(c, st, zkWitness(c, msgs, wit), append([]byte(nil), inBytes(seed, seedlen)...), append([]byte(nil), inBytes(ctx, ctxlen)...))
+	// the proof is written straight into C memory of its exact length (the caller frees it):
+	// no Go-side copy of a proof of hundreds of MB
+	var cbuf unsafe.Pointer
+	alloc := func(n int) []byte {
+		cbuf = C.malloc(C.size_t(n + 1))
+		if cbuf == nil {
+			fail(codeInternal, "out of memory")
+		}
+		return unsafe.Slice((*byte)(cbuf), n)
+	}
+	p, err := zkbpp.ProveTo(c, st, zkWitness(c, msgs, wit), append([]byte(nil), inBytes(seed, seedlen)...), append([]byte(nil), inBytes(ctx, ctxlen)...), alloc)
+	if err != nil && cbuf != nil {
+		C.free(cbuf)
+	}
 	check(err, codeArgument, "zkbpp prove")
-	outBytes(p, proof, prooflen)
+	*proof = (*C.uchar)(cbuf)
+	*prooflen = C.size_t(len(p))
+	debug.FreeOSMemory() // the repetitions' views are garbage now: hand the pages back
 	return codeOK
 }
 
@@ -100,7 +116,13 @@ func zk_verify(cfg *C.int64_t, primes *C.uint64_t, digests *C.uchar, pub, out *C
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
 	st := zkStatement(c, digests, pub, out)
-	f, err := zkbpp.Verify(c, st, inBytes(proof, prooflen), append([]byte(nil), inBytes(ctx, ctxlen)...))
+	// the caller's proof is read in place (not copied; Verify keeps no reference past return)
+	var pb []byte
+	if prooflen > 0 && proof != nil {
+		pb = unsafe.Slice((*byte)(unsafe.Pointer(proof)), int(prooflen))
+	}
+	f, err := zkbpp.Verify(c, st, pb, append([]byte(nil), inBytes(ctx, ctxlen)...))
+	debug.FreeOSMemory()
 	if err == zkbpp.ErrMalformed {
 		f = zkbpp.FailChallenge | zkbpp.FailView | zkbpp.FailDigest | zkbpp.FailEncryption | zkFailMalformed
 	} else {

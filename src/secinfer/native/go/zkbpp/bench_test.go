@@ -16,11 +16,11 @@ func BenchmarkProveSum(b *testing.B) {
 	}
 }
 
-// BenchmarkProveWeighted: weighted-sum shape (869 one-block messages, N = 2^13, two
-// primes), 4 repetitions.
+// BenchmarkProveWeighted: weighted-sum shape (one signed batch of 869 8-bit SNPs,
+// N = 2^13, two primes), 8 repetitions.
 func BenchmarkProveWeighted(b *testing.B) {
 	rng := mrand.New(mrand.NewSource(3))
-	cfg := &Config{LogN: 13, Primes: testPrimes(b, 13, 2), Reps: 4, MsgBytes: 23, DataBits: 8, NMsgs: 869, Points: 1, LogScale: 40}
+	cfg := &Config{LogN: 13, Primes: testPrimes(b, 13, 2), Reps: 8, MsgBytes: 869 + 22, DataBits: 8, NMsgs: 1, Points: 869, LogScale: 40}
 	st, w, _ := honestInstance(b, cfg, rng)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -48,8 +48,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.LogN < 3 || c.LogN > 16:
 		return fmt.Errorf("logN %d out of range", c.LogN)
-	case len(c.Primes) < 1 || len(c.Primes) > 8:
-		return fmt.Errorf("need 1..8 primes, got %d", len(c.Primes))
+	case len(c.Primes) < 1 || len(c.Primes) > maxPrimes:
+		return fmt.Errorf("need 1..%d primes, got %d", maxPrimes, len(c.Primes))
 	case c.Reps < 1 || c.Reps > 1000:
 		return fmt.Errorf("repetitions %d out of range", c.Reps)
 	case c.DataBits != 8 && c.DataBits != 16 && c.DataBits != 32:

@@ -1,7 +1,6 @@
 package zkbpp
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -161,14 +160,12 @@ func (h hw) poly(p ring.Poly) {
 
 func (h hw) sum() (d [32]byte) { copy(d[:], h.Sum(nil)); return }
 
-// commit is the commitment to a player's view: H(seed, player 2's input share, view),
-// over the same packed bytes the proof carries.
-func commit(pd *publicData, seed []byte, in2 *inputs, viewBytes []byte) [32]byte {
+// commitPacked is the commitment to a player's view: H(seed, player 2's input share,
+// view), over the same packed bytes the proof carries (in2 nil for players 0 and 1).
+func commitPacked(seed, in2, viewBytes []byte) [32]byte {
 	h := newHash("commit")
 	h.Write(seed)
-	if in2 != nil {
-		h.Write(packInputs(pd, in2))
-	}
+	h.Write(in2)
 	h.Write(viewBytes)
 	return h.sum()
 }
@@ -352,17 +349,26 @@ var magic = []byte("ZKBPP2")
 
 // ---------------------------------------------------------------- prover
 
+// proverRep is what the prover keeps of a repetition until the challenge is known: the
+// seeds, the transcript, player 2's packed input share and the three packed views (any
+// two may be opened). Nothing else (input shares, output polynomials, unpacked buffers)
+// outlives the repetition, which bounds the prover's memory near 2.5x the proof.
 type proverRep struct {
 	seeds [3][]byte
-	in2   *inputs
-	views [3]*view
-	out   [3]*outputs
+	in2   []byte    // packInputs of player 2's share
+	views [3][]byte // packed gate outputs
 	t     repTranscript
 }
 
 // Prove makes a ZKB++ proof that the witness satisfies the statement, bound to ctx
 // (the verifier's session context: a reused proof fails in another session).
 func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([]byte, error) {
+	return ProveTo(cfg, st, w, master, ctx, func(n int) []byte { return make([]byte, n) })
+}
+
+// ProveTo is Prove writing the proof into alloc(len), a buffer of the proof's exact length
+// (e.g. C memory handed to the caller: no further copy of the proof).
+func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, alloc func(int) []byte) ([]byte, error) {
 	if len(master) < 16 {
 		return nil, errors.New("the prover's master seed needs at least 16 bytes")
 	}
@@ -373,7 +379,7 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 	reps := make([]*proverRep, cfg.Reps)
 	errs := make([]error, cfg.Reps)
 	parallel(cfg.Reps, func(j int) {
-		rq, _ := ring.NewRing(cfg.N(), cfg.Primes)
+		rq := pd.rq // stateless (precomputed tables only): shared by the workers
 		pr := &proverRep{}
 		r := &run{primes: cfg.Primes}
 		var in [3]*inputs
@@ -388,18 +394,19 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 		if errs[j] != nil {
 			return
 		}
-		pr.in2 = in[2]
-		pr.out = r.evaluate(pd, rq, in, [3]bool{true, true, true})
+		pr.in2 = packInputs(pd, in[2])
+		out := r.evaluate(pd, rq, in, [3]bool{true, true, true})
 		for p := 0; p < 3; p++ {
-			var i2 *inputs
+			pr.views[p] = r.views[p].out.bytes()
+			r.views[p] = nil
+			var i2 []byte
 			if p == 2 {
-				i2 = in[2]
+				i2 = pr.in2
 			}
-			pr.t.com[p] = commit(pd, pr.seeds[p], i2, r.views[p].out.bytes())
-			pr.t.hB[p] = hashOutB(pr.out[p].words)
-			pr.t.hA[p] = hashOutA(pr.out[p].polys)
+			pr.t.com[p] = commitPacked(pr.seeds[p], i2, pr.views[p])
+			pr.t.hB[p] = hashOutB(out[p].words)
+			pr.t.hA[p] = hashOutA(out[p].polys)
 		}
-		pr.views = r.views
 		reps[j] = pr
 	})
 	for _, e := range errs {
@@ -413,25 +420,37 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 	}
 	ch := challengeHash(statementHash(cfg, st), ctx, ts)
 	es := challengeTrits(ch, cfg.Reps)
-	var buf bytes.Buffer
-	buf.Write(magic)
-	binary.Write(&buf, binary.LittleEndian, uint32(cfg.Reps))
-	buf.Write(ch[:])
+	size := len(magic) + 4 + 32
+	for j, pr := range reps {
+		e, e1 := es[j], (es[j]+1)%3
+		size += 9*32 + 2*SeedBytes + 4 + len(pr.views[e1])
+		if e == 2 || e1 == 2 {
+			size += len(pr.in2)
+		}
+	}
+	buf := alloc(size)[:0]
+	buf = append(buf, magic...)
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(cfg.Reps))
+	buf = append(buf, ch[:]...)
 	for j, pr := range reps {
 		e, e1 := es[j], (es[j]+1)%3
 		for p := 0; p < 3; p++ {
-			buf.Write(pr.t.com[p][:])
-			buf.Write(pr.t.hB[p][:])
-			buf.Write(pr.t.hA[p][:])
+			buf = append(buf, pr.t.com[p][:]...)
+			buf = append(buf, pr.t.hB[p][:]...)
+			buf = append(buf, pr.t.hA[p][:]...)
 		}
-		buf.Write(pr.seeds[e])
-		buf.Write(pr.seeds[e1])
+		buf = append(buf, pr.seeds[e]...)
+		buf = append(buf, pr.seeds[e1]...)
 		if e == 2 || e1 == 2 {
-			buf.Write(packInputs(pd, pr.in2))
+			buf = append(buf, pr.in2...)
 		}
-		vb := pr.views[e1].out.bytes()
-		binary.Write(&buf, binary.LittleEndian, uint32(len(vb)))
-		buf.Write(vb)
+		vb := pr.views[e1]
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(vb)))
+		buf = append(buf, vb...)
+		reps[j] = nil // written: collectable
 	}
-	return buf.Bytes(), nil
+	if len(buf) != size {
+		return nil, fmt.Errorf("internal: proof of %d bytes, layout says %d", len(buf), size)
+	}
+	return buf, nil
 }

@@ -358,3 +358,34 @@ func TestBatchedMessages(t *testing.T) {
 		}
 	}
 }
+
+// A residue of player 2's opened input share at or above its prime is a malformed proof
+// (one encoding per proof), found by the verifier's workers.
+func TestNonCanonicalInputShareIsMalformed(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(9))
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 1), Reps: 6, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(t, cfg, rng)
+	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch [32]byte
+	copy(ch[:], proof[len(magic)+4:])
+	off := len(magic) + 4 + 32
+	for _, e := range challengeTrits(ch, cfg.Reps) {
+		off += 9*32 + 2*SeedBytes
+		if e != 0 {
+			bad := append([]byte(nil), proof...)
+			res := off + cfg.NMsgs*cfg.MsgBytes // the first residue, bit-packed from bit 0
+			for b := 0; b < bits.Len64(cfg.Primes[0]); b++ {
+				bad[res+b/8] |= 1 << uint(b%8)
+			}
+			if _, err := Verify(cfg, st, bad, []byte("c")); err != ErrMalformed {
+				t.Fatalf("non-canonical residue: err = %v", err)
+			}
+			return
+		}
+		off += 4 + int(binary.LittleEndian.Uint32(proof[off:]))
+	}
+	t.Skip("no repetition opened player 2")
+}
