@@ -217,11 +217,8 @@ def _sum(ev: Evaluator, cts: list[Ciphertext]) -> Ciphertext:
 
 
 def _add_const(ev: Evaluator, ct: Ciphertext, c: float, slots: int) -> Ciphertext:
-    """ct + c in every slot, at ct's scale (the evaluator's add_scalar resets a non-default
-    scale, see docs/protocols/certified.md)."""
-    with ev.params.encode(np.full(slots, c), level=ct.level, log_slots=ct.log_slots,
-                          log_scale=ct.log_scale) as pt:
-        return ev.add(ct, pt)
+    """ct + c in every slot, at ct's scale."""
+    return ev.add_scalar(ct, c)
 
 
 def _distance(ev: Evaluator, desc: dict, cts: list[Ciphertext], slots: int) -> Ciphertext:
