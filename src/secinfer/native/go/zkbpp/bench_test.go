@@ -27,3 +27,15 @@ func BenchmarkProveWeighted(b *testing.B) {
 		Prove(cfg, st, w, []byte("0123456789abcdef0123"), []byte("c"))
 	}
 }
+
+// BenchmarkProveDistance: location-tracking shape (512 one-block messages of a 16-bit
+// coordinate, N = 2^14, five primes), 4 repetitions.
+func BenchmarkProveDistance(b *testing.B) {
+	rng := mrand.New(mrand.NewSource(3))
+	cfg := &Config{LogN: 14, Primes: testPrimes(b, 14, 5), Reps: 4, MsgBytes: 24, DataBits: 16, NMsgs: 32, Points: 1, LogScale: 40}
+	st, w, _ := honestInstance(b, cfg, rng)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Prove(cfg, st, w, []byte("0123456789abcdef0123"), []byte("c"))
+	}
+}

@@ -350,13 +350,13 @@ var magic = []byte("ZKBPP2")
 // ---------------------------------------------------------------- prover
 
 // proverRep is what the prover keeps of a repetition until the challenge is known: the
-// seeds, the transcript, player 2's packed input share and the three packed views (any
-// two may be opened). Nothing else (input shares, output polynomials, unpacked buffers)
-// outlives the repetition, which bounds the prover's memory near 2.5x the proof.
+// seeds, the transcript, and where player 2's packed input share and the three packed
+// views (any two may be opened) were spilled. Nothing else (input shares, output
+// polynomials, unpacked buffers) outlives the repetition.
 type proverRep struct {
 	seeds [3][]byte
-	in2   []byte    // packInputs of player 2's share
-	views [3][]byte // packed gate outputs
+	in2   record    // packInputs of player 2's share
+	views [3]record // packed gate outputs
 	t     repTranscript
 }
 
@@ -367,7 +367,8 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 }
 
 // ProveTo is Prove writing the proof into alloc(len), a buffer of the proof's exact length
-// (e.g. C memory handed to the caller: no further copy of the proof).
+// (e.g. C memory handed to the caller: no further copy of the proof). The prover's own
+// memory stays at a few repetitions' worth (see spill) besides that buffer.
 func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, alloc func(int) []byte) ([]byte, error) {
 	if len(master) < 16 {
 		return nil, errors.New("the prover's master seed needs at least 16 bytes")
@@ -376,6 +377,11 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 	if err != nil {
 		return nil, err
 	}
+	sp, err := newSpill()
+	if err != nil {
+		return nil, err
+	}
+	defer sp.close()
 	reps := make([]*proverRep, cfg.Reps)
 	errs := make([]error, cfg.Reps)
 	parallel(cfg.Reps, func(j int) {
@@ -394,18 +400,24 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 		if errs[j] != nil {
 			return
 		}
-		pr.in2 = packInputs(pd, in[2])
+		in2 := packInputs(pd, in[2])
 		out := r.evaluate(pd, rq, in, [3]bool{true, true, true})
 		for p := 0; p < 3; p++ {
-			pr.views[p] = r.views[p].out.bytes()
+			vb := r.views[p].out.bytes()
 			r.views[p] = nil
 			var i2 []byte
 			if p == 2 {
-				i2 = pr.in2
+				i2 = in2
 			}
-			pr.t.com[p] = commitPacked(pr.seeds[p], i2, pr.views[p])
+			pr.t.com[p] = commitPacked(pr.seeds[p], i2, vb)
 			pr.t.hB[p] = hashOutB(out[p].words)
 			pr.t.hA[p] = hashOutA(out[p].polys)
+			if pr.views[p], errs[j] = sp.put(vb); errs[j] != nil {
+				return
+			}
+		}
+		if pr.in2, errs[j] = sp.put(in2); errs[j] != nil {
+			return
 		}
 		reps[j] = pr
 	})
@@ -420,14 +432,16 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 	}
 	ch := challengeHash(statementHash(cfg, st), ctx, ts)
 	es := challengeTrits(ch, cfg.Reps)
-	size := len(magic) + 4 + 32
+	size, most := len(magic)+4+32, 0
 	for j, pr := range reps {
 		e, e1 := es[j], (es[j]+1)%3
-		size += 9*32 + 2*SeedBytes + 4 + len(pr.views[e1])
+		size += 9*32 + 2*SeedBytes + 4 + pr.views[e1].n
+		most = max(most, pr.views[e1].n, pr.in2.n)
 		if e == 2 || e1 == 2 {
-			size += len(pr.in2)
+			size += pr.in2.n
 		}
 	}
+	tmp := make([]byte, most)
 	buf := alloc(size)[:0]
 	buf = append(buf, magic...)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(cfg.Reps))
@@ -442,12 +456,18 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 		buf = append(buf, pr.seeds[e]...)
 		buf = append(buf, pr.seeds[e1]...)
 		if e == 2 || e1 == 2 {
-			buf = append(buf, pr.in2...)
+			b, err := sp.get(pr.in2, tmp)
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, b...)
 		}
-		vb := pr.views[e1]
+		vb, err := sp.get(pr.views[e1], tmp)
+		if err != nil {
+			return nil, err
+		}
 		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(vb)))
 		buf = append(buf, vb...)
-		reps[j] = nil // written: collectable
 	}
 	if len(buf) != size {
 		return nil, fmt.Errorf("internal: proof of %d bytes, layout says %d", len(buf), size)

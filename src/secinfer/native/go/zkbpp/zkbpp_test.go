@@ -1,11 +1,13 @@
 package zkbpp
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"math/bits"
 	mrand "math/rand"
+	"os"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -388,4 +390,41 @@ func TestNonCanonicalInputShareIsMalformed(t *testing.T) {
 		off += 4 + int(binary.LittleEndian.Uint32(proof[off:]))
 	}
 	t.Skip("no repetition opened player 2")
+}
+
+// The spill round-trips its records, stores them encrypted and leaves no file behind.
+func TestSpillRoundTripEncryptedUnlinked(t *testing.T) {
+	sp, err := newSpill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	if _, err := os.Stat(sp.f.Name()); !os.IsNotExist(err) {
+		t.Fatalf("the spill file is still linked: %v", err)
+	}
+	rng := mrand.New(mrand.NewSource(10))
+	var recs []record
+	var want [][]byte
+	for _, n := range []int{1, 15, 16, 17, 1000, 4096} {
+		b := bytes.Repeat([]byte{byte(n)}, n)
+		want = append(want, append([]byte(nil), b...))
+		r, err := sp.put(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+		raw := make([]byte, n)
+		sp.f.ReadAt(raw, r.off)
+		if n >= 16 && bytes.Equal(raw, want[len(want)-1]) {
+			t.Fatalf("record of %d bytes stored in the clear", n)
+		}
+	}
+	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i]; want[i], want[j] = want[j], want[i] })
+	tmp := make([]byte, 4096)
+	for i, r := range recs {
+		got, err := sp.get(r, tmp)
+		if err != nil || !bytes.Equal(got, want[i]) {
+			t.Fatalf("record %d does not round-trip (%v)", i, err)
+		}
+	}
 }
