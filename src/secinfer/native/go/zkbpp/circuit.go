@@ -88,7 +88,7 @@ type publicData struct {
 	encTab  *encodeTable
 	digests [][8]uint32
 	target  [][8]uint32               // the Boolean outputs' public value: digest - outputOffset
-	outA    [NumOutputPolys]ring.Poly // coefficient domain
+	outA    [NumOutputPolys]ring.Poly // the outputs' domains (outputNTT)
 }
 
 func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32, out [NumOutputPolys][][]uint64) (*publicData, error) {
@@ -106,6 +106,9 @@ func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32,
 	}
 	for i := range out {
 		pd.outA[i] = polyFrom(rq, out[i])
+		if outputNTT(i) {
+			rq.NTT(pd.outA[i], pd.outA[i]) // the domain the players' output shares live in
+		}
 	}
 	pd.pad, pd.blocks = paddedWords(cfg.MsgBytes)
 	pd.mask = msgMask(cfg.MsgBytes)
@@ -137,8 +140,12 @@ func polyFrom(rq *ring.Ring, rows [][]uint64) ring.Poly {
 // inputs are one player's input shares.
 type inputs struct {
 	words []uint32                  // NMsgs * nw message words (message bits only)
-	polys [NumSecretPolys]ring.Poly // coefficient domain
+	polys [NumSecretPolys]ring.Poly // NTT domain (see witnessNTT)
 }
+
+// outputNTT reports whether output polynomial k is shared (and hashed) in the NTT domain:
+// all but c0, which adds the coefficient-domain encoding m.
+func outputNTT(k int) bool { return k != 0 }
 
 // outputs are one player's output shares.
 type outputs struct {
@@ -197,35 +204,29 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 			}
 			continue
 		}
-		x := in[p].polys
+		x := in[p].polys // NTT domain: u, e0, e1, r0..r4
 		m := rq.NewPoly()
 		pd.encTab.encode(d[p], m.Coeffs)
-		ntt := func(a ring.Poly) ring.Poly { b := rq.NewPoly(); rq.NTT(a, b); return b }
-		uN, r1, r2, r3, r4 := ntt(x[0]), ntt(x[4]), ntt(x[5]), ntt(x[6]), ntt(x[7])
-		mulAcc := func(dst ring.Poly, pairs ...ring.Poly) {
-			for i := 0; i < len(pairs); i += 2 {
-				rq.MulCoeffsBarrettThenAdd(pairs[i], pairs[i+1], dst)
-			}
-		}
 		o := &out[p].polys
 		for k := range o {
 			o[k] = rq.NewPoly()
 		}
 		P := pd.polys
-		mulAcc(o[0], P[0], uN)
-		mulAcc(o[1], P[1], uN)
-		mulAcc(o[2], P[2], r1, P[3], r2, P[4], r3, P[5], r4)
-		for j := 0; j < 3; j++ {
-			mulAcc(o[3+j], P[6+j], r4)
+		mulAcc := func(dst ring.Poly, pairs ...ring.Poly) {
+			for i := 0; i < len(pairs); i += 2 {
+				rq.MulCoeffsBarrettThenAdd(pairs[i], pairs[i+1], dst)
+			}
 		}
-		for k := range o {
-			rq.INTT(o[k], o[k])
-		}
+		mulAcc(o[0], P[0], x[0])
 		rq.Add(o[0], x[1], o[0]) // + e0
-		rq.Add(o[0], m, o[0])    // + m
+		rq.INTT(o[0], o[0])
+		rq.Add(o[0], m, o[0]) // + m (coefficient domain)
+		mulAcc(o[1], P[1], x[0])
 		rq.Add(o[1], x[2], o[1]) // + e1
+		mulAcc(o[2], P[2], x[4], P[3], x[5], P[4], x[6], P[5], x[7])
 		rq.Add(o[2], x[3], o[2]) // + r0
 		for j := 0; j < 3; j++ {
+			mulAcc(o[3+j], P[6+j], x[7])
 			rq.Add(o[3+j], x[4+j], o[3+j]) // + r_j
 			rq.Add(o[3+j], x[j], o[3+j])   // + x_j
 		}

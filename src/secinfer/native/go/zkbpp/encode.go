@@ -38,8 +38,8 @@ type encLevel struct {
 	rows []int // rows k = 2^e k'
 	as   []int // their exponents a
 	U    []int64
-	rq   *ring.Ring  // degree 2L (nil: direct correlation for small L)
-	uNTT ring.Poly   // NTT of U repeated twice (U[t mod L], t < 2L)
+	rq   *ring.Ring // degree 2L (nil: direct correlation for small L)
+	uNTT ring.Poly  // NTT of U repeated twice (U[t mod L], t < 2L)
 }
 
 // smallCorrelation is the period below which the correlation is computed directly.

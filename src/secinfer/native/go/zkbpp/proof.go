@@ -73,6 +73,31 @@ func (st *Statement) prepare(cfg *Config) (*publicData, error) {
 
 // ---------------------------------------------------------------- input shares
 
+// The secret polynomials are shared in the NTT domain (evaluations at the roots of X^N + 1
+// modulo each prime): the seeded shares are uniform there as well, the witness is
+// transformed once per proof, and the circuit's products with public polynomials are
+// then pointwise -- no transform per player and repetition except for c0 (see evaluate).
+
+// witnessNTT returns the witness polynomials in the NTT domain (once per proof).
+func witnessNTT(pd *publicData, w *Witness) (*[NumSecretPolys]ring.Poly, error) {
+	cfg := pd.cfg
+	var out [NumSecretPolys]ring.Poly
+	for k := range out {
+		if len(w.Polys[k]) != cfg.N() {
+			return nil, fmt.Errorf("secret polynomial %d needs %d coefficients", k, cfg.N())
+		}
+		p := pd.rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j, v := range w.Polys[k] {
+				p.Coeffs[l][j] = signedMod(v, q)
+			}
+		}
+		pd.rq.NTT(p, p)
+		out[k] = p
+	}
+	return &out, nil
+}
+
 func seededInputs(pd *publicData, seed []byte) *inputs {
 	cfg := pd.cfg
 	t := newTape(seed, "input-bool")
@@ -93,8 +118,9 @@ func seededInputs(pd *publicData, seed []byte) *inputs {
 	return in
 }
 
-// lastShare returns player 2's input share: the witness minus the seeded shares.
-func lastShare(pd *publicData, w *Witness, s0, s1 *inputs) (*inputs, error) {
+// lastShare returns player 2's input share: the witness minus the seeded shares (wN: the
+// witness polynomials in the NTT domain, witnessNTT).
+func lastShare(pd *publicData, w *Witness, wN *[NumSecretPolys]ring.Poly, s0, s1 *inputs) (*inputs, error) {
 	cfg := pd.cfg
 	if len(w.Msgs) != cfg.NMsgs {
 		return nil, fmt.Errorf("need %d messages, got %d", cfg.NMsgs, len(w.Msgs))
@@ -112,13 +138,10 @@ func lastShare(pd *publicData, w *Witness, s0, s1 *inputs) (*inputs, error) {
 		}
 	}
 	for k := range in.polys {
-		if len(w.Polys[k]) != cfg.N() {
-			return nil, fmt.Errorf("secret polynomial %d needs %d coefficients", k, cfg.N())
-		}
 		p := pd.rq.NewPoly()
 		for l, q := range cfg.Primes {
-			for j, v := range w.Polys[k] {
-				p.Coeffs[l][j] = submod(submod(signedMod(v, q), s0.polys[k].Coeffs[l][j], q), s1.polys[k].Coeffs[l][j], q)
+			for j, v := range wN[k].Coeffs[l] {
+				p.Coeffs[l][j] = submod(submod(v, s0.polys[k].Coeffs[l][j], q), s1.polys[k].Coeffs[l][j], q)
 			}
 		}
 		in.polys[k] = p
@@ -377,6 +400,10 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 	if err != nil {
 		return nil, err
 	}
+	wN, err := witnessNTT(pd, w)
+	if err != nil {
+		return nil, err
+	}
 	sp, err := newSpill()
 	if err != nil {
 		return nil, err
@@ -396,7 +423,7 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 			r.views[p] = &view{}
 		}
 		in[0], in[1] = seededInputs(pd, pr.seeds[0]), seededInputs(pd, pr.seeds[1])
-		in[2], errs[j] = lastShare(pd, w, in[0], in[1])
+		in[2], errs[j] = lastShare(pd, w, wN, in[0], in[1])
 		if errs[j] != nil {
 			return
 		}

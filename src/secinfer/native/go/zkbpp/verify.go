@@ -185,7 +185,11 @@ func Evaluate(cfg *Config, st *Statement, w *Witness, seed []byte) ([][32]byte, 
 			in[p] = seededInputs(pd, s)
 		}
 	}
-	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+	wN, err := witnessNTT(pd, w)
+	if err != nil {
+		return nil, outA, err
+	}
+	if in[2], err = lastShare(pd, w, wN, in[0], in[1]); err != nil {
 		return nil, outA, err
 	}
 	out := r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
@@ -202,6 +206,9 @@ func Evaluate(cfg *Config, st *Statement, w *Witness, seed []byte) ([][32]byte, 
 		s := rq.NewPoly()
 		rq.Add(out[0].polys[k], out[1].polys[k], s)
 		rq.Add(s, out[2].polys[k], s)
+		if outputNTT(k) {
+			rq.INTT(s, s)
+		}
 		outA[k] = s.Coeffs
 	}
 	return digs, outA, nil

@@ -201,7 +201,8 @@ func viewBits(t testing.TB, cfg *Config) int {
 			in[p] = seededInputs(pd, s)
 		}
 	}
-	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+	wN, _ := witnessNTT(pd, w)
+	if in[2], err = lastShare(pd, w, wN, in[0], in[1]); err != nil {
 		t.Fatal(err)
 	}
 	r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
