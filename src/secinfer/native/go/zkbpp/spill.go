@@ -11,7 +11,7 @@ import (
 )
 
 // spill keeps what the prover must hold until the Fiat-Shamir challenge is known (every
-// repetition's three packed views and player 2's packed input share: about 2.5 times the
+// repetition's three packed views and player 2's packed input share: about three times the
 // proof) out of memory, so that the prover's memory does not grow with the repetitions.
 // The records go to an unlinked temporary file (nothing is left behind whatever happens to
 // the process), encrypted with AES-128-CTR under a fresh key that exists only in memory:
