@@ -39,3 +39,15 @@ func BenchmarkProveDistance(b *testing.B) {
 		Prove(cfg, st, w, []byte("0123456789abcdef0123"), []byte("c"))
 	}
 }
+
+// BenchmarkProveMeter: smart-metering shape (1,024 one-block 24-byte messages, N = 2^11,
+// one 53-bit prime), 2 repetitions.
+func BenchmarkProveMeter(b *testing.B) {
+	rng := mrand.New(mrand.NewSource(3))
+	cfg := &Config{LogN: 11, Primes: testPrimes53(b, 11), Reps: 2, MsgBytes: 24, DataBits: 16, NMsgs: 1024, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(b, cfg, rng)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Prove(cfg, st, w, []byte("0123456789abcdef0123"), []byte("c"))
+	}
+}

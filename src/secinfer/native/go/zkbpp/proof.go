@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
@@ -411,6 +412,7 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 	defer sp.close()
 	reps := make([]*proverRep, cfg.Reps)
 	errs := make([]error, cfg.Reps)
+	var viewWords atomic.Int64 // a finished repetition's view size: the next ones' capacity
 	parallel(cfg.Reps, func(j int) {
 		rq := pd.rq // stateless (precomputed tables only): shared by the workers
 		pr := &proverRep{}
@@ -420,7 +422,7 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 			pr.seeds[p] = deriveSeed(master, j, p)
 			r.andTape[p] = newTape(pr.seeds[p], "and")
 			r.mulTape[p] = newTape(pr.seeds[p], "mul")
-			r.views[p] = &view{}
+			r.views[p] = &view{out: withCapacity(int(viewWords.Load()))}
 		}
 		in[0], in[1] = seededInputs(pd, pr.seeds[0]), seededInputs(pd, pr.seeds[1])
 		in[2], errs[j] = lastShare(pd, w, wN, in[0], in[1])
@@ -429,6 +431,7 @@ func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, 
 		}
 		in2 := packInputs(pd, in[2])
 		out := r.evaluate(pd, rq, in, [3]bool{true, true, true})
+		viewWords.Store(int64(len(r.views[0].out.w)))
 		for p := 0; p < 3; p++ {
 			vb := r.views[p].out.bytes()
 			r.views[p] = nil
