@@ -16,11 +16,13 @@ import (
 // The records go to an unlinked temporary file (nothing is left behind whatever happens to
 // the process), encrypted with AES-128-CTR under a fresh key that exists only in memory:
 // the views together reveal the witness, so they never reach the disk in the clear.
+// Without a usable temporary directory the records stay in memory (as before the spill).
 type spill struct {
-	f   *os.File
+	f   *os.File // nil: in memory
 	blk cipher.Block
 	mu  sync.Mutex
 	end int64
+	mem [][]byte // in memory: record i at offset i
 }
 
 // record is a spilled byte string: its offset (a multiple of the AES block) and length.
@@ -32,7 +34,7 @@ type record struct {
 func newSpill() (*spill, error) {
 	f, err := os.CreateTemp("", "secinfer-zkbpp-*")
 	if err != nil {
-		return nil, fmt.Errorf("zkbpp: temporary file for the views: %w", err)
+		return &spill{}, nil // no temporary directory: keep the views in memory
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		f.Close()
@@ -60,6 +62,12 @@ func (s *spill) xor(off int64, b []byte) {
 
 // put encrypts b in place (the caller gives it up) and writes it.
 func (s *spill) put(b []byte) (record, error) {
+	if s.f == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.mem = append(s.mem, b)
+		return record{int64(len(s.mem) - 1), len(b)}, nil
+	}
 	s.mu.Lock()
 	off := s.end
 	s.end += int64(len(b)+aes.BlockSize-1) / aes.BlockSize * aes.BlockSize
@@ -73,6 +81,11 @@ func (s *spill) put(b []byte) (record, error) {
 
 // get reads a record back into dst[:r.n] (dst needs the capacity) and decrypts it.
 func (s *spill) get(r record, dst []byte) ([]byte, error) {
+	if s.f == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.mem[r.off], nil
+	}
 	b := dst[:r.n]
 	if _, err := s.f.ReadAt(b, r.off); err != nil {
 		return nil, fmt.Errorf("zkbpp: reading the views back: %w", err)
@@ -81,4 +94,8 @@ func (s *spill) get(r record, dst []byte) ([]byte, error) {
 	return b, nil
 }
 
-func (s *spill) close() { s.f.Close() }
+func (s *spill) close() {
+	if s.f != nil {
+		s.f.Close()
+	}
+}

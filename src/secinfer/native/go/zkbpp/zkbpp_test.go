@@ -429,3 +429,22 @@ func TestSpillRoundTripEncryptedUnlinked(t *testing.T) {
 		}
 	}
 }
+
+// Without a writable temporary directory the prover keeps the views in memory.
+func TestProveWithoutTemporaryDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", "/nonexistent/secinfer-test")
+	rng := mrand.New(mrand.NewSource(11))
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 1), Reps: 4, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(t, cfg, rng)
+	sp, _ := newSpill()
+	if sp.f != nil {
+		t.Fatal("a temporary file was created under a missing TMPDIR")
+	}
+	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Verify(cfg, st, proof, []byte("c")); err != nil || f != 0 {
+		t.Fatalf("in-memory proof rejected: fails=%d err=%v", f, err)
+	}
+}
