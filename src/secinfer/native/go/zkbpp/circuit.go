@@ -120,7 +120,7 @@ func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32,
 			pd.target[i][k] = dg[k] - off[k]
 		}
 	}
-	if pd.encTab, err = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NPoints(), cfg.Primes); err != nil {
+	if pd.encTab, err = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NPoints(), cfg.Primes, rq); err != nil {
 		return nil, err
 	}
 	return pd, nil

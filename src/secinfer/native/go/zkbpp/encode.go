@@ -1,6 +1,7 @@
 package zkbpp
 
 import (
+	"encoding/json"
 	"math"
 	"math/bits"
 
@@ -67,9 +68,51 @@ func encodeBase(logN, logScale int) []int64 {
 	return T
 }
 
-func newEncodeTable(logN, logScale, npts int, primes []uint64) (*encodeTable, error) {
+// subRingLiteral mirrors the JSON form of a Lattigo SubRing (ring.Ring's MarshalJSON):
+// degree, modulus, the factors of q - 1 and a primitive root. A prime's factors and
+// primitive root do not depend on the degree, so the smaller rings are built from the
+// degree-N ring's without factoring q - 1 again (NewRing would, once per ring and prime).
+type subRingLiteral struct {
+	Type          uint8
+	LogN          uint8
+	NthRoot       uint8
+	Modulus       uint64
+	Factors       []uint64
+	PrimitiveRoot uint64
+}
+
+// ringOfDegree returns the standard ring of degree n over base's primes.
+func ringOfDegree(base *ring.Ring, n int) (*ring.Ring, error) {
+	if n == base.N() {
+		return base, nil
+	}
+	lits := make([]subRingLiteral, len(base.SubRings))
+	for i, s := range base.SubRings {
+		lits[i] = subRingLiteral{Type: uint8(ring.Standard), LogN: uint8(bits.Len(uint(n)) - 1), NthRoot: 2,
+			Modulus: s.Modulus, Factors: s.Factors, PrimitiveRoot: s.PrimitiveRoot}
+	}
+	data, err := json.Marshal(lits)
+	if err != nil {
+		return nil, err
+	}
+	r := new(ring.Ring)
+	if err := r.UnmarshalJSON(data); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newEncodeTable builds the encoding for npts data points; base is the degree-N ring over
+// the primes (nil: built here).
+func newEncodeTable(logN, logScale, npts int, primes []uint64, base *ring.Ring) (*encodeTable, error) {
 	N := 1 << uint(logN)
 	T := encodeBase(logN, logScale)
+	if base == nil {
+		var err error
+		if base, err = ring.NewRing(N, primes); err != nil {
+			return nil, err
+		}
+	}
 	tab := &encodeTable{n: N, npts: npts, t0: T[0], primes: primes}
 	for e := 0; e < logN; e++ {
 		m := uint(logN + 1 - e)
@@ -88,7 +131,7 @@ func newEncodeTable(logN, logScale, npts int, primes []uint64) (*encodeTable, er
 			lv.as = append(lv.as, idx[k1])
 		}
 		if L >= smallCorrelation {
-			rq, err := ring.NewRing(2*L, primes)
+			rq, err := ringOfDegree(base, 2*L)
 			if err != nil {
 				return nil, err
 			}
@@ -170,7 +213,7 @@ func (lv *encLevel) correlate(primes []uint64, d [][]uint64, out [][]uint64) {
 // Encode returns the residues of m = E d modulo each prime (the plaintext the user
 // encrypts), d the signed integer data points.
 func Encode(cfg *Config, d []int64) ([][]uint64, error) {
-	tab, err := newEncodeTable(cfg.LogN, cfg.LogScale, len(d), cfg.Primes)
+	tab, err := newEncodeTable(cfg.LogN, cfg.LogScale, len(d), cfg.Primes, nil)
 	if err != nil {
 		return nil, err
 	}
