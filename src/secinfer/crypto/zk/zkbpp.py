@@ -160,14 +160,20 @@ class Verdict:
     malformed = property(lambda self: bool(self.fails & FAIL_MALFORMED))
 
 
-def verify(cfg: ZKConfig, st: Statement, proof: bytes, ctx: bytes) -> Verdict:
+def verify(cfg: ZKConfig, st: Statement, proof, ctx: bytes) -> Verdict:
+    """``proof``: bytes or a uint8 array (read in place, not copied: proofs are hundreds
+    of MB)."""
     c, pr = cfg._arrays()
+    pb = np.frombuffer(proof, dtype=np.uint8)
+    n = pb.size
+    if n == 0:
+        pb = np.zeros(1, dtype=np.uint8)      # a valid pointer; the length below stays 0
     dg = _digests(cfg, st.digests)
     pub = _polys(cfg, st.public, NUM_PUBLIC_POLYS, "public polynomials")
     out = _polys(cfg, st.output, NUM_OUTPUT_POLYS, "output polynomials")
     fails = C.c_int(0)
     N.call("zk_verify", N.ptr(c, N.i64), N.ptr(pr, N.u64), N.ptr(dg, C.c_ubyte), N.ptr(pub, N.u64),
-           N.ptr(out, N.u64), bytes(proof), len(proof), bytes(ctx), len(ctx), C.byref(fails),
+           N.ptr(out, N.u64), N.ptr(pb, C.c_ubyte), n, bytes(ctx), len(ctx), C.byref(fails),
            errors=_ERRORS, default=ConfigError)
     return Verdict(int(fails.value))
 

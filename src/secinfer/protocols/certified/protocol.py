@@ -432,7 +432,7 @@ def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) ->
     ok = ct.level == s.level and ct.degree == 1 and abs(ct.log_scale - s.usecase.log_scale) < 1e-9
     ep.require(ok, "zkbpp-encryption", USER, "ciphertext level, degree or scale")
     st = statement(s, cfg, pk, ct, com, key, digests)
-    v = zkbpp.verify(cfg, st, proof.tobytes(), ctx)
+    v = zkbpp.verify(cfg, st, proof, ctx)
     ep.require(v.view_ok, "zkbpp-view", USER, "an opened ZKB++ view is inconsistent")
     ep.require(v.challenge_ok, "zkbpp-challenge", USER, "the Fiat-Shamir challenge is not this session's")
     ep.require(v.digest_ok, "zkbpp-digest", USER, "the hashed messages are not the signed ones")
