@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError, ShapeError
