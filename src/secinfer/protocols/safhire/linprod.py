@@ -360,7 +360,7 @@ def _pool_map(threads: int, fn, items) -> list:
         return list(pool.map(fn, items))
 
 
-def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1) -> np.ndarray:
+def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
     """(W X) mod q as int64 (m, C) in [0, q). X is given per block of the plan (per source)
     as column parts: ``sources[i]`` a list of uint64 arrays (n_i, c) of residues < q, side by
     side (e.g. an LWE batch's b and a residues). The columns are cut into tiles of COL_TILE;
@@ -379,7 +379,8 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1) -> np.n
         if any(int(a.shape[0]) != blk.width for a in parts) or [int(a.shape[1]) for a in parts] != widths:
             raise ConfigError("product input does not match the plan's shapes")
     C = sum(widths)
-    out = np.empty((p.m, C), dtype=np.int64)
+    if out is None or out.shape != (p.m, C) or out.dtype != np.int64 or not out.flags.c_contiguous:
+        out = np.empty((p.m, C), dtype=np.int64)       # ``out``: a caller's buffer to reuse
     local = threading.local()
 
     def tile(c0: int) -> None:

@@ -78,13 +78,30 @@ class Lwe:
     def __len__(self) -> int:
         return int(self.b.shape[0])
 
-    def select(self, idx) -> "Lwe":
+    def select(self, idx, pool=None) -> "Lwe":
+        """Members idx, in that order; ``pool`` (a dict) lends output buffers of earlier
+        calls (a fresh large array costs a page fault per 4 KiB, more than the copy)."""
         idx = np.asarray(idx, dtype=np.int64)
-        return Lwe(self.b[idx], self.a[idx])
+        if pool is None:
+            return Lwe(self.b[idx], self.a[idx])
+        ob = pooled(pool, "sel_b", (len(idx),) + self.b.shape[1:], self.b.dtype)
+        oa = pooled(pool, "sel_a", (len(idx),) + self.a.shape[1:], self.a.dtype)
+        np.take(self.b, idx, axis=0, out=ob)
+        np.take(self.a, idx, axis=0, out=oa)
+        return Lwe(ob, oa)
 
     @staticmethod
     def concat(parts: list["Lwe"]) -> "Lwe":
         return Lwe(np.concatenate([p.b for p in parts]), np.concatenate([p.a for p in parts]))
+
+
+def pooled(pool: dict, name: str, shape: tuple, dtype) -> np.ndarray:
+    """A buffer kept in ``pool`` under (name, shape, dtype), allocated on first use."""
+    key = (name, tuple(int(a) for a in shape), np.dtype(dtype).str)
+    b = pool.get(key)
+    if b is None:
+        b = pool[key] = np.empty(key[1], dtype)
+    return b
 
 
 # ---------------------------------------------------------------- keys
@@ -179,12 +196,14 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     return r
 
 
-def linear(params, x, w, bias: np.ndarray, log_delta: int, threads: int = 1, plan=None) -> Lwe:
+def linear(params, x, w, bias: np.ndarray, log_delta: int, threads: int = 1, plan=None,
+           pool: dict | None = None) -> Lwe:
     """W x + Delta bias on every member at once (exact mod each prime) [SAFHIRE Sec. 4.4
     step 8]. ``x``: one Lwe batch, or one per source of ``plan`` (``linprod.plan``: the
     round's map per source, convolutions found and applied as dense GEMMs); without a plan,
     ``w`` (sparse or dense, (m, len(x))) is planned on the spot (no shapes: sparse or dense
-    products). ``threads`` workers (linprod.product_mod)."""
+    products). ``threads`` workers (linprod.product_mod); ``pool``: reused output buffers
+    (the result then lives only until the next call with that pool)."""
     from secinfer.protocols.safhire import linprod as LP
 
     xs = [x] if isinstance(x, Lwe) else list(x)
@@ -202,7 +221,9 @@ def linear(params, x, w, bias: np.ndarray, log_delta: int, threads: int = 1, pla
     oa = np.empty((m, nl, xs[0].a.shape[2]), dtype=np.uint64)
     for lvl in range(nl):
         q = int(params.q[lvl])
-        acc = LP.product_mod(plan, [[v.b[:, lvl, :], v.a[:, lvl, :]] for v in xs], q, threads).view(np.uint64)
+        buf = None if pool is None or nl != 1 else pooled(pool, "acc", (m, g + xs[0].a.shape[2]), np.int64)
+        acc = LP.product_mod(plan, [[v.b[:, lvl, :], v.a[:, lvl, :]] for v in xs], q, threads,
+                             out=buf).view(np.uint64)
         bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
         acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
         if nl == 1:                       # views: the caller's row selection copies anyway

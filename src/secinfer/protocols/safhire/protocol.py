@@ -207,6 +207,9 @@ class ServerRound:
         # the product plan per round (convolutions found in the maps, applied as GEMMs)
         self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
                       for rd in qm.rounds]
+        # the product's and the shuffle's output buffers, reused round after round (their
+        # results are packed before the next round starts; never saved)
+        self.pool: dict = {}
 
     def unshuffle(self, x, seed: bytes, sample: int, r: int):
         if r == 0 or not self.shuffle:
@@ -229,9 +232,10 @@ class ServerRound:
         rd = self.qm.rounds[r]
         with clock("linear"):
             xs = [L.Lwe(*saved[c]) for c in rd.sources]
-            y = L.linear(self.params, xs, None, rd.bias, self.ld, self.threads, plan=self.plans[r])
+            y = L.linear(self.params, xs, None, rd.bias, self.ld, self.threads, plan=self.plans[r],
+                         pool=self.pool)
         with clock("shuffle"):
-            return y.select(self.out_rows(seed, sample, r))
+            return y.select(self.out_rows(seed, sample, r), pool=self.pool)
 
 
 class OpClock:
