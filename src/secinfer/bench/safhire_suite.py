@@ -17,8 +17,12 @@ Threads [SAFHIRE Figs. 7-8]: digits-cnn b=12 at the best gamma with ``threads`` 
 noise histogram of Fig. 10 are in ``secinfer bench he`` (its SAFHIRE packing part,
 bench/he_pack_bench.py).
 
-Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once at b = 8 and the best
-gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
+Every row: CPU seconds per server operation next to wall seconds (a shared machine's wall
+time holds the waits for a core), and the run checked against the quantized oracle (final
+integers exactly; every round's shuffled values as a multiset).
+
+Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once per b = 8, 12, 16 at the
+best gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
 fully encrypted CKKS baseline (bench/ckks_baseline.py, ORION-style) on the same network:
 its server time is EXTRAPOLATED from every distinct layer kind run once at N = 2^16 and
 from Lattigo bootstrapping measured at N = 2^12 / 2^13 and scaled to N = 2^16 (the N = 2^16
