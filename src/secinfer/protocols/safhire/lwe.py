@@ -86,8 +86,11 @@ class Lwe:
             return Lwe(self.b[idx], self.a[idx])
         ob = pooled(pool, "sel_b", (len(idx),) + self.b.shape[1:], self.b.dtype)
         oa = pooled(pool, "sel_a", (len(idx),) + self.a.shape[1:], self.a.dtype)
-        np.take(self.b, idx, axis=0, out=ob)
-        np.take(self.a, idx, axis=0, out=oa)
+        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= len(self)):
+            raise ProtocolError("member index out of range")
+        # mode "clip" (indices checked above): with out=, mode "raise" buffers a full copy
+        np.take(self.b, idx, axis=0, out=ob, mode="clip")
+        np.take(self.a, idx, axis=0, out=oa, mode="clip")
         return Lwe(ob, oa)
 
     @staticmethod
