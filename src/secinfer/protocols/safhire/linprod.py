@@ -13,12 +13,17 @@ limbs of X's residues and recombined mod q:
   zero padding; average pooling, a 1x1 shortcut and a composed conv + batch norm are
   convolutions too) is found by reading its kernel back from the matrix and checking it:
   W = conv(K) + D exactly, D sparse (usually empty). The convolution is applied as dense
-  float64 GEMMs (im2col on cache-sized tiles: one output row by ``COL_TILE`` columns,
-  so each tile's patches stay in cache), the LWE columns acting as the batch; D (if any) by
-  the sparse product. Used only where the dense work is at most ``DENSE_FACTOR`` times
-  the block's non-zeros (an identity shortcut stays sparse).
-* dense blocks (a fully connected layer of an MLP): one GEMM.
+  float64 GEMMs (im2col by bands of output rows whose patches stay near PATCH_BYTES, the
+  LWE columns acting as the batch); D (if any) by the sparse product. Used only where the
+  dense work is at most ``DENSE_FACTOR`` times the block's non-zeros (an identity shortcut
+  stays sparse).
+* dense blocks (a fully connected layer of an MLP): one GEMM; all-zero blocks: skipped.
 * anything else: scipy's sparse product (the generic fallback).
+* the columns are cut into tiles of COL_TILE that run from limbs to products to residues
+  on their own, in work buffers reused from tile to tile (a fresh large buffer costs a
+  page fault per 4 KiB); the recombination mod q needs no division for primes
+  q = 2^k + d with small |d| (every prime of the rings in use here), and falls back to
+  shifts and ``%`` otherwise.
 
 ``ProductPlan`` is built once per round (the map is fixed) and applied to every sample.
 """
