@@ -278,18 +278,54 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     assert not [k for k in kids if os.path.exists(f"/proc/{k}")]
 
 
-def test_crisp_server_and_dealer_served(servers):
-    """CRISP: the server and its dealer serve; the dealer runs online per session."""
+def test_crisp_server_and_dealer_served_on_pooled_dealer_output(servers):
+    """CRISP: the server and its dealer serve; the dealer's output (r_in, MAC-key shares,
+    FSS keys) is made ahead in the bounded pool, each item spent by one session and gone
+    afterwards; two sessions on the same input share no mask or key."""
     from secinfer.arith.fixed import get_config
 
-    s = servers("crisp", "bundled:digits-mlp")
+    s = servers("crisp", "bundled:digits-mlp", ("--pool", "2"))
     x = np.linspace(0, 16, 64).reshape(1, 64)
     cfg = get_config(s.spec.default_fixed)
     ref = cfg.decode(run_fixed(load_model(str(bundled_path("digits-mlp"))), x, cfg))
-    r = query(s.cluster, x, s.client)
-    assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
+    held = s.wait_prep(2, timeout=120)
+    assert all(v["prep"]["available"] == 2 for v in held.values()), held      # bounded by --pool
+    seen = []
+
+    def recorder(ep):
+        frames = []
+        real = ep._receive
+
+        def rec(peer, deadline):
+            f = real(peer, deadline)
+            frames.append((peer, bytes(f)))
+            return f
+        ep._receive = rec
+        seen.append(frames)
+        return ep
+    r1 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
+    r2 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
+    for r in (r1, r2):
+        assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
+    used = {r1.info["prep"], r2.info["prep"]}
+    assert None not in used and len(used) == 2
     st = s.wait_settled()
-    assert all(v["completed"] == 1 and v["pool"]["taken"] == 1 for v in st.values()), st
+    assert all(v["completed"] == 2 and v["pool"]["taken"] == 2 and v["prep"]["hits"] == 2 for v in st.values()), st
+    for v in st.values():      # spent: neither party holds the items any more
+        assert not used & set(v["prep"]["ids"]), v["prep"]
+
+    def dealer_arrays(frames):
+        out = {}
+        for peer, f in frames:
+            hdr, arrays = decode_frame(f, 1 << 31)
+            if peer == "dealer":
+                out[(hdr.tag, hdr.seq)] = arrays
+        return out
+    a, b = map(dealer_arrays, seen)
+    assert a.keys() == b.keys() and len(a) > 2
+    for k in a:
+        for u, v in zip(a[k], b[k]):
+            assert not np.array_equal(u, v), f"{k}: the dealer's output repeats across sessions"
 
 
 def test_cli_query_writes_output(servers, tmp_path):
