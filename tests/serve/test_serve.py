@@ -328,6 +328,61 @@ def test_crisp_server_and_dealer_served_on_pooled_dealer_output(servers):
             assert not np.array_equal(u, v), f"{k}: the dealer's output repeats across sessions"
 
 
+def _live_at_rest(s, pool: int, timeout: float = 60.0) -> dict:
+    """Every server's per-session state once no session or prep session runs and the pool
+    of prepared items is full again (``Server.live_state``)."""
+    from secinfer.runtime.serve import server_status
+
+    deadline = time.monotonic() + timeout
+    while True:
+        st = {pid: server_status(s.cluster, pid, s.client, live=True) for pid in s.ids}
+        live = {pid: v["live"] for pid, v in st.items()}
+        full = all(not v["prep"]["enabled"] or v["prep"]["available"] >= pool for v in st.values())
+        idle = all(v["sessions"] == 0 and v["prep_making"] == 0 and v["prep_inflight"] == 0
+                   and v["prep_pending"] == 0 and v["endpoints"] <= v["prep_held"] and v["jobs"] == 0
+                   for v in live.values())
+        if (full and idle) or time.monotonic() > deadline:
+            return live
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("protocol,n", [("astra", 8), ("stamp", 4)])
+def test_no_per_session_state_outlives_its_session(servers, protocol, n):
+    """After N sessions (concurrent and one after another) a server holds no session table
+    entry, port, endpoint, job, PRG, session thread or prepared item of theirs: the same
+    live state as after the first session, apart from the bounded replay window."""
+    pool = 2
+    s = servers(protocol, MODEL, ("--pool", str(pool)), peer_timeout=10.0, heartbeat_interval=0.5)
+    assert _right(query(s.cluster, X, s.client), s.spec)
+    base = _live_at_rest(s, pool)
+    errors = []
+
+    def one():
+        try:
+            assert _right(query(s.cluster, X, s.client), s.spec)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+    for k in range(0, n - 1, 2):      # two at a time
+        ts = [threading.Thread(target=one) for _ in range(min(2, n - 1 - k))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+    assert not errors, errors
+    after = _live_at_rest(s, pool)
+    for pid in s.ids:
+        a, b = after[pid], base[pid]
+        assert s.status(pid)["completed"] == n, (pid, s.status(pid))
+        for k in ("sessions", "ports", "jobs", "session_threads", "prep_threads", "prep_pending", "prep_making"):
+            assert a[k] == 0, (pid, k, a)
+        # only what the pool holds: its prepared items (astra's servers' items keep the closed
+        # endpoint of the prep session that made them, in their engines)
+        assert a["prepared_items"] == a["prep_held"] <= pool and a["endpoints"] <= a["prep_held"], (pid, a)
+        for k in ("prgs", "threads", "error_kinds"):
+            assert a[k] == b[k], (pid, k, b, a)
+        assert a["seen_nonces"] == b["seen_nonces"] + n - 1, (pid, b, a)   # the bounded replay window
+
+
 def test_cli_query_writes_output(servers, tmp_path):
     import json
 
