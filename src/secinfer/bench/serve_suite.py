@@ -245,14 +245,19 @@ def _prep(status: dict) -> dict:
     return p
 
 
-def run(quick: bool = False, network: str | None = None) -> dict:
+def plan(quick: bool) -> dict:
+    """protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients)."""
+    return {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
+            "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
+            "aby3": ((4, 4, 16), 16, 1) if quick else ((20, 80, 320), 1000, 10),
+            "falcon": ((2, 4, 16), 8, 1) if quick else ((10, 40, 160), 200, 10),
+            "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
+
+
+def run(quick: bool = False, network: str | None = None, protocols: dict | None = None) -> dict:
+    """Every row of the module doc; ``protocols``: another plan (``plan``), e.g. a smaller one."""
     shaped = (network or "lan").split(",")[0]
-    # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
-    protocols = {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
-                 "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
-                 "aby3": ((4, 4, 16), 16, 1) if quick else ((20, 80, 320), 1000, 10),
-                 "falcon": ((2, 4, 16), 8, 1) if quick else ((10, 40, 160), 200, 10),
-                 "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
+    protocols = protocols or plan(quick)
     conc = (1, 4, 16)
     rows, raw, plots = [], {}, []
     lat_series, qps_series = {}, {}
