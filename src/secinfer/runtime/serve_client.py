@@ -159,7 +159,7 @@ class ServeClient:
         x = np.asarray(x, dtype=np.float64)
         cluster, party_id = self.cluster, self.party_id
         nonce_c = secrets.token_bytes(NONCE_BYTES)
-        rows = int(x.shape[0]) if x.ndim == 2 else 1
+        rows = int(x.shape[0]) if x.ndim > 1 else 1   # the batch size the protocols announce (images: N of NCHW)
         replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep}
                                  for p in self.servers})
         first = next(iter(replies.values()))
