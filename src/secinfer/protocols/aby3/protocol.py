@@ -22,6 +22,7 @@ from secinfer.crypto.gc.circuit import msb_add3_circuit
 from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest
 from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
@@ -35,7 +36,8 @@ ROLES = SERVERS + (M, C)
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     try:
-        return repeat_queries(role, ep, job, _run)
+        with one_blas_thread():
+            return repeat_queries(role, ep, job, _run)
     except PeerAbortedError as e:
         ep.abort(e.check, e.suspect, e.detail)
         raise

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,6 +34,9 @@ from secinfer.errors import ConfigError, ProtocolAbort
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.stamp.ltee_device import cert_message, read_frame, write_frame
 
+# the device's plaintext kernels use BLAS on one thread: a pool of its own would spin against
+# the three hosts and their transports on the same cores (``rep3.blas``)
+_ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 EMULATION_CA_LABEL = b"secinfer/stamp/EMULATED-LTEE-MANUFACTURER/insecure-demo-ca"
 
 
@@ -119,7 +123,8 @@ class LteeLink:
         self._seq = 0
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "secinfer.protocols.stamp.ltee_device"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, **_ONE_THREAD})
         self.stats = np.zeros(5, dtype=np.int64)
 
     def call(self, cmd: str, *arrays: np.ndarray, kind: str | None = None) -> list[np.ndarray]:
