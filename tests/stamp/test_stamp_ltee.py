@@ -105,3 +105,31 @@ def test_altered_wrapped_key_aborts_at_setup():
     refuses it and p2 aborts."""
     res, _ = run3(lambda i, eng, ops: "ran", adversary=0, send_tag="stamp/init/wrap")
     assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-key-exchange"
+
+
+def test_batched_seed_requests_keep_each_requests_checks():
+    """``LteeLink.call_many`` (one bus transaction for a device operation's seed requests)
+    answers each request as if sent alone, and a replayed or unheld request inside a batch
+    refuses the transaction."""
+    def body(i, eng, ops):
+        if i != 0:
+            return None
+        link = ops.link
+        tx0 = link.meter.transactions
+        (a,), (b,) = link.call_many([("mask", _mask_meta(1, 90, 0, 0, 0, 0, 10), "mask"),
+                                     ("mask", _mask_meta(1, 90, 0, 1, 0, 0, 10), "mask")])
+        one_tx = link.meter.transactions - tx0
+        (c,) = link.call("mask", _mask_meta(2, 90, 90, 0, 0, 0, 10))
+        errs = []
+        for reqs in ([("mask", _mask_meta(2, 90, 90, 1, 0, 0, 10), "mask"),
+                      ("mask", _mask_meta(2, 90, 90, 0, 0, 0, 10), "mask")],      # a replay inside
+                     [("mask", _mask_meta(3, 90, 180, 0, 0, 0, 10), "mask"),
+                      ("mask", _mask_meta(3, 90, 180, 1, 1, 0, 10), "mask")]):    # p0 lacks component 1
+            with pytest.raises(LteeRefused) as ei:
+                link.call_many(reqs)
+            errs.append(ei.value.code)
+        return a.tobytes(), b.tobytes(), c.tobytes(), one_tx, errs
+    res, _ = run3(body)
+    a, b, c, one_tx, errs = res[0]
+    assert one_tx == 1 and len({a, b, c}) == 3 and len(a) == 16
+    assert errs == ["stale-counter", "policy"]
