@@ -124,7 +124,7 @@ def test_batched_seed_requests_keep_each_requests_checks():
         for reqs in ([("mask", _mask_meta(2, 90, 90, 1, 0, 0, 10), "mask"),
                       ("mask", _mask_meta(2, 90, 90, 0, 0, 0, 10), "mask")],      # a replay inside
                      [("mask", _mask_meta(3, 90, 180, 0, 0, 0, 10), "mask"),
-                      ("mask", _mask_meta(3, 90, 180, 1, 1, 0, 10), "mask")]):    # p0 lacks component 1
+                      ("mask", _mask_meta(3, 90, 180, 1, 2, 0, 10), "mask")]):    # p0 lacks component 2
             with pytest.raises(LteeRefused) as ei:
                 link.call_many(reqs)
             errs.append(ei.value.code)
