@@ -49,12 +49,13 @@ from secinfer.net import tcp_handshake
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    SMALL, TAG, InStream, OutLink, nonce, unsent)
+                                    SMALL, TAG, _NONCE, InStream, OutLink, nonce, unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
 _CLOSED = object()
+_FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
 class TcpEndpoint(SocketEndpoint):
@@ -383,8 +384,35 @@ class TcpEndpoint(SocketEndpoint):
     def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
         _length, stamp, kind = HDR.unpack(hdr)
         n = len(body) - TAG
-        base = kind & ~MORE
         frame = c.frame
+        if kind == K_DATA and frame is None and not c.size and not c.parts and not c.oversized:
+            # a whole frame in one record (every small frame): decrypted into its own buffer
+            pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
+            try:
+                c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
+            except InvalidTag:
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
+                                           "(corrupted, replayed or forged); peer cut off"))
+                return
+            c.counter += 1
+            stats = self.stats
+            stats["frames_recv"] += 1
+            stats["bytes_recv"] += n
+            if n > self.max_frame:
+                item: object = MessageTooLargeError(
+                    f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
+            elif self._queued[peer] + n > self.max_inbox:
+                self._cut(peer, InboxFullError(
+                    f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
+                return
+            else:
+                item = pt
+                self._queued[peer] += n
+            now = time.monotonic()
+            self._inbox[peer].append((self._release_at(peer, now, stamp) if self._latency[peer] else now, item, stamp))
+            return
+        base = kind & ~MORE
         if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
             if c.size + n > len(frame):
                 self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame longer than its size record"))
@@ -394,7 +422,7 @@ class TcpEndpoint(SocketEndpoint):
             pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
         try:
             # (a record failing authentication is never used: the peer is cut off)
-            c.aead.decrypt_into(nonce(c.counter), body, hdr, pt)
+            c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
         except InvalidTag:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
                                        "(corrupted, replayed or forged); peer cut off"))
@@ -500,17 +528,32 @@ class TcpEndpoint(SocketEndpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
+        q = self._inbox[peer]
         self._fg = True                      # (``_reading``, inline: this runs once per frame)
         try:
             with self._rlock:
                 try:
+                    if not self._latency[peer]:
+                        # the common case, without release times (a frame is due once here):
+                        # read the streams until the peer's next frame or failure is here
+                        if not q and peer not in self._fatal:
+                            since = now = time.monotonic()
+                            while now < deadline:
+                                self._poll([peer], deadline, since)
+                                if q or peer in self._fatal:
+                                    break
+                                now = time.monotonic()
+                        if q and type(q[0][1]) in _FRAMES:
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                            return item
                     self._wait_locked([peer], deadline)   # reads every stream meanwhile, releases on time
                     ok, err = self._due(peer, time.monotonic())
                     if not ok:
                         raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
                     if err is not None:
                         raise err
-                    item = self._inbox[peer].popleft()[1]
+                    item = q.popleft()[1]
                     if isinstance(item, Exception):
                         raise item
                     self._queued[peer] -= len(item)
