@@ -365,7 +365,12 @@ class TcpEndpoint(SocketEndpoint):
             elif HDR.size + length > len(buf):     # larger than the buffer: a buffer of its own
                 c.hdr = bytes(buf[pos:pos + HDR.size])
                 part = c.view[pos + HDR.size:end]
-                if length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
+                if c.frame is not None and c.size + length <= len(c.frame) \
+                        and buf[pos + HDR.size - 1] & ~MORE == K_DATA:
+                    # a record of a sized frame: its ciphertext lands where its plaintext
+                    # belongs and is decrypted in place (``_record``; no copy)
+                    c.body = memoryview(c.frame)[c.size:c.size + length]
+                elif length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
                     if c.big is None:
                         c.big = bytearray(SEND_RECORD + TAG)
                     c.body = memoryview(c.big)[:length]
@@ -414,7 +419,7 @@ class TcpEndpoint(SocketEndpoint):
             return
         base = kind & ~MORE
         if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
-            if c.size + n > len(frame):
+            if c.size + n > len(frame) - TAG:
                 self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame longer than its size record"))
                 return
             pt = frame[c.size:c.size + n]
@@ -443,7 +448,8 @@ class TcpEndpoint(SocketEndpoint):
             if total > self.max_frame:
                 c.oversized = True              # (its records are counted, then refused in order)
             else:
-                c.frame = np.empty(total, np.uint8)
+                # (room for the last record's tag: records are received in place, see _parse)
+                c.frame = np.empty(total + TAG, np.uint8)
             return
         if base != K_DATA:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: unknown record kind {kind}"))
@@ -452,11 +458,11 @@ class TcpEndpoint(SocketEndpoint):
         if frame is not None:
             if kind & MORE:
                 return
-            if c.size != len(frame):
+            if c.size != len(frame) - TAG:
                 self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame shorter than its size record"))
                 return
             c.frame = None
-            c.parts = [frame]
+            c.parts = [frame[:c.size]]
         else:
             if c.size > self.max_frame:
                 c.oversized, c.parts = True, []
