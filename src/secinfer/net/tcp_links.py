@@ -41,6 +41,7 @@ K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
 _SOON = object()
 _NONCE = struct.Struct("<4xQ")
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 
 
 def nonce(counter: int) -> bytes:
@@ -107,7 +108,18 @@ class OutLink:
             hdr = HDR.pack(size + TAG, stamp, K_DATA)
             counter = self.counter
             self.counter = counter + 1
-            self.write([hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)])
+            rec = hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)
+            if self.error is None and not self.stop.is_set():
+                try:                          # (the common case: sent at once, one call)
+                    k = self.sock.send(rec, _DONTWAIT)
+                except OSError:               # full (write waits) or failed (write names why)
+                    k = 0
+                if k:
+                    self.moved = time.monotonic()
+                    if k == len(rec):
+                        return
+                    rec = memoryview(rec)[k:]
+            self._write_all([rec])
             return
         chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
         small: list = []
@@ -159,7 +171,7 @@ class OutLink:
         if len(bufs) == 1 and self.error is None and not self.stop.is_set():
             buf = bufs[0]                     # (the common case: one small record, sent at once)
             try:
-                k = self.sock.send(buf, socket.MSG_DONTWAIT)
+                k = self.sock.send(buf, _DONTWAIT)
             except OSError:                   # full (the loop below waits) or failed (it names why)
                 k = 0
             if k:

@@ -264,7 +264,7 @@ class TcpEndpoint(SocketEndpoint):
         # may leave now and nothing is queued: this thread writes it (no thread hand-off)
         try:
             link.send_frame(parts, size, now)
-            link.next_hb = time.monotonic() + self.heartbeat_interval
+            link.next_hb = link.moved + self.heartbeat_interval   # (moved: when the last bytes left)
         finally:
             link.lock.release()
         self._count_sent(size)
