@@ -317,14 +317,22 @@ class TcpEndpoint(SocketEndpoint):
     def _read(self, peer: str, soft: int | None = None) -> None:
         """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
         Small records are parsed out of one receive buffer (one system call for many); a
-        record larger than it is read straight into its own buffer. With ``soft`` (the
+        record larger than it is read straight into its own buffer (a data record of a
+        sized frame: into the frame itself, its header read alone first). With ``soft`` (the
         reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
         while not c.eof:
             if soft is not None and (self._queued[peer] >= soft or self._fg):
                 return      # (the reader thread: enough waits here, or the protocol thread takes over)
             big = c.body is not None
-            view = memoryview(c.body)[c.got:] if big else c.view[c.fill:]
+            if big:
+                view = memoryview(c.body)[c.got:]
+            elif c.frame is not None and c.fill < HDR.size:
+                # inside a frame of several records: the next record's header alone, so
+                # that its body is then read straight into the frame (_parse), not via buf
+                view = c.view[c.fill:HDR.size]
+            else:
+                view = c.view[c.fill:]
             want = len(view)
             try:
                 n = c.sock.recv_into(view)
