@@ -104,16 +104,20 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
     names = encoded_names(header.session_id, header.sender, header.tag, cache)
     key = None
     if cache is not None:
-        # (type check first: the layout of anything but plain arrays is worked out in full)
-        key = (names, *[(a.dtype, a.shape) if type(a) is np.ndarray else a for a in arrays])
-        try:
-            layout = cache.get(key)
-        except TypeError:          # an unhashable non-array (a list): no cached layout
-            layout = key = None
+        # the layout is kept for plain arrays only (anything else is worked out in full)
+        if len(arrays) == 1:
+            a = arrays[0]
+            if type(a) is np.ndarray:
+                key = (names, a.dtype, a.shape)
+        elif all(type(a) is np.ndarray for a in arrays):
+            key = (names, *[(a.dtype, a.shape) for a in arrays])
+        layout = None if key is None else cache.get(key)
         if layout is not None:
             pre, post, nbytes, total = layout
             head = pre + _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays)) + post
             if nbytes < _INLINE:   # a small frame: one buffer
+                if len(arrays) == 1:
+                    return [head + arrays[0].tobytes()], total, nbytes
                 return [head + b"".join([a.tobytes() for a in arrays])], total, nbytes
             return [head, *_bodies(arrays)], total, nbytes
     descs = []
