@@ -228,6 +228,37 @@ def test_a_forged_or_replayed_record_cuts_the_peer_off(pair):
         b.send("a", "y", np.ones(1))
 
 
+@pytest.mark.parametrize("where", [None, "first", "third"])
+def test_a_flipped_bit_in_a_record_received_in_place_cuts_the_peer_off(pair, where):
+    """The records of a frame of several records are received into the frame's own buffer
+    and decrypted there in place: a flipped bit in one of them (records of the real link,
+    its own key and counter) is still an authentication failure, the frame is never
+    delivered and the peer is cut off. Unflipped, the same bytes arrive whole."""
+    a, b = pair
+    payload = np.random.default_rng(3).integers(0, 256, size=3 * SEND_RECORD + 150, dtype=np.uint8)
+    link = a._out["b"]
+    sent = []
+    with link.lock:                                  # (no heartbeat meanwhile: it needs the lock)
+        link.write = lambda bufs: sent.extend(bytes(memoryview(x)) for x in bufs)
+        try:
+            link.send_frame([memoryview(payload)], payload.size, time.monotonic())
+        finally:
+            del link.write
+        wire = bytearray(b"".join(sent))
+        if where is not None:
+            at = {"first": 100_000, "third": len(wire) - 600_000}[where]   # inside the 1st / 3rd 1 MiB record
+            wire[at] ^= 1
+        link.sock.sendall(bytes(wire))
+    if where is None:
+        got = b._receive("a", time.monotonic() + 10)
+        assert np.array_equal(np.asarray(got), payload)
+        return
+    with pytest.raises(FrameError, match="failed authentication"):
+        b._receive("a", time.monotonic() + 10)
+    with pytest.raises(FrameError):                # and the peer stays cut off
+        b.recv("a", "x", ANY_U, timeout=5)
+
+
 def test_a_flipped_bit_on_the_wire_cuts_the_peer_off(pair):
     a, b = pair
     link = a._out["b"]
