@@ -76,6 +76,8 @@ class OutLink:
         self.dropped = 0                  # paced frames never written (the link failed)
         self.writer: threading.Thread | None = None
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
+        self.written = 0                  # bytes written into the socket so far
+        self.data_written = 0             # ... when the last record of a data frame went in
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 
@@ -116,10 +118,13 @@ class OutLink:
                     k = 0
                 if k:
                     self.moved = time.monotonic()
+                    self.written += k
                     if k == len(rec):
+                        self.data_written = self.written
                         return
                     rec = memoryview(rec)[k:]
             self._write_all([rec])
+            self.data_written = self.written
             return
         chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
         small: list = []
@@ -161,6 +166,7 @@ class OutLink:
             self.counter += 1
             self.write([*first, hdr, ct])
             first = []
+        self.data_written = self.written
 
     def write(self, bufs: list) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
@@ -176,6 +182,7 @@ class OutLink:
                 k = 0
             if k:
                 self.moved = time.monotonic()
+                self.written += k
                 if k == len(buf):
                     return
                 bufs = [memoryview(buf)[k:]]
@@ -196,6 +203,7 @@ class OutLink:
                 except BlockingIOError:
                     sent = 0
                 if sent:
+                    self.written += sent
                     while sent:
                         k = min(sent, len(views[0]))
                         sent -= k
@@ -220,6 +228,14 @@ class OutLink:
             with self.cv:
                 self.cv.notify_all()
             raise err from None
+
+    def undelivered(self) -> int:
+        """Bytes of data frames not yet acknowledged by the peer's host (heartbeats and the
+        bye after the last frame do not count: nothing is lost with them); -1 if some are
+        and the connection failed."""
+        n, failed = outq(self.sock)
+        n = max(0, n - (self.written - self.data_written))   # (the send queue holds the last bytes written)
+        return -1 if n and failed else n
 
     def start_writer(self) -> None:
         if self.writer is None:
@@ -310,12 +326,18 @@ def unsent(sock: socket.socket) -> int:
     -1 if some are and the connection failed; 0 where the platform cannot say. (Failed:
     the connection's state, which stays; not ``SO_ERROR``, which a failed write or an
     earlier look clears.)"""
+    n, failed = outq(sock)
+    return -1 if n and failed else n
+
+
+def outq(sock: socket.socket) -> tuple[int, bool]:
+    """(bytes in ``sock``'s send queue not yet acknowledged, whether the connection failed
+    while some are); (0, False) where the platform cannot say."""
     try:
         buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\x00\x00\x00\x00")
         n = struct.unpack("<i", buf)[0]
-        if n and (sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE):
-            return -1
-        return n
+        failed = bool(n) and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE)
+        return n, failed
     except OSError:
-        return 0
+        return 0, False

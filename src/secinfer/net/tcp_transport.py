@@ -627,7 +627,8 @@ class TcpEndpoint(SocketEndpoint):
     def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Close. With ``flush`` (the default): every frame still queued for a paced link is
         sent, then a bye on every stream, and we wait until the peer's host has acknowledged
-        every byte (the kernel's send queue is empty). There is no fixed bound: the wait goes
+        every byte of every frame (``OutLink.undelivered``: a heartbeat never acknowledged
+        loses nothing). There is no fixed bound: the wait goes
         on as long as bytes move or the peer is alive (it sends heartbeats); a peer that
         stops reading and goes silent for ``peer_timeout`` ends it, and so does ``timeout``
         if given. A frame that may not have been delivered makes ``close`` raise
@@ -658,7 +659,7 @@ class TcpEndpoint(SocketEndpoint):
         lost: dict[str, str] = {}
         links = {p: link for p, link in self._out.items() if link.error is None}
         for p, link in self._out.items():
-            if link.error is not None and (link.dropped or unsent(link.sock)):
+            if link.error is not None and (link.dropped or link.undelivered()):
                 lost[p] = str(link.error)
         for p, link in links.items():      # the writer threads send the paced frames meanwhile
             with link.cv:
@@ -669,8 +670,10 @@ class TcpEndpoint(SocketEndpoint):
                 lost[p] = str(link.error)
             elif left:
                 lost[p] = f"{left} frames still queued after the close timeout"
-        # delivered = acknowledged by the peer's host (nothing left in our send queue)
-        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, lost, over)
+        # delivered = acknowledged by the peer's host (no data frame left in our send queue;
+        # a heartbeat the peer never acknowledged, e.g. after it vanished, loses nothing)
+        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, lost, over,
+                                OutLink.undelivered)
         for p, link in links.items():        # then bye (its own loss loses no frame)
             if p in lost:
                 continue
@@ -682,7 +685,7 @@ class TcpEndpoint(SocketEndpoint):
                 link.closing = True
         bye_end = time.monotonic() + min(1.0, self.peer_timeout)
         self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, {},
-                                lambda: over() or time.monotonic() >= bye_end)
+                                lambda: over() or time.monotonic() >= bye_end, lambda link: unsent(link.sock))
         if lost:
             self._drain()                    # (a bye already here but not yet read counts)
         for p in list(lost):
@@ -701,15 +704,16 @@ class TcpEndpoint(SocketEndpoint):
                 if not c.eof:
                     self._read(p)
 
-    def _wait_acknowledged(self, pending: dict, lost: dict, over) -> None:
-        """Wait until every link of ``pending`` has its send queue acknowledged, recording in
+    def _wait_acknowledged(self, pending: dict, lost: dict, over, count) -> None:
+        """Wait until every link of ``pending`` has what ``count(link)`` counts (bytes not
+        acknowledged; -1: some, and the connection failed) acknowledged, recording in
         ``lost`` those that cannot: the connection failed, the peer is gone (its stream to us
         ended without a bye) or nothing moved and the peer was silent for ``peer_timeout``."""
-        last = {p: (unsent(link.sock), time.monotonic()) for p, link in pending.items()}
+        last = {p: (count(link), time.monotonic()) for p, link in pending.items()}
         while pending:
             now = time.monotonic()
             for p, link in list(pending.items()):
-                n = unsent(link.sock)
+                n = count(link)
                 c = self._in.get(p)
                 if n == 0 or p in self._bye_from:
                     del pending[p]
