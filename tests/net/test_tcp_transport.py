@@ -424,7 +424,7 @@ def test_close_after_a_vanished_peer_blames_only_lost_frames(tmp_path, data_lost
         with contextlib.suppress(PeerDeadError):
             if data_lost:
                 link.send_frame([b"\x01" * 100], 100, time.monotonic())
-            link.write(link.records(b"", K_HB, time.monotonic()))
+            link.write(link.records(b"", K_HB, time.monotonic()), data=False)   # (as the writer thread's)
     while link.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != 7 and time.monotonic() < deadline:
         time.sleep(0.001)   # until the reset came (TCP_CLOSE)
     assert unsent(link.sock) == -1      # bytes not acknowledged on a failed connection

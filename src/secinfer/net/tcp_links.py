@@ -77,7 +77,7 @@ class OutLink:
         self.writer: threading.Thread | None = None
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
         self.written = 0                  # bytes written into the socket so far
-        self.data_written = 0             # ... when the last record of a data frame went in
+        self.data_written = 0             # ... when the last byte of a data frame went in
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 
@@ -119,12 +119,11 @@ class OutLink:
                 if k:
                     self.moved = time.monotonic()
                     self.written += k
+                    self.data_written = self.written
                     if k == len(rec):
-                        self.data_written = self.written
                         return
                     rec = memoryview(rec)[k:]
             self._write_all([rec])
-            self.data_written = self.written
             return
         chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
         small: list = []
@@ -166,14 +165,14 @@ class OutLink:
             self.counter += 1
             self.write([*first, hdr, ct])
             first = []
-        self.data_written = self.written
 
-    def write(self, bufs: list) -> None:
+    def write(self, bufs: list, data: bool = True) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
         (or a waiting protocol thread) drains our peers' streams meanwhile, so a full socket
         only means that the peer does not read. The peer is dead when nothing moved for
         ``peer_timeout`` and it sent nothing (not even a heartbeat) for as long; a live peer
-        that reads nothing for ``recv_timeout`` is given up too."""
+        that reads nothing for ``recv_timeout`` is given up too. ``data``: False for a
+        heartbeat or the bye (bytes ``undelivered`` does not count)."""
         if len(bufs) == 1 and self.error is None and not self.stop.is_set():
             buf = bufs[0]                     # (the common case: one small record, sent at once)
             try:
@@ -183,12 +182,14 @@ class OutLink:
             if k:
                 self.moved = time.monotonic()
                 self.written += k
+                if data:
+                    self.data_written = self.written
                 if k == len(buf):
                     return
                 bufs = [memoryview(buf)[k:]]
-        self._write_all(bufs)
+        self._write_all(bufs, data)
 
-    def _write_all(self, bufs: list) -> None:
+    def _write_all(self, bufs: list, data: bool = True) -> None:
         sock = self.sock
         views = [memoryview(b) for b in bufs if len(b)]
         since = time.monotonic()
@@ -204,6 +205,8 @@ class OutLink:
                     sent = 0
                 if sent:
                     self.written += sent
+                    if data:                  # (a frame written only in part is data too)
+                        self.data_written = self.written
                     while sent:
                         k = min(sent, len(views[0]))
                         sent -= k
@@ -273,7 +276,7 @@ class OutLink:
             if frame is None:
                 if self.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
                     try:
-                        self.write(self.records(b"", K_HB, time.monotonic()))
+                        self.write(self.records(b"", K_HB, time.monotonic()), data=False)
                     except NetworkError:     # dead peer (recorded in self.error) or closed endpoint
                         return
                     finally:

@@ -679,7 +679,7 @@ class TcpEndpoint(SocketEndpoint):
                 continue
             with link.lock:
                 try:
-                    link.write(link.records(reason, K_BYE, time.monotonic()))
+                    link.write(link.records(reason, K_BYE, time.monotonic()), data=False)
                 except (PeerDeadError, NetworkError):
                     pass
                 link.closing = True
