@@ -53,3 +53,31 @@ def test_location_tracking_distance():
     got = res["provider"].info["result"]
     assert abs(got - poly) <= 1e-3 * abs(poly)       # CKKS budget around the polynomial
     assert abs(got - exact) <= 1.5e-2 * exact        # the paper's MARE (sqrt approximated)
+
+
+def test_weighted_sum_batches_span_two_ciphertexts():
+    """The SNPs are signed in batches of one ciphertext each (600 points at 512 slots: two
+    signed messages of 512 and 88 points, two proofs)."""
+    from secinfer.protocols.certified import protocol as P
+    from secinfer.crypto.he.params import get_params
+
+    u = usecases.get("weighted-sum")
+    slots = get_params(u.test_params).n // 2
+    assert P.batch_size(u, slots) == slots and P.batch_size(usecases.get("sum"), slots) == 1
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, slots + 88).astype(float)
+    w = rng.uniform(0, 1, x.size)
+    res = _ok(run_certified(x, "weighted-sum", {"weights": w.tolist()}))
+    want = float(np.dot(w, x))
+    assert abs(res["provider"].info["result"] - want) <= 2.2e-5 * abs(want)
+
+
+def test_batched_message_layout():
+    from secinfer.protocols.certified import protocol as P
+
+    u = usecases.get("weighted-sum")
+    d = np.array([0, 1, 2, 1, -3])
+    m = P.make_message(u, d, b"\x07" * 16, 5, 1234)
+    assert len(m) == P.message_bytes(u, 5) == 5 + 22
+    assert m[:5] == bytes([0, 1, 2, 1, 0xFD]) and m[-6:] == b"\x00\x05\x00\x00\x04\xd2"
+    assert np.array_equal(P.data_of(u, m), d)

@@ -36,6 +36,24 @@ def test_data_point_changed_after_signing():
 
 
 @pytest.mark.covers_check("certified", "signature")
+def test_snp_changed_inside_a_signed_batch():
+    """Disease susceptibility signs a ciphertext's SNPs as one message: one changed SNP
+    anywhere in the batch breaks its signature."""
+    snps = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0, 1], dtype=float)
+
+    def change_last_snp(tag, arrays):
+        if tag == "certified/signed":
+            msgs = arrays[0].copy()
+            msgs[snps.size - 1] ^= 0x01          # the batch's last 8-bit SNP
+            arrays[0] = msgs
+        return arrays
+
+    res = run_certified(snps, "weighted-sum", {"weights": [0.1] * snps.size},
+                        wrap=_user(on_recv=change_last_snp))
+    assert aborted(res, "provider", "signature") and no_output(res)
+
+
+@pytest.mark.covers_check("certified", "signature")
 @pytest.mark.parametrize("how", ["forged", "missing"])
 def test_forged_or_missing_signature(how):
     def edit(tag, arrays):

@@ -86,8 +86,10 @@ def test_honest_proof_verifies_and_tampering_is_rejected():
     st2 = zkbpp.Statement(st.digests, st.public, out2)
     p3 = zkbpp.prove(cfg, st2, wit, seed, ctx)
     assert zkbpp.verify(cfg, st2, p3, ctx).fails == zkbpp.FAIL_ENCRYPTION
-    # truncated
+    # truncated, empty; a uint8 array is read in place like bytes
     assert zkbpp.verify(cfg, st, proof[:-1], ctx).malformed
+    assert zkbpp.verify(cfg, st, b"", ctx).malformed
+    assert zkbpp.verify(cfg, st, np.frombuffer(proof, dtype=np.uint8), ctx).ok
 
 
 def test_production_repetitions_give_128_bit_soundness():

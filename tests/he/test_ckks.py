@@ -90,6 +90,21 @@ def test_add_sub_mul_plain_and_cipher(P, kp, ev, rng):
     assert bits(np.abs(dd(ev.mul_plain_vector(cx, y)) - x * y).max()) > 18
 
 
+def test_add_scalar_keeps_a_non_default_scale(P, kp, ev, rng):
+    """add_scalar encodes the constant at the ciphertext's scale and the result keeps that
+    scale (it used to come back at the default scale: decryption off by 2^(s - 40))."""
+    x = cvec(rng, P.max_slots)
+    dd = lambda c: P.decrypt_decode(c, kp.sk)  # noqa: E731
+    with P.encrypt(x, kp.pk, log_scale=30) as c30, P.encode(x, level=c30.level) as px:
+        prod = ev.mul(c30, px)                   # scale 2^70, not rescaled
+        for ct, want in ((c30, x), (prod, x * x)):
+            with ev.add_scalar(ct, 2 - 1j) as got:
+                assert got.log_scale == pytest.approx(ct.log_scale, abs=1e-9)
+                assert got.level == ct.level
+                assert bits(np.abs(dd(got) - (want + 2 - 1j)).max()) > 15
+        prod.close()
+
+
 def test_rescale_at_level_zero_is_typed_error(P, kp, ev):
     ct = P.encrypt([1.0], kp.pk, level=0)
     with pytest.raises(he.HEArgumentError):

@@ -31,12 +31,12 @@ from secinfer.crypto.he.rlwe import encrypt_with_randomness
 from secinfer.crypto.prg import PRG
 from secinfer.crypto.zk import bdop, zkbpp
 from secinfer.protocols.certified import usecases
-from secinfer.protocols.certified.protocol import constant_coeff
+from secinfer.protocols.certified.protocol import (batch_size, constant_coeff, layout, make_message,
+                                                   message_bytes)
 
 QUICK = {"sum": 64, "weighted-sum": 64, "distance": 32}
 FULL = {"sum": 1024, "weighted-sum": 869, "distance": 512}
 QUICK_REPS, ERROR_RUNS_QUICK, ERROR_RUNS_FULL = 4, 4, 20
-MSG_EXTRA = 16 + 2 + 4          # nonce, user id, timestamp
 CORES = max(1, min(2, os.cpu_count() or 1))   # the prover uses GOMAXPROCS = all cores
 
 
@@ -72,8 +72,10 @@ def _case(name: str, n: int, reps: int, error_runs: int, seed: int) -> dict:
     slots = params.n // 2
     evk = params.gen_eval_keys(kp.sk, rotations=usecases.rotation_steps(slots, name))
     ev = Evaluator(params, evk)
-    cfg = zkbpp.ZKConfig(params.log_n, primes, reps, u.data_bits // 8 + MSG_EXTRA, u.data_bits,
-                         n, u.log_scale)
+    # the protocol's message layout: one signed message per point, or one per batch
+    n_msgs, per_msg = layout(batch_size(u, slots), n)
+    cfg = zkbpp.ZKConfig(params.log_n, primes, reps, message_bytes(u, per_msg), u.data_bits,
+                         n_msgs, u.log_scale, per_msg)
     bp = bdop.BDOPParams(params.log_n, primes)
     key = bdop.commitment_key(bp, prg.bytes(16))
     errs, t_enc, t_comp, t_dec = [], [], [], []
@@ -105,7 +107,8 @@ def _case(name: str, n: int, reps: int, error_runs: int, seed: int) -> dict:
         if res is not ct:
             res.close()
     x, d, ct, rnd = first
-    msgs = [int(v).to_bytes(u.data_bits // 8, "big", signed=True) + prg.bytes(MSG_EXTRA) for v in d]
+    msgs = [make_message(u, d[i * per_msg:(i + 1) * per_msg], prg.bytes(16), 1, 1_700_000_000 + 1800 * i)
+            for i in range(n_msgs)]
     noises = np.stack([rnd.u, rnd.e0, rnd.e1])
     r = bdop.sample_randomness(bp, prg)
     com = bdop.commit(bp, key, noises, r)

@@ -60,9 +60,10 @@ SUITE_INFO = {
     "crisp": {"reproduces": "CRISP Table I, II-III, V; Figs. 5-6 (vs CRISP semi-honest)",
               "quick_s": 21.3, "full_s": None, "source": "docs/benchmarks.md, bench all --quick 2026-11-22"},
     "certified": {"reproduces": "CRISP certified-data Table 1 (three use cases)",
-                  "quick_s": 50.9, "full_s": None,
-                  "source": "bench certified --quick 2026-11-27 05:35 UTC, load average ~25 (helper certified); "
-                            "full not run: its smart-metering row alone took 13.7 min at load 16-28"},
+                  "quick_s": 13.2, "full_s": None,
+                  "source": "bench certified --quick 2026-11-27 08:15 UTC, load average ~20 (helper certified, "
+                            "commit 5e532b7); full not run as one command: its rows were run one by one "
+                            "(docs/protocols/certified.md), smart metering alone took 13.7 min at load 16-28"},
     "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits models, threads sweep; without --quick ResNet-20 "
                               "and the fully encrypted CKKS baseline, extrapolated from per-layer runs; ResNet-18/34 "
                               "skipped with their reasons)",

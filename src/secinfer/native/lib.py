@@ -91,7 +91,7 @@ _SIGNATURES: dict[str, list] = {
     # ZKB++ for certified data (go/zkbpp_export.go; bound in secinfer.crypto.zk.zkbpp)
     "zk_prove": [P_i64, P_u64, P_bytes, P_u64, P_u64, P_bytes, P_i64, C.c_char_p, csize, C.c_char_p,
                  csize, C.POINTER(P_bytes), C.POINTER(csize)],
-    "zk_verify": [P_i64, P_u64, P_bytes, P_u64, P_u64, C.c_char_p, csize, C.c_char_p, csize,
+    "zk_verify": [P_i64, P_u64, P_bytes, P_u64, P_u64, P_bytes, csize, C.c_char_p, csize,
                   C.POINTER(cint)],
     "zk_evaluate": [P_i64, P_u64, P_u64, P_bytes, P_i64, P_bytes, P_u64],
     "zk_encode": [P_i64, P_u64, P_i64, P_u64],

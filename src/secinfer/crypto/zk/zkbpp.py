@@ -6,7 +6,8 @@ commitment (C1, C2) to the encryption noises, the prover knows messages msg_i, u
 and the commitment randomness r_0..r_4 with
 
 * h_i = SHA-256(msg_i)                       (Boolean part, 447-bit blocks chained)
-* d_i = the data point inside msg_i           (its bits converted to Z_Q)
+* d_i = the data point(s) inside msg_i        (their bits converted to Z_Q; a message may
+                                               carry a batch of points, ``points``)
 * (c0, c1) = (pk0 u + e0 + E d, pk1 u + e1)   (exact CKKS encoding E, encryption)
 * C1 = r0 + sum a_j r_j, C2_j = r_j + b_j r4 + (u, e0, e1)_j   (BDOP, n = 1, k = 5)
 
@@ -67,10 +68,16 @@ class ZKConfig:
     data_bits: int
     n_msgs: int
     log_scale: int
+    points: int = 1     # data points per message (a signed batch), its first bytes
 
     @property
     def n(self) -> int:
         return 1 << self.log_n
+
+    @property
+    def n_points(self) -> int:
+        """Data points in all (message i carries points i*points .. (i+1)*points - 1)."""
+        return self.n_msgs * self.points
 
     @property
     def soundness_bits(self) -> float:
@@ -78,7 +85,7 @@ class ZKConfig:
 
     def _arrays(self):
         cfg = np.array([self.log_n, self.reps, self.msg_bytes, self.data_bits, self.n_msgs,
-                        self.log_scale, len(self.primes)], dtype=np.int64)
+                        self.log_scale, len(self.primes), self.points], dtype=np.int64)
         return cfg, np.array(self.primes, dtype=np.uint64)
 
 
@@ -153,14 +160,20 @@ class Verdict:
     malformed = property(lambda self: bool(self.fails & FAIL_MALFORMED))
 
 
-def verify(cfg: ZKConfig, st: Statement, proof: bytes, ctx: bytes) -> Verdict:
+def verify(cfg: ZKConfig, st: Statement, proof, ctx: bytes) -> Verdict:
+    """``proof``: bytes or a uint8 array (read in place, not copied: proofs are hundreds
+    of MB)."""
     c, pr = cfg._arrays()
+    pb = np.frombuffer(proof, dtype=np.uint8)
+    n = pb.size
+    if n == 0:
+        pb = np.zeros(1, dtype=np.uint8)      # a valid pointer; the length below stays 0
     dg = _digests(cfg, st.digests)
     pub = _polys(cfg, st.public, NUM_PUBLIC_POLYS, "public polynomials")
     out = _polys(cfg, st.output, NUM_OUTPUT_POLYS, "output polynomials")
     fails = C.c_int(0)
     N.call("zk_verify", N.ptr(c, N.i64), N.ptr(pr, N.u64), N.ptr(dg, C.c_ubyte), N.ptr(pub, N.u64),
-           N.ptr(out, N.u64), bytes(proof), len(proof), bytes(ctx), len(ctx), C.byref(fails),
+           N.ptr(out, N.u64), N.ptr(pb, C.c_ubyte), n, bytes(ctx), len(ctx), C.byref(fails),
            errors=_ERRORS, default=ConfigError)
     return Verdict(int(fails.value))
 
@@ -186,8 +199,8 @@ def encode(cfg: ZKConfig, data) -> np.ndarray:
     (Lattigo's embedding; the rounding sits in E so that encoding is linear over Z)."""
     c, pr = cfg._arrays()
     d = np.ascontiguousarray(data, dtype=np.int64).reshape(-1)
-    if d.size != cfg.n_msgs:
-        raise ConfigError(f"need {cfg.n_msgs} data points, got {d.size}")
+    if d.size != cfg.n_points:
+        raise ConfigError(f"need {cfg.n_points} data points, got {d.size}")
     out = np.zeros((len(cfg.primes), cfg.n), dtype=np.uint64)
     N.call("zk_encode", N.ptr(c, N.i64), N.ptr(pr, N.u64), N.ptr(d, N.i64), N.ptr(out, N.u64),
            errors=_ERRORS, default=ConfigError)

@@ -463,6 +463,11 @@ func he_scalarop(ph C.uint64_t, evh C.uint64_t, op C.int, ah C.uint64_t, re, im 
 	switch op {
 	case 0:
 		ct, err = e.ev.AddNew(a.v, c)
+		if err == nil {
+			// Lattigo encodes the constant at a's scale but AddNew's fresh output carries the
+			// default scale: the result is at a's scale
+			ct.Scale = a.v.Scale
+		}
 	case 1:
 		ct, err = e.ev.MulNew(a.v, c)
 	default:

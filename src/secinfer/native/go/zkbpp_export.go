@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"math"
+	"runtime/debug"
 	"unsafe"
 
 	"github.com/tuneinsight/lattigo/v6/core/rlwe"
@@ -17,19 +18,20 @@ import (
 )
 
 // Thin exports of the ZKB++ prover/verifier (package zkbpp) for
-// secinfer.crypto.zk.zkbpp. cfg = [logN, reps, msgBytes, dataBits, nMsgs, logScale, L];
+// secinfer.crypto.zk.zkbpp. cfg = [logN, reps, msgBytes, dataBits, nMsgs, logScale, L,
+// points per message];
 // primes has L entries; polynomial arrays are row-major (poly, prime, coefficient).
 
 // zkFailMalformed is added to the failure bits when the proof does not parse.
 const zkFailMalformed = 16
 
 func zkConfig(cfg *C.int64_t, primes *C.uint64_t) *zkbpp.Config {
-	v := i64s(cfg, 7)
+	v := i64s(cfg, 8)
 	if v[6] < 1 || v[6] > 8 {
 		fail(codeArgument, "need 1..8 primes")
 	}
 	c := &zkbpp.Config{LogN: int(v[0]), Reps: int(v[1]), MsgBytes: int(v[2]), DataBits: int(v[3]),
-		NMsgs: int(v[4]), LogScale: int(v[5]), Primes: append([]uint64(nil), u64s(primes, int(v[6]))...)}
+		NMsgs: int(v[4]), LogScale: int(v[5]), Points: int(v[7]), Primes: append([]uint64(nil), u64s(primes, int(v[6]))...)}
 	if err := c.Validate(); err != nil {
 		fail(codeArgument, "zkbpp: %v", err)
 	}
@@ -88,9 +90,24 @@ func zk_prove(cfg *C.int64_t, primes *C.uint64_t, digests *C.uchar, pub, out *C.
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
 	st := zkStatement(c, digests, pub, out)
-	p, err := zkbpp.Prove(c, st, zkWitness(c, msgs, wit), append([]byte(nil), inBytes(seed, seedlen)...), append([]byte(nil), inBytes(ctx, ctxlen)...))
+	// the proof is written straight into C memory of its exact length (the caller frees it):
+	// no Go-side copy of a proof of hundreds of MB
+	var cbuf unsafe.Pointer
+	alloc := func(n int) []byte {
+		cbuf = C.malloc(C.size_t(n + 1))
+		if cbuf == nil {
+			fail(codeInternal, "out of memory")
+		}
+		return unsafe.Slice((*byte)(cbuf), n)
+	}
+	p, err := zkbpp.ProveTo(c, st, zkWitness(c, msgs, wit), append([]byte(nil), inBytes(seed, seedlen)...), append([]byte(nil), inBytes(ctx, ctxlen)...), alloc)
+	if err != nil && cbuf != nil {
+		C.free(cbuf)
+	}
 	check(err, codeArgument, "zkbpp prove")
-	outBytes(p, proof, prooflen)
+	*proof = (*C.uchar)(cbuf)
+	*prooflen = C.size_t(len(p))
+	debug.FreeOSMemory() // the repetitions' views are garbage now: hand the pages back
 	return codeOK
 }
 
@@ -99,7 +116,13 @@ func zk_verify(cfg *C.int64_t, primes *C.uint64_t, digests *C.uchar, pub, out *C
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
 	st := zkStatement(c, digests, pub, out)
-	f, err := zkbpp.Verify(c, st, inBytes(proof, prooflen), append([]byte(nil), inBytes(ctx, ctxlen)...))
+	// the caller's proof is read in place (not copied; Verify keeps no reference past return)
+	var pb []byte
+	if prooflen > 0 && proof != nil {
+		pb = unsafe.Slice((*byte)(unsafe.Pointer(proof)), int(prooflen))
+	}
+	f, err := zkbpp.Verify(c, st, pb, append([]byte(nil), inBytes(ctx, ctxlen)...))
+	debug.FreeOSMemory()
 	if err == zkbpp.ErrMalformed {
 		f = zkbpp.FailChallenge | zkbpp.FailView | zkbpp.FailDigest | zkbpp.FailEncryption | zkFailMalformed
 	} else {
@@ -140,7 +163,8 @@ func zk_evaluate(cfg *C.int64_t, primes *C.uint64_t, pub *C.uint64_t, msgs *C.uc
 func zk_encode(cfg *C.int64_t, primes *C.uint64_t, d *C.int64_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
 	defer recoverTo(&rc, errbuf, errlen)
 	c := zkConfig(cfg, primes)
-	res := zkbpp.Encode(c, i64s(d, c.NMsgs))
+	res, err := zkbpp.Encode(c, i64s(d, c.NPoints()))
+	check(err, codeArgument, "zkbpp encode")
 	dst := u64s(out, len(c.Primes)*c.N())
 	for l := range res {
 		copy(dst[l*c.N():], res[l])

@@ -4,7 +4,8 @@ Computations with CRISP", USENIX Security 2021; fragment in crisp-certified-data
 Roles (each its own process on the runtime):
 
 * ``data_source`` (input role: it measures the data): signs every message
-  msg_i = d_i || nonce_i || uid || timestamp_i over SHA-256(msg_i) with ML-DSA and hands the
+  msg_i = d_i || nonce_i || uid || timestamp_i (d_i one data point, or for a batched use
+  case the batch of a ciphertext's points) over SHA-256(msg_i) with ML-DSA and hands the
   signed messages to the user; its verification key goes to the provider over the
   authenticated channel. It already knows the data, so the provider's final receipt of
   psi(d) (the runtime's output) tells it nothing new.
@@ -41,6 +42,8 @@ from secinfer.protocols.certified import usecases
 
 DATA_SOURCE, USER, PROVIDER = "data_source", "user", "provider"
 NONCE_BYTES, UID_BYTES, TS_BYTES = 16, 2, 4   # [CRISP-certified Sec. 6.2]
+META_BYTES = NONCE_BYTES + UID_BYTES + TS_BYTES
+MAX_BATCH = 1 << 16
 KEY_PROOF_BITS = 128                          # soundness of the public-key proof
 A_SEED_BYTES = 16
 NU_MAX = 16.0                                 # |nu^_j| bound (weight 14: exceeded w.p. ~1e-5)
@@ -79,27 +82,49 @@ class Session:
             raise ConfigError(f"{name!r} has {self.params.max_level} levels; "
                               f"{self.usecase.name!r} needs {self.level}")
         self.slots = self.params.n // 2
-        self.msg_bytes = self.usecase.data_bits // 8 + NONCE_BYTES + UID_BYTES + TS_BYTES
+        self.batch = batch_size(self.usecase, self.slots)
         self.primes = tuple(self.params.q[: self.level + 1])
         self.bp = bdop.BDOPParams(self.params.log_n, self.primes)
 
-    def zk_config(self, n_msgs: int) -> zkbpp.ZKConfig:
-        return zkbpp.ZKConfig(self.params.log_n, self.primes, self.reps, self.msg_bytes,
-                              self.usecase.data_bits, n_msgs, self.usecase.log_scale)
+    def zk_config(self, n_points: int) -> zkbpp.ZKConfig:
+        """The circuit for one ciphertext of ``n_points`` data points."""
+        n_msgs, pts = layout(self.batch, n_points)
+        return zkbpp.ZKConfig(self.params.log_n, self.primes, self.reps,
+                              message_bytes(self.usecase, pts), self.usecase.data_bits, n_msgs,
+                              self.usecase.log_scale, pts)
 
     def chunks(self, n: int) -> list[tuple[int, int]]:
         return [(s, min(n, s + self.slots)) for s in range(0, n, self.slots)]
 
 
-def make_message(u: usecases.UseCase, d: int, nonce: bytes, uid: int, ts: int) -> bytes:
-    """msg = d (big-endian two's complement) || nonce || uid || timestamp."""
+def batch_size(u: usecases.UseCase, slots: int) -> int:
+    """Data points per signed message: one, or a ciphertext's worth for a batched use case."""
+    return slots if u.batch else 1
+
+
+def layout(batch: int, n_points: int) -> tuple[int, int]:
+    """(messages, points per message) of one ciphertext's ``n_points`` points; the chunks
+    are cut at multiples of the slots, so a batch never straddles two ciphertexts."""
+    return (1, n_points) if batch > 1 else (n_points, 1)
+
+
+def message_bytes(u: usecases.UseCase, points: int) -> int:
+    return points * (u.data_bits // 8) + META_BYTES
+
+
+def make_message(u: usecases.UseCase, d, nonce: bytes, uid: int, ts: int) -> bytes:
+    """msg = d (its points, big-endian two's complement each) || nonce || uid || timestamp."""
     nb = u.data_bits // 8
-    return (int(d).to_bytes(nb, "big", signed=True) + nonce + int(uid).to_bytes(UID_BYTES, "big")
-            + int(ts).to_bytes(TS_BYTES, "big"))
+    pts = b"".join(int(v).to_bytes(nb, "big", signed=True) for v in np.atleast_1d(d))
+    return pts + nonce + int(uid).to_bytes(UID_BYTES, "big") + int(ts).to_bytes(TS_BYTES, "big")
 
 
-def data_of(u: usecases.UseCase, msg: bytes) -> int:
-    return int.from_bytes(msg[: u.data_bits // 8], "big", signed=True)
+def data_of(u: usecases.UseCase, msg: bytes) -> np.ndarray:
+    """The data points inside a message."""
+    nb = u.data_bits // 8
+    k = (len(msg) - META_BYTES) // nb
+    return np.array([int.from_bytes(msg[i * nb:(i + 1) * nb], "big", signed=True) for i in range(k)],
+                    dtype=np.int64)
 
 
 # ---------------------------------------------------------------- data source
@@ -111,16 +136,21 @@ def _run_data_source(ep, job: PartyJob) -> PartyResult:
     sk = SigningKey(job.prg.derive("signing-key").bytes(32), scheme)
     uid, t0 = int(o.get("user_id", 1)), int(o.get("t0", 1_700_000_000))
     with ep.phase("setup"):
-        # the kind of data (its fixed-point format) is public: the provider names it
-        (name,) = ep.recv(PROVIDER, "certified/kind", _spec_bytes())
+        # the kind of data (its fixed-point format) and the points per signed message are
+        # public: the provider names them
+        (name, batch) = ep.recv(PROVIDER, "certified/kind", _spec_bytes(), ArraySpec(np.int64, (1,)))
         u = usecases.get(name.tobytes().decode("ascii", "replace"))
+        batch = int(batch[0])
+        if not 1 <= batch <= MAX_BATCH:
+            raise ProtocolError(f"data source: {batch} points per message is out of range")
         d = u.quantize(job.input)
         ep.send(PROVIDER, "certified/vk", _bytes(sk.verify_key.raw))
         ep.send(PROVIDER, "certified/count", np.array([d.size], np.int64))
     with ep.phase("offline"):
         nonces = job.prg.derive("nonces")
-        msgs = [make_message(u, v, nonces.bytes(NONCE_BYTES), uid, t0 + 1800 * i)
-                for i, v in enumerate(d)]
+        # one message per point (timestamped half-hourly) or per batch of points
+        msgs = [make_message(u, d[a:a + batch], nonces.bytes(NONCE_BYTES), uid, t0 + 1800 * a)
+                for a in range(0, d.size, batch)]
         sigs = [sk.sign(hashlib.sha256(m).digest()) for m in msgs]   # [CRISP-certified Sec. 5.2]
         ep.send(USER, "certified/signed", _bytes(b"".join(msgs)), _bytes(b"".join(sigs)))
     with ep.phase("online"):
@@ -144,11 +174,15 @@ def _run_user(ep, job: PartyJob) -> PartyResult:
     with ep.phase("offline"):
         n = desc["n_points"]
         msgs_raw, sigs_raw = ep.recv(DATA_SOURCE, "certified/signed", _spec_bytes(), _spec_bytes())
-        if msgs_raw.size != n * s.msg_bytes:
-            raise ProtocolError(f"user: expected {n} messages of {s.msg_bytes} bytes from the data source")
-        msgs = [msgs_raw[i * s.msg_bytes:(i + 1) * s.msg_bytes].tobytes() for i in range(n)]
-        sig_size = sigs_raw.size // n if n else 0
-        sigs = [sigs_raw[i * sig_size:(i + 1) * sig_size].tobytes() for i in range(n)]
+        cfgs = [s.zk_config(b - a) for (a, b) in s.chunks(n)]
+        sizes = [c.msg_bytes for c in cfgs for _ in range(c.n_msgs)]
+        if msgs_raw.size != sum(sizes):
+            raise ProtocolError(f"user: expected {len(sizes)} messages of {sum(sizes)} bytes in all "
+                                "from the data source")
+        ends = np.cumsum([0] + sizes)
+        msgs = [msgs_raw[ends[i]:ends[i + 1]].tobytes() for i in range(len(sizes))]
+        sig_size = sigs_raw.size // len(sizes)
+        sigs = [sigs_raw[i * sig_size:(i + 1) * sig_size].tobytes() for i in range(len(sizes))]
         prg = job.prg.derive("user")
         # the key pair for the provider's a, from the injected PRG; pk0 proven well formed
         kp, sk_s, sk_e = keygen_seeded(params, bytes(a_seed), prg.bytes(32))
@@ -159,9 +193,11 @@ def _run_user(ep, job: PartyJob) -> PartyResult:
         _prove_key(ep, params, kp, sk_s, sk_e, prg.derive("keyproof"))
     with ep.phase("online"):
         cts = []
-        for (a, b) in s.chunks(n):
-            cfg = s.zk_config(b - a)
-            d = np.array([data_of(u, m) for m in msgs[a:b]])
+        m0 = 0
+        for cfg in cfgs:
+            a, b = m0, m0 + cfg.n_msgs             # this ciphertext's messages
+            m0 = b
+            d = np.concatenate([data_of(u, m) for m in msgs[a:b]])
             pt = zkbpp.plaintext(params, zkbpp.encode(cfg, d), s.level, u.log_scale)
             ct, rnd = encrypt_with_randomness(params, pt, kp.pk, seed=prg.bytes(32))
             pt.close()
@@ -308,12 +344,14 @@ def _run_provider(ep, job: PartyJob) -> PartyResult:
     else:
         name, weights, coeffs = o.get("usecase", "sum"), o.get("weights"), None
     with ep.phase("setup"):
-        ep.send(DATA_SOURCE, "certified/kind", _bytes(usecases.get(name).name.encode()))
+        s = Session(job, {"usecase": usecases.get(name).name})
+        ep.send(DATA_SOURCE, "certified/kind", _bytes(s.usecase.name.encode()),
+                np.array([s.batch], np.int64))
         (vk_raw,) = ep.recv(DATA_SOURCE, "certified/vk", _spec_bytes())
         (count,) = ep.recv(DATA_SOURCE, "certified/count", ArraySpec(np.int64, (1,)))
         n = int(count[0])
         desc = usecases.describe(name, n, weights, o.get("step_bound"), coeffs)
-        s = Session(job, desc)
+        s.desc = desc
         vk = VerifyKey(s.scheme, vk_raw.tobytes())
         prg = job.prg.derive("provider")
         ctx_nonce, key_seed, a_seed = prg.bytes(16), prg.bytes(16), prg.bytes(A_SEED_BYTES)
@@ -377,22 +415,24 @@ def _verify_key(ep, params, pk, prg: PRG) -> None:
 
 
 def _verify_chunk(ep, s: Session, vk: VerifyKey, pk, key, ctx: bytes, n: int) -> Ciphertext:
-    """[CRISP-certified Sec. 4.3] signatures, ZKB++ proof, bound proof; any failure aborts."""
+    """[CRISP-certified Sec. 4.3] signatures, ZKB++ proof, bound proof; any failure aborts.
+    ``n``: the ciphertext's data points."""
     L = len(s.primes)
+    cfg = s.zk_config(n)
+    k = cfg.n_msgs
     dig, sigs, ct_raw, com, proof, bound = ep.recv(
-        USER, "certified/upload", _spec_bytes(32 * n), _spec_bytes(), _spec_bytes(),
+        USER, "certified/upload", _spec_bytes(32 * k), _spec_bytes(), _spec_bytes(),
         ArraySpec(np.uint64, (4, L, s.params.n)), _spec_bytes(), _spec_bytes())
-    digests = [dig[32 * i:32 * i + 32].tobytes() for i in range(n)]
+    digests = [dig[32 * i:32 * i + 32].tobytes() for i in range(k)]
     sl = vk.signature_bytes
-    ok = sigs.size == n * sl and all(
-        vk.verify(digests[i], sigs[i * sl:(i + 1) * sl].tobytes()) for i in range(n))
+    ok = sigs.size == k * sl and all(
+        vk.verify(digests[i], sigs[i * sl:(i + 1) * sl].tobytes()) for i in range(k))
     ep.require(ok, "signature", USER, "a digest is not signed by the data source")
     ct = s.params.load(ct_raw.tobytes(), Ciphertext)
     ok = ct.level == s.level and ct.degree == 1 and abs(ct.log_scale - s.usecase.log_scale) < 1e-9
     ep.require(ok, "zkbpp-encryption", USER, "ciphertext level, degree or scale")
-    cfg = s.zk_config(n)
     st = statement(s, cfg, pk, ct, com, key, digests)
-    v = zkbpp.verify(cfg, st, proof.tobytes(), ctx)
+    v = zkbpp.verify(cfg, st, proof, ctx)
     ep.require(v.view_ok, "zkbpp-view", USER, "an opened ZKB++ view is inconsistent")
     ep.require(v.challenge_ok, "zkbpp-challenge", USER, "the Fiat-Shamir challenge is not this session's")
     ep.require(v.digest_ok, "zkbpp-digest", USER, "the hashed messages are not the signed ones")

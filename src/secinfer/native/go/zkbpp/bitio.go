@@ -1,5 +1,7 @@
 package zkbpp
 
+import "encoding/binary"
+
 // Bit-packed encodings of the proof's views and input shares: every gate output takes
 // exactly its width (31 bits per adder, 32 per AND word, ceil(log2 q) per value modulo q),
 // so nothing the verifier cannot recompute is sent in padding [ZKB++ Sec. 4, proof size].
@@ -30,11 +32,19 @@ func (b *bitbuf) put(v uint64, k int) {
 // bytes returns the bit string as ceil(n/8) bytes (little-endian, zero padding).
 func (b *bitbuf) bytes() []byte {
 	out := make([]byte, (b.n+7)/8)
-	for i := range out {
+	full := len(out) / 8
+	for i := 0; i < full; i++ {
+		binary.LittleEndian.PutUint64(out[8*i:], b.w[i])
+	}
+	for i := 8 * full; i < len(out); i++ {
 		out[i] = byte(b.w[i/8] >> uint(8*(i%8)))
 	}
 	return out
 }
+
+// withCapacity returns an empty bitbuf with room for words 64-bit words (a size hint:
+// every repetition records the same number of bits).
+func withCapacity(words int) bitbuf { return bitbuf{w: make([]uint64, 0, words)} }
 
 // bitreader reads a bit string written by bitbuf; reading past its end marks it short.
 type bitreader struct {

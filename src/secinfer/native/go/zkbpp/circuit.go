@@ -3,7 +3,6 @@ package zkbpp
 import (
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
@@ -33,27 +32,34 @@ type Config struct {
 	Primes   []uint64 // the ciphertext modulus Q in RNS (the level's primes)
 	Reps     int      // ZKB++ repetitions
 	MsgBytes int      // bytes per message
-	DataBits int      // the data point: the first DataBits/8 bytes, big-endian, signed
-	NMsgs    int      // messages (= data points, one per slot, at most N/2)
+	DataBits int      // each data point: DataBits/8 bytes, big-endian, signed
+	NMsgs    int      // messages
+	Points   int      // data points per message, its first Points * DataBits/8 bytes
 	LogScale int      // CKKS scale 2^LogScale
 }
 
 func (c *Config) N() int { return 1 << uint(c.LogN) }
 
+// NPoints is the number of data points (one per slot, at most N/2): message i carries
+// points i*Points .. (i+1)*Points - 1.
+func (c *Config) NPoints() int { return c.NMsgs * c.Points }
+
 func (c *Config) Validate() error {
 	switch {
 	case c.LogN < 3 || c.LogN > 16:
 		return fmt.Errorf("logN %d out of range", c.LogN)
-	case len(c.Primes) < 1 || len(c.Primes) > 8:
-		return fmt.Errorf("need 1..8 primes, got %d", len(c.Primes))
+	case len(c.Primes) < 1 || len(c.Primes) > maxPrimes:
+		return fmt.Errorf("need 1..%d primes, got %d", maxPrimes, len(c.Primes))
 	case c.Reps < 1 || c.Reps > 1000:
 		return fmt.Errorf("repetitions %d out of range", c.Reps)
 	case c.DataBits != 8 && c.DataBits != 16 && c.DataBits != 32:
 		return fmt.Errorf("data points must have 8, 16 or 32 bits, not %d", c.DataBits)
-	case c.MsgBytes < c.DataBits/8 || c.MsgBytes > 1<<16:
+	case c.Points < 1 || c.Points > 1<<16:
+		return fmt.Errorf("%d data points per message out of range", c.Points)
+	case c.MsgBytes < c.Points*c.DataBits/8 || c.MsgBytes > 1<<16:
 		return fmt.Errorf("message size %d out of range", c.MsgBytes)
-	case c.NMsgs < 1 || c.NMsgs > c.N()/2:
-		return fmt.Errorf("%d messages do not fit %d slots", c.NMsgs, c.N()/2)
+	case c.NMsgs < 1 || c.NPoints() > c.N()/2:
+		return fmt.Errorf("%d messages of %d points do not fit %d slots", c.NMsgs, c.Points, c.N()/2)
 	case c.LogScale < 1 || c.LogScale+1 >= 64:
 		return fmt.Errorf("log scale %d out of range", c.LogScale)
 	}
@@ -66,92 +72,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("scale 2^%d too large for exact encoding tables", c.LogScale)
 	}
 	return nil
-}
-
-// ---------------------------------------------------------------- CKKS encoding
-
-// encodeTable holds T[t] = round(Delta * 2/N * cos(pi t / N)) for t < 2N and the rotation
-// group g_j = 5^j mod 2N. Real slot values z_j encode to the coefficients
-// m_k = sum_j z_j T[g_j k mod 2N]: Lattigo's CKKS embedding (slot j evaluates at
-// zeta^{g_j}, zeta = exp(i pi/N)) with the rounding moved from m to the matrix entries,
-// which makes encoding an exact linear map over Z that the circuit evaluates modulo Q.
-type encodeTable struct {
-	n2 int // 2N
-	T  []int64
-	g  []int
-}
-
-func newEncodeTable(logN, logScale, slots int) *encodeTable {
-	N := 1 << uint(logN)
-	amp := math.Ldexp(2, logScale) / float64(N)
-	base := make([]int64, N/2+1) // t in [0, N/2]: cos >= 0
-	for t := range base {
-		base[t] = int64(math.Round(amp * math.Cos(math.Pi*float64(t)/float64(N))))
-	}
-	T := make([]int64, 2*N)
-	for t := 0; t < 2*N; t++ {
-		u := t
-		if u > N {
-			u = 2*N - u // cos(2 pi - x) = cos x
-		}
-		if u <= N/2 {
-			T[t] = base[u]
-		} else {
-			T[t] = -base[N-u] // cos(pi - x) = -cos x
-		}
-	}
-	g := make([]int, slots)
-	v := 1
-	for j := range g {
-		g[j] = v
-		v = v * 5 % (2 * N)
-	}
-	return &encodeTable{n2: 2 * N, T: T, g: g}
-}
-
-// apply returns m = E d modulo q for d given modulo q. Rows k and N-k are opposite
-// (g_j odd: T[g_j (N-k)] = T[N - g_j k] = -T[g_j k]; real slots give m_{N-k} = -m_k), so
-// only rows 0..N/2 are computed.
-func (t *encodeTable) apply(d []uint64, q uint64, out []uint64) {
-	mask := t.n2 - 1
-	half := len(out) / 2
-	for k := 0; k <= half; k++ {
-		var pHi, pLo, nHi, nLo uint64
-		for j, dj := range d {
-			c := t.T[(t.g[j]*k)&mask]
-			if c >= 0 {
-				hi, lo := bits.Mul64(uint64(c), dj)
-				var cy uint64
-				pLo, cy = bits.Add64(pLo, lo, 0)
-				pHi += hi + cy
-			} else {
-				hi, lo := bits.Mul64(uint64(-c), dj)
-				var cy uint64
-				nLo, cy = bits.Add64(nLo, lo, 0)
-				nHi += hi + cy
-			}
-		}
-		out[k] = submod(bits.Rem64(pHi%q, pLo, q), bits.Rem64(nHi%q, nLo, q), q)
-	}
-	for k := 1; k < half; k++ {
-		out[len(out)-k] = submod(0, out[k], q)
-	}
-}
-
-// Encode returns the residues of m = E d modulo each prime (the plaintext the user
-// encrypts), d the signed integer data points.
-func Encode(cfg *Config, d []int64) [][]uint64 {
-	tab := newEncodeTable(cfg.LogN, cfg.LogScale, len(d))
-	out := make([][]uint64, len(cfg.Primes))
-	for l, q := range cfg.Primes {
-		dq := make([]uint64, len(d))
-		for j, v := range d {
-			dq[j] = signedMod(v, q)
-		}
-		out[l] = make([]uint64, cfg.N())
-		tab.apply(dq, q, out[l])
-	}
-	return out
 }
 
 // ---------------------------------------------------------------- the circuit
@@ -168,7 +88,7 @@ type publicData struct {
 	encTab  *encodeTable
 	digests [][8]uint32
 	target  [][8]uint32               // the Boolean outputs' public value: digest - outputOffset
-	outA    [NumOutputPolys]ring.Poly // coefficient domain
+	outA    [NumOutputPolys]ring.Poly // the outputs' domains (outputNTT)
 }
 
 func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32, out [NumOutputPolys][][]uint64) (*publicData, error) {
@@ -186,6 +106,9 @@ func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32,
 	}
 	for i := range out {
 		pd.outA[i] = polyFrom(rq, out[i])
+		if outputNTT(i) {
+			rq.NTT(pd.outA[i], pd.outA[i]) // the domain the players' output shares live in
+		}
 	}
 	pd.pad, pd.blocks = paddedWords(cfg.MsgBytes)
 	pd.mask = msgMask(cfg.MsgBytes)
@@ -197,7 +120,9 @@ func newPublic(cfg *Config, pub [NumPublicPolys][][]uint64, digests [][8]uint32,
 			pd.target[i][k] = dg[k] - off[k]
 		}
 	}
-	pd.encTab = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NMsgs)
+	if pd.encTab, err = newEncodeTable(cfg.LogN, cfg.LogScale, cfg.NPoints(), cfg.Primes, rq); err != nil {
+		return nil, err
+	}
 	return pd, nil
 }
 
@@ -215,8 +140,12 @@ func polyFrom(rq *ring.Ring, rows [][]uint64) ring.Poly {
 // inputs are one player's input shares.
 type inputs struct {
 	words []uint32                  // NMsgs * nw message words (message bits only)
-	polys [NumSecretPolys]ring.Poly // coefficient domain
+	polys [NumSecretPolys]ring.Poly // NTT domain (see witnessNTT)
 }
+
+// outputNTT reports whether output polynomial k is shared (and hashed) in the NTT domain:
+// all but c0, which adds the coefficient-domain encoding m.
+func outputNTT(k int) bool { return k != 0 }
 
 // outputs are one player's output shares.
 type outputs struct {
@@ -237,10 +166,10 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 	for p := 0; p < 3; p++ {
 		d[p] = make([][]uint64, L)
 		for l := range d[p] {
-			d[p][l] = make([]uint64, cfg.NMsgs)
+			d[p][l] = make([]uint64, cfg.NPoints())
 		}
 	}
-	shift := uint(32 - cfg.DataBits)
+	nb := cfg.DataBits / 8
 	msgWords := make([]bw, pd.nw)
 	for i := 0; i < cfg.NMsgs; i++ {
 		for t := 0; t < pd.nw; t++ {
@@ -254,11 +183,17 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 				out[p].words[8*i+k] = dig[k][p]
 			}
 		}
-		// [CRISP-certified Sec. 6.1] the data point's bits, Boolean -> arithmetic
-		acc := r.b2aWord(msgWords[0], shift, cfg.DataBits)
-		for p := 0; p < 3; p++ {
-			for l := 0; l < L; l++ {
-				d[p][l][i] = acc[p][l]
+		// [CRISP-certified Sec. 6.1] the data points' bits, Boolean -> arithmetic: point j
+		// sits at byte j*nb of the message (big-endian words; 8/16/32-bit points never
+		// straddle a word)
+		for j := 0; j < cfg.Points; j++ {
+			off := j * nb
+			shift := uint(32 - cfg.DataBits - 8*(off%4))
+			acc := r.b2aWord(msgWords[off/4], shift, cfg.DataBits)
+			for p := 0; p < 3; p++ {
+				for l := 0; l < L; l++ {
+					d[p][l][i*cfg.Points+j] = acc[p][l]
+				}
 			}
 		}
 	}
@@ -269,37 +204,29 @@ func (r *run) evaluate(pd *publicData, rq *ring.Ring, in [3]*inputs, live [3]boo
 			}
 			continue
 		}
-		x := in[p].polys
+		x := in[p].polys // NTT domain: u, e0, e1, r0..r4
 		m := rq.NewPoly()
-		for l, q := range cfg.Primes {
-			pd.encTab.apply(d[p][l], q, m.Coeffs[l])
-		}
-		ntt := func(a ring.Poly) ring.Poly { b := rq.NewPoly(); rq.NTT(a, b); return b }
-		uN, r1, r2, r3, r4 := ntt(x[0]), ntt(x[4]), ntt(x[5]), ntt(x[6]), ntt(x[7])
-		mulAcc := func(dst ring.Poly, pairs ...ring.Poly) {
-			for i := 0; i < len(pairs); i += 2 {
-				rq.MulCoeffsBarrettThenAdd(pairs[i], pairs[i+1], dst)
-			}
-		}
+		pd.encTab.encode(d[p], m.Coeffs)
 		o := &out[p].polys
 		for k := range o {
 			o[k] = rq.NewPoly()
 		}
 		P := pd.polys
-		mulAcc(o[0], P[0], uN)
-		mulAcc(o[1], P[1], uN)
-		mulAcc(o[2], P[2], r1, P[3], r2, P[4], r3, P[5], r4)
-		for j := 0; j < 3; j++ {
-			mulAcc(o[3+j], P[6+j], r4)
+		mulAcc := func(dst ring.Poly, pairs ...ring.Poly) {
+			for i := 0; i < len(pairs); i += 2 {
+				rq.MulCoeffsBarrettThenAdd(pairs[i], pairs[i+1], dst)
+			}
 		}
-		for k := range o {
-			rq.INTT(o[k], o[k])
-		}
+		mulAcc(o[0], P[0], x[0])
 		rq.Add(o[0], x[1], o[0]) // + e0
-		rq.Add(o[0], m, o[0])    // + m
+		rq.INTT(o[0], o[0])
+		rq.Add(o[0], m, o[0]) // + m (coefficient domain)
+		mulAcc(o[1], P[1], x[0])
 		rq.Add(o[1], x[2], o[1]) // + e1
+		mulAcc(o[2], P[2], x[4], P[3], x[5], P[4], x[6], P[5], x[7])
 		rq.Add(o[2], x[3], o[2]) // + r0
 		for j := 0; j < 3; j++ {
+			mulAcc(o[3+j], P[6+j], x[7])
 			rq.Add(o[3+j], x[4+j], o[3+j]) // + r_j
 			rq.Add(o[3+j], x[j], o[3+j])   // + x_j
 		}

@@ -124,11 +124,15 @@ func (r *run) add(x, y bw) bw {
 
 // ---------------------------------------------------------------- arithmetic scalars
 
-// av is an element of Z_Q in RNS form, additively shared: av[p][l] is player p's share
-// modulo primes[l].
-type av [3][]uint64
+// maxPrimes bounds the RNS primes (Config.Validate): shared scalars are fixed-size values,
+// so the conversion block allocates nothing.
+const maxPrimes = 8
 
-func newAV(L int) av { return av{make([]uint64, L), make([]uint64, L), make([]uint64, L)} }
+// av is an element of Z_Q in RNS form, additively shared: av[p][l] is player p's share
+// modulo primes[l] (l < len(primes); the rest stay zero).
+type av [3][maxPrimes]uint64
+
+func newAV(int) av { return av{} }
 
 func mulmod(a, b, q uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
@@ -152,7 +156,8 @@ func submod(a, b, q uint64) uint64 {
 
 // mul is one multiplication gate per RNS prime.
 func (r *run) mul(x, y av) av {
-	return r.inner([]av{x}, []av{y})
+	xs, ys := [1]av{x}, [1]av{y}
+	return r.inner(xs[:], ys[:])
 }
 
 // inner is one inner-product gate per RNS prime: sum_k x_k y_k with a single output share
@@ -242,8 +247,7 @@ func (r *run) bitShares(w bw, i uint) [3]av {
 func (r *run) b2aWord(w bw, shift uint, nbits int) av {
 	L := len(r.primes)
 	acc := newAV(L)
-	xs := make([]av, nbits)
-	ys := make([]av, nbits)
+	var xs, ys [32]av
 	for k := 0; k < nbits; k++ {
 		s := r.bitShares(w, shift+uint(k))
 		t := r.lin(1, s[0], 1, s[1])
@@ -256,5 +260,5 @@ func (r *run) b2aWord(w bw, shift uint, nbits int) av {
 		xs[k] = r.lin(c, t, 0, t)
 		ys[k] = s[2]
 	}
-	return r.lin(1, acc, -2, r.inner(xs, ys))
+	return r.lin(1, acc, -2, r.inner(xs[:nbits], ys[:nbits]))
 }

@@ -1,7 +1,6 @@
 package zkbpp
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
 )
@@ -74,6 +74,31 @@ func (st *Statement) prepare(cfg *Config) (*publicData, error) {
 
 // ---------------------------------------------------------------- input shares
 
+// The secret polynomials are shared in the NTT domain (evaluations at the roots of X^N + 1
+// modulo each prime): the seeded shares are uniform there as well, the witness is
+// transformed once per proof, and the circuit's products with public polynomials are
+// then pointwise -- no transform per player and repetition except for c0 (see evaluate).
+
+// witnessNTT returns the witness polynomials in the NTT domain (once per proof).
+func witnessNTT(pd *publicData, w *Witness) (*[NumSecretPolys]ring.Poly, error) {
+	cfg := pd.cfg
+	var out [NumSecretPolys]ring.Poly
+	for k := range out {
+		if len(w.Polys[k]) != cfg.N() {
+			return nil, fmt.Errorf("secret polynomial %d needs %d coefficients", k, cfg.N())
+		}
+		p := pd.rq.NewPoly()
+		for l, q := range cfg.Primes {
+			for j, v := range w.Polys[k] {
+				p.Coeffs[l][j] = signedMod(v, q)
+			}
+		}
+		pd.rq.NTT(p, p)
+		out[k] = p
+	}
+	return &out, nil
+}
+
 func seededInputs(pd *publicData, seed []byte) *inputs {
 	cfg := pd.cfg
 	t := newTape(seed, "input-bool")
@@ -94,8 +119,9 @@ func seededInputs(pd *publicData, seed []byte) *inputs {
 	return in
 }
 
-// lastShare returns player 2's input share: the witness minus the seeded shares.
-func lastShare(pd *publicData, w *Witness, s0, s1 *inputs) (*inputs, error) {
+// lastShare returns player 2's input share: the witness minus the seeded shares (wN: the
+// witness polynomials in the NTT domain, witnessNTT).
+func lastShare(pd *publicData, w *Witness, wN *[NumSecretPolys]ring.Poly, s0, s1 *inputs) (*inputs, error) {
 	cfg := pd.cfg
 	if len(w.Msgs) != cfg.NMsgs {
 		return nil, fmt.Errorf("need %d messages, got %d", cfg.NMsgs, len(w.Msgs))
@@ -113,13 +139,10 @@ func lastShare(pd *publicData, w *Witness, s0, s1 *inputs) (*inputs, error) {
 		}
 	}
 	for k := range in.polys {
-		if len(w.Polys[k]) != cfg.N() {
-			return nil, fmt.Errorf("secret polynomial %d needs %d coefficients", k, cfg.N())
-		}
 		p := pd.rq.NewPoly()
 		for l, q := range cfg.Primes {
-			for j, v := range w.Polys[k] {
-				p.Coeffs[l][j] = submod(submod(signedMod(v, q), s0.polys[k].Coeffs[l][j], q), s1.polys[k].Coeffs[l][j], q)
+			for j, v := range wN[k].Coeffs[l] {
+				p.Coeffs[l][j] = submod(submod(v, s0.polys[k].Coeffs[l][j], q), s1.polys[k].Coeffs[l][j], q)
 			}
 		}
 		in.polys[k] = p
@@ -161,14 +184,12 @@ func (h hw) poly(p ring.Poly) {
 
 func (h hw) sum() (d [32]byte) { copy(d[:], h.Sum(nil)); return }
 
-// commit is the commitment to a player's view: H(seed, player 2's input share, view),
-// over the same packed bytes the proof carries.
-func commit(pd *publicData, seed []byte, in2 *inputs, viewBytes []byte) [32]byte {
+// commitPacked is the commitment to a player's view: H(seed, player 2's input share,
+// view), over the same packed bytes the proof carries (in2 nil for players 0 and 1).
+func commitPacked(seed, in2, viewBytes []byte) [32]byte {
 	h := newHash("commit")
 	h.Write(seed)
-	if in2 != nil {
-		h.Write(packInputs(pd, in2))
-	}
+	h.Write(in2)
 	h.Write(viewBytes)
 	return h.sum()
 }
@@ -259,7 +280,7 @@ func hashOutA(polys [NumOutputPolys]ring.Poly) [32]byte {
 func statementHash(cfg *Config, st *Statement) [32]byte {
 	h := newHash("statement")
 	h.u64s([]uint64{uint64(cfg.LogN), uint64(cfg.Reps), uint64(cfg.MsgBytes), uint64(cfg.DataBits),
-		uint64(cfg.NMsgs), uint64(cfg.LogScale), uint64(len(cfg.Primes))})
+		uint64(cfg.NMsgs), uint64(cfg.Points), uint64(cfg.LogScale), uint64(len(cfg.Primes))})
 	h.u64s(cfg.Primes)
 	for _, d := range st.Digests {
 		h.Write(d[:])
@@ -352,17 +373,27 @@ var magic = []byte("ZKBPP2")
 
 // ---------------------------------------------------------------- prover
 
+// proverRep is what the prover keeps of a repetition until the challenge is known: the
+// seeds, the transcript, and where player 2's packed input share and the three packed
+// views (any two may be opened) were spilled. Nothing else (input shares, output
+// polynomials, unpacked buffers) outlives the repetition.
 type proverRep struct {
 	seeds [3][]byte
-	in2   *inputs
-	views [3]*view
-	out   [3]*outputs
+	in2   record    // packInputs of player 2's share
+	views [3]record // packed gate outputs
 	t     repTranscript
 }
 
 // Prove makes a ZKB++ proof that the witness satisfies the statement, bound to ctx
 // (the verifier's session context: a reused proof fails in another session).
 func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([]byte, error) {
+	return ProveTo(cfg, st, w, master, ctx, func(n int) []byte { return make([]byte, n) })
+}
+
+// ProveTo is Prove writing the proof into alloc(len), a buffer of the proof's exact length
+// (e.g. C memory handed to the caller: no further copy of the proof). The prover's own
+// memory stays at a few repetitions' worth (see spill) besides that buffer.
+func ProveTo(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte, alloc func(int) []byte) ([]byte, error) {
 	if len(master) < 16 {
 		return nil, errors.New("the prover's master seed needs at least 16 bytes")
 	}
@@ -370,10 +401,20 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 	if err != nil {
 		return nil, err
 	}
+	wN, err := witnessNTT(pd, w)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := newSpill()
+	if err != nil {
+		return nil, err
+	}
+	defer sp.close()
 	reps := make([]*proverRep, cfg.Reps)
 	errs := make([]error, cfg.Reps)
+	var viewWords atomic.Int64 // a finished repetition's view size: the next ones' capacity
 	parallel(cfg.Reps, func(j int) {
-		rq, _ := ring.NewRing(cfg.N(), cfg.Primes)
+		rq := pd.rq // stateless (precomputed tables only): shared by the workers
 		pr := &proverRep{}
 		r := &run{primes: cfg.Primes}
 		var in [3]*inputs
@@ -381,25 +422,33 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 			pr.seeds[p] = deriveSeed(master, j, p)
 			r.andTape[p] = newTape(pr.seeds[p], "and")
 			r.mulTape[p] = newTape(pr.seeds[p], "mul")
-			r.views[p] = &view{}
+			r.views[p] = &view{out: withCapacity(int(viewWords.Load()))}
 		}
 		in[0], in[1] = seededInputs(pd, pr.seeds[0]), seededInputs(pd, pr.seeds[1])
-		in[2], errs[j] = lastShare(pd, w, in[0], in[1])
+		in[2], errs[j] = lastShare(pd, w, wN, in[0], in[1])
 		if errs[j] != nil {
 			return
 		}
-		pr.in2 = in[2]
-		pr.out = r.evaluate(pd, rq, in, [3]bool{true, true, true})
+		in2 := packInputs(pd, in[2])
+		out := r.evaluate(pd, rq, in, [3]bool{true, true, true})
+		viewWords.Store(int64(len(r.views[0].out.w)))
 		for p := 0; p < 3; p++ {
-			var i2 *inputs
+			vb := r.views[p].out.bytes()
+			r.views[p] = nil
+			var i2 []byte
 			if p == 2 {
-				i2 = in[2]
+				i2 = in2
 			}
-			pr.t.com[p] = commit(pd, pr.seeds[p], i2, r.views[p].out.bytes())
-			pr.t.hB[p] = hashOutB(pr.out[p].words)
-			pr.t.hA[p] = hashOutA(pr.out[p].polys)
+			pr.t.com[p] = commitPacked(pr.seeds[p], i2, vb)
+			pr.t.hB[p] = hashOutB(out[p].words)
+			pr.t.hA[p] = hashOutA(out[p].polys)
+			if pr.views[p], errs[j] = sp.put(vb); errs[j] != nil {
+				return
+			}
 		}
-		pr.views = r.views
+		if pr.in2, errs[j] = sp.put(in2); errs[j] != nil {
+			return
+		}
 		reps[j] = pr
 	})
 	for _, e := range errs {
@@ -413,25 +462,45 @@ func Prove(cfg *Config, st *Statement, w *Witness, master []byte, ctx []byte) ([
 	}
 	ch := challengeHash(statementHash(cfg, st), ctx, ts)
 	es := challengeTrits(ch, cfg.Reps)
-	var buf bytes.Buffer
-	buf.Write(magic)
-	binary.Write(&buf, binary.LittleEndian, uint32(cfg.Reps))
-	buf.Write(ch[:])
+	size, most := len(magic)+4+32, 0
+	for j, pr := range reps {
+		e, e1 := es[j], (es[j]+1)%3
+		size += 9*32 + 2*SeedBytes + 4 + pr.views[e1].n
+		most = max(most, pr.views[e1].n, pr.in2.n)
+		if e == 2 || e1 == 2 {
+			size += pr.in2.n
+		}
+	}
+	tmp := make([]byte, most)
+	buf := alloc(size)[:0]
+	buf = append(buf, magic...)
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(cfg.Reps))
+	buf = append(buf, ch[:]...)
 	for j, pr := range reps {
 		e, e1 := es[j], (es[j]+1)%3
 		for p := 0; p < 3; p++ {
-			buf.Write(pr.t.com[p][:])
-			buf.Write(pr.t.hB[p][:])
-			buf.Write(pr.t.hA[p][:])
+			buf = append(buf, pr.t.com[p][:]...)
+			buf = append(buf, pr.t.hB[p][:]...)
+			buf = append(buf, pr.t.hA[p][:]...)
 		}
-		buf.Write(pr.seeds[e])
-		buf.Write(pr.seeds[e1])
+		buf = append(buf, pr.seeds[e]...)
+		buf = append(buf, pr.seeds[e1]...)
 		if e == 2 || e1 == 2 {
-			buf.Write(packInputs(pd, pr.in2))
+			b, err := sp.get(pr.in2, tmp)
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, b...)
 		}
-		vb := pr.views[e1].out.bytes()
-		binary.Write(&buf, binary.LittleEndian, uint32(len(vb)))
-		buf.Write(vb)
+		vb, err := sp.get(pr.views[e1], tmp)
+		if err != nil {
+			return nil, err
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(vb)))
+		buf = append(buf, vb...)
 	}
-	return buf.Bytes(), nil
+	if len(buf) != size {
+		return nil, fmt.Errorf("internal: proof of %d bytes, layout says %d", len(buf), size)
+	}
+	return buf, nil
 }

@@ -33,7 +33,7 @@ type verifierRep struct {
 	t      repTranscript
 	seedE  []byte
 	seedE1 []byte
-	in2    *inputs
+	in2    []byte // player 2's packed input share (unpacked by the worker)
 	viewE1 []byte // player e+1's packed gate outputs
 	e      int
 }
@@ -67,10 +67,7 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 		vr.seedE = append([]byte(nil), rd.take(SeedBytes)...)
 		vr.seedE1 = append([]byte(nil), rd.take(SeedBytes)...)
 		if vr.e != 0 { // player 2 is e (e = 2) or e+1 (e = 1)
-			var ok bool
-			if vr.in2, ok = unpackInputs(pd, rd.take(inputBytes(pd))); !ok && !rd.bad {
-				return 0, ErrMalformed // non-canonical residues in player 2's share
-			}
+			vr.in2 = rd.take(inputBytes(pd))
 		}
 		n := binary.LittleEndian.Uint32(rd.take(4))
 		vr.viewE1 = rd.take(int(n))
@@ -82,12 +79,13 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 	if len(rd.b) != 0 {
 		return 0, ErrMalformed
 	}
+	malformed := make([]bool, cfg.Reps)
 	viewBad := make([]bool, cfg.Reps)
 	digestBad := make([]bool, cfg.Reps)
 	encBad := make([]bool, cfg.Reps)
 	parallel(cfg.Reps, func(j int) {
 		vr := reps[j]
-		rq, _ := ring.NewRing(cfg.N(), cfg.Primes)
+		rq := pd.rq // stateless (precomputed tables only): shared by the workers
 		e, e1, e2 := vr.e, (vr.e+1)%3, (vr.e+2)%3
 		r := &run{verify: true, e: e, primes: cfg.Primes}
 		seeds := map[int][]byte{e: vr.seedE, e1: vr.seedE1}
@@ -96,7 +94,11 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 			r.andTape[p] = newTape(seeds[p], "and")
 			r.mulTape[p] = newTape(seeds[p], "mul")
 			if p == 2 {
-				in[p] = vr.in2
+				var ok bool
+				if in[p], ok = unpackInputs(pd, vr.in2); !ok {
+					malformed[j] = true // non-canonical residues in player 2's share
+					return
+				}
 			} else {
 				in[p] = seededInputs(pd, seeds[p])
 			}
@@ -113,11 +115,11 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 		bad := !r.rd.exhausted()
 		vb := map[int][]byte{e: r.views[e].out.bytes(), e1: vr.viewE1}
 		for _, p := range []int{e, e1} {
-			var i2 *inputs
+			var i2 []byte
 			if p == 2 {
 				i2 = vr.in2
 			}
-			if commit(pd, seeds[p], i2, vb[p]) != vr.t.com[p] ||
+			if commitPacked(seeds[p], i2, vb[p]) != vr.t.com[p] ||
 				hashOutB(out[p].words) != vr.t.hB[p] || hashOutA(out[p].polys) != vr.t.hA[p] {
 				bad = true
 			}
@@ -138,6 +140,11 @@ func Verify(cfg *Config, st *Statement, proof []byte, ctx []byte) (int, error) {
 		}
 		encBad[j] = hashOutA(ya) != vr.t.hA[e2]
 	})
+	for _, m := range malformed {
+		if m {
+			return 0, ErrMalformed
+		}
+	}
 	fails := 0
 	for j := range reps {
 		if viewBad[j] {
@@ -178,7 +185,11 @@ func Evaluate(cfg *Config, st *Statement, w *Witness, seed []byte) ([][32]byte, 
 			in[p] = seededInputs(pd, s)
 		}
 	}
-	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+	wN, err := witnessNTT(pd, w)
+	if err != nil {
+		return nil, outA, err
+	}
+	if in[2], err = lastShare(pd, w, wN, in[0], in[1]); err != nil {
 		return nil, outA, err
 	}
 	out := r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
@@ -195,6 +206,9 @@ func Evaluate(cfg *Config, st *Statement, w *Witness, seed []byte) ([][32]byte, 
 		s := rq.NewPoly()
 		rq.Add(out[0].polys[k], out[1].polys[k], s)
 		rq.Add(s, out[2].polys[k], s)
+		if outputNTT(k) {
+			rq.INTT(s, s)
+		}
 		outA[k] = s.Coeffs
 	}
 	return digs, outA, nil

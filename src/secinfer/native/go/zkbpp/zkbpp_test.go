@@ -1,11 +1,13 @@
 package zkbpp
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"math/bits"
 	mrand "math/rand"
+	"os"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v6/ring"
@@ -24,18 +26,22 @@ func testPrimes(t testing.TB, logN, n int) []uint64 {
 func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Witness, []int64) {
 	N := cfg.N()
 	w := &Witness{}
-	d := make([]int64, cfg.NMsgs)
-	for i := range d {
+	d := make([]int64, cfg.NPoints())
+	nb := cfg.DataBits / 8
+	for i := 0; i < cfg.NMsgs; i++ {
 		m := make([]byte, cfg.MsgBytes)
 		rng.Read(m)
 		w.Msgs = append(w.Msgs, m)
-		switch cfg.DataBits {
-		case 8:
-			d[i] = int64(int8(m[0]))
-		case 16:
-			d[i] = int64(int16(binary.BigEndian.Uint16(m)))
-		default:
-			d[i] = int64(int32(binary.BigEndian.Uint32(m)))
+		for j := 0; j < cfg.Points; j++ {
+			b := m[j*nb:]
+			switch cfg.DataBits {
+			case 8:
+				d[i*cfg.Points+j] = int64(int8(b[0]))
+			case 16:
+				d[i*cfg.Points+j] = int64(int16(binary.BigEndian.Uint16(b)))
+			default:
+				d[i*cfg.Points+j] = int64(int32(binary.BigEndian.Uint32(b)))
+			}
 		}
 	}
 	for k := range w.Polys {
@@ -84,7 +90,11 @@ func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Wi
 		x[k] = toPoly(w.Polys[k])
 	}
 	m := rq.NewPoly()
-	copy(m.Coeffs, Encode(cfg, d))
+	enc, err := Encode(cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m.Coeffs, enc)
 	outs := [6]ring.Poly{}
 	outs[0] = mul(st.Public[0], x[0])
 	rq.Add(outs[0], x[1], outs[0])
@@ -109,7 +119,7 @@ func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Wi
 func TestSHA256CircuitMatchesStdlib(t *testing.T) {
 	rng := mrand.New(mrand.NewSource(1))
 	for _, mb := range []int{3, 24, 55, 56, 64, 130} {
-		cfg := &Config{LogN: 4, Primes: testPrimes(t, 4, 1), Reps: 1, MsgBytes: mb, DataBits: 8, NMsgs: 2, LogScale: 20}
+		cfg := &Config{LogN: 4, Primes: testPrimes(t, 4, 1), Reps: 1, MsgBytes: mb, DataBits: 8, NMsgs: 2, Points: 1, LogScale: 20}
 		st, w, _ := honestInstance(t, cfg, rng)
 		digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
 		if err != nil {
@@ -134,7 +144,7 @@ func TestSHA256CircuitMatchesStdlib(t *testing.T) {
 
 func TestProveVerify(t *testing.T) {
 	rng := mrand.New(mrand.NewSource(2))
-	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 2), Reps: 6, MsgBytes: 24, DataBits: 16, NMsgs: 3, LogScale: 25}
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 2), Reps: 6, MsgBytes: 24, DataBits: 16, NMsgs: 3, Points: 1, LogScale: 25}
 	st, w, _ := honestInstance(t, cfg, rng)
 	seed := make([]byte, 32)
 	rand.Read(seed)
@@ -191,7 +201,8 @@ func viewBits(t testing.TB, cfg *Config) int {
 			in[p] = seededInputs(pd, s)
 		}
 	}
-	if in[2], err = lastShare(pd, w, in[0], in[1]); err != nil {
+	wN, _ := witnessNTT(pd, w)
+	if in[2], err = lastShare(pd, w, wN, in[0], in[1]); err != nil {
 		t.Fatal(err)
 	}
 	r.evaluate(pd, pd.rq, in, [3]bool{true, true, true})
@@ -202,7 +213,7 @@ func viewBits(t testing.TB, cfg *Config) int {
 // prime: SHA-256 with the public words folded (no gates on the IV, the padding or the
 // feed-forward of the IV) and the conversion's 16 + 1 gate outputs.
 func TestGateCountPerMessage(t *testing.T) {
-	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 2, LogScale: 10}
+	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 1, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 10}
 	per := viewBits(t, cfg) / cfg.NMsgs
 	conv := 17 * bits.Len64(cfg.Primes[0])
 	t.Logf("view bits per message: %d (SHA-256 %d, conversion %d)", per, per-conv, conv)
@@ -225,7 +236,7 @@ func testPrimes53(t testing.TB, logN int) []uint64 {
 // length is below the paper's 643.4 MB [CRISP-certified Sec. 6.2].
 func TestProofLayoutAndSmartMeteringSize(t *testing.T) {
 	rng := mrand.New(mrand.NewSource(5))
-	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 9, MsgBytes: 24, DataBits: 16, NMsgs: 3, LogScale: 10}
+	cfg := &Config{LogN: 5, Primes: testPrimes53(t, 5), Reps: 9, MsgBytes: 24, DataBits: 16, NMsgs: 3, Points: 1, LogScale: 10}
 	st, w, _ := honestInstance(t, cfg, rng)
 	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("ctx"))
 	if err != nil {
@@ -246,7 +257,7 @@ func TestProofLayoutAndSmartMeteringSize(t *testing.T) {
 		t.Fatalf("proof has %d bytes, layout says %d", len(proof), want)
 	}
 	// smart metering: per-message view bits are the same for every message
-	sm := &Config{LogN: 11, Primes: testPrimes53(t, 11), Reps: 219, MsgBytes: 24, DataBits: 16, NMsgs: 2, LogScale: 25}
+	sm := &Config{LogN: 11, Primes: testPrimes53(t, 11), Reps: 219, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 25}
 	perMsg := viewBits(t, sm) / 2
 	const n = 1024
 	qb := bits.Len64(sm.Primes[0])
@@ -256,5 +267,184 @@ func TestProofLayoutAndSmartMeteringSize(t *testing.T) {
 	t.Logf("smart metering: %d view bits per message, expected proof %.1f MB", perMsg, expected/1e6)
 	if expected > 643.4e6 {
 		t.Fatalf("expected proof %.1f MB exceeds the paper's 643.4 MB", expected/1e6)
+	}
+}
+
+// denseEncode is the encoding as the plain N x n product of its definition,
+// E[k, j] = T[5^j k mod 2N]: the reference for the NTT-based encodeTable.
+func denseEncode(logN, logScale int, d []int64, q uint64) []uint64 {
+	N := 1 << uint(logN)
+	T := encodeBase(logN, logScale)
+	out := make([]uint64, N)
+	for k := 0; k < N; k++ {
+		var acc uint64
+		g := 1
+		for _, v := range d {
+			acc = addmod(acc, mulmod(signedMod(T[(g*k)%(2*N)], q), signedMod(v, q), q), q)
+			g = g * 5 % (2 * N)
+		}
+		out[k] = acc
+	}
+	return out
+}
+
+func TestEncodeMatchesDenseProduct(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(7))
+	for _, c := range []struct{ logN, logScale, n, primes int }{
+		{4, 20, 8, 1}, {5, 20, 3, 2}, {7, 25, 64, 1}, {11, 25, 1024, 1}, {11, 25, 1000, 1},
+		{13, 40, 869, 2}, {12, 40, 2048, 3},
+	} {
+		cfg := &Config{LogN: c.logN, Primes: testPrimes(t, c.logN, c.primes), Reps: 1, MsgBytes: 1,
+			DataBits: 8, NMsgs: c.n, Points: 1, LogScale: c.logScale}
+		d := make([]int64, c.n)
+		for j := range d {
+			d[j] = rng.Int63n(1<<16) - 1<<15
+		}
+		got, err := Encode(cfg, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l, q := range cfg.Primes {
+			want := denseEncode(c.logN, c.logScale, d, q)
+			for k := range want {
+				if got[l][k] != want[k] {
+					t.Fatalf("logN %d, n %d: coefficient %d (prime %d) is %d, dense product %d",
+						c.logN, c.n, k, l, got[l][k], want[k])
+				}
+			}
+		}
+	}
+}
+
+// Messages carrying several data points (a signed batch): the circuit hashes the whole
+// message (chained blocks) and converts every point at its byte offset.
+func TestBatchedMessages(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(8))
+	for _, c := range []struct{ bits, points, msgs int }{{8, 40, 1}, {8, 5, 3}, {16, 7, 2}, {32, 3, 2}} {
+		nb := c.bits / 8
+		cfg := &Config{LogN: 7, Primes: testPrimes(t, 7, 2), Reps: 4, MsgBytes: c.points*nb + 22,
+			DataBits: c.bits, NMsgs: c.msgs, Points: c.points, LogScale: 20}
+		st, w, _ := honestInstance(t, cfg, rng)
+		digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range digs {
+			if digs[i] != st.Digests[i] {
+				t.Fatalf("%+v: digest %d differs from crypto/sha256", c, i)
+			}
+		}
+		for k := range outA {
+			for l := range outA[k] {
+				for j := range outA[k][l] {
+					if outA[k][l][j] != st.Output[k][l][j] {
+						t.Fatalf("%+v: arithmetic output %d differs at (%d, %d)", c, k, l, j)
+					}
+				}
+			}
+		}
+		proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("ctx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, err := Verify(cfg, st, proof, []byte("ctx")); err != nil || f != 0 {
+			t.Fatalf("%+v: honest batched proof rejected: fails=%d err=%v", c, f, err)
+		}
+		// a changed point inside a batch: the statement's ciphertext no longer matches
+		w2 := &Witness{Msgs: append([][]byte(nil), w.Msgs...), Polys: w.Polys}
+		m := append([]byte(nil), w.Msgs[c.msgs-1]...)
+		m[(c.points-1)*nb] ^= 0x01
+		w2.Msgs[c.msgs-1] = m
+		p2, _ := Prove(cfg, st, w2, []byte("0123456789abcdef"), []byte("ctx"))
+		if f, _ := Verify(cfg, st, p2, []byte("ctx")); f&FailDigest == 0 || f&FailEncryption == 0 {
+			t.Fatalf("%+v: changed point accepted: fails=%d", c, f)
+		}
+	}
+}
+
+// A residue of player 2's opened input share at or above its prime is a malformed proof
+// (one encoding per proof), found by the verifier's workers.
+func TestNonCanonicalInputShareIsMalformed(t *testing.T) {
+	rng := mrand.New(mrand.NewSource(9))
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 1), Reps: 6, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(t, cfg, rng)
+	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ch [32]byte
+	copy(ch[:], proof[len(magic)+4:])
+	off := len(magic) + 4 + 32
+	for _, e := range challengeTrits(ch, cfg.Reps) {
+		off += 9*32 + 2*SeedBytes
+		if e != 0 {
+			bad := append([]byte(nil), proof...)
+			res := off + cfg.NMsgs*cfg.MsgBytes // the first residue, bit-packed from bit 0
+			for b := 0; b < bits.Len64(cfg.Primes[0]); b++ {
+				bad[res+b/8] |= 1 << uint(b%8)
+			}
+			if _, err := Verify(cfg, st, bad, []byte("c")); err != ErrMalformed {
+				t.Fatalf("non-canonical residue: err = %v", err)
+			}
+			return
+		}
+		off += 4 + int(binary.LittleEndian.Uint32(proof[off:]))
+	}
+	t.Skip("no repetition opened player 2")
+}
+
+// The spill round-trips its records, stores them encrypted and leaves no file behind.
+func TestSpillRoundTripEncryptedUnlinked(t *testing.T) {
+	sp, err := newSpill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.close()
+	if _, err := os.Stat(sp.f.Name()); !os.IsNotExist(err) {
+		t.Fatalf("the spill file is still linked: %v", err)
+	}
+	rng := mrand.New(mrand.NewSource(10))
+	var recs []record
+	var want [][]byte
+	for _, n := range []int{1, 15, 16, 17, 1000, 4096} {
+		b := bytes.Repeat([]byte{byte(n)}, n)
+		want = append(want, append([]byte(nil), b...))
+		r, err := sp.put(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+		raw := make([]byte, n)
+		sp.f.ReadAt(raw, r.off)
+		if n >= 16 && bytes.Equal(raw, want[len(want)-1]) {
+			t.Fatalf("record of %d bytes stored in the clear", n)
+		}
+	}
+	rng.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i]; want[i], want[j] = want[j], want[i] })
+	tmp := make([]byte, 4096)
+	for i, r := range recs {
+		got, err := sp.get(r, tmp)
+		if err != nil || !bytes.Equal(got, want[i]) {
+			t.Fatalf("record %d does not round-trip (%v)", i, err)
+		}
+	}
+}
+
+// Without a writable temporary directory the prover keeps the views in memory.
+func TestProveWithoutTemporaryDirectory(t *testing.T) {
+	t.Setenv("TMPDIR", "/nonexistent/secinfer-test")
+	rng := mrand.New(mrand.NewSource(11))
+	cfg := &Config{LogN: 5, Primes: testPrimes(t, 5, 1), Reps: 4, MsgBytes: 24, DataBits: 16, NMsgs: 2, Points: 1, LogScale: 25}
+	st, w, _ := honestInstance(t, cfg, rng)
+	sp, _ := newSpill()
+	if sp.f != nil {
+		t.Fatal("a temporary file was created under a missing TMPDIR")
+	}
+	proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Verify(cfg, st, proof, []byte("c")); err != nil || f != 0 {
+		t.Fatalf("in-memory proof rejected: fails=%d err=%v", f, err)
 	}
 }
