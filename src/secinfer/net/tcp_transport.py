@@ -761,6 +761,8 @@ class TcpEndpoint(SocketEndpoint):
                 if not c.eof:
                     c.eof = True
                     c.sock.close()
+        with contextlib.suppress(OSError):   # wakes an accept() blocked in the acceptor thread at once
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
         self._acceptor.join(1.0)
         self._wake_r.close()
