@@ -145,11 +145,19 @@ def _split_client_steps(est):
     return rest, steps
 
 
-def load_graph(ref: ModelRef):
-    from secinfer.ir.onnx_import import load_model
+def load_graph(ref: ModelRef, cache: bool = False):
+    """The model's IR; ``cache``: through ``secinfer.cli.model_cache`` (the ONNX import
+    done once per model file and importer)."""
     from secinfer.ir.outputs import bundled_meaning
 
-    graph = load_model(ref.path)
+    if cache and ref.tmpdir is None:
+        from secinfer.cli.model_cache import load_model_cached
+
+        graph = load_model_cached(ref.path)
+    else:
+        from secinfer.ir.onnx_import import load_model
+
+        graph = load_model(ref.path)
     if ref.bundled and not graph.meaning:
         graph.meaning = bundled_meaning(ref.bundled, graph)
     return graph
@@ -232,8 +240,11 @@ def _zoo_batch(ref: ModelRef, graph, x, batch: int | None):
 
 def prepare(model, x=None, *, protocol: str, security: str | None = None, network: str = "none",
             fixed: str | None = None, options: dict | None = None, output_kind: str = "scores",
-            allow_out_of_range: bool = False, batch: int | None = None) -> Prepared:
+            allow_out_of_range: bool = False, batch: int | None = None,
+            model_cache: bool = False) -> Prepared:
     """Check everything about one run; nothing is started. Raises a typed SecinferError.
+    ``model_cache``: take the model's ONNX import from ``secinfer.cli.model_cache`` when
+    this file was imported before (``secinfer run`` does; every other check still runs).
 
     ``batch``: for ``zoo:`` networks (built for a fixed batch size), the batch to build
     and run; by default the input's batch (a random input of batch 1 without one)."""
@@ -262,7 +273,7 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
         raise ConfigError(f"options must be JSON-serialisable: {e}") from None
     ref = resolve_model(model)
     try:
-        graph = load_graph(ref)
+        graph = load_graph(ref, cache=model_cache)
         zoo_notes = []
         if ref.label.startswith("zoo:"):
             graph, x, zoo_notes = _zoo_batch(ref, graph, x, batch)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from proc_helpers import processes_in_groups
 from secinfer.errors import ProtocolAbort, SecinferError
 from secinfer.ir import bundled
 from secinfer.protocols import registry
@@ -27,22 +27,6 @@ from secinfer.runtime.launcher import PartyFailedError, run_local
 pytestmark = [pytest.mark.timeout(120)]
 
 ASTRA, STAMP, CRISP = "cancer-logreg", "cancer-linsvc", "digits-mlp"
-
-
-def _processes_in_groups(pgids) -> list[tuple[int, str]]:
-    """(pid, state) of the live processes whose process group is one of ``pgids``."""
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
-        if int(pgrp) in pgids and state != "Z":  # a zombie has exited (its reaper is init)
-            found.append((int(d), state))
-    return found
 
 
 def _launch(tmp_path, monkeypatch, protocol, model, security, rows, fault=None):
@@ -70,9 +54,9 @@ def _assert_gone_and_no_output(err, work):
             os.kill(pid, 0)
     # a device process SIGKILLed with its group by the launcher may still be on its way out
     deadline = time.monotonic() + 3.0
-    while _processes_in_groups(pids) and time.monotonic() < deadline:
+    while processes_in_groups(pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_in_groups(pids) == [], "a party's process (or its device) outlived the run"
+    assert processes_in_groups(pids) == [], "a party's process (or its device) outlived the run"
     assert list(work.glob("output*.npy")) == [], "an output file was written"
 
 

@@ -140,3 +140,46 @@ def test_public_key_file_and_missing_secret(tmp_path):
     (tmp_path / "bad.toml").write_text("session = ")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_cluster(tmp_path / "bad.toml")
+
+
+def test_reserved_ports_are_never_handed_out_twice(monkeypatch):
+    """Two launchers that draw the same candidate port: the second must get another one
+    (ports are held, not released, until the run ends), and the party can still listen."""
+    import socket
+
+    from secinfer.runtime import cluster as cluster_mod
+
+    port = cluster_mod.free_ports(1)[0]                      # a port in the drawn range, free now
+    monkeypatch.setattr(cluster_mod.secrets, "randbelow", lambda n: port - 20000)   # every draw: that port
+    first = cluster_mod.reserve_ports(1)
+    try:
+        assert first.ports == [port]
+        with cluster_mod.reserve_ports(2) as second:       # falls back to ports nobody holds
+            assert port not in second.ports and len(set(second.ports)) == 2
+        assert port not in cluster_mod.free_ports(1)
+        party = socket.socket()                              # what a party's listener does
+        party.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        party.bind(("127.0.0.1", port))
+        party.listen(1)
+        client = socket.create_connection(("127.0.0.1", port), timeout=5)
+        conn, _ = party.accept()
+        for s in (client, conn, party):                      # (the client closes first: no TIME_WAIT here)
+            s.close()
+    finally:
+        first.close()
+    monkeypatch.undo()
+    port2 = cluster_mod.free_ports(1)[0]
+    monkeypatch.setattr(cluster_mod.secrets, "randbelow", lambda n: port2 - 20000)
+    with cluster_mod.reserve_ports(1) as r:
+        assert r.ports == [port2]
+    assert cluster_mod.free_ports(1) == [port2]              # released when the reservation closes
+
+
+def test_write_loopback_cluster_on_given_ports(tmp_path):
+    from secinfer.runtime.cluster import reserve_ports
+
+    with reserve_ports(2) as r:
+        c = load_cluster(write_loopback_cluster(tmp_path / "c", ["a", "b"], ports=r.ports))
+        assert [c.party(x).port for x in ("a", "b")] == r.ports
+    with pytest.raises(ConfigError, match="2 roles"):
+        write_loopback_cluster(tmp_path / "d", ["a", "b"], ports=[1])

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proc_helpers import alive, descendants_of
+from proc_helpers import alive, descendants_of, processes_in_groups
 from secinfer.errors import ProtocolAbort, TimeoutError_
 from secinfer.runtime.launcher import PartyFailedError, run_local
 
@@ -25,28 +25,13 @@ def _ring(x, rounds):
     return x
 
 
-def _processes_in_groups(pgids) -> list[int]:
-    found = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) in pgids:  # state, ppid, pgrp
-            found.append(int(d))
-    return found
-
-
 def _assert_no_orphans(err):
     pids = set(err.pids.values())
     assert pids, "the launcher reports its children's pids"
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert _processes_in_groups(pids) == []
+    assert processes_in_groups(pids) == []
 
 
 def test_three_processes_compute_meter_and_merge():

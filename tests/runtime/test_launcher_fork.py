@@ -162,14 +162,16 @@ def test_a_port_taken_meanwhile_runs_again_with_a_fresh_server(monkeypatch, w1_m
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
-    real, calls = cluster_mod.free_ports, []
+    real, calls = cluster_mod.reserve_ports, []
 
-    def first_one_taken(n, *a, **k):
-        ports = real(n, *a, **k)
+    def first_one_taken(n, *a, **k):   # (another program listens on a port we hold: not a secinfer launcher)
+        r = real(n, *a, **k)
         calls.append(n)
-        return [taken.getsockname()[1], *ports[1:]] if len(calls) == 1 else ports
+        if len(calls) == 1:
+            r.ports[0] = taken.getsockname()[1]
+        return r
 
-    monkeypatch.setattr(cluster_mod, "free_ports", first_one_taken)
+    monkeypatch.setattr(cluster_mod, "reserve_ports", first_one_taken)
     try:
         res = _run("auto", w1_model)
     finally:

@@ -146,7 +146,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
     chunk = {g: _full_chunk_pack_cost(default_params(8, g), g) for g in gammas}
     best_g = min(chunk, key=lambda g: chunk[g]["s_per_value"])
     per_value = chunk[best_g]["s_per_value"]
-    prog(f"full-chunk packing: " + ", ".join(f"gamma={g}: {c['s_per_value'] * 1e3:.3f} ms/value "
+    prog("full-chunk packing: " + ", ".join(f"gamma={g}: {c['s_per_value'] * 1e3:.3f} ms/value "
                                              f"({c['key_switches_per_value']:.2f} key switches/value, "
                                              f"{c['params']})" for g, c in chunk.items()))
     for zoo_name in (("resnet20",) if quick else ()) + ("resnet18-tiny", "resnet34"):

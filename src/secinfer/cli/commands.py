@@ -23,16 +23,21 @@ def _warn_insecure(spec, options: dict | None = None) -> None:
         print(w, file=sys.stderr)
 
 
-def cmd_run(args, events: dict | None = None) -> int:
+def cmd_run(args, events: dict | None = None, server=None) -> int:
     # First of all the fork server (secinfer.runtime.launcher_fork): it imports the parties'
     # modules while this process checks the run; it is a fresh interpreter, started before
-    # the model or the input is read here, so no party inherits them.
+    # the model or the input is read here, so no party inherits them. ``server``: one that
+    # ``main`` started already, before parsing the command line.
     import time
 
     from secinfer.runtime.launcher_fork import ForkServer
 
     events = dict(events or {}, run_command=time.time())
-    server = ForkServer.start(args.protocol, transport=args.transport, onnx=False)   # (launch hands the model over)
+    if server is not None and not server.matches(args.protocol, None, args.transport):
+        server.close()
+        server = None
+    if server is None:
+        server = ForkServer.start(args.protocol, transport=args.transport, onnx=False)   # (launch hands the model over)
     try:
         return _cmd_run(args, server, events)
     finally:
@@ -76,11 +81,15 @@ def _cmd_run(args, server, events: dict) -> int:
                        network=args.network, fixed=args.fixed, options=options,
                        output_kind=getattr(args, "output_kind", "scores"),
                        allow_out_of_range=getattr(args, "allow_out_of_range", False),
-                       batch=getattr(args, "batch", None))
+                       batch=getattr(args, "batch", None),
+                       model_cache=not getattr(args, "no_model_cache", False))
     except BaseException:
         _remove(gen_dir)
         raise
     events["prepared"] = time.time()
+    import gc
+
+    gc.enable()   # (main disables it for the start-up imports of a run line)
     try:
         if args.input is None and prep.model.bundled:
             _say(args, f"no --input: running the bundled held-out test set of {args.model} "

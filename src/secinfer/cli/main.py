@@ -92,7 +92,9 @@ def _parse_options(items: list[str], params: str | None) -> dict:
     return opts
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; ``only="run"``: just the ``run`` sub-command (what a run
+    line needs: building the other sub-parsers costs a short command measurable time)."""
     from secinfer import __version__
 
     ap = argparse.ArgumentParser(prog="secinfer", description="Private machine-learning inference.")
@@ -100,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
+    if only is None:
+        _add_demo(sub)
+    _add_run(sub)
+    if only == "run":
+        return ap
+    _add_others(sub)
+    return ap
+
+
+def _add_demo(sub) -> None:
     d = sub.add_parser("demo", help="run the bundled models through every implemented protocol")
     d.add_argument("--protocol", "-p", action="append", default=None, help="only this protocol (repeatable)")
     d.add_argument("--rows", type=int, default=None, help="held-out rows per model (default: protocol's)")
@@ -109,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--default-security-only", action="store_true",
                    help="only each protocol's default security level (default: every level it offers)")
 
+
+def _add_run(sub) -> None:
     r = sub.add_parser("run", help="run one inference with every party as its own local process")
     _add_common_run_args(r)
     r.add_argument("--model", "-m", required=True, help="ONNX file, bundled:NAME or zoo:NAME (`secinfer models`)")
@@ -127,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "them; default); labels: only the predicted class (securely where the protocol can)")
     r.add_argument("--predict", dest="output_kind", action="store_const", const="labels",
                    help="alias of --output-kind labels")
+    r.add_argument("--no-model-cache", action="store_true",
+                   help="import the ONNX file afresh instead of reading this file's earlier import from the "
+                        "per-user model cache (~/.cache/secinfer/models: entries named by a hash of the file "
+                        "and encrypted under a key derived from it; docs/runtime.md)")
     r.add_argument("--allow-out-of-range", action="store_true",
                    help="run even when the input overflows the fixed-point range (the answer is then wrong)")
     r.add_argument("--timeout", type=float, default=1800.0)
@@ -140,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep every party's structured log here (default: kept only after a failure, "
                         "in a temporary folder the error names)")
 
+
+def _add_others(sub) -> None:
     pa = sub.add_parser("party", help="run one party of a multi-host session")
     pa.add_argument("--cluster", required=True, help="cluster TOML file")
     pa.add_argument("--id", required=True, dest="party_id", help="this party's id in the cluster file")
@@ -185,21 +205,83 @@ def build_parser() -> argparse.ArgumentParser:
     from secinfer.cli import serve_cmd  # serve, query
 
     serve_cmd.add_parsers(sub)
-    return ap
+
+
+def _scan_run(argv: list[str]) -> tuple[str, str | None] | None:
+    """(protocol, transport) of a ``run`` command line, read without argparse (so that its
+    fork server can start before the parser is even built); None if it is not one or they
+    cannot be read for sure. argparse reads the same line again: a server started for what
+    it then does not confirm is stopped (``ForkServer.matches``)."""
+    rest = list(argv)
+    while rest and rest[0] == "--debug":
+        rest = rest[1:]
+    if not rest or rest[0] != "run" or "-h" in rest or "--help" in rest:
+        return None
+    found: dict[str, str] = {}
+    for i, a in enumerate(rest[1:], 1):
+        for key, names in (("protocol", ("-p", "--protocol")), ("transport", ("--transport",))):
+            if a in names and i + 1 < len(rest):
+                found[key] = rest[i + 1]
+            elif a.startswith("--") and a.split("=", 1)[0] in names and "=" in a:
+                found[key] = a.split("=", 1)[1]
+            elif key == "protocol" and a.startswith("-p") and not a.startswith("--") and len(a) > 2:
+                found[key] = a[2:]
+    if not found.get("protocol") or found["protocol"].startswith("-"):
+        return None
+    return found["protocol"], found.get("transport")
 
 
 def main(argv: list[str] | None = None) -> int:
     import time
 
     t_main = time.time()
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    early = _scan_run(argv)
+    server = None
+    if early is not None:   # `run`: the fork server's imports start now, beside ours
+        import gc
+
+        gc.disable()   # until the checks are done (commands.cmd_run): imports make few cycles,
+        #               and collecting during them costs ~10% of their CPU
+        from secinfer.runtime.launcher_fork import ForkServer
+
+        server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
+    try:
+        args = _parse(argv, early is not None)
+        return _dispatch(args, t_main, server)
+    finally:
+        if early is not None:
+            import gc
+
+            gc.enable()
+            if server is not None:
+                server.close()     # (a no-op when the run used it: run_local stopped it)
+
+
+def _parse(argv: list[str], run_line: bool) -> argparse.Namespace:
+    if not run_line:
+        return build_parser().parse_args(argv)
+    import contextlib
+    import io
+
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return build_parser(only="run").parse_args(argv)
+    except SystemExit:   # a usage error: told by the whole parser, as for any other line
+        build_parser().parse_args(argv)
+        sys.stderr.write(said.getvalue())
+        raise
+
+
+def _dispatch(args, t_main: float, server) -> int:
     try:
         from secinfer.cli import commands
 
         fn = getattr(args, "func", None) or getattr(commands, "cmd_" + args.cmd)
         if fn is commands.cmd_run:   # its start-up report begins with this process
-            return int(fn(args, events={"process_start": _process_start(t_main), "main": t_main}) or 0)
+            events = {"process_start": _process_start(t_main), "main": t_main}
+            return int(fn(args, events=events, server=server) or 0)
         return int(fn(args) or 0)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

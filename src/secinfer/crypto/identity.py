@@ -12,7 +12,9 @@ Files written by ``keygen(out_dir, names)``::
     <name>.key          public key    (0644)   name = "..."  public = "<z85>"
     <name>.key_secret   key pair      (0600)   name = "..."  public = "<z85>"  secret = "<z85>"
 
-both TOML, read with ``tomllib``.
+both TOML, read with ``tomllib``. Keys are made and checked with ``cryptography``'s X25519
+and written in Z85 by ``secinfer.crypto.z85`` (the same text pyzmq reads and writes), so
+neither needs the ZeroMQ library.
 """
 
 from __future__ import annotations
@@ -24,9 +26,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-import zmq
-from zmq.utils import z85
-
+from secinfer.crypto import z85
 from secinfer.errors import ConfigError
 
 KEY_BYTES = 32
@@ -73,7 +73,7 @@ def parse_public_key(text: str | bytes, where: str = "public key") -> bytes:
     if len(s) == Z85_LEN:
         try:
             raw = z85.decode(s.encode("ascii"))
-        except (ValueError, KeyError, IndexError, TypeError):
+        except ValueError:
             raise ConfigError(f"{where}: 40 characters but not valid z85") from None
         if len(raw) != KEY_BYTES:
             raise ConfigError(f"{where}: does not decode to {KEY_BYTES} bytes")
@@ -86,10 +86,18 @@ def public_to_hex(public_z85: bytes) -> str:
     return binascii.hexlify(z85.decode(public_z85)).decode()
 
 
+def _public_of(secret_raw: bytes) -> bytes:
+    """The X25519 public key (raw) of a raw 32-byte secret, as CurveZMQ derives it."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    return X25519PrivateKey.from_private_bytes(secret_raw).public_key().public_bytes_raw()
+
+
 def generate(name: str) -> Identity:
-    """A fresh key pair from libsodium's CSPRNG (through libzmq)."""
-    public, secret = zmq.curve_keypair()
-    return Identity(_check_name(name), public, secret)
+    """A fresh key pair: 32 bytes from the operating system's CSPRNG as the secret (as
+    libsodium's ``crypto_box_keypair`` draws it), its X25519 public key."""
+    secret = os.urandom(KEY_BYTES)
+    return Identity(_check_name(name), z85.encode(_public_of(secret)), z85.encode(secret))
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -151,7 +159,7 @@ def load_identity(path: str | os.PathLike, check_permissions: bool = True) -> Id
             raise ConfigError(f"secret key file {str(p)!r}: missing field {field!r}")
     public = parse_public_key(d["public"], f"{p}: public")
     secret = parse_public_key(d["secret"], f"{p}: secret")  # same encoding rules
-    if zmq.curve_public(secret) != public:
+    if z85.encode(_public_of(z85.decode(secret))) != public:
         raise ConfigError(f"secret key file {str(p)!r}: the secret key does not match the public key")
     return Identity(_check_name(str(d["name"])), public, secret)
 

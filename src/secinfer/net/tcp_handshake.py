@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from zmq.utils import z85
+from secinfer.crypto import z85
 
 from secinfer.errors import AuthenticationError, ConfigError, NetworkError, PeerUnreachableError
 from secinfer.net.peers import context_mismatch

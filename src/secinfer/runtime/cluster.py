@@ -331,32 +331,64 @@ def dump_cluster(c: Cluster) -> str:
     return "\n".join(lines) + "\n"
 
 
-def free_ports(n: int, host: str = "127.0.0.1", low: int = 20000, high: int = 32000) -> list[int]:
-    """``n`` distinct TCP ports free right now on ``host`` (all held open while choosing).
+class PortReservation:
+    """Loopback ports held for the parties of one run until ``close``.
 
-    Drawn below Linux's ephemeral range (32768+), so outgoing connections of other
-    processes do not grab them between now and the party's bind; falls back to
-    kernel-chosen ports if that range is crowded.
-    """
+    Each port is held by a socket bound *without* ``SO_REUSEADDR`` (so the bind fails on any
+    port another socket holds, in any state) which then sets ``SO_REUSEADDR`` and never
+    listens. On Linux a party's listener (``SO_REUSEADDR``, as both transports set it) can
+    then bind and listen on that port while it is held, and nobody else's probe can take it:
+    two launchers never hand out the same port, however busy the host."""
+
+    def __init__(self, socks: list[socket.socket]):
+        self._socks = socks
+        self.ports = [s.getsockname()[1] for s in socks]
+
+    def close(self) -> None:
+        for s in self._socks:
+            s.close()
+        self._socks = []
+
+    def __enter__(self) -> "PortReservation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def reserve_ports(n: int, host: str = "127.0.0.1", low: int = 20000, high: int = 32000) -> PortReservation:
+    """``n`` distinct TCP ports on ``host``, held until the reservation is closed (see
+    ``PortReservation``). Drawn below Linux's ephemeral range (32768+), so outgoing
+    connections of other processes do not take them; kernel-chosen ports (bound, so held
+    too) if that range is crowded."""
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    socks, ports = [], []
+    socks: list[socket.socket] = []
     try:
         tries = 0
-        while len(ports) < n:
+        while len(socks) < n:
             tries += 1
             s = socket.socket(fam, socket.SOCK_STREAM)
             port = low + secrets.randbelow(high - low) if tries <= 50 * n else 0
             try:
-                s.bind((host, port))
+                s.bind((host, port))       # (no SO_REUSEADDR yet: fails on any port in use)
             except OSError:
                 s.close()
                 continue
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # the party may bind it now
             socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
+    except BaseException:
         for s in socks:
             s.close()
-    return ports
+        raise
+    return PortReservation(socks)
+
+
+def free_ports(n: int, host: str = "127.0.0.1", low: int = 20000, high: int = 32000) -> list[int]:
+    """``n`` distinct TCP ports free right now on ``host`` (all held while choosing, then
+    released: another process may take one before it is used; the local launcher holds
+    its ports instead, ``reserve_ports``)."""
+    with reserve_ports(n, host, low, high) as r:
+        return list(r.ports)
 
 
 def write_cluster(out_dir: str | os.PathLike, parties: list[dict], session: str = "session",
@@ -381,9 +413,13 @@ def write_cluster(out_dir: str | os.PathLike, parties: list[dict], session: str 
 
 
 def write_loopback_cluster(out_dir: str | os.PathLike, roles, session: str = "local", host: str = "127.0.0.1",
-                           **settings) -> Path:
-    """A cluster of ``roles`` on free loopback ports with fresh keys (the local launcher's)."""
+                           ports: list[int] | None = None, **settings) -> Path:
+    """A cluster of ``roles`` on loopback with fresh keys (the local launcher's), on
+    ``ports`` (e.g. a ``reserve_ports`` reservation's) or on ports free right now."""
     roles = list(roles)
-    ports = free_ports(len(roles), host)
+    if ports is None:
+        ports = free_ports(len(roles), host)
+    elif len(ports) != len(roles):
+        raise ConfigError(f"write_loopback_cluster: {len(ports)} ports for {len(roles)} roles")
     return write_cluster(out_dir, [{"id": r, "role": r, "host": host, "port": pt} for r, pt in zip(roles, ports)],
                          session=session, **settings)

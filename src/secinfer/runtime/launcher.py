@@ -2,8 +2,9 @@
 
 ``run_local(protocol, security, model_path, input_array, ...)``
 
-1. writes a temporary loopback cluster (fresh CURVE keys, free ports) and a fresh
-   session nonce (``secinfer.runtime.cluster``);
+1. writes a temporary loopback cluster (fresh keys; loopback ports it holds until the
+   parties exit, ``cluster.reserve_ports``) and a fresh session nonce
+   (``secinfer.runtime.cluster``);
 2. starts one ``python -m secinfer.runtime.party`` per role, each in its own process
    group (and with a parent-death signal, so none outlives the launcher);
 3. waits; if a party fails or dies, the others get ``peer_timeout`` + a few seconds to
@@ -47,13 +48,17 @@ def write_model_ir(path: Path, graph) -> None:
     created 0600 in the 0700 work folder: that party need not import the ONNX file again.
     An .npz (no pickle): the IR's public architecture JSON, its output meaning (JSON) and
     one array per weight."""
-    import json
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        save_model_ir(f, graph)
 
+
+def save_model_ir(f, graph) -> None:
+    """``write_model_ir``'s .npz into the open binary file ``f`` (``party.read_model_ir``
+    reads it back; also the format of ``secinfer.cli.model_cache``)."""
     arrays = {f"w{i}": np.asarray(v) for i, v in enumerate(graph.initializers.values())}
     head = {"names": list(graph.initializers), "meaning": graph.meaning}
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        np.savez(f, architecture=np.frombuffer(graph.public_bytes(), np.uint8),
-                 head=np.frombuffer(json.dumps(head).encode(), np.uint8), **arrays)
+    np.savez(f, architecture=np.frombuffer(graph.public_bytes(), np.uint8),
+             head=np.frombuffer(json.dumps(head).encode(), np.uint8), **arrays)
 
 
 class PartyFailedError(SecinferError):
@@ -100,7 +105,7 @@ class RunResult:
                  f"output shape {None if self.output is None else tuple(np.shape(self.output))}",
                  f"latency: offline {lat['offline']:.3f}s  online {lat['online']:.3f}s  "
                  f"total {lat['total']:.3f}s  (wall incl. process start {lat['wall']:.3f}s)",
-                 f"rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
+                 "rounds: " + "  ".join(f"{ph} {self.rounds.get(ph, 0)}" for ph in _PHASES),
                  f"traffic: {format_bytes(self.bytes_total)} payload, {format_bytes(self.wire_total)} on the wire, "
                  f"{self.messages} messages"]
         for role, b in self.bytes.items():
@@ -383,7 +388,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                model_graph, _attempts) -> RunResult:
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
-    from secinfer.runtime.cluster import write_loopback_cluster
+    from secinfer.runtime.cluster import reserve_ports, write_loopback_cluster
 
     if protocol_module:
         registry.register_module(protocol, protocol_module)
@@ -419,6 +424,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         logdir = Path(tempfile.mkdtemp(prefix="secinfer-logs-"))
         keep_logs = False
     restore = _cleanup_on_signals()
+    ports = None
     try:
         if isinstance(input_array, (str, os.PathLike)):
             in_path = Path(input_array)
@@ -429,7 +435,11 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             np.save(in_path, np.asarray(input_array, dtype=np.float64))
         if model_graph is not None and spec.model_role in spec.roles and model_path is not None:
             write_model_ir(work / MODEL_IR, model_graph)
-        cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}", **settings)
+        # the parties' ports stay held by this process until they have exited, so that no
+        # other launcher on this host hands them out meanwhile (cluster.PortReservation)
+        ports = reserve_ports(len(spec.roles))
+        cluster = write_loopback_cluster(work / "cluster", spec.roles, session=f"local-{protocol}",
+                                         ports=ports.ports, **settings)
         events["cluster_written"] = time.time()
         env = _party_env(protocol_module)
         nonce = secrets.token_hex(16)
@@ -583,6 +593,8 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             keep_logs = True   # (a failure, an interrupt: the logs say what happened)
         raise
     finally:
+        if ports is not None:
+            ports.close()
         restore()
         if not keep_workdir:
             shutil.rmtree(work, ignore_errors=True)
@@ -616,7 +628,10 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         for k in _PARTY_STEPS:
             if tl.get(k) is not None:
                 last[k] = max(last.get(k, 0.0), tl[k])
+    spawned = ev.get("fork_server_spawned")
+    early = spawned is not None and ev.get("run_command") is not None and spawned <= ev["run_command"]
     marks = [("interpreter start and command-line imports", ev.get("main")),
+             ("fork server spawn (secinfer run: before parsing)", spawned if early else None),
              ("argument parsing", ev.get("run_command")),
              ("checks before launch (imports, model, input)", ev.get("prepared")),
              ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),

@@ -268,6 +268,11 @@ class ForkServer:
         except OSError:
             pass
         self.dead = True
+        if not self.parties and self.info is None:   # still importing, never used: no need to wait for it
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -313,6 +318,11 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
     imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
     imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
+    imp("secinfer.ir.shapes")
+    imp("zipfile")             # (np.load of that .npz)
+    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
+    # (0.05 s of CPU in each child): once, here
+    imp("cryptography.hazmat.backends.openssl.backend")
     spec = None
     if registry is not None:
         try:
@@ -401,12 +411,15 @@ def _child(req: dict, close_fds: list[int]) -> None:
 
 def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
           onnx: bool = True) -> int:
-    t0 = time.perf_counter()
-    failed = preload(protocol, protocol_module, transport, onnx)
     import gc
 
-    gc.collect()
-    gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
+    t0 = time.perf_counter()
+    gc.disable()    # (imports make few cycles; collecting during them costs ~10% of their CPU)
+    try:
+        failed = preload(protocol, protocol_module, transport, onnx)
+    finally:
+        gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
+        gc.enable()     # (the parties inherit an enabled collector)
     unsafe = fork_unsafe()
     _send(ctrl, {"op": "ready", "pid": os.getpid(), "seconds": round(time.perf_counter() - t0, 6),
                  "cpu_seconds": round(time.process_time(), 6),   # (interpreter start and imports)

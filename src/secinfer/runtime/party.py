@@ -89,7 +89,7 @@ def error_record(e: BaseException) -> dict:
 def _write_json_atomic(path: str | os.PathLike, data: dict) -> None:
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(data), indent=1))
+    tmp.write_text(json.dumps(_jsonable(data)))   # (compact: the C encoder; indent= takes the pure-Python one)
     os.replace(tmp, p)
 
 

@@ -50,7 +50,7 @@ from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.safhire import dp
 from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
-    BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionMismatchError, SessionStore,
+    BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionStore,
     SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint, round_permutation,
     save_checkpoint, sid_array,
 )

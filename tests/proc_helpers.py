@@ -1,4 +1,4 @@
-"""Process-tree helpers for the launcher tests (Linux /proc)."""
+"""Process-tree helpers for the launcher and abort tests (Linux /proc)."""
 
 import os
 from pathlib import Path
@@ -32,3 +32,21 @@ def alive(pids) -> list[int]:
         except OSError:
             pass
     return out
+
+
+def processes_in_groups(pgids) -> list[int]:
+    """The live processes whose process group is one of ``pgids`` (every party runs in its
+    own group, so nothing of a run may be left in them; zombies have exited)."""
+    pgids = set(pgids)
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
+        if int(pgrp) in pgids and state != "Z":
+            found.append(int(d))
+    return found
