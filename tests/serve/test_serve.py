@@ -218,6 +218,11 @@ def test_killed_and_garbage_clients_end_only_their_session(servers, protocol):
     assert right(query(s.cluster, x, s.client))
     st = s.wait_settled()
     for pid, v in st.items():
+        if protocol == "crisp" and pid == "dealer":
+            # the dealer only sends (its held half of the item) and leaves: its part of a faulty
+            # client's session may be complete before the client dies or sends garbage
+            assert v["completed"] >= 2 and v["completed"] + v["failed"] + v["expired"] == v["opened"], (pid, v)
+            continue
         assert v["failed"] + v["expired"] >= 2 and v["completed"] == 2, (pid, v)
         assert v["opened"] == v["completed"] + v["failed"] + v["expired"], (pid, v)   # nothing lost
     assert all(p.poll() is None for p in s.procs.values())
