@@ -292,7 +292,9 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     kids = [k for pid in s.ids for k in _children(s.procs[pid].pid)]
     assert kids, "every running stamp session has its device process"
     codes = s.terminate(timeout=40)
-    assert all(c == 1 for c in codes.values())            # one session aborted at shutdown
+    # the session is aborted at shutdown (exit 1); a server whose peer aborted first may see
+    # its own copy of the session fail within its grace period instead (exit 0)
+    assert set(codes.values()) <= {0, 1} and 1 in codes.values(), codes
     slow.communicate(timeout=60)
     assert slow.returncode != 0
     deadline = time.monotonic() + 15
