@@ -391,6 +391,10 @@ def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
         st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0",
                              lambda: None)
         st.update(k=k, n=n)
+        # the item must not keep the prep session's endpoint (``run_prepared`` gives the
+        # engines the client session's): a closed endpoint can hold a transport error whose
+        # traceback keeps this session's frames, job and PRG alive as long as the item
+        st["eng"].ep = st["beng"].ep = None
         return AstraPrep(role, rows, st)
     except PeerAbortedError as e:
         ep.abort(e.check, e.suspect, e.detail)
