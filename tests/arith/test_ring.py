@@ -151,3 +151,28 @@ def test_flat_layout_matches_naive_python_ints(k, data):
 def test_flat_only_operations_refuse_two_limbs(op):
     with pytest.raises(ConfigError):
         getattr(Ring(65), op)(*([np.zeros((1, 2), np.uint64)] * (2 if op == "matmul" else 1)))
+
+
+@pytest.mark.parametrize("ashape,bshape", [
+    ((6, 7), (7, 5)),        # limbs over float64 BLAS
+    ((9, 7), (7, 1)),        # thin b: direct, column by column
+    ((9, 7), (7, 4)),
+    ((1, 7), (7, 6)),        # thin a: direct, row by row
+    ((7,), (7, 6)),          # a vector
+    ((2, 2, 7), (7, 6)),     # batched rows (4 in all)
+    ((3, 2, 7), (7, 6)),     # batched, 6 rows: limbs
+    ((5, 7), (7, 0)),        # empty product
+])
+def test_ring_matmul_paths_match_python_integers(ashape, bshape):
+    """Every path of ``ring_matmul`` (direct uint64 for a thin operand, 16-bit limbs over
+    BLAS otherwise) equals the exact product of Python integers mod 2^64."""
+    from secinfer.arith.ring import ring_matmul
+
+    prg = PRG.for_tests(77)
+    a = prg.uint64(ashape)
+    b = prg.uint64(bshape)
+    a[..., 0] = (1 << 64) - 1                  # carries through every limb
+    want = np.matmul(a.astype(object), b.astype(object)) % (1 << 64)
+    got = ring_matmul(a, b)
+    assert got.shape == want.shape and got.dtype == np.uint64
+    assert got.tolist() == np.asarray(want).tolist()

@@ -59,3 +59,55 @@ def test_bad_padding_or_unknown_flags_are_frame_errors():
     flags[6] |= 0x02
     with pytest.raises(FrameError, match="flags"):
         decode_frame(bytes(flags))
+
+
+def test_the_per_endpoint_caches_give_the_same_bytes_and_the_same_checks():
+    """``encode_parts`` with a cache (the header layout kept per names and array shapes) and
+    ``decode_frame`` with ``expect`` and a layout cache (what ``Endpoint.recv`` passes) give
+    exactly what the plain calls give, for repeated and changing shapes and dtypes, and a
+    frame whose names or layout differ from what was cached is still checked in full."""
+    from secinfer.net.codec import encoded_names
+
+    enc, dec = {}, {}
+    seq = 0
+    for arrays in CASES + CASES + [[np.arange(7, dtype=np.uint64)], [np.arange(7, dtype=np.int64)],
+                                   [np.arange(6, dtype=np.uint64).reshape(2, 3)], [np.arange(5, dtype=np.uint64)]]:
+        h = H._replace(seq=seq, depth=seq % 5)
+        seq += 1
+        parts, total, payload = encode_parts(h, arrays, cache=enc)
+        frame = b"".join(parts)
+        assert frame == encode_frame(h, arrays) and len(frame) == total
+        expect = (encoded_names(h.session_id, h.sender, h.tag, enc), h.sender, h.tag)
+        for data in (frame, bytearray(frame)):
+            hdr, out = decode_frame(data, expect=expect, cache=dec)
+            assert hdr == h and [(a.dtype, a.shape) for a in out] == [(np.asarray(a).dtype.newbyteorder("<"), np.shape(a))
+                                                                        for a in arrays]
+            assert all(np.array_equal(x, y) for x, y in zip(arrays, out))
+    # names other than expected: decoded from the frame (and then refused by Endpoint.recv)
+    other = encode_frame(H._replace(sender="p1"), [np.arange(5, dtype=np.uint64)])
+    hdr, _ = decode_frame(other, expect=expect, cache=dec)
+    assert hdr.sender == "p1"
+    # a cached layout does not let a frame with a different payload size through
+    frame = bytearray(encode_frame(H, [np.arange(5, dtype=np.uint64)]))
+    with pytest.raises(FrameError, match="payload"):
+        decode_frame(frame + b"\0" * 8, expect=expect, cache=dec)
+    with pytest.raises(FrameError):
+        decode_frame(frame[:-8], expect=expect, cache=dec)
+    # nor bad padding or flags
+    flags = bytearray(frame)
+    flags[6] &= ~ALIGNED
+    with pytest.raises(FrameError, match="length mismatch"):
+        decode_frame(bytes(flags), expect=expect, cache=dec)
+
+
+def test_an_encode_cache_is_bounded_and_not_fooled_by_lists():
+    cache = {}
+    for n in range(5000):
+        encode_parts(H, [np.zeros(n % 4500, np.uint8)], cache=cache)
+    assert len(cache) <= 4096
+    parts, _, _ = encode_parts(H, [[1, 2, 3]], cache=cache)            # unhashable: no cached layout
+    assert b"".join(parts) == encode_frame(H, [np.array([1, 2, 3])])
+    parts, _, _ = encode_parts(H, [np.arange(3, dtype=">u4")], cache=cache)   # converted: not cached
+    assert b"".join(parts) == encode_frame(H, [np.arange(3, dtype="<u4")])
+    again, _, _ = encode_parts(H, [np.arange(3, dtype=">u4")], cache=cache)
+    assert again == parts

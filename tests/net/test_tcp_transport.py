@@ -18,7 +18,7 @@ from secinfer.errors import (AuthenticationError, FrameError, InboxFullError, Me
                              PeerUnreachableError)
 from secinfer.net import tcp_handshake
 from secinfer.net.channel import ArraySpec
-from secinfer.net.tcp_links import K_DATA, K_HB, K_SIZE, SEND_RECORD
+from secinfer.net.tcp_links import K_DATA, K_HB, K_SIZE, SEND_RECORD, unsent
 from secinfer.net.tcp_transport import RECORD, TcpEndpoint, handshake_keys
 from secinfer.runtime.cluster import ConfigError, parse_cluster
 from transport_helpers import (ANY_F, ANY_U, all_endpoints, idle_peer, impostor_attempt,  # tests/net helper
@@ -228,6 +228,37 @@ def test_a_forged_or_replayed_record_cuts_the_peer_off(pair):
         b.send("a", "y", np.ones(1))
 
 
+@pytest.mark.parametrize("where", [None, "first", "third"])
+def test_a_flipped_bit_in_a_record_received_in_place_cuts_the_peer_off(pair, where):
+    """The records of a frame of several records are received into the frame's own buffer
+    and decrypted there in place: a flipped bit in one of them (records of the real link,
+    its own key and counter) is still an authentication failure, the frame is never
+    delivered and the peer is cut off. Unflipped, the same bytes arrive whole."""
+    a, b = pair
+    payload = np.random.default_rng(3).integers(0, 256, size=3 * SEND_RECORD + 150, dtype=np.uint8)
+    link = a._out["b"]
+    sent = []
+    with link.lock:                                  # (no heartbeat meanwhile: it needs the lock)
+        link.write = lambda bufs: sent.extend(bytes(memoryview(x)) for x in bufs)
+        try:
+            link.send_frame([memoryview(payload)], payload.size, time.monotonic())
+        finally:
+            del link.write
+        wire = bytearray(b"".join(sent))
+        if where is not None:
+            at = {"first": 100_000, "third": len(wire) - 600_000}[where]   # inside the 1st / 3rd 1 MiB record
+            wire[at] ^= 1
+        link.sock.sendall(bytes(wire))
+    if where is None:
+        got = b._receive("a", time.monotonic() + 10)
+        assert np.array_equal(np.asarray(got), payload)
+        return
+    with pytest.raises(FrameError, match="failed authentication"):
+        b._receive("a", time.monotonic() + 10)
+    with pytest.raises(FrameError):                # and the peer stays cut off
+        b.recv("a", "x", ANY_U, timeout=5)
+
+
 def test_a_flipped_bit_on_the_wire_cuts_the_peer_off(pair):
     a, b = pair
     link = a._out["b"]
@@ -371,3 +402,34 @@ def test_close_after_a_finished_peer_reset_our_stream_is_not_a_false_dead_peer(t
     assert "b" not in a._bye_from     # b's bye is still unread in a's socket
     a.close()               # must not raise: b said bye, it needs nothing more from us
     assert "b" in a._bye_from
+
+
+@pytest.mark.parametrize("data_lost", [False, True])
+def test_close_after_a_vanished_peer_blames_only_lost_frames(tmp_path, data_lost):
+    """A peer vanishes (no bye); our stream to it holds a heartbeat it never acknowledged
+    (its host answered with a reset). Close must not say that frames sent to it may not
+    have been delivered unless a frame really was not: a heartbeat loses nothing (this
+    made tests/net/test_transport_liveness.py's vanished-client test fail now and then under
+    load). A data frame written after the peer vanished still makes close fail loudly."""
+    eps = _endpoints(_cluster(tmp_path), peer_timeout=2.0)
+    a, b = eps["a"], eps["b"]
+    a.send("b", "x", np.ones(2))
+    assert np.array_equal(b.recv("a", "x", ANY_F, timeout=5)[0], np.ones(2))
+    deadline = time.monotonic() + 5
+    link = a._out["b"]
+    while unsent(link.sock) and time.monotonic() < deadline:
+        time.sleep(0.001)   # the frame is acknowledged
+    b.close(flush=False)    # vanished: no bye
+    with link.lock:         # what reaches b's closed socket: b's host answers with a reset
+        with contextlib.suppress(PeerDeadError):
+            if data_lost:
+                link.send_frame([b"\x01" * 100], 100, time.monotonic())
+            link.write(link.records(b"", K_HB, time.monotonic()), data=False)   # (as the writer thread's)
+    while link.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != 7 and time.monotonic() < deadline:
+        time.sleep(0.001)   # until the reset came (TCP_CLOSE)
+    assert unsent(link.sock) == -1      # bytes not acknowledged on a failed connection
+    if data_lost:
+        with pytest.raises(PeerDeadError, match="may not have been delivered"):
+            a.close()
+    else:
+        a.close()           # a heartbeat was all it missed

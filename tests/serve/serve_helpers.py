@@ -45,7 +45,13 @@ class Servers:
             m = model if pid == spec.model_role else None
             self.procs[pid] = subprocess.Popen(serve_cmd(self.cluster, pid, protocol, m, *extra), env=env,
                                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
+        try:
+            self._wait_up(time.monotonic() + 60)
+        except BaseException:
+            self.terminate(timeout=5)     # a server that failed to start leaves none of the others running
+            raise
+
+    def _wait_up(self, deadline) -> None:
         for pid in self.ids:
             while True:
                 if self.procs[pid].poll() is not None:

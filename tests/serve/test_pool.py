@@ -59,6 +59,22 @@ def test_serve_refuses_bad_configuration_at_start(tmp_path):
         Server(c, "server", "reference")
     with pytest.raises(ConfigError, match="offers"):
         Server(c, "server", "reference", "malicious", "unused.onnx")
+    # issue 22 item 3: a model with a NaN or an unrepresentable weight is refused at start
+    import onnx
+    from onnx import numpy_helper
+
+    from secinfer.errors import SecinferError
+    from secinfer.ir.bundled import bundled_path
+
+    for value, why in ((float("nan"), "NaN or infinity"), (1e30, "outside fx64f13.s range")):
+        m = onnx.load(str(bundled_path("diabetes-linreg")))
+        init = next(t for t in m.graph.initializer if t.name == "W")
+        w = numpy_helper.to_array(init).copy()
+        w.reshape(-1)[0] = value
+        init.CopyFrom(numpy_helper.from_array(w, init.name))
+        onnx.save(m, str(tmp_path / "bad.onnx"))
+        with pytest.raises(SecinferError, match=why):
+            Server(c, "server", "reference", None, str(tmp_path / "bad.onnx"))
 
 
 # ---- prepared offline material (ProtocolSpec.prepare) in `secinfer serve` ------------------------

@@ -110,3 +110,29 @@ def test_a_wrong_prepared_query_mask_aborts(party, index):
     for r in ("p0", "p1", "p2", "model_owner"):
         if r != party:
             assert isinstance(res[r], ProtocolAbort), (r, res[r])
+
+
+def _reachable(root, limit=200000):
+    import gc
+    import types
+
+    seen, todo, out = {id(root)}, [root], []
+    while todo and len(seen) < limit:
+        o = todo.pop()
+        out.append(o)
+        for r in gc.get_referents(o):
+            if id(r) not in seen and not isinstance(r, (type, types.ModuleType, types.FunctionType)):
+                seen.add(id(r))
+                todo.append(r)
+    return out
+
+
+def test_a_prepared_item_keeps_nothing_of_its_prep_session():
+    """A stored item holds its material only: not the prep session's endpoint (whose
+    transport may hold an error with a traceback of that session's frames), job or PRG."""
+    from secinfer.net.channel import Endpoint
+
+    preps = prepare_all(_model("diabetes-linreg"), "malicious")
+    for role, item in preps.items():
+        kinds = {type(o).__name__ for o in _reachable(item) if isinstance(o, (Endpoint, PartyJob))}
+        assert not kinds, (role, kinds)

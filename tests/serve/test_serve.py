@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from secinfer.arith.fixed import FX64
 from secinfer.crypto.identity import generate
 from secinfer.errors import SecinferError, TimeoutError_
 from secinfer.ir.bundled import bundled_path
@@ -37,9 +38,10 @@ def _expected_ring(spec, security="semi-honest"):
 
 def _right(r, spec) -> bool:
     """Bit for bit the fixed-point reference, except astra: its truncation is probabilistic
-    (ASTRA's, documented in docs/protocols/astra.md), so within 1e-3 relative of it."""
+    (ASTRA's, documented in docs/protocols/astra.md), and crisp: its CKKS linear layers
+    (docs/protocols/crisp.md), so within 1e-3 relative of it."""
     want = _expected_ring(spec)
-    if spec.name != "astra":
+    if spec.name not in ("astra", "crisp"):   # crisp: CKKS linear layers, within its error budget
         return np.array_equal(r.output_ring, want)
     from secinfer.arith.fixed import get_config
 
@@ -75,11 +77,13 @@ def test_astra_sessions_one_after_another_and_concurrently(servers):
     assert all(v["pool"]["taken"] == 6 for v in st.values())
 
 
-def test_two_sessions_share_no_mask(servers):
+@pytest.mark.parametrize("protocol", ["astra", "stamp"])
+def test_two_sessions_share_no_mask(servers, protocol):
     """The same input twice: every array the client receives differs between the sessions
     (a reused mask, key or triple would repeat some of them)."""
-    s = servers("astra", MODEL)
-    s.wait_prep(2)     # both sessions on prepared material (the pooled path; a miss is covered below)
+    s = servers(protocol, MODEL, peer_timeout=10.0, heartbeat_interval=0.5)
+    if protocol == "astra":
+        s.wait_prep(2)     # both sessions on prepared material (the pooled path; a miss is covered below)
     seen = []
 
     def recorder(ep):
@@ -96,7 +100,8 @@ def test_two_sessions_share_no_mask(servers):
     r1 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     r2 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     assert r1.session_id != r2.session_id and _right(r1, s.spec) and _right(r2, s.spec)
-    assert r1.info["prep"] and r2.info["prep"] and r1.info["prep"] != r2.info["prep"]
+    if protocol == "astra":
+        assert r1.info["prep"] and r2.info["prep"] and r1.info["prep"] != r2.info["prep"]
     def by_key(frames):
         out = {}
         for peer, f in frames:
@@ -109,8 +114,8 @@ def test_two_sessions_share_no_mask(servers):
     compared = 0
     for k in a:
         for u, v in zip(a[k], b[k]):
-            if u.dtype != np.uint64:
-                continue  # flags and public counts; ring elements (shares, masked values) are uint64
+            if u.dtype not in (np.uint64, np.uint32) or u.size < 2:
+                continue  # flags and public counts; ring elements (shares, masked values) are uint64/32
             compared += 1
             assert not np.array_equal(u, v), f"{k}: an array the client received repeats across sessions"
     assert compared > 0
@@ -171,7 +176,8 @@ _DYING_CLIENT = textwrap.dedent("""
             os.kill(os.getpid(), 9)          # killed mid-session, after its first frame
         ep._receive = rec
         return ep
-    query(sys.argv[1], np.zeros((1, 10)), sys.argv[2], endpoint_wrapper=die)
+    query(sys.argv[1], np.zeros((1, int(sys.argv[3]) if len(sys.argv) > 3 else 10)), sys.argv[2],
+          endpoint_wrapper=die)
 """)
 
 
@@ -181,10 +187,22 @@ def _client_proc(code, *args):
                             stderr=subprocess.PIPE)
 
 
-@pytest.mark.parametrize("protocol", ["reference", "astra"])
+@pytest.mark.parametrize("protocol", ["reference", "astra", "stamp", "crisp"])
 def test_killed_and_garbage_clients_end_only_their_session(servers, protocol):
-    s = servers(protocol, MODEL)
-    dying = _client_proc(_DYING_CLIENT, s.cluster, s.client)
+    slow = {} if protocol in ("reference", "astra") else {"peer_timeout": 10.0, "heartbeat_interval": 0.5}
+    if protocol == "crisp":   # an MLP (crisp has no Sub); the dealer's output pooled ahead
+        model, x = "bundled:digits-mlp", np.linspace(0, 16, 64).reshape(1, 64)
+        ref = run_fixed(load_model(str(bundled_path("digits-mlp"))), x, FX64)
+
+        def right(r):
+            return np.allclose(r.output, FX64.decode(ref), atol=0.05)
+    else:
+        model, x = MODEL, X
+
+        def right(r):
+            return _right(r, s.spec)
+    s = servers(protocol, model, **slow)
+    dying = _client_proc(_DYING_CLIENT, s.cluster, s.client, x.shape[1])
 
     def garbage(ep):   # authenticated, but sends random bytes instead of frames
         def send(peer, tag, *arrays):
@@ -192,14 +210,19 @@ def test_killed_and_garbage_clients_end_only_their_session(servers, protocol):
         ep.send = send
         return ep
     with pytest.raises(SecinferError):
-        query(s.cluster, X, s.client, endpoint_wrapper=garbage)
-    good = query(s.cluster, X, s.client)          # while the killed client's session winds down
-    assert _right(good, s.spec)
+        query(s.cluster, x, s.client, endpoint_wrapper=garbage)
+    good = query(s.cluster, x, s.client)          # while the killed client's session winds down
+    assert right(good)
     assert dying.wait(60) == -9
     st = s.wait_settled()
-    assert _right(query(s.cluster, X, s.client), s.spec)
+    assert right(query(s.cluster, x, s.client))
     st = s.wait_settled()
     for pid, v in st.items():
+        if protocol == "crisp" and pid == "dealer":
+            # the dealer only sends (its held half of the item) and leaves: its part of a faulty
+            # client's session may be complete before the client dies or sends garbage
+            assert v["completed"] >= 2 and v["completed"] + v["failed"] + v["expired"] == v["opened"], (pid, v)
+            continue
         assert v["failed"] + v["expired"] >= 2 and v["completed"] == 2, (pid, v)
         assert v["opened"] == v["completed"] + v["failed"] + v["expired"], (pid, v)   # nothing lost
     assert all(p.poll() is None for p in s.procs.values())
@@ -269,7 +292,9 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     kids = [k for pid in s.ids for k in _children(s.procs[pid].pid)]
     assert kids, "every running stamp session has its device process"
     codes = s.terminate(timeout=40)
-    assert all(c == 1 for c in codes.values())            # one session aborted at shutdown
+    # the session is aborted at shutdown (exit 1); a server whose peer aborted first may see
+    # its own copy of the session fail within its grace period instead (exit 0)
+    assert set(codes.values()) <= {0, 1} and 1 in codes.values(), codes
     slow.communicate(timeout=60)
     assert slow.returncode != 0
     deadline = time.monotonic() + 15
@@ -278,18 +303,108 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     assert not [k for k in kids if os.path.exists(f"/proc/{k}")]
 
 
-def test_crisp_server_and_dealer_served(servers):
-    """CRISP: the server and its dealer serve; the dealer runs online per session."""
+def test_crisp_server_and_dealer_served_on_pooled_dealer_output(servers):
+    """CRISP: the server and its dealer serve; the dealer's output (r_in, MAC-key shares,
+    FSS keys) is made ahead in the bounded pool, each item spent by one session and gone
+    afterwards; two sessions on the same input share no mask or key."""
     from secinfer.arith.fixed import get_config
 
-    s = servers("crisp", "bundled:digits-mlp")
+    s = servers("crisp", "bundled:digits-mlp", ("--pool", "2"))
     x = np.linspace(0, 16, 64).reshape(1, 64)
     cfg = get_config(s.spec.default_fixed)
     ref = cfg.decode(run_fixed(load_model(str(bundled_path("digits-mlp"))), x, cfg))
-    r = query(s.cluster, x, s.client)
-    assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
+    held = s.wait_prep(2, timeout=120)
+    assert all(v["prep"]["available"] == 2 for v in held.values()), held      # bounded by --pool
+    seen = []
+
+    def recorder(ep):
+        frames = []
+        real = ep._receive
+
+        def rec(peer, deadline):
+            f = real(peer, deadline)
+            frames.append((peer, bytes(f)))
+            return f
+        ep._receive = rec
+        seen.append(frames)
+        return ep
+    r1 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
+    r2 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
+    for r in (r1, r2):
+        assert np.allclose(r.output, ref, atol=0.05), (r.output, ref)
+    used = {r1.info["prep"], r2.info["prep"]}
+    assert None not in used and len(used) == 2
     st = s.wait_settled()
-    assert all(v["completed"] == 1 and v["pool"]["taken"] == 1 for v in st.values()), st
+    assert all(v["completed"] == 2 and v["pool"]["taken"] == 2 and v["prep"]["hits"] == 2 for v in st.values()), st
+    for v in st.values():      # spent: neither party holds the items any more
+        assert not used & set(v["prep"]["ids"]), v["prep"]
+
+    def dealer_arrays(frames):
+        out = {}
+        for peer, f in frames:
+            hdr, arrays = decode_frame(f, 1 << 31)
+            if peer == "dealer":
+                out[(hdr.tag, hdr.seq)] = arrays
+        return out
+    a, b = map(dealer_arrays, seen)
+    assert a.keys() == b.keys() and len(a) > 2
+    for k in a:
+        for u, v in zip(a[k], b[k]):
+            assert not np.array_equal(u, v), f"{k}: the dealer's output repeats across sessions"
+
+
+def _live_at_rest(s, pool: int, timeout: float = 60.0) -> dict:
+    """Every server's per-session state once no session or prep session runs and the pool
+    of prepared items is full again (``Server.live_state``)."""
+    from secinfer.runtime.serve import server_status
+
+    deadline = time.monotonic() + timeout
+    while True:
+        st = {pid: server_status(s.cluster, pid, s.client, live=True) for pid in s.ids}
+        live = {pid: v["live"] for pid, v in st.items()}
+        full = all(not v["prep"]["enabled"] or v["prep"]["available"] >= pool for v in st.values())
+        idle = all(v["sessions"] == 0 and v["prep_making"] == 0 and v["prep_inflight"] == 0
+                   and v["prep_pending"] == 0 and v["endpoints"] == 0 and v["jobs"] == 0
+                   for v in live.values())
+        if (full and idle) or time.monotonic() > deadline:
+            return live
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("protocol,n", [("astra", 8), ("stamp", 4)])
+def test_no_per_session_state_outlives_its_session(servers, protocol, n):
+    """After N sessions (concurrent and one after another) a server holds no session table
+    entry, port, endpoint, job, PRG, session thread or prepared item of theirs: the same
+    live state as after the first session, apart from the bounded replay window."""
+    pool = 2
+    s = servers(protocol, MODEL, ("--pool", str(pool)), peer_timeout=10.0, heartbeat_interval=0.5)
+    assert _right(query(s.cluster, X, s.client), s.spec)
+    base = _live_at_rest(s, pool)
+    errors = []
+
+    def one():
+        try:
+            assert _right(query(s.cluster, X, s.client), s.spec)
+        except Exception as e:  # noqa: BLE001 - asserted below
+            errors.append(e)
+    for k in range(0, n - 1, 2):      # two at a time
+        ts = [threading.Thread(target=one) for _ in range(min(2, n - 1 - k))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+    assert not errors, errors
+    after = _live_at_rest(s, pool)
+    for pid in s.ids:
+        a, b = after[pid], base[pid]
+        assert s.status(pid)["completed"] == n, (pid, s.status(pid))
+        for k in ("sessions", "ports", "endpoints", "jobs", "session_threads", "prep_threads", "prep_pending",
+                  "prep_making"):
+            assert a[k] == 0, (pid, k, a)
+        assert a["prepared_items"] == a["prep_held"] <= pool, (pid, a)   # only what the pool holds
+        for k in ("prgs", "threads", "error_kinds"):
+            assert a[k] == b[k], (pid, k, b, a)
+        assert a["seen_nonces"] == b["seen_nonces"] + n - 1, (pid, b, a)   # the bounded replay window
 
 
 def test_cli_query_writes_output(servers, tmp_path):

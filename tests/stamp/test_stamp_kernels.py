@@ -191,3 +191,17 @@ def test_conv32_over_batch_slices_equals_ring_conv(monkeypatch, chunk):
         got = kernels.conv32(x, w, stride, (1, 1, 1, 1), (1, 1), groups)
         want = Ring(32).reduce(ring_conv2d(x, w, stride, (1, 1, 1, 1), (1, 1), groups))
         assert got.shape == want.shape and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("ashape,bshape", [((1, 9), (9, 6)), ((6, 9), (9, 2)), ((6, 9), (9, 6)), ((9,), (9, 6))])
+def test_matmul32_paths_match_python_integers(ashape, bshape):
+    """``kernels.matmul32`` (thin products directly in uint64, others as 16-bit limbs over
+    BLAS) equals the product of Python integers mod 2^32."""
+    from secinfer.crypto.prg import PRG
+    from secinfer.protocols.rep3.kernels import matmul32
+
+    prg = PRG.for_tests(32)
+    a, b = prg.uint64(ashape) >> np.uint64(32), prg.uint64(bshape) >> np.uint64(32)
+    a[..., 0] = (1 << 32) - 1
+    want = np.matmul(a.astype(object), b.astype(object)) % (1 << 32)
+    assert matmul32(a, b).tolist() == np.asarray(want).tolist()

@@ -47,11 +47,25 @@ def test_stale_and_replayed_counters_are_refused():
             errs.append(ei.value.code)
         # a fresh operation with a fresh counter is served
         (m,) = link.call("mask", _mask_meta(3, 90, 90, 0, 0, 0, 10))
-        return errs, m.size
+        # batched seed requests (``LteeLink.call_many``, one bus transaction) are answered
+        # as if sent alone; a replayed or unheld request inside a batch refuses it
+        tx0 = link.meter.transactions
+        (a,), (b,) = link.call_many([("mask", _mask_meta(4, 90, 180, 0, 0, 0, 10), "mask"),
+                                     ("mask", _mask_meta(4, 90, 180, 1, 0, 0, 10), "mask")])
+        batch = (link.meter.transactions - tx0, a.tobytes() != b.tobytes() != m.tobytes(), a.size)
+        for reqs in ([("mask", _mask_meta(5, 90, 270, 1, 0, 0, 10), "mask"),
+                      ("mask", _mask_meta(4, 90, 180, 0, 0, 0, 10), "mask")],      # an older operation inside
+                     [("mask", _mask_meta(6, 90, 360, 0, 0, 0, 10), "mask"),
+                      ("mask", _mask_meta(6, 90, 360, 1, 2, 0, 10), "mask")]):    # p0 lacks component 2
+            with pytest.raises(LteeRefused) as ei:
+                link.call_many(reqs)
+            errs.append(ei.value.code)
+        return errs, m.size, batch
     res, _ = run3(body)
-    errs, size = res[0]
-    assert errs == ["stale-counter"] * 4
+    errs, size, batch = res[0]
+    assert errs == ["stale-counter"] * 5 + ["policy"]
     assert size == 16   # a 128-bit stream seed
+    assert batch == (1, True, 16)
 
 
 @pytest.mark.slow
@@ -105,3 +119,4 @@ def test_altered_wrapped_key_aborts_at_setup():
     refuses it and p2 aborts."""
     res, _ = run3(lambda i, eng, ops: "ran", adversary=0, send_tag="stamp/init/wrap")
     assert isinstance(res[2], ProtocolAbort) and res[2].check == "ltee-key-exchange"
+

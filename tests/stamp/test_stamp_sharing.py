@@ -56,3 +56,15 @@ def test_boolean_and():
     px, py = rss.bool_share(x, draw), rss.bool_share(y, draw)
     z = rss.and_local(px[0], py[0]) ^ rss.and_local(px[1], py[1]) ^ rss.and_local(px[2], py[2])
     assert np.array_equal(z, x & y)
+
+
+@pytest.mark.parametrize("p", [2, 3, 5, 67, 97, 127, 131])
+def test_mod_reduce_is_v_mod_p_for_every_16_bit_value(p):
+    """``replicated.mod_reduce`` (multiply-shift where it is exact, else a table; uint64 %
+    above 127) equals v mod p on every v < 2^16, in the field's dtype."""
+    from secinfer.sharing import replicated as rss
+
+    v = np.arange(1 << 16, dtype=np.uint32)
+    got = rss.mod_reduce(p, v.astype(rss.mod_dtype(p)))
+    assert got.dtype == rss.mod_dtype(p)
+    assert np.array_equal(got.astype(np.uint32), v % p)

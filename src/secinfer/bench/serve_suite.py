@@ -95,8 +95,21 @@ class _Fleet:
                         raise
                     time.sleep(0.2)
 
-    def status(self, pid, timeout=5.0) -> dict:
-        return self._status(self.cluster, pid, self.client, timeout=timeout)
+    def status(self, pid, timeout=5.0, live=False) -> dict:
+        return self._status(self.cluster, pid, self.client, timeout=timeout, live=live)
+
+    def live(self) -> dict:
+        """Every server's per-session state now (``Server.live_state``): it must not grow."""
+        keep = ("sessions", "ports", "endpoints", "jobs", "prgs", "prepared_items", "session_threads", "threads",
+                "seen_nonces")
+        out = {}
+        for pid in self.ids:
+            try:
+                v = self.status(pid, live=True)["live"]
+                out[pid] = {k: v[k] for k in keep}
+            except Exception as e:  # noqa: BLE001 - a sample, not a failure of the soak
+                out[pid] = {"error": f"{type(e).__name__}: {e}"[:120]}
+        return out
 
     def settled(self, timeout=30.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -196,7 +209,7 @@ def _faults(fleet: _Fleet, kills: int, network: str) -> dict:
 def _soak(fleet: _Fleet, n: int, every: int, clients: int = 4) -> dict:
     before = fleet.settled()
     t0 = time.perf_counter()
-    samples = [{"queries": 0, "t_s": 0.0, "rss_kb": fleet.rss_kb()}]
+    samples = [{"queries": 0, "t_s": 0.0, "rss_kb": fleet.rss_kb(), "load": os.getloadavg()[0]}]
     done = client_errors = 0
     p50, p99 = [], []
     while done < n:
@@ -206,7 +219,8 @@ def _soak(fleet: _Fleet, n: int, every: int, clients: int = 4) -> dict:
         p50.append(r["p50_s"])
         p99.append(r["p99_s"])
         done += k
-        samples.append({"queries": done, "t_s": time.perf_counter() - t0, "rss_kb": fleet.rss_kb()})
+        samples.append({"queries": done, "t_s": time.perf_counter() - t0, "rss_kb": fleet.rss_kb(),
+                        "load": os.getloadavg()[0], "live": fleet.live()})
     wall = time.perf_counter() - t0
     st = fleet.settled()
     delta = {pid: {k: v[k] - before[pid][k] for k in ("opened", "completed", "failed", "expired")}
@@ -219,6 +233,7 @@ def _soak(fleet: _Fleet, n: int, every: int, clients: int = 4) -> dict:
     return {"queries": n, "clients": clients, "wall_s": wall, "qps": n / wall, "client_errors": client_errors,
             "p50_s_median_of_chunks": float(np.median(p50)), "p99_s_max_of_chunks": float(np.max(p99)),
             "samples": samples, "servers": delta, "rss_kb": rss,
+            "load_avg_min_max": [min(x["load"] for x in samples), max(x["load"] for x in samples)],
             "lost": sum(d["lost"] for d in delta.values()),
             "errors": {pid: v["errors"] for pid, v in st.items()},
             "pool": {pid: v["pool"] for pid, v in st.items()}, "prep": {pid: _prep(v) for pid, v in st.items()}}
@@ -230,14 +245,19 @@ def _prep(status: dict) -> dict:
     return p
 
 
-def run(quick: bool = False, network: str | None = None) -> dict:
+def plan(quick: bool) -> dict:
+    """protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients)."""
+    return {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
+            "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
+            "aby3": ((4, 4, 16), 16, 1) if quick else ((20, 80, 320), 1000, 10),
+            "falcon": ((2, 4, 16), 8, 1) if quick else ((10, 40, 160), 200, 10),
+            "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
+
+
+def run(quick: bool = False, network: str | None = None, protocols: dict | None = None) -> dict:
+    """Every row of the module doc; ``protocols``: another plan (``plan``), e.g. a smaller one."""
     shaped = (network or "lan").split(",")[0]
-    # protocol -> (queries at 1/4/16 clients, soak queries, killed + garbage clients), quick or full
-    protocols = {"reference": ((8, 8, 32), 60, 3) if quick else ((20, 80, 320), 2000, 10),
-                 "astra": ((8, 8, 32), 150, 3) if quick else ((20, 80, 320), 10000, 10),
-                 "aby3": ((4, 4, 16), 16, 1) if quick else ((20, 80, 320), 1000, 10),
-                 "falcon": ((2, 4, 16), 8, 1) if quick else ((10, 40, 160), 200, 10),
-                 "stamp": ((1, 4, 16), 12, 1) if quick else ((10, 40, 160), 1000, 10)}
+    protocols = protocols or plan(quick)
     conc = (1, 4, 16)
     rows, raw, plots = [], {}, []
     lat_series, qps_series = {}, {}
@@ -283,6 +303,7 @@ def _soak_row(proto: str, fleet: _Fleet, soak: dict) -> dict:
             "wall_s": round(soak["wall_s"], 1), "qps": soak["qps"], "client_errors": soak["client_errors"],
             "server_failed": sum(v["failed"] + v["expired"] for v in soak["servers"].values()), "lost": soak["lost"],
             "p50_s": soak["p50_s_median_of_chunks"], "p99_s": soak["p99_s_max_of_chunks"],
+            "load_avg": soak.get("load_avg_min_max"),
             **{f"rss_kb_{pid}_{k}": soak["rss_kb"][pid][k] for pid in fleet.ids for k in ("start", "end", "max")}}
 
 

@@ -52,7 +52,7 @@ class PRF:
         buf = bytearray(n_blocks * _BLOCK + _BLOCK - 1)
         zeros = bytes(n_blocks * _BLOCK)
         enc.update_into(zeros, buf)
-        return bytes(buf[:nbytes])
+        return bytes(memoryview(buf)[:nbytes])   # one copy (a bytearray slice would be a second)
 
     def blocks_for(self, nbytes: int) -> int:
         return -(-nbytes // _BLOCK)

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
-from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_parts, payload_nbytes
+from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_parts, encoded_names
 from secinfer.net.meter import Meter
 from secinfer.spec import ArraySpec  # noqa: F401 - re-exported: protocols import it from here
 
@@ -50,7 +50,8 @@ class Endpoint(abc.ABC):
         self._seq_in: dict[str, int] = {p: 0 for p in self.peers}
         self._aborted: ProtocolAbort | None = None
         self.last_step: tuple | None = None   # (direction, peer, tag) of the last message
-        self._names: dict = {}                # encoded header names (codec.encode_parts)
+        self._names: dict = {}                # encoded header names and layouts (codec.encode_parts)
+        self._layouts: dict = {}              # received array layouts already checked (codec.decode_frame)
         self.failed_phase: str | None = None
 
     # ---- phases ------------------------------------------------------------------------
@@ -93,15 +94,17 @@ class Endpoint(abc.ABC):
             raise FrameError(f"{self.me}: {peer!r} is not a peer of this session")
 
     def send(self, peer: str, tag: str, *arrays: np.ndarray) -> None:
-        self._check_peer(peer)
+        seq = self._seq_out.get(peer)
+        if seq is None:
+            self._check_peer(peer)
         if self._aborted is not None:
             raise self._aborted
-        hdr = Header(self.session_id, self.me, tag, self._seq_out[peer], self._phase,
-                     self.meter.depth[self._phase])
+        ph = self._phase
+        hdr = Header(self.session_id, self.me, tag, seq, ph, self.meter.depth[ph])
         parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
-        self._seq_out[peer] += 1
+        self._seq_out[peer] = seq + 1
         self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
-        self.meter.record(self._phase, "sent", peer, tag, payload, size)
+        self.meter.record(ph, "sent", peer, tag, payload, size)
         self._transmit_parts(peer, parts, size)
 
     def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
@@ -109,34 +112,44 @@ class Endpoint(abc.ABC):
             self.send(p, tag, *arrays)
 
     def recv(self, peer: str, tag: str, *specs: ArraySpec, timeout: float | None = None) -> list[np.ndarray]:
-        self._check_peer(peer)
+        expected = self._seq_in.get(peer)
+        if expected is None:
+            self._check_peer(peer)
         if self._aborted is not None:
             raise self._aborted
         deadline = time.monotonic() + (self.recv_timeout if timeout is None else timeout)
         frame = self._receive(peer, deadline)
-        hdr, arrays = decode_frame(frame, self.max_frame)
-        where = f"{self.me} <- {peer} [{tag}]"
+        names = self._names.get((self.session_id, peer, tag))
+        if names is None:
+            names = encoded_names(self.session_id, peer, tag, self._names)
+        # (frames that carry exactly the names we expect skip decoding them: codec.decode_frame)
+        hdr, arrays = decode_frame(frame, self.max_frame, (names, peer, tag), self._layouts)
         if hdr.session_id != self.session_id:
-            raise FrameError(f"{where}: frame from another session")
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: frame from another session")
         if hdr.sender != peer:
-            raise FrameError(f"{where}: frame claims sender {hdr.sender!r}")
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: frame claims sender {hdr.sender!r}")
         if hdr.tag == ABORT_TAG:
             detail = bytes(arrays[0]).decode(errors="replace") if arrays else ""
             self._aborted = PeerAbortedError("peer-abort", peer, detail)
             raise self._aborted
-        if hdr.seq != self._seq_in[peer]:
-            raise FrameError(f"{where}: out-of-order frame (seq {hdr.seq}, expected {self._seq_in[peer]})")
-        self._seq_in[peer] += 1
+        if hdr.seq != expected:
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: out-of-order frame (seq {hdr.seq}, expected {expected})")
+        self._seq_in[peer] = expected + 1
         self.last_step = ("recv", peer, tag)
         if hdr.tag != tag:
-            raise FrameError(f"{where}: protocol out of step, received tag {hdr.tag!r}")
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: protocol out of step, received tag {hdr.tag!r}")
         if len(arrays) != len(specs):
-            raise FrameError(f"{where}: expected {len(specs)} arrays, got {len(arrays)}")
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: expected {len(specs)} arrays, got {len(arrays)}")
+        payload = 0
         for i, (a, s) in enumerate(zip(arrays, specs)):
-            s.check(a, f"{where} array {i}")
+            s.check(a, f"{self.me} <- {peer} [{tag}] array {i}")
+            payload += a.nbytes
         ph = self._phase
-        self.meter.depth[ph] = max(self.meter.depth[ph], hdr.depth + 1 if hdr.phase == ph else 1)
-        self.meter.record(ph, "recv", peer, tag, payload_nbytes(arrays), len(frame))
+        depth = self.meter.depth
+        d = hdr.depth + 1 if hdr.phase == ph else 1
+        if d > depth[ph]:
+            depth[ph] = d
+        self.meter.record(ph, "recv", peer, tag, payload, len(frame))
         return arrays
 
     def recv_each(self, requests: dict, timeout: float | None = None):

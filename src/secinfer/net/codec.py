@@ -74,7 +74,7 @@ def encode_frame(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME) -> 
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _names(session_id: bytes, sender: str, tag: str, cache: dict | None) -> bytes:
+def encoded_names(session_id: bytes, sender: str, tag: str, cache: dict | None) -> bytes:
     """The header's session id, sender and tag, encoded (kept in ``cache``, the caller's
     own dict, if given: a session repeats them)."""
     key = (session_id, sender, tag)
@@ -99,15 +99,35 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
     ``encode_frame``'s result), its total size and its payload size (the arrays' bytes):
     the prefix and header as bytes, then each large array's own memory where it is already
     contiguous little-endian (no copy). The arrays must not change until the buffers are
-    sent. ``cache``: a dict the caller keeps for the encoded names."""
-    names = _names(header.session_id, header.sender, header.tag, cache)
-    parts = [b"", names, _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays))]
-    head_len = len(names) + _TAIL.size
+    sent. ``cache``: a dict the caller keeps for the encoded names and header layouts (a
+    session repeats them: the header is then two joins and one pack)."""
+    names = encoded_names(header.session_id, header.sender, header.tag, cache)
+    key = None
+    if cache is not None:
+        # the layout is kept for plain arrays only (anything else is worked out in full)
+        if len(arrays) == 1:
+            a = arrays[0]
+            if type(a) is np.ndarray:
+                key = (names, a.dtype, a.shape)
+        elif all(type(a) is np.ndarray for a in arrays):
+            key = (names, *[(a.dtype, a.shape) for a in arrays])
+        layout = None if key is None else cache.get(key)
+        if layout is not None:
+            pre, post, nbytes, total = layout
+            head = pre + _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays)) + post
+            if nbytes < _INLINE:   # a small frame: one buffer
+                if len(arrays) == 1:
+                    return [head + arrays[0].tobytes()], total, nbytes
+                return [head + b"".join([a.tobytes() for a in arrays])], total, nbytes
+            return [head, *_bodies(arrays)], total, nbytes
+    descs = []
     bodies = []
+    head_len = len(names) + _TAIL.size
     nbytes = 0
     for a in arrays:
         if type(a) is not np.ndarray:
             a = np.asarray(a)
+            key = None             # (converted: the caller's objects are not what is sent)
         dt = a.dtype
         code = _CODES.get(dt)
         if code is None:   # big-endian or otherwise unusual: its little-endian equivalent
@@ -116,11 +136,12 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
             if code is None:
                 raise FrameError(f"dtype {a.dtype} cannot be sent")
             a = np.ascontiguousarray(a, dtype=DTYPES[code])
+            key = None
         nd = a.ndim
         if nd > _MAX_NDIM:
             raise FrameError(f"arrays of more than {_MAX_NDIM} dimensions cannot be sent")
-        parts.append(_ARR.pack(code, nd))
-        parts.append(_DIMS[nd].pack(*a.shape))
+        descs.append(_ARR.pack(code, nd))
+        descs.append(_DIMS[nd].pack(*a.shape))
         head_len += _ARR.size + 8 * nd
         n = a.nbytes
         if n:
@@ -130,20 +151,34 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
     total = _PREFIX.size + head_len + pad + nbytes
     if total > max_frame:
         raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
-    parts[0] = _PREFIX.pack(MAGIC, VERSION, ALIGNED, head_len + pad)
-    parts.append(_PADS[pad])
+    pre = _PREFIX.pack(MAGIC, VERSION, ALIGNED, head_len + pad) + names
+    post = b"".join(descs) + _PADS[pad]
+    if key is not None:
+        if len(cache) >= 4096:
+            cache.clear()
+        cache[key] = (pre, post, nbytes, total)
+    head = pre + _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays)) + post
     if nbytes < _INLINE:     # a small frame: one buffer (copying is cheaper than views)
-        for a in bodies:
-            parts.append(a.tobytes())
-        return [b"".join(parts)], total, nbytes
-    return [b"".join(parts), *(a.tobytes() if a.nbytes < _INLINE else
-                               memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in bodies)], \
-        total, nbytes
+        return [head + b"".join([a.tobytes() for a in bodies])], total, nbytes
+    return [head, *_bodies(bodies)], total, nbytes
 
 
-def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list[np.ndarray]]:
+def _bodies(arrays) -> list:
+    """The payload buffers of a large frame: small arrays as bytes, large ones as views of
+    their own memory (a copy only where not contiguous)."""
+    return [a.tobytes() if a.nbytes < _INLINE else
+            memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in arrays if a.nbytes]
+
+
+def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None = None,
+                 cache: dict | None = None) -> tuple[Header, list[np.ndarray]]:
     """``data``: bytes or a read-only buffer (arrays are copied out), or a buffer the caller
-    hands over (a ``bytearray`` or 1-d ``numpy.uint8`` array: aligned arrays are views of it)."""
+    hands over (a ``bytearray`` or 1-d ``numpy.uint8`` array: aligned arrays are views of it).
+
+    Shortcuts for a receiver that knows what it expects, same checks and same result:
+    ``expect`` = (encoded names as ``encode_parts`` writes them, sender, tag): when the
+    frame's names are exactly these bytes they are not decoded again; ``cache``: a dict the
+    caller keeps, holding the array layouts already checked (keyed by their header bytes)."""
     own = type(data) is bytearray
     if type(data) is np.ndarray:
         if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
@@ -165,6 +200,48 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list
     if end_head > size or head_len < _HEAD_MIN:
         raise FrameError("truncated frame header")
     # every read below is checked against end_head before it happens
+    if expect is not None and data[12:12 + len(expect[0])] == expect[0] \
+            and 12 + len(expect[0]) + _TAIL.size <= end_head:
+        names, sender, tag = expect
+        session_id = names[:16]
+        pos = 12 + len(names)
+    else:
+        session_id, sender, tag, pos = _read_names(data, end_head)
+    seq, phase_i, depth, n_arrays = _TAIL.unpack_from(data, pos)
+    pos += _TAIL.size
+    if phase_i >= len(PHASES):
+        raise FrameError(f"unknown phase code {phase_i}")
+    layout = None
+    if cache is not None:
+        key = (n_arrays, flags, bytes(data[pos:end_head]))
+        layout = cache.get(key)
+    if layout is None:
+        layout = _read_layout(data, pos, end_head, n_arrays, size, flags)
+        if cache is not None:
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[key] = layout
+    specs, nbytes = layout
+    if end_head + nbytes != size:
+        raise FrameError(f"frame payload is {size - end_head} bytes, header announces {nbytes}")
+    # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
+    # by its arrays where aligned; else copies
+    try:
+        arrays = []
+        off = end_head
+        for dt, shape, n, nb in specs:
+            a = np.frombuffer(data, dtype=dt, count=n, offset=off)
+            off += nb
+            if len(shape) != 1:
+                a = a.reshape(shape)
+            arrays.append(a if own and a.flags.aligned else a.copy())
+    except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
+        raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
+    return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays
+
+
+def _read_names(data, end_head: int) -> tuple:
+    """(session id, sender, tag, position after them) of a frame header, every read checked."""
     session_id = bytes(data[12:28])
     ls = data[28]
     pos = 29 + ls
@@ -179,13 +256,15 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list
         tag = str(data[pos:pos + lt], "utf-8")
     except UnicodeDecodeError:
         raise FrameError("frame header holds invalid UTF-8") from None
-    pos += lt
-    seq, phase_i, depth, n_arrays = _TAIL.unpack_from(data, pos)
-    pos += _TAIL.size
-    if phase_i >= len(PHASES):
-        raise FrameError(f"unknown phase code {phase_i}")
+    return session_id, sender, tag, pos + lt
+
+
+def _read_layout(data, pos: int, end_head: int, n_arrays: int, size: int, flags: int) -> tuple:
+    """The arrays' (dtype, shape, elements, bytes) and their total bytes, from the header's
+    array part ``data[pos:end_head]`` (padding included), every read checked; ``size``
+    bounds what any array may announce."""
     specs = []
-    off = end_head
+    total = 0
     for _ in range(n_arrays):
         if pos + 2 > end_head:
             raise FrameError("truncated frame header")
@@ -215,21 +294,10 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Header, list
                 raise FrameError("array shape larger than the frame")
             if span * item > _MAX_SPAN:   # e.g. (0, 2^64 - 1): no bytes, yet no numpy array
                 raise FrameError(f"array shape {shape} is too large for any array")
-        specs.append((dt, shape, off, n))
-        off += n * item
+        specs.append((dt, shape, n, n * item))
+        total += n * item
+        if total > size:
+            raise FrameError("array shapes larger than the frame")
     if pos != end_head and not (flags & ALIGNED and end_head - pos < 8 and data[pos:end_head] == _PADS[end_head - pos]):
         raise FrameError("frame header length mismatch")
-    if off != size:
-        raise FrameError(f"frame payload is {size - end_head} bytes, header announces {off - end_head}")
-    # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
-    # by its arrays where aligned; else copies
-    try:
-        arrays = []
-        for dt, shape, o, n in specs:
-            a = np.frombuffer(data, dtype=dt, count=n, offset=o)
-            if len(shape) != 1:
-                a = a.reshape(shape)
-            arrays.append(a if own and a.flags.aligned else a.copy())
-    except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
-        raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
-    return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays
+    return tuple(specs), total

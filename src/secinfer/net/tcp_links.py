@@ -41,6 +41,7 @@ K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
 _SOON = object()
 _NONCE = struct.Struct("<4xQ")
+_DONTWAIT = int(socket.MSG_DONTWAIT)
 
 
 def nonce(counter: int) -> bytes:
@@ -75,6 +76,8 @@ class OutLink:
         self.dropped = 0                  # paced frames never written (the link failed)
         self.writer: threading.Thread | None = None
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
+        self.written = 0                  # bytes written into the socket so far
+        self.data_written = 0             # ... when the last byte of a data frame went in
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 
@@ -107,7 +110,20 @@ class OutLink:
             hdr = HDR.pack(size + TAG, stamp, K_DATA)
             counter = self.counter
             self.counter = counter + 1
-            self.write([hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)])
+            rec = hdr + self.aead.encrypt(_NONCE.pack(counter), pt, hdr)
+            if self.error is None and not self.stop.is_set():
+                try:                          # (the common case: sent at once, one call)
+                    k = self.sock.send(rec, _DONTWAIT)
+                except OSError:               # full (write waits) or failed (write names why)
+                    k = 0
+                if k:
+                    self.moved = time.monotonic()
+                    self.written += k
+                    self.data_written = self.written
+                    if k == len(rec):
+                        return
+                    rec = memoryview(rec)[k:]
+            self._write_all([rec])
             return
         chunks: list = []                     # (record plaintexts in order, each <= SEND_RECORD)
         small: list = []
@@ -150,26 +166,30 @@ class OutLink:
             self.write([*first, hdr, ct])
             first = []
 
-    def write(self, bufs: list) -> None:
+    def write(self, bufs: list, data: bool = True) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
         (or a waiting protocol thread) drains our peers' streams meanwhile, so a full socket
         only means that the peer does not read. The peer is dead when nothing moved for
         ``peer_timeout`` and it sent nothing (not even a heartbeat) for as long; a live peer
-        that reads nothing for ``recv_timeout`` is given up too."""
+        that reads nothing for ``recv_timeout`` is given up too. ``data``: False for a
+        heartbeat or the bye (bytes ``undelivered`` does not count)."""
         if len(bufs) == 1 and self.error is None and not self.stop.is_set():
             buf = bufs[0]                     # (the common case: one small record, sent at once)
             try:
-                k = self.sock.send(buf, socket.MSG_DONTWAIT)
+                k = self.sock.send(buf, _DONTWAIT)
             except OSError:                   # full (the loop below waits) or failed (it names why)
                 k = 0
             if k:
                 self.moved = time.monotonic()
+                self.written += k
+                if data:
+                    self.data_written = self.written
                 if k == len(buf):
                     return
                 bufs = [memoryview(buf)[k:]]
-        self._write_all(bufs)
+        self._write_all(bufs, data)
 
-    def _write_all(self, bufs: list) -> None:
+    def _write_all(self, bufs: list, data: bool = True) -> None:
         sock = self.sock
         views = [memoryview(b) for b in bufs if len(b)]
         since = time.monotonic()
@@ -184,6 +204,9 @@ class OutLink:
                 except BlockingIOError:
                     sent = 0
                 if sent:
+                    self.written += sent
+                    if data:                  # (a frame written only in part is data too)
+                        self.data_written = self.written
                     while sent:
                         k = min(sent, len(views[0]))
                         sent -= k
@@ -208,6 +231,14 @@ class OutLink:
             with self.cv:
                 self.cv.notify_all()
             raise err from None
+
+    def undelivered(self) -> int:
+        """Bytes of data frames not yet acknowledged by the peer's host (heartbeats and the
+        bye after the last frame do not count: nothing is lost with them); -1 if some are
+        and the connection failed."""
+        n, failed = outq(self.sock)
+        n = max(0, n - (self.written - self.data_written))   # (the send queue holds the last bytes written)
+        return -1 if n and failed else n
 
     def start_writer(self) -> None:
         if self.writer is None:
@@ -245,7 +276,7 @@ class OutLink:
             if frame is None:
                 if self.lock.acquire(blocking=False):   # else a send is in progress: bytes are moving
                     try:
-                        self.write(self.records(b"", K_HB, time.monotonic()))
+                        self.write(self.records(b"", K_HB, time.monotonic()), data=False)
                     except NetworkError:     # dead peer (recorded in self.error) or closed endpoint
                         return
                     finally:
@@ -298,12 +329,18 @@ def unsent(sock: socket.socket) -> int:
     -1 if some are and the connection failed; 0 where the platform cannot say. (Failed:
     the connection's state, which stays; not ``SO_ERROR``, which a failed write or an
     earlier look clears.)"""
+    n, failed = outq(sock)
+    return -1 if n and failed else n
+
+
+def outq(sock: socket.socket) -> tuple[int, bool]:
+    """(bytes in ``sock``'s send queue not yet acknowledged, whether the connection failed
+    while some are); (0, False) where the platform cannot say."""
     try:
         buf = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\x00\x00\x00\x00")
         n = struct.unpack("<i", buf)[0]
-        if n and (sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE):
-            return -1
-        return n
+        failed = bool(n) and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                                  or sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE)
+        return n, failed
     except OSError:
-        return 0
+        return 0, False

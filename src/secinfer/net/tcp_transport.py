@@ -49,12 +49,13 @@ from secinfer.net import tcp_handshake
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    SMALL, TAG, InStream, OutLink, nonce, unsent)
+                                    SMALL, TAG, _NONCE, InStream, OutLink, nonce, unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
 _CLOSED = object()
+_FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
 class TcpEndpoint(SocketEndpoint):
@@ -263,7 +264,7 @@ class TcpEndpoint(SocketEndpoint):
         # may leave now and nothing is queued: this thread writes it (no thread hand-off)
         try:
             link.send_frame(parts, size, now)
-            link.next_hb = time.monotonic() + self.heartbeat_interval
+            link.next_hb = link.moved + self.heartbeat_interval   # (moved: when the last bytes left)
         finally:
             link.lock.release()
         self._count_sent(size)
@@ -316,14 +317,22 @@ class TcpEndpoint(SocketEndpoint):
     def _read(self, peer: str, soft: int | None = None) -> None:
         """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
         Small records are parsed out of one receive buffer (one system call for many); a
-        record larger than it is read straight into its own buffer. With ``soft`` (the
+        record larger than it is read straight into its own buffer (a data record of a
+        sized frame: into the frame itself, its header read alone first). With ``soft`` (the
         reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
         while not c.eof:
             if soft is not None and (self._queued[peer] >= soft or self._fg):
                 return      # (the reader thread: enough waits here, or the protocol thread takes over)
             big = c.body is not None
-            view = memoryview(c.body)[c.got:] if big else c.view[c.fill:]
+            if big:
+                view = memoryview(c.body)[c.got:]
+            elif c.frame is not None and c.fill < HDR.size:
+                # inside a frame of several records: the next record's header alone, so
+                # that its body is then read straight into the frame (_parse), not via buf
+                view = c.view[c.fill:HDR.size]
+            else:
+                view = c.view[c.fill:]
             want = len(view)
             try:
                 n = c.sock.recv_into(view)
@@ -364,7 +373,12 @@ class TcpEndpoint(SocketEndpoint):
             elif HDR.size + length > len(buf):     # larger than the buffer: a buffer of its own
                 c.hdr = bytes(buf[pos:pos + HDR.size])
                 part = c.view[pos + HDR.size:end]
-                if length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
+                if c.frame is not None and c.size + length <= len(c.frame) \
+                        and buf[pos + HDR.size - 1] & ~MORE == K_DATA:
+                    # a record of a sized frame: its ciphertext lands where its plaintext
+                    # belongs and is decrypted in place (``_record``; no copy)
+                    c.body = memoryview(c.frame)[c.size:c.size + length]
+                elif length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
                     if c.big is None:
                         c.big = bytearray(SEND_RECORD + TAG)
                     c.body = memoryview(c.big)[:length]
@@ -383,10 +397,37 @@ class TcpEndpoint(SocketEndpoint):
     def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
         _length, stamp, kind = HDR.unpack(hdr)
         n = len(body) - TAG
-        base = kind & ~MORE
         frame = c.frame
+        if kind == K_DATA and frame is None and not c.size and not c.parts and not c.oversized:
+            # a whole frame in one record (every small frame): decrypted into its own buffer
+            pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
+            try:
+                c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
+            except InvalidTag:
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
+                                           "(corrupted, replayed or forged); peer cut off"))
+                return
+            c.counter += 1
+            stats = self.stats
+            stats["frames_recv"] += 1
+            stats["bytes_recv"] += n
+            if n > self.max_frame:
+                item: object = MessageTooLargeError(
+                    f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
+            elif self._queued[peer] + n > self.max_inbox:
+                self._cut(peer, InboxFullError(
+                    f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
+                return
+            else:
+                item = pt
+                self._queued[peer] += n
+            now = time.monotonic()
+            self._inbox[peer].append((self._release_at(peer, now, stamp) if self._latency[peer] else now, item, stamp))
+            return
+        base = kind & ~MORE
         if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
-            if c.size + n > len(frame):
+            if c.size + n > len(frame) - TAG:
                 self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame longer than its size record"))
                 return
             pt = frame[c.size:c.size + n]
@@ -394,7 +435,7 @@ class TcpEndpoint(SocketEndpoint):
             pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
         try:
             # (a record failing authentication is never used: the peer is cut off)
-            c.aead.decrypt_into(nonce(c.counter), body, hdr, pt)
+            c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
         except InvalidTag:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
                                        "(corrupted, replayed or forged); peer cut off"))
@@ -415,7 +456,8 @@ class TcpEndpoint(SocketEndpoint):
             if total > self.max_frame:
                 c.oversized = True              # (its records are counted, then refused in order)
             else:
-                c.frame = np.empty(total, np.uint8)
+                # (room for the last record's tag: records are received in place, see _parse)
+                c.frame = np.empty(total + TAG, np.uint8)
             return
         if base != K_DATA:
             self._cut(peer, FrameError(f"{self.me} <- {peer}: unknown record kind {kind}"))
@@ -424,11 +466,11 @@ class TcpEndpoint(SocketEndpoint):
         if frame is not None:
             if kind & MORE:
                 return
-            if c.size != len(frame):
+            if c.size != len(frame) - TAG:
                 self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame shorter than its size record"))
                 return
             c.frame = None
-            c.parts = [frame]
+            c.parts = [frame[:c.size]]
         else:
             if c.size > self.max_frame:
                 c.oversized, c.parts = True, []
@@ -500,17 +542,32 @@ class TcpEndpoint(SocketEndpoint):
     def _receive(self, peer: str, deadline: float) -> bytes:
         if self._closed:
             raise NetworkError(f"{self.me}: endpoint is closed")
+        q = self._inbox[peer]
         self._fg = True                      # (``_reading``, inline: this runs once per frame)
         try:
             with self._rlock:
                 try:
+                    if not self._latency[peer]:
+                        # the common case, without release times (a frame is due once here):
+                        # read the streams until the peer's next frame or failure is here
+                        if not q and peer not in self._fatal:
+                            since = now = time.monotonic()
+                            while now < deadline:
+                                self._poll([peer], deadline, since)
+                                if q or peer in self._fatal:
+                                    break
+                                now = time.monotonic()
+                        if q and type(q[0][1]) in _FRAMES:
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                            return item
                     self._wait_locked([peer], deadline)   # reads every stream meanwhile, releases on time
                     ok, err = self._due(peer, time.monotonic())
                     if not ok:
                         raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
                     if err is not None:
                         raise err
-                    item = self._inbox[peer].popleft()[1]
+                    item = q.popleft()[1]
                     if isinstance(item, Exception):
                         raise item
                     self._queued[peer] -= len(item)
@@ -570,7 +627,8 @@ class TcpEndpoint(SocketEndpoint):
     def close(self, flush: bool = True, timeout: float | None = None, reason: str = "") -> None:
         """Close. With ``flush`` (the default): every frame still queued for a paced link is
         sent, then a bye on every stream, and we wait until the peer's host has acknowledged
-        every byte (the kernel's send queue is empty). There is no fixed bound: the wait goes
+        every byte of every frame (``OutLink.undelivered``: a heartbeat never acknowledged
+        loses nothing). There is no fixed bound: the wait goes
         on as long as bytes move or the peer is alive (it sends heartbeats); a peer that
         stops reading and goes silent for ``peer_timeout`` ends it, and so does ``timeout``
         if given. A frame that may not have been delivered makes ``close`` raise
@@ -601,7 +659,7 @@ class TcpEndpoint(SocketEndpoint):
         lost: dict[str, str] = {}
         links = {p: link for p, link in self._out.items() if link.error is None}
         for p, link in self._out.items():
-            if link.error is not None and (link.dropped or unsent(link.sock)):
+            if link.error is not None and (link.dropped or link.undelivered()):
                 lost[p] = str(link.error)
         for p, link in links.items():      # the writer threads send the paced frames meanwhile
             with link.cv:
@@ -612,20 +670,22 @@ class TcpEndpoint(SocketEndpoint):
                 lost[p] = str(link.error)
             elif left:
                 lost[p] = f"{left} frames still queued after the close timeout"
-        # delivered = acknowledged by the peer's host (nothing left in our send queue)
-        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, lost, over)
+        # delivered = acknowledged by the peer's host (no data frame left in our send queue;
+        # a heartbeat the peer never acknowledged, e.g. after it vanished, loses nothing)
+        self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, lost, over,
+                                OutLink.undelivered)
         for p, link in links.items():        # then bye (its own loss loses no frame)
             if p in lost:
                 continue
             with link.lock:
                 try:
-                    link.write(link.records(reason, K_BYE, time.monotonic()))
+                    link.write(link.records(reason, K_BYE, time.monotonic()), data=False)
                 except (PeerDeadError, NetworkError):
                     pass
                 link.closing = True
         bye_end = time.monotonic() + min(1.0, self.peer_timeout)
         self._wait_acknowledged({p: link for p, link in links.items() if p not in lost}, {},
-                                lambda: over() or time.monotonic() >= bye_end)
+                                lambda: over() or time.monotonic() >= bye_end, lambda link: unsent(link.sock))
         if lost:
             self._drain()                    # (a bye already here but not yet read counts)
         for p in list(lost):
@@ -644,15 +704,16 @@ class TcpEndpoint(SocketEndpoint):
                 if not c.eof:
                     self._read(p)
 
-    def _wait_acknowledged(self, pending: dict, lost: dict, over) -> None:
-        """Wait until every link of ``pending`` has its send queue acknowledged, recording in
+    def _wait_acknowledged(self, pending: dict, lost: dict, over, count) -> None:
+        """Wait until every link of ``pending`` has what ``count(link)`` counts (bytes not
+        acknowledged; -1: some, and the connection failed) acknowledged, recording in
         ``lost`` those that cannot: the connection failed, the peer is gone (its stream to us
         ended without a bye) or nothing moved and the peer was silent for ``peer_timeout``."""
-        last = {p: (unsent(link.sock), time.monotonic()) for p, link in pending.items()}
+        last = {p: (count(link), time.monotonic()) for p, link in pending.items()}
         while pending:
             now = time.monotonic()
             for p, link in list(pending.items()):
-                n = unsent(link.sock)
+                n = count(link)
                 c = self._in.get(p)
                 if n == 0 or p in self._bye_from:
                     del pending[p]

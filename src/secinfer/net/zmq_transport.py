@@ -51,6 +51,7 @@ import threading
 import time
 
 import zmq
+import zmq.backend
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
@@ -75,6 +76,8 @@ _EVENTS, _POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 _NOBLOCK, _NOBLOCK_MORE = int(zmq.NOBLOCK), int(zmq.NOBLOCK) | int(zmq.SNDMORE)
 _CLOSED = object()
 _ids = itertools.count()
+# pyzmq's compiled Socket.send, below its Python wrapper (where the backend is its base class)
+_send = zmq.backend.Socket.send if issubclass(zmq.Socket, zmq.backend.Socket) else zmq.Socket.send
 
 _HANDSHAKE_EVENTS = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "the peer refused our key",
@@ -87,10 +90,11 @@ def _try_send(sock, parts, copy: bool = False) -> bool:
     """Never block the I/O thread: a PUSH with no live connection refuses (zmq.Again).
     ``copy``: small frames are cheaper to copy than to wrap zero-copy."""
     try:
-        # send_multipart's enum flag arithmetic costs microseconds per part: plain ints
+        # send_multipart's enum flag arithmetic costs microseconds per part: plain ints, and
+        # pyzmq's own send (the Python wrapper only adds routing ids and groups, unused here)
         for part in parts[:-1]:
-            sock.send(part, _NOBLOCK_MORE, copy=copy)   # the rest of a started message is never refused
-        sock.send(parts[-1], _NOBLOCK, copy=copy)
+            _send(sock, part, _NOBLOCK_MORE, copy)   # the rest of a started message is never refused
+        _send(sock, parts[-1], _NOBLOCK, copy)
         return True
     except zmq.Again:
         return False
@@ -338,9 +342,11 @@ class ZmqEndpoint(SocketEndpoint):
         n = 0
         while n < 1000 and pull.get(_EVENTS) & _POLLIN:   # (no zmq.Again exception per call)
             try:
-                parts = pull.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+                parts = [pull.recv(_NOBLOCK, copy=False)]
             except zmq.Again:
                 break
+            while parts[-1].more:   # (recv_multipart asks RCVMORE through pyzmq's enums: microseconds a part)
+                parts.append(pull.recv(_NOBLOCK, copy=False))   # (the rest of a message is there at once)
             n += 1
             self._on_message(parts)
         if self._ack_due and threading.current_thread() is not self._thread:

@@ -124,8 +124,9 @@ class ServeClient:
     def __exit__(self, *exc):
         self.close()
 
-    def status(self, server_id: str) -> dict:
-        return self._ask_all({server_id: {"op": "status"}})[server_id]["status"]
+    def status(self, server_id: str, live: bool = False) -> dict:
+        """``live``: also the per-session state the server holds now (``Server.live_state``)."""
+        return self._ask_all({server_id: {"op": "status", "live": live}})[server_id]["status"]
 
     # -- queries --
     def query(self, x, *, endpoint_wrapper=None, retries: int = 2) -> QueryResult:
@@ -158,7 +159,7 @@ class ServeClient:
         x = np.asarray(x, dtype=np.float64)
         cluster, party_id = self.cluster, self.party_id
         nonce_c = secrets.token_bytes(NONCE_BYTES)
-        rows = int(x.shape[0]) if x.ndim == 2 else 1
+        rows = int(x.shape[0]) if x.ndim > 1 else 1   # the batch size the protocols announce (images: N of NCHW)
         replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep}
                                  for p in self.servers})
         first = next(iter(replies.values()))
@@ -249,7 +250,8 @@ def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol:
 
 
 def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,
-                  timeout: float = 5.0) -> dict:
-    """The counters of a running server (asked with the client's key)."""
+                  timeout: float = 5.0, live: bool = False) -> dict:
+    """The counters of a running server (asked with the client's key); ``live``: with the
+    per-session state it holds now (``Server.live_state``)."""
     with ServeClient(cluster_path, party_id, keys_dir=keys_dir, control_timeout=timeout) as c:
-        return c.status(server_id)
+        return c.status(server_id, live=live)

@@ -285,6 +285,11 @@ class PrepCoordinator:
         for t in getattr(self, "_threads", ()):
             t.join(timeout=5.0)
 
+    def live_state(self) -> dict:
+        with self._lock:
+            return {"prep_held": len(self.store), "prep_pending": len(self._pending), "prep_making": len(self._making),
+                    "prep_inflight": self._inflight}
+
     def stats(self) -> dict:
         st = self.store.stats()
         with self._lock:

@@ -180,21 +180,36 @@ def bool_reconstruct(pairs: list[Pair]) -> np.ndarray:
 # ---- replicated sharing over a small prime field Z_p -------------------------------------------
 # Used by Falcon's private compare [Falcon Alg. 1] (p = 67): the same convention, + mod p.
 # For p < 128 the components are uint16 (every sum and product below stays under 2^16 before
-# its reduction, done by table lookup); otherwise uint64 with %.
-_MOD_TABLES: dict[int, np.ndarray] = {}
+# its reduction, done by a multiply-shift: v - p floor(v M / 2^22) with M = ceil(2^22 / p),
+# checked against v % p for every v < 2^16 when p is first used -- half the time of a
+# 2^16-entry table lookup, which stays the fallback); otherwise uint64 with %.
+_MOD_MAGIC: dict[int, np.uint32 | np.ndarray] = {}
+_SHIFT = np.uint32(22)
 
 
 def mod_dtype(p: int):
     return np.uint16 if p < 128 else np.uint64
 
 
+def _magic(p: int):
+    """M for p (np.uint32) if the multiply-shift is exact for every v < 2^16, else the table."""
+    got = _MOD_MAGIC.get(p)
+    if got is None:
+        m = np.uint32(-(-(1 << 22) // p))
+        v = np.arange(1 << 16, dtype=np.uint32)
+        exact = np.array_equal(v - ((v * m) >> _SHIFT) * np.uint32(p), v % np.uint32(p))
+        got = _MOD_MAGIC.setdefault(p, m if exact else (v % p).astype(np.uint16))
+    return got
+
+
 def mod_reduce(p: int, v) -> np.ndarray:
     """v mod p in the field's dtype (v non-negative, below 2^16 when p < 128)."""
     if p < 128:
-        tab = _MOD_TABLES.get(p)
-        if tab is None:
-            tab = _MOD_TABLES.setdefault(p, (np.arange(1 << 16, dtype=np.uint32) % p).astype(np.uint16))
-        return tab[np.asarray(v, dtype=np.uint16)]
+        m = _magic(p)
+        if isinstance(m, np.ndarray):
+            return m[np.asarray(v, dtype=np.uint16)]
+        w = np.asarray(v, dtype=np.uint16).astype(np.uint32)
+        return (w - ((w * m) >> _SHIFT) * np.uint32(p)).astype(np.uint16)
     return np.asarray(v, dtype=np.uint64) % np.uint64(p)
 
 

@@ -22,6 +22,7 @@ from secinfer.crypto.gc.circuit import msb_add3_circuit
 from secinfer.protocols.aby3.engine import Rep3Engine, owner_send
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest
 from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
@@ -35,7 +36,8 @@ ROLES = SERVERS + (M, C)
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     try:
-        return repeat_queries(role, ep, job, _run)
+        with one_blas_thread():
+            return repeat_queries(role, ep, job, _run)
     except PeerAbortedError as e:
         ep.abort(e.check, e.suspect, e.detail)
         raise
@@ -111,6 +113,8 @@ def _run(role, ep, job):
             if cls:
                 beng.preprocess(batch * n * msb_add3_circuit(64).and_count)
             eng.verify()
+        if cls:   # the bit extraction's circuit and its AND levels: built now, not online (~10 ms)
+            msb_add3_circuit(64).levels()
         gc.collect()   # offline garbage collected now, not during the online phase
         ep.send(C, "rep3/ready", np.ones(1, np.uint8))
     with online_phase(ep):

@@ -31,6 +31,7 @@ from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_
 from secinfer.protocols.astra.engine import AstraEngine
 from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec
 from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest, digest_bytes
 from secinfer.protocols.rep3.keys import setup_keys
 from secinfer.protocols.rep3.session import await_close, close, header, online_phase, repeat_queries
@@ -73,7 +74,8 @@ def receiver_checked(job: PartyJob, classifier: bool) -> bool:
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
     try:
-        return repeat_queries(role, ep, job, _run_party)
+        with one_blas_thread():
+            return repeat_queries(role, ep, job, _run_party)
     except PeerAbortedError as e:
         # relay: a peer's abort reaches every party, so nobody waits for a message that
         # will never come; the session's secrets die with this call's locals
@@ -389,6 +391,10 @@ def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
         st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0",
                              lambda: None)
         st.update(k=k, n=n)
+        # the item must not keep the prep session's endpoint (``run_prepared`` gives the
+        # engines the client session's): a closed endpoint can hold a transport error whose
+        # traceback keeps this session's frames, job and PRG alive as long as the item
+        st["eng"].ep = st["beng"].ep = None
         return AstraPrep(role, rows, st)
     except PeerAbortedError as e:
         ep.abort(e.check, e.suspect, e.detail)

@@ -158,9 +158,14 @@ def take_in_mask(store: PreprocessingStore) -> dict:
     return store.take("in-mask", ArrayItem.kind).arrays
 
 
-def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
-    """The dealer's whole job (offline phase). Returns metering info."""
+def run_dealer(ep, prm: Params, steps: list, prg, to_client=None) -> dict:
+    """The dealer's whole job (offline phase). Returns metering info. ``to_client(tag,
+    *arrays)``: where the client's half goes (default: sent to the client now; serving
+    keeps it for the session the item is spent on, ``HeldClientHalf``)."""
     g = Ring(prm.k)
+    if to_client is None:
+        def to_client(tag, *arrays):
+            ep.send(CLIENT, tag, *arrays)
     mu = None
     if prm.malicious:
         (mu_arr,) = ep.recv(SERVER, "crisp/mu", ArraySpec(np.uint64, (g.limbs,)))
@@ -170,7 +175,7 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
     srv, cli = _in_masks(prm, prg, steps, g.from_int(mu) if prm.malicious else None)
     if srv is not None:
         ep.send(SERVER, "crisp/in-mask", srv["mu_r"])
-    ep.send(CLIENT, "crisp/in-mask", *cli.values())
+    to_client("crisp/in-mask", *cli.values())
     key_bytes, by_kind, t_gen, t_ser = 0, {}, 0.0, 0.0
     for (label, i, j, kind, size) in gate_labels(steps):
         gate = prm.gate(kind)
@@ -182,12 +187,52 @@ def run_dealer(ep, prm: Params, steps: list, prg) -> dict:
         t_gen += t1 - t0
         del k0, k1
         ep.send(SERVER, "crisp/key/" + label[5:], b0)
-        ep.send(CLIENT, "crisp/key/" + label[5:], b1)
+        to_client("crisp/key/" + label[5:], b1)
         key_bytes += b0.nbytes + b1.nbytes
         ent = by_kind.setdefault(gate.cost().gate, {"gates": 0, "bytes_both": 0})
         ent["gates"] += size
         ent["bytes_both"] += len(b0) + len(b1)
     return {"key_bytes": key_bytes, "key_bytes_by_gate": by_kind, "keygen_s": t_gen, "key_serialise_s": t_ser}
+
+
+class HeldClientHalf:
+    """The client's half of one dealer output, made ahead (serving: ``prepare`` of the
+    dealer) and kept in order until the session it belongs to: ``send(ep)`` delivers it,
+    message for message as ``run_dealer`` would have, and wipes it; a second ``send``
+    (or one after ``wipe``) is a ``PreprocessingReuseError``."""
+
+    def __init__(self) -> None:
+        self._msgs: list | None = []
+
+    def __call__(self, tag: str, *arrays) -> None:       # run_dealer's to_client
+        self._msgs.append((tag, [np.array(a, copy=True) for a in arrays]))
+
+    def __len__(self) -> int:
+        return len(self._msgs or ())
+
+    def send(self, ep) -> None:
+        if self._msgs is None:
+            raise PreprocessingReuseError("dealer: this client half was sent (or wiped) already")
+        msgs, self._msgs = self._msgs, None
+        msgs.reverse()
+        try:
+            while msgs:    # the transport may still hold a sent array (paced links): dropped, not zeroed
+                tag, arrays = msgs.pop()
+                ep.send(CLIENT, tag, *arrays)
+                del arrays
+        finally:
+            _zero(msgs)    # what a failed session did not send
+
+    def wipe(self) -> None:
+        msgs, self._msgs = self._msgs, None
+        _zero(msgs or [])
+
+
+def _zero(msgs: list) -> None:
+    for _tag, arrays in msgs:
+        for a in arrays:
+            a.fill(0)
+    msgs.clear()
 
 
 def _in_masks(prm: Params, prg, steps: list, mu_arr) -> tuple:

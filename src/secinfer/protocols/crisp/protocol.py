@@ -31,12 +31,14 @@ from secinfer.arith.ring import Ring
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.crypto.preprocessing import ArrayItem
+from secinfer.errors import PreprocessingReuseError
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
-    CLIENT, DEALER, SERVER, Params, PartyStore, load_ahead, receive_preprocessing, run_dealer,
-    store_path, take_in_mask, wipe,
+    CLIENT, DEALER, SERVER, HeldClientHalf, Params, PartyStore, load_ahead, receive_preprocessing,
+    run_dealer, store_path, take_in_mask, wipe,
 )
 from secinfer.protocols.crisp.plan import PARSE, avgpool_multipliers, check_graph, compile_plan
 from secinfer.protocols.twopc import session
@@ -61,28 +63,32 @@ def _engine(job: PartyJob, prm: Params):
 
 
 # ---- server ------------------------------------------------------------------------------
-def _run_server(ep, job: PartyJob) -> PartyResult:
+def _run_server(ep, job: PartyJob, prep=None) -> PartyResult:
     prm = _params(job)
     engine = _engine(job, prm)
     try:
-        return _serve(ep, job, prm, engine)
+        return _serve(ep, job, prm, engine, prep)
     finally:
         engine.release()
 
 
-def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
+def _serve(ep, job: PartyJob, prm: Params, engine, prep=None) -> PartyResult:
     g = Ring(prm.k)
     prg = job.prg.derive("crisp-server")
     with ep.phase("setup"):
         plan = compile_plan(job.model, job.fixed, session.recv_batch(ep, "crisp"))
+        if prep is not None:
+            prep.check_plan(plan.steps)
         session.send_plan(ep, "crisp", plan.steps, peers=(CLIENT, DEALER))
         steps = plan.steps
         engine.setup_server(ep, prg.derive("he-setup"))
     ahead = job.options.get("preprocessing_dir")
     with ep.phase("offline"):
         mu = None
-        if ahead:   # the dealer ran ahead of time; it also drew mu (fresh per store)
-            store = load_ahead(store_path(ahead, SERVER), prm, steps, 0)
+        if prep is not None or ahead:
+            # the dealer ran ahead of time (serving: in a prep session with this server,
+            # which drew mu there; on disk: the dealer drew mu), fresh per item / store
+            store = prep.take_store() if prep is not None else load_ahead(store_path(ahead, SERVER), prm, steps, 0)
             if prm.malicious:
                 mu = store.take("mu", "arrays").arrays["mu"]
         else:
@@ -96,7 +102,7 @@ def _serve(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
         with session.offline_worker() as pool:
             he_job = pool.submit(session.timed, engine.prepare_server, steps, plan.weights,
                                  prg.derive("he-offline"))
-            if not ahead:
+            if not ahead and prep is None:
                 t_off = time.perf_counter()
                 receive_preprocessing(ep, prm, steps, 0, store)
                 off_s["receive_keys"] = time.perf_counter() - t_off
@@ -287,6 +293,118 @@ def _run_dealer(ep, job: PartyJob) -> PartyResult:
     return PartyResult(info=info)
 
 
+# ---- the dealer's output made ahead of the client (serving: ProtocolSpec.prepare) ---------
+# What the dealer produces does not depend on the client [CRISP Fig. 3]: r_in, the shares
+# of mu r_in and the FSS key pairs depend only on the public plan (the model's
+# architecture at one batch size) and on the server's MAC key mu. So the server and the
+# dealer make them ahead in a prep session of their own: the server sends the plan and a
+# fresh mu (malicious), the dealer sends the server's half at once and keeps the client's
+# half (``HeldClientHalf``). In the client's session the dealer sends that half, message
+# for message as it would have made it then, so the client runs unchanged; the server's
+# HE work (under the client's per-session key) stays in the session. One item is one
+# session: the server's store and the dealer's held half are consumed by it and wiped.
+
+class CrispPrep(Prep):
+    """The server's store (mu, its mask shares, its key halves) or the dealer's held client
+    half, for one future session at ``rows`` inputs of the plan ``plan`` (public bytes)."""
+
+    def __init__(self, role: str, rows: int, plan: bytes, store=None, held=None) -> None:
+        self.role, self.rows, self.plan, self._store, self._held = role, rows, plan, store, held
+
+    def check_plan(self, steps: list) -> None:
+        if encode_public(steps).tobytes() != self.plan:
+            raise ProtocolError(f"crisp {self.role}: this session's plan is not the one the material was made for")
+
+    def take_store(self):
+        store, self._store = self._store, None
+        if store is None:
+            raise PreprocessingReuseError(f"crisp {self.role}: prepared material used already")
+        return store
+
+    def take_held(self):
+        held, self._held = self._held, None
+        if held is None:
+            raise PreprocessingReuseError(f"crisp {self.role}: prepared material used already")
+        return held
+
+    def used(self) -> bool:
+        return self._store is None and self._held is None
+
+    def wipe(self) -> None:
+        store, held, self._store, self._held = self._store, self._held, None, None
+        if store is not None:
+            wipe(store)
+        if held is not None:
+            held.wipe()
+
+
+def prep_refusal(security: str, options: dict) -> str:
+    if options.get("preprocessing_dir"):
+        return "option preprocessing_dir (the dealer's output comes from files made ahead)"
+    return ""
+
+
+def _prep_rows(options: dict) -> int:
+    r = options.get("prep_rows", 1)
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
+        raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
+    return r
+
+
+def prepare(role: str, ep, job: PartyJob) -> CrispPrep:
+    """The dealer's output for one future session, made by the server and the dealer."""
+    why = prep_refusal(job.security, job.options)
+    if why:
+        raise ProtocolError(f"crisp cannot prepare ahead: {why}")
+    prm, rows = _params(job), _prep_rows(job.options)
+    if role == SERVER:
+        g = Ring(prm.k)
+        prg = job.prg.derive("crisp-server-prep")
+        with ep.phase("setup"):
+            steps = compile_plan(job.model, job.fixed, rows).steps
+            session.send_plan(ep, "crisp", steps, peers=(DEALER,))
+        store = PartyStore(SERVER)
+        with ep.phase("offline"):
+            if prm.malicious:
+                mu = g.random(prg.derive("mac-key"), ())      # fresh per item [CRISP Fig. 4 step 1]
+                ep.send(DEALER, "crisp/mu", mu)
+                store.put("mu", ArrayItem({"mu": mu}))
+            receive_preprocessing(ep, prm, steps, 0, store)
+        return CrispPrep(SERVER, rows, encode_public(steps).tobytes(), store=store)
+    if role == DEALER:
+        with ep.phase("setup"):
+            steps = session.recv_plan(ep, "crisp", **PARSE)
+        held = HeldClientHalf()
+        with ep.phase("offline"):
+            run_dealer(ep, prm, steps, job.prg.derive("crisp-dealer"), to_client=held)
+        return CrispPrep(DEALER, rows, encode_public(steps).tobytes(), held=held)
+    raise ProtocolError(f"crisp prepares on the server and the dealer, not {role!r}")
+
+
+def run_prepared(role: str, ep, job: PartyJob, prep: CrispPrep | None) -> PartyResult:
+    """One client session on material ``prepare`` made; the client passes None and runs
+    exactly as in ``run_party``."""
+    try:
+        with _blas_one_thread():
+            if role == CLIENT:
+                return _run_client(ep, job)
+            if prep is None or prep.role != role or prep.used():
+                raise ProtocolError(f"crisp {role}: no prepared material for this session (or it was used already)")
+            if role == SERVER:
+                return _run_server(ep, job, prep)
+            if role == DEALER:
+                with ep.phase("setup"):
+                    steps = session.recv_plan(ep, "crisp", **PARSE)
+                    prep.check_plan(steps)
+                with ep.phase("offline"):
+                    prep.take_held().send(ep)
+                return PartyResult(info={"prepared": True})
+            raise ProtocolError(f"crisp has no role {role!r}")
+    finally:
+        if prep is not None:
+            prep.wipe()
+
+
 def produce_preprocessing_ahead(graph, fixed, batch: int, security: str, out_dir: str, prg,
                                 stat_bits: int = STAT_BITS) -> dict:
     """Run the trusted dealer ahead of time for ``batch`` inputs of ``graph``'s architecture:
@@ -346,6 +464,7 @@ SPEC = ProtocolSpec(
     paper="crisp-2pc-malicious-client.txt",
     trust="TRUSTED: the 'dealer' party is a trusted offline dealer (F_FSS, it sees the FSS keys and masks); it must not collude with the server or the client [CRISP III-B]",
     demo_rows=4,
+    prepare=prepare, run_prepared=run_prepared, prep_refusal=prep_refusal,
     checks=(
         Check(CONSISTENCY, "the MACs of every gate input and linear output fold to q = 0 mod 2^(n+s)",
               "CRISP Fig. 4 step 4"),

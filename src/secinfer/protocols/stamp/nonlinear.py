@@ -105,6 +105,14 @@ class StampOps:
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
 
+    def _dev_many(self, reqs: list) -> list:
+        """``_dev`` of several seed requests [(command, meta, kind)] in one bus transaction."""
+        try:
+            return self.link.call_many(reqs)
+        except LteeRefused as r:
+            refused = r
+        self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
+
     # ---- helpers -----------------------------------------------------------------------
     def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
         """Component c of an LTEE zero-sharing from the released stream seeds."""
@@ -151,43 +159,63 @@ class StampOps:
             sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
         self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
         st = []
-        # step 1-2: mask and send
+        # every device request that needs no peer's message -- step 1's masks, step 3's
+        # zero-share seeds and step 5's pad -- in one bus transaction (``LteeLink.call_many``)
+        reqs = []
         for sub, job in enumerate(jobs):
             i = job.leader
             e, t = (i + 1) % 3, (i + 2) % 3
             shape = tuple(job.spec["shape"])
             n_in = int(np.prod(shape)) + kernels.n_params(job.spec)
             n_out = int(np.prod(kernels.out_shape(job.spec)))
-            base = dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t)
-            st.append(base)
+            st.append(dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t))
             if path == "3of3":
                 if me != e:
-                    (sd,) = self._dev("inmask", self._meta(sub, e, n_in), kind="mask")
+                    reqs.append(((sub, "x"), "inmask", self._meta(sub, e, n_in), "mask"))
+            else:
+                kind = 0 if path == "rss" else 1
+                if me == i or (mal and me == t):          # holders of component i
+                    reqs.append(((sub, "x"), "mask", self._meta(sub, i, 0, n_in, kind), "mask"))
+                if mal and me in (t, e):                  # holders of component t
+                    reqs.append(((sub, "x^"), "mask", self._meta(sub, t, 1, n_in, kind), "mask"))
+            if me == t and job.act is None:
+                reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
+                if mal:
+                    reqs.append(((sub, "pad"), "pad", self._meta(sub, n_out), "pad"))
+            elif me == i and not mal:
+                reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
+        seeds = dict(zip([k for k, _, _, _ in reqs], self._dev_many([r[1:] for r in reqs]))) if reqs else {}
+        # step 1-2: mask and send
+        for job, base in zip(jobs, st):
+            i, e, t, sub, n_in = base["i"], base["e"], base["t"], base["sub"], base["n_in"]
+            if path == "3of3":
+                if me != e:
+                    (sd,) = seeds[(sub, "x")]
                     eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             elif path == "rss":
                 flat = self._flat_pair(job)
                 comp_i = flat.a if me == i else (flat.b if me == t else None)
                 if comp_i is not None and (me == i or mal):      # holders of component i
-                    (sd,) = self._dev("mask", self._meta(sub, i, 0, n_in, 0), kind="mask")
+                    (sd,) = seeds[(sub, "x")]
                     eng.send_ring(e, "stamp/x'", ring.add(comp_i, self._mask(sd, n_in, ring.mask)))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:                        # holders of component t
-                        (sd,) = self._dev("mask", self._meta(sub, t, 1, n_in, 0), kind="mask")
+                        (sd,) = seeds[(sub, "x^")]
                         eng.send_ring(i, "stamp/x'^", ring.add(comp_t, self._mask(sd, n_in, ring.mask)))
                 base["flat"] = flat
             else:  # exp
                 flat = self._flat_pair(job)
                 comp_i = flat.a if me == i else (flat.b if me == t else None)
                 if comp_i is not None and (me == i or mal):
-                    sa, sb = self._dev("mask", self._meta(sub, i, 0, n_in, 1), kind="mask")
+                    sa, sb = seeds[(sub, "x")]
                     al, be = self._mask(sa, n_in, _M52), self._mask(sb, n_in, _M32)
                     mm, qq = self._exp_split(comp_i)
                     ep.send(names[e], "stamp/exp'", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
                 if mal:
                     comp_t = flat.a if me == t else (flat.b if me == e else None)
                     if comp_t is not None:
-                        sa, sb = self._dev("mask", self._meta(sub, t, 1, n_in, 1), kind="mask")
+                        sa, sb = seeds[(sub, "x^")]
                         al, be = self._mask(sa, n_in, _M52), self._mask(sb, n_in, _M32)
                         mm, qq = self._exp_split(comp_t)
                         ep.send(names[i], "stamp/exp'^", (mm + al) & _M52, ((qq + be) & _M32).astype(np.uint32))
@@ -241,7 +269,7 @@ class StampOps:
                     job.result = Pair(self._comp(sd, me, padded.size), self._comp(sd, (me + 1) % 3, padded.size))
                     eng.send_ring(t, "stamp/z^", padded)
             elif me == i:
-                (sd,) = self._dev("zshare", self._meta(sub, t, 0, s["n_out"]), kind="share")
+                (sd,) = seeds[(sub, "z")]
                 job.result = Pair(self._comp(sd, me, s["n_out"]), self._comp(sd, (me + 1) % 3, s["n_out"]))
         # malicious: the hashes of the pending deltas travel with the step-5 messages
         # (``Engine.start_check``); compared below, before the operation returns
@@ -257,12 +285,12 @@ class StampOps:
                            "the two LTEE evaluations' results disagree")
                 job.result, job.rho = Pair(real, job.act.b), rho
                 continue
-            (sd,) = self._dev("zshare", self._meta(sub, t, 0, n_out), kind="share")
+            (sd,) = seeds[(sub, "z")]
             zi = self._comp(sd, (me + 1) % 3, n_out)
             (real,) = eng.recv_ring(e, "stamp/z", n_out)
             if mal:
                 (padded,) = eng.recv_ring(i, "stamp/z^", n_out)
-                (sd,) = self._dev("pad", self._meta(sub, n_out), kind="pad")
+                (sd,) = seeds[(sub, "pad")]
                 ep.require(np.array_equal(ring.sub(padded, self._mask(sd, n_out, ring.mask)), real), "relu-step5", None,
                            "the two LTEE evaluations' output shares disagree")
             job.result = Pair(real, zi)

@@ -25,6 +25,7 @@ import time
 from secinfer.errors import ProtocolError
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
+from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, share_input,
                                            share_model_and_input)
@@ -34,6 +35,11 @@ from secinfer.protocols.stamp.nonlinear import StampOps
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
+    with one_blas_thread():
+        return _run_party(role, ep, job)
+
+
+def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     if role not in NAMES:
         raise ProtocolError(f"stamp has no role {role!r}; roles are {NAMES}")
     if job.fixed.ring_bits != 32 and not job.options.get("allow_ring64"):
