@@ -48,4 +48,5 @@ def test_linear_refuses_weights_too_large_for_exact_products():
     P = he.get_params("ckks-n10-insecure")
     x = L.Lwe(np.zeros((2, 1, 1), np.uint64), np.zeros((2, 1, P.n), np.uint64))
     with pytest.raises(ConfigError):
-        L.linear(P, x, sp.csr_matrix(np.array([[2 ** 31, 2 ** 31]])), np.zeros(1, np.int64), 20)
+        # row l1-norm 2^47: limbs of 53 - 48 = 5 bits would be needed (linprod refuses below 8)
+        L.linear(P, x, sp.csr_matrix(np.array([[2 ** 46, 2 ** 46]])), np.zeros(1, np.int64), 20)

@@ -17,8 +17,12 @@ Threads [SAFHIRE Figs. 7-8]: digits-cnn b=12 at the best gamma with ``threads`` 
 noise histogram of Fig. 10 are in ``secinfer bench he`` (its SAFHIRE packing part,
 bench/he_pack_bench.py).
 
-Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once at b = 8 and the best
-gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
+Every row: CPU seconds per server operation next to wall seconds (a shared machine's wall
+time holds the waits for a core), and the run checked against the quantized oracle (final
+integers exactly; every round's shuffled values as a multiset).
+
+Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once per b = 8, 12, 16 at the
+best gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
 fully encrypted CKKS baseline (bench/ckks_baseline.py, ORION-style) on the same network:
 its server time is EXTRAPOLATED from every distinct layer kind run once at N = 2^16 and
 from Lattigo bootstrapping measured at N = 2^12 / 2^13 and scaled to N = 2^16 (the N = 2^16
@@ -36,6 +40,7 @@ from secinfer.bench.common import Progress
 
 BANDWIDTHS = (0.1, 0.3, 1, 3, 10, 30, 100, 300)       # MB/s [SAFHIRE Fig. 4]
 BUDGET_S = 180.0
+RESNET20_BS = (8, 12, 16)      # without --quick: ResNet-20 once per accumulator precision
 
 
 def _packed_count(graph) -> int:
@@ -64,7 +69,7 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
     # quantizes (or loads from qcache) and packs for long stretches: heartbeats wait too
     big = model.startswith("zoo:")
     settings = None if network == "none" and not big else {"peer_timeout": 120.0}   # TCP_KEEPCNT caps it at 127
-    opts = {"b": b, "gamma": gamma, "threads": threads}
+    opts = {"b": b, "gamma": gamma, "threads": threads, "trace": 1}   # trace: the per-round oracle check
     if qcache:
         opts["qcache"] = qcache
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
@@ -78,7 +83,10 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
     down = res.bytes["server"]["payload"]
     server_s = sum(st.values())
     client_s = sum(ct.values())
-    packed = _packed_count(load_model(path))
+    graph = load_model(path)
+    packed = _packed_count(graph)
+    scpu = srv.get("cpu_s", {})
+    oracle = _oracle_check(graph, b, x, cli.get("finals"), qcache, cli.get("trace"))
     row = {"model": model, "b": b, "gamma": gamma, "network": network, "samples": int(len(x)),
            "threads": threads, "setup_s": res.latency_s.get("setup"),
            "e2e_s": res.latency_s["total"], "messages": res.messages, "online_s": res.latency_s["online"],
@@ -90,10 +98,60 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
            "key_switches": srv.get("key_switches"),
            "key_switches_per_value": (srv.get("key_switches") or 0) / max(1, packed * len(x)),
            "noise_log2_std": [n.get("log2_std_abs") for n in cli["noise"]],
-           "dp": [n.get("dp") for n in cli["noise"]]}
+           "dp": [n.get("dp") for n in cli["noise"]],
+           # CPU seconds of the processes (wall time on a shared machine also holds the waits
+           # for a core): per server operation, the server's set-up and plan, the client
+           **{f"server_{k}_cpu_s": v for k, v in scpu.items()},
+           "server_cpu_s": sum(scpu.values()), "client_cpu_s": cli.get("cpu_s_total"),
+           "server_setup_cpu_s": srv.get("setup_cpu_s"), "server_plan_s": srv.get("plan_s"),
+           "product_plan": _plan_summary(srv.get("product_plan")), **oracle}
     for bw in BANDWIDTHS + (1.25,):
         row[f"model_s_at_{bw}MBps"] = server_s + client_s + (up - keys + down) / (bw * 1e6)
+    if scpu and cli.get("cpu_s_total") is not None:
+        row["model_cpu_s_at_1.25MBps"] = row["server_cpu_s"] + cli["cpu_s_total"] + (up - keys + down) / 1.25e6
     return row
+
+
+def _plan_summary(plans) -> dict | None:
+    """How the rounds' products ran: blocks by kind (conv: dense GEMMs; sparse; dense)."""
+    if not plans:
+        return None
+    out: dict = {}
+    for kinds in plans:
+        for k in kinds:
+            out[k] = out.get(k, 0) + 1
+    return out
+
+
+def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None, trace=None) -> dict:
+    """The run's final integers against the quantized cleartext model (the oracle) on the
+    same input: {"oracle_equal": bool, ...} [issue #18: the output equals the oracle]; and
+    every round's decrypted values (the client's trace, shuffled by the server's secret
+    permutations) as a multiset against the oracle's round result in window layout
+    ("oracle_rounds_equal"): a wrong product would change them, a permutation does not."""
+    from secinfer.protocols.safhire.protocol import quantized_model
+
+    if finals is None:
+        return {"oracle_equal": None, "oracle_note": "the client reported no final integers"}
+    try:
+        qm = quantized_model(graph, {"b": b}, {"qcache": qcache} if qcache else {})
+        xq = qm.quantize_input(np.asarray(x, dtype=np.float64))
+        traces = [[] for _ in xq]
+        want = [qm.run_int(v, t) for v, t in zip(xq, traces)]
+        got = [np.asarray(f, dtype=np.int64) for f in finals]
+        eq = len(got) == len(want) and all(np.array_equal(a, w) for a, w in zip(got, want))
+        diff = None if eq else int(sum(int(np.sum(a != w)) for a, w in zip(got, want) if a.shape == w.shape))
+        res = {"oracle_equal": bool(eq), "oracle_mismatches": diff}
+        if trace is not None:
+            R = len(qm.rounds)
+            bad = [k for k, t in enumerate(trace)
+                   if not np.array_equal(np.sort(np.asarray(t, dtype=np.int64)),
+                                         np.sort(qm.rounds[k % R].layout(traces[k // R][k % R])))]
+            res.update(oracle_rounds_equal=not bad and len(trace) == R * len(xq), oracle_rounds_checked=len(trace),
+                       oracle_rounds_differing=bad)
+        return res
+    except Exception as e:  # noqa: BLE001 - report, keep the row
+        return {"oracle_equal": None, "oracle_note": f"oracle not computed: {type(e).__name__}: {e}"}
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
@@ -109,14 +167,15 @@ def run(quick: bool = False, network: str | None = None) -> dict:
         configs += [("bundled:digits-cnn", b, g) for b in (8, 16) for g in gammas]
     best_gamma = max(gammas)
     configs += [("bundled:digits-cnn", 12, best_gamma, 2)]          # the threads sweep [SAFHIRE Figs. 7-8]
-    prog = Progress("safhire", len(configs) + (6 if not quick else 3))
+    prog = Progress("safhire", len(configs) + (4 + len(RESNET20_BS) if not quick else 3))
     rows, skipped = [], []
+    qcache = _qcache_dir()        # the server's quantized models, also read by the oracle check
     for model, b, g, *th in configs:
-        r = _measure(model, b, g, "none", x_d[300:301], threads=th[0] if th else 1)
+        r = _measure(model, b, g, "none", x_d[300:301], threads=th[0] if th else 1, qcache=qcache)
         rows.append(r)
         prog(f"{model} b={b} gamma={g} threads={r['threads']} ({r['he_params']}): e2e {r['e2e_s']:.2f}s, "
              f"server {r['server_s']:.2f}s (pack {r['server_pack_s']:.2f}s), up {r['bytes_up'] / 1e6:.2f} MB, "
-             f"down {r['bytes_down'] / 1e6:.2f} MB")
+             f"down {r['bytes_down'] / 1e6:.2f} MB, output equals the oracle: {r['oracle_equal']}")
     big, baseline = [], None
     if not quick:
         big, baseline = _resnet20_rows(best_gamma, prog, skipped)
@@ -204,7 +263,8 @@ def run(quick: bool = False, network: str | None = None) -> dict:
             speedups.append({"b": r["b"], "gamma": r["gamma"], "safhire_s_at_1.25MBps": r["model_s_at_1.25MBps"],
                              "baseline_s": est["wall_s"], "baseline_cpu_s": est["cpu_s"],
                              "speedup_wall": est["wall_s"] / r["model_s_at_1.25MBps"],
-                             "speedup_cpu": est["cpu_s"] / max(1e-9, r["server_s"] + r["client_s"]),
+                             "safhire_cpu_s": r.get("server_cpu_s", 0) + (r.get("client_cpu_s") or 0),
+                             "speedup_cpu": est["cpu_s"] / max(1e-9, r.get("server_cpu_s", 0) + (r.get("client_cpu_s") or 0)),
                              "note": "baseline EXTRAPOLATED (see baseline.note)"})
     return {"suite": "safhire", "rows": rows, "plots": plots, "skipped": skipped, "full_chunk_packing": chunk,
             "baseline": baseline, "speedups": speedups,
@@ -215,20 +275,20 @@ def run(quick: bool = False, network: str | None = None) -> dict:
 def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
     """ResNet-20 through SAFHIRE once at b = 8 (its best b) and the fully encrypted
     baseline (bench/ckks_baseline.py: measured per layer kind, EXTRAPOLATED total)."""
-    import tempfile
-    from pathlib import Path
-
     rows, baseline = [], None
     x = public_rng("bench/safhire/resnet20-input", 0).standard_normal((1, 3, 32, 32)).astype(np.float32)
-    qcache = str(Path(tempfile.gettempdir()) / "secinfer-safhire-qcache")
-    try:
-        r = _measure("zoo:resnet20", 8, gamma, "none", x, qcache=qcache)
-        rows.append(r)
-        prog(f"zoo:resnet20 b=8 gamma={gamma}: e2e {r['e2e_s']:.1f}s (setup {r['setup_s']:.1f}s), server "
-             f"{r['server_s']:.1f}s, client {r['client_s']:.1f}s, model at 1.25 MB/s {r['model_s_at_1.25MBps']:.1f}s")
-    except Exception as e:  # noqa: BLE001 - report, keep the rest
-        skipped.append({"model": "zoo:resnet20", "b": 8, "why": f"run failed: {type(e).__name__}: {e}"})
-        prog(f"zoo:resnet20 failed: {e}")
+    qcache = _qcache_dir()
+    for b in RESNET20_BS:
+        try:
+            r = _measure("zoo:resnet20", b, gamma, "none", x, qcache=qcache)
+            rows.append(r)
+            prog(f"zoo:resnet20 b={b} gamma={gamma}: e2e {r['e2e_s']:.1f}s (setup {r['setup_s']:.1f}s), server "
+                 f"{r['server_s']:.1f}s wall / {r['server_cpu_s']:.1f}s CPU (linear {r['server_linear_s']:.1f}s / "
+                 f"{r.get('server_linear_cpu_s', 0):.1f}s), client {r['client_s']:.1f}s, model at 1.25 MB/s "
+                 f"{r['model_s_at_1.25MBps']:.1f}s, output equals the oracle: {r['oracle_equal']}")
+        except Exception as e:  # noqa: BLE001 - report, keep the rest
+            skipped.append({"model": "zoo:resnet20", "b": b, "why": f"run failed: {type(e).__name__}: {e}"})
+            prog(f"zoo:resnet20 b={b} failed: {e}")
     try:
         from secinfer.bench.ckks_baseline import baseline_rows
 
@@ -239,6 +299,13 @@ def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
         skipped.append({"model": "zoo:resnet20", "baseline": "fully encrypted CKKS", "why": f"failed: {type(e).__name__}: {e}"})
         prog(f"CKKS baseline failed: {e}")
     return rows, baseline
+
+
+def _qcache_dir() -> str:
+    import tempfile
+    from pathlib import Path
+
+    return str(Path(tempfile.gettempdir()) / "secinfer-safhire-qcache")
 
 
 def _bandwidth(profile: str) -> float | None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from secinfer.ir.quantize import wrap
 from secinfer.protocols.safhire import lwe as L
-from secinfer.protocols.safhire.protocol import ServerRound
+from secinfer.protocols.safhire.protocol import OpClock, ServerRound
 
 
 class RoundOracle:
@@ -47,8 +47,7 @@ class RoundOracle:
         cts = L.encrypt(self.params, v, self.sk, self.ld)
         x = L.extract(self.params, cts, len(v))
         x = self.core.unshuffle(x, self.seed, s, self.r)
-        timing = {"linear": 0.0, "shuffle": 0.0}
-        y = self.core.apply({self.r: (x.b, x.a)}, self.seed, s, self.r, timing)
+        y = self.core.apply({self.r: (x.b, x.a)}, self.seed, s, self.r, OpClock(("linear", "shuffle")))
         out, _ = L.pack(self.params, self.ev, y, self.ld)
         n_out = rd.n_out if self.r < len(self.qm.rounds) - 1 else rd.m
         vals, _ = L.decrypt(self.params, out, self.sk, self.ld, n_out)

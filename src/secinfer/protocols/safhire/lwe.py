@@ -12,10 +12,9 @@ Two backends, chosen by what ``secinfer.crypto.he`` offers:
 Either way the server holds a batch ``Lwe(b, a)``: per member and RNS limb l, ``b[t, l, :G]``
 and ``a[t, l, :N]`` (G = 2^gamma) are integer vectors mod q_l on which any integer linear
 map acts componentwise; the payload (Delta times the value) sits in the decryption at
-``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly:
-residues are cut into three 20-bit limbs, each limb product is a float64 sparse product
-(exact while the row l1-norm of W times 2^22 stays below 2^53, checked), and the limbs are
-recombined mod q with shifts that never leave uint64 [SAFHIRE Sec. 4.4 step 8].
+``b``'s column 0. ``linear`` computes W X + Delta bias for all members at once, exactly
+(``linprod``: float64 products on limbs of the residues, every sum below 2^53, convolutions
+as dense GEMMs, recombined mod q) [SAFHIRE Sec. 4.4 step 8].
 """
 
 from __future__ import annotations
@@ -29,9 +28,6 @@ import scipy.sparse as sp
 from secinfer.crypto import he
 from secinfer.crypto.he import rlwe
 from secinfer.errors import ConfigError, ProtocolError
-
-LIMB = 20
-
 
 class DecryptionMarginError(ProtocolError):
     """The client's decryption came too close to a rounding boundary to be trusted."""
@@ -82,13 +78,33 @@ class Lwe:
     def __len__(self) -> int:
         return int(self.b.shape[0])
 
-    def select(self, idx) -> "Lwe":
+    def select(self, idx, pool=None) -> "Lwe":
+        """Members idx, in that order; ``pool`` (a dict) lends output buffers of earlier
+        calls (a fresh large array costs a page fault per 4 KiB, more than the copy)."""
         idx = np.asarray(idx, dtype=np.int64)
-        return Lwe(self.b[idx], self.a[idx])
+        if pool is None:
+            return Lwe(self.b[idx], self.a[idx])
+        ob = pooled(pool, "sel_b", (len(idx),) + self.b.shape[1:], self.b.dtype)
+        oa = pooled(pool, "sel_a", (len(idx),) + self.a.shape[1:], self.a.dtype)
+        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= len(self)):
+            raise ProtocolError("member index out of range")
+        # mode "clip" (indices checked above): with out=, mode "raise" buffers a full copy
+        np.take(self.b, idx, axis=0, out=ob, mode="clip")
+        np.take(self.a, idx, axis=0, out=oa, mode="clip")
+        return Lwe(ob, oa)
 
     @staticmethod
     def concat(parts: list["Lwe"]) -> "Lwe":
         return Lwe(np.concatenate([p.b for p in parts]), np.concatenate([p.a for p in parts]))
+
+
+def pooled(pool: dict, name: str, shape: tuple, dtype) -> np.ndarray:
+    """A buffer kept in ``pool`` under (name, shape, dtype), allocated on first use."""
+    key = (name, tuple(int(a) for a in shape), np.dtype(dtype).str)
+    b = pool.get(key)
+    if b is None:
+        b = pool[key] = np.empty(key[1], dtype)
+    return b
 
 
 # ---------------------------------------------------------------- keys
@@ -183,46 +199,38 @@ def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     return r
 
 
-def _limb_product(wf, xl: np.ndarray, q: int) -> np.ndarray:
-    """(W xl) mod q for uint64 xl < q, through three 20-bit limbs (exact float64 products)."""
-    mask = np.uint64((1 << LIMB) - 1)
-    acc = None
-    for j in (2, 1, 0):
-        limb = ((xl >> np.uint64(LIMB * j)) & mask).astype(np.float64)
-        y = np.asarray(wf @ limb)
-        y = np.mod(y.astype(np.int64), np.int64(q)).astype(np.uint64)     # y holds exact integers
-        acc = y if acc is None else (_mul_pow2(acc, LIMB, q) + y) % np.uint64(q)
-    return acc
+def linear(params, x, w, bias: np.ndarray, log_delta: int, threads: int = 1, plan=None,
+           pool: dict | None = None) -> Lwe:
+    """W x + Delta bias on every member at once (exact mod each prime) [SAFHIRE Sec. 4.4
+    step 8]. ``x``: one Lwe batch, or one per source of ``plan`` (``linprod.plan``: the
+    round's map per source, convolutions found and applied as dense GEMMs); without a plan,
+    ``w`` (sparse or dense, (m, len(x))) is planned on the spot (no shapes: sparse or dense
+    products). ``threads`` workers (linprod.product_mod); ``pool``: reused output buffers
+    (the result then lives only until the next call with that pool)."""
+    from secinfer.protocols.safhire import linprod as LP
 
-
-def linear(params, x: Lwe, w: sp.spmatrix, bias: np.ndarray, log_delta: int, threads: int = 1) -> Lwe:
-    """W x + Delta bias on every member at once (exact mod each prime); ``threads`` workers
-    take column blocks (numpy and scipy release the GIL in the products)."""
-    w = sp.csr_matrix(w)
-    if w.shape[1] != len(x):
-        raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {len(x)}")
-    l1 = float(np.max(np.asarray(abs(w).sum(axis=1)), initial=0))
-    if l1 * 2.0 ** (LIMB + 2) >= 2.0 ** 53:
-        raise ConfigError(f"weights too large for the exact product (row l1-norm {l1:.3g})")
-    wf = w.astype(np.float64)
-    nl, g = x.b.shape[1], x.b.shape[2]
-    m = w.shape[0]
+    xs = [x] if isinstance(x, Lwe) else list(x)
+    if plan is None:
+        w = sp.csr_matrix(w)
+        if len(xs) != 1 or w.shape[1] != len(xs[0]):
+            raise ProtocolError(f"linear layer expects {w.shape[1]} inputs, got {sum(map(len, xs))}")
+        plan = LP.plan([w], [None], None)
+    if [len(v) for v in xs] != [b.width for b in plan.blocks]:
+        raise ProtocolError(f"linear layer expects inputs of {[b.width for b in plan.blocks]}, "
+                            f"got {[len(v) for v in xs]}")
+    nl, g = xs[0].b.shape[1], xs[0].b.shape[2]
+    m = plan.m
     ob = np.empty((m, nl, g), dtype=np.uint64)
-    oa = np.empty((m, nl, x.a.shape[2]), dtype=np.uint64)
+    oa = np.empty((m, nl, xs[0].a.shape[2]), dtype=np.uint64)
     for lvl in range(nl):
         q = int(params.q[lvl])
-        xl = np.concatenate([x.b[:, lvl, :], x.a[:, lvl, :]], axis=1)     # (count, G + N)
-        if threads > 1 and xl.shape[1] >= 2 * threads:
-            from concurrent.futures import ThreadPoolExecutor
-
-            cuts = np.array_split(np.arange(xl.shape[1]), threads)
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                parts = list(pool.map(lambda c: _limb_product(wf, xl[:, c[0]:c[-1] + 1], q), cuts))
-            acc = np.concatenate(parts, axis=1)
-        else:
-            acc = _limb_product(wf, xl, q)
+        buf = None if pool is None or nl != 1 else pooled(pool, "acc", (m, g + xs[0].a.shape[2]), np.int64)
+        acc = LP.product_mod(plan, [[v.b[:, lvl, :], v.a[:, lvl, :]] for v in xs], q, threads,
+                             out=buf).view(np.uint64)
         bb = np.mod(np.asarray(bias, dtype=np.int64), np.int64(q)).astype(np.uint64)
         acc[:, 0] = (acc[:, 0] + _mul_pow2(bb, log_delta, q)) % np.uint64(q)
+        if nl == 1:                       # views: the caller's row selection copies anyway
+            return Lwe(acc[:, None, :g], acc[:, None, g:])
         ob[:, lvl, :] = acc[:, :g]
         oa[:, lvl, :] = acc[:, g:]
     return Lwe(ob, oa)

@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from secinfer.crypto.prg import PRG
 from secinfer.errors import ConfigError, ProtocolError, ShapeError
@@ -182,13 +181,35 @@ def check_noise_margin(params, ld: int, gamma: int) -> dict:
 
 
 # ---------------------------------------------------------------- server
+def source_shape(qm, cid: int) -> tuple | None:
+    """The image shape (C, H, W) of the vector ``cid`` the server reads (the model input, or
+    round cid-1's result after the client's window max), or None when not known: a pooled
+    result is taken as square (the product then only uses it to find convolutions, checked)."""
+    if cid == 0:
+        return tuple(qm.in_shape)
+    rd = qm.rounds[cid - 1]
+    if rd.groups is None:
+        return tuple(rd.out_shape)
+    if len(rd.out_shape) != 3:
+        return None
+    hw = rd.n_next // int(rd.out_shape[0])
+    side = int(round(hw ** 0.5))
+    return (int(rd.out_shape[0]), side, side) if side * side == hw and hw * rd.out_shape[0] == rd.n_next else None
+
+
 class ServerRound:
     """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], given extracted LWEs."""
 
     def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1) -> None:
+        from secinfer.protocols.safhire import linprod as LP
+
         self.qm, self.params, self.ld, self.shuffle, self.threads = qm, params, ld, shuffle, threads
-        self.w = [sp.hstack(rd.weights).tocsr() if len(rd.weights) > 1 else rd.weights[0]
-                  for rd in qm.rounds]
+        # the product plan per round (convolutions found in the maps, applied as GEMMs)
+        self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
+                      for rd in qm.rounds]
+        # the product's and the shuffle's output buffers, reused round after round (their
+        # results are packed before the next round starts; never saved)
+        self.pool: dict = {}
 
     def unshuffle(self, x, seed: bytes, sample: int, r: int):
         if r == 0 or not self.shuffle:
@@ -205,18 +226,39 @@ class ServerRound:
             g = g[round_permutation(seed, sample, r, g.shape[0])]
         return g.reshape(-1)
 
-    def apply(self, saved: dict, seed: bytes, sample: int, r: int, timing: dict):
+    def apply(self, saved: dict, seed: bytes, sample: int, r: int, clock: "OpClock"):
         from secinfer.protocols.safhire import lwe as L
 
         rd = self.qm.rounds[r]
-        t0 = time.perf_counter()
-        x = L.Lwe.concat([L.Lwe(*saved[c]) for c in rd.sources])
-        y = L.linear(self.params, x, self.w[r], rd.bias, self.ld, self.threads)
-        t1 = time.perf_counter()
-        y = y.select(self.out_rows(seed, sample, r))
-        timing["linear"] += t1 - t0
-        timing["shuffle"] += time.perf_counter() - t1
-        return y
+        with clock("linear"):
+            xs = [L.Lwe(*saved[c]) for c in rd.sources]
+            y = L.linear(self.params, xs, None, rd.bias, self.ld, self.threads, plan=self.plans[r],
+                         pool=self.pool)
+        with clock("shuffle"):
+            return y.select(self.out_rows(seed, sample, r), pool=self.pool)
+
+
+class OpClock:
+    """Wall and CPU seconds per operation (``with clock("linear"): ...``). CPU is the whole
+    process's (all its threads: BLAS, Go workers): on a shared machine wall time also holds
+    the waits for a core; CPU time does not."""
+
+    def __init__(self, ops) -> None:
+        self.wall = dict.fromkeys(ops, 0.0)
+        self.cpu = dict.fromkeys(ops, 0.0)
+        self._op = None
+
+    def __call__(self, op: str) -> "OpClock":
+        self._op = op
+        return self
+
+    def __enter__(self) -> None:
+        self._t = (self._op, time.perf_counter(), time.process_time())
+
+    def __exit__(self, *exc) -> None:
+        op, w, c = self._t
+        self.wall[op] = self.wall.get(op, 0.0) + time.perf_counter() - w
+        self.cpu[op] = self.cpu.get(op, 0.0) + time.process_time() - c
 
 
 def _run_server(ep, job: PartyJob) -> PartyResult:
@@ -225,11 +267,12 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
 
     cfg = _config(job)
     store = SessionStore(job.options.get("sessions"))
-    timing = dict.fromkeys(("extract", "unshuffle", "linear", "shuffle", "pack"), 0.0)
+    clock = OpClock(("extract", "unshuffle", "linear", "shuffle", "pack"))
     g, th = cfg["gamma"], cfg["threads"]
     key_switches = 0
     with ep.phase("setup"):
         hdr, sidb = ep.recv(CLIENT, "sh/hello", HDR, SID)
+        setup_c0 = time.process_time()
         sid = bytes(sidb)
         kind, t_client = int(hdr[3]), int(hdr[0])
         qm = quantized_model(job.model, cfg, job.options)
@@ -269,7 +312,10 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         check_message(hk, sk_sid, sid, resume_at, KEYS, 0, "server <- client keys")
         evk = params.load(bytes(evk_b), he.EvalKeys)
         ev = he.Evaluator(params, evk)
+        t0, c0 = time.perf_counter(), time.process_time()
         core = ServerRound(qm, params, ld, cfg["shuffle"], th)
+        plan_s = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
+        setup_cpu = time.process_time() - setup_c0
     R = len(qm.rounds)
     total = sess.samples * R
     with ep.phase("online"):
@@ -284,24 +330,22 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
             got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct), timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
-            t0 = time.perf_counter()
-            cts = L.load_cts(params, got[2:], n_ct)
-            x = L.extract(params, cts, qm.width(r), g, th)
-            L.close_all(cts)
-            t1 = time.perf_counter()
-            x = core.unshuffle(x, sess.seed, s, r)
-            timing["extract"] += t1 - t0
-            timing["unshuffle"] += time.perf_counter() - t1
+            with clock("extract"):
+                cts = L.load_cts(params, got[2:], n_ct)
+                x = L.extract(params, cts, qm.width(r), g, th)
+                L.close_all(cts)
+            with clock("unshuffle"):
+                x = core.unshuffle(x, sess.seed, s, r)
             if r == 0:
                 sess.saved = {}
             sess.saved[r] = (x.b, x.a)
-            y = core.apply(sess.saved, sess.seed, s, r, timing)
-            t2 = time.perf_counter()
-            out, ks = L.pack(params, ev, y, ld, g, th)
-            key_switches += ks
-            blobs = L.to_wire(out)
-            L.close_all(out)
-            timing["pack"] += time.perf_counter() - t2
+            y = core.apply(sess.saved, sess.seed, s, r, clock)
+            with clock("pack"):
+                out, ks = L.pack(params, ev, y, ld, g, th)
+                key_switches += ks
+                blobs = L.to_wire(out)
+                L.close_all(out)
+            del x, y
             ep.send(CLIENT, "sh/y", header(t, s, r, Y), sidb, *blobs)
             sess.next_t, sess.last_reply = t + 1, blobs
             _trim_saved(sess, qm, r)
@@ -312,7 +356,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     store.drop(sid)
     ev.close()
     evk.close()
-    return PartyResult(info={"timing_s": timing, "rounds": R, "samples": sess.samples, "gamma": g,
+    return PartyResult(info={"timing_s": clock.wall, "cpu_s": clock.cpu, "setup_cpu_s": setup_cpu,
+                             "plan_s": plan_s, "product_plan": [p.kinds() for p in core.plans], "rounds": R, "samples": sess.samples, "gamma": g,
                              "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
@@ -367,6 +412,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
     if ck is not None and ck.get("digest") != digest:
         raise ConfigError(f"checkpoint {ck_path} belongs to another input; remove it to start afresh")
     timing = dict.fromkeys(("encrypt", "decrypt", "client_ops", "keys"), 0.0)
+    cpu0 = time.process_time()
     with ep.phase("setup"):
         if ck is None:
             sid = job.prg.derive("safhire/session-id").bytes(SID_BYTES)
@@ -471,7 +517,7 @@ def _run_client(ep, job: PartyJob) -> PartyResult:
         noise_rep.append({"round": r, "n": rounds[r]["n_out"] if r < R - 1 else rounds[r]["m"],
                           "max_abs": mx, "std": sd, "log2_std_abs": (np.log2(sd) + ld) if sd else None,
                           "dp": dp.theorem2(sd, rounds[r]["n_out"]) if r < R - 1 else None})
-    info = {"timing_s": timing, "rounds": R, "samples": meta["samples"], "b": b, "log_delta": ld,
+    info = {"timing_s": timing, "cpu_s_total": time.process_time() - cpu0, "rounds": R, "samples": meta["samples"], "b": b, "log_delta": ld,
             "noise": noise_rep, "finals": state["finals"], "resumed_at": t_start if ck else None}
     if job.options.get("trace"):
         info["trace"] = [v.tolist() for v in trace]
