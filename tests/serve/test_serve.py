@@ -77,15 +77,9 @@ def test_astra_sessions_one_after_another_and_concurrently(servers):
     assert all(v["pool"]["taken"] == 6 for v in st.values())
 
 
-@pytest.mark.parametrize("protocol", ["astra", "stamp"])
-def test_two_sessions_share_no_mask(servers, protocol):
-    """The same input twice: every array the client receives differs between the sessions
-    (a reused mask, key or triple would repeat some of them)."""
-    s = servers(protocol, MODEL, peer_timeout=10.0, heartbeat_interval=0.5)
-    if protocol == "astra":
-        s.wait_prep(2)     # both sessions on prepared material (the pooled path; a miss is covered below)
-    seen = []
 
+def _frame_recorder(seen: list):
+    """An endpoint wrapper that records every frame the client receives, one list per session."""
     def recorder(ep):
         frames = []
         real = ep._receive
@@ -97,6 +91,17 @@ def test_two_sessions_share_no_mask(servers, protocol):
         ep._receive = rec
         seen.append(frames)
         return ep
+    return recorder
+
+@pytest.mark.parametrize("protocol", ["astra", "stamp"])
+def test_two_sessions_share_no_mask(servers, protocol):
+    """The same input twice: every array the client receives differs between the sessions
+    (a reused mask, key or triple would repeat some of them)."""
+    s = servers(protocol, MODEL, peer_timeout=10.0, heartbeat_interval=0.5)
+    if protocol == "astra":
+        s.wait_prep(2)     # both sessions on prepared material (the pooled path; a miss is covered below)
+    seen = []
+    recorder = _frame_recorder(seen)
     r1 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     r2 = query(s.cluster, X, s.client, endpoint_wrapper=recorder)
     assert r1.session_id != r2.session_id and _right(r1, s.spec) and _right(r2, s.spec)
@@ -316,18 +321,7 @@ def test_crisp_server_and_dealer_served_on_pooled_dealer_output(servers):
     held = s.wait_prep(2, timeout=120)
     assert all(v["prep"]["available"] == 2 for v in held.values()), held      # bounded by --pool
     seen = []
-
-    def recorder(ep):
-        frames = []
-        real = ep._receive
-
-        def rec(peer, deadline):
-            f = real(peer, deadline)
-            frames.append((peer, bytes(f)))
-            return f
-        ep._receive = rec
-        seen.append(frames)
-        return ep
+    recorder = _frame_recorder(seen)
     r1 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
     r2 = query(s.cluster, x, s.client, endpoint_wrapper=recorder)
     for r in (r1, r2):

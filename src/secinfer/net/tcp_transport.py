@@ -394,6 +394,18 @@ class TcpEndpoint(SocketEndpoint):
             buf[:rest] = buf[pos:end]
             c.fill = rest
 
+    def _open(self, peer: str, c: "InStream", hdr: bytes, body, pt) -> bool:
+        """Decrypt one record into ``pt`` and advance the stream's counter; a record failing
+        authentication (corrupted, replayed or forged) is never used: the peer is cut off."""
+        try:
+            c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
+        except InvalidTag:
+            self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
+                                       "(corrupted, replayed or forged); peer cut off"))
+            return False
+        c.counter += 1
+        return True
+
     def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
         _length, stamp, kind = HDR.unpack(hdr)
         n = len(body) - TAG
@@ -401,13 +413,8 @@ class TcpEndpoint(SocketEndpoint):
         if kind == K_DATA and frame is None and not c.size and not c.parts and not c.oversized:
             # a whole frame in one record (every small frame): decrypted into its own buffer
             pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
-            try:
-                c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
-            except InvalidTag:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
-                                           "(corrupted, replayed or forged); peer cut off"))
+            if not self._open(peer, c, hdr, body, pt):
                 return
-            c.counter += 1
             stats = self.stats
             stats["frames_recv"] += 1
             stats["bytes_recv"] += n
@@ -433,14 +440,8 @@ class TcpEndpoint(SocketEndpoint):
             pt = frame[c.size:c.size + n]
         else:   # (the frame's own buffer: its arrays may share it; a large one is not zeroed first)
             pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
-        try:
-            # (a record failing authentication is never used: the peer is cut off)
-            c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
-        except InvalidTag:
-            self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
-                                       "(corrupted, replayed or forged); peer cut off"))
+        if not self._open(peer, c, hdr, body, pt):
             return
-        c.counter += 1
         if base == K_HB:
             return
         if base == K_BYE:
