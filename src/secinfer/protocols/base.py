@@ -145,3 +145,11 @@ def by_role(protocol: str, entries: dict[str, Callable[[Any, PartyJob], PartyRes
             raise ProtocolError(f"{protocol} has no role {role!r}")
         return entry(ep, job)
     return run_party
+
+
+def prep_rows(options: dict) -> int:
+    """The batch size (rows) a prepared item is made for: ``options["prep_rows"]``, 1..65536."""
+    r = options.get("prep_rows", 1)
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
+        raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
+    return r

@@ -29,7 +29,7 @@ from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine
-from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest, digest_bytes
@@ -359,13 +359,6 @@ def prep_refusal(security: str, options: dict) -> str:
     if options.get("queries", 1) != 1:
         return "option queries > 1 (one prepared item is one query)"
     return ""
-
-
-def prep_rows(options: dict) -> int:
-    r = options.get("prep_rows", 1)
-    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
-        raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
-    return r
 
 
 def prepare(role: str, ep, job: PartyJob) -> AstraPrep:

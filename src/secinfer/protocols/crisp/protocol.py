@@ -33,7 +33,7 @@ from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.crypto.preprocessing import ArrayItem
 from secinfer.errors import PreprocessingReuseError
-from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
@@ -344,19 +344,12 @@ def prep_refusal(security: str, options: dict) -> str:
     return ""
 
 
-def _prep_rows(options: dict) -> int:
-    r = options.get("prep_rows", 1)
-    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
-        raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
-    return r
-
-
 def prepare(role: str, ep, job: PartyJob) -> CrispPrep:
     """The dealer's output for one future session, made by the server and the dealer."""
     why = prep_refusal(job.security, job.options)
     if why:
         raise ProtocolError(f"crisp cannot prepare ahead: {why}")
-    prm, rows = _params(job), _prep_rows(job.options)
+    prm, rows = _params(job), prep_rows(job.options)
     if role == SERVER:
         g = Ring(prm.k)
         prg = job.prg.derive("crisp-server-prep")
