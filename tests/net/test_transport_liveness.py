@@ -189,8 +189,12 @@ def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transpo
         with pytest.raises(PeerDeadError) as server_err:
             eps["server"].recv("dealer", "y", ANY_U)
         msg = str(server_err.value)
-        assert "peer dealer failed and closed the session" in msg and "client" in msg, msg
-        assert msg.index("client") < msg.index("dealer"), msg
+        # the client must be named first; under load the server's own heartbeats may find the
+        # client gone before the dealer's bye is read: then the dealer is not mentioned at all
+        assert "client" in msg, msg
+        if "dealer" in msg:
+            assert "peer dealer failed and closed the session" in msg, msg
+            assert msg.index("client") < msg.index("dealer"), msg
     finally:
         for e in eps.values():
             e.close(flush=False)
