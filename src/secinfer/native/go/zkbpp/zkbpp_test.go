@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	mrand "math/rand"
 	"os"
@@ -116,29 +117,36 @@ func honestInstance(t testing.TB, cfg *Config, rng *mrand.Rand) (*Statement, *Wi
 	return st, w, d
 }
 
+// checkEvaluation: the circuit's digests equal crypto/sha256's and its arithmetic output
+// equals the plain computation's, for an honest instance.
+func checkEvaluation(t *testing.T, cfg *Config, st *Statement, w *Witness, what string) {
+	t.Helper()
+	digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range digs {
+		if digs[i] != st.Digests[i] {
+			t.Fatalf("%s: digest %d differs from crypto/sha256", what, i)
+		}
+	}
+	for k := range outA {
+		for l := range outA[k] {
+			for j := range outA[k][l] {
+				if outA[k][l][j] != st.Output[k][l][j] {
+					t.Fatalf("%s: arithmetic output %d differs at (%d, %d)", what, k, l, j)
+				}
+			}
+		}
+	}
+}
+
 func TestSHA256CircuitMatchesStdlib(t *testing.T) {
 	rng := mrand.New(mrand.NewSource(1))
 	for _, mb := range []int{3, 24, 55, 56, 64, 130} {
 		cfg := &Config{LogN: 4, Primes: testPrimes(t, 4, 1), Reps: 1, MsgBytes: mb, DataBits: 8, NMsgs: 2, Points: 1, LogScale: 20}
 		st, w, _ := honestInstance(t, cfg, rng)
-		digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range digs {
-			if digs[i] != st.Digests[i] {
-				t.Fatalf("msg bytes %d: digest %d differs from crypto/sha256", mb, i)
-			}
-		}
-		for k := range outA {
-			for l := range outA[k] {
-				for j := range outA[k][l] {
-					if outA[k][l][j] != st.Output[k][l][j] {
-						t.Fatalf("arithmetic output %d differs at (%d, %d)", k, l, j)
-					}
-				}
-			}
-		}
+		checkEvaluation(t, cfg, st, w, fmt.Sprintf("msg bytes %d", mb))
 	}
 }
 
@@ -325,24 +333,7 @@ func TestBatchedMessages(t *testing.T) {
 		cfg := &Config{LogN: 7, Primes: testPrimes(t, 7, 2), Reps: 4, MsgBytes: c.points*nb + 22,
 			DataBits: c.bits, NMsgs: c.msgs, Points: c.points, LogScale: 20}
 		st, w, _ := honestInstance(t, cfg, rng)
-		digs, outA, err := Evaluate(cfg, st, w, []byte("0123456789abcdef"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range digs {
-			if digs[i] != st.Digests[i] {
-				t.Fatalf("%+v: digest %d differs from crypto/sha256", c, i)
-			}
-		}
-		for k := range outA {
-			for l := range outA[k] {
-				for j := range outA[k][l] {
-					if outA[k][l][j] != st.Output[k][l][j] {
-						t.Fatalf("%+v: arithmetic output %d differs at (%d, %d)", c, k, l, j)
-					}
-				}
-			}
-		}
+		checkEvaluation(t, cfg, st, w, fmt.Sprintf("%+v", c))
 		proof, err := Prove(cfg, st, w, []byte("0123456789abcdef"), []byte("ctx"))
 		if err != nil {
 			t.Fatal(err)
