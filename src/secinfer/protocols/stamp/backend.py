@@ -25,6 +25,7 @@ from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.executor import LINEAR
+from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -73,6 +74,23 @@ class StampBackend:
         self._acts: dict[str, tuple] = {}        # activation -> (a id, A, rho, job segments or None)
         self._uses: dict[str, int] = {}          # activation -> products left
         self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
+        self._stacked: dict[str, object] = {}    # semi-honest: weight -> its stacked operand (``precompute``)
+
+    def precompute(self, graph: Graph, env: dict) -> None:
+        """Semi-honest, offline: the weight's part of every local product, once per session
+        (``rep3.stacked``: [w_p + w_{p+1} ; w_p] and its limbs), so that the online 3-out-of-3
+        product is one ring product and adds no weight components. Local work, no message."""
+        if self.eng.malicious:
+            return
+        for node in graph.nodes:
+            if node.op not in LINEAR or len(node.inputs) < 2 or node.inputs[1] not in graph.weight_info:
+                continue
+            name = node.inputs[1]
+            if name in self._stacked or name not in env:
+                continue
+            sw = stack_weight(node.op, node.attrs, self.ring, env[name])
+            if sw is not None:
+                self._stacked[name] = sw
 
     def prepare(self, graph: Graph, env: dict) -> None:
         """Malicious, offline: for every weight tensor that is the second operand of a
@@ -292,7 +310,13 @@ class StampBackend:
         """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it
         (z3 None for a premultiplied product, ``_verified`` finishes it)."""
         f = kernels.bilinear(node.op, node.attrs, self.ring)
-        z3 = None if node.name in self._pre else rss.bilinear_local(self.ring, f, x, w)
+        sw = self._stacked.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if node.name in self._pre:
+            z3 = None
+        elif sw is not None and sw.source is w:   # the weight's part prepared offline
+            z3 = stacked_product(self.ring, sw, x)
+        else:
+            z3 = rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:

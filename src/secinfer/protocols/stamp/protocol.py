@@ -62,13 +62,16 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
                                premultiply=bool(job.options.get("stamp_premultiply", True)))
         env = share_model_and_input(eng, graph, job)
-        if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
-            with ep.phase("offline"):
+        with ep.phase("offline"):
+            if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
                 backend.prepare(graph, env)
+            else:           # the weights' part of the local products, once (``rep3.stacked``)
+                backend.precompute(graph, env)
         early = input_phase(job.options) == "offline"
         if early:
             with ep.phase("offline"):
                 share_input(eng, graph, job, env, backend)
+        link.ready()   # the device's start-up work is done before the online phase
         stats0 = link.refresh_stats().copy()
         tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         with ep.phase("online"):
