@@ -51,17 +51,20 @@ def _output_of(node: Node) -> str | None:
 
 class StampBackend:
     def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
-                 premultiply: bool = True) -> None:
+                 premultiply: bool = True, first_leader: int = 0) -> None:
         """``output_receiver``: the party that learns the graph's output; when set, the
         executor fuses the last product with the opening (``product_output``).
         ``premultiply`` (malicious): re-share f(A, W) of a product whose first operand will be
-        shared as A + rho as soon as A is known (``_premultiply``)."""
+        shared as A + rho as soon as A is known (``_premultiply``).
+        ``first_leader``: the leader of the first device operation that is not split across
+        the batch; the next ones rotate from it (``_split``). A public schedule: which party
+        leads or evaluates a job changes no message's content, only who sends it."""
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
         self.premultiply = premultiply
         self.fuse_residual = True   # executor: product -> Add(residual) -> non-linear ops in one step
         self.ring = eng.ring
-        self._rot = 0
+        self._rot = first_leader % 3
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
                        "rho_from_device": 0, "premultiplied": 0}
         self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
