@@ -53,13 +53,13 @@ def test_cli_query_refuses_out_of_range_and_the_override_warns(servers, tmp_path
 
     s = servers("reference", MODEL)
     bad = X.copy()
-    bad[0, 2] = 1e4
+    bad[0, 2] = 1e12      # encodable under fx64f13, but its sum of products would wrap
     np.save(tmp_path / "bad.npy", bad)
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     base = [sys.executable, "-m", "secinfer.cli.main", "query", "--cluster", str(s.cluster), "--id", s.client,
             "--input", str(tmp_path / "bad.npy"), "--json"]
     p = subprocess.run(base, env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "feature 2 = 10000" in p.stderr and "--allow-out-of-range" in p.stderr, p.stderr
+    assert p.returncode == 2 and "feature 2 = 1e+12" in p.stderr and "--allow-out-of-range" in p.stderr, p.stderr
     assert s.status(s.ids[0])["opened"] == 0
     p = subprocess.run(base + ["--allow-out-of-range"], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "WARNING" in p.stderr and "may be WRONG" in p.stderr, p.stderr
