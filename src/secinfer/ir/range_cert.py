@@ -77,13 +77,15 @@ class RangeCertificate:
     input_limit: float | None = None       # the protocol's bound on |x|, if any
     note: str = ""                         # how it was made, or why the box is empty
     version: int = CERT_VERSION
-    extra: dict = field(default_factory=dict)
+    # {"box", "ball"} around the same centre, proven for the first products only: used when
+    # the protocol guards the range of every later product itself (``certify(guard=True)``)
+    guarded: dict | None = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         return {"version": self.version, "config": self.config, "features": self.features,
                 "box": [float(v) for v in self.box], "ball": self.ball,
                 "centre": None if self.centre is None else [float(v) for v in self.centre], "value_limit": self.value_limit,
-                "input_limit": self.input_limit, "note": self.note}
+                "input_limit": self.input_limit, "note": self.note, "guarded": self.guarded}
 
     @classmethod
     def from_json(cls, d) -> "RangeCertificate":
@@ -102,19 +104,32 @@ class RangeCertificate:
             if centre is not None and (len(centre) != feats or not all(math.isfinite(v) for v in centre)):
                 raise ValueError("centre")
             lims = [None if d.get(k) is None else float(d[k]) for k in ("value_limit", "input_limit")]
-            return cls(str(d["config"]), feats, box, ball, centre, lims[0], lims[1], str(d.get("note", ""))[:500])
+            guarded = d.get("guarded")
+            if guarded is not None:
+                gbox = [float(v) for v in guarded["box"]]
+                gball = None if guarded.get("ball") is None else float(guarded["ball"])
+                if len(gbox) != feats or any(not math.isfinite(v) or v < 0 for v in gbox) or \
+                        (gball is not None and not (math.isfinite(gball) and gball >= 0)):
+                    raise ValueError("guarded")
+                guarded = {"box": gbox, "ball": gball}
+            return cls(str(d["config"]), feats, box, ball, centre, lims[0], lims[1], str(d.get("note", ""))[:500],
+                       guarded=guarded)
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError(f"the model owner's range certificate is malformed ({e})") from None
 
-    def violation(self, x) -> dict | None:
+    def violation(self, x, guarded: bool = False) -> dict | None:
         """The first sample outside both regions: {sample, feature, value, bound, norm, ball},
-        or None when every sample is inside the box or the ball."""
+        or None when every sample is inside the box or the ball (``guarded``: the regions
+        proven for the first products only, ``guarded``; None if there are none)."""
+        if guarded and self.guarded is None:
+            raise ConfigError("this certificate has no guarded regions")
+        box_, ball_ = (self.guarded["box"], self.guarded["ball"]) if guarded else (self.box, self.ball)
         x = np.asarray(x, dtype=np.float64)
         flat = x.reshape(x.shape[0] if x.ndim > 1 else 1, -1)
         if flat.shape[1] != self.features:
             raise ConfigError(f"the query has {flat.shape[1]} features per sample; the served model takes "
                               f"{self.features}")
-        box = np.asarray(self.box, np.float64).reshape(1, -1)
+        box = np.asarray(box_, np.float64).reshape(1, -1)
         dev = flat if self.centre is None else flat - np.asarray(self.centre, np.float64).reshape(1, -1)
         with np.errstate(invalid="ignore"):
             out_box = ~(np.abs(dev) <= box)                  # NaN counts as outside
@@ -122,12 +137,12 @@ class RangeCertificate:
         for i in range(flat.shape[0]):
             if not out_box[i].any():
                 continue
-            if self.ball is not None and norms[i] <= self.ball:
+            if ball_ is not None and norms[i] <= ball_:
                 continue
             j = int(np.argmax(out_box[i]))
             return {"sample": i, "feature": j, "value": float(flat[i, j]), "bound": float(box[0, j]),
                     "centre": None if self.centre is None else float(self.centre[j]),
-                    "norm": float(norms[i]), "ball": self.ball}
+                    "norm": float(norms[i]), "ball": ball_}
         return None
 
     def describe_violation(self, v: dict) -> str:
@@ -149,10 +164,12 @@ def _product_shape(a, b, node) -> np.ndarray:
 
 
 def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
-                  first: int = 0, stop_at_risk: bool = True) -> list[dict]:
+                  first: int = 0, stop_at_risk: bool = True, first_block: bool = False) -> list[dict]:
     """Propagate element-wise bounds U (on |decoded fixed-point value|) from ``U_in`` through
     ``graph.nodes[first:]``; the risks (nodes whose bound reaches its limit). Raises
-    _Unsupported for an op it does not follow."""
+    _Unsupported for an op it does not follow. ``first_block``: only up to the first
+    products (their sums of products are checked, their outputs are not followed: a
+    protocol with an in-protocol range guard checks everything after them itself)."""
     from secinfer.ir.float_exec import run_node_float
 
     tau = cfg.resolution
@@ -173,6 +190,10 @@ def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
     for n in graph.nodes[first:]:
         op, ins = n.op, n.inputs
         acc = None
+        if first_block and not all(i in U or i in W for i in ins):
+            continue
+        if first_block and op in _PRODUCTS + ("Mul",) and ins[0] in U and not all(i in W for i in ins[1:2]):
+            raise _Unsupported("a product of two activations in the first block")
         if op in _PRODUCTS:
             if len(ins) < 2 or ins[1] not in W and ins[1] not in U:
                 raise _Unsupported(op)
@@ -198,7 +219,8 @@ def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
             y = np.ones_like(get(ins[0])) + tau
         else:
             raise _Unsupported(op)
-        U[n.outputs[0]] = np.asarray(y, np.float64)
+        if not (first_block and acc is not None):    # a product's output: the guard's business
+            U[n.outputs[0]] = np.asarray(y, np.float64)
         if acc is not None and np.size(acc) and float(np.max(acc)) >= plim:
             risks.append({"node": n.name, "op": op, "what": "product", "bound": float(np.max(acc)),
                           "limit": cfg.product_max_abs})
@@ -244,7 +266,7 @@ def leading_centre(graph) -> np.ndarray | None:
 
 
 def box_is_safe(graph, box: np.ndarray, cfg: FixedPointConfig, value_limit: float = math.inf,
-                centred: bool = False) -> list[dict]:
+                centred: bool = False, first_block: bool = False) -> list[dict]:
     """Risks of the box (empty: every input with |x_i| <= box_i is safe; ``centred``:
     |x_i - c_i| <= box_i around the leading Sub's c, ``leading_centre``)."""
     g, shape = _one_sample(graph)
@@ -255,8 +277,9 @@ def box_is_safe(graph, box: np.ndarray, cfg: FixedPointConfig, value_limit: floa
         if top >= min(cfg.max_abs, value_limit) * _HEADROOM:
             return [{"node": g.nodes[0].name, "op": "Sub", "what": "value", "bound": top,
                      "limit": min(cfg.max_abs, value_limit)}]
-        return interval_pass(g, {g.nodes[0].outputs[0]: u + tau}, cfg, value_limit, first=1)
-    return interval_pass(g, {g.inputs[0].name: u + 0.5 * tau}, cfg, value_limit)
+        return interval_pass(g, {g.nodes[0].outputs[0]: u + tau}, cfg, value_limit, first=1,
+                             first_block=first_block)
+    return interval_pass(g, {g.inputs[0].name: u + 0.5 * tau}, cfg, value_limit, first_block=first_block)
 
 
 def _first_product(g):
@@ -281,7 +304,7 @@ def _first_product(g):
 
 
 def ball_risks(graph, radius: float, cfg: FixedPointConfig, value_limit: float = math.inf,
-               centred: bool = False) -> list[dict]:
+               centred: bool = False, first_block: bool = False) -> list[dict]:
     """Risks of the L2 ball ||x||_2 <= radius (empty: safe). The first product's input z
     (after the leading scaler) has ||z||_2 <= N; each of its outputs is bounded by
     ||w_j + tau/2||_2 * N (Cauchy-Schwarz, every patch of a convolution is part of z);
@@ -336,6 +359,8 @@ def ball_risks(graph, radius: float, cfg: FixedPointConfig, value_limit: float =
     if len(p.inputs) > 2 and p.inputs[2]:
         b = np.abs(np.asarray(W[p.inputs[2]], np.float64)) + 0.5 * tau
         y = y + (b.reshape((1, -1) + (1,) * (acc.ndim - 2)) if p.op == "Conv" else b)
+    if first_block:
+        return []
     if float(np.max(y)) >= vlim:
         return [{"node": p.name, "op": p.op, "what": "value", "bound": float(np.max(y)), "limit": vlim}]
     return interval_pass(g, {p.outputs[0]: np.asarray(y, np.float64)}, cfg, value_limit, first=idx + 1)
@@ -367,50 +392,179 @@ def _largest(safe, hi: float, steps: int = 40) -> float:
     return lo
 
 
-def certify(graph, cfg: FixedPointConfig, limits: dict | None = None) -> RangeCertificate:
+def _regions(graph, cfg: FixedPointConfig, vlim: float, ilim: float | None, first_block: bool = False):
+    """(box, ball, centre, note) proven safe (``first_block``: the first products only)."""
+    from secinfer.ir.validate import calibrated_box
+
+    cap = min(cfg.max_abs, ilim if ilim is not None else math.inf) * (1 - 2 ** -20)
+    k = _features(graph)
+    d, desc, _ = calibrated_box(graph)
+    d = np.asarray(d, np.float64).reshape(-1)
+    centre = leading_centre(graph)
+    if centre is not None:    # a standardiser: its spread 1/s per feature, around its mean
+        d = d - np.abs(centre)
+        desc = "the model's standardiser: around its mean, widths proportional to its spread"
+    if d.size != k or not np.all(np.isfinite(d)) or np.any(d <= 0):
+        d = np.ones(k)
+    dmax = float(np.max(d))
+    if centre is not None:    # every point of the box must stay encodable as an input
+        cap = max(0.0, min(cap, float(np.min(cfg.max_abs * (1 - 2 ** -20) - np.abs(centre)))))
+    cen = centre is not None
+
+    def box_ok(t):
+        return not box_is_safe(graph, np.minimum(d * t, cap), cfg, vlim, centred=cen, first_block=first_block)
+
+    t = _largest(box_ok, cap / dmax)
+    box = tuple(float(v) for v in np.minimum(d * t, cap))
+    ball = None
+    try:   # (a point of the ball must also be encodable: its every |x_i - c_i| <= radius <= cap)
+        r = _largest(lambda r: not ball_risks(graph, r, cfg, vlim, centred=cen, first_block=first_block), cap)
+        ball = float(r) if r > 0 else None
+    except _Unsupported:
+        pass
+    note = f"interval analysis at {cfg.name}; box along the model's calibrated direction ({desc})"
+    return box, ball, None if centre is None else tuple(float(v) for v in centre), note
+
+
+def _features(graph) -> int:
+    shape = graph.inputs[0].shape or ()
+    return int(np.prod([1 if d is None else int(d) for d in shape[1:]])) if len(shape) > 1 else 1
+
+
+def certify(graph, cfg: FixedPointConfig, limits: dict | None = None, guard: bool = False) -> RangeCertificate:
     """The model owner's certificate for ``graph`` at ``cfg`` (``limits``: the protocol's
     ``value_limits``, when it holds values at more fractional bits than the reference).
     The box is the largest multiple of the model's calibrated direction (its leading
     scaler, ``validate.calibrated_box``; a unit box without one) proven safe; the ball the
-    largest radius proven safe."""
-    from secinfer.ir.validate import calibrated_box
-
+    largest radius proven safe. ``guard``: the protocol can check the sums of every later
+    product in-protocol (STAMP's range guard, ``shadow_plan``); then the certificate also
+    holds the (larger) regions in which the first products are safe (``guarded``), when
+    the guard covers every other product of this model."""
     lim = limits or {}
     vlim = float(lim["values"]) if lim.get("values") is not None else math.inf
     ilim = float(lim["input"]) if lim.get("input") is not None else None
-    cap = min(cfg.max_abs, ilim if ilim is not None else math.inf) * (1 - 2 ** -20)
-    shape = graph.inputs[0].shape or ()
-    k = int(np.prod([1 if d is None else int(d) for d in shape[1:]])) if len(shape) > 1 else 1
+    k = _features(graph)
+    lims = (None if math.isinf(vlim) else vlim, ilim)
     try:
-        d, desc, _ = calibrated_box(graph)
-        d = np.asarray(d, np.float64).reshape(-1)
-        centre = leading_centre(graph)
-        if centre is not None:    # a standardiser: its spread 1/s per feature, around its mean
-            d = d - np.abs(centre)
-            desc = "the model's standardiser: around its mean, widths proportional to its spread"
-        if d.size != k or not np.all(np.isfinite(d)) or np.any(d <= 0):
-            d = np.ones(k)
-        dmax = float(np.max(d))
-        if centre is not None:    # every point of the box must stay encodable as an input
-            cap = max(0.0, min(cap, float(np.min(cfg.max_abs * (1 - 2 ** -20) - np.abs(centre)))))
-
-        def box_ok(t):
-            return not box_is_safe(graph, np.minimum(d * t, cap), cfg, vlim, centred=centre is not None)
-
-        t = _largest(box_ok, cap / dmax * 1.0)
-        box = tuple(float(v) for v in np.minimum(d * t, cap))
-        note = f"interval analysis at {cfg.name}; box along the model's calibrated direction ({desc})"
+        box, ball, centre, note = _regions(graph, cfg, vlim, ilim)
     except _Unsupported as e:
-        return RangeCertificate(cfg.name, k, (0.0,) * k, None, None, None if math.isinf(vlim) else vlim, ilim,
-                                f"interval analysis does not follow {e}: no query is certified")
-    ball = None
-    try:   # (a point of the ball must also be encodable: its every |x_i - c_i| <= radius <= cap)
-        r = _largest(lambda r: not ball_risks(graph, r, cfg, vlim, centred=centre is not None), cap)
-        ball = float(r) if r > 0 else None
-    except _Unsupported:
-        pass
-    return RangeCertificate(cfg.name, k, box, ball, None if centre is None else tuple(float(v) for v in centre),
-                            None if math.isinf(vlim) else vlim, ilim, note)
+        box, ball, centre, note = (0.0,) * k, None, None, f"interval analysis does not follow {e}: no query is certified"
+    guarded = None
+    if guard:
+        plan, why = shadow_plan(graph, cfg)
+        if plan is not None:
+            try:
+                gbox, gball, gcentre, _ = _regions(graph, cfg, vlim, ilim, first_block=True)
+                if gcentre == centre:
+                    guarded = {"box": list(gbox), "ball": gball}
+            except _Unsupported as e:
+                why = str(e)
+        if guarded is None:
+            note += f"; the protocol's range guard does not cover this model ({why})"
+    return RangeCertificate(cfg.name, k, box, ball, centre, *lims, note, guarded=guarded)
+
+
+# ---- STAMP's range guard: which products are checked, with what bounds --------------------
+_DEVICE_MAKERS = ("Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+_PASS_ON = ("Flatten", "Identity", "Squeeze", "Unsqueeze")     # keep the rows: [h; h'] stays [y; y']
+SHADOW_BITS = 8
+
+
+def _l1_ring(node, w: np.ndarray, cfg: FixedPointConfig) -> int:
+    """max over the product's outputs of the l1 norm of its weight vector, in ring units."""
+    a = np.abs(cfg.ring.to_signed(cfg.encode(np.asarray(w, np.float64))).astype(np.int64))
+    if node.op == "Conv":
+        rows = a.reshape(a.shape[0], -1)
+    elif node.op in ("Gemm", "MatMul") and a.ndim == 2:
+        if node.op == "Gemm" and int(node.attrs.get("transA", 0)):
+            raise _Unsupported("Gemm with transA")
+        rows = a if node.op == "Gemm" and int(node.attrs.get("transB", 0)) else a.T
+    elif node.op == "Mul":
+        return int(np.max(a)) if a.size else 0
+    else:
+        raise _Unsupported(f"{node.op} with a {a.ndim}-d weight")
+    return int(np.max(np.sum(rows, axis=1))) if rows.size else 0
+
+
+def shadow_plan(graph, cfg: FixedPointConfig) -> tuple[dict | None, str]:
+    """The range guard's plan (docs/protocols/stamp.md, "Range guard"), or (None, why not):
+    {"s": s, "check": {product: e}, "make": {tensor: a1}}. Every product that does not read
+    the input (through scaler ops: the client's certificate covers those) is "checked": its
+    device step compares the sum with its shadow (``kernels.shadow_check``, bound e =
+    (2^s - 1) * a1, a1 its weight vectors' largest l1 norm in ring units); the device step
+    that makes its input (a product's, or a ReLU / pooling step's) also makes the shadow
+    (``kernels.shadow_make``). Needs e < 2^(l-1) (s is lowered until it holds), products of
+    an activation and a weight only, and makers whose output reaches nothing but checked
+    products (through row-keeping movement)."""
+    W = graph.initializers
+    prod = {o: n for n in graph.nodes for o in n.outputs}
+    consumers: dict[str, list] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            consumers.setdefault(i, []).append(n)
+    inputs = {t.name for t in graph.inputs}
+    outputs = set(graph.output_names)
+
+    def from_input(t) -> bool:    # computed from the input by local (non-product) ops only
+        if t in inputs:
+            return True
+        n = prod.get(t)
+        if n is None or n.op in _PRODUCTS + ("Mul",):
+            return False
+        return all(from_input(i) for i in n.inputs if i not in W)
+
+    def keeps_rows(n) -> bool:     # [h; h'] stays [y; y'] through it
+        if n.op in _PASS_ON:
+            return True
+        shape = n.attrs.get("shape") if n.op == "Reshape" else None
+        return shape is not None and len(shape) > 0 and int(shape[0]) in (-1, 0) and list(shape).count(-1) <= 1
+
+    def source(t):
+        while t in prod and keeps_rows(prod[t]):
+            t = prod[t].inputs[0]
+        return t
+
+    def reaches_only_products(t) -> bool:
+        if t in outputs:
+            return False
+        for c in consumers.get(t, []):
+            if keeps_rows(c):
+                if not reaches_only_products(c.outputs[0]):
+                    return False
+            elif not (c.op in _PRODUCTS + ("Mul",) and c.inputs[0] == t):
+                return False
+        return True
+
+    check: dict[str, int] = {}
+    make: dict[str, int] = {}
+    for n in graph.nodes:
+        if n.op not in _PRODUCTS + ("Mul",):
+            if n.op == "BatchNormalization" and not from_input(n.inputs[0]):
+                return None, f"{n.name!r} (BatchNormalization) multiplies inside a device step"
+            continue
+        if len(n.inputs) < 2 or n.inputs[1] not in W or n.inputs[0] in W:
+            return None, f"{n.name!r} ({n.op}) is not a product of an activation and a weight"
+        if from_input(n.inputs[0]):
+            continue
+        src = source(n.inputs[0])
+        maker = prod.get(src)
+        if maker is None or not (maker.op in _PRODUCTS + ("Mul",) + _DEVICE_MAKERS):
+            return None, f"{n.name!r} ({n.op}) reads {src!r}, which no device step makes"
+        if n.op == "Mul" and np.asarray(W[n.inputs[1]]).size == 1:
+            return None, f"{n.name!r} (a scalar Mul) may run inside its input's device step"
+        if not reaches_only_products(src):
+            return None, f"{src!r} is read by more than products"
+        a1 = _l1_ring(n, W[n.inputs[1]], cfg)
+        check[n.name] = a1
+        make[src] = max(make.get(src, 0), a1)
+    if not check:
+        return None, "no product to guard (the client's certificate covers the model)"
+    s = SHADOW_BITS
+    while s > 1 and (2 ** s - 1) * max(check.values()) >= 1 << (cfg.ring_bits - 1):
+        s -= 1
+    if (2 ** s - 1) * max(check.values()) >= 1 << (cfg.ring_bits - 1):
+        return None, "a layer's weights are too large for the guard"
+    return {"s": s, "check": {k: (2 ** s - 1) * v for k, v in check.items()}, "make": make}, ""
 
 
 def check_certified(cert: RangeCertificate, x) -> None:

@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
-from secinfer.errors import FrameError, ProtocolError
+from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
 from secinfer.net.codec import Header, decode_frame, encode_frame
 
 BUS_SESSION = b"stamp-ltee-bus\x00\x00"
@@ -472,6 +472,8 @@ class Device:
             raise Refused("policy", "output step of the other security setting")
         spec = _parse_spec(kernels, arrays[1])
         steps = [st.get("op") for st in spec["steps"]]
+        if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
+            steps = steps[1:]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
@@ -780,6 +782,8 @@ def main() -> None:
             tag = "ok"
         except Refused as r:
             res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
+        except FixedPointRangeError as e:   # the range guard (``kernels.shadow_check``): this session's value left the ring
+            res, tag = [np.frombuffer(f"range|{e}".encode()[:2000], dtype=np.uint8)], "refused"
         except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
                 ProtocolError) as e:
             # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
