@@ -186,6 +186,7 @@ class _Session:
     prep: tuple | None = None          # (id, item) the leader reserved for this session
     start: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False            # the client gave the session up before start
+    range_guard: bool = False          # the client asked for the protocol's range guard
 
 
 @dataclass
@@ -270,7 +271,7 @@ class Server:
         from secinfer.ir.range_cert import certify
 
         limits = self.spec.value_limits(self.model, self.cfg, self.options) if self.spec.value_limits else None
-        return certify(self.model, self.cfg, limits).to_json()
+        return certify(self.model, self.cfg, limits, guard=self.spec.range_guard).to_json()
 
     @property
     def certificate_digest(self) -> str | None:
@@ -389,6 +390,9 @@ class Server:
 
     def _on_open(self, msg: dict) -> dict:
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "open")
+        guard = msg.get("range_guard") is True   # the client's query needs the protocol's range guard
+        if guard and not self.spec.range_guard:
+            raise ServeError(f"{self.protocol} has no in-protocol range guard")
         with self._lock:
             if self._stop.is_set():
                 raise ServeError("the server is shutting down")
@@ -402,7 +406,9 @@ class Server:
                 self._seen.pop(next(iter(self._seen)))
         port = self._alloc_port()
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
-        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False else None)
+        sess.range_guard = guard
+        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False
+                                      and not sess.range_guard else None)
         with self._lock:
             self._sessions[nonce_c] = sess
             self.stats.opened += 1
@@ -511,7 +517,8 @@ class Server:
                 return
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
-                           model=copy.deepcopy(self.model), input=None, options=dict(self.options))
+                           model=copy.deepcopy(self.model), input=None,
+                           options=dict(self.options, **({"range_guard": True} if sess.range_guard else {})))
             if item is not None:
                 self.spec.run_prepared(self.role, ep, job, item)
             else:

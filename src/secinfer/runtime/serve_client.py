@@ -160,9 +160,11 @@ class ServeClient:
         return self._cert[0]
 
     def check_range(self, x, allow_out_of_range: bool = False) -> str:
-        """Check the query against the certificate before anything is sent: "certified",
-        or "overridden" (``allow_out_of_range``: warns); else FixedPointRangeError. A NaN or
-        infinite value is refused always."""
+        """Check the query against the certificate before anything is sent: "certified";
+        "guarded" (outside, but inside the regions in which the protocol's in-protocol range
+        guard covers the rest: the session runs with it and ends with FixedPointRangeError
+        naming the layer if a sum leaves the ring); "overridden" (``allow_out_of_range``:
+        warns); else FixedPointRangeError. A NaN or infinite value is refused always."""
         import warnings
 
         x = np.asarray(x, dtype=np.float64)
@@ -173,7 +175,12 @@ class ServeClient:
         v = cert.violation(x)
         if v is None:
             return "certified"
+        if cert.guarded is not None and cert.violation(x, guarded=True) is None:
+            return "guarded"
         msg = cert.describe_violation(v)
+        if cert.guarded is not None:
+            gv = cert.violation(x, guarded=True)
+            msg += f"; it is also outside the regions the protocol's range guard covers (|x| <= {gv['bound']:.6g})"
         if not allow_out_of_range:
             raise FixedPointRangeError(f"{msg}; refused before any session was opened (allow_out_of_range=True / "
                                        f"`secinfer query --allow-out-of-range` sends it anyway, and the answer may "
@@ -226,8 +233,8 @@ class ServeClient:
         range_state = self.check_range(x, allow_out_of_range)    # before open: nothing spent on a refusal
         nonce_c = secrets.token_bytes(NONCE_BYTES)
         rows = int(x.shape[0]) if x.ndim > 1 else 1   # the batch size the protocols announce (images: N of NCHW)
-        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep}
-                                 for p in self.servers})
+        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep,
+                                        "range_guard": range_state == "guarded"} for p in self.servers})
         first = next(iter(replies.values()))
         conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
         for pid, r in replies.items():
@@ -286,7 +293,8 @@ class ServeClient:
             run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
             job = PartyJob(role=self.me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
                            prg=PRG.fresh(f"query/{self.me.role}"), model=None, input=x,
-                           options=dict(conf["options"] or {}))
+                           options=dict(conf["options"] or {}, **({"range_guard": True} if range_state == "guarded"
+                                                                   else {})))
             res = spec.run_prepared(self.me.role, run_ep, job, None) if prep else \
                 spec.run_party(self.me.role, run_ep, job)
             if res is None or res.output is None:

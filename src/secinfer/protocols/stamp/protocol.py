@@ -167,6 +167,7 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt",
+    range_guard=True,
     checks=tuple(Check(n, what, "STAMP " + ref, sec) for n, what, ref, sec in (
         ("reconstruct-consistency", "a missing component equals its copy or hash from the other holder", "App. A", _M),
         ("multiplication-check", "every product matches its verification triple (deltas are zero)", "3.2", _M),
