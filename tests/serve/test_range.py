@@ -64,3 +64,29 @@ def test_cli_query_refuses_out_of_range_and_the_override_warns(servers, tmp_path
     p = subprocess.run(base + ["--allow-out-of-range"], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "WARNING" in p.stderr and "may be WRONG" in p.stderr, p.stderr
     assert '"range": "overridden"' in p.stdout
+
+
+def test_stamp_query_outside_the_certificate_runs_guarded(servers):
+    """STAMP (Z_2^32): a real digits query is outside the certificate (interval analysis
+    cannot prove the output layer) but inside the guarded regions: it is served with the
+    range guard, bit-exact; a query whose sum wraps ends with the typed error naming the layer."""
+    from secinfer.arith.fixed import FX32
+    from secinfer.ir.bundled import bundled_path, bundled_testset
+    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.onnx_import import load_model
+
+    s = servers("stamp", "bundled:digits-mlp", peer_timeout=10.0, heartbeat_interval=0.5)
+    x, _ = bundled_testset("digits-mlp")
+    x = x[:1]
+    with ServeClient(s.cluster, s.client) as c:
+        cert = c.certificate()
+        assert cert.violation(x) is not None and cert.guarded is not None
+        r = c.query(x)
+        assert r.info["range"] == "guarded"
+        assert np.array_equal(r.output_ring, run_fixed(load_model(str(bundled_path("digits-mlp"))), x, FX32))
+        with pytest.raises(FixedPointRangeError, match="layer 'fc0' left the 32-bit ring"):
+            c.query(np.full((1, 64), 100.0))
+        with pytest.raises(FixedPointRangeError, match="range guard covers"):
+            c.query(np.full((1, 64), 1e4))          # its first product would wrap: refused before open
+    st = s.wait_settled()
+    assert all(v["completed"] == 1 and v["failed"] == 1 and v["opened"] == 2 for v in st.values()), st
