@@ -33,6 +33,11 @@ Any other op: no certificate (``certify`` returns one with an empty box and a re
 client then refuses every query unless the protocol guards the range itself or the user
 overrides (docs/runtime.md, "Serving").
 
+A protocol that checks the sums of the later products in-protocol (STAMP's range guard,
+``shadow_plan``; docs/protocols/stamp.md "Range guard") also gets *guarded* regions
+(``certify(guard=True)``): the same analysis up to the first products only (those reading
+the input through its scaler), which the guard does not see.
+
 What the certificate reveals about the model (SECURITY.md): the box is a per-feature
 function of the weights (through the scaler direction of ``calibrated_box`` and one scale
 factor found by bisection); the ball is one number. Both are public like the model's
@@ -157,12 +162,6 @@ class RangeCertificate:
 
 
 # ---- the interval pass -------------------------------------------------------------------
-def _product_shape(a, b, node) -> np.ndarray:
-    from secinfer.ir.float_exec import run_node_float
-
-    return run_node_float(node, [a, b])[0]
-
-
 def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
                   first: int = 0, stop_at_risk: bool = True, first_block: bool = False) -> list[dict]:
     """Propagate element-wise bounds U (on |decoded fixed-point value|) from ``U_in`` through
