@@ -502,7 +502,7 @@ class Device:
                     raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
             x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
             self.cnt.int_ops += 2 * n_in
-        return [kernels.run_chain(cfg, spec, x, self.cnt).reshape(-1)]
+        return [self._chain(kernels, cfg, spec, x).reshape(-1)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -533,7 +533,7 @@ class Device:
             s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
@@ -541,7 +541,7 @@ class Device:
             self.aes_bytes += 16 * n_in
             x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
             y = self._softmax(spec, arrays[2:5], j, hat, ctr)
@@ -561,6 +561,14 @@ class Device:
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
+
+    def _chain(self, kernels, cfg, spec, x):
+        """The chain, with the range guard's refusal (``kernels.shadow_check``: a sum of this
+        session's query left the ring) as code "range"."""
+        try:
+            return kernels.run_chain(cfg, spec, x, self.cnt)
+        except FixedPointRangeError as e:
+            raise Refused("range", str(e)[:1500]) from None
 
     def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
         """Malicious, the result y feeds products only: share it as A + rho, with A the
@@ -782,8 +790,6 @@ def main() -> None:
             tag = "ok"
         except Refused as r:
             res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
-        except FixedPointRangeError as e:   # the range guard (``kernels.shadow_check``): this session's value left the ring
-            res, tag = [np.frombuffer(f"range|{e}".encode()[:2000], dtype=np.uint8)], "refused"
         except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
                 ProtocolError) as e:
             # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
