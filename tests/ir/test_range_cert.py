@@ -24,7 +24,7 @@ def _cert(protocol, name):
     cfg = get_config(spec.default_fixed)
     g = load_model(str(bundled_path(name)))
     lim = spec.value_limits(g, cfg, {}) if spec.value_limits else None
-    return g, cfg, lim, certify(g, cfg, lim)
+    return g, cfg, lim, certify(g, cfg, lim, bias_in_sum=spec.bias_in_sum)
 
 
 @pytest.mark.parametrize("protocol,name", CASES)
@@ -47,9 +47,25 @@ def test_every_point_of_the_certificate_is_computed_without_overflow(protocol, n
     assert overflow_nodes(gb, X, cfg) == []
     if lim and lim.get("values") is not None:
         assert limit_violation(gb, X, lim["values"]) is None
+    if spec_of(protocol).bias_in_sum:    # crisp truncates acc + b 2^f: that sum fits too
+        _check_bias_in_sum(g, X, cfg)
     # and the certificate is not vacuous: far outside it, this model does leave the ring
     far = cen + (X - cen) * 1e3
     assert overflow_nodes(gb, far, cfg) or (lim and limit_violation(gb, far, lim["values"]))
+
+
+def spec_of(protocol):
+    return registry.get(protocol)
+
+
+def _check_bias_in_sum(g, X, cfg):
+    from secinfer.ir.float_exec import run_float_all
+
+    gb = g.with_batch(len(X)) if g.inputs[0].shape[0] is None else g
+    vals = run_float_all(gb, X, intermediates=True)
+    for n in gb.nodes:
+        if n.op in ("Gemm", "Conv") and len(n.inputs) > 2:    # the float value is acc + b
+            assert float(np.max(np.abs(vals[n.outputs[0]]))) < cfg.product_max_abs, n.name
 
 
 def test_bundled_queries_covered_where_the_ring_allows():

@@ -23,7 +23,8 @@ is part of the arithmetic, not a margin: an input is encoded with error <= tau/2
 element-wise bound of |decoded value| of its input:
 
 * Gemm / MatMul / Conv with weight W, bias b: sum of products <= U (*) (|W| + tau/2)
-  (checked against ``product_max_abs``), output <= that + tau + |b| + tau/2;
+  (checked against ``product_max_abs``; plus |b| + tau/2 for a protocol that truncates
+  acc + b 2^f, crisp: ``ProtocolSpec.bias_in_sum``), output <= that + tau + |b| + tau/2;
 * Mul by a constant c (or of two tensors): U_a * U_b (product), + tau;
 * Add / Sub: U_a + U_b;  Relu, Neg, max pooling, data movement: U itself;
 * AveragePool / GlobalAveragePool: the pooled U + tau (monotone in U);
@@ -163,12 +164,15 @@ class RangeCertificate:
 
 # ---- the interval pass -------------------------------------------------------------------
 def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
-                  first: int = 0, stop_at_risk: bool = True, first_block: bool = False) -> list[dict]:
+                  first: int = 0, stop_at_risk: bool = True, first_block: bool = False,
+                  bias_in_sum: bool = False) -> list[dict]:
     """Propagate element-wise bounds U (on |decoded fixed-point value|) from ``U_in`` through
     ``graph.nodes[first:]``; the risks (nodes whose bound reaches its limit). Raises
     _Unsupported for an op it does not follow. ``first_block``: only up to the first
     products (their sums of products are checked, their outputs are not followed: a
-    protocol with an in-protocol range guard checks everything after them itself)."""
+    protocol with an in-protocol range guard checks everything after them itself).
+    ``bias_in_sum``: the protocol adds the bias before the truncation, so the bias counts
+    towards ``product_max_abs`` (crisp; ``ProtocolSpec.bias_in_sum``)."""
     from secinfer.ir.float_exec import run_node_float
 
     tau = cfg.resolution
@@ -204,6 +208,8 @@ def interval_pass(graph, U_in: dict, cfg: FixedPointConfig, value_limit: float,
                 if op == "Conv":
                     bias = bias.reshape((1, -1) + (1,) * (acc.ndim - 2))
                 y = y + bias
+                if bias_in_sum:      # crisp truncates acc + b 2^f (docs/protocols/crisp.md)
+                    acc = acc + bias
         elif op == "Mul":
             acc = get(ins[0]) * get(ins[1])
             y = acc + tau
@@ -265,7 +271,7 @@ def leading_centre(graph) -> np.ndarray | None:
 
 
 def box_is_safe(graph, box: np.ndarray, cfg: FixedPointConfig, value_limit: float = math.inf,
-                centred: bool = False, first_block: bool = False) -> list[dict]:
+                centred: bool = False, first_block: bool = False, bias_in_sum: bool = False) -> list[dict]:
     """Risks of the box (empty: every input with |x_i| <= box_i is safe; ``centred``:
     |x_i - c_i| <= box_i around the leading Sub's c, ``leading_centre``)."""
     g, shape = _one_sample(graph)
@@ -277,8 +283,9 @@ def box_is_safe(graph, box: np.ndarray, cfg: FixedPointConfig, value_limit: floa
             return [{"node": g.nodes[0].name, "op": "Sub", "what": "value", "bound": top,
                      "limit": min(cfg.max_abs, value_limit)}]
         return interval_pass(g, {g.nodes[0].outputs[0]: u + tau}, cfg, value_limit, first=1,
-                             first_block=first_block)
-    return interval_pass(g, {g.inputs[0].name: u + 0.5 * tau}, cfg, value_limit, first_block=first_block)
+                             first_block=first_block, bias_in_sum=bias_in_sum)
+    return interval_pass(g, {g.inputs[0].name: u + 0.5 * tau}, cfg, value_limit, first_block=first_block,
+                         bias_in_sum=bias_in_sum)
 
 
 def _first_product(g):
@@ -303,7 +310,7 @@ def _first_product(g):
 
 
 def ball_risks(graph, radius: float, cfg: FixedPointConfig, value_limit: float = math.inf,
-               centred: bool = False, first_block: bool = False) -> list[dict]:
+               centred: bool = False, first_block: bool = False, bias_in_sum: bool = False) -> list[dict]:
     """Risks of the L2 ball ||x||_2 <= radius (empty: safe). The first product's input z
     (after the leading scaler) has ||z||_2 <= N; each of its outputs is bounded by
     ||w_j + tau/2||_2 * N (Cauchy-Schwarz, every patch of a convolution is part of z);
@@ -351,18 +358,20 @@ def ball_risks(graph, radius: float, cfg: FixedPointConfig, value_limit: float =
     else:
         raise _Unsupported(p.op)
     acc = np.minimum(acc, _box_acc(g, p, top, w))     # never looser than the box bound
-    if float(np.max(acc)) >= cfg.product_max_abs * _HEADROOM:
-        return [{"node": p.name, "op": p.op, "what": "product", "bound": float(np.max(acc)),
-                 "limit": cfg.product_max_abs}]
-    y = acc + tau
+    b = 0.0
     if len(p.inputs) > 2 and p.inputs[2]:
         b = np.abs(np.asarray(W[p.inputs[2]], np.float64)) + 0.5 * tau
-        y = y + (b.reshape((1, -1) + (1,) * (acc.ndim - 2)) if p.op == "Conv" else b)
+        b = b.reshape((1, -1) + (1,) * (acc.ndim - 2)) if p.op == "Conv" else b
+    if float(np.max(acc + b if bias_in_sum else acc)) >= cfg.product_max_abs * _HEADROOM:
+        return [{"node": p.name, "op": p.op, "what": "product", "bound": float(np.max(acc + b if bias_in_sum else acc)),
+                 "limit": cfg.product_max_abs}]
+    y = acc + tau + b
     if first_block:
         return []
     if float(np.max(y)) >= vlim:
         return [{"node": p.name, "op": p.op, "what": "value", "bound": float(np.max(y)), "limit": vlim}]
-    return interval_pass(g, {p.outputs[0]: np.asarray(y, np.float64)}, cfg, value_limit, first=idx + 1)
+    return interval_pass(g, {p.outputs[0]: np.asarray(y, np.float64)}, cfg, value_limit, first=idx + 1,
+                         bias_in_sum=bias_in_sum)
 
 
 def _box_acc(g, p, top: float, w: np.ndarray) -> np.ndarray:
@@ -391,7 +400,8 @@ def _largest(safe, hi: float, steps: int = 40) -> float:
     return lo
 
 
-def _regions(graph, cfg: FixedPointConfig, vlim: float, ilim: float | None, first_block: bool = False):
+def _regions(graph, cfg: FixedPointConfig, vlim: float, ilim: float | None, first_block: bool = False,
+             bias_in_sum: bool = False):
     """(box, ball, centre, note) proven safe (``first_block``: the first products only)."""
     from secinfer.ir.validate import calibrated_box
 
@@ -411,13 +421,15 @@ def _regions(graph, cfg: FixedPointConfig, vlim: float, ilim: float | None, firs
     cen = centre is not None
 
     def box_ok(t):
-        return not box_is_safe(graph, np.minimum(d * t, cap), cfg, vlim, centred=cen, first_block=first_block)
+        return not box_is_safe(graph, np.minimum(d * t, cap), cfg, vlim, centred=cen, first_block=first_block,
+                               bias_in_sum=bias_in_sum)
 
     t = _largest(box_ok, cap / dmax)
     box = tuple(float(v) for v in np.minimum(d * t, cap))
     ball = None
     try:   # (a point of the ball must also be encodable: its every |x_i - c_i| <= radius <= cap)
-        r = _largest(lambda r: not ball_risks(graph, r, cfg, vlim, centred=cen, first_block=first_block), cap)
+        r = _largest(lambda r: not ball_risks(graph, r, cfg, vlim, centred=cen, first_block=first_block,
+                                              bias_in_sum=bias_in_sum), cap)
         ball = float(r) if r > 0 else None
     except _Unsupported:
         pass
@@ -430,7 +442,8 @@ def _features(graph) -> int:
     return int(np.prod([1 if d is None else int(d) for d in shape[1:]])) if len(shape) > 1 else 1
 
 
-def certify(graph, cfg: FixedPointConfig, limits: dict | None = None, guard: bool = False) -> RangeCertificate:
+def certify(graph, cfg: FixedPointConfig, limits: dict | None = None, guard: bool = False,
+            bias_in_sum: bool = False) -> RangeCertificate:
     """The model owner's certificate for ``graph`` at ``cfg`` (``limits``: the protocol's
     ``value_limits``, when it holds values at more fractional bits than the reference).
     The box is the largest multiple of the model's calibrated direction (its leading
@@ -438,14 +451,14 @@ def certify(graph, cfg: FixedPointConfig, limits: dict | None = None, guard: boo
     largest radius proven safe. ``guard``: the protocol can check the sums of every later
     product in-protocol (STAMP's range guard, ``shadow_plan``); then the certificate also
     holds the (larger) regions in which the first products are safe (``guarded``), when
-    the guard covers every other product of this model."""
+    the guard covers every other product of this model. ``bias_in_sum``: see ``interval_pass``."""
     lim = limits or {}
     vlim = float(lim["values"]) if lim.get("values") is not None else math.inf
     ilim = float(lim["input"]) if lim.get("input") is not None else None
     k = _features(graph)
     lims = (None if math.isinf(vlim) else vlim, ilim)
     try:
-        box, ball, centre, note = _regions(graph, cfg, vlim, ilim)
+        box, ball, centre, note = _regions(graph, cfg, vlim, ilim, bias_in_sum=bias_in_sum)
     except _Unsupported as e:
         box, ball, centre, note = (0.0,) * k, None, None, f"interval analysis does not follow {e}: no query is certified"
     guarded = None
@@ -453,7 +466,7 @@ def certify(graph, cfg: FixedPointConfig, limits: dict | None = None, guard: boo
         plan, why = shadow_plan(graph, cfg)
         if plan is not None:
             try:
-                gbox, gball, gcentre, _ = _regions(graph, cfg, vlim, ilim, first_block=True)
+                gbox, gball, gcentre, _ = _regions(graph, cfg, vlim, ilim, first_block=True, bias_in_sum=bias_in_sum)
                 if gcentre == centre:
                     guarded = {"box": list(gbox), "ball": gball}
             except _Unsupported as e:

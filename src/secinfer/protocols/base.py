@@ -121,6 +121,9 @@ class ProtocolSpec:
     # certificate but inside its ``guarded`` regions then runs with the guard on instead of
     # being refused (secinfer.ir.range_cert, docs/runtime.md "Range certificate").
     range_guard: bool = False
+    # The protocol adds a product's bias before truncating it (crisp's truncation gate takes
+    # acc + b 2^f): the bias counts towards the sum of products' range (range certificate).
+    bias_in_sum: bool = False
     prepare: Callable[[str, Any, PartyJob], "Prep"] | None = None
     run_prepared: Callable[[str, Any, PartyJob, Any], PartyResult] | None = None
     prep_refusal: Callable[[str, dict], str] | None = None

@@ -271,7 +271,8 @@ class Server:
         from secinfer.ir.range_cert import certify
 
         limits = self.spec.value_limits(self.model, self.cfg, self.options) if self.spec.value_limits else None
-        return certify(self.model, self.cfg, limits, guard=self.spec.range_guard).to_json()
+        return certify(self.model, self.cfg, limits, guard=self.spec.range_guard,
+                       bias_in_sum=self.spec.bias_in_sum).to_json()
 
     @property
     def certificate_digest(self) -> str | None:
