@@ -111,18 +111,19 @@ def test_exact_check_counts_the_bias_at_the_boundary(tmp_path, cfg):
     2^(n-1) is refused; -2^(n-1) is accepted, -2^(n-1) - 2^f refused."""
     lim = cfg.product_max_abs
     step = cfg.resolution
-    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, lim - 1.0)).with_batch(1)
-    assert overflow_nodes(g, np.array([[1.0 - step]]), cfg, bias_in_sum=True) == []
-    over = overflow_nodes(g, np.array([[1.0]]), cfg, bias_in_sum=True)
+    c = 1.0 if cfg.ring_bits == 32 else 2.0 ** 14      # lim - c is exact in the model's float32
+    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, lim - c)).with_batch(1)
+    assert overflow_nodes(g, np.array([[c - step]]), cfg, bias_in_sum=True) == []
+    over = overflow_nodes(g, np.array([[c]]), cfg, bias_in_sum=True)
     assert [(o["node"], o["what"]) for o in over] == [("big_bias", "product with bias")]
     assert over[0]["bound"] == lim and over[0]["limit"] == lim
-    assert overflow_nodes(g, np.array([[1.0]]), cfg) == []       # without the flag: unchanged
-    gn = load_model(_gemm_model(tmp_path / "n.onnx", 1.0, -(lim - 1.0))).with_batch(1)
-    assert overflow_nodes(gn, np.array([[-1.0]]), cfg, bias_in_sum=True) == []
-    assert overflow_nodes(gn, np.array([[-1.0 - step]]), cfg, bias_in_sum=True) != []
+    assert overflow_nodes(g, np.array([[c]]), cfg) == []       # without the flag: unchanged
+    gn = load_model(_gemm_model(tmp_path / "n.onnx", 1.0, -(lim - c))).with_batch(1)
+    assert overflow_nodes(gn, np.array([[-c]]), cfg, bias_in_sum=True) == []
+    assert overflow_nodes(gn, np.array([[-c - step]]), cfg, bias_in_sum=True) != []
     with pytest.raises(FixedPointRangeError, match="bias"):
-        check_run(g, np.array([[1.0]]), cfg, protocol="crisp", bias_in_sum=True)
-    assert check_run(g, np.array([[1.0]]), cfg, protocol="reference") == []
+        check_run(g, np.array([[c]]), cfg, protocol="crisp", bias_in_sum=True)
+    assert check_run(g, np.array([[c]]), cfg, protocol="reference") == []
 
 
 def test_range_report_names_the_bias_risk_when_asked(tmp_path):
@@ -131,3 +132,26 @@ def test_range_report_names_the_bias_risk_when_asked(tmp_path):
     assert range_report(g, FX64, x=x)["risks"] == []
     risks = range_report(g, FX64, x=x, bias_in_sum=True)["risks"]
     assert [r["node"] for r in risks] == ["big_bias"]
+
+
+def test_cli_run_refuses_before_launch_and_inspect_says_no_for_crisp(tmp_path, monkeypatch, capsys):
+    import secinfer
+    import secinfer.runtime.launcher as launcher
+    from secinfer.cli.main import main
+
+    def boom(*a, **k):
+        raise AssertionError("a party process was started")
+    monkeypatch.setattr(launcher, "run_local", boom)
+    b, x = _band(FX64)
+    path = _gemm_model(tmp_path / "m.onnx", 1.0, b)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", "-p", "crisp", "-m", path, "--input", str(tmp_path / "x.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "'big_bias'" in err and "plus the bias" in err
+    rep = secinfer.inspect(path, calibration=x)
+    rows = {(p["protocol"], p["security"]): p for p in rep.protocols}
+    for sec in ("semi-honest", "malicious"):
+        assert not rows[("crisp", sec)]["ok"] and "'big_bias'" in rows[("crisp", sec)]["reason"]
+    assert rows[("reference", "semi-honest")]["ok"]
+    rep = secinfer.inspect(path, calibration=-x)        # inside: crisp can run it
+    assert {(p["protocol"], p["security"]): p for p in rep.protocols}[("crisp", "malicious")]["ok"]
