@@ -132,6 +132,10 @@ def test_range_report_names_the_bias_risk_when_asked(tmp_path):
     assert range_report(g, FX64, x=x)["risks"] == []
     risks = range_report(g, FX64, x=x, bias_in_sum=True)["risks"]
     assert [r["node"] for r in risks] == ["big_bias"]
+    # the derived bounds over a box (interval arithmetic) count it too
+    assert range_report(g, FX64, box=1.0)["risks"] == []
+    risks = range_report(g, FX64, box=1.0, bias_in_sum=True)["risks"]
+    assert [(r["node"], r["what"]) for r in risks] == [("big_bias", "product with bias")]
 
 
 def test_cli_run_refuses_before_launch_and_inspect_says_no_for_crisp(tmp_path, monkeypatch, capsys):
