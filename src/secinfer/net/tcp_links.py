@@ -11,6 +11,11 @@ reordered without the next one failing) and the record header as associated data
 
 ``OutLink``: our stream to one peer, with its writer thread (paced frames, heartbeats).
 ``InStream``: a peer's stream to us (parsed by ``tcp_transport``'s readers).
+
+Either may run on the native record layer (``native_link``: the same records sealed and
+opened in Go, a small frame sent and a frame received in one call each); the control
+around the records (locks, pacing, heartbeats, liveness, close) is this module's and
+``tcp_transport``'s in both cases.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Callable
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from secinfer.errors import NetworkError, PeerDeadError
+from secinfer.net import native_link
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -60,9 +66,11 @@ class OutLink:
 
     def __init__(self, sock, key: bytes, profile, *, me: str, peer: str, stop: threading.Event,
                  heard: Callable[[], float | None], heartbeat_interval: float, peer_timeout: float,
-                 recv_timeout: float, on_sent: Callable[[int], None]) -> None:
+                 recv_timeout: float, on_sent: Callable[[int], None], native: bool = False) -> None:
         self.sock = sock
         self.aead = AESGCM(key)
+        # the native sealer holds the record counter when there is one (``counter`` unused)
+        self.sealer = native_link.Sealer(sock.fileno(), key) if native else None
         self.counter = 1                  # record 0 was the handshake's "ready"
         self.lock = threading.Lock()
         self.cv = threading.Condition(threading.Lock())
@@ -85,6 +93,10 @@ class OutLink:
         """Encrypt ``frame`` as records (caller holds ``lock``: the record counter follows
         the order in which records reach the socket)."""
         view = memoryview(frame)
+        if self.sealer is not None:
+            n = len(view)
+            return [self.sealer.seal(kind | (MORE if start + RECORD < n else 0), stamp, view[start:start + RECORD])
+                    for start in range(0, max(n, 1), RECORD)]
         out = []
         n = len(view)
         start = 0
@@ -105,6 +117,23 @@ class OutLink:
         joined into one record, a large part is cut into records of ``SEND_RECORD`` bytes
         encrypted into this link's reusable buffer (no copy of the frame, no allocation per
         record). One system call per record; a small frame is one record, one call."""
+        sealer = self.sealer
+        if size <= SMALL and sealer is not None:
+            pt = parts[0] if len(parts) == 1 else b"".join(parts)
+            if self.error is None and not self.stop.is_set():
+                k, m = sealer.send_small(stamp, pt)   # sealed and offered to the socket: one call
+                if k < 0:
+                    raise NetworkError(f"{self.me}: endpoint is closed")
+                if k:
+                    self.moved = time.monotonic()
+                    self.written += k
+                    self.data_written = self.written
+                    if k == m:
+                        return
+            else:
+                k, m = 0, sealer.seal_into(K_DATA, stamp, pt, sealer.out_addr)
+            self._write_all([sealer.out[k:m]])   # full (waits) or failed (names why)
+            return
         if size <= SMALL:
             pt = parts[0] if len(parts) == 1 else b"".join(parts)
             hdr = HDR.pack(size + TAG, stamp, K_DATA)
@@ -148,11 +177,19 @@ class OutLink:
             cut(p)                            # a large part: encrypted where it lies
         if small:
             cut(b"".join(small))
+        last = len(chunks) - 1
+        first: list = []
+        if sealer is not None:                # sealed into the sealer's buffer, one record at a time
+            if last:
+                first = [sealer.seal(K_SIZE, stamp, size.to_bytes(8, "little"))]
+            for i, pt in enumerate(chunks):
+                n = sealer.seal_into(K_DATA | (MORE if i < last else 0), stamp, pt, sealer.out_addr)
+                self.write([*first, sealer.out[:n]])
+                first = []
+            return
         if self.out is None:
             self.out = bytearray(SEND_RECORD + TAG)
         out = memoryview(self.out)
-        last = len(chunks) - 1
-        first: list = []
         if last:                              # several records: their total first
             hdr = HDR.pack(8 + TAG, stamp, K_SIZE)
             first = [hdr + self.aead.encrypt(_NONCE.pack(self.counter), size.to_bytes(8, "little"), hdr)]
@@ -302,9 +339,11 @@ class OutLink:
 class InStream:
     """A peer's stream to us: read by whichever thread holds the endpoint's read lock."""
 
-    def __init__(self, sock, key: bytes) -> None:
+    def __init__(self, sock, key: bytes, native_max_frame: int | None = None) -> None:
+        """``native_max_frame``: read on the native record layer, with this frame cap."""
         self.sock = sock
         self.aead = AESGCM(key)
+        self.native = None if native_max_frame is None else native_link.Opener(sock.fileno(), key, native_max_frame)
         self.counter = 1
         self.buf = bytearray(RX_BUFFER)   # received bytes not yet parsed: buf[:fill]
         self.view = memoryview(self.buf)

@@ -24,6 +24,14 @@ Liveness. A background thread sends a heartbeat on every stream each
 (the process exited or was killed) is reported at once. Close sends bye on every stream,
 after the frames already queued.
 
+Record layer. By default the records are sealed, sent, received and opened by the native
+record layer (``native_link``, Go: a small frame is one call to send, a receive one call
+that waits, reads and decrypts with the GIL released), else by the Python one
+(``tcp_links``); both speak the same records with the same checks, so parties of either
+kind interoperate. ``native=False`` (or ``SECINFER_TCP_NATIVE=0`` in the environment, for
+whole runs) selects the Python layer; without a built native library it is used anyway.
+Pacing, heartbeats, liveness and close are the same Python code on both.
+
 Frames above ``max_frame`` become a ``MessageTooLargeError`` in order (the stream goes
 on); more than ``max_inbox`` bytes received and not consumed cut the peer off
 (``InboxFullError``); a record that fails authentication cuts the peer off
@@ -39,13 +47,17 @@ import socket
 import threading
 import time
 
+import os
+
 import numpy as np
 from cryptography.exceptions import InvalidTag
 
 from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net import tcp_handshake
+from secinfer.net import native_link, tcp_handshake
+from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
+                                      EV_OVERSIZED)
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
@@ -62,10 +74,15 @@ class TcpEndpoint(SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 connect: bool = True, **limits) -> None:
+                 connect: bool = True, native: bool | None = None, **limits) -> None:
         """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
-        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults)."""
+        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults).
+        ``native``: the record layer (None: native when the library is built, unless the
+        environment says ``SECINFER_TCP_NATIVE=0``)."""
         super().__init__(me, identity, peers, session_id, **limits)
+        if native is None:
+            native = os.environ.get("SECINFER_TCP_NATIVE", "1") != "0"
+        self.native = bool(native) and native_link.available()
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
@@ -148,7 +165,7 @@ class TcpEndpoint(SocketEndpoint):
         with self._state:
             if role in self._in or self._stop.is_set():
                 raise AuthenticationError(f"a second stream claiming {role!r}")
-            self._in[role] = InStream(conn, k_ir)
+            self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
 
@@ -162,7 +179,7 @@ class TcpEndpoint(SocketEndpoint):
         self._out[peer] = OutLink(sock, k_ir, self.info[peer].out_profile, me=self.me, peer=peer, stop=self._stop,
                                   heard=lambda: self._heard(peer), heartbeat_interval=self.heartbeat_interval,
                                   peer_timeout=self.peer_timeout, recv_timeout=self.recv_timeout,
-                                  on_sent=self._count_sent)
+                                  on_sent=self._count_sent, native=self.native)
 
     def _heard(self, peer: str) -> float | None:
         c = self._in.get(peer)
@@ -321,6 +338,9 @@ class TcpEndpoint(SocketEndpoint):
         sized frame: into the frame itself, its header read alone first). With ``soft`` (the
         reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
+        if c.native is not None:
+            self._read_native(peer, c, soft)
+            return
         while not c.eof:
             if soft is not None and (self._queued[peer] >= soft or self._fg):
                 return      # (the reader thread: enough waits here, or the protocol thread takes over)
@@ -358,6 +378,81 @@ class TcpEndpoint(SocketEndpoint):
                 self._parse(peer, c)
             if n < want:
                 return          # the socket is drained (no extra call just to learn that)
+
+    def _read_native(self, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0,
+                     others: tuple = ()) -> int:
+        """``_read`` on the native record layer: events until nothing complete is left
+        (``EV_NONE``) or, with ``wait`` (seconds; the protocol thread waiting for this
+        peer), until the first frame or failure: the call then waits for bytes, reads and
+        decrypts in Go with the GIL released. ``others``: descriptors that end the wait when
+        readable (``EV_OTHER``). Returns the last event."""
+        nat = c.native
+        info = nat.info
+        wait_us = int(wait * 1e6) + 1 if wait > 0 else 0
+        ev = EV_NONE
+        while not c.eof:
+            if soft is not None and not info[3] and (self._queued[peer] >= soft or self._fg):
+                # (the reader thread: enough waits here, or the protocol thread takes over;
+                # as in _read, what was read from the socket is parsed first)
+                return ev
+            ev = nat.recv(wait_us, c.frame, others)
+            if info[2]:
+                c.last = time.monotonic()
+            if ev == EV_FRAME:
+                n = info[0]
+                if info[1]:
+                    item: object = c.frame[:n]
+                    c.frame = None
+                else:
+                    item = nat.scratch[:n]    # (a copy: the frame's own buffer)
+                stats = self.stats
+                stats["frames_recv"] += 1
+                stats["bytes_recv"] += n
+                if self._queued[peer] + n > self.max_inbox:
+                    self._cut(peer, InboxFullError(
+                        f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
+                        f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+                        f"that much)"))
+                    return ev
+                self._queued[peer] += n
+                now = time.monotonic()
+                self._inbox[peer].append((self._release_at(peer, now, nat.stamp) if self._latency[peer] else now,
+                                          item, nat.stamp))
+                if wait_us and not info[3]:
+                    return ev     # (the frame waited for; nothing more read meanwhile)
+                wait_us = 0
+            elif ev == EV_NEED:   # a large frame: received into a buffer of its own
+                c.frame = np.empty(info[0], np.uint8)
+            elif ev == EV_NONE or ev == EV_OTHER:
+                return ev
+            elif ev == EV_BYE:
+                self._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
+                self._bye_from.add(peer)
+                self._inbox[peer].append((0.0, _CLOSED, 0.0))
+                wait_us = 0
+            elif ev == EV_OVERSIZED:
+                self.stats["frames_recv"] += 1
+                self.stats["bytes_recv"] += info[0]
+                self._inbox[peer].append((time.monotonic(), MessageTooLargeError(
+                    f"{self.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {self.max_frame} bytes"),
+                    nat.stamp))
+                wait_us = 0
+            elif ev == EV_EOF:
+                if peer not in self._bye_from:
+                    self._cut(peer, PeerDeadError(f"{self.me}: peer {peer} closed its connection without a bye "
+                                                  "(process exited or was killed)"))
+                c.eof = True
+                return ev
+            elif ev == EV_FRAME_ERR:
+                self._cut(peer, FrameError(f"{self.me} <- {peer}: {nat.error}"))
+                return ev
+            elif ev == EV_OS_ERR:
+                self._cut(peer, PeerDeadError(f"{self.me}: connection to {peer} lost: {nat.error}"))
+                return ev
+            else:
+                self._cut(peer, NetworkError(f"{self.me} <- {peer}: native record layer failed (event {ev})"))
+                return ev
+        return ev
 
     def _parse(self, peer: str, c: "InStream") -> None:
         buf, pos, end = c.buf, 0, c.fill
@@ -504,6 +599,8 @@ class TcpEndpoint(SocketEndpoint):
             c.eof = True
             self._by_fd.pop(c.sock.fileno(), None)
             c.sock.close()
+            if c.native is not None:
+                c.native.free()
 
     def _due(self, peer: str, now: float):
         """(True, item) if ``peer``'s next frame is due or its receive must fail; (False,
@@ -532,8 +629,21 @@ class TcpEndpoint(SocketEndpoint):
                                            f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s; "
                                            "raise it with --peer-timeout if a peer computes or stalls for longer)"))
                 return
-        socks = [c.sock for c in self._in.values() if not c.eof]
         wait = max(0.0, min(deadline - now, self.heartbeat_interval))
+        if len(peers) == 1:
+            c = self._in[peers[0]]
+            if c.native is not None and not c.eof:
+                # wait in the native layer itself (one call: wait, read, decrypt), woken
+                # also by the other peers' streams, which are then read as below
+                others = tuple(o.sock.fileno() for p, o in self._in.items() if p != peers[0] and not o.eof)
+                if self._read_native(peers[0], c, None, wait, others) != EV_OTHER:
+                    return
+                wait = 0.0
+        for p, c in list(self._in.items()):
+            if c.native is not None and c.native.info[3] and not c.eof:
+                self._read(p)   # bytes the native layer read and has not parsed: records may be whole
+                wait = 0.0
+        socks = [c.sock for c in self._in.values() if not c.eof]
         r = select.select(socks, [], [], wait)[0] if socks else (time.sleep(wait) or [])
         for s in r:
             p = self._by_fd.get(s.fileno())
@@ -762,6 +872,14 @@ class TcpEndpoint(SocketEndpoint):
                 if not c.eof:
                     c.eof = True
                     c.sock.close()
+                if c.native is not None:
+                    c.native.free()
+        for link in self._out.values():   # (their writers have stopped; a send in progress holds the lock)
+            if link.sealer is not None and link.lock.acquire(timeout=1.0):
+                try:
+                    link.sealer.free()
+                finally:
+                    link.lock.release()
         with contextlib.suppress(OSError):   # wakes an accept() blocked in the acceptor thread at once
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()

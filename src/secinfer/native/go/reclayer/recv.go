@@ -30,7 +30,9 @@ type recvCall struct {
 // constants), waiting at most waitUs microseconds for bytes (0: never blocks). dst/dcap:
 // where a frame of at most dcap bytes is written; after evNeed, the buffer asked for. While
 // waiting, a readable descriptor of others[:nothers] ends the wait with evOther. info[0],
-// info[1]: the event's values; info[2]: bytes read from the socket during the call; *stamp:
+// info[1]: the event's values; info[2]: bytes read from the socket during the call; info[3]:
+// bytes read but not yet parsed (more records may be complete: call again before waiting
+// for the descriptor to become readable); *stamp:
 // the sender's stamp of the event's (last) record. Messages of failures go to errbuf.
 //
 //export rl_recv
@@ -49,8 +51,8 @@ func rl_recv(h C.uint64_t, waitUs C.int64_t, dst unsafe.Pointer, dcap C.int64_t,
 	}
 	s.got = 0
 	ev := s.recv(&call)
-	out := unsafe.Slice((*int64)(unsafe.Pointer(info)), 3)
-	out[0], out[1], out[2] = call.val, call.inFrame, s.got
+	out := unsafe.Slice((*int64)(unsafe.Pointer(info)), 4)
+	out[0], out[1], out[2], out[3] = call.val, call.inFrame, s.got, int64(s.fill-s.pos)
 	*stamp = C.double(call.stamp)
 	if call.msg != "" {
 		status.WriteErr(unsafe.Pointer(errbuf), int(errlen), call.msg)
