@@ -14,6 +14,7 @@ two interoperate (one party native, one not).
 from __future__ import annotations
 
 import ctypes as C
+import threading
 
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER = 0, 1, 2, 3, 4, 5, 6
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
@@ -22,23 +23,38 @@ _ERRLEN = 512
 
 _lib = None
 _tried = False
+_lock = threading.Lock()
 u64, i64, vp = C.c_uint64, C.c_int64, C.c_void_p
 
 
 def _load():
-    global _lib, _tried
     if _tried:
         return _lib
-    _tried = True
+    with _lock:
+        if not _tried:
+            _declare()
+    return _lib
+
+
+def _declare() -> None:
+    global _tried
+    try:
+        _bind()
+    finally:
+        _tried = True
+
+
+def _bind() -> None:
+    global _lib
     try:
         from secinfer.native.build import LIB_PATH
         if not LIB_PATH.exists():
-            return None
+            return
         lib = C.CDLL(str(LIB_PATH))
         if not hasattr(lib, "rl_recv"):      # (a library built before this layer)
-            return None
+            return
     except OSError:
-        return None
+        return
     lib.rl_new.argtypes = [C.c_int, C.c_char_p, u64, i64, C.POINTER(u64)]
     lib.rl_new.restype = C.c_int
     lib.rl_free.argtypes = [u64]
@@ -54,7 +70,6 @@ def _load():
     lib.rl_recv.argtypes = [u64, i64, vp, i64, vp, C.c_int, vp, vp, vp, C.c_int]
     lib.rl_recv.restype = C.c_int
     _lib = lib
-    return lib
 
 
 def available() -> bool:

@@ -30,10 +30,13 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from secinfer.errors import NetworkError, PeerDeadError
+from secinfer.errors import FrameError, InboxFullError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net import native_link
+from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
+                                      EV_OVERSIZED)
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -46,6 +49,7 @@ HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
 K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
 _SOON = object()
+_CLOSED = object()                      # in an inbox: the peer said bye (after its last frame)
 _NONCE = struct.Struct("<4xQ")
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 
@@ -358,6 +362,81 @@ class InStream:
         self.oversized = False
         self.last = time.monotonic()      # when a byte last arrived
         self.eof = False
+
+
+def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0, others: tuple = ()) -> int:
+    """``TcpEndpoint._read`` of ``ep`` on the native record layer: events until nothing complete is left
+    (``EV_NONE``) or, with ``wait`` (seconds; the protocol thread waiting for this
+    peer), until the first frame or failure: the call then waits for bytes, reads and
+    decrypts in Go with the GIL released. ``others``: descriptors that end the wait when
+    readable (``EV_OTHER``). Returns the last event."""
+    nat = c.native
+    info = nat.info
+    wait_us = int(wait * 1e6) + 1 if wait > 0 else 0
+    ev = EV_NONE
+    while not c.eof:
+        if soft is not None and not info[3] and (ep._queued[peer] >= soft or ep._fg):
+            # (the reader thread: enough waits here, or the protocol thread takes over;
+            # as in _read, what was read from the socket is parsed first)
+            return ev
+        ev = nat.recv(wait_us, c.frame, others)
+        if info[2]:
+            c.last = time.monotonic()
+        if ev == EV_FRAME:
+            n = info[0]
+            if info[1]:
+                item: object = c.frame[:n]
+                c.frame = None
+            else:
+                item = nat.scratch[:n]    # (a copy: the frame's own buffer)
+            stats = ep.stats
+            stats["frames_recv"] += 1
+            stats["bytes_recv"] += n
+            if ep._queued[peer] + n > ep.max_inbox:
+                ep._cut(peer, InboxFullError(
+                    f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+                    f"that much)"))
+                return ev
+            ep._queued[peer] += n
+            now = time.monotonic()
+            ep._inbox[peer].append((ep._release_at(peer, now, nat.stamp) if ep._latency[peer] else now,
+                                      item, nat.stamp))
+            if wait_us and not info[3]:
+                return ev     # (the frame waited for; nothing more read meanwhile)
+            wait_us = 0
+        elif ev == EV_NEED:   # a large frame: received into a buffer of its own
+            c.frame = np.empty(info[0], np.uint8)
+        elif ev == EV_NONE or ev == EV_OTHER:
+            return ev
+        elif ev == EV_BYE:
+            ep._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
+            ep._bye_from.add(peer)
+            ep._inbox[peer].append((0.0, _CLOSED, 0.0))
+            wait_us = 0
+        elif ev == EV_OVERSIZED:
+            ep.stats["frames_recv"] += 1
+            ep.stats["bytes_recv"] += info[0]
+            ep._inbox[peer].append((time.monotonic(), MessageTooLargeError(
+                f"{ep.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {ep.max_frame} bytes"),
+                nat.stamp))
+            wait_us = 0
+        elif ev == EV_EOF:
+            if peer not in ep._bye_from:
+                ep._cut(peer, PeerDeadError(f"{ep.me}: peer {peer} closed its connection without a bye "
+                                              "(process exited or was killed)"))
+            c.eof = True
+            return ev
+        elif ev == EV_FRAME_ERR:
+            ep._cut(peer, FrameError(f"{ep.me} <- {peer}: {nat.error}"))
+            return ev
+        elif ev == EV_OS_ERR:
+            ep._cut(peer, PeerDeadError(f"{ep.me}: connection to {peer} lost: {nat.error}"))
+            return ev
+        else:
+            ep._cut(peer, NetworkError(f"{ep.me} <- {peer}: native record layer failed (event {ev})"))
+            return ev
+    return ev
 
 
 _TCP_CLOSE = 7                           # Linux tcp_info.tcpi_state of a reset (or fully closed) connection

@@ -56,17 +56,15 @@ from secinfer.crypto.identity import Identity
 from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
                              PeerDeadError, PeerUnreachableError, TimeoutError_)
 from secinfer.net import native_link, tcp_handshake
-from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
-                                      EV_OVERSIZED)
+from secinfer.net.native_link import EV_OTHER
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    SMALL, TAG, _NONCE, InStream, OutLink, nonce, unsent)
+                                    SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native, unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
-_CLOSED = object()
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
@@ -339,7 +337,7 @@ class TcpEndpoint(SocketEndpoint):
         reader thread), stop once that many bytes from the peer wait unconsumed."""
         c = self._in[peer]
         if c.native is not None:
-            self._read_native(peer, c, soft)
+            read_native(self, peer, c, soft)
             return
         while not c.eof:
             if soft is not None and (self._queued[peer] >= soft or self._fg):
@@ -378,81 +376,6 @@ class TcpEndpoint(SocketEndpoint):
                 self._parse(peer, c)
             if n < want:
                 return          # the socket is drained (no extra call just to learn that)
-
-    def _read_native(self, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0,
-                     others: tuple = ()) -> int:
-        """``_read`` on the native record layer: events until nothing complete is left
-        (``EV_NONE``) or, with ``wait`` (seconds; the protocol thread waiting for this
-        peer), until the first frame or failure: the call then waits for bytes, reads and
-        decrypts in Go with the GIL released. ``others``: descriptors that end the wait when
-        readable (``EV_OTHER``). Returns the last event."""
-        nat = c.native
-        info = nat.info
-        wait_us = int(wait * 1e6) + 1 if wait > 0 else 0
-        ev = EV_NONE
-        while not c.eof:
-            if soft is not None and not info[3] and (self._queued[peer] >= soft or self._fg):
-                # (the reader thread: enough waits here, or the protocol thread takes over;
-                # as in _read, what was read from the socket is parsed first)
-                return ev
-            ev = nat.recv(wait_us, c.frame, others)
-            if info[2]:
-                c.last = time.monotonic()
-            if ev == EV_FRAME:
-                n = info[0]
-                if info[1]:
-                    item: object = c.frame[:n]
-                    c.frame = None
-                else:
-                    item = nat.scratch[:n]    # (a copy: the frame's own buffer)
-                stats = self.stats
-                stats["frames_recv"] += 1
-                stats["bytes_recv"] += n
-                if self._queued[peer] + n > self.max_inbox:
-                    self._cut(peer, InboxFullError(
-                        f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
-                        f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
-                        f"that much)"))
-                    return ev
-                self._queued[peer] += n
-                now = time.monotonic()
-                self._inbox[peer].append((self._release_at(peer, now, nat.stamp) if self._latency[peer] else now,
-                                          item, nat.stamp))
-                if wait_us and not info[3]:
-                    return ev     # (the frame waited for; nothing more read meanwhile)
-                wait_us = 0
-            elif ev == EV_NEED:   # a large frame: received into a buffer of its own
-                c.frame = np.empty(info[0], np.uint8)
-            elif ev == EV_NONE or ev == EV_OTHER:
-                return ev
-            elif ev == EV_BYE:
-                self._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
-                self._bye_from.add(peer)
-                self._inbox[peer].append((0.0, _CLOSED, 0.0))
-                wait_us = 0
-            elif ev == EV_OVERSIZED:
-                self.stats["frames_recv"] += 1
-                self.stats["bytes_recv"] += info[0]
-                self._inbox[peer].append((time.monotonic(), MessageTooLargeError(
-                    f"{self.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {self.max_frame} bytes"),
-                    nat.stamp))
-                wait_us = 0
-            elif ev == EV_EOF:
-                if peer not in self._bye_from:
-                    self._cut(peer, PeerDeadError(f"{self.me}: peer {peer} closed its connection without a bye "
-                                                  "(process exited or was killed)"))
-                c.eof = True
-                return ev
-            elif ev == EV_FRAME_ERR:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: {nat.error}"))
-                return ev
-            elif ev == EV_OS_ERR:
-                self._cut(peer, PeerDeadError(f"{self.me}: connection to {peer} lost: {nat.error}"))
-                return ev
-            else:
-                self._cut(peer, NetworkError(f"{self.me} <- {peer}: native record layer failed (event {ev})"))
-                return ev
-        return ev
 
     def _parse(self, peer: str, c: "InStream") -> None:
         buf, pos, end = c.buf, 0, c.fill
@@ -636,7 +559,7 @@ class TcpEndpoint(SocketEndpoint):
                 # wait in the native layer itself (one call: wait, read, decrypt), woken
                 # also by the other peers' streams, which are then read as below
                 others = tuple(o.sock.fileno() for p, o in self._in.items() if p != peers[0] and not o.eof)
-                if self._read_native(peers[0], c, None, wait, others) != EV_OTHER:
+                if read_native(self, peers[0], c, None, wait, others) != EV_OTHER:
                     return
                 wait = 0.0
         for p, c in list(self._in.items()):

@@ -224,7 +224,7 @@ func rl_send_small(h C.uint64_t, stamp C.double, pt unsafe.Pointer, n C.int64_t)
 	s.ensureOut()
 	out := bytesAt(s.out, int64(s.outCap))
 	m := s.seal(out, kData, float64(stamp), bytesAt(pt, int64(n)))
-	k, _, e := syscall.Syscall6(syscall.SYS_SENDTO, uintptr(s.fd), uintptr(s.out), uintptr(m),
+	k, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(s.fd), uintptr(s.out), uintptr(m),
 		uintptr(syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL), 0, 0)
 	if e != 0 {
 		return 0

@@ -166,7 +166,7 @@ func (s *stream) fillRx(c *recvCall) int {
 // when bytes came (their count first), else the event that ends the call.
 func (s *stream) read(c *recvCall, p []byte) (int, int) {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 		if e == 0 {
 			if n == 0 {
 				return 0, evEOF
