@@ -186,7 +186,7 @@ def test_a_native_party_and_a_python_party_interoperate(tmp_path, a_native, b_na
 
 def test_an_oversized_frame_is_refused_in_order_on_the_native_layer(tmp_path):
     c = loopback_cluster(tmp_path, "tcp")
-    eps = all_endpoints(TcpEndpoint, c, per_party={"b": {"max_frame": 1 << 20}})
+    eps = all_endpoints(TcpEndpoint, c, per_party={"b": {"max_frame": 1 << 20, "native": True}})
     a, b = eps["a"], eps["b"]
     try:
         assert b._in["a"].native is not None

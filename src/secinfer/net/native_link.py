@@ -119,12 +119,13 @@ class Sealer(_Stream):
         self.out = None
         super().free()
 
-    def send_small(self, stamp: float, pt: bytes) -> tuple[int, int]:
-        """Seal ``pt`` as one data record into ``out`` and offer it to the socket once
-        (never waits): (bytes the socket took, the record's length)."""
+    def send_small(self, stamp: float, pt: bytes) -> int:
+        """Seal ``pt`` (at most 1 MiB) as one data record into ``out`` and offer it to the
+        socket once (never waits): the bytes the socket took (the record is len(pt) + 29
+        bytes; 0: none, the socket is full or failed), -1 if the stream was freed."""
         if type(pt) is not bytes:
             pt = bytes(pt)
-        return self._send_small(self.h, stamp, pt, len(pt)), len(pt) + 29
+        return self._send_small(self.h, stamp, pt, len(pt))
 
     def seal_into(self, kind: int, stamp: float, pt, dst_addr: int) -> int:
         """Seal one record of ``pt`` at ``dst_addr`` (room for len(pt) + 29 bytes); its length."""
@@ -162,7 +163,7 @@ class Opener(_Stream):
         frame's event). ``others``: descriptors whose readability ends a wait (EV_OTHER).
         Then ``info`` holds (value, in frame buffer, bytes read, bytes read not yet parsed), ``stamp`` the record's
         stamp and ``error`` a failure's message."""
-        if others != self._others_key:
+        if others is not self._others_key and others != self._others_key:
             self._others_key = others
             self._others = (C.c_int32 * len(others))(*others) if others else None
         if frame is None:

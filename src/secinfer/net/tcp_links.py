@@ -48,6 +48,7 @@ RX_BUFFER = 1 << 18                     # receive buffer per stream: records up 
 HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
 K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
+RECORD_OVERHEAD = HDR.size + TAG        # a record's bytes besides its plaintext
 _SOON = object()
 _CLOSED = object()                      # in an inbox: the peer said bye (after its last frame)
 _NONCE = struct.Struct("<4xQ")
@@ -124,19 +125,13 @@ class OutLink:
         sealer = self.sealer
         if size <= SMALL and sealer is not None:
             pt = parts[0] if len(parts) == 1 else b"".join(parts)
-            if self.error is None and not self.stop.is_set():
-                k, m = sealer.send_small(stamp, pt)   # sealed and offered to the socket: one call
-                if k < 0:
-                    raise NetworkError(f"{self.me}: endpoint is closed")
-                if k:
-                    self.moved = time.monotonic()
-                    self.written += k
-                    self.data_written = self.written
-                    if k == m:
-                        return
-            else:
-                k, m = 0, sealer.seal_into(K_DATA, stamp, pt, sealer.out_addr)
-            self._write_all([sealer.out[k:m]])   # full (waits) or failed (names why)
+            k = sealer.send_small(stamp, pt) if self.error is None and not self.stop.is_set() else -2
+            if k != size + RECORD_OVERHEAD:
+                self.small_rest(k, size, pt, stamp)
+                return
+            self.moved = time.monotonic()
+            self.written += k
+            self.data_written = self.written
             return
         if size <= SMALL:
             pt = parts[0] if len(parts) == 1 else b"".join(parts)
@@ -206,6 +201,23 @@ class OutLink:
             self.counter += 1
             self.write([*first, hdr, ct])
             first = []
+
+    def small_rest(self, k: int, size: int, pt, stamp: float) -> None:
+        """After ``Sealer.send_small`` (or instead of it: ``k`` = -2) returned ``k`` for a
+        small frame of ``size`` bytes: the rest of its record, written the long way (the
+        socket is full, failed, or the endpoint is closing); -1: the sealer is freed."""
+        if k == -1:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        sealer = self.sealer
+        m = size + RECORD_OVERHEAD
+        if k == -2:                       # (not offered: sealed here, the write names the failure)
+            k = 0
+            sealer.seal_into(K_DATA, stamp, pt, sealer.out_addr)
+        elif k:
+            self.moved = time.monotonic()
+            self.written += k
+            self.data_written = self.written
+        self._write_all([sealer.out[k:m]])
 
     def write(self, bufs: list, data: bool = True) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread

@@ -60,7 +60,8 @@ from secinfer.net.native_link import EV_OTHER
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native, unsent)
+                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native,
+                                    unsent)
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
@@ -274,6 +275,23 @@ class TcpEndpoint(SocketEndpoint):
                     return
                 link.lock.acquire()   # (under cv: no queued frame can overtake this one)
         else:                         # (nothing is ever queued on a link without pacing)
+            sealer = link.sealer
+            if sealer is not None and size <= SMALL:
+                # the common case on the native layer, inline: a small frame sealed and sent in one call
+                pt = parts[0] if len(parts) == 1 else b"".join(parts)
+                with link.lock:
+                    now = time.monotonic()
+                    k = sealer.send_small(now, pt) if link.error is None and not self._stop.is_set() else -2
+                    if k == size + RECORD_OVERHEAD:
+                        link.written += k
+                        link.data_written = link.written
+                        link.moved = now
+                        link.next_hb = now + self.heartbeat_interval
+                    else:
+                        link.small_rest(k, size, pt, now)   # (the socket took part or none of it)
+                        link.next_hb = link.moved + self.heartbeat_interval
+                self._count_sent(size)
+                return
             now = time.monotonic()
             link.lock.acquire()
         # may leave now and nothing is queued: this thread writes it (no thread hand-off)
@@ -584,6 +602,18 @@ class TcpEndpoint(SocketEndpoint):
                     if not self._latency[peer]:
                         # the common case, without release times (a frame is due once here):
                         # read the streams until the peer's next frame or failure is here
+                        c = self._in[peer]
+                        if not q and peer not in self._fatal and c.native is not None and len(self._in) == 1:
+                            # two parties on the native layer: one call waits, reads and decrypts
+                            since = now = time.monotonic()
+                            while now < deadline and not c.eof:
+                                if now - max(c.last, since) > self.peer_timeout:
+                                    self._poll([peer], deadline, since)   # (names the dead peer)
+                                    break
+                                read_native(self, peer, c, None, min(deadline - now, self.heartbeat_interval))
+                                if q or peer in self._fatal:
+                                    break
+                                now = time.monotonic()
                         if not q and peer not in self._fatal:
                             since = now = time.monotonic()
                             while now < deadline:
