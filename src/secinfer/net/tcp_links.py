@@ -392,8 +392,9 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
             # as in _read, what was read from the socket is parsed first)
             return ev
         ev = nat.recv(wait_us, c.frame, others)
+        now = time.monotonic()
         if info[2]:
-            c.last = time.monotonic()
+            c.last = now
         if ev == EV_FRAME:
             n = info[0]
             if info[1]:
@@ -404,16 +405,16 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
             stats = ep.stats
             stats["frames_recv"] += 1
             stats["bytes_recv"] += n
-            if ep._queued[peer] + n > ep.max_inbox:
+            queued = ep._queued[peer] + n
+            if queued > ep.max_inbox:
                 ep._cut(peer, InboxFullError(
                     f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
                     f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
                     f"that much)"))
                 return ev
-            ep._queued[peer] += n
-            now = time.monotonic()
-            ep._inbox[peer].append((ep._release_at(peer, now, nat.stamp) if ep._latency[peer] else now,
-                                      item, nat.stamp))
+            ep._queued[peer] = queued
+            stamp = nat.stamp
+            ep._inbox[peer].append((ep._release_at(peer, now, stamp) if ep._latency[peer] else now, item, stamp))
             if wait_us and not info[3]:
                 return ev     # (the frame waited for; nothing more read meanwhile)
             wait_us = 0
