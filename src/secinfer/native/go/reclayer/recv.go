@@ -20,8 +20,9 @@ type recvCall struct {
 	others   []int32 // other descriptors that end a wait when readable
 	deadline time.Time
 	wait     bool
-	val      int64 // info[0]
-	inFrame  int64 // info[1]
+	waited   time.Duration // spent in short polls (rawWait) during this call
+	val      int64         // info[0]
+	inFrame  int64         // info[1]
 	stamp    float64
 	msg      string
 }
@@ -190,6 +191,9 @@ func (s *stream) read(c *recvCall, p []byte) (int, int) {
 	}
 }
 
+// rawWait bounds the polls made without the scheduler's knowledge, per call.
+const rawWait = 2 * time.Millisecond
+
 type pollFd struct {
 	fd      int32
 	events  int16
@@ -210,7 +214,20 @@ func (s *stream) poll(c *recvCall) int {
 			return evNone
 		}
 		ms := int((left + time.Millisecond - 1) / time.Millisecond)
-		n, _, e := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(ms))
+		var n uintptr
+		var e syscall.Errno
+		if c.waited < rawWait {
+			// a short wait (a peer's answer usually comes within it) without telling the
+			// scheduler: entering a blocking system call makes Go's monitor thread wake
+			// every 20 us to take the processor back, which costs a 2-core host more than
+			// the wait. A longer wait is a normal system call (the runtime, e.g. a garbage
+			// collection, never waits for it).
+			ms = min(ms, int(rawWait/time.Millisecond))
+			c.waited += time.Duration(ms) * time.Millisecond
+			n, _, e = syscall.RawSyscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(ms))
+		} else {
+			n, _, e = syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(ms))
+		}
 		if e == syscall.EINTR {
 			continue
 		}
