@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.timeout(120),
               pytest.mark.skipif(not native_link.available(), reason="native library not built")]
 ANY_U8 = ArraySpec(np.uint8, (None,), max_elems=1 << 30)
 KEY = bytes(range(32))
-FAST = settings(max_examples=150, deadline=None,
+FAST = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
