@@ -212,6 +212,11 @@ def test_python_layer_when_asked(tmp_path):
             e.close(flush=False)
 
 
+def test_the_library_path_is_the_builds():
+    from secinfer.native.build import LIB_PATH
+    assert native_link.LIB_PATH == LIB_PATH
+
+
 def test_sealed_records_open_with_the_python_aead():
     """The Go sealer writes the records the Python layer writes (an independent AES-GCM)."""
     a, b = socket.socketpair()

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import ctypes as C
 import threading
+from pathlib import Path
 
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER = 0, 1, 2, 3, 4, 5, 6
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
 
+# = secinfer.native.build.LIB_PATH (not imported: its module costs a party ~40 ms of imports)
+LIB_PATH = Path(__file__).resolve().parent.parent / "native" / "_lib" / "libsecinferhe.so"
 _lib = None
 _tried = False
 _lock = threading.Lock()
@@ -47,7 +50,6 @@ def _declare() -> None:
 def _bind() -> None:
     global _lib
     try:
-        from secinfer.native.build import LIB_PATH
         if not LIB_PATH.exists():
             return
         lib = C.CDLL(str(LIB_PATH))
