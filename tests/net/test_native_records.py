@@ -232,3 +232,44 @@ def test_sealed_records_open_with_the_python_aead():
         a.close()
         b.close()
     assert struct.calcsize("<IdB") == HDR.size
+
+
+def test_large_records_arriving_in_pieces_between_calls(endpoint, monkeypatch):
+    """Records larger than the receive buffer, read by non-blocking calls while they arrive
+    in pieces (each call returns mid-record and the next one goes on): a sized frame of two
+    records, a frame in one large record (its own buffer, asked for), then a small one."""
+    monkeypatch.setattr(endpoint, "max_frame", 1 << 22)
+    rng = np.random.default_rng(3)
+    big = rng.integers(0, 256, 700_000, dtype=np.uint8).tobytes()
+    single = rng.integers(0, 256, 500_000, dtype=np.uint8).tobytes()
+    data = _records([(K_SIZE, len(big).to_bytes(8, "little")), (K_DATA | MORE, big[:300_000]),
+                     (K_DATA, big[300_000:]), (K_DATA, single), (K_DATA, b"tail")])
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    c = InStream(a, KEY, 1 << 22)
+    try:
+        endpoint._in["b"] = c
+        _reset(endpoint)
+
+        def trickle():
+            for i in range(0, len(data), 50_000):
+                b.sendall(data[i:i + 50_000])
+                time.sleep(0.002)
+            b.shutdown(socket.SHUT_WR)
+
+        writer = threading.Thread(target=trickle)
+        writer.start()
+        calls = 0
+        while not c.eof:
+            calls += 1
+            if read_native(endpoint, "b", c) == native_link.EV_NONE:
+                time.sleep(0.001)
+        writer.join()
+        items, err = _outcome(endpoint)
+        assert err is None and calls > 10
+        assert [x[1] for x in items] == [big, single, b"tail"]
+    finally:
+        c.native.free()
+        endpoint._in.pop("b", None)
+        a.close()
+        b.close()
