@@ -150,29 +150,34 @@ class Opener(_Stream):
     def __init__(self, fd: int, key: bytes, max_frame: int, counter: int = 1) -> None:
         super().__init__(fd, key, counter, max_frame)
         self.scratch = bytearray(SCRATCH)
-        self._scratch_addr = C.addressof((C.c_char * SCRATCH).from_buffer(self.scratch))
+        self.scratch_addr = C.addressof((C.c_char * SCRATCH).from_buffer(self.scratch))
         self._info = (i64 * 4)()
         self._stamp = C.c_double(0.0)
         self._err = C.create_string_buffer(_ERRLEN)
-        self._args = (C.addressof(self._info), C.addressof(self._stamp), C.addressof(self._err), _ERRLEN)
-        self._recv = self._lib.rl_recv
-        self._others = None
+        # rl_recv's last four arguments, and the function itself (callers on the hot path
+        # call ``call(h, wait_us, dst, cap, others, len(others), *args)`` as ``recv`` does)
+        self.args = (C.addressof(self._info), C.addressof(self._stamp), C.addressof(self._err), _ERRLEN)
+        self.call = self._lib.rl_recv
+        self.others = None
         self._others_key: tuple = ()
+
+    def set_others(self, others: tuple) -> None:
+        if others != self._others_key:
+            self._others_key = others
+            self.others = (C.c_int32 * len(others))(*others) if others else None
 
     def recv(self, wait_us: int, frame=None, others: tuple = ()) -> int:
         """One event (``EV_*``), waiting at most ``wait_us`` for bytes (0: never waits).
         ``frame``: the buffer an ``EV_NEED`` asked for (kept by the caller until the
         frame's event). ``others``: descriptors whose readability ends a wait (EV_OTHER).
-        Then ``info`` holds (value, in frame buffer, bytes read, bytes read not yet parsed), ``stamp`` the record's
-        stamp and ``error`` a failure's message."""
-        if others is not self._others_key and others != self._others_key:
-            self._others_key = others
-            self._others = (C.c_int32 * len(others))(*others) if others else None
+        Then ``info`` holds (value, in frame buffer, bytes read, bytes read not yet parsed),
+        ``stamp`` the record's stamp and ``error`` a failure's message."""
+        self.set_others(others)
         if frame is None:
-            dst, cap = self._scratch_addr, SCRATCH
+            dst, cap = self.scratch_addr, SCRATCH
         else:
             dst, cap = frame.ctypes.data, frame.size
-        return self._recv(self.h, wait_us, dst, cap, self._others, len(others), *self._args)
+        return self.call(self.h, wait_us, dst, cap, self.others if others else None, len(others), *self.args)
 
     @property
     def info(self):

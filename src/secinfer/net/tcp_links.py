@@ -36,7 +36,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from secinfer.errors import FrameError, InboxFullError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net import native_link
 from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
-                                      EV_OVERSIZED)
+                                      EV_OVERSIZED, SCRATCH)
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -386,12 +386,17 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
     info = nat.info
     wait_us = int(wait * 1e6) + 1 if wait > 0 else 0
     ev = EV_NONE
+    if others:
+        nat.set_others(others)
     while not c.eof:
         if soft is not None and not info[3] and (ep._queued[peer] >= soft or ep._fg):
             # (the reader thread: enough waits here, or the protocol thread takes over;
             # as in _read, what was read from the socket is parsed first)
             return ev
-        ev = nat.recv(wait_us, c.frame, others)
+        if c.frame is None:     # (Opener.recv, inline)
+            ev = nat.call(nat.h, wait_us, nat.scratch_addr, SCRATCH, nat.others, len(others), *nat.args)
+        else:
+            ev = nat.call(nat.h, wait_us, c.frame.ctypes.data, c.frame.size, nat.others, len(others), *nat.args)
         now = time.monotonic()
         if info[2]:
             c.last = now
