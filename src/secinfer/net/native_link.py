@@ -19,6 +19,7 @@ from pathlib import Path
 
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER = 0, 1, 2, 3, 4, 5, 6
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
+ABI = 1                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
 
@@ -53,7 +54,10 @@ def _bind() -> None:
         if not LIB_PATH.exists():
             return
         lib = C.CDLL(str(LIB_PATH))
-        if not hasattr(lib, "rl_recv"):      # (a library built before this layer)
+        if not hasattr(lib, "rl_abi"):       # (a library built before this layer)
+            return
+        lib.rl_abi.restype = C.c_int
+        if lib.rl_abi() != ABI:              # (built from other sources than these)
             return
     except OSError:
         return

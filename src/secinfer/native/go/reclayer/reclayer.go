@@ -107,6 +107,15 @@ func (s *stream) setNonce() {
 	binary.LittleEndian.PutUint64(s.nonce[4:], s.counter)
 }
 
+// abiVersion changes whenever an export's arguments or meaning change (native_link.py
+// refuses a library of another version and uses the Python record layer).
+const abiVersion = 1
+
+// rl_abi is the version of these exports.
+//
+//export rl_abi
+func rl_abi() C.int { return abiVersion }
+
 // rl_new keys a stream on descriptor fd (not owned: the caller closes it) with a 32-byte
 // AES-256-GCM key, starting at record counter; maxFrame bounds received frames. Writes
 // the handle into *out; returns 0, or -1 for a bad key.
