@@ -490,7 +490,9 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
-            bar = _party_bar(protocol, len(procs)) if progress else None
+            # (a bar is drawn on a terminal only: elsewhere it is not even imported, tqdm's
+            # import costs a short run ~0.05 s)
+            bar = _party_bar(protocol, len(procs)) if progress and sys.stderr.isatty() else None
             last_refresh = time.monotonic()
             deadline = time.monotonic() + timeout
             grace = float(settings.get("peer_timeout", 10.0)) + 4.0

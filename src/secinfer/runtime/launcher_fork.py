@@ -94,6 +94,19 @@ def _set_pdeathsig() -> None:
         pass
 
 
+def one_blas_thread_env(env) -> dict:
+    """The environment that starts OpenBLAS with one thread, unless ``env`` sets its
+    thread count already: {} then. Read once, when numpy loads OpenBLAS. Every party runs
+    with one BLAS thread anyway (``secinfer.protocols.rep3.blas`` and the protocols'
+    ``threadpool_limits(1)``: several parties share the cores); started with a pool of
+    threads, numpy's import costs ~0.05 s more (creating the pool) and each forked party
+    pays to shrink it. A party that asks for more threads (``threadpool_limits``) still
+    gets them."""
+    if any(k in env for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")):
+        return {}
+    return {"OPENBLAS_NUM_THREADS": "1"}
+
+
 # ---- the launcher's side ------------------------------------------------------------------------
 class ForkedParty:
     """A party forked by the server: the part of ``subprocess.Popen`` the launcher uses."""
@@ -159,6 +172,7 @@ class ForkServer:
             env = _party_env(protocol_module)
         env = dict(os.environ if env is None else env)
         env["PYTHONUNBUFFERED"] = "1"   # (as a spawned party had: a killed party's last words reach its log)
+        env.update(one_blas_thread_env(env))
         try:
             proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -320,6 +334,7 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
     imp("secinfer.ir.shapes")
     imp("zipfile")             # (np.load of that .npz)
+    imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
     # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
     # (0.05 s of CPU in each child): once, here
     imp("cryptography.hazmat.backends.openssl.backend")
