@@ -6,12 +6,12 @@ the traceback. Sub-commands: demo, run, party, keygen, models, inspect, bench.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import traceback
 
 from secinfer.errors import InsecureParametersError, SecinferError
+
+# argparse, json and traceback are imported where used: a run line forks its fork server
+# first (main), and everything imported before that is on the run's critical path
 
 EXIT_ERROR = 2
 EXIT_ABORT = 3
@@ -24,7 +24,7 @@ _SECURITIES = "semi-honest | malicious | fair (which ones a protocol offers: `se
 def _add_common_run_args(p: argparse.ArgumentParser) -> None:
     from secinfer.protocols.registry import names
 
-    p.formatter_class = _HelpFormatter
+    p.formatter_class = _help_formatter()
     p.add_argument("--protocol", "-p", required=True, help=f"protocol: {', '.join(names())}")
     p.add_argument("--security", "-s", default=None, help=f"{_SECURITIES}; default: the protocol's")
     p.add_argument("--network", default="none",
@@ -52,12 +52,23 @@ def _he_sets() -> str:
         return "(the HE layer is not importable)"
 
 
-class _HelpFormatter(argparse.HelpFormatter):
-    """Fills in the HE parameter sets when a help text is printed, not when the parser is built."""
+_FORMATTER: list = []
 
-    def _get_help_string(self, action):
-        h = super()._get_help_string(action) or ""
-        return h.replace(_HE_SETS, _he_sets()) if _HE_SETS in h else h
+
+def _help_formatter():
+    """The parsers' help formatter: fills in the HE parameter sets when a help text is
+    printed, not when the parser is built (a class made on first use: argparse is imported
+    only then)."""
+    if not _FORMATTER:
+        import argparse
+
+        class _HelpFormatter(argparse.HelpFormatter):
+            def _get_help_string(self, action):
+                h = super()._get_help_string(action) or ""
+                return h.replace(_HE_SETS, _he_sets()) if _HE_SETS in h else h
+
+        _FORMATTER.append(_HelpFormatter)
+    return _FORMATTER[0]
 
 
 def _add_verbosity(p: argparse.ArgumentParser) -> None:
@@ -69,6 +80,8 @@ def _add_verbosity(p: argparse.ArgumentParser) -> None:
 
 
 def _parse_options(items: list[str], params: str | None) -> dict:
+    import json
+
     from secinfer.errors import ConfigError
 
     opts: dict = {}
@@ -95,6 +108,8 @@ def _parse_options(items: list[str], params: str | None) -> dict:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; ``only="run"``: just the ``run`` sub-command (what a run
     line needs: building the other sub-parsers costs a short command measurable time)."""
+    import argparse
+
     from secinfer import __version__
 
     ap = argparse.ArgumentParser(prog="secinfer", description="Private machine-learning inference.")
@@ -245,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         #               and collecting during them costs ~10% of their CPU
         from secinfer.runtime.launcher_fork import ForkServer
 
-        server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
+        # (run hands the model over); fork=True: this process has read nothing yet, so the
+        # server can be a fork of it rather than a new interpreter
+        server = ForkServer.start(early[0], transport=early[1], onnx=False, fork=True)
     try:
         args = _parse(argv, early is not None)
         return _dispatch(args, t_main, server)
@@ -258,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.close()     # (a no-op when the run used it: run_local stopped it)
 
 
-def _parse(argv: list[str], run_line: bool) -> argparse.Namespace:
+def _parse(argv: list[str], run_line: bool):
     if not run_line:
         return build_parser().parse_args(argv)
     import contextlib
@@ -288,6 +305,8 @@ def _dispatch(args, t_main: float, server) -> int:
         return 130
     except SecinferError as e:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         from secinfer.errors import ProtocolAbort
 
@@ -295,11 +314,15 @@ def _dispatch(args, t_main: float, server) -> int:
         return EXIT_ABORT if isinstance(e, ProtocolAbort) else EXIT_ERROR
     except (OSError, ValueError) as e:
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as e:  # noqa: BLE001 - last resort: still one line unless --debug
         if args.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"error: internal error {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr)

@@ -621,6 +621,8 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         ev["fork_server_spawned"] = server.t_spawn
         if server.t_ready is not None:
             ev["fork_server_ready"] = server.t_ready
+        if (server.info or {}).get("at") is not None:   # by its own clock: when its imports were done
+            ev["fork_server_imported"] = float(server.info["at"])
     t0 = min(ev.values())
     rel = lambda t: None if t is None else round(t - t0, 4)  # noqa: E731
     parties, last = {}, {}
