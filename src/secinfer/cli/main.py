@@ -263,6 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         # (run hands the model over); fork=True: this process has read nothing yet, so the
         # server can be a fork of it rather than a new interpreter
         server = ForkServer.start(early[0], transport=early[1], onnx=False, fork=True)
+        if getattr(server, "forked", False):   # the line runs in a process the server forks (cli.runner)
+            from secinfer.cli.runner import run_via_server
+
+            rc = run_via_server(server, argv, t_main, _process_start(t_main))
+            if rc is not None:
+                server.close()
+                return rc
     try:
         args = _parse(argv, early is not None)
         return _dispatch(args, t_main, server)
@@ -291,13 +298,15 @@ def _parse(argv: list[str], run_line: bool):
         raise
 
 
-def _dispatch(args, t_main: float, server) -> int:
+def _dispatch(args, t_main: float, server, process_start: float | None = None,
+              extra_events: dict | None = None) -> int:
     try:
         from secinfer.cli import commands
 
         fn = getattr(args, "func", None) or getattr(commands, "cmd_" + args.cmd)
         if fn is commands.cmd_run:   # its start-up report begins with this process
-            events = {"process_start": _process_start(t_main), "main": t_main}
+            events = {"process_start": process_start if process_start is not None else _process_start(t_main),
+                      "main": t_main, **(extra_events or {})}
             return int(fn(args, events=events, server=server) or 0)
         return int(fn(args) or 0)
     except KeyboardInterrupt:

@@ -56,15 +56,20 @@ class ForkServerError(Exception):
 class _Lines:
     """Newline-separated JSON messages from a stream socket."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, fds: bool = False):
         self.sock = sock
         self.buf = b""
         self.eof = False
+        self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
         try:
-            data = self.sock.recv(65536)
+            if self.fds is None:
+                data = self.sock.recv(65536)
+            else:
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, 8)
+                self.fds.extend(fds)
         except BlockingIOError:
             return []
         except OSError:
@@ -218,6 +223,48 @@ class ForkServer:
         child.close()
         return cls(_ForkedServerProcess(pid), parent, protocol, None, transport, time.time())
 
+    @classmethod
+    def attach(cls, sock: socket.socket, msg: dict) -> "ForkServer":
+        """In a run process (``start_run``): the handle on the server that forked it (ready
+        already; ``close`` does not wait for it: it is this process's parent)."""
+        server = cls(_Parent(), sock, msg["protocol"], None, msg.get("transport"), float(msg["spawned"]))
+        server.info, server.t_ready = msg["ready"], float(msg["ready_seen"])
+        return server
+
+    def start_run(self, target: str, payload: dict, timeout: float = 120.0) -> int | None:
+        """Have the server fork a process that runs ``target`` (``module:function``, called
+        with its control socket and the message) in this one's stead, with this process's
+        stdin/stdout/stderr, environment and working folder; its pid, or None if it could
+        not be started (nothing has run then). Only once the server is ready and safe."""
+        if self.dead or self.wait_ready(timeout) is not None:
+            return None
+        msg = dict(payload, op="run", target=target, env=dict(os.environ), cwd=os.getcwd(),
+                   protocol=self.protocol, transport=self.transport, spawned=self.t_spawn, ready=self.info,
+                   ready_seen=self.t_ready)
+        self._pending.pop("run", None)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            socket.send_fds(self.sock, [json.dumps(msg).encode() + b"\n"], [0, 1, 2])
+        except OSError:
+            self._died()
+            return None
+        end = time.monotonic() + 10.0
+        while "run" not in self._pending and not self.dead and time.monotonic() < end:
+            self.pump(0.5)
+        reply = self._pending.pop("run", None)
+        if reply is None or reply.get("op") != "started":
+            return None
+        return int(reply["pid"])
+
+    @property
+    def forked(self) -> bool:
+        """A fork of this process (``start(fork=True)``), not a new interpreter."""
+        return isinstance(self.proc, _ForkedServerProcess)
+
     def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
         return (self.protocol, self.protocol_module, self.transport) == (protocol, protocol_module, transport)
 
@@ -342,6 +389,20 @@ def _kill_server(pid: int) -> None:
             return
         except (ProcessLookupError, PermissionError):
             continue
+
+
+class _Parent:
+    """``ForkServer.proc`` in a run process: the server is its parent (not reaped here)."""
+
+    def __init__(self):
+        self.pid = os.getppid()
+        self.returncode = None
+
+    def poll(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
 
 
 class _ForkedServerProcess:
@@ -553,18 +614,18 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                  "failed": failed, "unsafe": unsafe})
     if unsafe:
         return 0
-    lines = _Lines(ctrl)
-    children: dict[int, tuple[str, int | None]] = {}   # pid -> (role, pidfd)
+    conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
+    children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
     stop = False
     while not stop or children:
-        fds = [ctrl] if not stop else []
-        fds += [fd for _, fd in children.values() if fd is not None]
-        poll_all = any(fd is None for _, fd in children.values())
+        fds = [c.sock for c in conns.values()] if not stop else []
+        fds += [fd for _, fd, _ in children.values() if fd is not None]
+        poll_all = any(fd is None for _, fd, _ in children.values())
         try:
             select.select(fds, [], [], 0.01 if poll_all or not fds else None)
         except InterruptedError:
             pass
-        for pid, (role, fd) in list(children.items()):
+        for pid, (role, fd, owner) in list(children.items()):
             try:
                 wpid, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
@@ -573,45 +634,148 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 if fd is not None:
                     os.close(fd)
                 del children[pid]
-                _try_send(ctrl, {"op": "exited", "role": role, "pid": pid, "rc": os.waitstatus_to_exitcode(status)})
+                if owner in conns:
+                    _try_send(conns[owner].sock, {"op": "exited", "role": role, "pid": pid,
+                                                  "rc": os.waitstatus_to_exitcode(status)})
         if stop:
             continue
-        ready = select.select([ctrl], [], [], 0)[0]
-        if not ready:
-            continue
-        msgs = lines.read()
-        stop = lines.eof or any(m.get("op") == "exit" for m in msgs)
-        if stop:       # the launcher is gone or done (it stopped its parties first): nobody outlives it
-            for pid in children:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            continue
-        for msg in msgs:
-            if msg.get("op") != "fork":
+        for key, conn in list(conns.items()):
+            if not select.select([conn.sock], [], [], 0)[0]:
                 continue
-            why = fork_unsafe()
-            if why:
-                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": why})
+            msgs = conn.read()
+            done = conn.eof or any(m.get("op") == "exit" for m in msgs)
+            if done and key == ctrl.fileno():   # the launcher is gone or done (it stopped its parties
+                stop = True                     # first): nobody outlives it
+                for pid in children:
+                    _kill_server(pid)
+                break
+            if done:                            # a run process is done: its parties go with it
+                for pid, (_, _, owner) in children.items():
+                    if owner == key:
+                        _kill_server(pid)
+                conn.sock.close()
+                del conns[key]
                 continue
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            close_fds = [ctrl.fileno()] + [fd for _, fd in children.values() if fd is not None]
-            try:
-                pid = os.fork()
-            except OSError as e:
-                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
-                continue
-            if pid == 0:
-                _child(msg, close_fds)           # never returns
-            try:
-                pidfd = os.pidfd_open(pid)
-            except (AttributeError, OSError):
-                pidfd = None                     # (then the loop polls every 10 ms)
-            children[pid] = (msg.get("role"), pidfd)
-            _try_send(ctrl, {"op": "started", "role": msg.get("role"), "pid": pid})
+            for msg in msgs:
+                if msg.get("op") == "fork":
+                    _fork_party(msg, conn.sock, key, conns, children)
+                elif msg.get("op") == "run" and key == ctrl.fileno():
+                    _fork_run(msg, conn, conns, children)
     return 0
+
+
+def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict) -> None:
+    """``fork``: one party, forked from this server; the reply goes to who asked."""
+    why = fork_unsafe()
+    if why:
+        _try_send(sock, {"op": "error", "role": msg.get("role"), "message": why})
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    try:
+        pid = os.fork()
+    except OSError as e:
+        _try_send(sock, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
+        return
+    if pid == 0:
+        _child(msg, close_fds)           # never returns
+    children[pid] = (msg.get("role"), _pidfd(pid), key)
+    _try_send(sock, {"op": "started", "role": msg.get("role"), "pid": pid})
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None                      # (then the loop polls every 10 ms)
+
+
+def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict) -> None:
+    """``run``: a process that runs the launcher's command in its stead (``target``, a
+    function of a ``secinfer.`` module, given its own control socket to this server and the
+    message), with the launcher's stdin, stdout and stderr (passed along with the message),
+    its environment and working folder. It asks this server for its parties like a
+    launcher; they are forked from this server, never from it (it reads the model and the
+    input). The launcher is told ``started``/``exited`` (role ``run``)."""
+    got, conn.fds[:] = list(conn.fds), []
+    target = str(msg.get("target") or "")
+    if len(got) != 3 or not target.startswith("secinfer.") or ":" not in target:
+        for fd in got:
+            os.close(fd)
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
+        return
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        for fd in got:
+            os.close(fd)
+        mine.close(), theirs.close()
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
+        return
+    if pid == 0:
+        mine.close()
+        _run_child(msg, theirs, got, close_fds)     # never returns
+    theirs.close()
+    for fd in got:
+        os.close(fd)
+    conns[mine.fileno()] = _Lines(mine)
+    children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
+    _try_send(conn.sock, {"op": "started", "role": "run", "pid": pid})
+
+
+def _run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[int]) -> None:
+    """In the forked run process (``_fork_run``): never returns."""
+    code = 1
+    try:
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)    # the launcher forwards its signals
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(msg.get("env") or {})
+        os.chdir(msg.get("cwd") or "/")
+        import importlib
+
+        mod, fn = msg["target"].split(":", 1)
+        code = getattr(importlib.import_module(mod), fn)(sock, msg)
+        code = int(code or 0)
+    except SystemExit as e:                      # argparse: usage errors
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - the launcher reports the exit code; the traceback says why
+        import traceback
+
+        try:
+            traceback.print_exc()
+        except Exception:  # noqa: BLE001
+            pass
+        code = 1
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
 
 
 def _try_send(ctrl: socket.socket, msg: dict) -> None:
