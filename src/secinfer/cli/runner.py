@@ -1,6 +1,6 @@
 """``secinfer run`` run by a process forked from its fork server (issue #23 item 2).
 
-The command line process forks its fork server first (``ForkServer.start(fork=True)``,
+The command line process forks its fork server first (``secinfer.cli.main._fork_server_now``,
 before it parses or reads anything). Once that server has imported what the parties need
 (numpy, the protocol, the transport), it forks one more process, the *run process*, which
 does what the command would have done itself, in the same order and with the same checks:
@@ -68,6 +68,7 @@ def run_forked(sock, msg: dict) -> int:
     forked = time.time()
     server = ForkServer.attach(sock, msg)
     gc.disable()   # until the checks are done (commands.cmd_run), as main does for a run line
+    gc.freeze()    # (what the server imported: never a cycle to collect, never walked by the collector)
     try:
         args = _parse(list(msg["argv"]), True)
         return _dispatch(args, float(msg["t_main"]), server, process_start=msg.get("process_start"),

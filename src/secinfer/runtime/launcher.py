@@ -636,6 +636,7 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
     early = spawned is not None and ev.get("run_command") is not None and spawned <= ev["run_command"]
     marks = [("interpreter start and command-line imports", ev.get("main")),
              ("fork server spawn (secinfer run: before parsing)", spawned if early else None),
+             ("fork server's imports, then it forks the run process", ev.get("run_process")),
              ("argument parsing", ev.get("run_command")),
              ("checks before launch (imports, model, input)", ev.get("prepared")),
              ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),

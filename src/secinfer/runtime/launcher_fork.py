@@ -158,16 +158,17 @@ class ForkServer:
 
     @classmethod
     def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
-              env: dict | None = None, onnx: bool = True, fork: bool = False) -> "ForkServer | None":
+              env: dict | None = None, onnx: bool = True, forked: tuple | None = None) -> "ForkServer | None":
         """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
         ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
-        its checked model, ``launcher.write_model_ir``). ``fork``: when this process is
-        still fresh (``fresh_process``: the command line before it read anything), fork it
-        into the server instead of starting a new interpreter (~0.05 s sooner ready)."""
-        if fork and protocol_module is None and env is None and fresh_process() is None:
-            server = cls._fork(protocol, transport, onnx)
-            if server is not None:
-                return server
+        its checked model, ``launcher.write_model_ir``). ``forked``: (pid, control socket's
+        fd, time.time()) of a server this process forked already (``serve_forked``: the
+        command line forks itself before it reads anything, ``secinfer.cli.main``): its
+        handle, instead of a new interpreter."""
+        if forked is not None:
+            pid, fd, t = forked
+            return cls(_ForkedServerProcess(int(pid)), socket.socket(fileno=int(fd)), protocol, None, transport,
+                       float(t))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
                "--parent", str(os.getpid()), "--protocol", protocol]
@@ -196,39 +197,12 @@ class ForkServer:
         return cls(proc, parent, protocol, protocol_module, transport, time.time())
 
     @classmethod
-    def _fork(cls, protocol: str, transport: str | None, onnx: bool) -> "ForkServer | None":
-        """``start(fork=True)``: this process forks, the child becomes the server."""
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        me = os.getpid()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()      # (nothing written twice)
-            except (OSError, ValueError):
-                pass
-        try:
-            pid = os.fork()
-        except OSError:
-            parent.close()
-            child.close()
-            return None
-        if pid == 0:   # the server; never returns
-            code = 1
-            try:
-                parent.close()
-                code = _forked_server(child, me, protocol, transport, onnx)
-            except BaseException:  # noqa: BLE001 - the launcher sees it die and spawns its parties
-                code = 1
-            finally:
-                os._exit(code)
-        child.close()
-        return cls(_ForkedServerProcess(pid), parent, protocol, None, transport, time.time())
-
-    @classmethod
     def attach(cls, sock: socket.socket, msg: dict) -> "ForkServer":
         """In a run process (``start_run``): the handle on the server that forked it (ready
         already; ``close`` does not wait for it: it is this process's parent)."""
         server = cls(_Parent(), sock, msg["protocol"], None, msg.get("transport"), float(msg["spawned"]))
-        server.info, server.t_ready = msg["ready"], float(msg["ready_seen"])
+        if msg.get("ready"):        # (else its ready message comes over the socket)
+            server.info, server.t_ready = msg["ready"], float(msg["ready_seen"])
         return server
 
     def start_run(self, target: str, payload: dict, timeout: float = 120.0) -> int | None:
@@ -236,11 +210,10 @@ class ForkServer:
         with its control socket and the message) in this one's stead, with this process's
         stdin/stdout/stderr, environment and working folder; its pid, or None if it could
         not be started (nothing has run then). Only once the server is ready and safe."""
-        if self.dead or self.wait_ready(timeout) is not None:
+        if self.dead:
             return None
         msg = dict(payload, op="run", target=target, env=dict(os.environ), cwd=os.getcwd(),
-                   protocol=self.protocol, transport=self.transport, spawned=self.t_spawn, ready=self.info,
-                   ready_seen=self.t_ready)
+                   protocol=self.protocol, transport=self.transport, spawned=self.t_spawn)
         self._pending.pop("run", None)
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -252,7 +225,7 @@ class ForkServer:
         except OSError:
             self._died()
             return None
-        end = time.monotonic() + 10.0
+        end = time.monotonic() + timeout     # (forked once the server has imported the protocol)
         while "run" not in self._pending and not self.dead and time.monotonic() < end:
             self.pump(0.5)
         reply = self._pending.pop("run", None)
@@ -262,7 +235,7 @@ class ForkServer:
 
     @property
     def forked(self) -> bool:
-        """A fork of this process (``start(fork=True)``), not a new interpreter."""
+        """A fork of this process (``start(forked=...)``), not a new interpreter."""
         return isinstance(self.proc, _ForkedServerProcess)
 
     def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
@@ -363,6 +336,8 @@ class ForkServer:
         except OSError:
             pass
         self.dead = True
+        if isinstance(self.proc, _Parent):            # (a run process: the server is its parent, and goes on)
+            return
         if not self.parties and self.info is None:   # still importing, never used: no need to wait for it
             _kill_server(self.proc.pid)
         try:
@@ -407,7 +382,7 @@ class _Parent:
 
 class _ForkedServerProcess:
     """The part of ``subprocess.Popen`` that ``ForkServer`` uses, for a server forked from
-    this process (``ForkServer.start(fork=True)``): this process reaps it."""
+    this process (``ForkServer.start(forked=...)``): this process reaps it."""
 
     def __init__(self, pid: int):
         self.pid = pid
@@ -432,18 +407,12 @@ class _ForkedServerProcess:
         return self.returncode
 
 
-def fresh_process() -> str | None:
-    """Why this process must not be forked into a fork server, or None: only a process that
-    has read nothing yet may be (the command line, before it parsed its arguments), so that
-    the server, and every party forked from it, holds no data of any party: one thread, no
-    numpy (nothing computed or loaded), no native library, no ZeroMQ."""
-    if "numpy" in sys.modules:
-        return "numpy is imported (this process may hold data)"
-    return fork_unsafe()
-
-
-def _forked_server(ctrl: socket.socket, parent: int, protocol: str, transport: str | None, onnx: bool) -> int:
-    """In the child of ``ForkServer._fork``: what ``main`` does in a spawned server."""
+def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool) -> int:
+    """A fork server made by forking the launcher (``ForkServer.start(forked=...)``), in
+    the child: what ``main`` does in a spawned one. Only a process that holds no data of
+    any party may fork itself into one (the command line before it read its arguments): the
+    server, and every party forked from it, then holds none either."""
+    ctrl = socket.socket(fileno=fd)
     os.setsid()                                    # its own session, as a spawned server has
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -462,10 +431,13 @@ def _forked_server(ctrl: socket.socket, parent: int, protocol: str, transport: s
 
 # ---- the server's side --------------------------------------------------------------------------
 def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
-            onnx: bool = True) -> dict:
+            onnx: bool = True, between=None) -> dict:
     """Import what a party of ``protocol`` imports before it runs; returns {module: error}
     for the imports that failed (a party reports such an error itself, after the fork).
-    ``onnx``: the model owner's ONNX importer too (it imports the model file itself)."""
+    ``onnx``: the model owner's ONNX importer too (it imports the model file itself).
+    ``between``: called once what a launcher needs too is imported (numpy, the protocol,
+    the launcher), before what only the parties need (the transport, the handshake's
+    cryptography): a run process forked then imports its own modules meanwhile."""
     import importlib
 
     failed: dict[str, str] = {}
@@ -477,11 +449,22 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             failed[name] = f"{type(e).__name__}: {e}"
             return None
 
-    for name in ("numpy", "secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.runtime.launcher",
-                 "secinfer.runtime.cluster", "secinfer.crypto.prg", "secinfer.protocols.base",
+    for name in ("numpy", "secinfer.runtime.launcher", "secinfer.runtime.cluster", "secinfer.protocols.base",
                  "secinfer.net.shaping"):
         imp(name)
     registry = imp("secinfer.protocols.registry")
+    spec = None
+    if registry is not None:
+        try:
+            if protocol_module:
+                registry.register_module(protocol, protocol_module)
+            spec = registry.get(protocol)
+        except Exception as e:  # noqa: BLE001 - as above
+            failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
+    if between is not None:
+        between()
+    for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
+        imp(name)
     cluster = sys.modules.get("secinfer.runtime.cluster")
     t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
     imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
@@ -492,14 +475,6 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
     # (0.05 s of CPU in each child): once, here
     imp("cryptography.hazmat.backends.openssl.backend")
-    spec = None
-    if registry is not None:
-        try:
-            if protocol_module:
-                registry.register_module(protocol, protocol_module)
-            spec = registry.get(protocol)
-        except Exception as e:  # noqa: BLE001 - as above
-            failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
     if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
         imp("secinfer.ir.onnx_import")
         imp("secinfer.ir.passes")
@@ -602,21 +577,40 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
     import gc
 
     t0 = time.perf_counter()
+    conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
+    children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
+    early: list[dict] = []                        # messages read before ready, for the loop below
+    ready: dict = {}
+
+    def run_early():
+        # a launcher that asked for a run process at once (``start_run``) gets it now: its
+        # own imports then run beside the rest of ours
+        if select.select([ctrl], [], [], 0)[0]:
+            msgs = conns[ctrl.fileno()].read()
+            for m in msgs:
+                if m.get("op") == "run":
+                    _fork_run(m, conns[ctrl.fileno()], conns, children, None)
+                else:
+                    early.append(m)
+
     gc.disable()    # (imports make few cycles; collecting during them costs ~10% of their CPU)
     try:
-        failed = preload(protocol, protocol_module, transport, onnx)
+        failed = preload(protocol, protocol_module, transport, onnx, between=run_early)
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
     unsafe = fork_unsafe()
-    _send(ctrl, {"op": "ready", "pid": os.getpid(), "at": time.time(), "seconds": round(time.perf_counter() - t0, 6),
-                 "cpu_seconds": round(time.process_time(), 6),   # (interpreter start and imports)
-                 "failed": failed, "unsafe": unsafe})
-    if unsafe:
+    ready.update(op="ready", pid=os.getpid(), at=time.time(), seconds=round(time.perf_counter() - t0, 6),
+                 cpu_seconds=round(time.process_time(), 6),   # (interpreter start and imports)
+                 failed=failed, unsafe=unsafe)
+    for conn in conns.values():                    # (the launcher, and a run process forked already)
+        _try_send(conn.sock, ready)
+    if unsafe and not children:
         return 0
-    conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
-    children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
-    stop = False
+    stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
+    if stop:        # the launcher went away while we imported: nobody outlives it
+        for pid in children:
+            _kill_server(pid)
     while not stop or children:
         fds = [c.sock for c in conns.values()] if not stop else []
         fds += [fd for _, fd, _ in children.values() if fd is not None]
@@ -660,7 +654,7 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 if msg.get("op") == "fork":
                     _fork_party(msg, conn.sock, key, conns, children)
                 elif msg.get("op") == "run" and key == ctrl.fileno():
-                    _fork_run(msg, conn, conns, children)
+                    _fork_run(msg, conn, conns, children, ready)
     return 0
 
 
@@ -691,7 +685,7 @@ def _pidfd(pid: int) -> int | None:
         return None                      # (then the loop polls every 10 ms)
 
 
-def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict) -> None:
+def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None) -> None:
     """``run``: a process that runs the launcher's command in its stead (``target``, a
     function of a ``secinfer.`` module, given its own control socket to this server and the
     message), with the launcher's stdin, stdout and stderr (passed along with the message),
@@ -705,6 +699,13 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict) -> None:
             os.close(fd)
         _try_send(conn.sock, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
         return
+    why = fork_unsafe()
+    if why:
+        for fd in got:
+            os.close(fd)
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": why})
+        return
+    msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
     for stream in (sys.stdout, sys.stderr):
