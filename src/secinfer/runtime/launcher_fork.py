@@ -29,10 +29,21 @@ How.
   it is ready), the launcher starts each party as its own interpreter, as before
   (``secinfer.runtime.launcher``, ``start="spawn"``).
 
+* ``secinfer run`` forks its server from the command process itself, before it parses its
+  line or imports numpy (``serve_forked``; ``ForkServer.start(forked=...)``), and has the
+  server fork a *run process* that runs the line in its stead (``run`` below,
+  ``secinfer.cli.runner``): it gets its own control socket to the server and asks it for
+  its parties like a launcher; the server forks it as soon as numpy, the launcher and the
+  protocol are imported (``preload(between=...)``), and imports the rest meanwhile.
+
 Messages: one JSON object per line over a Unix socket pair. Launcher -> server:
-``{"op": "fork", "role", "argv", "log"}``, ``{"op": "exit"}``. Server -> launcher:
-``{"op": "ready", "pid", "seconds", "failed", "unsafe"}``, ``{"op": "started", "role",
-"pid"}``, ``{"op": "exited", "role", "pid", "rc"}``, ``{"op": "error", "role", "message"}``.
+``{"op": "fork", "role", "argv", "log"}``, ``{"op": "run", "target", "env", "cwd", ...}``
+(with the launcher's stdin, stdout and stderr as SCM_RIGHTS descriptors), ``{"op":
+"exit"}``. Server -> launcher: ``{"op": "ready", "pid", "at", "seconds", "failed",
+"unsafe"}``, ``{"op": "started", "role", "pid"}``, ``{"op": "exited", "role", "pid",
+"rc"}``, ``{"op": "error", "role", "message"}`` (role ``run``: the run process). A run
+process's own socket carries ``fork``/``exit`` and the replies; its ``exit`` (or its end)
+stops only its parties.
 """
 
 from __future__ import annotations
@@ -349,11 +360,6 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 pass
 
-    def timeline(self) -> dict:
-        """When it was spawned and became ready (``time.time()``), its import seconds."""
-        return {"spawned": self.t_spawn, "ready": self.t_ready,
-                "import_s": None if self.info is None else self.info.get("seconds"),
-                "failed_imports": None if self.info is None else self.info.get("failed")}
 
 
 def _kill_server(pid: int) -> None:
