@@ -126,3 +126,42 @@ def test_relative_paths_are_read_from_the_commands_folder(w1, tmp_path):
                        cwd=folder, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert p.returncode == 0, p.stderr
     assert (folder / "y.npy").is_file()
+
+
+def test_a_server_forks_a_run_process_only_with_the_three_descriptors(w1, capfd):
+    """The server's side of ``run`` (here a spawned server: this test process is not fresh)."""
+    from secinfer.cli.runner import TARGET, run_via_server
+    from secinfer.runtime.launcher_fork import ForkServer, _send
+
+    server = ForkServer.start("astra", onnx=False)
+    try:
+        assert server is not None and server.wait_ready(60) is None
+        _send(server.sock, {"op": "run", "target": TARGET, "argv": []})      # no descriptors: refused
+        end = time.monotonic() + 10
+        while "run" not in server._pending and time.monotonic() < end:
+            server.pump(0.5)
+        assert server._pending.pop("run")["op"] == "error"
+        argv = ["run", "-p", "astra", "-s", "semi-honest", "-m", w1[0], "-i", w1[1], "--json"]
+        rc = run_via_server(server, argv, time.time(), time.time())
+        assert rc == 0
+    finally:
+        server.close()
+    doc = json.loads(capfd.readouterr().out)
+    assert doc["startup"]["start"] == "fork" and "run_process" in doc["startup"]["events"]
+    from secinfer.api import run as api_run
+
+    ref = api_run(w1[0], np.load(w1[1]), protocol="astra", security="semi-honest", in_process=True)
+    assert np.array_equal(np.asarray(doc["output"]), ref.output)
+
+
+def test_a_run_whose_server_is_gone_is_run_by_the_command(w1, monkeypatch):
+    """start_run on a dead server: None, nothing ran (main then runs the line itself)."""
+    from secinfer.cli.runner import TARGET
+    from secinfer.runtime.launcher_fork import ForkServer
+
+    server = ForkServer.start("astra", onnx=False)
+    assert server is not None and server.wait_ready(60) is None
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(10)
+    assert server.start_run(TARGET, {"argv": []}, timeout=10) is None
+    server.close()
