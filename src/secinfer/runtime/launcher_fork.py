@@ -658,15 +658,16 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 continue
             for msg in msgs:
                 if msg.get("op") == "fork":
-                    _fork_party(msg, conn.sock, key, conns, children)
+                    _fork_party(msg, conn.sock, key, conns, children, unsafe)
                 elif msg.get("op") == "run" and key == ctrl.fileno():
                     _fork_run(msg, conn, conns, children, ready)
     return 0
 
 
-def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict) -> None:
-    """``fork``: one party, forked from this server; the reply goes to who asked."""
-    why = fork_unsafe()
+def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None) -> None:
+    """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
+    ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
+    why = unsafe
     if why:
         _try_send(sock, {"op": "error", "role": msg.get("role"), "message": why})
         return
