@@ -408,7 +408,6 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         raise ConfigError(f"protocol {protocol!r}: the model owner ({spec.model_role}) needs a model")
     settings = dict(cluster_settings or {})
 
-    _remove_stale_workdirs()
     work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))   # keys, input, cluster file: 0700, always removed
     os.chmod(work, 0o700)
     (work / "launcher.pid").write_text(str(os.getpid()))
@@ -487,6 +486,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                         start_new_session=True)
             events["parties_started"] = time.time()
             cpu_at_start = time.process_time()
+            _remove_stale_workdirs()   # (housekeeping while the parties run, not before they start)
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
