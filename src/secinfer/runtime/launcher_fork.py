@@ -753,7 +753,10 @@ def _run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[i
             signal.signal(sig, signal.SIG_DFL)
         os.environ.clear()
         os.environ.update(msg.get("env") or {})
-        os.chdir(msg.get("cwd") or "/")
+        try:
+            os.chdir(msg.get("cwd") or "/")
+        except OSError:   # (a folder removed meanwhile: as the command, which still ran there)
+            pass
         import importlib
 
         mod, fn = msg["target"].split(":", 1)
