@@ -21,7 +21,7 @@ _FIXED = "fx64f13 (64-bit ring, 13 fractional bits), fx64f16, fx32f13 (32-bit ri
 _SECURITIES = "semi-honest | malicious | fair (which ones a protocol offers: `secinfer models`)"
 
 
-def _add_common_run_args(p: argparse.ArgumentParser) -> None:
+def _add_common_run_args(p) -> None:
     from secinfer.protocols.registry import names
 
     p.formatter_class = _help_formatter()
@@ -71,7 +71,7 @@ def _help_formatter():
     return _FORMATTER[0]
 
 
-def _add_verbosity(p: argparse.ArgumentParser) -> None:
+def _add_verbosity(p) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("-v", "--verbose", action="count", default=0,
                    help="more detail on stderr (per phase and party after a run)")
@@ -105,7 +105,7 @@ def _parse_options(items: list[str], params: str | None) -> dict:
     return opts
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None):
     """The command line's parser; ``only="run"``: just the ``run`` sub-command (what a run
     line needs: building the other sub-parsers costs a short command measurable time)."""
     import argparse
