@@ -406,10 +406,22 @@ class _ForkedServerProcess:
 
     def wait(self, timeout: float | None = None) -> int:
         end = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if end is not None and time.monotonic() >= end:
-                raise subprocess.TimeoutExpired(["<fork server>"], timeout)
-            time.sleep(0.005)
+        try:
+            fd = os.pidfd_open(self.pid)   # (readable once it has exited: no polling)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            while self.poll() is None:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(["<fork server>"], timeout)
+                if fd is not None:
+                    select.select([fd], [], [], left)
+                else:
+                    time.sleep(0.005 if left is None else min(0.005, left))
+        finally:
+            if fd is not None:
+                os.close(fd)
         return self.returncode
 
 
