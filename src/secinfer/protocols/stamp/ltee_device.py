@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
-from secinfer.errors import FrameError, ProtocolError
+from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
 from secinfer.net.codec import Header, decode_frame, encode_frame
 
 BUS_SESSION = b"stamp-ltee-bus\x00\x00"
@@ -472,6 +472,8 @@ class Device:
             raise Refused("policy", "output step of the other security setting")
         spec = _parse_spec(kernels, arrays[1])
         steps = [st.get("op") for st in spec["steps"]]
+        if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
+            steps = steps[1:]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
@@ -500,7 +502,7 @@ class Device:
                     raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
             x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
             self.cnt.int_ops += 2 * n_in
-        return [kernels.run_chain(cfg, spec, x, self.cnt).reshape(-1)]
+        return [self._chain(kernels, cfg, spec, x).reshape(-1)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -531,7 +533,7 @@ class Device:
             s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
@@ -539,7 +541,7 @@ class Device:
             self.aes_bytes += 16 * n_in
             x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
             y = self._softmax(spec, arrays[2:5], j, hat, ctr)
@@ -559,6 +561,14 @@ class Device:
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
+
+    def _chain(self, kernels, cfg, spec, x):
+        """The chain, with the range guard's refusal (``kernels.shadow_check``: a sum of this
+        session's query left the ring) as code "range"."""
+        try:
+            return kernels.run_chain(cfg, spec, x, self.cnt)
+        except FixedPointRangeError as e:
+            raise Refused("range", str(e)[:1500]) from None
 
     def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
         """Malicious, the result y feeds products only: share it as A + rho, with A the
