@@ -149,3 +149,18 @@ def test_local_launcher_parties_skip_the_exchange():
     cmd = _party_cmd("client", spec, Path("c.toml"), Path("/tmp"), "astra", "semi-honest", None, "x.npy", "none",
                      None, {}, "ab", None)
     assert "--range-checked" in cmd
+
+
+def test_stamp_query_outside_the_certificate_runs_with_the_range_guard(tmp_path):
+    """digits' pixels lie outside stamp's certificate at fx32f13 but inside its guarded regions:
+    every party switches option range_guard on for this session; the answer is the reference's."""
+    from secinfer.ir.fixed_exec import run_fixed
+
+    x = bundled.bundled_testset("digits-mlp")[0][:1].astype(np.float64)
+    res = _parties(tmp_path, "stamp", "bundled:digits-mlp", x)
+    for role, o in res.items():
+        assert o["rc"] == 0, (role, o["stderr"])
+        assert o["rec"]["range_check"] == "guarded", role
+    cfg = get_config(registry.get("stamp").default_fixed)
+    ref = cfg.decode(run_fixed(load_model(str(bundled.bundled_path("digits-mlp"))), x, cfg))
+    assert np.array_equal(np.load(tmp_path / "y.npy"), ref)
