@@ -12,9 +12,11 @@ In ``secinfer party`` this is one runtime step after the mesh connects and befor
 protocol's first message (``party_exchange``), over the same authenticated endpoint:
 
     model owner -> input party:   __range_cert__     the certificate (JSON)
-    input party -> every peer:    __range_verdict__  "certified" | "guarded" | "overridden" | "refused"
+    input party -> every peer:    __range_verdict__  "run" | "guarded" | "refused"
 
-"guarded": outside the certificate but inside its guarded regions (STAMP): every party
+"run": inside the certificate, or outside with ``--allow-out-of-range`` (the peers cannot
+tell which: as in serving, an accepted query looks like any other). "guarded": outside the
+certificate but inside its guarded regions (STAMP): every party
 switches the protocol's ``range_guard`` option on for this session. "refused": the input
 party raises ``FixedPointRangeError`` (naming sample, feature, value and bound: locally
 only, the verdict carries no value of the query) and every other party raises
@@ -36,7 +38,7 @@ from secinfer.errors import ConfigError, FixedPointRangeError, ProtocolError, Qu
 
 CERT_TAG = "__range_cert__"
 VERDICT_TAG = "__range_verdict__"
-VERDICTS = ("certified", "guarded", "overridden", "refused")
+VERDICTS = ("run", "guarded", "refused")      # what the peers hear
 _MAX_CERT_BYTES = 1 << 22
 
 
@@ -110,8 +112,9 @@ def party_exchange(ep, spec, role: str, ids: dict, *, x=None, cert: dict | None 
     """The session-start range check of ``secinfer party`` (module docstring); every party
     calls it after connecting and before ``spec.run_party``. The model owner passes its
     ``cert`` (``owner_certificate``, computed before connecting), the input party its query
-    ``x``; ``ids``: role -> party id (the cluster file's). Returns the verdict; "guarded"
-    means: run with option ``range_guard`` on; "none": the protocol has no model-owner party
+    ``x``; ``ids``: role -> party id (the cluster file's). Returns the verdict (the input
+    party: "certified", "guarded" or "overridden"; the others: "run" or "guarded");
+    "guarded" means: run with option ``range_guard`` on; "none": the protocol has no model-owner party
     (nothing to certify). Raises FixedPointRangeError (the input party, refusing) or
     QueryRefusedError (every other party, when the input party refused)."""
     from secinfer.ir.range_cert import RangeCertificate
@@ -138,8 +141,9 @@ def party_exchange(ep, spec, role: str, ids: dict, *, x=None, cert: dict | None 
             raise
         if verdict == "guarded" and not spec.range_guard:
             raise ProtocolError(f"{spec.name} has no in-protocol range guard")
+        told = "guarded" if verdict == "guarded" else "run"
         for p in ep.peers:
-            _send_json(ep, p, VERDICT_TAG, {"verdict": verdict})
+            _send_json(ep, p, VERDICT_TAG, {"verdict": told})
     else:
         msg = _recv_json(ep, client, VERDICT_TAG, "range verdict")
         verdict = msg.get("verdict") if isinstance(msg, dict) else None
