@@ -34,7 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from secinfer.errors import ConfigError, NetworkError, TimeoutError_
-from secinfer.runtime.range_check import RangeWarning  # noqa: F401 - (moved there; still importable from here)
+from secinfer.runtime import range_check as _range_check
+
+RangeWarning = _range_check.RangeWarning   # (moved there; still importable from here)
 
 
 @dataclass
