@@ -286,8 +286,12 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             from secinfer.runtime.range_check import party_exchange
 
             ids = {r: cluster.by_role(r).id for r in (spec.model_role, spec.input_role) if r in spec.roles}
-            verdict = rec["range_check"] = party_exchange(ep, spec, role, ids, x=x, cert=cert,
-                                                          allow_out_of_range=allow_out_of_range)
+            t_rc = time.perf_counter()
+            try:
+                verdict = rec["range_check"] = party_exchange(ep, spec, role, ids, x=x, cert=cert,
+                                                              allow_out_of_range=allow_out_of_range)
+            finally:
+                rec["latency_s"]["range_check"] = time.perf_counter() - t_rc
             if verdict == "guarded":   # the query needs the protocol's in-protocol range guard
                 job_options["range_guard"] = True
             if log is not None:
