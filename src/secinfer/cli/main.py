@@ -186,6 +186,9 @@ def _add_others(sub) -> None:
     pa.add_argument("--session", default=None, help="session nonce shared by all parties (hex)")
     pa.add_argument("--result", default=None, help="write this party's result JSON here")
     pa.add_argument("--log-dir", default=None, metavar="DIR", help="write this party's structured log here")
+    pa.add_argument("--allow-out-of-range", action="store_true",
+                    help="input party: run a query outside the model owner's range certificate anyway (warns: the "
+                         "answer may be WRONG); without it such a query is refused before anything is shared")
 
     k = sub.add_parser("keygen", help="write identity key pairs for parties")
     k.add_argument("--out", required=True, help="output folder")
