@@ -104,7 +104,8 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
            **{f"server_{k}_cpu_s": v for k, v in scpu.items()},
            "server_cpu_s": sum(scpu.values()), "client_cpu_s": cli.get("cpu_s_total"),
            "server_setup_cpu_s": srv.get("setup_cpu_s"), "server_plan_s": srv.get("plan_s"),
-           "product_plan": _plan_summary(srv.get("product_plan")), **oracle}
+           "product_plan": _plan_summary(srv.get("product_plan")), "tiles": srv.get("tiles"),
+           "server_per_round": srv.get("per_round"), **oracle}
     for bw in BANDWIDTHS + (1.25,):
         row[f"model_s_at_{bw}MBps"] = server_s + client_s + (up - keys + down) / (bw * 1e6)
     if scpu and cli.get("cpu_s_total") is not None:

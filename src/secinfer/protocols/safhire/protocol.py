@@ -171,7 +171,7 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    h.update(f"b={cfg['b']};q=1".encode())
+    h.update(f"b={cfg['b']};q=2".encode())     # q=2: structured maps (ConvMap)
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
 
 
@@ -405,6 +405,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         setup_cpu = time.process_time() - setup_c0
     R = len(qm.rounds)
     total = sess.samples * R
+    per_round: list = []            # seconds by operation, per round run here (the bench's extrapolations)
     with ep.phase("online"):
         t = resume_at
         if replay:      # the answer the client lost; never recomputed [SAFHIRE Sec. 4.6]
@@ -414,6 +415,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         while t <= total:
             s, r = divmod(t - 1, R)
             ep.mark(round_mark(r, R, s, total // R, qm.rounds[r].relu))   # live progress line
+            cpu_before, wall_before = dict(clock.cpu), dict(clock.wall)
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
             got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct), timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
@@ -437,6 +439,9 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             del y
             ep.send(CLIENT, "sh/y", header(t, s, r, Y), sidb, *blobs)
             sess.next_t, sess.last_reply = t + 1, blobs
+            per_round.append({"round": r, "cpu_s": {k: round(v - cpu_before.get(k, 0.0), 4) for k, v in clock.cpu.items()},
+                              "wall_s": {k: round(v - wall_before.get(k, 0.0), 4) for k, v in clock.wall.items()},
+                              "outputs": int(qm.rounds[r].n_out if r < R - 1 else qm.rounds[r].m), "tiles": len(core.tiles(r, params.n + L.cts_per_chunk(g)))})
             _trim_saved(sess, qm, r)
             store.save(sess)
             t += 1
@@ -447,7 +452,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     evk.close()
     return PartyResult(info={"timing_s": clock.wall, "cpu_s": clock.cpu, "setup_cpu_s": setup_cpu,
                              "plan_s": plan_s, "product_plan": [p.kinds() for p in core.plans],
-                             "tiles": core.tile_counts(), "tile_mb": cfg["tile_mb"], "rounds": R, "samples": sess.samples, "gamma": g,
+                             "tiles": core.tile_counts(), "tile_mb": cfg["tile_mb"], "per_round": per_round, "rounds": R, "samples": sess.samples, "gamma": g,
                              "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
