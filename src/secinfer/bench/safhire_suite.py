@@ -57,8 +57,90 @@ def _packed_count(graph) -> int:
     return total
 
 
+def _round_costs(graph) -> list[dict]:
+    """Per round: the product's multiply-adds per LWE column (its convolutions' and average
+    pools' kernel taps times output positions; a Gemm head's weights), the values packed
+    (window layout) and the values the client sends in (what the server extracts)."""
+    from secinfer.ir.quantize import _groups, batch_free, split_rounds
+
+    g = batch_free(graph)
+    rounds, lin = split_rounds(g)
+    node_of = {o: n for n in lin for o in n.outputs}
+    out = []
+    for r, rd in enumerate(rounds):
+        seen, stack, macs = set(), [rd.out], 0
+        while stack:                                  # the round's linear nodes, output backwards
+            t = stack.pop()
+            n = node_of.get(t)
+            if n is None or n.name in seen:
+                continue
+            seen.add(n.name)
+            shp = tuple(int(d) for d in g.shapes[n.outputs[0]][1:])
+            if n.op == "Conv":
+                macs += int(np.prod(g.initializers[n.inputs[1]].shape)) * int(np.prod(shp[1:]))
+            elif n.op in ("Gemm", "MatMul"):
+                macs += int(np.prod(g.initializers[n.inputs[1]].shape))
+            elif n.op in ("AveragePool", "GlobalAveragePool"):
+                src = tuple(int(d) for d in g.shapes[n.inputs[0]][1:])
+                macs += int(np.prod(src))
+            stack.extend(i for i in n.inputs if i in node_of)
+        shp = tuple(int(d) for d in g.shapes[rd.out][1:])
+        grp = _groups(rd.chain, shp) if rd.chain else None
+        m = int(np.prod(shp))
+        out.append({"round": r, "macs": macs, "outputs": m if grp is None else int(grp.size), "m": m,
+                    "next": m if grp is None else int(grp.shape[0]), "sources": list(rd.sources)})
+    widths = [int(np.prod(g.inputs[0].shape[1:]))] + [o["next"] for o in out[:-1]]
+    for o in out:
+        o["inputs"] = sum(widths[c] for c in o["sources"])
+        o["sent"] = widths[o["round"]]
+    return out
+
+
+def extrapolate(target: str, measured: dict, n: int, gamma: int) -> dict:
+    """EXTRAPOLATED server time, bytes and memory of a network from a measured row
+    (``measured``: a bench row with per-round seconds): CPU seconds per multiply-add (linear),
+    per packed value (packing, shuffle) and per input value (extraction) of the measured run,
+    times the target's per-round counts (``_round_costs``); bytes per ciphertext from the
+    measured run; the server's peak from its largest round output ((N + 2^gamma) residues of
+    8 bytes per LWE ciphertext, held for packing) plus the measured run's other memory."""
+    from secinfer.cli.resolve import model_path
+    from secinfer.ir.onnx_import import load_model
+
+    mine = _round_costs(load_model(model_path(measured["model"])))
+    theirs = _round_costs(load_model(model_path(target)))
+    pr = measured["server_per_round"]
+    cpu = lambda op: sum(p["cpu_s"].get(op, 0.0) for p in pr)        # noqa: E731
+    tot = lambda rows, k: sum(x[k] for x in rows)                    # noqa: E731
+    unit = {"linear_per_mac": cpu("linear") / tot(mine, "macs"),
+            "pack_per_value": cpu("pack") / tot(mine, "outputs"),
+            "shuffle_per_value": (cpu("shuffle") + cpu("unshuffle")) / tot(mine, "outputs"),
+            "extract_per_input": cpu("extract") / tot(mine, "inputs")}
+    per_round = []
+    for t in theirs:
+        per_round.append({"round": t["round"], "macs": t["macs"], "outputs": t["outputs"],
+                          "linear_s": t["macs"] * unit["linear_per_mac"],
+                          "pack_s": t["outputs"] * unit["pack_per_value"],
+                          "extract_s": t["inputs"] * unit["extract_per_input"],
+                          "shuffle_s": t["outputs"] * unit["shuffle_per_value"]})
+    chunks = lambda k: -(-k // n)                                      # noqa: E731
+    ct_down = measured["bytes_down"] / sum(chunks(x["outputs"]) for x in mine)
+    ct_up = (measured["bytes_up"] - measured["bytes_up_keys"]) / sum(chunks(x["sent"]) << gamma for x in mine)
+    down = sum(chunks(x["outputs"]) for x in theirs) * ct_down
+    up = sum(chunks(x["sent"]) << gamma for x in theirs) * ct_up
+    server = sum(sum(v for k, v in r.items() if k.endswith("_s")) for r in per_round)
+    client = (measured.get("client_cpu_s") or 0.0) * tot(theirs, "outputs") / tot(mine, "outputs")
+    big = max(x["outputs"] for x in theirs)
+    return {"model": target, "from": f"{measured['model']} b={measured['b']} gamma={measured['gamma']} (measured)",
+            "EXTRAPOLATED": True, "unit_cpu_s": unit, "per_round": per_round,
+            "server_cpu_s": server, "client_cpu_s": client, "bytes_up": up + measured["bytes_up_keys"],
+            "bytes_up_keys": measured["bytes_up_keys"], "bytes_down": down,
+            "model_s_at_1.25MBps": server + client + (up + down) / 1.25e6,
+            "largest_round_outputs": big, "output_buffer_GB": big * (n + (1 << gamma)) * 8 / 1e9,
+            "macs": tot(theirs, "macs"), "packed_values": tot(theirs, "outputs")}
+
+
 def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, threads: int = 1,
-             qcache: str | None = None) -> dict:
+             qcache: str | None = None, log_dir: str | None = None) -> dict:
     from secinfer.ir.onnx_import import load_model
     from secinfer.cli.resolve import model_path
     from secinfer.runtime.launcher import run_local
@@ -72,8 +154,10 @@ def _measure(model: str, b: int, gamma: int, network: str, x: np.ndarray, thread
     opts = {"b": b, "gamma": gamma, "threads": threads, "trace": 1}   # trace: the per-round oracle check
     if qcache:
         opts["qcache"] = qcache
+    if log_dir:                     # the server logs every round's seconds as it ends
+        opts["log_rounds"] = 1
     res = run_local(protocol="safhire", model_path=path, input_array=x, network=network,
-                    options=opts, timeout=3600, cluster_settings=settings)
+                    options=opts, timeout=3600 * 3, cluster_settings=settings, log_dir=log_dir)
     srv = res.parties["server"]["info"]
     cli = res.parties["client"]["info"]
     st, ct = srv["timing_s"], cli["timing_s"]

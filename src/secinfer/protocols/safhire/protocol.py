@@ -27,7 +27,8 @@ resumption), checkpoint (client: its checkpoint file), shuffle (default on; "off
 INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep every
 round's decrypted values in the result, for tests), threads (server: the product's and
 packing's thread count), tile_mb (server: the memory budget of one tile of a round's
-LWE ciphertexts, default 256; "none": whole rounds), qcache (server: a directory it trusts where quantized models are
+LWE ciphertexts, default 256; "none": whole rounds), log_rounds (server: print each round's seconds by operation to stderr as it ends),
+qcache (server: a directory it trusts where quantized models are
 kept, keyed by a hash of model, b and calibration; .npz files read without pickle, but a
 file someone else wrote there would be taken as the model, so keep it the server's own).
 """
@@ -107,7 +108,7 @@ def _config(job: PartyJob) -> dict:
               "SAFHIRE Sec. 5 (i)): the client can read the weights", file=sys.stderr)
     name = str(o.get("he_params") or default_params(b, gamma))
     return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
-            "tile_mb": tile_mb,
+            "tile_mb": tile_mb, "log_rounds": str(o.get("log_rounds", "0")).lower() in ("1", "on", "true"),
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
 
@@ -442,6 +443,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             per_round.append({"round": r, "cpu_s": {k: round(v - cpu_before.get(k, 0.0), 4) for k, v in clock.cpu.items()},
                               "wall_s": {k: round(v - wall_before.get(k, 0.0), 4) for k, v in clock.wall.items()},
                               "outputs": int(qm.rounds[r].n_out if r < R - 1 else qm.rounds[r].m), "tiles": len(core.tiles(r, params.n + L.cts_per_chunk(g)))})
+            if cfg["log_rounds"]:       # a long run's per-round figures as they come (party log)
+                print(f"[safhire] round {r + 1}/{R}: " + json.dumps(per_round[-1]), file=sys.stderr, flush=True)
             _trim_saved(sess, qm, r)
             store.save(sess)
             t += 1
