@@ -133,3 +133,26 @@ def test_forced_tiny_tiles_give_the_same_bits_as_whole_rounds(b, gamma):
     assert got["none"]["finals"] == got["1e-9"]["finals"]
     assert all(np.array_equal(u, v) for u, v in zip(got["none"]["trace"], got["1e-9"]["trace"]))
     assert got["1e-9"]["rounds"] == 6
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 63), (-31, 31)])
+def test_worst_bound_is_attained_and_never_exceeded(lo, hi):
+    """The accumulator bound the ring's Delta is chosen by: no in-range input exceeds it,
+    and the extreme input (hi where W > 0, lo where W < 0, or the reverse) attains it."""
+    rng = np.random.default_rng(lo + 100)
+    a = ConvMap(rng.integers(-20, 21, (3, 2, 3, 3)), (1, 1), (1, 1), (2, 5, 5), (3, 5, 5))
+    b = sp.csr_matrix(rng.integers(-5, 6, (75, 10)) * (rng.random((75, 10)) < 0.3))
+    bias = rng.integers(-300, 301, 75)
+    bound = Q.worst_bound([a, b], [0, 1], bias, {0: (lo, hi), 1: (-7, 7)})
+    wa, wb = a.toarray(), b.toarray()
+    best = 0
+    for sign in (1, -1):
+        for r in range(75):
+            va = np.where(sign * wa[r] > 0, hi, lo)
+            vb = np.where(sign * wb[r] > 0, 7, -7)
+            best = max(best, abs(int(wa[r] @ va + wb[r] @ vb + bias[r])))
+    assert bound == best
+    for _ in range(20):
+        v = rng.integers(lo, hi + 1, 50)
+        u = rng.integers(-7, 8, 10)
+        assert np.max(np.abs(wa @ v + wb @ u + bias)) <= bound

@@ -542,6 +542,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         in_scale = np.full(xf.shape[1], top / in_hi)
     scales = {0: in_scale}
     vmax = {0: max(abs(in_lo), in_hi)}
+    bounds = {0: (in_lo, in_hi)}
     qrounds: list[QRound] = []
     n_over = 0
     for r, rd in enumerate(rounds_s):
@@ -563,8 +564,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             q.eliminate_zeros()
             wints.append(q)
         bint = np.rint(bias / s_acc).astype(np.int64)
-        worst = int(np.max(sum(abs(w) @ np.full(w.shape[1], vmax[c], dtype=np.int64)
-                               for w, c in zip(wints, rd.sources)) + np.abs(bint)))
+        worst = worst_bound(wints, rd.sources, bint, bounds)
         qr = QRound(rd.sources, wints, bint, tuple(env[rd.out].shape[1:]), s_acc, worst=worst)
         if r < len(rounds_s) - 1:
             qr.relu = any(n.op == "Relu" for n in rd.chain)
@@ -577,6 +577,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             qr.eta = max(1, int(round(s_v / s_acc)))
             scales[r + 1] = qr.eta * s_acc
             vmax[r + 1] = max(abs(qr.lo), qr.hi)
+            bounds[r + 1] = (qr.lo, qr.hi)
         qrounds.append(qr)
     qm = QuantizedModel(b, a, wb, shapes[0], in_scale, in_lo, in_hi, qrounds,
                         rounds_s[-1].softmax is not None,
@@ -651,6 +652,32 @@ def default_calibration(graph: Graph, count: int = 64, prg=None) -> tuple[np.nda
         half = len(x) // 2
         return x[:half], f"bundled:{name} held-out split, first {half} rows"
     return calibration_inputs(graph, None, count, prg), f"random uniform [-1, 1] ({count} inputs)"
+
+
+def _signs(w):
+    """(W with its negative entries zeroed, W with its positive entries zeroed)."""
+    if isinstance(w, ConvMap):
+        return (ConvMap(np.maximum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape),
+                ConvMap(np.minimum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape))
+    w = sp.csr_matrix(w)
+    return w.maximum(0), w.minimum(0)
+
+
+def worst_bound(weights: list, sources: list, bias: np.ndarray, bounds: dict) -> int:
+    """max |sum_s W_s v_s + bias| over every input with v_c in [lo_c, hi_c] elementwise (the
+    accumulators the ciphertexts must hold without wrapping mod q): per row the largest sum
+    takes hi where W > 0 and lo where W < 0, the smallest the reverse (tighter than
+    sum |W| max(|lo|, |hi|) for unsigned inputs after a ReLU)."""
+    top = np.asarray(bias, dtype=np.int64).copy()
+    bot = top.copy()
+    for w, c in zip(weights, sources):
+        lo, hi = (int(a) for a in bounds[c])
+        pos, neg = _signs(w)
+        n = int(w.shape[1])
+        lo_v, hi_v = np.full(n, lo, dtype=np.int64), np.full(n, hi, dtype=np.int64)
+        top += np.asarray(pos @ hi_v).reshape(-1) + np.asarray(neg @ lo_v).reshape(-1)
+        bot += np.asarray(pos @ lo_v).reshape(-1) + np.asarray(neg @ hi_v).reshape(-1)
+    return int(max(np.max(np.abs(top), initial=0), np.max(np.abs(bot), initial=0)))
 
 
 def log2_worst(qm: QuantizedModel) -> int:

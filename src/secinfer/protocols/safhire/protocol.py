@@ -172,7 +172,7 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    h.update(f"b={cfg['b']};q=2".encode())     # q=2: structured maps (ConvMap)
+    h.update(f"b={cfg['b']};q=3".encode())     # q=3: structured maps (ConvMap), signed worst bound
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
 
 
