@@ -370,13 +370,15 @@ def _pool_map(threads: int, fn, items) -> list:
         return list(pool.map(fn, items))
 
 
-def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
+def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np.ndarray | None = None,
+                work: dict | None = None) -> np.ndarray:
     """(W X) mod q as int64 (m, C) in [0, q). X is given per block of the plan (per source)
     as column parts: ``sources[i]`` a list of uint64 arrays (n_i, c) of residues < q, side by
     side (e.g. an LWE batch's b and a residues). The columns are cut into tiles of COL_TILE;
     each tile runs from limbs to recombined residues on its own, in buffers reused from
     tile to tile (fresh large buffers cost a page fault per 4 KiB); ``threads`` workers
-    take tiles, BLAS itself runs on one thread each."""
+    take tiles, BLAS itself runs on one thread each. ``work``: a dict the caller keeps to
+    reuse the work buffers from call to call (the server's round tiles)."""
     import threading
 
     from threadpoolctl import threadpool_limits
@@ -396,7 +398,7 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np
     def tile(c0: int) -> None:
         ws = getattr(local, "ws", None)
         if ws is None:
-            ws = local.ws = {}
+            ws = local.ws = {} if work is None else work.setdefault(threading.get_ident(), {})
         c1 = min(C, c0 + COL_TILE)
         y = None
         for i, (blk, parts) in enumerate(zip(p.blocks, sources)):

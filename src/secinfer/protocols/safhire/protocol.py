@@ -225,6 +225,7 @@ class ServerRound:
         self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
                       for rd in qm.rounds]
         self._tiles: dict = {}
+        self._work: dict = {}           # the tiles' work buffers, reused (fresh ones cost a page fault per 4 KiB)
         self._buf = None                # the round's output residues, reused round after round
 
     def tiles(self, r: int, cols: int) -> list:
@@ -298,7 +299,9 @@ class ServerRound:
                 if out is None:
                     out = self._out(len(rows), acc.shape[1], acc.shape[2])
                 p = by_tile[cuts[k]:cuts[k + 1]]
-                out[p] = acc[local[rows[p]]]
+                tmp = self._scratch("gather", (len(p),) + acc.shape[1:], np.uint64)
+                np.take(acc, local[rows[p]], axis=0, out=tmp, mode="clip")   # indices valid by construction
+                out[p] = tmp
             del xs, acc
         return L.Lwe(out[:, :, :G], out[:, :, G:])
 
@@ -314,16 +317,29 @@ class ServerRound:
             acc[:, 0, 0] = _mul_pow2(np.mod(bias, np.int64(q)).astype(np.uint64), self.ld, q)
             return acc
         nl, g, n = some.b.shape[1], some.b.shape[2], some.a.shape[2]
-        acc = np.empty((len(t.rows), nl, g + n), dtype=np.uint64)
+        acc = None if nl == 1 else np.empty((len(t.rows), nl, g + n), dtype=np.uint64)
         for lvl in range(nl):
             q = int(self.params.q[lvl])
             srcs = [[x.b[:, lvl, :], x.a[:, lvl, :]] if x is not None else
                     [np.zeros((0, g), np.uint64), np.zeros((0, n), np.uint64)] for x in xs]
-            y = LP.product_mod(t.plan, srcs, q, self.threads).view(np.uint64)
+            buf = self._scratch("y", (len(t.rows), g + n), np.int64)     # reused tile to tile
+            y = LP.product_mod(t.plan, srcs, q, self.threads, out=buf, work=self._work).view(np.uint64)
             bb = np.mod(bias, np.int64(q)).astype(np.uint64)
             y[:, 0] = (y[:, 0] + _mul_pow2(bb, self.ld, q)) % np.uint64(q)
+            if nl == 1:
+                return y.reshape(len(t.rows), 1, g + n)
             acc[:, lvl, :] = y
         return acc
+
+    def _scratch(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        """A buffer of this shape on storage kept under ``name`` (grown when too small):
+        one per name, whatever the tiles' shapes."""
+        need = int(np.prod(shape))
+        b = self._work.get(name)
+        if b is None or b.size < need or b.dtype != np.dtype(dtype):
+            self._work[name] = None
+            b = self._work[name] = np.empty(need, dtype)
+        return b[:need].reshape(shape)
 
 
 class OpClock:
