@@ -102,43 +102,58 @@ def _round_costs(graph) -> list[dict]:
     return out
 
 
-def extrapolate(target: str, measured: dict, n: int, gamma: int) -> dict:
-    """EXTRAPOLATED server time, bytes and memory of a network from a measured row
-    (``measured``: a bench row with per-round seconds): CPU seconds per multiply-add (linear),
-    per packed value (packing, shuffle) and per input value (extraction) of the measured run,
-    times the target's per-round counts (``_round_costs``); bytes per ciphertext from the
-    measured run; the server's peak from its largest round output ((N + 2^gamma) residues of
-    8 bytes per LWE ciphertext, held for packing) plus the measured run's other memory."""
+def extrapolate(target: str, measured: dict, n: int, gamma: int, per_round: list | None = None,
+                rounds_of: str | None = None) -> dict:
+    """EXTRAPOLATED server time, bytes and memory of a network from measured rounds:
+    ``per_round`` (default: the measured row's ``server_per_round``) of network ``rounds_of``
+    (default: the row's model), each with CPU seconds by operation. Linear: CPU = a MACs +
+    c outputs, least squares over the measured rounds (the GEMMs scale with the
+    multiply-adds, limb splitting and recombination with the outputs; a only when every
+    measured round has the same ratio); packing and the shuffle's scatter per packed value;
+    extraction per input value (the tiles' halos included). Bytes per ciphertext from the
+    measured row (a whole run); the server's peak from the largest round output
+    ((N + 2^gamma) residues of 8 bytes per LWE ciphertext, held whole for packing)."""
     from secinfer.cli.resolve import model_path
     from secinfer.ir.onnx_import import load_model
 
-    mine = _round_costs(load_model(model_path(measured["model"])))
+    pr = per_round if per_round is not None else measured["server_per_round"]
+    src = _round_costs(load_model(model_path(rounds_of or measured["model"])))
+    full = _round_costs(load_model(model_path(measured["model"])))
     theirs = _round_costs(load_model(model_path(target)))
-    pr = measured["server_per_round"]
-    cpu = lambda op: sum(p["cpu_s"].get(op, 0.0) for p in pr)        # noqa: E731
+    got = [(src[p["round"]], p["cpu_s"]) for p in pr]
+    A = np.array([[c["macs"], c["outputs"]] for c, _ in got], dtype=np.float64)
+    y = np.array([t.get("linear", 0.0) for _, t in got])
+    if np.linalg.matrix_rank(A) >= 2:
+        a_mac, c_out = (max(0.0, float(v)) for v in np.linalg.lstsq(A, y, rcond=None)[0])
+    else:
+        a_mac, c_out = float(y.sum() / A[:, 0].sum()), 0.0
     tot = lambda rows, k: sum(x[k] for x in rows)                    # noqa: E731
-    unit = {"linear_per_mac": cpu("linear") / tot(mine, "macs"),
-            "pack_per_value": cpu("pack") / tot(mine, "outputs"),
-            "shuffle_per_value": (cpu("shuffle") + cpu("unshuffle")) / tot(mine, "outputs"),
-            "extract_per_input": cpu("extract") / tot(mine, "inputs")}
-    per_round = []
+    cpu = lambda op: sum(t.get(op, 0.0) for _, t in got)              # noqa: E731
+    outs = sum(c["outputs"] for c, _ in got)
+    unit = {"linear_per_mac": a_mac, "linear_per_output": c_out, "pack_per_value": cpu("pack") / outs,
+            "shuffle_per_value": (cpu("shuffle") + cpu("unshuffle")) / outs,
+            "extract_per_input": cpu("extract") / sum(c["inputs"] for c, _ in got)}
+    rows = []
     for t in theirs:
-        per_round.append({"round": t["round"], "macs": t["macs"], "outputs": t["outputs"],
-                          "linear_s": t["macs"] * unit["linear_per_mac"],
-                          "pack_s": t["outputs"] * unit["pack_per_value"],
-                          "extract_s": t["inputs"] * unit["extract_per_input"],
-                          "shuffle_s": t["outputs"] * unit["shuffle_per_value"]})
+        rows.append({"round": t["round"], "macs": t["macs"], "outputs": t["outputs"],
+                     "linear_s": t["macs"] * a_mac + t["outputs"] * c_out,
+                     "pack_s": t["outputs"] * unit["pack_per_value"],
+                     "extract_s": t["inputs"] * unit["extract_per_input"],
+                     "shuffle_s": t["outputs"] * unit["shuffle_per_value"]})
     chunks = lambda k: -(-k // n)                                      # noqa: E731
-    ct_down = measured["bytes_down"] / sum(chunks(x["outputs"]) for x in mine)
-    ct_up = (measured["bytes_up"] - measured["bytes_up_keys"]) / sum(chunks(x["sent"]) << gamma for x in mine)
+    ct_down = measured["bytes_down"] / sum(chunks(x["outputs"]) for x in full)
+    ct_up = (measured["bytes_up"] - measured["bytes_up_keys"]) / sum(chunks(x["sent"]) << gamma for x in full)
     down = sum(chunks(x["outputs"]) for x in theirs) * ct_down
     up = sum(chunks(x["sent"]) << gamma for x in theirs) * ct_up
-    server = sum(sum(v for k, v in r.items() if k.endswith("_s")) for r in per_round)
-    client = (measured.get("client_cpu_s") or 0.0) * tot(theirs, "outputs") / tot(mine, "outputs")
+    server = sum(sum(v for k, v in r.items() if k.endswith("_s")) for r in rows)
+    client = (measured.get("client_cpu_s") or 0.0) * tot(theirs, "outputs") / tot(full, "outputs")
     big = max(x["outputs"] for x in theirs)
-    return {"model": target, "from": f"{measured['model']} b={measured['b']} gamma={measured['gamma']} (measured)",
-            "EXTRAPOLATED": True, "unit_cpu_s": unit, "per_round": per_round,
-            "server_cpu_s": server, "client_cpu_s": client, "bytes_up": up + measured["bytes_up_keys"],
+    by_op = {op: sum(r[f"{op}_s"] for r in rows) for op in ("extract", "linear", "shuffle", "pack")}
+    return {"model": target, "EXTRAPOLATED": True,
+            "from": f"{rounds_of or measured['model']} rounds {[p['round'] for p in pr]} (measured CPU), "
+                    f"bytes per ciphertext from {measured['model']} b={measured['b']} gamma={measured['gamma']}",
+            "unit_cpu_s": unit, "per_round": rows, "server_cpu_s": server, "server_cpu_s_by_op": by_op,
+            "client_cpu_s": client, "bytes_up": up + measured["bytes_up_keys"],
             "bytes_up_keys": measured["bytes_up_keys"], "bytes_down": down,
             "model_s_at_1.25MBps": server + client + (up + down) / 1.25e6,
             "largest_round_outputs": big, "output_buffer_GB": big * (n + (1 << gamma)) * 8 / 1e9,
