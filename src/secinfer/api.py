@@ -633,7 +633,8 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
 def query(cluster, x, party_id: str = "client", **kwargs):
     """One client session against running ``secinfer serve`` parties (docs/runtime.md,
     "Serving"); returns ``secinfer.runtime.serve.QueryResult`` (``.output``, ``.session_id``,
-    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout."""
+    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout,
+    allow_out_of_range (send a query outside the model owner's range certificate anyway: warns)."""
     from secinfer.runtime.serve import query as _query
 
     return _query(cluster, np.asarray(x, dtype=np.float64), party_id, **kwargs)

@@ -27,7 +27,8 @@ def test_parameter_sets_declare_security():
             # beyond the Standard's table (logN 16) its logN = 15 bound: conservative
             assert spec.log_qp <= he.params.HE_STANDARD_128[min(spec.log_n, 15)]
     assert set(he.SECURE_SETS) == {"ckks-n13-128", "ckks-n13-q195-128", "ckks-n14-128", "ckks-n14-q380-128",
-                                   "rlwe-n11-q53-w27-128", "rlwe-n11-q53-w18-128", "ckks-n11-q53-w4-128",
+                                   "rlwe-n11-q53-w27-128", "rlwe-n11-q53-w18-128", "rlwe-n11-q53-w11-128",
+                                   "ckks-n11-q53-w4-128",
                                    "ckks-boot-n16-128"}
     # the claim holds for the primes actually generated, not only their nominal sizes
     for name in he.SECURE_SETS:

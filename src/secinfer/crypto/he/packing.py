@@ -468,7 +468,9 @@ def _log_delta(params_name: str, b: int) -> int:
     return q0.bit_length() - 1 - b
 
 
-PROFILE_SETS = {8: "rlwe-n11-q53-w27-128", 12: "rlwe-n11-q53-w18-128", 16: "rlwe-n11-q53-w18-128"}
+# [SAFHIRE Table 2]: one ring and prime, finer key-switching digits as b grows (the paper's
+# gadget D shrinks from b = 12 to b = 16 at the same noise level): 2, 3 and 5 digits
+PROFILE_SETS = {8: "rlwe-n11-q53-w27-128", 12: "rlwe-n11-q53-w18-128", 16: "rlwe-n11-q53-w11-128"}
 
 
 def profile(b: int, params_name: str | None = None) -> PackingProfile:

@@ -104,15 +104,26 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
               "3 levels, Q = 195 bits (crisp FC layers at N = 2^13); logQP = 217 <= 218"),
     # SAFHIRE's coefficient-domain RLWE/LWE sets [SAFHIRE Table 2]: one 53-bit Q prime
     # (level 0, no rescaling), no special prime: the automorphism key switches of packing
-    # use base-2^w digits (w = 27: 2 digits, b = 8; w = 18: 3 digits, b = 12 and 16), like
-    # the paper's (D, l) gadget. log2 Q = 53.000004 <= 54 (HE Standard, N = 2^11). Profiles
-    # in secinfer.crypto.he.packing.
+    # use base-2^w digits (w = 27: 2 digits, b = 8; w = 18: 3 digits, b = 12; w = 11: 5
+    # digits, b = 16), like the paper's (D, l) gadget. log2 Q = 53.000004 <= 54 (HE
+    # Standard, N = 2^11, ternary secret, 128-bit classical). Profiles in
+    # secinfer.crypto.he.packing.
     ParamSpec("rlwe-n11-q53-w27-128", 11, (53,), (), 36,
               "SAFHIRE b = 8: N = 2^11, logQ = 53 <= 54, key switching with 27-bit digits",
               key_base2=27),
     ParamSpec("rlwe-n11-q53-w18-128", 11, (53,), (), 36,
-              "SAFHIRE b = 12, 16: N = 2^11, logQ = 53 <= 54, key switching with 18-bit digits",
+              "SAFHIRE b = 12: N = 2^11, logQ = 53 <= 54, key switching with 18-bit digits",
               key_base2=18),
+    # b = 16 [SAFHIRE Table 2: the same noise level as b = 12 with a finer gadget, D = 310,
+    # l = 5 / 4 digits]: the same ring and prime with 11-bit digits (ceil(53 / 11) = 5), so
+    # a key switch adds ~2^7 less noise. A partial ciphertext (fewer than N values, every
+    # round of a small model, the last rounds of a ResNet) keeps its last key switches'
+    # noise whole: measured at N = 2^11, 64 values, max 2^27.7-2^28.3 with 18-bit digits,
+    # 2^21.4-2^21.7 with 11-bit digits, against Delta = 2^31-2^33 for 16-bit models
+    # (docs/protocols/safhire.md, "Parameters and noise").
+    ParamSpec("rlwe-n11-q53-w11-128", 11, (53,), (), 36,
+              "SAFHIRE b = 16: N = 2^11, logQ = 53 <= 54, key switching with 11-bit digits (5)",
+              key_base2=11),
     # --- certified data (CRISP-certified Sec. 6.2, smart metering; owned by the certified
     # protocol): the paper's ring N = 2^11 with a single-prime modulus (the paper: log q =
     # 45 at a 25-bit precision; here one 53-bit prime, log2 Q = 53.000004 <= 54 (HE
@@ -135,6 +146,8 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
+    ParamSpec("rlwe-n9-w11-insecure", 9, (53,), (), 30,
+              "tests only: rlwe-n11-q53-w11-128's modulus and digits on a tiny ring", key_base2=11),
     ParamSpec("ckks-n10-insecure", 10, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n11-insecure", 11, (60, 40, 40), (61,), 40, "tests only"),
     ParamSpec("ckks-n12-insecure", 12, (60, 40, 40, 40), (61,), 40, "tests only"),

@@ -58,8 +58,9 @@ def default_params(b: int, gamma: int) -> str:
     profile [SAFHIRE Table 2's role] for max(b, 12), else ckks-n13-128 (level 0). Not b = 8's own
     profile: our Delta leaves room for the worst-case accumulator of every in-range input
     (a few bits above 2^b), and the b = 8 profile's wider key-switching digits leave its
-    noise (~2^35 on a 53-bit q, measured) too close to that Delta; the b >= 12 profile's
-    noise is ~2^26.5."""
+    noise (~2^35 on a 53-bit q, measured) too close to that Delta; the b = 12 profile's
+    (18-bit digits) is ~2^26.5, the b = 16 profile's (11-bit digits, for Delta = 2^31-2^33)
+    ~2^20 [SAFHIRE Table 2: b = 16 keeps b = 12's noise level with a finer gadget]."""
     if backend(gamma) == "fast":
         from secinfer.crypto.he import packing as pk
 
