@@ -156,3 +156,24 @@ def test_worst_bound_is_attained_and_never_exceeded(lo, hi):
         v = rng.integers(lo, hi + 1, 50)
         u = rng.integers(-7, 8, 10)
         assert np.max(np.abs(wa @ v + wb @ u + bias)) <= bound
+
+
+@pytest.mark.parametrize("backend,gamma", [("classic", 0), ("fast", 0), ("fast", 2)])
+def test_extract_at_equals_the_whole_extraction_selected(backend, gamma, monkeypatch):
+    """A tile's extraction (any positions, any order, across chunks) gives the members the
+    whole extraction has at those positions."""
+    from secinfer.crypto import he
+    from secinfer.protocols.safhire import lwe as L
+
+    if backend == "fast" and not L.fast_available():
+        pytest.skip("no fast backend")
+    monkeypatch.setattr(L, "backend", lambda g: backend)
+    P = he.get_params("ckks-n10-insecure", allow_insecure=True)
+    kp = P.keygen()
+    v = np.arange(2 * P.n + 5) % 23 - 11
+    cts = L.encrypt(P, v, kp.sk, 30, gamma)
+    whole = L.extract(P, cts, len(v), gamma)
+    pos = np.random.default_rng(1).permutation(len(v))[:300]
+    part = L.extract_at(P, cts, pos, gamma)
+    assert np.array_equal(part.b, whole.b[pos]) and np.array_equal(part.a, whole.a[pos])
+    L.close_all(cts)
