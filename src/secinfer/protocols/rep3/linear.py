@@ -70,10 +70,20 @@ def encode_input(x: np.ndarray, frac: int, cfg: FixedPointConfig) -> np.ndarray:
 
 
 def _enc(x: np.ndarray, frac: int, cfg: FixedPointConfig) -> np.ndarray:
-    v = np.floor(np.asarray(x, np.float64) * float(2 ** frac) + 0.5)
-    if not np.all(np.isfinite(v)) or np.any(np.abs(v) >= 2.0 ** (cfg.ring_bits - 1)):   # NaN compares False
+    v = np.array(x, dtype=np.float64)           # our own copy (an array even for a scalar)
+    v *= float(2 ** frac)
+    v += 0.5
+    np.floor(v, out=v)
+    # one pass over |v| (its maximum is NaN if any entry is, and NaN compares False)
+    if v.size and not float(np.max(np.abs(v))) < 2.0 ** (cfg.ring_bits - 1):
         raise ProtocolError(f"a model parameter does not fit Z_2^{cfg.ring_bits} at {frac} fractional bits")
-    return cfg.ring.from_signed(v.astype(np.int64))
+    ring = cfg.ring
+    if ring.limbs != 1:
+        return ring.from_signed(v.astype(np.int64))
+    out = v.astype(np.int64).view(np.uint64)    # a fresh array: reduced in place, not copied again
+    if ring.bits < 64:
+        out &= ring.mask
+    return out
 
 
 def oracle(model: LinearModel, x: np.ndarray, cfg: FixedPointConfig) -> np.ndarray:

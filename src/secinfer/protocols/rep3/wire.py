@@ -30,5 +30,6 @@ def unpack(buf: np.ndarray, bits: int, shape) -> np.ndarray:
     if bits == 1:
         n = int(np.prod(shape, dtype=np.int64))
         return np.unpackbits(buf, count=n).astype(np.uint64).reshape(shape)
-    out = buf.astype(np.uint64)
-    return out if bits == 64 else out & np.uint64((1 << bits) - 1)
+    if bits == 64:   # already the ring's word: the received array itself (no copy of it)
+        return buf if buf.dtype == np.uint64 else buf.astype(np.uint64)
+    return buf.astype(np.uint64) & np.uint64((1 << bits) - 1)

@@ -25,6 +25,7 @@ from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.executor import LINEAR
+from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -50,17 +51,20 @@ def _output_of(node: Node) -> str | None:
 
 class StampBackend:
     def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
-                 premultiply: bool = True) -> None:
+                 premultiply: bool = True, first_leader: int = 0) -> None:
         """``output_receiver``: the party that learns the graph's output; when set, the
         executor fuses the last product with the opening (``product_output``).
         ``premultiply`` (malicious): re-share f(A, W) of a product whose first operand will be
-        shared as A + rho as soon as A is known (``_premultiply``)."""
+        shared as A + rho as soon as A is known (``_premultiply``).
+        ``first_leader``: the leader of the first device operation that is not split across
+        the batch; the next ones rotate from it (``_split``). A public schedule: which party
+        leads or evaluates a job changes no message's content, only who sends it."""
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
         self.premultiply = premultiply
         self.fuse_residual = True   # executor: product -> Add(residual) -> non-linear ops in one step
         self.ring = eng.ring
-        self._rot = 0
+        self._rot = first_leader % 3
         self.counts = {"device_calls": 0, "products": 0, "sigma_reused": 0, "rho_reused": 0, "output_fused": 0,
                        "rho_from_device": 0, "premultiplied": 0}
         self._wenv: dict[str, Pair] = {}          # weight -> its shares (products to premultiply)
@@ -73,7 +77,24 @@ class StampBackend:
         self._acts: dict[str, tuple] = {}        # activation -> (a id, A, rho, job segments or None)
         self._uses: dict[str, int] = {}          # activation -> products left
         self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
+        self._stacked: dict[str, object] = {}    # semi-honest: weight -> its stacked operand (``precompute``)
         self.guard: dict | None = None           # the range guard's plan (``set_range_guard``)
+
+    def precompute(self, graph: Graph, env: dict) -> None:
+        """Semi-honest, offline: the weight's part of every local product, once per session
+        (``rep3.stacked``: [w_p + w_{p+1} ; w_p] and its limbs), so that the online 3-out-of-3
+        product is one ring product and adds no weight components. Local work, no message."""
+        if self.eng.malicious:
+            return
+        for node in graph.nodes:
+            if node.op not in LINEAR or len(node.inputs) < 2 or node.inputs[1] not in graph.weight_info:
+                continue
+            name = node.inputs[1]
+            if name in self._stacked or name not in env:
+                continue
+            sw = stack_weight(node.op, node.attrs, self.ring, env[name])
+            if sw is not None:
+                self._stacked[name] = sw
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -318,7 +339,13 @@ class StampBackend:
         """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it
         (z3 None for a premultiplied product, ``_verified`` finishes it)."""
         f = kernels.bilinear(node.op, node.attrs, self.ring)
-        z3 = None if node.name in self._pre else rss.bilinear_local(self.ring, f, x, w)
+        sw = self._stacked.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if node.name in self._pre:
+            z3 = None
+        elif sw is not None and sw.source is w:   # the weight's part prepared offline
+            z3 = stacked_product(self.ring, sw, x)
+        else:
+            z3 = rss.bilinear_local(self.ring, f, x, w)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:

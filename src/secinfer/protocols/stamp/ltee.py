@@ -185,6 +185,11 @@ class LteeLink:
     def _answer(res: list) -> list[np.ndarray]:
         return [a.astype(np.uint64) if a.dtype == np.uint32 else a for a in res]
 
+    def ready(self) -> None:
+        """Wait until the device finished its start-up work (``ltee_device.cmd_ready``):
+        called before the online phase, so none of it lands there."""
+        self.call("ready", kind="ready")
+
     def refresh_stats(self) -> np.ndarray:
         (s,) = self.call("stats", kind="stats")
         self.stats = s

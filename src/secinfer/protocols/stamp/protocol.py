@@ -60,18 +60,27 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         fuse = bool(job.options.get("stamp_fuse_output", True))
         # malicious: products of activations shared as A + rho re-share f(A, W) early
         # (option stamp_premultiply, default on; docs/protocols/stamp.md)
+        early = input_phase(job.options) == "offline"
+        # semi-honest, input shared online: the client's message goes to p0 (``Engine.input``:
+        # its owner sends to owner + 2), so the first unsplit device operation is led by p2
+        # and evaluated by p0 -- p1's and p2's masked components then travel in the same
+        # round as the input, not one round after p0 got it; each next operation is
+        # evaluated by the party that received the last one's result last (the rotation)
+        first = (CLIENT + 1) % 3 if not malicious and not early else 0
         backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
-                               premultiply=bool(job.options.get("stamp_premultiply", True)))
+                               premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first)
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
-        if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
-            with ep.phase("offline"):
+        with ep.phase("offline"):
+            if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
                 backend.prepare(graph, env)
-        early = input_phase(job.options) == "offline"
+            else:           # the weights' part of the local products, once (``rep3.stacked``)
+                backend.precompute(graph, env)
         if early:
             with ep.phase("offline"):
                 share_input(eng, graph, job, env, backend)
+        link.ready()   # the device's start-up work is done before the online phase
         stats0 = link.refresh_stats().copy()
         tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         with ep.phase("online"):
