@@ -57,7 +57,7 @@ def run_via_server(server, argv: list[str], t_main: float, process_start: float)
 
 
 def run_forked(sock, msg: dict) -> int:
-    """In the run process (``launcher_fork._run_child``): the command line, as
+    """In the run process (``fork_child.run_child``): the command line, as
     ``secinfer.cli.main.main`` runs a run line, with the server that forked this process."""
     import gc
     import time

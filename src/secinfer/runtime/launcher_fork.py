@@ -57,6 +57,8 @@ import subprocess
 import sys
 import time
 
+from secinfer.runtime.fork_child import run_child
+
 _MAX_LINE = 1 << 20
 
 
@@ -739,66 +741,13 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
         return
     if pid == 0:
         mine.close()
-        _run_child(msg, theirs, got, close_fds)     # never returns
+        run_child(msg, theirs, got, close_fds)      # never returns
     theirs.close()
     for fd in got:
         os.close(fd)
     conns[mine.fileno()] = _Lines(mine)
     children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
     _try_send(conn.sock, {"op": "started", "role": "run", "pid": pid})
-
-
-def _run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[int]) -> None:
-    """In the forked run process (``_fork_run``): never returns."""
-    code = 1
-    try:
-        for fd in close_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        for i, fd in enumerate(fds):
-            os.dup2(fd, i)
-            os.close(fd)
-        signal.signal(signal.SIGINT, signal.default_int_handler)    # the launcher forwards its signals
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        os.environ.clear()
-        os.environ.update(msg.get("env") or {})
-        try:
-            os.chdir(msg.get("cwd") or "/")
-        except OSError:   # (a folder removed meanwhile: as the command, which still ran there)
-            pass
-        import importlib
-
-        mod, fn = msg["target"].split(":", 1)
-        code = getattr(importlib.import_module(mod), fn)(sock, msg)
-        code = int(code or 0)
-    except SystemExit as e:                      # argparse: usage errors
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        if not isinstance(e.code, (int, type(None))):
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - the launcher reports the exit code; the traceback says why
-        import traceback
-
-        try:
-            traceback.print_exc()
-        except Exception:  # noqa: BLE001
-            pass
-        code = 1
-    finally:
-        try:
-            import atexit
-
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001
-            pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
 
 
 def _try_send(ctrl: socket.socket, msg: dict) -> None:

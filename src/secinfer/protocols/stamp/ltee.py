@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from secinfer.errors import ConfigError, ProtocolAbort
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.stamp.ltee_device import BATCHABLE, cert_message, read_frame, write_frame
+from secinfer.protocols.stamp.ltee_bus import BATCHABLE, cert_message, read_frame, write_frame
 
 # the device's plaintext kernels use BLAS on one thread: a pool of its own would spin against
 # the three hosts and their transports on the same cores (``rep3.blas``)

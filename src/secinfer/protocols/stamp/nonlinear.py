@@ -40,7 +40,7 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine, digest
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
-from secinfer.protocols.stamp.ltee_device import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
+from secinfer.protocols.stamp.ltee_bus import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64

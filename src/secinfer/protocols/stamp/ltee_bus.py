@@ -1,0 +1,91 @@
+"""The LTEE's public constants, stream helpers and bus framing [STAMP 3.3, Protocols 1-3],
+shared by the device firmware (``ltee_device``) and its host side (``ltee``, ``nonlinear``).
+
+Nothing here holds a secret: the framing is the length-prefixed secinfer frame on the
+device's stdin/stdout pipe; ``expand`` and ``prf_elements`` compute from keys their
+callers hold.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from secinfer.crypto.prg import PRF
+from secinfer.errors import FrameError
+from secinfer.net.codec import Header, decode_frame, encode_frame
+
+BUS_SESSION = b"stamp-ltee-bus\x00\x00"
+MAX_BUS_FRAME = 1 << 31
+CERT_DOMAIN = b"secinfer/stamp/ltee-identity/v1"
+DH_DOMAIN = b"secinfer/stamp/ltee-dh/v1"
+OUT_MAC_DOMAIN = b"secinfer/stamp/ltee-output-mac/v1"
+STREAMS = ("k0", "k1", "k2", "s")
+# counter slots of one operation: one per job; up to three products of one input finish in
+# one operation, each split in three batch parts [STAMP 4.2] (``StampBackend._run_many``)
+SLOTS = 9
+MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
+EXP_BITS = 32    # exponent masked in Z_2^32 [STAMP Protocol 6 step 1]
+BATCHABLE = ("mask", "inmask", "zshare", "pad")   # seed requests ``cmd_batch`` may carry (uint8 results)
+
+
+def cert_message(identity_pub: bytes) -> bytes:
+    return CERT_DOMAIN + identity_pub
+
+
+def dh_message(session: bytes, me: int, peer: int, eph_pub: bytes) -> bytes:
+    return DH_DOMAIN + session + bytes([me, peer]) + eph_pub
+
+
+def expand(seed: bytes, n: int) -> np.ndarray:
+    """n 64-bit words of AES-CTR keystream under a 128-bit stream seed."""
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    return np.frombuffer(PRF(bytes(seed)).keystream("expand", 0, 8 * n), dtype=np.uint64).copy()
+
+
+def zero_component(seeds: dict, comp: int, n: int, mask: np.uint64) -> np.ndarray:
+    """Component comp of a zero-sharing from the stream seeds of comp and comp+1 [STAMP Protocol 3]."""
+    return (expand(seeds[comp], n) - expand(seeds[(comp + 1) % 3], n)) & mask
+
+
+def seeds_array(seeds: dict) -> np.ndarray:
+    """(3, 16) uint8: the released stream seeds, zero rows for the withheld ones."""
+    out = np.zeros((3, 16), dtype=np.uint8)
+    for c, sd in seeds.items():
+        out[c] = np.frombuffer(sd, dtype=np.uint8)
+    return out
+
+
+def prf_elements(prf: PRF, label: str, ctr: int, n: int) -> np.ndarray:
+    """F_k(ctr), ..., F_k(ctr + n - 1): one 64-bit element per counter value [STAMP Protocol 2]."""
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    skip = ctr % 2
+    raw = prf.keystream(label, ctr // 2, 8 * (n + skip))
+    return np.frombuffer(raw, dtype=np.uint64)[skip:skip + n].copy()
+
+
+def _read_exact(stream, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def write_frame(stream, tag: str, arrays, seq: int, sender: str) -> None:
+    frame = encode_frame(Header(BUS_SESSION, sender, tag, seq, "online", 0), arrays, MAX_BUS_FRAME)
+    stream.write(struct.pack("<Q", len(frame)))
+    stream.write(frame)
+    stream.flush()
+
+
+def read_frame(stream):
+    (n,) = struct.unpack("<Q", _read_exact(stream, 8))
+    if n > MAX_BUS_FRAME:
+        raise FrameError("bus frame too large")
+    return decode_frame(_read_exact(stream, n), MAX_BUS_FRAME)
