@@ -88,14 +88,55 @@ class _RoundShape:
     sources: list[int]            # cids read (cid 0 = model input, cid r = round r-1's result)
     chain: list[Node] = field(default_factory=list)
     softmax: Node | None = None
+    cut: bool = False             # ends at a pooling cut: the client step only requantizes
+
+    @property
+    def result(self) -> str:
+        """The tensor the next round reads: the client chain's last output, or (a pooling
+        cut with no non-linearity) the linear output itself."""
+        return self.chain[-1].outputs[0] if self.chain else self.out
 
 
-def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
-    """Cut the graph into rounds: maximal linear blocks between client non-linearities.
-    Returns the rounds and the linear nodes (in order). Raises UnsupportedOpError for
-    anything that is neither linear nor a client op in a supported place."""
+_WEIGHTED = ("Conv", "Gemm", "MatMul")
+
+
+def pooling_cuts(graph: Graph) -> set[str]:
+    """The global average poolings that end a round of their own: those whose result
+    reaches (through other linear ops) a layer with weights. Fused with that layer, the
+    pooling's 1/(H W) would shrink its weights by H W against one accumulator scale and
+    round them to 0 (ResNet-20's head: W_fc / 64); a round of its own lets the client
+    requantize the averages first, at the price of one small round [issue 18]."""
+    const = set(graph.weight_info)
+    users: dict[str, list[Node]] = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            if i not in const:
+                users.setdefault(i, []).append(n)
+
+    def feeds_weighted(t: str) -> bool:
+        todo, seen = [t], set()
+        while todo:
+            u = todo.pop()
+            for n in users.get(u, []):
+                if n.op in _WEIGHTED:
+                    return True
+                if n.op in LINEAR_OPS and n.name not in seen:
+                    seen.add(n.name)
+                    todo.extend(n.outputs)
+        return False
+
+    return {n.name for n in graph.nodes if n.op == "GlobalAveragePool" and feeds_weighted(n.outputs[0])}
+
+
+def split_rounds(graph: Graph, cuts: set[str] | None = None) -> tuple[list[_RoundShape], list[Node]]:
+    """Cut the graph into rounds: maximal linear blocks between client non-linearities,
+    and after each linear node named in ``cuts`` (default ``pooling_cuts(graph)``), where
+    the client only requantizes. Returns the rounds and the linear nodes (in order). Raises
+    UnsupportedOpError for anything that is neither linear nor a client op in a supported
+    place."""
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise ModelError("SAFHIRE quantization needs a graph with one input and one output")
+    cuts = pooling_cuts(graph) if cuts is None else set(cuts)
     kind: dict[str, tuple] = {graph.inputs[0].name: ("C", 0)}
     rounds: list[_RoundShape] = []
     lin_nodes: list[Node] = []
@@ -112,7 +153,7 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
             if k[0] == "L":
                 rounds.append(_RoundShape(ins[0], sorted(k[1]), [node]))
                 kind[node.outputs[0]] = ("P", len(rounds) - 1)
-            elif k[0] == "P" and rounds[k[1]].chain[-1].outputs[0] == ins[0]:
+            elif k[0] == "P" and rounds[k[1]].result == ins[0]:
                 rounds[k[1]].chain.append(node)
                 kind[node.outputs[0]] = k
             else:
@@ -137,13 +178,17 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
                 raise ModelError(f"node {node.name!r} reads an unknown tensor {i!r}")
             if k[0] == "P":            # a client chain's result: the next round's input
                 r = k[1]
-                if rounds[r].chain[-1].outputs[0] != i:
+                if rounds[r].result != i:
                     raise UnsupportedOpError(node.op, node.name, "reads the middle of a client step")
                 kind[i] = k = ("C", r + 1)
             srcs |= {k[1]} if k[0] == "C" else set(k[1])
         for o in node.outputs:
             kind[o] = ("L", frozenset(srcs))
         lin_nodes.append(node)
+        if node.name in cuts and node.outputs[0] != graph.output_names[0]:
+            # a round ends here; its client step is the requantization alone
+            rounds.append(_RoundShape(node.outputs[0], sorted(srcs), cut=True))
+            kind[node.outputs[0]] = ("P", len(rounds) - 1)
     if final is None:
         out = graph.output_names[0]
         k = kind.get(out)
@@ -155,8 +200,8 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
         if r not in rd.sources or max(rd.sources) != r:
             raise UnsupportedOpError("-", rd.out, f"round {r} must read the previous round's result "
                                      "(and may read earlier ones); branches are not supported")
-        if r < len(rounds) - 1 and rd.chain[-1].outputs[0] not in kind or \
-                (r < len(rounds) - 1 and kind[rd.chain[-1].outputs[0]] != ("C", r + 1)):
+        if r < len(rounds) - 1 and rd.result not in kind or \
+                (r < len(rounds) - 1 and kind[rd.result] != ("C", r + 1)):
             raise UnsupportedOpError("-", rd.out, f"round {r}'s result is never used")
     return rounds, lin_nodes
 
@@ -420,6 +465,19 @@ def _colored_map(probe, c: int, in_shape: tuple, out_shape: tuple | None, width:
     return m
 
 
+def _uniform_weight(mats: list, bias: np.ndarray, scales: list) -> float | None:
+    """The real value of every weight (times the source's scale) of a map that only
+    averages (one source with one scale, every non-zero entry equal and positive, no
+    bias), else None."""
+    if len(mats) != 1 or np.asarray(scales[0]).ndim or mats[0].nnz == 0:
+        return None
+    d = mats[0].data
+    w = float(d[0])
+    if w <= 0 or np.max(np.abs(d - w)) > 1e-9 * w or np.max(np.abs(bias), initial=0.0) > 1e-12:
+        return None
+    return w * float(scales[0])
+
+
 def _row(scale) -> np.ndarray:
     """A source's scale as a (1, E) row (broadcast over a map's columns) or a scalar."""
     a = np.asarray(scale, dtype=np.float64)
@@ -472,7 +530,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     in_name = graph.inputs[0].name
     cid_tensor = {0: in_name}
     for r, rd in enumerate(rounds_s[:-1]):
-        cid_tensor[r + 1] = rd.chain[-1].outputs[0]
+        cid_tensor[r + 1] = rd.result
     shapes = {c: tuple(env[t].shape[1:]) for c, t in cid_tensor.items()}
     widths = {c: int(np.prod(s)) for c, s in shapes.items()}
 
@@ -505,6 +563,13 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         w_need = max(float(abs(m.multiply(_row(scales[c]))).max()) for m, c in zip(mats, rd.sources)) \
             / ((1 << (wb - 1)) - 1)
         s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
+        pool = _uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
+        if pool is not None:
+            # an average pooling alone: one integer weight W >= 1 for every summand and the
+            # scale that makes it exact, s_acc = w s_in / W (rounding a uniform weight
+            # would only rescale every average by the same wrong factor)
+            w_int = min((1 << (wb - 1)) - 1, max(1, int(math.floor(pool / s_acc))))
+            s_acc = pool / w_int
         wints = []
         for m, c in zip(mats, rd.sources):
             q = sp.csr_matrix(m.multiply(_row(scales[c]) / s_acc))
