@@ -43,8 +43,10 @@ from secinfer.arith import public_rng
 from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ConfigError, ModelError, UnsupportedOpError
 from secinfer.ir.float_exec import run_float_all, run_node_float
+from secinfer.ir.degeneracy import zero_weight_report
 from secinfer.ir.graph import Graph, Node, lift_2d
 from secinfer.ir.movement import MOVEMENT
+from secinfer.ir.pool_rounds import pooling_cuts, stage_pools, uniform_weight
 
 ACCUMULATOR_BITS = (8, 12, 16)
 # activation / maximum weight bits per accumulator precision (public) [SAFHIRE Sec. 3:
@@ -95,37 +97,6 @@ class _RoundShape:
         """The tensor the next round reads: the client chain's last output, or (a pooling
         cut with no non-linearity) the linear output itself."""
         return self.chain[-1].outputs[0] if self.chain else self.out
-
-
-_WEIGHTED = ("Conv", "Gemm", "MatMul")
-
-
-def pooling_cuts(graph: Graph) -> set[str]:
-    """The global average poolings that end a round of their own: those whose result
-    reaches (through other linear ops) a layer with weights. Fused with that layer, the
-    pooling's 1/(H W) would shrink its weights by H W against one accumulator scale and
-    round them to 0 (ResNet-20's head: W_fc / 64); a round of its own lets the client
-    requantize the averages first, at the price of one small round [issue 18]."""
-    const = set(graph.weight_info)
-    users: dict[str, list[Node]] = {}
-    for n in graph.nodes:
-        for i in n.inputs:
-            if i not in const:
-                users.setdefault(i, []).append(n)
-
-    def feeds_weighted(t: str) -> bool:
-        todo, seen = [t], set()
-        while todo:
-            u = todo.pop()
-            for n in users.get(u, []):
-                if n.op in _WEIGHTED:
-                    return True
-                if n.op in LINEAR_OPS and n.name not in seen:
-                    seen.add(n.name)
-                    todo.extend(n.outputs)
-        return False
-
-    return {n.name for n in graph.nodes if n.op == "GlobalAveragePool" and feeds_weighted(n.outputs[0])}
 
 
 def split_rounds(graph: Graph, cuts: set[str] | None = None) -> tuple[list[_RoundShape], list[Node]]:
@@ -465,19 +436,6 @@ def _colored_map(probe, c: int, in_shape: tuple, out_shape: tuple | None, width:
     return m
 
 
-def _uniform_weight(mats: list, bias: np.ndarray, scales: list) -> float | None:
-    """The real value of every weight (times the source's scale) of a map that only
-    averages (one source with one scale, every non-zero entry equal and positive, no
-    bias), else None."""
-    if len(mats) != 1 or np.asarray(scales[0]).ndim or mats[0].nnz == 0:
-        return None
-    d = mats[0].data
-    w = float(d[0])
-    if w <= 0 or np.max(np.abs(d - w)) > 1e-9 * w or np.max(np.abs(bias), initial=0.0) > 1e-12:
-        return None
-    return w * float(scales[0])
-
-
 def _row(scale) -> np.ndarray:
     """A source's scale as a (1, E) row (broadcast over a map's columns) or a scalar."""
     a = np.asarray(scale, dtype=np.float64)
@@ -527,6 +485,9 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     if calib.ndim < 2 or calib.shape[0] < 1:
         raise ConfigError("calibration data must be a non-empty batch")
     env = run_float_all(graph, calib, intermediates=True)
+    graph, cuts = stage_pools(graph, env, a, (1 << (b - 1)) - 1)
+    if cuts is not None:
+        rounds_s, lin_nodes = split_rounds(graph, cuts)
     in_name = graph.inputs[0].name
     cid_tensor = {0: in_name}
     for r, rd in enumerate(rounds_s[:-1]):
@@ -555,6 +516,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     vmax = {0: max(abs(in_lo), in_hi)}
     qrounds: list[QRound] = []
     n_over = 0
+    nnz_float: list[list[int]] = []
     for r, rd in enumerate(rounds_s):
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
         if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
@@ -563,12 +525,15 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         w_need = max(float(abs(m.multiply(_row(scales[c]))).max()) for m, c in zip(mats, rd.sources)) \
             / ((1 << (wb - 1)) - 1)
         s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
-        pool = _uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
+        pool = uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
         if pool is not None:
             # an average pooling alone: one integer weight W >= 1 for every summand and the
             # scale that makes it exact, s_acc = w s_in / W (rounding a uniform weight
-            # would only rescale every average by the same wrong factor)
-            w_int = min((1 << (wb - 1)) - 1, max(1, int(math.floor(pool / s_acc))))
+            # would only rescale every average by the same wrong factor), and no larger
+            # than keeps the sum of k activations within the accumulator for every input
+            k = -(-mats[0].nnz // mats[0].shape[0])
+            fit = ((1 << (b - 1)) - 1) // (k * vmax[rd.sources[0]])
+            w_int = min((1 << (wb - 1)) - 1, max(1, min(fit, int(math.floor(pool / s_acc)))))
             s_acc = pool / w_int
         wints = []
         for m, c in zip(mats, rd.sources):
@@ -577,6 +542,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             q = q.astype(np.int64)
             q.eliminate_zeros()
             wints.append(q)
+        nnz_float.append([int(np.count_nonzero(m.data)) for m in mats])
         bint = np.rint(bias / s_acc).astype(np.int64)
         worst = int(np.max(sum(abs(w) @ np.full(w.shape[1], vmax[c], dtype=np.int64)
                                for w, c in zip(wints, rd.sources)) + np.abs(bint)))
@@ -599,14 +565,17 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     # calibration report: accumulator use and overflow (wraps) on the calibration data
     xs = qm.quantize_input(calib)
     use = np.zeros(len(qrounds))
+    finals = set()
     for v in xs:
         tr: list = []
         _trace_exact(qm, v, tr)
         for r, (yw, ye) in enumerate(tr):
             use[r] = max(use[r], float(np.max(np.abs(ye))) / (1 << (qm.b - 1)))
             n_over += int(np.sum(yw != ye))
+        finals.add(tr[-1][0].tobytes())
     qm.calib = {"samples": int(calib.shape[0]), "max_acc_use": [round(u, 4) for u in use],
-                "wrapped_accumulators": n_over, "headroom": headroom}
+                "wrapped_accumulators": n_over, "headroom": headroom,
+                **zero_weight_report(qm, nnz_float), "distinct_outputs": len(finals)}
     return qm
 
 

@@ -161,7 +161,7 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    h.update(f"b={cfg['b']};q=1".encode())
+    h.update(f"b={cfg['b']};q=2".encode())    # q=2: pooling rounds (issue 18)
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
 
 

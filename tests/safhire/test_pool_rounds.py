@@ -1,0 +1,131 @@
+"""Issue 18: a quantized ResNet-20-like model must compute something. Global average
+pooling gets a round of its own (staged where the accumulator is narrow), the quantized
+model's outputs depend on its input, and a degenerate model says so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from secinfer.ir import quantize as Q
+from secinfer.ir.degeneracy import degeneracy, degeneracy_warnings
+from secinfer.ir.pool_rounds import _pool_stages, pooling_cuts
+from tests.safhire.helpers import options
+from tests.safhire.qhelpers import digits, gap_resnet, quantized, tiny_resnet
+
+
+def _two_inputs(g):
+    return Q.calibration_inputs(Q.batch_free(g), None, 40)[-2:]     # not the calibration's 32
+
+
+def test_b12_resnet_like_head_is_not_rounded_away():
+    """Fused with the FC, the 8 x 8 pooling's 1/64 rounded every head weight to 0 at b = 12
+    and the model answered its bias for every input; now every block has non-zero weights
+    and two inputs give two different outputs."""
+    g, qm = quantized("gap-resnet", 12)
+    R = len(qm.rounds)
+    # 5 conv rounds, the pooling in two stages (64 x 63 > 2^11: 4 x 8 windows, then 2 x 1),
+    # then the FC round on the 16 requantized averages
+    assert [rd.sources for rd in qm.rounds][-3:] == [[R - 3], [R - 2], [R - 1]] and R == 8
+    st, gap, fc = qm.rounds[-3:]
+    assert (st.m, gap.m, fc.m) == (32, 16, 10) and not (st.relu or gap.relu) and gap.k == 1
+    for r, rd in enumerate(qm.rounds):
+        for s, w in zip(rd.sources, rd.weights):
+            assert w.nnz > 0, f"round {r} source {s} quantized to all zeros"
+    # the pooling weight is one exact integer per summand, and no sum can wrap
+    for rd, k in ((st, 32), (gap, 2)):
+        assert np.unique(rd.weights[0].data).size == 1 and rd.weights[0].data[0] >= 1
+        assert rd.weights[0].nnz == rd.m * k and not rd.bias.any() and rd.worst < 2048
+    x = _two_inputs(g)
+    a, b = (qm.run_int(v) for v in qm.quantize_input(x))
+    assert not np.array_equal(a, b)
+    d = degeneracy(qm)
+    assert d["known"] and not d["degenerate"] and d["zero_blocks"] == [] and d["distinct_outputs"] > 1
+    assert degeneracy_warnings(qm) == []
+
+
+def test_b8_pooling_is_staged_to_fit_the_accumulator_and_zero_branches_are_reported():
+    """At b = 8 the 8 x 8 sum of 4-bit activations (up to 64 x 15) does not fit 8 bits: the
+    pooling runs in stages, each within the accumulator; the output depends on the input.
+    The damped residual branches still round to 0 at b = 8, and the report names them."""
+    g, qm = quantized("gap-resnet", 8)
+    pools = [rd for rd in qm.rounds[:-1] if not rd.relu]
+    assert len(pools) >= 2
+    for rd in pools:
+        assert len(rd.weights) == 1 and np.unique(rd.weights[0].data).size == 1
+        assert rd.worst < 128, rd.worst         # no input can wrap a pooling sum
+    assert qm.rounds[-1].weights[0].nnz > 0
+    assert qm.calib["wrapped_accumulators"] == 0
+    x = _two_inputs(g)
+    a, b = (qm.run_int(v) for v in qm.quantize_input(x))
+    assert not np.array_equal(a, b)
+    d = degeneracy(qm)
+    assert not d["degenerate"] and d["zero_blocks"], d     # the branches (round, source 2 / 4)
+    w = degeneracy_warnings(qm)
+    assert len(w) == 1 and "all zeros" in w[0]
+
+
+def test_a_degenerate_model_is_reported_as_such():
+    """A model whose weights all rounded to 0 gives one output for every input: the report
+    says DEGENERATE (the figure for it must not pass silently)."""
+    _, good = quantized("gap-resnet", 12)
+    import copy
+
+    qm = copy.deepcopy(good)
+    fc = qm.rounds[-1]
+    fc.weights = [w * 0 for w in fc.weights]
+    for w in fc.weights:
+        w.eliminate_zeros()
+    finals = {qm.run_int(v).tobytes() for v in qm.quantize_input(_two_inputs(gap_resnet()))}
+    assert len(finals) == 1
+    qm.calib["distinct_outputs"] = len(finals)
+    qm.calib["zero_blocks"] = [[len(qm.rounds) - 1, fc.sources[0]]]
+    assert degeneracy(qm)["degenerate"]
+    assert any(s.startswith("DEGENERATE") for s in degeneracy_warnings(qm))
+    del qm.calib["zero_blocks"]                   # a model stored before the report
+    assert not degeneracy(qm)["known"] and "re-quantize" in degeneracy_warnings(qm)[0]
+
+
+def test_only_a_pooling_that_feeds_a_weighted_layer_is_cut():
+    assert pooling_cuts(gap_resnet()) == {n.name for n in gap_resnet().nodes if n.op == "GlobalAveragePool"}
+    g, _, _ = digits("digits-cnn")                 # AveragePool fused with the FC: unchanged
+    assert pooling_cuts(g) == set()
+    rounds, _ = Q.split_rounds(Q.batch_free(g))
+    assert len(rounds) == 2
+    from secinfer.ir import zoo
+    from secinfer.ir.onnx_import import load_model
+
+    net = zoo._Net("gap-out", 3, {})                # pooling is the last op: no round after it
+    h = net.relu(net.conv_bn("input", 3, 10, 3, 1, 1, gain=1.0, fold=True))
+    out = net.flatten(net.node("GlobalAveragePool", [net.conv(h, 10, 10, 1)]))
+    go = load_model(net.finish([1, 3, 8, 8], out, [1, 10]).SerializeToString())
+    assert pooling_cuts(go) == set() and len(Q.split_rounds(Q.batch_free(go))[0]) == 2
+
+
+@pytest.mark.parametrize("b,act", [(8, 4), (12, 6), (16, 8)])
+def test_pool_stages_keep_every_integer_window_sum_within_the_accumulator(b, act):
+    hi, cap = (1 << act) - 1, (1 << (b - 1)) - 1
+    stages = _pool_stages(8, 8, hi, cap)
+    assert int(np.prod([kh * kw for kh, kw in stages])) == 64
+    assert all(kh * kw * hi <= cap for kh, kw in stages), stages
+    assert len(stages) == {8: 2, 12: 2, 16: 1}[b], stages
+    assert _pool_stages(7, 1, hi, 15) == [(7, 1)] if hi <= 2 else True
+    assert _pool_stages(3, 5, 100, 150) == [(3, 1), (1, 5)]      # prime sides: a stage of 2+ anyway
+
+
+def test_tiny_resnet_gains_one_pooling_round():
+    _, qm = quantized("tiny-resnet", 16)
+    assert len(qm.rounds) == 7 and not qm.rounds[-2].relu and qm.rounds[-2].m == 6   # 2 x 2: one stage
+    assert degeneracy(qm)["known"] and len(tiny_resnet().nodes) > 0
+
+
+@pytest.mark.parametrize("b", [12, 8])
+def test_protocol_equals_the_oracle_on_the_resnet_like_model(b):
+    """The pooling rounds (one at b = 12, staged at b = 8) through the real protocol on the
+    small insecure ring: every round and the output equal the quantized oracle."""
+    from tests.safhire.test_protocol import _check_rounds
+
+    g = gap_resnet()
+    x = np.random.default_rng(11).uniform(-1, 1, (1, 3, 8, 8))
+    res = _check_rounds(g, x, options(b=b, trace=1))
+    assert res["client"].info["rounds"] == 8
