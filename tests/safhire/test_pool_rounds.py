@@ -129,3 +129,18 @@ def test_protocol_equals_the_oracle_on_the_resnet_like_model(b):
     x = np.random.default_rng(11).uniform(-1, 1, (1, 3, 8, 8))
     res = _check_rounds(g, x, options(b=b, trace=1))
     assert res["client"].info["rounds"] == 8
+
+
+def test_inspect_and_bench_rows_say_when_weights_vanish():
+    """`secinfer inspect`'s SAFHIRE lines and the bench row carry the zero-weight report."""
+    from secinfer.bench.safhire_suite import _degeneracy_fields, _warn
+    from secinfer.protocols.safhire.report import _zero_weight_lines
+
+    _, q8 = quantized("gap-resnet", 8)
+    _, q12 = quantized("gap-resnet", 12)
+    l8, l12 = _zero_weight_lines(q8), _zero_weight_lines(q12)
+    assert any("WARNING" in s and "all zeros" in s for s in l8)
+    assert not any("WARNING" in s for s in l12) and "distinct outputs on 32" in l12[0]
+    f8 = _degeneracy_fields(q8)
+    assert f8["quantized_degenerate"] is False and f8["quantized_zero_blocks"] and "all zeros" in _warn(f8)
+    assert _warn(_degeneracy_fields(q12)) == ""
