@@ -119,16 +119,36 @@ def test_tiny_resnet_gains_one_pooling_round():
     assert degeneracy(qm)["known"] and len(tiny_resnet().nodes) > 0
 
 
-@pytest.mark.parametrize("b", [12, 8])
-def test_protocol_equals_the_oracle_on_the_resnet_like_model(b):
-    """The pooling rounds (one at b = 12, staged at b = 8) through the real protocol on the
-    small insecure ring: every round and the output equal the quantized oracle."""
+@pytest.mark.parametrize("b,residual", [(12, "off"), (8, "on")])
+def test_protocol_equals_the_oracle_on_the_resnet_like_model(b, residual):
+    """The pooling rounds (in two stages at b = 8 and 12) and, at b = 8, the opt-in residual
+    rounds through the real protocol on the small insecure ring: every round and the output
+    equal the quantized oracle."""
     from tests.safhire.test_protocol import _check_rounds
 
     g = gap_resnet()
     x = np.random.default_rng(11).uniform(-1, 1, (1, 3, 8, 8))
-    res = _check_rounds(g, x, options(b=b, trace=1))
-    assert res["client"].info["rounds"] == 8
+    res = _check_rounds(g, x, options(b=b, trace=1, residual_rounds=residual))
+    assert res["client"].info["rounds"] == {"off": 8, "on": 10}[residual]
+
+
+def test_b8_residual_rounds_keep_every_branch():
+    """Opt-in: each residual branch in a round of its own, requantized (signed) by the
+    client, then added to the shortcut with an integer weight of its own: no block rounds
+    to zero at b = 8, and the argmax agrees with float far more often than without."""
+    g = gap_resnet()
+    cal = Q.calibration_inputs(g, None, 32)
+    x = Q.calibration_inputs(Q.batch_free(g), None, 232)[32:]          # held out
+    plain, split = Q.quantize(g, 8, cal), Q.quantize(g, 8, cal, residual_rounds=True)
+    assert len(split.rounds) == len(plain.rounds) + 2
+    assert degeneracy(split)["zero_blocks"] == [] and degeneracy(plain)["zero_blocks"]
+    adds = [rd for rd in split.rounds if len(rd.sources) == 2]
+    assert len(adds) == 2 and all(w.nnz > 0 for rd in adds for w in rd.weights)
+    branch = split.rounds[adds[0].sources[1] - 1]
+    assert not branch.relu and branch.lo < 0 < branch.hi          # requantized signed
+    a_plain = Q.accuracy_report(g, plain, x)["agreement"]
+    a_split = Q.accuracy_report(g, split, x)["agreement"]
+    assert a_split >= a_plain + 0.15, (a_plain, a_split)
 
 
 def test_inspect_and_bench_rows_say_when_weights_vanish():

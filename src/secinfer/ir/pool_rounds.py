@@ -56,6 +56,45 @@ def pooling_cuts(graph: Graph) -> set[str]:
     return {n.name for n in graph.nodes if n.op == "GlobalAveragePool" and feeds_weighted(n.outputs[0])}
 
 
+def residual_cuts(graph: Graph, client_ops: tuple) -> set[str]:
+    """Opt-in (quantizer option ``residual_rounds``): for each residual addition of two
+    activations, the node that produces its branch (the operand computed from the later
+    non-linearity) ends a round of its own, so the client requantizes the branch with its
+    own scale before the round that adds the shortcut. Fused, the addition has one
+    accumulator scale for both operands; the zoo's ResNet-20 damps each branch to a few
+    tenths of the shortcut, and at b = 8 the identity's weight (about 6) already fills the
+    8-bit accumulator: the branch's weights round to 0 in 8 of its 9 blocks. Requantized
+    alone, the branch enters the addition with an integer weight of about 3-7 (estimated
+    from the zoo ResNet-20's calibration ranges). Costs one round per block."""
+    const = set(graph.weight_info)
+    prod = {o: (i, n) for i, n in enumerate(graph.nodes) for o in n.outputs}
+
+    def origin(t: str) -> int:
+        """Index of the non-linearity (or -1: the model input) a linear chain starts from."""
+        while t in prod:
+            i, n = prod[t]
+            if n.op in client_ops:
+                return i
+            acts = [x for x in n.inputs if x not in const]
+            if len(acts) != 1:
+                return i
+            t = acts[0]
+        return -1
+
+    cuts = set()
+    for n in graph.nodes:
+        acts = [x for x in n.inputs if x not in const]
+        if n.op != "Add" or len(acts) != 2 or not all(a in prod for a in acts):
+            continue
+        o0, o1 = origin(acts[0]), origin(acts[1])
+        if o0 == o1:
+            continue
+        branch = prod[acts[0] if o0 > o1 else acts[1]][1]
+        if branch.op not in client_ops:
+            cuts.add(branch.name)
+    return cuts
+
+
 def uniform_weight(mats: list, bias: np.ndarray, scales: list) -> float | None:
     """The real value of every weight (times the source's scale) of a map that only
     averages (one source with one scale, every non-zero entry equal and positive, no
@@ -93,7 +132,8 @@ def _pool_stages(h: int, w: int, hi: int, cap: int) -> list[tuple[int, int]]:
     return stages
 
 
-def stage_pools(graph: Graph, env: dict, act_bits: int, cap: int) -> tuple[Graph, set[str] | None]:
+def stage_pools(graph: Graph, env: dict, act_bits: int, cap: int,
+                cuts: set[str]) -> tuple[Graph, set[str] | None]:
     """Split each cut global average pooling (``pooling_cuts``) whose whole-image sum of
     integer activations might not fit the accumulator (``cap`` = 2^(b-1) - 1) into
     average poolings over windows, one round each, then the global pooling of what is
@@ -101,12 +141,13 @@ def stage_pools(graph: Graph, env: dict, act_bits: int, cap: int) -> tuple[Graph
     client between stages [issue 18: at b = 8, ResNet-20's 8 x 8 pooling of 4-bit
     activations sums to up to 64 x 15, far beyond 8 bits, so fused or alone it rounds its
     weights to 0]. Returns (graph, the cuts) or (graph, None) when nothing changes. The
-    stage outputs join ``env`` (calibration values)."""
-    cuts = pooling_cuts(graph)
+    stage outputs join ``env`` (calibration values). ``cuts``: the rounds' cuts so far."""
+
+    gaps = pooling_cuts(graph) & cuts
     hi = (1 << act_bits) - 1                   # the pooled ReLU outputs are unsigned
     nodes, shapes, new_cuts, changed = [], dict(graph.shapes), set(), False
     for node in graph.nodes:
-        u = env.get(node.inputs[0]) if node.name in cuts else None
+        u = env.get(node.inputs[0]) if node.name in gaps else None
         if u is None or u.ndim != 4:
             nodes.append(node)
             new_cuts |= {node.name} & cuts

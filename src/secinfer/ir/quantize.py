@@ -46,7 +46,7 @@ from secinfer.ir.float_exec import run_float_all, run_node_float
 from secinfer.ir.degeneracy import zero_weight_report
 from secinfer.ir.graph import Graph, Node, lift_2d
 from secinfer.ir.movement import MOVEMENT
-from secinfer.ir.pool_rounds import pooling_cuts, stage_pools, uniform_weight
+from secinfer.ir.pool_rounds import pooling_cuts, residual_cuts, stage_pools, uniform_weight
 
 ACCUMULATOR_BITS = (8, 12, 16)
 # activation / maximum weight bits per accumulator precision (public) [SAFHIRE Sec. 3:
@@ -469,9 +469,11 @@ def batch_free(graph: Graph) -> Graph:
 
 
 def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = None,
-             weight_bits: int | None = None, headroom: float = HEADROOM) -> QuantizedModel:
+             weight_bits: int | None = None, headroom: float = HEADROOM,
+             residual_rounds: bool = False) -> QuantizedModel:
     """Post-training quantization of ``graph`` for accumulator precision ``b`` [SAFHIRE
-    Sec. 3], calibrated on ``calib`` (batch-first float inputs)."""
+    Sec. 3], calibrated on ``calib`` (batch-first float inputs). ``residual_rounds``: each
+    residual branch gets a round of its own (``pool_rounds.residual_cuts``)."""
     graph = batch_free(graph)
     if b not in ACCUMULATOR_BITS:
         raise ConfigError(f"accumulator precision b must be one of {ACCUMULATOR_BITS}, got {b!r}")
@@ -485,9 +487,12 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     if calib.ndim < 2 or calib.shape[0] < 1:
         raise ConfigError("calibration data must be a non-empty batch")
     env = run_float_all(graph, calib, intermediates=True)
-    graph, cuts = stage_pools(graph, env, a, (1 << (b - 1)) - 1)
-    if cuts is not None:
+    cuts = pooling_cuts(graph) | (residual_cuts(graph, CLIENT_OPS) if residual_rounds else set())
+    if residual_rounds:
         rounds_s, lin_nodes = split_rounds(graph, cuts)
+    graph, staged = stage_pools(graph, env, a, (1 << (b - 1)) - 1, cuts)
+    if staged is not None:
+        rounds_s, lin_nodes = split_rounds(graph, staged)
     in_name = graph.inputs[0].name
     cid_tensor = {0: in_name}
     for r, rd in enumerate(rounds_s[:-1]):
@@ -640,7 +645,8 @@ def log2_worst(qm: QuantizedModel) -> int:
     return max(int(math.ceil(math.log2(rd.worst + 1))) for rd in qm.rounds)
 
 
-def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 12) -> QuantizedModel:
+def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 12,
+                      residual_rounds: bool = False) -> QuantizedModel:
     """``quantize`` with the (activation bits, weight bits) pair that agrees best with the
     float model on the calibration data (argmax for classifiers, relative error for one output) (ties: the default pair), trying at most
     ``max_tries`` pairs around the defaults. Cheap for small models; the chosen pair is
@@ -661,7 +667,7 @@ def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 
     pairs += [(a, w) for a in range(2, b - 1) for w in range(2, b - 1)
               if abs(a - ACT_BITS[b]) <= 2 and abs(w - WEIGHT_BITS[b]) <= 2 and (a, w) != pairs[0]]
     for a, w in pairs[:max_tries]:
-        qm = quantize(graph, b, calib, a, w)
+        qm = quantize(graph, b, calib, a, w, residual_rounds=residual_rounds)
         sc = score(qm.run(calib))
         if sc > best_score:
             best, best_score = qm, sc
