@@ -310,7 +310,7 @@ def prepare(model, x=None, *, protocol: str, security: str | None = None, networ
         limits = _spec_limits(spec, graph, cfg, options)
         try:
             notes += check_run(graph.with_batch(len(xb)) if graph.inputs[0].shape[0] is None else graph,
-                               xb, cfg, protocol=spec.name, limits=limits)
+                               xb, cfg, protocol=spec.name, limits=limits, bias_in_sum=spec.bias_in_sum)
         except FixedPointRangeError as e:
             if not allow_out_of_range:
                 raise FixedPointRangeError(f"{e} (allow_out_of_range / --allow-out-of-range runs it anyway "
@@ -626,6 +626,11 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
             elif row["ok"] and b["risks"]:
                 where = b.get("probe", src)
                 row.update(ok=False, reason=f"overflow on {where}: {describe_risk(b['risks'][0], cfg, name)}")
+            elif row["ok"] and spec.bias_in_sum and data is not None:   # crisp truncates acc + b 2^f
+                over = overflow_nodes(g_data, data, cfg, bias_in_sum=True)
+                if over:
+                    row.update(ok=False, reason=f"overflow on {b.get('probe', src)}: "
+                                                f"{describe_risk(over[0], cfg, name)}")
             rep.protocols.append(row)
     return rep
 
@@ -633,7 +638,8 @@ def inspect(model, input_range: float | None = None, calibration=None) -> Inspec
 def query(cluster, x, party_id: str = "client", **kwargs):
     """One client session against running ``secinfer serve`` parties (docs/runtime.md,
     "Serving"); returns ``secinfer.runtime.serve.QueryResult`` (``.output``, ``.session_id``,
-    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout."""
+    ``.latency_s``). ``kwargs``: keys_dir, protocol, network, control_timeout, recv_timeout,
+    allow_out_of_range (send a query outside the model owner's range certificate anyway: warns)."""
     from secinfer.runtime.serve import query as _query
 
     return _query(cluster, np.asarray(x, dtype=np.float64), party_id, **kwargs)

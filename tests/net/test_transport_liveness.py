@@ -189,12 +189,15 @@ def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transpo
         with pytest.raises(PeerDeadError) as server_err:
             eps["server"].recv("dealer", "y", ANY_U)
         msg = str(server_err.value)
-        # the client must be named first; under load the server's own heartbeats may find the
-        # client gone before the dealer's bye is read: then the dealer is not mentioned at all
+        # the client must be named as the dead one. Either the server's own heartbeats found
+        # it gone first (then the dealer is not blamed at all), or the dealer's bye came first
+        # (zmq sees no connection loss, so the server's own detection waits for the peer
+        # timeout): then the dealer's forwarded reason names the client. The old bug was a bare
+        # "peer dealer closed the session".
         assert "client" in msg, msg
         if "dealer" in msg:
             assert "peer dealer failed and closed the session" in msg, msg
-            assert msg.index("client") < msg.index("dealer"), msg
+            assert msg.index("client") < msg.index("dealer") or "peer client is dead" in msg, msg
     finally:
         for e in eps.values():
             e.close(flush=False)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from secinfer.protocols.stamp.ltee_device import COMMANDS, read_frame, write_frame
 
@@ -92,3 +93,17 @@ def test_any_arguments_to_any_command_are_refused_never_fatal(cmd, arrays, keyed
         COMMANDS[cmd](dev, arrays)
     except SURVIVED:
         pass
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+@pytest.mark.parametrize("cmd", sorted(COMMANDS))
+def test_a_huge_integer_where_a_byte_string_is_expected_is_refused(cmd, keyed):
+    """bytes() of a 0-d integer array allocates that many bytes (MemoryError ended the
+    device's loop); byte-string arguments are taken only as 1-d uint8 arrays."""
+    dev = _keyed_devices()[0] if keyed else ltee_device.Device()
+    big = np.array(2 ** 62, dtype=np.int64)
+    for arrays in ([big, big], [np.array([1]), big, big, big, big], [np.zeros(5, np.int64), big]):
+        try:
+            COMMANDS[cmd](dev, arrays)
+        except SURVIVED:
+            pass

@@ -4,7 +4,9 @@ processes (one-way latency = half a ping-pong round trip) and bulk throughput pe
 ``secinfer bench runtime`` runs it on both transports. The echo side is this module run as
 a process: ``python -m secinfer.bench.hop CLUSTER ROLE NONCE MODE COUNT [BURSTS]`` (MODE
 ping: answer COUNT pings; MODE bulk: BURSTS times, receive COUNT frames, then acknowledge
-once). Bulk is timed per burst (median and spread over the bursts).
+once). Bulk is timed per burst (median and spread over the bursts). On tcp the row says
+which record layer ran (``record_layer``: native unless the library is missing or
+``SECINFER_TCP_NATIVE=0``).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ def _phase(transport: str, c, mode: str, count: int, payload: int, bulk_mb: int,
     try:
         ep = endpoint_class(transport).from_cluster(c, "a", c.load_secret("a"), c.session_id(nonce),
                                                     recv_timeout=60)
+        if transport == "tcp":   # (the echo process chooses alike: same library, same environment)
+            out["record_layer"] = "native" if ep.native else "python"
         if mode == "ping":
             msg = np.zeros(payload, np.uint8)
             rtts = []

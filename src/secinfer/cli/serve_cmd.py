@@ -40,6 +40,9 @@ def add_parsers(sub) -> None:
     q.add_argument("--network", default="none")
     q.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each control answer")
     q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.add_argument("--allow-out-of-range", action="store_true",
+                   help="send a query outside the model owner's range certificate anyway (warns: the answer "
+                        "may be wrong)")
     q.set_defaults(func=cmd_query)
 
 
@@ -88,13 +91,22 @@ def cmd_query(args) -> int:
         if not Path(args.output).resolve().parent.is_dir():
             raise ConfigError(f"--output {args.output!r}: its directory does not exist")
     x = load_input_file(args.input)
-    r = query(args.cluster, x, args.party_id, keys_dir=args.keys, protocol=args.protocol, network=args.network,
-              control_timeout=args.timeout)
+    import warnings
+
+    from secinfer.runtime.serve_client import RangeWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RangeWarning)
+        r = query(args.cluster, x, args.party_id, keys_dir=args.keys, protocol=args.protocol, network=args.network,
+                  control_timeout=args.timeout, allow_out_of_range=args.allow_out_of_range)
+    for w in caught:
+        print(f"WARNING: {w.message}", file=sys.stderr, flush=True)
     if args.output:
         np.save(args.output, r.output)
     if args.json:
         print(json.dumps({"session_id": r.session_id, "protocol": r.protocol, "security": r.security,
                           "latency_s": r.latency_s, "prepared_item": r.info.get("prep"),
+                          "range": r.info.get("range"),
                           "output": r.output.tolist()}))
     else:
         print(np.array2string(r.output, precision=4, threshold=40))

@@ -8,7 +8,9 @@ cannot compute exactly is refused before a protocol computes something else:
   weight is refused, never encoded as garbage);
 * ``check_query``: the query is finite and encodable at the input's fractional bits;
 * ``overflow_nodes``: the nodes at which the bit-exact reference executor leaves the ring
-  on this very query (the exact check ``demo`` uses);
+  on this very query (the exact check ``demo`` uses); with ``bias_in_sum`` (protocols that
+  truncate acc + b 2^f in one step: ``ProtocolSpec.bias_in_sum``, crisp) also the Gemm /
+  MatMul / Conv nodes where acc + b 2^f leaves it although acc alone does not;
 * ``range_report``: derived bounds (``error_bound``) on every tensor for every input with
   |x| <= R, and the nodes where the ring could overflow: what ``inspect`` shows;
 * ``check_run``: the whole pre-launch check of one (model, query, configuration), with
@@ -86,12 +88,13 @@ def check_query(graph, x, cfg: FixedPointConfig, input_limit: float | None = Non
             f"encodes under {cfg.name} (|x| < {limit:.4g}); refused rather than wrapped")
 
 
-def overflow_nodes(graph, x, cfg: FixedPointConfig) -> list[dict]:
-    """Nodes where the bit-exact reference executor leaves the ring on the query ``x``."""
+def overflow_nodes(graph, x, cfg: FixedPointConfig, bias_in_sum: bool = False) -> list[dict]:
+    """Nodes where the bit-exact reference executor leaves the ring on the query ``x``;
+    with ``bias_in_sum`` also where acc + b 2^f does (exactly: ``fixed_exec.bias_sum_record``)."""
     from secinfer.ir.fixed_exec import run_fixed
 
     found: list = []
-    run_fixed(graph, x, cfg, overflow="collect", overflows=found)
+    run_fixed(graph, x, cfg, overflow="collect", overflows=found, bias_in_sum=bias_in_sum)
     seen: dict[str, dict] = {}
     for r in found:
         d = seen.setdefault(r.node, {"node": r.node, "op": r.op, "what": r.what, "bound": r.max_abs,
@@ -100,15 +103,18 @@ def overflow_nodes(graph, x, cfg: FixedPointConfig) -> list[dict]:
     return list(seen.values())
 
 
-def range_report(graph, cfg: FixedPointConfig, box=None, x=None) -> dict:
+def range_report(graph, cfg: FixedPointConfig, box=None, x=None, bias_in_sum: bool = False) -> dict:
     """Derived bounds for the inputs in ``box`` (per-feature magnitudes, or one number) or
     for the calibration input ``x`` (then the overflow verdict comes from the bit-exact
-    reference executor on x, as ``demo`` does), and the overflow risks."""
+    reference executor on x, as ``demo`` does), and the overflow risks. ``bias_in_sum``: the
+    protocol truncates acc + b 2^f (crisp), so a bias counts towards the sums of products
+    (on ``x`` and in the per-feature box; the scalar fallback of ``error_bound`` does not
+    see it)."""
     from secinfer.ir.error_bound import error_bounds
 
     if x is not None:
         rep = error_bounds(graph, cfg, x=x)
-        risks = overflow_nodes(graph, x, cfg)
+        risks = overflow_nodes(graph, x, cfg, bias_in_sum=bias_in_sum)
         out = graph.output_names[0]
         return {"config": cfg.name, "mode": "calibration input", "output_max_abs":
                 rep["tensors"].get(out, {}).get("max_abs"), "output_error": rep["bound"], "risks": risks,
@@ -116,7 +122,7 @@ def range_report(graph, cfg: FixedPointConfig, box=None, x=None) -> dict:
                 "value_limit": cfg.max_abs, "product_limit": cfg.product_max_abs}
     k = graph.inputs[0].shape[-1] if graph.inputs[0].shape else 1
     box = np.broadcast_to(np.asarray(box, np.float64).reshape(-1), (k or 1,))
-    vec = box_bounds(graph, box, cfg)
+    vec = box_bounds(graph, box, cfg, bias_in_sum=bias_in_sum)
     rep = error_bounds(graph, cfg, input_range=float(np.max(box))) if vec is None else None
     err = None
     try:
@@ -216,10 +222,11 @@ _UNIT_FUNCS = ("Sigmoid", "Tanh", "Softmax", "Erf")
 _SAME = ("Relu", "Neg", "Identity")
 
 
-def box_bounds(graph, box: np.ndarray, cfg: FixedPointConfig) -> dict | None:
+def box_bounds(graph, box: np.ndarray, cfg: FixedPointConfig, bias_in_sum: bool = False) -> dict | None:
     """Per-element magnitude bounds for every input in the box (interval arithmetic on
     |values|; error terms from error_bound are added as a margin). None when the graph has
-    an op this pass does not follow (callers then use error_bound's scalar analysis)."""
+    an op this pass does not follow (callers then use error_bound's scalar analysis).
+    ``bias_in_sum``: a Gemm's bias counts towards its sum of products (crisp)."""
     W = {k: np.abs(np.asarray(v, np.float64)) for k, v in graph.initializers.items()}
     M: dict[str, np.ndarray] = {graph.inputs[0].name: np.asarray(box, np.float64).reshape(1, -1)}
     if len(graph.inputs) != 1 or len(graph.inputs[0].shape) != 2:
@@ -245,6 +252,8 @@ def box_bounds(graph, box: np.ndarray, cfg: FixedPointConfig) -> dict | None:
             acc = (M[ins[0]] + tau) @ W[ins[1]]
             y = acc + (W[ins[2]] if len(ins) > 2 else 0.0)
             lim, what = cfg.product_max_abs, "product"
+            if bias_in_sum and len(ins) > 2:
+                acc, what = y, "product with bias"
         elif op in _SAME:
             y = acc = M[ins[0]]
             lim, what = cfg.max_abs, "value"
@@ -270,6 +279,12 @@ def box_bounds(graph, box: np.ndarray, cfg: FixedPointConfig) -> dict | None:
 
 
 def describe_risk(r: dict, cfg: FixedPointConfig, protocol: str | None = None) -> str:
+    if r["what"] == "product with bias":
+        who = f"protocol {protocol!r}" if protocol else "this protocol"
+        return (f"node {r['node']!r} ({r['op']}): its sum of products plus the bias reaches {r['bound']:.4g} but "
+                f"{cfg.name} holds only {r['limit']:.4g} there ({who} adds the bias before the truncation, in "
+                f"one step; the sum of products alone fits, so a protocol that adds the bias after the "
+                f"truncation, such as the reference, computes it); {fix_hint(cfg, protocol)}")
     what = "sum of products (before truncation)" if r["what"] == "product" else "value"
     return (f"node {r['node']!r} ({r['op']}): its {what} reaches {r['bound']:.4g} but {cfg.name} holds "
             f"only {r['limit']:.4g}; {fix_hint(cfg, protocol)}")
@@ -290,12 +305,14 @@ def limit_violation(graph, x, limit: float) -> dict | None:
 
 
 def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
-              limits: dict | None = None, exact: bool | None = None) -> list[str]:
+              limits: dict | None = None, exact: bool | None = None, bias_in_sum: bool = False) -> list[str]:
     """Everything checked before launch for one query; raises FixedPointRangeError (or
     ModelError for bad weights) and returns notes (e.g. that the exact check was skipped).
 
     ``limits`` (optional, from the protocol): {"input": max |x|, "values": max |value| of
-    any node output} when the protocol's own encoding holds less than the reference's."""
+    any node output} when the protocol's own encoding holds less than the reference's.
+    ``bias_in_sum`` (``ProtocolSpec.bias_in_sum``): the protocol truncates acc + b 2^f in one
+    step (crisp), so the exact check also refuses where that sum leaves the ring."""
     notes: list[str] = []
     check_weights(graph, cfg)
     lim = limits or {}
@@ -304,7 +321,7 @@ def check_run(graph, x, cfg: FixedPointConfig, *, protocol: str | None = None,
     if exact is None:
         exact = graph.stats()["macs"] * max(batch, 1) <= EXACT_CHECK_MACS
     if exact:
-        over = overflow_nodes(graph, x, cfg)
+        over = overflow_nodes(graph, x, cfg, bias_in_sum=bias_in_sum)
         if over:
             raise FixedPointRangeError(
                 f"this input overflows the fixed-point ring of {cfg.name}, so the protocol (which computes the "

@@ -5,7 +5,10 @@ One library serves every layer that needs native code: Lattigo HE (``secinfer.cr
 the FSS kernels (``go/fss_*.go``, ``go/fss_dcf.c`` and the AES-NI hash ``go/fss_aes.c``,
 compiled by cgo with the system C compiler that c-shared builds need anyway; bound in
 ``secinfer.crypto.fss.native``), garbled circuits (``secinfer.crypto.gc``) and the ZK
-provers (``secinfer.crypto.zk``). All of them load it through :mod:`secinfer.native.lib`.
+provers (``secinfer.crypto.zk``). All of them load it through :mod:`secinfer.native.lib`,
+except the tcp transport's record layer (``go/reclayer``), which ``secinfer.net.native_link``
+loads only if it is already built (never building it inside a party), falling back to the
+Python record layer.
 
 The Go module lives in ``go/`` next to this file and is pinned to Lattigo v6.1.1; its
 dependencies come from the Go module proxy (``GOPROXY`` default) and are checked against

@@ -142,7 +142,11 @@ class Endpoint(abc.ABC):
             raise FrameError(f"{self.me} <- {peer} [{tag}]: expected {len(specs)} arrays, got {len(arrays)}")
         payload = 0
         for i, (a, s) in enumerate(zip(arrays, specs)):
-            s.check(a, f"{self.me} <- {peer} [{tag}] array {i}")
+            try:
+                s.check(a, "")
+            except FrameError:   # (the message names the step: built only when it is needed)
+                s.check(a, f"{self.me} <- {peer} [{tag}] array {i}")
+                raise
             payload += a.nbytes
         ph = self._phase
         depth = self.meter.depth

@@ -11,6 +11,11 @@ reordered without the next one failing) and the record header as associated data
 
 ``OutLink``: our stream to one peer, with its writer thread (paced frames, heartbeats).
 ``InStream``: a peer's stream to us (parsed by ``tcp_transport``'s readers).
+
+Either may run on the native record layer (``native_link``: the same records sealed and
+opened in Go, a small frame sent and a frame received in one call each); the control
+around the records (locks, pacing, heartbeats, liveness, close) is this module's and
+``tcp_transport``'s in both cases.
 """
 
 from __future__ import annotations
@@ -25,9 +30,13 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from secinfer.errors import NetworkError, PeerDeadError
+from secinfer.errors import FrameError, InboxFullError, MessageTooLargeError, NetworkError, PeerDeadError
+from secinfer.net import native_link
+from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
+                                      EV_OVERSIZED, SCRATCH)
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -39,7 +48,9 @@ RX_BUFFER = 1 << 18                     # receive buffer per stream: records up 
 HDR = struct.Struct("<IdB")             # ciphertext length, stamp, kind
 K_DATA, K_HB, K_BYE, K_SIZE, MORE = 0x44, 0x48, 0x42, 0x53, 0x80
 TAG = 16
+RECORD_OVERHEAD = HDR.size + TAG        # a record's bytes besides its plaintext
 _SOON = object()
+_CLOSED = object()                      # in an inbox: the peer said bye (after its last frame)
 _NONCE = struct.Struct("<4xQ")
 _DONTWAIT = int(socket.MSG_DONTWAIT)
 
@@ -60,9 +71,11 @@ class OutLink:
 
     def __init__(self, sock, key: bytes, profile, *, me: str, peer: str, stop: threading.Event,
                  heard: Callable[[], float | None], heartbeat_interval: float, peer_timeout: float,
-                 recv_timeout: float, on_sent: Callable[[int], None]) -> None:
+                 recv_timeout: float, on_sent: Callable[[int], None], native: bool = False) -> None:
         self.sock = sock
         self.aead = AESGCM(key)
+        # the native sealer holds the record counter when there is one (``counter`` unused)
+        self.sealer = native_link.Sealer(sock.fileno(), key) if native else None
         self.counter = 1                  # record 0 was the handshake's "ready"
         self.lock = threading.Lock()
         self.cv = threading.Condition(threading.Lock())
@@ -85,6 +98,10 @@ class OutLink:
         """Encrypt ``frame`` as records (caller holds ``lock``: the record counter follows
         the order in which records reach the socket)."""
         view = memoryview(frame)
+        if self.sealer is not None:
+            n = len(view)
+            return [self.sealer.seal(kind | (MORE if start + RECORD < n else 0), stamp, view[start:start + RECORD])
+                    for start in range(0, max(n, 1), RECORD)]
         out = []
         n = len(view)
         start = 0
@@ -105,6 +122,17 @@ class OutLink:
         joined into one record, a large part is cut into records of ``SEND_RECORD`` bytes
         encrypted into this link's reusable buffer (no copy of the frame, no allocation per
         record). One system call per record; a small frame is one record, one call."""
+        sealer = self.sealer
+        if size <= SMALL and sealer is not None:
+            pt = parts[0] if len(parts) == 1 else b"".join(parts)
+            k = sealer.send_small(stamp, pt) if self.error is None and not self.stop.is_set() else -2
+            if k != size + RECORD_OVERHEAD:
+                self.small_rest(k, size, pt, stamp)
+                return
+            self.moved = time.monotonic()
+            self.written += k
+            self.data_written = self.written
+            return
         if size <= SMALL:
             pt = parts[0] if len(parts) == 1 else b"".join(parts)
             hdr = HDR.pack(size + TAG, stamp, K_DATA)
@@ -148,11 +176,19 @@ class OutLink:
             cut(p)                            # a large part: encrypted where it lies
         if small:
             cut(b"".join(small))
+        last = len(chunks) - 1
+        first: list = []
+        if sealer is not None:                # sealed into the sealer's buffer, one record at a time
+            if last:
+                first = [sealer.seal(K_SIZE, stamp, size.to_bytes(8, "little"))]
+            for i, pt in enumerate(chunks):
+                n = sealer.seal_into(K_DATA | (MORE if i < last else 0), stamp, pt, sealer.out_addr)
+                self.write([*first, sealer.out[:n]])
+                first = []
+            return
         if self.out is None:
             self.out = bytearray(SEND_RECORD + TAG)
         out = memoryview(self.out)
-        last = len(chunks) - 1
-        first: list = []
         if last:                              # several records: their total first
             hdr = HDR.pack(8 + TAG, stamp, K_SIZE)
             first = [hdr + self.aead.encrypt(_NONCE.pack(self.counter), size.to_bytes(8, "little"), hdr)]
@@ -165,6 +201,23 @@ class OutLink:
             self.counter += 1
             self.write([*first, hdr, ct])
             first = []
+
+    def small_rest(self, k: int, size: int, pt, stamp: float) -> None:
+        """After ``Sealer.send_small`` (or instead of it: ``k`` = -2) returned ``k`` for a
+        small frame of ``size`` bytes: the rest of its record, written the long way (the
+        socket is full, failed, or the endpoint is closing); -1: the sealer is freed."""
+        if k == -1:
+            raise NetworkError(f"{self.me}: endpoint is closed")
+        sealer = self.sealer
+        m = size + RECORD_OVERHEAD
+        if k == -2:                       # (not offered: sealed here, the write names the failure)
+            k = 0
+            sealer.seal_into(K_DATA, stamp, pt, sealer.out_addr)
+        elif k:
+            self.moved = time.monotonic()
+            self.written += k
+            self.data_written = self.written
+        self._write_all([sealer.out[k:m]])
 
     def write(self, bufs: list, data: bool = True) -> None:
         """Write every buffer (caller holds ``lock``). Never reads: the reader thread
@@ -302,9 +355,11 @@ class OutLink:
 class InStream:
     """A peer's stream to us: read by whichever thread holds the endpoint's read lock."""
 
-    def __init__(self, sock, key: bytes) -> None:
+    def __init__(self, sock, key: bytes, native_max_frame: int | None = None) -> None:
+        """``native_max_frame``: read on the native record layer, with this frame cap."""
         self.sock = sock
         self.aead = AESGCM(key)
+        self.native = None if native_max_frame is None else native_link.Opener(sock.fileno(), key, native_max_frame)
         self.counter = 1
         self.buf = bytearray(RX_BUFFER)   # received bytes not yet parsed: buf[:fill]
         self.view = memoryview(self.buf)
@@ -319,6 +374,87 @@ class InStream:
         self.oversized = False
         self.last = time.monotonic()      # when a byte last arrived
         self.eof = False
+
+
+def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0, others: tuple = ()) -> int:
+    """``TcpEndpoint._read`` of ``ep`` on the native record layer: events until nothing complete is left
+    (``EV_NONE``) or, with ``wait`` (seconds; the protocol thread waiting for this
+    peer), until the first frame or failure: the call then waits for bytes, reads and
+    decrypts in Go with the GIL released. ``others``: descriptors that end the wait when
+    readable (``EV_OTHER``). Returns the last event."""
+    nat = c.native
+    info = nat.info
+    wait_us = int(wait * 1e6) + 1 if wait > 0 else 0
+    ev = EV_NONE
+    if others:
+        nat.set_others(others)
+    while not c.eof:
+        if soft is not None and not info[3] and (ep._queued[peer] >= soft or ep._fg):
+            # (the reader thread: enough waits here, or the protocol thread takes over;
+            # as in _read, what was read from the socket is parsed first)
+            return ev
+        if c.frame is None:     # (Opener.recv, inline)
+            ev = nat.call(nat.h, wait_us, nat.scratch_addr, SCRATCH, nat.others, len(others), *nat.args)
+        else:
+            ev = nat.call(nat.h, wait_us, c.frame.ctypes.data, c.frame.size, nat.others, len(others), *nat.args)
+        now = time.monotonic()
+        if info[2]:
+            c.last = now
+        if ev == EV_FRAME:
+            n = info[0]
+            if info[1]:
+                item: object = c.frame[:n]
+                c.frame = None
+            else:
+                item = nat.scratch[:n]    # (a copy: the frame's own buffer)
+            stats = ep.stats
+            stats["frames_recv"] += 1
+            stats["bytes_recv"] += n
+            queued = ep._queued[peer] + n
+            if queued > ep.max_inbox:
+                ep._cut(peer, InboxFullError(
+                    f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+                    f"that much)"))
+                return ev
+            ep._queued[peer] = queued
+            stamp = nat.stamp
+            ep._inbox[peer].append((ep._release_at(peer, now, stamp) if ep._latency[peer] else now, item, stamp))
+            if wait_us and not info[3]:
+                return ev     # (the frame waited for; nothing more read meanwhile)
+            wait_us = 0
+        elif ev == EV_NEED:   # a large frame: received into a buffer of its own
+            c.frame = np.empty(info[0], np.uint8)
+        elif ev == EV_NONE or ev == EV_OTHER:
+            return ev
+        elif ev == EV_BYE:
+            ep._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
+            ep._bye_from.add(peer)
+            ep._inbox[peer].append((0.0, _CLOSED, 0.0))
+            wait_us = 0
+        elif ev == EV_OVERSIZED:
+            ep.stats["frames_recv"] += 1
+            ep.stats["bytes_recv"] += info[0]
+            ep._inbox[peer].append((time.monotonic(), MessageTooLargeError(
+                f"{ep.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {ep.max_frame} bytes"),
+                nat.stamp))
+            wait_us = 0
+        elif ev == EV_EOF:
+            if peer not in ep._bye_from:
+                ep._cut(peer, PeerDeadError(f"{ep.me}: peer {peer} closed its connection without a bye "
+                                              "(process exited or was killed)"))
+            c.eof = True
+            return ev
+        elif ev == EV_FRAME_ERR:
+            ep._cut(peer, FrameError(f"{ep.me} <- {peer}: {nat.error}"))
+            return ev
+        elif ev == EV_OS_ERR:
+            ep._cut(peer, PeerDeadError(f"{ep.me}: connection to {peer} lost: {nat.error}"))
+            return ev
+        else:
+            ep._cut(peer, NetworkError(f"{ep.me} <- {peer}: native record layer failed (event {ev})"))
+            return ev
+    return ev
 
 
 _TCP_CLOSE = 7                           # Linux tcp_info.tcpi_state of a reset (or fully closed) connection

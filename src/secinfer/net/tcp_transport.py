@@ -16,13 +16,22 @@ The pieces: ``tcp_handshake`` opens and keys each stream (Noise KK over X25519, 
 session id and context bound into the keys; a mismatch named at once); ``tcp_links``
 holds the record format (AES-256-GCM, nonce = record counter, header authenticated) and
 the per-link writer threads; this module is the ``Endpoint``: connecting, sending,
-receiving (reader thread or the protocol thread itself) and closing.
+receiving (reader thread or the protocol thread itself) and closing; ``tcp_reader``
+parses the records of the peers' streams.
 
 Liveness. A background thread sends a heartbeat on every stream each
 ``heartbeat_interval``; a receiver waiting for a peer that sends nothing (no byte) for
 ``peer_timeout`` declares it dead (a frozen process); a closed stream without a bye
 (the process exited or was killed) is reported at once. Close sends bye on every stream,
 after the frames already queued.
+
+Record layer. By default the records are sealed, sent, received and opened by the native
+record layer (``native_link``, Go: a small frame is one call to send, a receive one call
+that waits, reads and decrypts with the GIL released), else by the Python one
+(``tcp_links``); both speak the same records with the same checks, so parties of either
+kind interoperate. ``native=False`` (or ``SECINFER_TCP_NATIVE=0`` in the environment, for
+whole runs) selects the Python layer; without a built native library it is used anyway.
+Pacing, heartbeats, liveness and close are the same Python code on both.
 
 Frames above ``max_frame`` become a ``MessageTooLargeError`` in order (the stream goes
 on); more than ``max_inbox`` bytes received and not consumed cut the peer off
@@ -34,38 +43,45 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import select
 import socket
 import threading
 import time
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
 
 from secinfer.crypto.identity import Identity
-from secinfer.errors import (AuthenticationError, ConfigError, FrameError, InboxFullError, MessageTooLargeError, NetworkError,
-                             PeerDeadError, PeerUnreachableError, TimeoutError_)
-from secinfer.net import tcp_handshake
+from secinfer.errors import (AuthenticationError, ConfigError, NetworkError, PeerDeadError, PeerUnreachableError,
+                             TimeoutError_)
+from secinfer.net import native_link, tcp_handshake
+from secinfer.net.native_link import EV_OTHER
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    SMALL, TAG, _NONCE, InStream, OutLink, nonce, unsent)
+                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native,
+                                    unsent)
+from secinfer.net.tcp_reader import StreamReader
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
-_CLOSED = object()
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
-class TcpEndpoint(SocketEndpoint):
+class TcpEndpoint(StreamReader, SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 connect: bool = True, **limits) -> None:
+                 connect: bool = True, native: bool | None = None, **limits) -> None:
         """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
-        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults)."""
+        peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults).
+        ``native``: the record layer (None: native when the library is built, unless the
+        environment says ``SECINFER_TCP_NATIVE=0``)."""
         super().__init__(me, identity, peers, session_id, **limits)
+        if native is None:
+            native = os.environ.get("SECINFER_TCP_NATIVE", "1") != "0"
+        self.native = bool(native) and native_link.available()
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
@@ -148,7 +164,7 @@ class TcpEndpoint(SocketEndpoint):
         with self._state:
             if role in self._in or self._stop.is_set():
                 raise AuthenticationError(f"a second stream claiming {role!r}")
-            self._in[role] = InStream(conn, k_ir)
+            self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
 
@@ -162,7 +178,7 @@ class TcpEndpoint(SocketEndpoint):
         self._out[peer] = OutLink(sock, k_ir, self.info[peer].out_profile, me=self.me, peer=peer, stop=self._stop,
                                   heard=lambda: self._heard(peer), heartbeat_interval=self.heartbeat_interval,
                                   peer_timeout=self.peer_timeout, recv_timeout=self.recv_timeout,
-                                  on_sent=self._count_sent)
+                                  on_sent=self._count_sent, native=self.native)
 
     def _heard(self, peer: str) -> float | None:
         c = self._in.get(peer)
@@ -259,6 +275,23 @@ class TcpEndpoint(SocketEndpoint):
                     return
                 link.lock.acquire()   # (under cv: no queued frame can overtake this one)
         else:                         # (nothing is ever queued on a link without pacing)
+            sealer = link.sealer
+            if sealer is not None and size <= SMALL:
+                # the common case on the native layer, inline: a small frame sealed and sent in one call
+                pt = parts[0] if len(parts) == 1 else b"".join(parts)
+                with link.lock:
+                    now = time.monotonic()
+                    k = sealer.send_small(now, pt) if link.error is None and not self._stop.is_set() else -2
+                    if k == size + RECORD_OVERHEAD:
+                        link.written += k
+                        link.data_written = link.written
+                        link.moved = now
+                        link.next_hb = now + self.heartbeat_interval
+                    else:
+                        link.small_rest(k, size, pt, now)   # (the socket took part or none of it)
+                        link.next_hb = link.moved + self.heartbeat_interval
+                self._count_sent(size)
+                return
             now = time.monotonic()
             link.lock.acquire()
         # may leave now and nothing is queued: this thread writes it (no thread hand-off)
@@ -314,188 +347,6 @@ class TcpEndpoint(SocketEndpoint):
             finally:
                 self._rlock.release()
 
-    def _read(self, peer: str, soft: int | None = None) -> None:
-        """Read what is waiting on ``peer``'s stream (non-blocking) and queue whole frames.
-        Small records are parsed out of one receive buffer (one system call for many); a
-        record larger than it is read straight into its own buffer (a data record of a
-        sized frame: into the frame itself, its header read alone first). With ``soft`` (the
-        reader thread), stop once that many bytes from the peer wait unconsumed."""
-        c = self._in[peer]
-        while not c.eof:
-            if soft is not None and (self._queued[peer] >= soft or self._fg):
-                return      # (the reader thread: enough waits here, or the protocol thread takes over)
-            big = c.body is not None
-            if big:
-                view = memoryview(c.body)[c.got:]
-            elif c.frame is not None and c.fill < HDR.size:
-                # inside a frame of several records: the next record's header alone, so
-                # that its body is then read straight into the frame (_parse), not via buf
-                view = c.view[c.fill:HDR.size]
-            else:
-                view = c.view[c.fill:]
-            want = len(view)
-            try:
-                n = c.sock.recv_into(view)
-            except BlockingIOError:
-                return
-            except OSError as e:
-                self._cut(peer, PeerDeadError(f"{self.me}: connection to {peer} lost: {e}"))
-                return
-            if not n:
-                if peer not in self._bye_from:
-                    self._cut(peer, PeerDeadError(f"{self.me}: peer {peer} closed its connection without a bye "
-                                                  "(process exited or was killed)"))
-                c.eof = True
-                return
-            c.last = time.monotonic()
-            if big:
-                c.got += n
-                if c.got == len(c.body):
-                    body, c.body = c.body, None
-                    self._record(peer, c, c.hdr, body)
-            else:
-                c.fill += n
-                self._parse(peer, c)
-            if n < want:
-                return          # the socket is drained (no extra call just to learn that)
-
-    def _parse(self, peer: str, c: "InStream") -> None:
-        buf, pos, end = c.buf, 0, c.fill
-        while end - pos >= HDR.size and not c.eof:
-            length = HDR.unpack_from(buf, pos)[0]
-            if length < TAG or length > RECORD + TAG:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: malformed record (length {length})"))
-                return
-            if end - pos - HDR.size >= length:
-                b0 = pos + HDR.size
-                self._record(peer, c, c.view[pos:b0], c.view[b0:b0 + length])   # (in place)
-                pos = b0 + length
-            elif HDR.size + length > len(buf):     # larger than the buffer: a buffer of its own
-                c.hdr = bytes(buf[pos:pos + HDR.size])
-                part = c.view[pos + HDR.size:end]
-                if c.frame is not None and c.size + length <= len(c.frame) \
-                        and buf[pos + HDR.size - 1] & ~MORE == K_DATA:
-                    # a record of a sized frame: its ciphertext lands where its plaintext
-                    # belongs and is decrypted in place (``_record``; no copy)
-                    c.body = memoryview(c.frame)[c.size:c.size + length]
-                elif length <= SEND_RECORD + TAG:    # (the size we send: one buffer, reused)
-                    if c.big is None:
-                        c.big = bytearray(SEND_RECORD + TAG)
-                    c.body = memoryview(c.big)[:length]
-                else:
-                    c.body = bytearray(length)
-                c.body[:len(part)] = part
-                c.got = len(part)
-                pos = end
-            else:
-                break
-        if pos:
-            rest = end - pos
-            buf[:rest] = buf[pos:end]
-            c.fill = rest
-
-    def _open(self, peer: str, c: "InStream", hdr: bytes, body, pt) -> bool:
-        """Decrypt one record into ``pt`` and advance the stream's counter; a record failing
-        authentication (corrupted, replayed or forged) is never used: the peer is cut off."""
-        try:
-            c.aead.decrypt_into(_NONCE.pack(c.counter), body, hdr, pt)
-        except InvalidTag:
-            self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
-                                       "(corrupted, replayed or forged); peer cut off"))
-            return False
-        c.counter += 1
-        return True
-
-    def _record(self, peer: str, c: "InStream", hdr: bytes, body) -> None:
-        _length, stamp, kind = HDR.unpack(hdr)
-        n = len(body) - TAG
-        frame = c.frame
-        if kind == K_DATA and frame is None and not c.size and not c.parts and not c.oversized:
-            # a whole frame in one record (every small frame): decrypted into its own buffer
-            pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
-            if not self._open(peer, c, hdr, body, pt):
-                return
-            stats = self.stats
-            stats["frames_recv"] += 1
-            stats["bytes_recv"] += n
-            if n > self.max_frame:
-                item: object = MessageTooLargeError(
-                    f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
-            elif self._queued[peer] + n > self.max_inbox:
-                self._cut(peer, InboxFullError(
-                    f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
-                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
-                return
-            else:
-                item = pt
-                self._queued[peer] += n
-            now = time.monotonic()
-            self._inbox[peer].append((self._release_at(peer, now, stamp) if self._latency[peer] else now, item, stamp))
-            return
-        base = kind & ~MORE
-        if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
-            if c.size + n > len(frame) - TAG:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame longer than its size record"))
-                return
-            pt = frame[c.size:c.size + n]
-        else:   # (the frame's own buffer: its arrays may share it; a large one is not zeroed first)
-            pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
-        if not self._open(peer, c, hdr, body, pt):
-            return
-        if base == K_HB:
-            return
-        if base == K_BYE:
-            self._bye_reason[peer] = bytes(pt[:1000]).decode(errors="replace")
-            self._bye_from.add(peer)
-            self._inbox[peer].append((0.0, _CLOSED, 0.0))
-            return
-        if base == K_SIZE:
-            if n != 8 or c.size or c.parts or frame is not None or c.oversized:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: a misplaced size record"))
-                return
-            total = int.from_bytes(pt, "little")
-            if total > self.max_frame:
-                c.oversized = True              # (its records are counted, then refused in order)
-            else:
-                # (room for the last record's tag: records are received in place, see _parse)
-                c.frame = np.empty(total + TAG, np.uint8)
-            return
-        if base != K_DATA:
-            self._cut(peer, FrameError(f"{self.me} <- {peer}: unknown record kind {kind}"))
-            return
-        c.size += n
-        if frame is not None:
-            if kind & MORE:
-                return
-            if c.size != len(frame) - TAG:
-                self._cut(peer, FrameError(f"{self.me} <- {peer}: a frame shorter than its size record"))
-                return
-            c.frame = None
-            c.parts = [frame[:c.size]]
-        else:
-            if c.size > self.max_frame:
-                c.oversized, c.parts = True, []
-            elif not c.oversized:
-                c.parts.append(pt)
-            if kind & MORE:
-                return
-        size, parts, oversized = c.size, c.parts, c.oversized
-        c.size, c.parts, c.oversized = 0, [], False
-        self.stats["frames_recv"] += 1
-        self.stats["bytes_recv"] += size
-        if oversized:
-            item: object = MessageTooLargeError(
-                f"{self.me} <- {peer}: frame of {size} bytes exceeds the cap of {self.max_frame} bytes")
-        elif self._queued[peer] + size > self.max_inbox:
-            self._cut(peer, InboxFullError(
-                f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
-                f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
-            return
-        else:
-            item = parts[0] if len(parts) == 1 else bytearray().join(parts)
-            self._queued[peer] += size
-        self._inbox[peer].append((self._release_at(peer, time.monotonic(), stamp), item, stamp))
-
     def _cut(self, peer: str, err: Exception) -> None:
         c = self._in.get(peer)
         if peer not in self._fatal:
@@ -504,6 +355,8 @@ class TcpEndpoint(SocketEndpoint):
             c.eof = True
             self._by_fd.pop(c.sock.fileno(), None)
             c.sock.close()
+            if c.native is not None:
+                c.native.free()
 
     def _due(self, peer: str, now: float):
         """(True, item) if ``peer``'s next frame is due or its receive must fail; (False,
@@ -532,8 +385,21 @@ class TcpEndpoint(SocketEndpoint):
                                            f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s; "
                                            "raise it with --peer-timeout if a peer computes or stalls for longer)"))
                 return
-        socks = [c.sock for c in self._in.values() if not c.eof]
         wait = max(0.0, min(deadline - now, self.heartbeat_interval))
+        if len(peers) == 1:
+            c = self._in[peers[0]]
+            if c.native is not None and not c.eof:
+                # wait in the native layer itself (one call: wait, read, decrypt), woken
+                # also by the other peers' streams, which are then read as below
+                others = tuple(o.sock.fileno() for p, o in self._in.items() if p != peers[0] and not o.eof)
+                if read_native(self, peers[0], c, None, wait, others) != EV_OTHER:
+                    return
+                wait = 0.0
+        for p, c in list(self._in.items()):
+            if c.native is not None and c.native.info[3] and not c.eof:
+                self._read(p)   # bytes the native layer read and has not parsed: records may be whole
+                wait = 0.0
+        socks = [c.sock for c in self._in.values() if not c.eof]
         r = select.select(socks, [], [], wait)[0] if socks else (time.sleep(wait) or [])
         for s in r:
             p = self._by_fd.get(s.fileno())
@@ -551,6 +417,18 @@ class TcpEndpoint(SocketEndpoint):
                     if not self._latency[peer]:
                         # the common case, without release times (a frame is due once here):
                         # read the streams until the peer's next frame or failure is here
+                        c = self._in[peer]
+                        if not q and peer not in self._fatal and c.native is not None and len(self._in) == 1:
+                            # two parties on the native layer: one call waits, reads and decrypts
+                            since = now = time.monotonic()
+                            while now < deadline and not c.eof:
+                                if now - max(c.last, since) > self.peer_timeout:
+                                    self._poll([peer], deadline, since)   # (names the dead peer)
+                                    break
+                                read_native(self, peer, c, None, min(deadline - now, self.heartbeat_interval))
+                                if q or peer in self._fatal:
+                                    break
+                                now = time.monotonic()
                         if not q and peer not in self._fatal:
                             since = now = time.monotonic()
                             while now < deadline:
@@ -762,6 +640,14 @@ class TcpEndpoint(SocketEndpoint):
                 if not c.eof:
                     c.eof = True
                     c.sock.close()
+                if c.native is not None:
+                    c.native.free()
+        for link in self._out.values():   # (their writers have stopped; a send in progress holds the lock)
+            if link.sealer is not None and link.lock.acquire(timeout=1.0):
+                try:
+                    link.sealer.free()
+                finally:
+                    link.lock.release()
         with contextlib.suppress(OSError):   # wakes an accept() blocked in the acceptor thread at once
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()

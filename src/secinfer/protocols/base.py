@@ -116,6 +116,14 @@ class ProtocolSpec:
     # ``Prep``; ``run_prepared(role, ep, job, prep)`` then runs one client session on it
     # (the client passes ``prep=None``). ``prep_refusal(security, options)`` says why a
     # configuration cannot be prepared ahead ("" when it can). None: not separable.
+    # The protocol checks in-protocol that no sum of products after the first products wraps
+    # (STAMP's devices, option ``range_guard``): a served query outside the model owner's range
+    # certificate but inside its ``guarded`` regions then runs with the guard on instead of
+    # being refused (secinfer.ir.range_cert, docs/runtime.md "Range certificate").
+    range_guard: bool = False
+    # The protocol adds a product's bias before truncating it (crisp's truncation gate takes
+    # acc + b 2^f): the bias counts towards the sum of products' range (range certificate).
+    bias_in_sum: bool = False
     prepare: Callable[[str, Any, PartyJob], "Prep"] | None = None
     run_prepared: Callable[[str, Any, PartyJob, Any], PartyResult] | None = None
     prep_refusal: Callable[[str, dict], str] | None = None

@@ -104,6 +104,16 @@ def heap_trimmer():
     return lambda: trim(0)
 
 
+def certificate_digest(cert: dict | None) -> str | None:
+    """What a session's ``open`` answer names of the model owner's range certificate, so a
+    client that cached an older one (the owner restarted with another model) notices."""
+    if cert is None:
+        return None
+    import hashlib
+
+    return hashlib.sha256(json.dumps(cert, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
 def session_nonce(nonce_c: bytes, contribs: dict[str, bytes], prep: bytes | None = None) -> bytes:
     """The session nonce: the client's nonce, then every server's contribution by party id,
     then the id of the prepared item the session runs on (``secinfer.runtime.serve_prep``)."""
@@ -176,6 +186,7 @@ class _Session:
     prep: tuple | None = None          # (id, item) the leader reserved for this session
     start: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False            # the client gave the session up before start
+    range_guard: bool = False          # the client asked for the protocol's range guard
 
 
 @dataclass
@@ -233,6 +244,7 @@ class Server:
             self.model = load_model(str(model_path))
             spec.check_model(self.model, self.security)
             check_weights(self.model, self.cfg)   # NaN/infinite or unrepresentable weights: refused at start
+        self.certificate = self._certify()
         if not isinstance(max_sessions, int) or max_sessions < 1:
             raise ConfigError(f"max_sessions must be a positive integer, got {max_sessions!r}")
         self.max_sessions = max_sessions
@@ -249,6 +261,22 @@ class Server:
         self._ctx = self._sock = self._auth = None
         self.prep = PrepCoordinator(self, pool)
         self._trim = heap_trimmer()
+
+    def _certify(self) -> dict | None:
+        """The model owner's public range certificate (``secinfer.ir.range_cert``), computed
+        once at start and handed to every client that asks (``certificate``): the client
+        checks its query against it before it opens a session. Other roles: None."""
+        if self.model is None:
+            return None
+        from secinfer.ir.range_cert import certify
+
+        limits = self.spec.value_limits(self.model, self.cfg, self.options) if self.spec.value_limits else None
+        return certify(self.model, self.cfg, limits, guard=self.spec.range_guard,
+                       bias_in_sum=self.spec.bias_in_sum).to_json()
+
+    @property
+    def certificate_digest(self) -> str | None:
+        return certificate_digest(self.certificate)
 
     def _alloc_port(self) -> int:
         with self._lock:
@@ -348,6 +376,9 @@ class Server:
             if op == "prep-go":
                 return self.prep.on_prep_go(msg)
             raise ServeError(f"operation {op!r} is not open to the prep leader")
+        if op == "certificate":   # public metadata, like the model's shapes (SECURITY.md)
+            return {"ok": True, "role": self.role, "certificate": self.certificate, "protocol": self.protocol,
+                    "security": self.security, "fixed": self.fixed_name, "options": self.options}
         if op == "open":
             return self._on_open(msg)
         if op == "go":
@@ -360,6 +391,9 @@ class Server:
 
     def _on_open(self, msg: dict) -> dict:
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "open")
+        guard = msg.get("range_guard") is True   # the client's query needs the protocol's range guard
+        if guard and not self.spec.range_guard:
+            raise ServeError(f"{self.protocol} has no in-protocol range guard")
         with self._lock:
             if self._stop.is_set():
                 raise ServeError("the server is shutting down")
@@ -373,13 +407,15 @@ class Server:
                 self._seen.pop(next(iter(self._seen)))
         port = self._alloc_port()
         sess = _Session(nonce_c, port, secrets.token_bytes(NONCE_BYTES), time.monotonic())
-        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False else None)
+        sess.range_guard = guard
+        sess.prep = self.prep.reserve(msg.get("rows") if msg.get("prep_ok", True) is not False
+                                      and not sess.range_guard else None)
         with self._lock:
             self._sessions[nonce_c] = sess
             self.stats.opened += 1
         return {"ok": True, "port": port, "contrib": sess.contrib.hex(), "protocol": self.protocol,
                 "security": self.security, "fixed": self.fixed_name, "options": self.options,
-                "prep": sess.prep[0].hex() if sess.prep else None}
+                "prep": sess.prep[0].hex() if sess.prep else None, "cert": self.certificate_digest}
 
     def _on_go(self, msg: dict) -> dict:
         nonce_c = _hex(msg, "nonce", NONCE_BYTES, "go")
@@ -482,7 +518,8 @@ class Server:
                 return
             ep.connect()
             job = PartyJob(role=self.role, security=self.security, fixed=self.cfg, prg=prg,
-                           model=copy.deepcopy(self.model), input=None, options=dict(self.options))
+                           model=copy.deepcopy(self.model), input=None,
+                           options=dict(self.options, **({"range_guard": True} if sess.range_guard else {})))
             if item is not None:
                 self.spec.run_prepared(self.role, ep, job, item)
             else:

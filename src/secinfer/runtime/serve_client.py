@@ -8,6 +8,14 @@ Per query (every step to all servers at once, answers collected after)::
     go {n_c, ports, contribs, prep}  ->  {session_id}   (each server binds its endpoint first)
     start {n_c}  ->  {}                                   (now every party listens: connect)
 
+Before ``open`` (so a refused query spends no session, port or prepared item) the client
+checks its query against the model owner's public range certificate (``certificate``,
+asked once per ``ServeClient``; ``secinfer.ir.range_cert``): a sample outside it is refused
+with ``FixedPointRangeError`` naming the feature, value and bound, unless
+``allow_out_of_range`` (a ``FixedPointOverflowWarning``: the answer may be wrong). The
+owner's ``open`` answer names the certificate's digest; a client holding another one asks
+again and checks again before the session starts.
+
 If a server refuses ``go``, the client sends ``cancel {n_c}`` to those that accepted it
 (they end the session at once, counted as expired) and retries as a new session.
 
@@ -25,7 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.errors import ConfigError, NetworkError, TimeoutError_
+from secinfer.errors import ConfigError, FixedPointRangeError, NetworkError, TimeoutError_
+
+
+class RangeWarning(UserWarning):
+    """A served query outside the model owner's range certificate was sent anyway
+    (``allow_out_of_range``): the answer may be wrong."""
 
 
 @dataclass
@@ -66,6 +79,7 @@ class ServeClient:
         self._ctx = zmq.Context()
         self._socks: dict = {}
         self._rid = 0
+        self._cert = None          # (RangeCertificate, digest), asked once (``certificate``)
 
     # -- control --
     def _sock(self, pid: str):
@@ -128,17 +142,67 @@ class ServeClient:
         """``live``: also the per-session state the server holds now (``Server.live_state``)."""
         return self._ask_all({server_id: {"op": "status", "live": live}})[server_id]["status"]
 
+    # -- the range certificate --
+    def certificate(self, refresh: bool = False):
+        """The model owner's public range certificate (``secinfer.ir.range_cert.RangeCertificate``),
+        asked of every server at once (only the model owner holds one) and kept."""
+        from secinfer.ir.range_cert import RangeCertificate
+        from secinfer.runtime.serve import ServeError, certificate_digest
+
+        if self._cert is None or refresh:
+            reps = self._ask_all({p.id: {"op": "certificate"} for p in self.servers})
+            held = {pid: r["certificate"] for pid, r in reps.items() if r.get("certificate") is not None}
+            if len(held) != 1:
+                raise ServeError("no server published a range certificate (a server older than this client?)"
+                                 if not held else f"more than one server published a range certificate: {sorted(held)}")
+            raw = next(iter(held.values()))
+            self._cert = (RangeCertificate.from_json(raw), certificate_digest(raw))
+        return self._cert[0]
+
+    def check_range(self, x, allow_out_of_range: bool = False) -> str:
+        """Check the query against the certificate before anything is sent: "certified";
+        "guarded" (outside, but inside the regions in which the protocol's in-protocol range
+        guard covers the rest: the session runs with it and ends with FixedPointRangeError
+        naming the layer if a sum leaves the ring); "overridden" (``allow_out_of_range``:
+        warns); else FixedPointRangeError. A NaN or infinite value is refused always."""
+        import warnings
+
+        x = np.asarray(x, dtype=np.float64)
+        if not np.all(np.isfinite(x)):
+            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+            raise FixedPointRangeError(f"the query holds NaN or infinity (first at index {bad}); refused")
+        cert = self.certificate()
+        v = cert.violation(x)
+        if v is None:
+            return "certified"
+        if cert.guarded is not None and cert.violation(x, guarded=True) is None:
+            return "guarded"
+        msg = cert.describe_violation(v)
+        if cert.guarded is not None:
+            gv = cert.violation(x, guarded=True)
+            msg += f"; it is also outside the regions the protocol's range guard covers (|x| <= {gv['bound']:.6g})"
+        if not allow_out_of_range:
+            raise FixedPointRangeError(f"{msg}; refused before any session was opened (allow_out_of_range=True / "
+                                       f"`secinfer query --allow-out-of-range` sends it anyway, and the answer may "
+                                       f"then be WRONG)")
+        warnings.warn(f"sending a query outside the range certificate: the answer may be WRONG: {msg}",
+                      RangeWarning, stacklevel=3)
+        return "overridden"
+
     # -- queries --
-    def query(self, x, *, endpoint_wrapper=None, retries: int = 2) -> QueryResult:
+    def query(self, x, *, endpoint_wrapper=None, retries: int = 2, allow_out_of_range: bool = False) -> QueryResult:
         """One session; returns the output. ``endpoint_wrapper(ep)`` (tests: fault injection)
         wraps the session endpoint the protocol runs on. A session that cannot be set up
         (a session port taken between its choice and its bind, a prepared item gone) fails
         before any protocol message and is retried as a new session (fresh nonce, ports and
-        material) up to ``retries`` times."""
+        material) up to ``retries`` times.
+
+        ``allow_out_of_range``: send a query outside the model owner's range certificate
+        anyway (``check_range``; a ``RangeWarning``, the answer may be wrong)."""
         use_prep = True
         for attempt in range(retries + 1):
             try:
-                return self._once(x, endpoint_wrapper, use_prep)
+                return self._once(x, endpoint_wrapper, use_prep, allow_out_of_range)
             except _ConnectFailed as e:
                 if "prepared item" in str(e.__cause__):
                     use_prep = False   # a server lost its items (e.g. restarted): run the offline phase in-session
@@ -146,7 +210,15 @@ class ServeClient:
                     raise e.__cause__ from None
         raise AssertionError("unreachable")
 
-    def _once(self, x, endpoint_wrapper, use_prep: bool = True) -> QueryResult:
+    def _cancel(self, nonce_c: bytes, accepted: list) -> None:
+        """Release sessions the servers opened or bound for us (counted as expired there)."""
+        if accepted:
+            try:
+                self._ask_all({pid: {"op": "cancel", "nonce": nonce_c.hex()} for pid in accepted})
+            except Exception:  # noqa: BLE001 - best effort; they expire after connect_timeout
+                pass
+
+    def _once(self, x, endpoint_wrapper, use_prep: bool = True, allow_out_of_range: bool = False) -> QueryResult:
         from secinfer.arith.fixed import get_config
         from secinfer.crypto.prg import PRG
         from secinfer.protocols import registry
@@ -158,10 +230,11 @@ class ServeClient:
         t0 = time.perf_counter()
         x = np.asarray(x, dtype=np.float64)
         cluster, party_id = self.cluster, self.party_id
+        range_state = self.check_range(x, allow_out_of_range)    # before open: nothing spent on a refusal
         nonce_c = secrets.token_bytes(NONCE_BYTES)
         rows = int(x.shape[0]) if x.ndim > 1 else 1   # the batch size the protocols announce (images: N of NCHW)
-        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep}
-                                 for p in self.servers})
+        replies = self._ask_all({p.id: {"op": "open", "nonce": nonce_c.hex(), "rows": rows, "prep_ok": use_prep,
+                                        "range_guard": range_state == "guarded"} for p in self.servers})
         first = next(iter(replies.values()))
         conf = {k: first.get(k) for k in ("protocol", "security", "fixed", "options")}
         for pid, r in replies.items():
@@ -169,7 +242,13 @@ class ServeClient:
                 raise ServeError(f"servers disagree on what they serve: {pid} says "
                                  f"{ {k: r.get(k) for k in conf} }, another {conf}")
         if self.protocol is not None and conf["protocol"] != self.protocol:
+            self._cancel(nonce_c, list(replies))
             raise ServeError(f"the servers serve {conf['protocol']!r}, not {self.protocol!r}")
+        digests = {r.get("cert") for r in replies.values() if r.get("cert") is not None}
+        if digests != {self._cert[1]}:   # the owner's certificate changed since we asked: ask and check again
+            self._cancel(nonce_c, list(replies))
+            self._cert = None
+            raise _ConnectFailed() from ServeError("the model owner's range certificate changed (retry as a new session)")
         spec = registry.get(conf["protocol"])
         if self.me.role != spec.input_role:
             raise ConfigError(f"party {party_id} plays {self.me.role!r}; only the input role "
@@ -199,12 +278,7 @@ class ServeClient:
             try:
                 sids = {pid: r["session_id"] for pid, r in self._ask_all({p.id: go for p in self.servers}).items()}
             except ServeError as e:
-                accepted = getattr(e, "accepted", [])
-                if accepted:   # they bound an endpoint and wait for start: release them now
-                    try:
-                        self._ask_all({pid: {"op": "cancel", "nonce": nonce_c.hex()} for pid in accepted})
-                    except Exception:  # noqa: BLE001 - best effort; they expire after connect_timeout
-                        pass
+                self._cancel(nonce_c, getattr(e, "accepted", []))
                 if "retry as a new session" in str(e) or "used already" in str(e):
                     raise _ConnectFailed() from e
                 raise
@@ -219,7 +293,8 @@ class ServeClient:
             run_ep = endpoint_wrapper(ep) if endpoint_wrapper is not None else ep
             job = PartyJob(role=self.me.role, security=conf["security"], fixed=get_config(conf["fixed"]),
                            prg=PRG.fresh(f"query/{self.me.role}"), model=None, input=x,
-                           options=dict(conf["options"] or {}))
+                           options=dict(conf["options"] or {}, **({"range_guard": True} if range_state == "guarded"
+                                                                   else {})))
             res = spec.run_prepared(self.me.role, run_ep, job, None) if prep else \
                 spec.run_party(self.me.role, run_ep, job)
             if res is None or res.output is None:
@@ -236,17 +311,17 @@ class ServeClient:
                            sid.hex(), conf["protocol"], conf["security"],
                            {"control": t_ctl - t0, "session": t1 - t_ctl, "total": t1 - t0, **{
                                ph: ep.meter.seconds[ph] for ph in ("setup", "offline", "online")}},
-                           dict(res.info or {}, prep=prep.hex() if prep else None))
+                           dict(res.info or {}, prep=prep.hex() if prep else None, range=range_state))
 
 
 def query(cluster_path, x, party_id: str = "client", *, keys_dir=None, protocol: str | None = None,
           network: str | None = None, control_timeout: float = 10.0, recv_timeout: float | None = None,
-          endpoint_wrapper=None, retries: int = 2) -> QueryResult:
+          endpoint_wrapper=None, retries: int = 2, allow_out_of_range: bool = False) -> QueryResult:
     """One client session against running ``secinfer serve`` parties (a one-query
     ``ServeClient``; ``ServeClient.query`` for the rest of the arguments)."""
     with ServeClient(cluster_path, party_id, keys_dir=keys_dir, protocol=protocol, network=network,
                      control_timeout=control_timeout, recv_timeout=recv_timeout) as c:
-        return c.query(x, endpoint_wrapper=endpoint_wrapper, retries=retries)
+        return c.query(x, endpoint_wrapper=endpoint_wrapper, retries=retries, allow_out_of_range=allow_out_of_range)
 
 
 def server_status(cluster_path, server_id: str, party_id: str = "client", *, keys_dir=None,

@@ -454,6 +454,7 @@ SPEC = ProtocolSpec(
     run_party=run_party,
     check_model=check_model,
     default_fixed="fx64f13",
+    bias_in_sum=True,   # the truncation gate takes acc + b 2^f (docs/protocols/crisp.md): for the range certificate
     paper="crisp-2pc-malicious-client.txt",
     trust="TRUSTED: the 'dealer' party is a trusted offline dealer (F_FSS, it sees the FSS keys and masks); it must not collude with the server or the client [CRISP III-B]",
     demo_rows=4,

@@ -14,6 +14,12 @@ A device computation is a chain described by a JSON-able ``spec``:
 
 The parameters (bias, BatchNorm scale/shift, LayerNorm gamma/beta: secret model values)
 travel masked after the data, in the order of ``params``.
+
+Two steps serve STAMP's range guard (docs/protocols/stamp.md, "Range guard"; ``shadow_make``,
+``shadow_check``): ``{"op": "shadow-make", "s": s, "a1": a1}`` appends the shadow
+floor(y / 2^s) of the result as further rows, ``{"op": "shadow-check", "s": s, "e": e,
+"layer": name}`` takes a product's sum over [rows; shadow rows] and keeps the rows, or
+raises ``FixedPointRangeError`` when the sum left the ring.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.arith.linalg import conv_columns, ring_conv2d
 from secinfer.arith.ring import Ring, thin_matmul
-from secinfer.errors import ProtocolError
+from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.ir.fixed_ops import run_node
 from secinfer.ir.graph import Node, lift_2d
 
@@ -127,8 +133,46 @@ def validate(spec: dict) -> None:
         if op == "node":
             if st.get("node", {}).get("op") not in DEVICE_NODE_OPS:
                 raise ProtocolError(f"device cannot run {st.get('node', {}).get('op')!r}")
+        elif op in ("shadow-make", "shadow-check"):
+            if not (isinstance(st.get("s"), int) and 1 <= st["s"] <= 24
+                    and isinstance(st.get("a1" if op == "shadow-make" else "e"), int)
+                    and 0 <= st.get("a1" if op == "shadow-make" else "e") < 1 << 62):
+                raise ProtocolError(f"bad {op} step")
         elif op not in ("trunc", "bias", "softmax"):
             raise ProtocolError(f"device cannot run step {op!r}")
+
+
+def shadow_make(cfg: FixedPointConfig, x: np.ndarray, s: int, a1: int) -> np.ndarray:
+    """[rows; floor(rows / 2^s)] along the first axis. ``a1`` bounds the l1 norm (ring units)
+    of every weight vector of the products the shadow feeds: their sums over the shadow,
+    |sum_i floor(x_i / 2^s) w_i| <= (max|x| / 2^s + 1) * a1, must stay inside the ring, else
+    FixedPointRangeError (the value is too large even for the shadow)."""
+    v = cfg.ring.to_signed(x)
+    top = int(np.max(np.abs(v))) if v.size else 0
+    if ((top >> s) + 1) * a1 >= 1 << (cfg.ring_bits - 1):
+        raise FixedPointRangeError(f"a value reaches {top / cfg.scale:.6g}: too large for the range guard's shadow "
+                                   f"(2^-{s} of it times the next layer's weights leaves the ring)")
+    return np.concatenate([x, cfg.ring.reduce((v >> s).astype(np.uint64))], axis=0)
+
+
+def shadow_check(cfg: FixedPointConfig, x: np.ndarray, s: int, e: int, layer: str) -> np.ndarray:
+    """x = [acc; acc'] (a product over [h; h'], h' = floor(h / 2^s)), both mod 2^l. Exactly
+    acc_true - 2^s acc'_true = sum_i (h_i mod 2^s) w_i, so |.| <= e = (2^s - 1) * max_k
+    ||w_k||_1; acc' never wraps (``shadow_make``). If acc did not wrap, acc = acc_true and the
+    check passes; if it wrapped by k 2^l, |acc - 2^s acc'| >= 2^l - e > e (e < 2^(l-1)): the
+    check fails and the sum is refused (FixedPointRangeError naming the layer). Returns acc."""
+    if x.shape[0] % 2:
+        raise ProtocolError("shadow-check needs [rows; shadow rows]")
+    n = x.shape[0] // 2
+    v = cfg.ring.to_signed(x).astype(np.int64)
+    d = v[:n] - (v[n:] << s)
+    if d.size and int(np.max(np.abs(d))) > e:
+        where = np.unravel_index(int(np.argmax(np.abs(d))), d.shape)
+        raise FixedPointRangeError(
+            f"range guard: the sum of products of layer {layer!r} left the {cfg.ring_bits}-bit ring at "
+            f"{tuple(int(i) for i in where)} (its shadow says about {float(v[n:][where]) * 2.0 ** s / cfg.scale ** 2:.6g}, "
+            f"the ring holds |.| < {cfg.product_max_abs:.6g}); the session ends without an output")
+    return x[:n]
 
 
 def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
@@ -167,6 +211,12 @@ def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount)
         op = st["op"]
         if op == "trunc":                               # [STAMP Protocol 5 step 5]
             x = cfg.trunc(x)
+            cnt.int_ops += x.size
+        elif op == "shadow-check":
+            x = shadow_check(cfg, x, int(st["s"]), int(st["e"]), str(st.get("layer", "?"))[:100])
+            cnt.int_ops += 3 * x.size
+        elif op == "shadow-make":
+            x = shadow_make(cfg, x, int(st["s"]), int(st["a1"]))
             cnt.int_ops += x.size
         elif op == "bias":
             b = params[int(st["param"])]

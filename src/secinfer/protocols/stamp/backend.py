@@ -73,6 +73,32 @@ class StampBackend:
         self._acts: dict[str, tuple] = {}        # activation -> (a id, A, rho, job segments or None)
         self._uses: dict[str, int] = {}          # activation -> products left
         self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
+        self.guard: dict | None = None           # the range guard's plan (``set_range_guard``)
+
+    def set_range_guard(self, plan: dict) -> None:
+        """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
+        of every product in ``plan["check"]`` first compares its sum with the shadow's
+        (``kernels.shadow_check``), and the device step making a tensor in ``plan["make"]``
+        appends its shadow rows (``kernels.shadow_make``): between the two, an activation is
+        held as [h; floor(h / 2^s)] (twice the rows), and the product runs on both. Those
+        steps are not split across the batch and (malicious) take no activation mask."""
+        self.guard = plan
+
+    def _guarded(self, node: Node | None, last: str | None, steps: list, out_shape: tuple) -> tuple:
+        """(steps, out_shape, guarded?) with the range guard's steps added for this device step."""
+        g = self.guard
+        if g is None:
+            return steps, out_shape, False
+        hit = False
+        if node is not None and node.name in g["check"]:
+            steps = [{"op": "shadow-check", "s": int(g["s"]), "e": int(g["check"][node.name]),
+                      "layer": node.name}] + steps
+            hit = True
+        if last is not None and last in g["make"]:
+            steps = steps + [{"op": "shadow-make", "s": int(g["s"]), "a1": int(g["make"][last])}]
+            out_shape = (2 * int(out_shape[0]),) + tuple(out_shape[1:])
+            hit = True
+        return steps, out_shape, hit
 
     def prepare(self, graph: Graph, env: dict) -> None:
         """Malicious, offline: for every weight tensor that is the second operand of a
@@ -312,6 +338,7 @@ class StampBackend:
         opening)."""
         eng = self.eng
         f, z3, steps, plist = self._local_product(node, x, w, bias)
+        steps, _, _ = self._guarded(node, None, steps, out_shape)
         zshape = z3.shape if z3 is not None else self._pre_shape(node)
         spec = {"shape": [int(d) for d in zshape], "out_shape": [int(d) for d in out_shape],
                 "params": [[int(d) for d in p.a.shape] for p in plist], "steps": steps}
@@ -337,12 +364,13 @@ class StampBackend:
         steps += nsteps
         plist += nparams
         zshape = z3.shape if z3 is not None else self._pre_shape(node)
+        steps, out_shape, guarded = self._guarded(node, _output_of((chain or [node])[-1]), steps, out_shape)
         split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
-                 and zshape[0] == out_shape[0])
+                 and zshape[0] == out_shape[0] and not guarded)
         if not self.eng.malicious:
             return (z3, steps, plist, out_shape, split, None, batched)
         started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
-        last = None if any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
+        last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
         return (started, steps, plist, out_shape, split, last, batched)
 
     def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
@@ -499,8 +527,10 @@ class StampBackend:
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:
         steps, plist = self._node_steps(nodes, 0, params)
-        return self._run(x, steps, plist, out_shape, "rss", _splittable(nodes) and x.a.ndim >= 1,
-                         _output_of(nodes[-1]) if nodes else None)
+        last = _output_of(nodes[-1]) if nodes else None
+        steps, out_shape, guarded = self._guarded(None, last, steps, out_shape)
+        return self._run(x, steps, plist, out_shape, "rss", _splittable(nodes) and x.a.ndim >= 1 and not guarded,
+                         None if guarded else last)
 
     def softmax(self, x: Pair, node: Node) -> Pair:
         axis = int(node.attrs.get("axis", -1)) % x.a.ndim

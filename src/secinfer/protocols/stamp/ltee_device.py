@@ -59,7 +59,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
-from secinfer.errors import FrameError, ProtocolError
+from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
 from secinfer.net.codec import Header, decode_frame, encode_frame
 
 BUS_SESSION = b"stamp-ltee-bus\x00\x00"
@@ -80,7 +80,7 @@ BATCHABLE = ("mask", "inmask", "zshare", "pad")   # seed requests ``cmd_batch`` 
 def _parse_spec(kernels, raw) -> dict:
     """A request's JSON operation spec, validated (malformed: ``Refused``)."""
     try:
-        spec = json.loads(bytes(raw).decode())
+        spec = json.loads(_blob(raw).decode())
         kernels.validate(spec)
     except (ValueError, ProtocolError) as e:
         raise Refused("bad-request", f"spec: {e}") from None
@@ -117,6 +117,14 @@ class Refused(Exception):
     def __init__(self, code: str, detail: str = "") -> None:
         super().__init__(f"{code}: {detail}")
         self.code, self.detail = code, detail
+
+
+def _blob(a) -> bytes:
+    """A host-supplied byte string: only a 1-d uint8 array is one (``bytes()`` of a 0-d
+    integer array would allocate that many bytes)."""
+    if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1:
+        raise Refused("bad-request", "a byte-string argument must be a 1-d uint8 array")
+    return a.tobytes()
 
 
 def cert_message(identity_pub: bytes) -> bytes:
@@ -255,7 +263,7 @@ class Device:
         """Factory step: the manufacturer installs its certificate and root key (once)."""
         if self.cert is not None:
             raise Refused("already-provisioned")
-        cert, ca_pub = bytes(arrays[0]), bytes(arrays[1])
+        cert, ca_pub = _blob(arrays[0]), _blob(arrays[1])
         if len(cert) != 64 or len(ca_pub) != 32:
             raise Refused("bad-request", "certificate or CA key size")
         self.cert, self.ca_pub = cert, ca_pub
@@ -269,7 +277,7 @@ class Device:
             raise Refused("already-initialised")
         if self.cert is None:
             raise Refused("not-provisioned", "no manufacturer certificate")
-        meta, session = arrays[0], bytes(arrays[1])
+        meta, session = arrays[0], _blob(arrays[1])
         if meta.shape != (5,):
             raise Refused("bad-request", "initialisation parameters")
         idx, bits, frac, out_party, mal = (int(v) for v in meta)
@@ -295,7 +303,7 @@ class Device:
         peer = int(arrays[0][0])
         if peer not in self._eph or peer in self._keys:
             raise Refused("bad-request", "no pending key exchange with that peer")
-        eph_pub, sig, ident, cert = (bytes(a) for a in arrays[1:5])
+        eph_pub, sig, ident, cert = (_blob(a) for a in arrays[1:5])
         try:
             Ed25519PublicKey.from_public_bytes(self.ca_pub).verify(cert, cert_message(ident))
         except (InvalidSignature, ValueError):
@@ -324,7 +332,7 @@ class Device:
 
     def cmd_unwrap(self, arrays):
         d = self.index
-        ct, tag = bytes(arrays[0]), bytes(arrays[1])
+        ct, tag = _blob(arrays[0]), _blob(arrays[1])
         if d is None or d not in self._keys or len(ct) != 16:
             raise Refused("bad-request", "cannot unwrap now")
         k = self._keys[d]
@@ -472,6 +480,8 @@ class Device:
             raise Refused("policy", "output step of the other security setting")
         spec = _parse_spec(kernels, arrays[1])
         steps = [st.get("op") for st in spec["steps"]]
+        if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
+            steps = steps[1:]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
@@ -496,11 +506,11 @@ class Device:
             c, own = _ring_in(arrays[2], n_in), _ring_in(arrays[3], n_in)
             mctr = self._slot(("s", 0), int(meta[3]))
             for sender, v, tag in ((j, c, arrays[4]), ((d + 1) % 3, own, arrays[5])):
-                if not hmac.compare_digest(bytes(tag), self._out_mac(sender, mctr, v)):
+                if not hmac.compare_digest(_blob(tag), self._out_mac(sender, mctr, v)):
                     raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
             x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
             self.cnt.int_ops += 2 * n_in
-        return [kernels.run_chain(cfg, spec, x, self.cnt).reshape(-1)]
+        return [self._chain(kernels, cfg, spec, x).reshape(-1)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -531,7 +541,7 @@ class Device:
             s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
@@ -539,7 +549,7 @@ class Device:
             self.aes_bytes += 16 * n_in
             x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
-            y = kernels.run_chain(cfg, spec, x, self.cnt)
+            y = self._chain(kernels, cfg, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
             y = self._softmax(spec, arrays[2:5], j, hat, ctr)
@@ -559,6 +569,14 @@ class Device:
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
+
+    def _chain(self, kernels, cfg, spec, x):
+        """The chain, with the range guard's refusal (``kernels.shadow_check``: a sum of this
+        session's query left the ring) as code "range"."""
+        try:
+            return kernels.run_chain(cfg, spec, x, self.cnt)
+        except FixedPointRangeError as e:
+            raise Refused("range", str(e)[:1500]) from None
 
     def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
         """Malicious, the result y feeds products only: share it as A + rho, with A the
@@ -652,7 +670,7 @@ class Device:
         weight tensor, opened once as sigma = W - b). meta = [op, n_op, ctr, sub]."""
         self._need_ready()
         try:
-            spec = json.loads(bytes(arrays[1]).decode())
+            spec = json.loads(_blob(arrays[1]).decode())
             name, shape = str(spec["which"]), tuple(int(d) for d in spec["shape"])
         except (ValueError, KeyError, TypeError) as e:
             raise Refused("bad-request", f"operand spec: {e}") from None
@@ -681,7 +699,7 @@ class Device:
         kernels = _kernels()
         meta = arrays[0]
         try:
-            spec = json.loads(bytes(arrays[1]).decode())
+            spec = json.loads(_blob(arrays[1]).decode())
             xs, ws, cs = (tuple(int(d) for d in spec[k]) for k in ("x", "w", "c"))
             f = kernels.bilinear(str(spec["kind"]), dict(spec.get("attrs", {})), self.cfg.ring)
         except (ValueError, KeyError, TypeError, ProtocolError) as e:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from secinfer.errors import ProtocolError
+from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine, digest
@@ -65,6 +65,18 @@ class Job:
     # job's segment of the next product's mask A (flat), and the rho = y - A it learns
     act: Pair | None = None
     rho: np.ndarray | None = None
+
+
+RANGE_GUARD = "range-guard"
+
+
+def range_abort(ep, detail: str) -> FixedPointRangeError:
+    """The range guard tripped in this party's LTEE (``kernels.shadow_check``): tell every
+    peer (they stop with ``PeerAbortedError`` naming "range-guard"; ``protocol.run_party``
+    turns it into this same error) and return the typed error to raise. A correctness guard
+    for honest queries, not a malicious-security check: nothing is suspected."""
+    ep.abort(RANGE_GUARD, None, detail)
+    return FixedPointRangeError(detail)
 
 
 def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
@@ -102,6 +114,8 @@ class StampOps:
             return self.link.call(cmd, *arrays, kind=kind)
         except LteeRefused as r:   # the device's check failed: this host aborts with it
             refused = r
+        if refused.code == "range":   # the range guard: the query's value left the ring (not a security check)
+            raise range_abort(self.eng.ep, refused.detail)
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
 
@@ -111,6 +125,8 @@ class StampOps:
             return self.link.call_many(reqs)
         except LteeRefused as r:
             refused = r
+        if refused.code == "range":
+            raise range_abort(self.eng.ep, refused.detail)
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
     # ---- helpers -----------------------------------------------------------------------

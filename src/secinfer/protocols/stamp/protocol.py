@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from secinfer.errors import ProtocolError
+from secinfer.errors import FixedPointRangeError, PeerAbortedError, ProtocolError
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
@@ -31,7 +31,7 @@ from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model,
                                            share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
-from secinfer.protocols.stamp.nonlinear import StampOps
+from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -54,6 +54,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             eng = Engine(ep, NAMES, me, job.fixed, malicious, job.prg)
             eng.setup_keys()
             graph, batch = exchange_model(ep, me, job)
+            guard = exchange_range_guard(ep, me, graph, job) if job.options.get("range_guard") else None
         ops = StampOps(eng, link)
         # the last product fused with the opening to p1 (option stamp_fuse_output, default on)
         fuse = bool(job.options.get("stamp_fuse_output", True))
@@ -61,6 +62,8 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # (option stamp_premultiply, default on; docs/protocols/stamp.md)
         backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
                                premultiply=bool(job.options.get("stamp_premultiply", True)))
+        if guard is not None:
+            backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
         if malicious:   # sigma = W - B of every weight's verification operand, once [docs: stamp.md]
             with ep.phase("offline"):
@@ -99,8 +102,50 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)
+    except PeerAbortedError as e:   # a peer's LTEE refused a sum that left the ring: the same typed error here
+        if f"'{RANGE_GUARD}'" not in (e.detail or ""):
+            raise
+        detail = e.detail.split("failed: ", 1)[-1]
+        ep.abort(RANGE_GUARD, None, detail)    # passed on: a party waiting on us hears it too
+        raise FixedPointRangeError(f"{detail} (reported by {e.suspect})") from None
     finally:
         link.close()
+
+
+def exchange_range_guard(ep, me: int, graph, job: PartyJob) -> dict:
+    """Setup, with option ``range_guard`` (a served query outside the model owner's
+    certificate; docs/protocols/stamp.md "Range guard"): the model owner computes the
+    guard's plan from its weights (``range_cert.shadow_plan``: the shadow shift s and one
+    public bound per guarded layer) and sends it to p1 and p2, whose LTEEs may run the checks."""
+    import json
+
+    import numpy as np
+
+    from secinfer.net.channel import ArraySpec
+
+    if me == MODEL:
+        from secinfer.ir.range_cert import shadow_plan
+
+        plan, why = shadow_plan(graph, job.fixed)
+        raw = json.dumps({"plan": plan, "why": why}, sort_keys=True).encode()
+        for p in (1, 2):
+            ep.send(NAMES[p], "setup/range-guard", np.frombuffer(raw, dtype=np.uint8))
+    else:
+        (arr,) = ep.recv(NAMES[MODEL], "setup/range-guard", ArraySpec(np.uint8, (None,), max_elems=1 << 20))
+        try:
+            msg = json.loads(bytes(arr).decode())
+            plan, why = msg["plan"], str(msg["why"])[:300]
+            if plan is not None:
+                plan = {"s": int(plan["s"]), "check": {str(k): int(v) for k, v in plan["check"].items()},
+                        "make": {str(k): int(v) for k, v in plan["make"].items()}}
+                if not 1 <= plan["s"] <= 24 or any(not 0 <= v < 1 << 62 for d in ("check", "make")
+                                                    for v in plan[d].values()):
+                    raise ValueError("bounds")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ProtocolError(f"the model owner's range-guard plan is malformed ({e})") from None
+    if plan is None:
+        raise FixedPointRangeError(f"the range guard does not cover this model ({why}); the query was refused")
+    return plan
 
 
 def check_model(graph, security: str) -> None:
@@ -122,6 +167,7 @@ SPEC = ProtocolSpec(
     check_model=check_model,
     default_fixed="fx32f13",
     paper="stamp-tee-assisted-3pc.txt",
+    range_guard=True,
     checks=tuple(Check(n, what, "STAMP " + ref, sec) for n, what, ref, sec in (
         ("reconstruct-consistency", "a missing component equals its copy or hash from the other holder", "App. A", _M),
         ("multiplication-check", "every product matches its verification triple (deltas are zero)", "3.2", _M),
