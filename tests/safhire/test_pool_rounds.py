@@ -120,7 +120,7 @@ def test_tiny_resnet_gains_one_pooling_round():
 
 
 @pytest.mark.parametrize("b,residual", [(12, "off"), (8, "on")])
-def test_protocol_equals_the_oracle_on_the_resnet_like_model(b, residual):
+def test_protocol_equals_the_oracle_on_the_resnet_like_model(b, residual, tmp_path):
     """The pooling rounds (in two stages at b = 8 and 12) and, at b = 8, the opt-in residual
     rounds through the real protocol on the small insecure ring: every round and the output
     equal the quantized oracle."""
@@ -128,7 +128,12 @@ def test_protocol_equals_the_oracle_on_the_resnet_like_model(b, residual):
 
     g = gap_resnet()
     x = np.random.default_rng(11).uniform(-1, 1, (1, 3, 8, 8))
-    res = _check_rounds(g, x, options(b=b, trace=1, residual_rounds=residual))
+    from secinfer.protocols.safhire.lwe import fast_available
+
+    # qcache: the oracle check reuses the server's quantized model (searched: ~12 quantizations)
+    opts = options(b=b, gamma=2 if fast_available() else 0, trace=1, residual_rounds=residual,
+                   qcache=str(tmp_path))
+    res = _check_rounds(g, x, opts)
     assert res["client"].info["rounds"] == {"off": 8, "on": 10}[residual]
 
 
