@@ -116,7 +116,8 @@ def _pool_stages(h: int, w: int, hi: int, cap: int) -> list[tuple[int, int]]:
     """Windows (kh, kw) that average an h x w image down to 1 x 1 in as few stages as the
     accumulator allows: each stage sums kh kw integer activations of at most ``hi``, and
     kh kw hi <= ``cap`` (= 2^(b-1) - 1) for every input, so no pooling sum can wrap
-    (a stage of 2 always fits: 2 hi <= cap for every supported width)."""
+    (a stage of 2 fits whenever act_bits <= b - 2, as for every default and searched width;
+    with wider activations the smallest stage is taken anyway and may wrap)."""
     stages = []
     while h * w > 1:
         best, pick = None, None
