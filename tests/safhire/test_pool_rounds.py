@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from secinfer.ir import quantize as Q
+from secinfer.ir.float_exec import run_float
 from secinfer.ir.degeneracy import degeneracy, degeneracy_warnings
 from secinfer.ir.pool_rounds import _pool_stages, pooling_cuts
 from tests.safhire.helpers import options
@@ -41,6 +42,12 @@ def test_b12_resnet_like_head_is_not_rounded_away():
     assert not np.array_equal(a, b)
     d = degeneracy(qm)
     assert d["known"] and not d["degenerate"] and d["zero_blocks"] == [] and d["distinct_outputs"] > 1
+    # the logits follow float's from input to input (the degenerate model's did not move)
+    xs = Q.calibration_inputs(Q.batch_free(g), None, 96)[32:]
+    f = run_float(Q.batch_free(g), xs).reshape(len(xs), -1)
+    q = qm.run(xs).reshape(len(xs), -1)
+    fd, qd = f - f.mean(0), q - q.mean(0)
+    assert np.sum(fd * qd) / (np.linalg.norm(fd) * np.linalg.norm(qd)) > 0.9
     assert degeneracy_warnings(qm) == []
 
 
@@ -140,7 +147,9 @@ def test_protocol_equals_the_oracle_on_the_resnet_like_model(b, residual, tmp_pa
 def test_b8_residual_rounds_keep_every_branch():
     """Opt-in: each residual branch in a round of its own, requantized (signed) by the
     client, then added to the shortcut with an integer weight of its own: no block rounds
-    to zero at b = 8, and the argmax agrees with float far more often than without."""
+    to zero at b = 8, and the logits follow float's no worse than without. (This random-
+    weight net's float argmax is one class on every random input: argmax agreement says
+    little here; the logits' direction does.)"""
     g = gap_resnet()
     cal = Q.calibration_inputs(g, None, 32)
     x = Q.calibration_inputs(Q.batch_free(g), None, 232)[32:]          # held out
@@ -151,9 +160,15 @@ def test_b8_residual_rounds_keep_every_branch():
     assert len(adds) == 2 and all(w.nnz > 0 for rd in adds for w in rd.weights)
     branch = split.rounds[adds[0].sources[1] - 1]
     assert not branch.relu and branch.lo < 0 < branch.hi          # requantized signed
-    a_plain = Q.accuracy_report(g, plain, x)["agreement"]
-    a_split = Q.accuracy_report(g, split, x)["agreement"]
-    assert a_split >= a_plain + 0.15, (a_plain, a_split)
+    f = run_float(Q.batch_free(g), x).reshape(len(x), -1)
+
+    def cos(qm):           # mean cosine between float and quantized logits, centred per input
+        q = qm.run(x).reshape(len(x), -1)
+        fc, qc = f - f.mean(1, keepdims=True), q - q.mean(1, keepdims=True)
+        return float(np.mean(np.sum(fc * qc, 1) / (np.linalg.norm(fc, axis=1) * np.linalg.norm(qc, axis=1))))
+
+    c_plain, c_split = cos(plain), cos(split)
+    assert c_split >= c_plain > 0.8, (c_plain, c_split)
 
 
 def test_inspect_and_bench_rows_say_when_weights_vanish():
