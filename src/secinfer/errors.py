@@ -43,6 +43,11 @@ class FixedPointRangeError(SecinferError):
     """A value does not fit the fixed-point configuration's representable range."""
 
 
+class QueryRefusedError(FixedPointRangeError):
+    """The input party refused its query before sharing anything (outside the model owner's
+    range certificate, ``secinfer party``): what every other party of the session raises."""
+
+
 # --- network ------------------------------------------------------------------------
 
 

@@ -132,6 +132,7 @@ def test_colored_probing_gives_the_same_integer_model_as_probing_every_column(mo
     x_shape, out, out_shape = zoo._resnet(net, 1, [1, 1], [4, 8], "cifar", 16, 3, fold_bn=False)
     g = Q.batch_free(load_model(net.finish(x_shape, out, out_shape).SerializeToString()))
     cal = Q.calibration_inputs(g, None, 16)
+    monkeypatch.setattr(Q, "_structured_map", lambda *a, **k: None)   # the probing paths only
     used = []
     orig = Q._colored_map
 

@@ -5,7 +5,8 @@ under each network profile and reports latency, bytes and rounds, with the slow-
 each profile as a ratio against the ``none`` profile measured in the same run.
 
 First, the whole ``secinfer run`` command on issue #23's W1 (astra, one query: wall time
-with process start, median and spread, and the start-up steps; ``secinfer.bench.command``).
+with process start, median and spread, the start-up steps, the CPU seconds of all the
+command's processes and the load average around the runs; ``secinfer.bench.command``).
 Then the transport alone (``secinfer.bench.hop``), on both transports: one small
 authenticated frame between two party processes (one-way latency, median and p10/p90 of
 half the round trips) and bulk MB/s over one link, next to issue #23's targets (one-way
@@ -25,7 +26,9 @@ def command_row(reps: int = 5, protocol: str = "astra") -> dict:
     bias, one query), process start included: median and spread over ``reps`` runs, and the
     median of each start-up step (``secinfer.bench.command``)."""
     import os
+    import resource
     import shutil
+    import statistics
     import tempfile
     from pathlib import Path
 
@@ -38,15 +41,23 @@ def command_row(reps: int = 5, protocol: str = "astra") -> dict:
         model, x = tmp / "W1.onnx", tmp / "W1-1.npy"
         model.write_bytes(build_workload("W1").SerializeToString())
         np.save(x, workload_input("W1", 1))
-        walls, startups = [], []
+        walls, startups, cpus = [], [], []
+        load = os.getloadavg()[0]
         for _ in range(reps):
+            # CPU of every process of the command (itself, its fork server, run process and
+            # parties: all reaped below it), a guide to the idle wall time on a loaded host
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             w, st = command_wall(protocol, str(model), str(x))
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             walls.append(w)
             startups.append(st)
+            cpus.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     row = {"row": "command", "workload": "W1", "batch": 1, "protocol": protocol, "security": "semi-honest",
-           "reps": reps, **summarize(walls, startups), "target_s": COMMAND_TARGET_S, "peer_s": PEER_S}
+           "reps": reps, **summarize(walls, startups), "target_s": COMMAND_TARGET_S, "peer_s": PEER_S,
+           "command_cpu_s_median": round(statistics.median(cpus), 4),
+           "load_average_1min": [round(load, 2), round(os.getloadavg()[0], 2)]}   # (before, after)
     row["command_vs_target"] = row["command_s"] / COMMAND_TARGET_S
     return row
 

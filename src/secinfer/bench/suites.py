@@ -65,8 +65,9 @@ SUITE_INFO = {
                             "commit 5e532b7); full not run as one command: its rows were run one by one "
                             "(docs/protocols/certified.md), smart metering alone took 13.7 min at load 16-28"},
     "safhire": {"reproduces": "SAFHIRE Tables 3-5, Figs. 4-8 (digits models, threads sweep; without --quick ResNet-20 "
-                              "and the fully encrypted CKKS baseline, extrapolated from per-layer runs; ResNet-18/34 "
-                              "skipped with their reasons)",
+                              "and the fully encrypted CKKS baseline, extrapolated from per-layer runs; ResNet-18-tiny "
+                              "end to end (tens of minutes); ResNet-34 skipped with its reasons and an "
+                              "EXTRAPOLATED row)",
                 "quick_s": None, "full_s": None, "source": ""},
     "serve": {"reproduces": "none (serving: queries/s, p50/p99 at 1/4/16 clients, lost sessions under faults, "
                             "memory over a soak)",

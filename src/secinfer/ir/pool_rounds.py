@@ -101,7 +101,10 @@ def uniform_weight(mats: list, bias: np.ndarray, scales: list) -> float | None:
     bias), else None."""
     if len(mats) != 1 or np.asarray(scales[0]).ndim or mats[0].nnz == 0:
         return None
-    d = mats[0].data
+    d = np.asarray(mats[0].data)
+    d = d[d != 0]                       # a ConvMap's kernel holds the zeros of its diagonal
+    if d.size == 0:
+        return None
     w = float(d[0])
     if w <= 0 or np.max(np.abs(d - w)) > 1e-9 * w or np.max(np.abs(bias), initial=0.0) > 1e-12:
         return None

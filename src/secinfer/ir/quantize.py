@@ -42,6 +42,7 @@ import scipy.sparse as sp
 from secinfer.arith import public_rng
 from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ConfigError, ModelError, UnsupportedOpError
+from secinfer.ir.convmap import ConvMap
 from secinfer.ir.float_exec import run_float_all, run_node_float
 from secinfer.ir.degeneracy import zero_weight_report
 from secinfer.ir.graph import Graph, Node, lift_2d
@@ -78,8 +79,8 @@ def client_step(y: np.ndarray, relu: bool, k: int, eta: int, lo: int, hi: int) -
     z = np.asarray(y, dtype=np.int64)
     if relu:
         z = np.maximum(z, 0)
-    if k > 1:
-        z = z.reshape(-1, k).max(axis=1)
+    if k > 1:                             # (samples as columns: y (n, S))
+        z = z.reshape((-1, k) + z.shape[1:]).max(axis=1)
     return requantize(z, eta, lo, hi)
 
 
@@ -338,9 +339,40 @@ def _probe(graph: Graph, lin_nodes: list[Node], rd: _RoundShape, cid_tensor: dic
     return y.reshape(y.shape[0], -1)
 
 
-def _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes) -> tuple[list[sp.csr_matrix], np.ndarray]:
-    """The round's affine map as (one float sparse matrix per source, bias), by probing
+def _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes) -> tuple[list, np.ndarray]:
+    """The round's affine map as (one float map per source, bias): read from the layers
+    (``convmap.read_round``: convolutions, batch norm, pooling, residual additions, a
+    Gemm head) and checked against the float sub-graph on random vectors; else by probing
     the composed linear sub-graph with zero and with basis vectors."""
+    got = _structured_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
+    if got is not None:
+        return got
+    return _probed_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
+
+
+def _structured_map(graph, lin_nodes, rd, cid_tensor, widths, shapes):
+    """``convmap.read_round``'s map if the float sub-graph agrees with it on two random
+    vectors per source (relative 1e-9; a misread layer is off by far more), else None."""
+    from secinfer.ir.convmap import read_round
+
+    got = read_round(graph, lin_nodes, rd.out, rd.sources, cid_tensor, shapes)
+    if got is None:
+        return None
+    mats, bias = got
+    rng = public_rng("quantize/structured-map-check", 4321)
+    vals = {c: rng.standard_normal((2, widths[c])) for c in rd.sources}
+    feeds = {cid_tensor[c]: v.reshape((2,) + tuple(shapes[c])) for c, v in vals.items()}
+    ref = _probe(graph, lin_nodes, rd, cid_tensor, feeds)
+    mine = sum(m @ vals[c].T for m, c in zip(mats, rd.sources)).T + bias[None, :]
+    if ref.shape != mine.shape or not np.allclose(mine, ref, rtol=1e-9,
+                                                  atol=1e-9 * max(1.0, float(np.max(np.abs(ref))))):
+        return None
+    return mats, bias
+
+
+def _probed_map(graph, lin_nodes, rd, cid_tensor, widths, shapes) -> tuple[list[sp.csr_matrix], np.ndarray]:
+    """The round's affine map by probing the composed linear sub-graph with zero and with
+    basis vectors (few probes for local maps: ``_colored_map``)."""
     def feeds_for(src_vals: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
         nb = next(iter(src_vals.values())).shape[0]
         out = {}
@@ -436,6 +468,21 @@ def _colored_map(probe, c: int, in_shape: tuple, out_shape: tuple | None, width:
     return m
 
 
+def _as_scalable(m, scale):
+    """A ConvMap takes one input scale; a per-element scale (tabular input) needs the matrix."""
+    if isinstance(m, ConvMap) and np.ptp(np.asarray(scale, dtype=np.float64)) != 0:
+        return m.tocsr()
+    return m
+
+
+def _max_scaled(m, scale) -> float:
+    if isinstance(m, ConvMap):
+        return float(np.max(np.abs(m.kernel), initial=0)) * float(np.asarray(scale).reshape(-1)[0])
+    if m.nnz == 0:
+        return 0.0
+    return float(abs(m.multiply(_row(scale))).max())
+
+
 def _row(scale) -> np.ndarray:
     """A source's scale as a (1, E) row (broadcast over a map's columns) or a scalar."""
     a = np.asarray(scale, dtype=np.float64)
@@ -519,6 +566,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         in_scale = np.full(xf.shape[1], top / in_hi)
     scales = {0: in_scale}
     vmax = {0: max(abs(in_lo), in_hi)}
+    bounds = {0: (in_lo, in_hi)}
     qrounds: list[QRound] = []
     n_over = 0
     nnz_float: list[list[int]] = []
@@ -527,8 +575,8 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
             bias = bias + mats[rd.sources.index(0)] @ in_zero
         y = env[rd.out].reshape(calib.shape[0], -1)
-        w_need = max(float(abs(m.multiply(_row(scales[c]))).max()) for m, c in zip(mats, rd.sources)) \
-            / ((1 << (wb - 1)) - 1)
+        mats = [_as_scalable(m, scales[c]) for m, c in zip(mats, rd.sources)]
+        w_need = max(_max_scaled(m, scales[c]) for m, c in zip(mats, rd.sources)) / ((1 << (wb - 1)) - 1)
         s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
         pool = uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
         if pool is not None:
@@ -542,15 +590,18 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             s_acc = pool / w_int
         wints = []
         for m, c in zip(mats, rd.sources):
+            if isinstance(m, ConvMap):                   # W_int = round(K s_in / s_acc)
+                wints.append(m.scaled(float(np.asarray(scales[c]).reshape(-1)[0]) / s_acc).rounded())
+                continue
             q = sp.csr_matrix(m.multiply(_row(scales[c]) / s_acc))
             q.data = np.rint(q.data)
             q = q.astype(np.int64)
             q.eliminate_zeros()
             wints.append(q)
-        nnz_float.append([int(np.count_nonzero(m.data)) for m in mats])
+        nnz_float.append([int(m.nnz) if isinstance(m, ConvMap) else int(np.count_nonzero(m.data))
+                          for m in mats])
         bint = np.rint(bias / s_acc).astype(np.int64)
-        worst = int(np.max(sum(abs(w) @ np.full(w.shape[1], vmax[c], dtype=np.int64)
-                               for w, c in zip(wints, rd.sources)) + np.abs(bint)))
+        worst = worst_bound(wints, rd.sources, bint, bounds)
         qr = QRound(rd.sources, wints, bint, tuple(env[rd.out].shape[1:]), s_acc, worst=worst)
         if r < len(rounds_s) - 1:
             qr.relu = any(n.op == "Relu" for n in rd.chain)
@@ -563,6 +614,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             qr.eta = max(1, int(round(s_v / s_acc)))
             scales[r + 1] = qr.eta * s_acc
             vmax[r + 1] = max(abs(qr.lo), qr.hi)
+            bounds[r + 1] = (qr.lo, qr.hi)
         qrounds.append(qr)
     qm = QuantizedModel(b, a, wb, shapes[0], in_scale, in_lo, in_hi, qrounds,
                         rounds_s[-1].softmax is not None,
@@ -571,13 +623,13 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     xs = qm.quantize_input(calib)
     use = np.zeros(len(qrounds))
     finals = set()
-    for v in xs:
+    for s0 in range(0, len(xs), 16):                 # columns of 16 samples at a time
         tr: list = []
-        _trace_exact(qm, v, tr)
+        _trace_exact(qm, xs[s0:s0 + 16].T, tr)
         for r, (yw, ye) in enumerate(tr):
             use[r] = max(use[r], float(np.max(np.abs(ye))) / (1 << (qm.b - 1)))
             n_over += int(np.sum(yw != ye))
-        finals.add(tr[-1][0].tobytes())
+        finals |= {np.ascontiguousarray(col).tobytes() for col in tr[-1][0].T}
     qm.calib = {"samples": int(calib.shape[0]), "max_acc_use": [round(u, 4) for u in use],
                 "wrapped_accumulators": n_over, "headroom": headroom,
                 **zero_weight_report(qm, nnz_float), "distinct_outputs": len(finals)}
@@ -585,10 +637,11 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
 
 
 def _trace_exact(qm: QuantizedModel, v0, out: list) -> None:
-    """(wrapped, unwrapped) accumulator per round, for the calibration report."""
+    """(wrapped, unwrapped) accumulator per round, for the calibration report; v0 one
+    sample (E,) or samples as columns (E, S)."""
     vs = [np.asarray(v0, dtype=np.int64)]
     for r, rd in enumerate(qm.rounds):
-        acc = rd.bias.astype(np.int64).copy()
+        acc = rd.bias.astype(np.int64).reshape((-1,) + (1,) * (vs[0].ndim - 1)).copy()
         for s, w in zip(rd.sources, rd.weights):
             acc = acc + w @ vs[s]
         yw = wrap(acc, qm.b)
@@ -639,6 +692,32 @@ def default_calibration(graph: Graph, count: int = 64, prg=None) -> tuple[np.nda
         half = len(x) // 2
         return x[:half], f"bundled:{name} held-out split, first {half} rows"
     return calibration_inputs(graph, None, count, prg), f"random uniform [-1, 1] ({count} inputs)"
+
+
+def _signs(w):
+    """(W with its negative entries zeroed, W with its positive entries zeroed)."""
+    if isinstance(w, ConvMap):
+        return (ConvMap(np.maximum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape),
+                ConvMap(np.minimum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape))
+    w = sp.csr_matrix(w)
+    return w.maximum(0), w.minimum(0)
+
+
+def worst_bound(weights: list, sources: list, bias: np.ndarray, bounds: dict) -> int:
+    """max |sum_s W_s v_s + bias| over every input with v_c in [lo_c, hi_c] elementwise (the
+    accumulators the ciphertexts must hold without wrapping mod q): per row the largest sum
+    takes hi where W > 0 and lo where W < 0, the smallest the reverse (tighter than
+    sum |W| max(|lo|, |hi|) for unsigned inputs after a ReLU)."""
+    top = np.asarray(bias, dtype=np.int64).copy()
+    bot = top.copy()
+    for w, c in zip(weights, sources):
+        lo, hi = (int(a) for a in bounds[c])
+        pos, neg = _signs(w)
+        n = int(w.shape[1])
+        lo_v, hi_v = np.full(n, lo, dtype=np.int64), np.full(n, hi, dtype=np.int64)
+        top += np.asarray(pos @ hi_v).reshape(-1) + np.asarray(neg @ lo_v).reshape(-1)
+        bot += np.asarray(pos @ lo_v).reshape(-1) + np.asarray(neg @ hi_v).reshape(-1)
+    return int(max(np.max(np.abs(top), initial=0), np.max(np.abs(bot), initial=0)))
 
 
 def log2_worst(qm: QuantizedModel) -> int:
@@ -699,11 +778,15 @@ def save_quantized(qm: QuantizedModel, f) -> None:
         if q.groups is not None:
             arrays[f"r{r}_groups"] = np.asarray(q.groups)
         for s, w in enumerate(q.weights):
+            if isinstance(w, ConvMap):
+                arrays[f"r{r}_w{s}_kernel"] = np.asarray(w.kernel, dtype=np.int64)
+                continue
             w = sp.csr_matrix(w)
             arrays.update({f"r{r}_w{s}_data": w.data, f"r{r}_w{s}_indices": w.indices,
                            f"r{r}_w{s}_indptr": w.indptr})
         rounds.append({"sources": [int(s) for s in q.sources], "out_shape": [int(a) for a in q.out_shape],
                        "wshapes": [[int(a) for a in w.shape] for w in q.weights],
+                       "wconv": [w.geometry() if isinstance(w, ConvMap) else None for w in q.weights],
                        "groups": q.groups is not None,
                        **{k: t(getattr(q, k)) for k, t in _QR_SCALARS.items()}})
     head = {**{k: getattr(qm, k) for k in _QM_SCALARS}, "in_shape": [int(a) for a in qm.in_shape],
@@ -717,8 +800,15 @@ def load_quantized(path) -> QuantizedModel:
         head = json.loads(z["head"].tobytes().decode())
         rounds = []
         for r, d in enumerate(head["rounds"]):
-            ws = [sp.csr_matrix((z[f"r{r}_w{s}_data"], z[f"r{r}_w{s}_indices"], z[f"r{r}_w{s}_indptr"]),
-                                shape=tuple(shape)) for s, shape in enumerate(d["wshapes"])]
+            ws = []
+            for s, shape in enumerate(d["wshapes"]):
+                geo = d.get("wconv", [None] * len(d["wshapes"]))[s]
+                if geo is not None:
+                    ws.append(ConvMap(z[f"r{r}_w{s}_kernel"], geo["stride"], geo["pad"], geo["in_shape"],
+                                      geo["out_shape"]))
+                else:
+                    ws.append(sp.csr_matrix((z[f"r{r}_w{s}_data"], z[f"r{r}_w{s}_indices"],
+                                             z[f"r{r}_w{s}_indptr"]), shape=tuple(shape)))
             rounds.append(QRound(d["sources"], ws, z[f"r{r}_bias"], tuple(d["out_shape"]), d["s_acc"],
                                  groups=z[f"r{r}_groups"] if d["groups"] else None,
                                  **{k: d[k] for k in _QR_SCALARS if k != "s_acc"}))

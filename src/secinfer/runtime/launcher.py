@@ -18,15 +18,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import secrets
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +35,8 @@ CONSEQUENCES = ("PeerDeadError", "PeerAbortedError", "Terminated")
 _PHASES = ("setup", "offline", "online")
 
 
+# (secrets, shutil, subprocess and tempfile are imported where used: every party imports
+# this module, for check_run_options, and needs none of them)
 MODEL_IR = "model.ir.npz"   # in the work folder: the model as the launcher imported and checked it
 
 
@@ -128,6 +125,8 @@ def format_bytes(n: float) -> str:
 
 def _module_root(module: str) -> str | None:
     """The sys.path entry a module is imported from (so a child process can import it)."""
+    import importlib.util
+
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return None
@@ -147,7 +146,8 @@ def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, securi
     cmd = ["--cluster", str(cluster), "--id", role,
            "--protocol", protocol, "--security", security, "--network", network, "--session", nonce,
            "--result", str(work / f"result-{role}.json"), "--options-json", json.dumps(options),
-           "--die-with-parent", str(parent_pid or os.getpid())]
+           "--die-with-parent", str(parent_pid or os.getpid()),
+           "--range-checked"]   # (check_run saw model and query: no certificate exchange, runtime/range_check.py)
     if fixed:
         cmd += ["--fixed", fixed]
     if protocol_module:
@@ -163,7 +163,7 @@ def _party_cmd(role: str, spec, cluster: Path, work: Path, protocol: str, securi
     return cmd
 
 
-def _kill_group(p: subprocess.Popen, sig: int) -> None:
+def _kill_group(p, sig: int) -> None:
     try:
         os.killpg(p.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -172,6 +172,8 @@ def _kill_group(p: subprocess.Popen, sig: int) -> None:
 
 def _stop_all(procs: dict, grace: float = 2.0) -> set:
     """SIGTERM every running party's group, SIGKILL what is left after ``grace``; reap all."""
+    import subprocess
+
     stopped = set()
     for role, p in procs.items():
         if p.poll() is None:
@@ -224,6 +226,9 @@ def _cleanup_on_signals():
 
 def _remove_stale_workdirs() -> None:
     """Remove work folders of launchers of this user that died without cleaning up (SIGKILL)."""
+    import shutil
+    import tempfile
+
     base = Path(tempfile.gettempdir())
     for d in base.glob("secinfer-run-*"):
         try:
@@ -386,6 +391,11 @@ def _party_env(protocol_module: str | None) -> dict:
 def _run_local(protocol, security, model_path, input_array, network, fixed, options, timeout, progress,
                protocol_module, keep_workdir, cluster_settings, input_path, log_dir, start, server, events,
                model_graph, _attempts) -> RunResult:
+    import secrets
+    import shutil
+    import subprocess
+    import tempfile
+
     from secinfer.net.shaping import parse_profile
     from secinfer.protocols import registry
     from secinfer.runtime.cluster import reserve_ports, write_loopback_cluster
@@ -408,7 +418,6 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         raise ConfigError(f"protocol {protocol!r}: the model owner ({spec.model_role}) needs a model")
     settings = dict(cluster_settings or {})
 
-    _remove_stale_workdirs()
     work = Path(tempfile.mkdtemp(prefix="secinfer-run-"))   # keys, input, cluster file: 0700, always removed
     os.chmod(work, 0o700)
     (work / "launcher.pid").write_text(str(os.getpid()))
@@ -487,10 +496,13 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                         start_new_session=True)
             events["parties_started"] = time.time()
             cpu_at_start = time.process_time()
+            _remove_stale_workdirs()   # (housekeeping while the parties run, not before they start)
             if progress:
                 print(f"[secinfer] {protocol}: started {len(procs)} party processes "
                       f"({', '.join(spec.roles)}), network {network}", file=sys.stderr)
-            bar = _party_bar(protocol, len(procs)) if progress else None
+            # (a bar is drawn on a terminal only: elsewhere it is not even imported, tqdm's
+            # import costs a short run ~0.05 s)
+            bar = _party_bar(protocol, len(procs)) if progress and sys.stderr.isatty() else None
             last_refresh = time.monotonic()
             deadline = time.monotonic() + timeout
             grace = float(settings.get("peer_timeout", 10.0)) + 4.0
@@ -619,6 +631,8 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         ev["fork_server_spawned"] = server.t_spawn
         if server.t_ready is not None:
             ev["fork_server_ready"] = server.t_ready
+        if (server.info or {}).get("at") is not None:   # by its own clock: when its imports were done
+            ev["fork_server_imported"] = float(server.info["at"])
     t0 = min(ev.values())
     rel = lambda t: None if t is None else round(t - t0, 4)  # noqa: E731
     parties, last = {}, {}
@@ -632,6 +646,7 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
     early = spawned is not None and ev.get("run_command") is not None and spawned <= ev["run_command"]
     marks = [("interpreter start and command-line imports", ev.get("main")),
              ("fork server spawn (secinfer run: before parsing)", spawned if early else None),
+             ("fork server's imports, then it forks the run process", ev.get("run_process")),
              ("argument parsing", ev.get("run_command")),
              ("checks before launch (imports, model, input)", ev.get("prepared")),
              ("launcher set-up (work folder, keys, cluster file)", ev.get("cluster_written")),

@@ -29,10 +29,21 @@ How.
   it is ready), the launcher starts each party as its own interpreter, as before
   (``secinfer.runtime.launcher``, ``start="spawn"``).
 
+* ``secinfer run`` forks its server from the command process itself, before it parses its
+  line or imports numpy (``serve_forked``; ``ForkServer.start(forked=...)``), and has the
+  server fork a *run process* that runs the line in its stead (``run`` below,
+  ``secinfer.cli.runner``): it gets its own control socket to the server and asks it for
+  its parties like a launcher; the server forks it as soon as numpy, the launcher and the
+  protocol are imported (``preload(between=...)``), and imports the rest meanwhile.
+
 Messages: one JSON object per line over a Unix socket pair. Launcher -> server:
-``{"op": "fork", "role", "argv", "log"}``, ``{"op": "exit"}``. Server -> launcher:
-``{"op": "ready", "pid", "seconds", "failed", "unsafe"}``, ``{"op": "started", "role",
-"pid"}``, ``{"op": "exited", "role", "pid", "rc"}``, ``{"op": "error", "role", "message"}``.
+``{"op": "fork", "role", "argv", "log"}``, ``{"op": "run", "target", "env", "cwd", ...}``
+(with the launcher's stdin, stdout and stderr as SCM_RIGHTS descriptors), ``{"op":
+"exit"}``. Server -> launcher: ``{"op": "ready", "pid", "at", "seconds", "failed",
+"unsafe"}``, ``{"op": "started", "role", "pid"}``, ``{"op": "exited", "role", "pid",
+"rc"}``, ``{"op": "error", "role", "message"}`` (role ``run``: the run process). A run
+process's own socket carries ``fork``/``exit`` and the replies; its ``exit`` (or its end)
+stops only its parties.
 """
 
 from __future__ import annotations
@@ -56,15 +67,20 @@ class ForkServerError(Exception):
 class _Lines:
     """Newline-separated JSON messages from a stream socket."""
 
-    def __init__(self, sock: socket.socket):
+    def __init__(self, sock: socket.socket, fds: bool = False):
         self.sock = sock
         self.buf = b""
         self.eof = False
+        self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
         try:
-            data = self.sock.recv(65536)
+            if self.fds is None:
+                data = self.sock.recv(65536)
+            else:
+                data, fds, _, _ = socket.recv_fds(self.sock, 65536, 8)
+                self.fds.extend(fds)
         except BlockingIOError:
             return []
         except OSError:
@@ -92,6 +108,19 @@ def _set_pdeathsig() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def one_blas_thread_env(env) -> dict:
+    """The environment that starts OpenBLAS with one thread, unless ``env`` sets its
+    thread count already: {} then. Read once, when numpy loads OpenBLAS. Every party runs
+    with one BLAS thread anyway (``secinfer.protocols.rep3.blas`` and the protocols'
+    ``threadpool_limits(1)``: several parties share the cores); started with a pool of
+    threads, numpy's import costs ~0.05 s more (creating the pool) and each forked party
+    pays to shrink it. A party that asks for more threads (``threadpool_limits``) still
+    gets them."""
+    if any(k in env for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")):
+        return {}
+    return {"OPENBLAS_NUM_THREADS": "1"}
 
 
 # ---- the launcher's side ------------------------------------------------------------------------
@@ -140,10 +169,17 @@ class ForkServer:
 
     @classmethod
     def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
-              env: dict | None = None, onnx: bool = True) -> "ForkServer | None":
+              env: dict | None = None, onnx: bool = True, forked: tuple | None = None) -> "ForkServer | None":
         """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
         ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
-        its checked model, ``launcher.write_model_ir``)."""
+        its checked model, ``launcher.write_model_ir``). ``forked``: (pid, control socket's
+        fd, time.time()) of a server this process forked already (``serve_forked``: the
+        command line forks itself before it reads anything, ``secinfer.cli.main``): its
+        handle, instead of a new interpreter."""
+        if forked is not None:
+            pid, fd, t = forked
+            return cls(_ForkedServerProcess(int(pid)), socket.socket(fileno=int(fd)), protocol, None, transport,
+                       float(t))
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
                "--parent", str(os.getpid()), "--protocol", protocol]
@@ -159,6 +195,7 @@ class ForkServer:
             env = _party_env(protocol_module)
         env = dict(os.environ if env is None else env)
         env["PYTHONUNBUFFERED"] = "1"   # (as a spawned party had: a killed party's last words reach its log)
+        env.update(one_blas_thread_env(env))
         try:
             proc = subprocess.Popen(cmd, pass_fds=[child.fileno()], stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
@@ -169,6 +206,48 @@ class ForkServer:
         finally:
             child.close()
         return cls(proc, parent, protocol, protocol_module, transport, time.time())
+
+    @classmethod
+    def attach(cls, sock: socket.socket, msg: dict) -> "ForkServer":
+        """In a run process (``start_run``): the handle on the server that forked it (ready
+        already; ``close`` does not wait for it: it is this process's parent)."""
+        server = cls(_Parent(), sock, msg["protocol"], None, msg.get("transport"), float(msg["spawned"]))
+        if msg.get("ready"):        # (else its ready message comes over the socket)
+            server.info, server.t_ready = msg["ready"], float(msg["ready_seen"])
+        return server
+
+    def start_run(self, target: str, payload: dict, timeout: float = 120.0) -> int | None:
+        """Have the server fork a process that runs ``target`` (``module:function``, called
+        with its control socket and the message) in this one's stead, with this process's
+        stdin/stdout/stderr, environment and working folder; its pid, or None if it could
+        not be started (nothing has run then). Only once the server is ready and safe."""
+        if self.dead:
+            return None
+        msg = dict(payload, op="run", target=target, env=dict(os.environ), cwd=os.getcwd(),
+                   protocol=self.protocol, transport=self.transport, spawned=self.t_spawn)
+        self._pending.pop("run", None)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        try:
+            socket.send_fds(self.sock, [json.dumps(msg).encode() + b"\n"], [0, 1, 2])
+        except OSError:
+            self._died()
+            return None
+        end = time.monotonic() + timeout     # (forked once the server has imported the protocol)
+        while "run" not in self._pending and not self.dead and time.monotonic() < end:
+            self.pump(0.5)
+        reply = self._pending.pop("run", None)
+        if reply is None or reply.get("op") != "started":
+            return None
+        return int(reply["pid"])
+
+    @property
+    def forked(self) -> bool:
+        """A fork of this process (``start(forked=...)``), not a new interpreter."""
+        return isinstance(self.proc, _ForkedServerProcess)
 
     def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
         return (self.protocol, self.protocol_module, self.transport) == (protocol, protocol_module, transport)
@@ -268,36 +347,115 @@ class ForkServer:
         except OSError:
             pass
         self.dead = True
+        if isinstance(self.proc, _Parent):            # (a run process: the server is its parent, and goes on)
+            return
         if not self.parties and self.info is None:   # still importing, never used: no need to wait for it
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_server(self.proc.pid)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            _kill_server(self.proc.pid)
             try:
                 self.proc.wait(5.0)
             except subprocess.TimeoutExpired:
                 pass
 
-    def timeline(self) -> dict:
-        """When it was spawned and became ready (``time.time()``), its import seconds."""
-        return {"spawned": self.t_spawn, "ready": self.t_ready,
-                "import_s": None if self.info is None else self.info.get("seconds"),
-                "failed_imports": None if self.info is None else self.info.get("failed")}
+
+
+def _kill_server(pid: int) -> None:
+    """SIGKILL the server's group (a forked server may not have made its group yet: then it)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+class _Parent:
+    """``ForkServer.proc`` in a run process: the server is its parent (not reaped here)."""
+
+    def __init__(self):
+        self.pid = os.getppid()
+        self.returncode = None
+
+    def poll(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+class _ForkedServerProcess:
+    """The part of ``subprocess.Popen`` that ``ForkServer`` uses, for a server forked from
+    this process (``ForkServer.start(forked=...)``): this process reaps it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                wpid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                wpid, status = self.pid, 0
+            if wpid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        try:
+            fd = os.pidfd_open(self.pid)   # (readable once it has exited: no polling)
+        except (AttributeError, OSError):
+            fd = None
+        try:
+            while self.poll() is None:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(["<fork server>"], timeout)
+                if fd is not None:
+                    select.select([fd], [], [], left)
+                else:
+                    time.sleep(0.005 if left is None else min(0.005, left))
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return self.returncode
+
+
+def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool) -> int:
+    """A fork server made by forking the launcher (``ForkServer.start(forked=...)``), in
+    the child: what ``main`` does in a spawned one. Only a process that holds no data of
+    any party may fork itself into one (the command line before it read its arguments): the
+    server, and every party forked from it, then holds none either."""
+    ctrl = socket.socket(fileno=fd)
+    os.setsid()                                    # its own session, as a spawned server has
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.environ["PYTHONUNBUFFERED"] = "1"         # (what a spawned server's environment says)
+    os.environ.update(one_blas_thread_env(os.environ))   # before numpy loads OpenBLAS
+    _set_pdeathsig()
+    if os.getppid() != parent:                    # the launcher died before we armed the signal
+        return 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the launcher stops us (and the parties) itself
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    return serve(ctrl, protocol, None, transport, onnx=onnx)
 
 
 # ---- the server's side --------------------------------------------------------------------------
 def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
-            onnx: bool = True) -> dict:
+            onnx: bool = True, between=None) -> dict:
     """Import what a party of ``protocol`` imports before it runs; returns {module: error}
     for the imports that failed (a party reports such an error itself, after the fork).
-    ``onnx``: the model owner's ONNX importer too (it imports the model file itself)."""
+    ``onnx``: the model owner's ONNX importer too (it imports the model file itself).
+    ``between``: called once what a launcher needs too is imported (numpy, the protocol,
+    the launcher), before what only the parties need (the transport, the handshake's
+    cryptography): a run process forked then imports its own modules meanwhile."""
     import importlib
 
     failed: dict[str, str] = {}
@@ -309,20 +467,10 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             failed[name] = f"{type(e).__name__}: {e}"
             return None
 
-    for name in ("numpy", "secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.runtime.launcher",
-                 "secinfer.runtime.cluster", "secinfer.crypto.prg", "secinfer.protocols.base",
+    for name in ("numpy", "secinfer.runtime.launcher", "secinfer.runtime.cluster", "secinfer.protocols.base",
                  "secinfer.net.shaping"):
         imp(name)
     registry = imp("secinfer.protocols.registry")
-    cluster = sys.modules.get("secinfer.runtime.cluster")
-    t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
-    imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
-    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
-    imp("secinfer.ir.shapes")
-    imp("zipfile")             # (np.load of that .npz)
-    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
-    # (0.05 s of CPU in each child): once, here
-    imp("cryptography.hazmat.backends.openssl.backend")
     spec = None
     if registry is not None:
         try:
@@ -331,6 +479,20 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             spec = registry.get(protocol)
         except Exception as e:  # noqa: BLE001 - as above
             failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
+    if between is not None:
+        between()
+    for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
+        imp(name)
+    cluster = sys.modules.get("secinfer.runtime.cluster")
+    t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
+    imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
+    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
+    imp("secinfer.ir.shapes")
+    imp("zipfile")             # (np.load of that .npz)
+    imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
+    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
+    # (0.05 s of CPU in each child): once, here
+    imp("cryptography.hazmat.backends.openssl.backend")
     if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
         imp("secinfer.ir.onnx_import")
         imp("secinfer.ir.passes")
@@ -381,6 +543,7 @@ def _child(req: dict, close_fds: list[int]) -> None:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+        _unbuffered_stdio()   # a killed party's last words reach its log
         from secinfer.runtime.party import party_main
 
         code = int(party_main(list(req["argv"])) or 0)
@@ -409,35 +572,72 @@ def _child(req: dict, close_fds: list[int]) -> None:
         os._exit(code)
 
 
+def _unbuffered_stdio() -> None:
+    """sys.stdout and sys.stderr writing straight to fds 1 and 2 (as ``python -u``): a
+    server forked from the command line has the command's streams (block-buffered when
+    they were pipes)."""
+    import io
+
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        try:
+            old.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+        setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False),
+                                            encoding=getattr(old, "encoding", None) or "utf-8",
+                                            errors=getattr(old, "errors", None) or "strict",
+                                            line_buffering=False, write_through=True))
+
+
 def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
           onnx: bool = True) -> int:
     import gc
 
     t0 = time.perf_counter()
+    conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
+    children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
+    early: list[dict] = []                        # messages read before ready, for the loop below
+    ready: dict = {}
+
+    def run_early():
+        # a launcher that asked for a run process at once (``start_run``) gets it now: its
+        # own imports then run beside the rest of ours
+        if select.select([ctrl], [], [], 0)[0]:
+            msgs = conns[ctrl.fileno()].read()
+            for m in msgs:
+                if m.get("op") == "run":
+                    _fork_run(m, conns[ctrl.fileno()], conns, children, None)
+                else:
+                    early.append(m)
+
     gc.disable()    # (imports make few cycles; collecting during them costs ~10% of their CPU)
     try:
-        failed = preload(protocol, protocol_module, transport, onnx)
+        failed = preload(protocol, protocol_module, transport, onnx, between=run_early)
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
     unsafe = fork_unsafe()
-    _send(ctrl, {"op": "ready", "pid": os.getpid(), "seconds": round(time.perf_counter() - t0, 6),
-                 "cpu_seconds": round(time.process_time(), 6),   # (interpreter start and imports)
-                 "failed": failed, "unsafe": unsafe})
-    if unsafe:
+    ready.update(op="ready", pid=os.getpid(), at=time.time(), seconds=round(time.perf_counter() - t0, 6),
+                 cpu_seconds=round(time.process_time(), 6),   # (interpreter start and imports)
+                 failed=failed, unsafe=unsafe)
+    for conn in conns.values():                    # (the launcher, and a run process forked already)
+        _try_send(conn.sock, ready)
+    if unsafe and not children:
         return 0
-    lines = _Lines(ctrl)
-    children: dict[int, tuple[str, int | None]] = {}   # pid -> (role, pidfd)
-    stop = False
+    stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
+    if stop:        # the launcher went away while we imported: nobody outlives it
+        for pid in children:
+            _kill_server(pid)
     while not stop or children:
-        fds = [ctrl] if not stop else []
-        fds += [fd for _, fd in children.values() if fd is not None]
-        poll_all = any(fd is None for _, fd in children.values())
+        fds = [c.sock for c in conns.values()] if not stop else []
+        fds += [fd for _, fd, _ in children.values() if fd is not None]
+        poll_all = any(fd is None for _, fd, _ in children.values())
         try:
             select.select(fds, [], [], 0.01 if poll_all or not fds else None)
         except InterruptedError:
             pass
-        for pid, (role, fd) in list(children.items()):
+        for pid, (role, fd, owner) in list(children.items()):
             try:
                 wpid, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
@@ -446,45 +646,159 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 if fd is not None:
                     os.close(fd)
                 del children[pid]
-                _try_send(ctrl, {"op": "exited", "role": role, "pid": pid, "rc": os.waitstatus_to_exitcode(status)})
+                if owner in conns:
+                    _try_send(conns[owner].sock, {"op": "exited", "role": role, "pid": pid,
+                                                  "rc": os.waitstatus_to_exitcode(status)})
         if stop:
             continue
-        ready = select.select([ctrl], [], [], 0)[0]
-        if not ready:
-            continue
-        msgs = lines.read()
-        stop = lines.eof or any(m.get("op") == "exit" for m in msgs)
-        if stop:       # the launcher is gone or done (it stopped its parties first): nobody outlives it
-            for pid in children:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            continue
-        for msg in msgs:
-            if msg.get("op") != "fork":
+        for key, conn in list(conns.items()):
+            if not select.select([conn.sock], [], [], 0)[0]:
                 continue
-            why = fork_unsafe()
-            if why:
-                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": why})
+            msgs = conn.read()
+            done = conn.eof or any(m.get("op") == "exit" for m in msgs)
+            if done and key == ctrl.fileno():   # the launcher is gone or done (it stopped its parties
+                stop = True                     # first): nobody outlives it
+                for pid in children:
+                    _kill_server(pid)
+                break
+            if done:                            # a run process is done: its parties go with it
+                for pid, (_, _, owner) in children.items():
+                    if owner == key:
+                        _kill_server(pid)
+                conn.sock.close()
+                del conns[key]
                 continue
-            for stream in (sys.stdout, sys.stderr):
-                stream.flush()
-            close_fds = [ctrl.fileno()] + [fd for _, fd in children.values() if fd is not None]
-            try:
-                pid = os.fork()
-            except OSError as e:
-                _try_send(ctrl, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
-                continue
-            if pid == 0:
-                _child(msg, close_fds)           # never returns
-            try:
-                pidfd = os.pidfd_open(pid)
-            except (AttributeError, OSError):
-                pidfd = None                     # (then the loop polls every 10 ms)
-            children[pid] = (msg.get("role"), pidfd)
-            _try_send(ctrl, {"op": "started", "role": msg.get("role"), "pid": pid})
+            for msg in msgs:
+                if msg.get("op") == "fork":
+                    _fork_party(msg, conn.sock, key, conns, children, unsafe)
+                elif msg.get("op") == "run" and key == ctrl.fileno():
+                    _fork_run(msg, conn, conns, children, ready)
     return 0
+
+
+def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None) -> None:
+    """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
+    ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
+    why = unsafe
+    if why:
+        _try_send(sock, {"op": "error", "role": msg.get("role"), "message": why})
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    try:
+        pid = os.fork()
+    except OSError as e:
+        _try_send(sock, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
+        return
+    if pid == 0:
+        _child(msg, close_fds)           # never returns
+    children[pid] = (msg.get("role"), _pidfd(pid), key)
+    _try_send(sock, {"op": "started", "role": msg.get("role"), "pid": pid})
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None                      # (then the loop polls every 10 ms)
+
+
+def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None) -> None:
+    """``run``: a process that runs the launcher's command in its stead (``target``, a
+    function of a ``secinfer.`` module, given its own control socket to this server and the
+    message), with the launcher's stdin, stdout and stderr (passed along with the message),
+    its environment and working folder. It asks this server for its parties like a
+    launcher; they are forked from this server, never from it (it reads the model and the
+    input). The launcher is told ``started``/``exited`` (role ``run``)."""
+    got, conn.fds[:] = list(conn.fds), []
+    target = str(msg.get("target") or "")
+    if len(got) != 3 or not target.startswith("secinfer.") or ":" not in target:
+        for fd in got:
+            os.close(fd)
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
+        return
+    why = fork_unsafe()
+    if why:
+        for fd in got:
+            os.close(fd)
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": why})
+        return
+    msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        for fd in got:
+            os.close(fd)
+        mine.close(), theirs.close()
+        _try_send(conn.sock, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
+        return
+    if pid == 0:
+        mine.close()
+        _run_child(msg, theirs, got, close_fds)     # never returns
+    theirs.close()
+    for fd in got:
+        os.close(fd)
+    conns[mine.fileno()] = _Lines(mine)
+    children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
+    _try_send(conn.sock, {"op": "started", "role": "run", "pid": pid})
+
+
+def _run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[int]) -> None:
+    """In the forked run process (``_fork_run``): never returns."""
+    code = 1
+    try:
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)    # the launcher forwards its signals
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(msg.get("env") or {})
+        try:
+            os.chdir(msg.get("cwd") or "/")
+        except OSError:   # (a folder removed meanwhile: as the command, which still ran there)
+            pass
+        import importlib
+
+        mod, fn = msg["target"].split(":", 1)
+        code = getattr(importlib.import_module(mod), fn)(sock, msg)
+        code = int(code or 0)
+    except SystemExit as e:                      # argparse: usage errors
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - the launcher reports the exit code; the traceback says why
+        import traceback
+
+        try:
+            traceback.print_exc()
+        except Exception:  # noqa: BLE001
+            pass
+        code = 1
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
 
 
 def _try_send(ctrl: socket.socket, msg: dict) -> None:

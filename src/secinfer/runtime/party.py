@@ -7,8 +7,13 @@ multi-host session. Either way the party:
 1. reads the cluster file and its own secret key, derives the session id from the
    cluster and the session nonce (``secinfer.runtime.cluster``);
 2. builds its endpoint (the cluster file's ``transport``) and waits for every peer (connect timeout);
-3. loads its own inputs: the model (model-owner role only, ``secinfer.ir.onnx_import``)
-   or the input array (input role only);
+3. loads its own inputs: the model (model-owner role only, ``secinfer.ir.onnx_import``;
+   it also computes its public range certificate) or the input array (input role only);
+3b. (``secinfer party``, not under the local launcher, which ran the exact check already)
+   the range check (``secinfer.runtime.range_check.party_exchange``): the model owner sends
+   its certificate, the input party checks its query against it and tells every party
+   whether the session runs (with STAMP's range guard, if the query needs it) or ends
+   (``FixedPointRangeError`` at the input party, ``QueryRefusedError`` at the others);
 4. runs ``registry.get(protocol).run_party(role, endpoint, job)``;
 5. writes the output ``.npy`` (input role; the ring output next to it as ``.ring.npy``)
    and a result JSON: ok/error, meter summary, latency per phase, transport counters.
@@ -151,7 +156,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
                       result_path=None, options: dict | None = None, session_nonce: str | bytes | None = None,
                       *, keys_dir=None, fixed: str | None = None, protocol_module: str | None = None,
                       recv_timeout: float | None = None, progress_file=None, log_dir=None,
-                      model_ir=None) -> dict:
+                      model_ir=None, range_check: bool = True, allow_out_of_range: bool = False) -> dict:
     """Run one party to completion; returns the result record (also written to ``result_path``).
     ``progress_file``: a live status file for the launcher (``secinfer.runtime.progress``).
 
@@ -161,6 +166,12 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
     (named in the record as ``log_path``). ``model_ir``: the model owner reads the model as
     the local launcher already imported and checked it (``launcher.write_model_ir``) instead
     of importing ``model_path`` again.
+
+    ``range_check`` (every party of a session must pass the same): the session-start range
+    check against the model owner's certificate (``secinfer.runtime.range_check``); False
+    only where the query was already checked exactly with the model (the local launcher).
+    ``allow_out_of_range`` (the input party): run a query outside the certificate anyway,
+    with a ``RangeWarning`` (the answer may be wrong).
     """
     from secinfer.arith.fixed import get_config
     from secinfer.crypto.prg import PRG
@@ -229,7 +240,7 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
             cluster, party_id, identity, cluster.session_id(session_nonce), network=profile, connect=False,
             context=f"{spec.name}/{security}/{cfg.name}", **kw)
         t_ep = time.perf_counter() - t_ep
-        model = x = None
+        model = x = cert = None
         load_err: BaseException | None = None
         t_load = time.perf_counter()
         try:
@@ -242,6 +253,10 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
 
                     model = load_model(str(model_path))
                 spec.check_model(model, security)
+                if range_check and spec.input_role in spec.roles:   # public, like the model's shapes (SECURITY.md "Range certificate")
+                    from secinfer.runtime.range_check import owner_certificate
+
+                    cert = owner_certificate(spec, model, cfg, options)
             if role == spec.input_role:
                 x = load_input_file(str(input_path))
         except Exception as e:  # noqa: BLE001 - re-raised below, after telling the peers
@@ -266,8 +281,23 @@ def run_party_process(cluster_path, party_id: str, protocol: str, security: str 
         if log is not None:
             log.event("connected", seconds=round(rec["latency_s"]["connect"], 4), transport=cluster.transport)
             log.watch(ep)
+        job_options = dict(options or {})
+        if range_check:
+            from secinfer.runtime.range_check import party_exchange
+
+            ids = {r: cluster.by_role(r).id for r in (spec.model_role, spec.input_role) if r in spec.roles}
+            t_rc = time.perf_counter()
+            try:
+                verdict = rec["range_check"] = party_exchange(ep, spec, role, ids, x=x, cert=cert,
+                                                              allow_out_of_range=allow_out_of_range)
+            finally:
+                rec["latency_s"]["range_check"] = time.perf_counter() - t_rc
+            if verdict == "guarded":   # the query needs the protocol's in-protocol range guard
+                job_options["range_guard"] = True
+            if log is not None:
+                log.event("range-check", verdict=verdict)
         job = PartyJob(role=role, security=security, fixed=cfg, prg=PRG.fresh(f"party/{role}"),
-                       model=model, input=x, options=dict(options or {}))
+                       model=model, input=x, options=job_options)
         t_run = time.perf_counter()
         if status is not None:
             status.set_stage("protocol", ep)
@@ -366,7 +396,12 @@ def add_party_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--recv-timeout", type=float, default=None)
     ap.add_argument("--progress-file", default=None, help="write a live status line here (the local launcher)")
     ap.add_argument("--log-dir", default=None, help="write this party's structured log (JSON lines) here")
+    ap.add_argument("--allow-out-of-range", action="store_true",
+                    help="input party: run a query outside the model owner's range certificate anyway "
+                         "(warns; the answer may be WRONG)")
     ap.add_argument("--model-ir", default=None, help=argparse.SUPPRESS)   # the local launcher's checked model
+    # the local launcher ran the exact pre-launch check on model and query: no certificate exchange
+    ap.add_argument("--range-checked", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--die-with-parent", type=int, nargs="?", const=-1, default=None, metavar="PID",
                     help=argparse.SUPPRESS)
     return ap
@@ -409,7 +444,8 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
                             result_path=g("result"), options=opts, session_nonce=g("session"),
                             keys_dir=g("keys"), fixed=g("fixed"), protocol_module=g("protocol_module"),
                             recv_timeout=g("recv_timeout"), progress_file=g("progress_file"),
-                            log_dir=g("log_dir"), model_ir=g("model_ir"))
+                            log_dir=g("log_dir"), model_ir=g("model_ir"), range_check=not g("range_checked"),
+                            allow_out_of_range=bool(g("allow_out_of_range")))
     if rec["ok"]:
         lat = rec["latency_s"]
         msg = (f"party {rec['party']} ({rec['role']}): done; offline {lat.get('offline', 0):.3f}s, "

@@ -33,12 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from secinfer.errors import ConfigError, FixedPointRangeError, NetworkError, TimeoutError_
+from secinfer.errors import ConfigError, NetworkError, TimeoutError_
+from secinfer.runtime import range_check as _range_check
 
-
-class RangeWarning(UserWarning):
-    """A served query outside the model owner's range certificate was sent anyway
-    (``allow_out_of_range``): the answer may be wrong."""
+RangeWarning = _range_check.RangeWarning   # (moved there; still importable from here)
 
 
 @dataclass
@@ -165,29 +163,12 @@ class ServeClient:
         guard covers the rest: the session runs with it and ends with FixedPointRangeError
         naming the layer if a sum leaves the ring); "overridden" (``allow_out_of_range``:
         warns); else FixedPointRangeError. A NaN or infinite value is refused always."""
-        import warnings
+        from secinfer.runtime.range_check import check_against
 
         x = np.asarray(x, dtype=np.float64)
-        if not np.all(np.isfinite(x)):
-            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
-            raise FixedPointRangeError(f"the query holds NaN or infinity (first at index {bad}); refused")
-        cert = self.certificate()
-        v = cert.violation(x)
-        if v is None:
-            return "certified"
-        if cert.guarded is not None and cert.violation(x, guarded=True) is None:
-            return "guarded"
-        msg = cert.describe_violation(v)
-        if cert.guarded is not None:
-            gv = cert.violation(x, guarded=True)
-            msg += f"; it is also outside the regions the protocol's range guard covers (|x| <= {gv['bound']:.6g})"
-        if not allow_out_of_range:
-            raise FixedPointRangeError(f"{msg}; refused before any session was opened (allow_out_of_range=True / "
-                                       f"`secinfer query --allow-out-of-range` sends it anyway, and the answer may "
-                                       f"then be WRONG)")
-        warnings.warn(f"sending a query outside the range certificate: the answer may be WRONG: {msg}",
-                      RangeWarning, stacklevel=3)
-        return "overridden"
+        if not np.all(np.isfinite(x)):   # (before asking for the certificate)
+            return check_against(None, x)
+        return check_against(self.certificate(), x, allow_out_of_range, stacklevel=4)
 
     # -- queries --
     def query(self, x, *, endpoint_wrapper=None, retries: int = 2, allow_out_of_range: bool = False) -> QueryResult:

@@ -45,9 +45,8 @@ class RoundOracle:
         self.queries += 1
         rd = self.qm.rounds[self.r]
         cts = L.encrypt(self.params, v, self.sk, self.ld)
-        x = L.extract(self.params, cts, len(v))
-        x = self.core.unshuffle(x, self.seed, s, self.r)
-        y = self.core.apply({self.r: (x.b, x.a)}, self.seed, s, self.r, OpClock(("linear", "shuffle")))
+        y = self.core.run({self.r: cts}, self.seed, s, self.r, 0,
+                          OpClock(("extract", "unshuffle", "linear", "shuffle")))
         out, _ = L.pack(self.params, self.ev, y, self.ld)
         n_out = rd.n_out if self.r < len(self.qm.rounds) - 1 else rd.m
         vals, _ = L.decrypt(self.params, out, self.sk, self.ld, n_out)

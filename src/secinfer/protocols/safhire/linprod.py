@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from secinfer.errors import ConfigError
+from secinfer.ir.convmap import ConvMap
 
 EXACT_BITS = 53          # float64 integers are exact below 2^53
 COL_TILE = 32            # LWE columns per tile (each tile: limbs, products, recombination)
@@ -100,29 +101,7 @@ class ProductPlan:
 # ---------------------------------------------------------------- planning
 def _conv_matrix(k4: np.ndarray, in_shape, out_shape, stride, pad) -> sp.csr_matrix:
     """The (co*ho*wo, ci*h*w) matrix of a zero-padded 2-D convolution with kernel k4."""
-    co, ci, kh, kw = k4.shape
-    _, h, w = in_shape
-    _, ho, wo = out_shape
-    rows, cols, vals = [], [], []
-    oy, ox = np.meshgrid(np.arange(ho), np.arange(wo), indexing="ij")
-    for dy in range(kh):
-        for dx in range(kw):
-            kk = k4[:, :, dy, dx]
-            o, i = np.nonzero(kk)
-            if not len(o):
-                continue
-            iy = oy * stride[0] + dy - pad[0]
-            ix = ox * stride[1] + dx - pad[1]
-            ok = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
-            pos_o = (oy * wo + ox)[ok]
-            pos_i = (iy * w + ix)[ok]
-            rows.append((o[:, None] * (ho * wo) + pos_o[None, :]).reshape(-1))
-            cols.append((i[:, None] * (h * w) + pos_i[None, :]).reshape(-1))
-            vals.append(np.repeat(kk[o, i], len(pos_o)))
-    if not rows:
-        return sp.csr_matrix((co * ho * wo, ci * h * w), dtype=np.int64)
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                         shape=(co * ho * wo, ci * h * w), dtype=np.int64)
+    return ConvMap(np.asarray(k4, dtype=np.int64), stride, pad, in_shape, out_shape).tocsr()
 
 
 def find_conv(w: sp.csr_matrix, in_shape, out_shape) -> Conv | None:
@@ -168,11 +147,37 @@ def find_conv(w: sp.csr_matrix, in_shape, out_shape) -> Conv | None:
                 (co, ho, wo), resid.astype(np.float64) if resid.nnz else None)
 
 
+def _structured_block(w: ConvMap, start: int) -> tuple[Block, np.ndarray]:
+    """A block from the quantizer's structured map (``secinfer.ir.convmap``): the kernel is
+    the source, W = conv(K) by construction (no read-back, no correction); a map whose
+    dense work exceeds DENSE_FACTOR x its non-zeros (an identity shortcut, a batch norm on
+    the identity) runs as a sparse product."""
+    m, n = w.shape
+    blk = Block(start, n)
+    nnz = w.nnz
+    if nnz == 0:
+        blk.zero = True
+    elif w.kernel.size * w.out_shape[1] * w.out_shape[2] <= DENSE_FACTOR * nnz:
+        co = w.kernel.shape[0]
+        blk.conv = Conv(w.kernel.reshape(co, -1).astype(np.float64), w.kh, w.kw, w.stride, w.pad,
+                        w.in_shape, w.out_shape, None)
+    else:
+        blk.sparse = w.tocsr().astype(np.float64)
+    return blk, w.row_l1()
+
+
 def plan(weights: list, in_shapes: list, out_shape) -> ProductPlan:
-    """The product plan of a round: one block per source (weights: int64 sparse (m, n_s))."""
+    """The product plan of a round: one block per source (weights: int64 sparse (m, n_s), or
+    the quantizer's structured ``ConvMap``)."""
     m = int(weights[0].shape[0])
     blocks, start, l1 = [], 0, np.zeros(m, dtype=np.float64)
     for w, shp in zip(weights, in_shapes):
+        if isinstance(w, ConvMap):
+            blk, rl1 = _structured_block(w, start)
+            l1 += rl1
+            blocks.append(blk)
+            start += blk.width
+            continue
         w = sp.csr_matrix(w, dtype=np.int64)
         w.sum_duplicates()
         l1 += np.asarray(abs(w).sum(axis=1), dtype=np.float64).reshape(-1)
@@ -365,13 +370,15 @@ def _pool_map(threads: int, fn, items) -> list:
         return list(pool.map(fn, items))
 
 
-def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np.ndarray | None = None) -> np.ndarray:
+def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np.ndarray | None = None,
+                work: dict | None = None) -> np.ndarray:
     """(W X) mod q as int64 (m, C) in [0, q). X is given per block of the plan (per source)
     as column parts: ``sources[i]`` a list of uint64 arrays (n_i, c) of residues < q, side by
     side (e.g. an LWE batch's b and a residues). The columns are cut into tiles of COL_TILE;
     each tile runs from limbs to recombined residues on its own, in buffers reused from
     tile to tile (fresh large buffers cost a page fault per 4 KiB); ``threads`` workers
-    take tiles, BLAS itself runs on one thread each."""
+    take tiles, BLAS itself runs on one thread each. ``work``: a dict the caller keeps to
+    reuse the work buffers from call to call (the server's round tiles)."""
     import threading
 
     from threadpoolctl import threadpool_limits
@@ -391,7 +398,7 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np
     def tile(c0: int) -> None:
         ws = getattr(local, "ws", None)
         if ws is None:
-            ws = local.ws = {}
+            ws = local.ws = {} if work is None else work.setdefault(threading.get_ident(), {})
         c1 = min(C, c0 + COL_TILE)
         y = None
         for i, (blk, parts) in enumerate(zip(p.blocks, sources)):
@@ -410,3 +417,79 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np
     with threadpool_limits(limits=1, user_api="blas"):
         _pool_map(threads, tile, list(range(0, C, COL_TILE)))
     return out
+
+
+# ---------------------------------------------------------------- tiles (bounded memory)
+@dataclass
+class Tile:
+    """A part of a round's outputs with exactly the inputs it reads: ``rows`` (true-order
+    output rows, in the order ``plan``'s product yields them), ``needs[i]`` (true-order
+    input indices of source i, in the order ``plan``'s block i reads them; empty: not read)."""
+
+    rows: np.ndarray
+    needs: list
+    plan: ProductPlan
+
+
+def _whole(p: ProductPlan) -> Tile:
+    return Tile(np.arange(p.m, dtype=np.int64),
+                [np.zeros(0, np.int64) if b.zero else np.arange(b.width, dtype=np.int64) for b in p.blocks], p)
+
+
+def _band(p: ProductPlan, shape: tuple, y0: int, y1: int) -> Tile:
+    """Output rows y0..y1-1 (every channel) of a round whose output is the image ``shape``."""
+    co, ho, wo = shape
+    rows = (np.arange(co)[:, None, None] * (ho * wo) + np.arange(y0, y1)[None, :, None] * wo
+            + np.arange(wo)[None, None, :]).reshape(-1).astype(np.int64)
+    blocks, needs, start = [], [], 0
+    for blk in p.blocks:
+        sub = Block(start, 0, zero=True)
+        need = np.zeros(0, np.int64)
+        if blk.conv is not None:
+            cv = blk.conv
+            ci, h, w = cv.in_shape
+            top = y0 * cv.stride[0] - cv.pad[0]                    # input row of the band's first tap
+            lo, hi = max(0, top), min(h, (y1 - 1) * cv.stride[0] - cv.pad[0] + cv.kh)
+            if hi > lo:
+                need = (np.arange(ci)[:, None, None] * (h * w) + np.arange(lo, hi)[None, :, None] * w
+                        + np.arange(w)[None, None, :]).reshape(-1).astype(np.int64)
+                sub = Block(start, len(need), conv=Conv(cv.kernel, cv.kh, cv.kw, cv.stride, (lo - top, cv.pad[1]),
+                                                        (ci, hi - lo, w), (co, y1 - y0, wo), None))
+        elif blk.sparse is not None:
+            wr = blk.sparse[rows]
+            need = np.unique(wr.indices).astype(np.int64)
+            if len(need):
+                sub = Block(start, len(need), sparse=sp.csr_matrix(wr[:, need]))
+        elif blk.dense is not None:
+            need = np.arange(blk.width, dtype=np.int64)
+            sub = Block(start, blk.width, dense=np.ascontiguousarray(blk.dense[rows]))
+        blocks.append(sub)
+        needs.append(need)
+        start += len(need)
+    return Tile(rows, needs, ProductPlan(len(rows), start, p.l1, blocks))
+
+
+def tiles(p: ProductPlan, out_shape, cols: int, budget_bytes: int | None) -> list[Tile]:
+    """The round's outputs cut into bands of output rows (all channels) so that one band's
+    inputs and outputs (``cols`` residues of 8 bytes per LWE ciphertext) stay within
+    ``budget_bytes``; one tile when the whole round fits, without a budget, or when the round
+    is not an image-to-image map of convolutions (a head, a probed map with a correction)."""
+    shape = tuple(int(a) for a in out_shape) if out_shape is not None else ()
+    if budget_bytes is None or len(shape) != 3 or shape[0] * shape[1] * shape[2] != p.m or \
+            any(b.conv is not None and (b.conv.resid is not None or b.conv.out_shape != shape)
+                for b in p.blocks):
+        return [_whole(p)]
+    ho = shape[1]
+
+    def cost(t: Tile) -> int:
+        return (len(t.rows) + sum(len(n) for n in t.needs)) * cols * 8
+
+    band = ho
+    while band > 1:
+        if cost(_band(p, shape, 0, band)) <= budget_bytes and \
+                cost(_band(p, shape, (ho - band) // 2, (ho - band) // 2 + band)) <= budget_bytes:
+            break
+        band = max(1, band // 2)
+    if band >= ho:
+        return [_whole(p)]
+    return [_band(p, shape, y0, min(ho, y0 + band)) for y0 in range(0, ho, band)]

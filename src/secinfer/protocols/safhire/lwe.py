@@ -187,6 +187,32 @@ def extract(params, cts: list, count: int, gamma: int = 0, threads: int = 1) -> 
     return Lwe.concat(parts)
 
 
+def extract_at(params, cts: list, pos, gamma: int = 0, threads: int = 1) -> Lwe:
+    """Members at positions ``pos`` (coefficient p % N of chunk p // N), in that order: the
+    server's tiled round extracts only what one tile reads [SAFHIRE Sec. 4.4 step 6]."""
+    n = params.n
+    pos = np.asarray(pos, dtype=np.int64).reshape(-1)
+    if backend(gamma) == "fast":
+        from secinfer.crypto.he import packing as pk
+
+        g = cts_per_chunk(gamma)
+        groups = [cts[i:i + g] for i in range(0, len(cts), g)]
+        batch = pk.extract(params, groups, pos % n, pos // n, gamma=gamma, threads=threads)
+        return Lwe(batch.b, batch.a)
+    out = None
+    for k in np.unique(pos // n):
+        sel = np.flatnonzero(pos // n == k)
+        with rlwe.extract_lwe(params, cts[int(k)], pos[sel] % n) as batch:
+            b, a = batch.to_arrays()
+        if out is None:
+            out = Lwe(np.empty((len(pos), b.shape[1], 1), np.uint64), np.empty((len(pos),) + a.shape[1:], np.uint64))
+        out.b[sel, :, 0], out.a[sel] = b, a
+    if out is None:
+        nl = len(params.q) if hasattr(params, "q") else 1
+        out = Lwe(np.empty((0, nl, 1), np.uint64), np.empty((0, nl, n), np.uint64))
+    return out
+
+
 def _mul_pow2(r: np.ndarray, k: int, q: int) -> np.ndarray:
     """r * 2^k mod q for uint64 r < q, by shifts that stay below 2^64."""
     step = 64 - q.bit_length()

@@ -26,7 +26,9 @@ bundled model, random inputs otherwise), sessions (server: session store directo
 resumption), checkpoint (client: its checkpoint file), shuffle (default on; "off" is the
 INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep every
 round's decrypted values in the result, for tests), threads (server: the product's and
-packing's thread count), qcache (server: a directory it trusts where quantized models are
+packing's thread count), tile_mb (server: the memory budget of one tile of a round's
+LWE ciphertexts, default 256; "none": whole rounds), log_rounds (server: print each round's seconds by operation to stderr as it ends),
+qcache (server: a directory it trusts where quantized models are
 kept, keyed by a hash of model, b and calibration; .npz files read without pickle, but a
 file someone else wrote there would be taken as the model, so keep it the server's own).
 """
@@ -65,6 +67,7 @@ _CALIB_SEED = b"safhire-calibrat"
 SETUP_WAIT_S = 3600.0       # the client's wait for the server's set-up answer (quantization)
 ROUND_WAIT_S = 3600.0       # either party's wait for the other's round message
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
+DEFAULT_TILE_MB = 256       # the server's budget for one tile's LWE ciphertexts (in and out)
 NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
 
@@ -89,6 +92,13 @@ def _config(job: PartyJob) -> dict:
         raise ConfigError("safhire option threads must be an integer") from None
     if not 1 <= threads <= 64:
         raise ConfigError(f"safhire: threads must lie in [1, 64], not {threads}")
+    tile = str(o.get("tile_mb", DEFAULT_TILE_MB)).lower()
+    try:
+        tile_mb = None if tile in ("0", "none", "off") else float(tile)
+    except ValueError:
+        raise ConfigError(f"safhire option tile_mb must be a number of MB or 'none', not {tile!r}") from None
+    if tile_mb is not None and not tile_mb > 0:
+        raise ConfigError(f"safhire: tile_mb must be positive (or 'none'), not {tile_mb}")
     shuffle = str(o.get("shuffle", "on")).lower()
     if shuffle not in ("on", "off", "1", "0", "true", "false"):
         raise ConfigError(f"safhire: shuffle must be on or off, not {shuffle!r}")
@@ -102,6 +112,7 @@ def _config(job: PartyJob) -> dict:
     name = str(o.get("he_params") or default_params(b, gamma))
     return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
             "residual_rounds": residual in ("on", "1", "true"),
+            "tile_mb": tile_mb, "log_rounds": str(o.get("log_rounds", "0")).lower() in ("1", "on", "true"),
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
 
@@ -167,7 +178,8 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    h.update(f"b={cfg['b']};q=2".encode())    # q=2: pooling rounds (issue 18)
+    # q=3: structured maps (ConvMap), signed worst bound; q=4: pooling rounds (issue 18)
+    h.update(f"b={cfg['b']};q=4".encode())
     if cfg.get("residual_rounds"):
         h.update(b";residual_rounds")
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
@@ -206,24 +218,42 @@ def source_shape(qm, cid: int) -> tuple | None:
 
 
 class ServerRound:
-    """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], given extracted LWEs."""
+    """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], streamed in tiles: per tile
+    of output rows, extract only the LWE ciphertexts it reads (through the previous round's
+    permutation: unshuffling is a choice of positions), the exact product, and the shuffle
+    as a scatter into the round's output, which is then packed. The peak holds one tile's
+    LWE ciphertexts and the output being packed (``tile_mb``: the tile's budget; None: one
+    tile per round)."""
 
-    def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1) -> None:
+    def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1, tile_mb: float | None = None) -> None:
         from secinfer.protocols.safhire import linprod as LP
 
         self.qm, self.params, self.ld, self.shuffle, self.threads = qm, params, ld, shuffle, threads
-        # the product plan per round (convolutions found in the maps, applied as GEMMs)
+        self.tile_bytes = None if tile_mb is None else int(float(tile_mb) * (1 << 20))
+        # the product plan per round (convolutions as dense GEMMs)
         self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
                       for rd in qm.rounds]
-        # the product's and the shuffle's output buffers, reused round after round (their
-        # results are packed before the next round starts; never saved)
-        self.pool: dict = {}
+        self._tiles: dict = {}
+        self._work: dict = {}           # the tiles' work buffers, reused (fresh ones cost a page fault per 4 KiB)
+        self._buf = None                # the round's output residues, reused round after round
 
-    def unshuffle(self, x, seed: bytes, sample: int, r: int):
-        if r == 0 or not self.shuffle:
-            return x                                      # sigma_0 = id [SAFHIRE Sec. 4.4 step 7]
-        perm = round_permutation(seed, sample, r - 1, self.qm.rounds[r - 1].n_next)
-        return x.select(np.argsort(perm))
+    def tiles(self, r: int, cols: int) -> list:
+        from secinfer.protocols.safhire import linprod as LP
+
+        if (r, cols) not in self._tiles:
+            self._tiles[(r, cols)] = LP.tiles(self.plans[r], self.qm.rounds[r].out_shape, cols, self.tile_bytes)
+        return self._tiles[(r, cols)]
+
+    def tile_counts(self) -> list[int]:
+        """Tiles per round (as run so far)."""
+        return [len(v) for (r, _), v in sorted(self._tiles.items())]
+
+    def positions(self, seed: bytes, sample: int, c: int) -> np.ndarray | None:
+        """Where true value i of input vector c sits in what the client sent (None: in place):
+        vector c (c >= 1) arrives shuffled by sigma_{c-1} [SAFHIRE Sec. 4.4 step 7]."""
+        if c == 0 or not self.shuffle:
+            return None                                   # sigma_0 = id
+        return np.argsort(round_permutation(seed, sample, c - 1, self.qm.rounds[c - 1].n_next))
 
     def out_rows(self, seed: bytes, sample: int, r: int) -> np.ndarray:
         """Rows of y the client gets, in order: window layout, windows shuffled (step 9)."""
@@ -234,16 +264,91 @@ class ServerRound:
             g = g[round_permutation(seed, sample, r, g.shape[0])]
         return g.reshape(-1)
 
-    def apply(self, saved: dict, seed: bytes, sample: int, r: int, clock: "OpClock"):
+    def _out(self, rows: int, L: int, cols: int) -> np.ndarray:
+        need = rows * L * cols
+        if self._buf is None or self._buf.size < need:
+            self._buf = None
+            self._buf = np.empty(need, dtype=np.uint64)
+        return self._buf[:need].reshape(rows, L, cols)
+
+    def run(self, cts: dict, seed: bytes, sample: int, r: int, gamma: int, clock: "OpClock"):
+        """Round r's output LWE batch in the client's order (shuffled window layout), from
+        ``cts`` (source -> that vector's ciphertexts as sent)."""
         from secinfer.protocols.safhire import lwe as L
 
         rd = self.qm.rounds[r]
-        with clock("linear"):
-            xs = [L.Lwe(*saved[c]) for c in rd.sources]
-            y = L.linear(self.params, xs, None, rd.bias, self.ld, self.threads, plan=self.plans[r],
-                         pool=self.pool)
+        G, n = L.cts_per_chunk(gamma), self.params.n
+        with clock("unshuffle"):
+            rows = self.out_rows(seed, sample, r)
+            pos = {c: self.positions(seed, sample, c) for c in rd.sources}
+        self._cols = G + n
+        tiles = self.tiles(r, G + n)
         with clock("shuffle"):
-            return y.select(self.out_rows(seed, sample, r), pool=self.pool)
+            tid = np.empty(rd.m, dtype=np.int64)
+            local = np.empty(rd.m, dtype=np.int64)
+            for k, t in enumerate(tiles):
+                tid[t.rows] = k
+                local[t.rows] = np.arange(len(t.rows))
+            by_tile = np.argsort(tid[rows], kind="stable")             # output positions, tile by tile
+            cuts = np.searchsorted(tid[rows][by_tile], np.arange(len(tiles) + 1))
+        out = None
+        bias = np.asarray(rd.bias, dtype=np.int64)
+        for k, t in enumerate(tiles):
+            xs = []
+            with clock("extract"):
+                for c, need in zip(rd.sources, t.needs):
+                    if not len(need):
+                        xs.append(None)
+                        continue
+                    at = need if pos[c] is None else pos[c][need]
+                    xs.append(L.extract_at(self.params, cts[c], at, gamma, self.threads))
+            with clock("linear"):
+                acc = self._product(t, xs, bias[t.rows])
+            with clock("shuffle"):
+                if out is None:
+                    out = self._out(len(rows), acc.shape[1], acc.shape[2])
+                p = by_tile[cuts[k]:cuts[k + 1]]
+                tmp = self._scratch("gather", (len(p),) + acc.shape[1:], np.uint64)
+                np.take(acc, local[rows[p]], axis=0, out=tmp, mode="clip")   # indices valid by construction
+                out[p] = tmp
+            del xs, acc
+        return L.Lwe(out[:, :, :G], out[:, :, G:])
+
+    def _product(self, t, xs: list, bias: np.ndarray) -> np.ndarray:
+        """(W x + Delta bias) mod q for one tile, (rows, L, G + N) uint64."""
+        from secinfer.protocols.safhire import linprod as LP
+        from secinfer.protocols.safhire.lwe import _mul_pow2
+
+        some = next((x for x in xs if x is not None), None)
+        if some is None:                  # the tile reads no input: bias only (level-0 cts)
+            acc = np.zeros((len(t.rows), 1, self._cols), dtype=np.uint64)
+            q = int(self.params.q[0])
+            acc[:, 0, 0] = _mul_pow2(np.mod(bias, np.int64(q)).astype(np.uint64), self.ld, q)
+            return acc
+        nl, g, n = some.b.shape[1], some.b.shape[2], some.a.shape[2]
+        acc = None if nl == 1 else np.empty((len(t.rows), nl, g + n), dtype=np.uint64)
+        for lvl in range(nl):
+            q = int(self.params.q[lvl])
+            srcs = [[x.b[:, lvl, :], x.a[:, lvl, :]] if x is not None else
+                    [np.zeros((0, g), np.uint64), np.zeros((0, n), np.uint64)] for x in xs]
+            buf = self._scratch("y", (len(t.rows), g + n), np.int64)     # reused tile to tile
+            y = LP.product_mod(t.plan, srcs, q, self.threads, out=buf, work=self._work).view(np.uint64)
+            bb = np.mod(bias, np.int64(q)).astype(np.uint64)
+            y[:, 0] = (y[:, 0] + _mul_pow2(bb, self.ld, q)) % np.uint64(q)
+            if nl == 1:
+                return y.reshape(len(t.rows), 1, g + n)
+            acc[:, lvl, :] = y
+        return acc
+
+    def _scratch(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        """A buffer of this shape on storage kept under ``name`` (grown when too small):
+        one per name, whatever the tiles' shapes."""
+        need = int(np.prod(shape))
+        b = self._work.get(name)
+        if b is None or b.size < need or b.dtype != np.dtype(dtype):
+            self._work[name] = None
+            b = self._work[name] = np.empty(need, dtype)
+        return b[:need].reshape(shape)
 
 
 class OpClock:
@@ -321,11 +426,12 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         evk = params.load(bytes(evk_b), he.EvalKeys)
         ev = he.Evaluator(params, evk)
         t0, c0 = time.perf_counter(), time.process_time()
-        core = ServerRound(qm, params, ld, cfg["shuffle"], th)
+        core = ServerRound(qm, params, ld, cfg["shuffle"], th, cfg["tile_mb"])
         plan_s = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
         setup_cpu = time.process_time() - setup_c0
     R = len(qm.rounds)
     total = sess.samples * R
+    per_round: list = []            # seconds by operation, per round run here (the bench's extrapolations)
     with ep.phase("online"):
         t = resume_at
         if replay:      # the answer the client lost; never recomputed [SAFHIRE Sec. 4.6]
@@ -335,27 +441,35 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         while t <= total:
             s, r = divmod(t - 1, R)
             ep.mark(round_mark(r, R, s, total // R, qm.rounds[r].relu))   # live progress line
+            cpu_before, wall_before = dict(clock.cpu), dict(clock.wall)
             n_ct = L.chunks(qm.width(r), params.n) * L.cts_per_chunk(g)
             got = ep.recv(CLIENT, "sh/x", HDR, SID, *([_CT] * n_ct), timeout=max(ep.recv_timeout, ROUND_WAIT_S))
             check_message(got[0], got[1], sid, t, X, R, "server <- client")
-            with clock("extract"):
-                cts = L.load_cts(params, got[2:], n_ct)
-                x = L.extract(params, cts, qm.width(r), g, th)
-                L.close_all(cts)
-            with clock("unshuffle"):
-                x = core.unshuffle(x, sess.seed, s, r)
             if r == 0:
                 sess.saved = {}
-            sess.saved[r] = (x.b, x.a)
-            y = core.apply(sess.saved, sess.seed, s, r, clock)
+            # the client's ciphertexts of v_r, kept as sent (compact: a later round's residual
+            # addition extracts from them again) [SAFHIRE Sec. 4.4 steps 6-7]
+            sess.saved[r] = [np.asarray(b, dtype=np.uint8) for b in got[2:]]
+            with clock("extract"):
+                cts = {c: L.load_cts(params, sess.saved[c], len(sess.saved[c])) for c in qm.rounds[r].sources}
+            try:
+                y = core.run(cts, sess.seed, s, r, g, clock)
+            finally:
+                for v in cts.values():
+                    L.close_all(v)
             with clock("pack"):
                 out, ks = L.pack(params, ev, y, ld, g, th)
                 key_switches += ks
                 blobs = L.to_wire(out)
                 L.close_all(out)
-            del x, y
+            del y
             ep.send(CLIENT, "sh/y", header(t, s, r, Y), sidb, *blobs)
             sess.next_t, sess.last_reply = t + 1, blobs
+            per_round.append({"round": r, "cpu_s": {k: round(v - cpu_before.get(k, 0.0), 4) for k, v in clock.cpu.items()},
+                              "wall_s": {k: round(v - wall_before.get(k, 0.0), 4) for k, v in clock.wall.items()},
+                              "outputs": int(qm.rounds[r].n_out if r < R - 1 else qm.rounds[r].m), "tiles": len(core.tiles(r, params.n + L.cts_per_chunk(g)))})
+            if cfg["log_rounds"]:       # a long run's per-round figures as they come (party log)
+                print(f"[safhire] round {r + 1}/{R}: " + json.dumps(per_round[-1]), file=sys.stderr, flush=True)
             _trim_saved(sess, qm, r)
             store.save(sess)
             t += 1
@@ -365,7 +479,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     ev.close()
     evk.close()
     return PartyResult(info={"timing_s": clock.wall, "cpu_s": clock.cpu, "setup_cpu_s": setup_cpu,
-                             "plan_s": plan_s, "product_plan": [p.kinds() for p in core.plans], "rounds": R, "samples": sess.samples, "gamma": g,
+                             "plan_s": plan_s, "product_plan": [p.kinds() for p in core.plans],
+                             "tiles": core.tile_counts(), "tile_mb": cfg["tile_mb"], "per_round": per_round, "rounds": R, "samples": sess.samples, "gamma": g,
                              "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,

@@ -8,8 +8,8 @@ processed (``ReplayedRoundError``), an older one (``StaleRoundError``) or one fr
 future (``SkippedRoundError``).
 
 The server keeps a session's state (its secret shuffling seed, the round it expects next,
-the unshuffled LWE inputs later rounds still read for residual additions, and its last
-answer) in a session store: a directory given by the server's ``sessions`` option, one
+the client's ciphertexts of the inputs later rounds still read for residual additions, as
+sent, and its last answer) in a session store: a directory given by the server's ``sessions`` option, one
 file per session (mode 0600: the seed is secret). A client that reconnects with the same
 session id resumes at the round it reached: the round the server expects, or the one just
 before it, whose answer the server sends again from the store without recomputing it (a
@@ -100,7 +100,7 @@ class ServerSession:
     seed: bytes
     next_t: int = 1
     samples: int = 0
-    saved: dict = field(default_factory=dict)     # cid -> (b, a) of the current sample
+    saved: dict = field(default_factory=dict)     # cid -> that input's ciphertexts as sent (wire blobs)
     last_reply: list = field(default_factory=list)  # blobs of the last "sh/y"
     config: dict = field(default_factory=dict)    # b, gamma, he params, shuffle (must match on resume)
 
@@ -120,11 +120,13 @@ class SessionStore:
         if self.root is None:
             return
         arrays = {"seed": np.frombuffer(s.seed, np.uint8)}
-        for cid, (b, a) in s.saved.items():
-            arrays[f"b{cid}"], arrays[f"a{cid}"] = b, a
+        for cid, blobs in s.saved.items():
+            for i, blob in enumerate(blobs):
+                arrays[f"s{cid}_{i}"] = blob
         for i, blob in enumerate(s.last_reply):
             arrays[f"r{i}"] = blob
-        meta = {"next_t": s.next_t, "samples": s.samples, "saved": sorted(s.saved),
+        meta = {"next_t": s.next_t, "samples": s.samples,
+                "saved": {str(c): len(v) for c, v in sorted(s.saved.items())},
                 "replies": len(s.last_reply), "config": s.config}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
         fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
@@ -146,7 +148,7 @@ class SessionStore:
             meta = json.loads(bytes(z["meta"]).decode())
             s = ServerSession(sid, bytes(z["seed"]), meta["next_t"], meta["samples"],
                               config=meta["config"])
-            s.saved = {int(c): (z[f"b{c}"], z[f"a{c}"]) for c in meta["saved"]}
+            s.saved = {int(c): [z[f"s{c}_{i}"] for i in range(k)] for c, k in meta["saved"].items()}
             s.last_reply = [z[f"r{i}"] for i in range(meta["replies"])]
         return s
 

@@ -1,0 +1,78 @@
+"""``secinfer run`` run by a process forked from its fork server (issue #23 item 2).
+
+The command line process forks its fork server first (``secinfer.cli.main._fork_server_now``,
+before it parses or reads anything). Once that server has imported what the parties need
+(numpy, the protocol, the transport), it forks one more process, the *run process*, which
+does what the command would have done itself, in the same order and with the same checks:
+it parses the line, checks everything before any party starts (``secinfer.api.prepare``),
+launches the parties (forked by the server, not by the run process, which holds the model
+and the input) and prints the result. It has the command's stdin, stdout and stderr (passed
+over the control socket), its environment and working folder; the command waits for it,
+forwards SIGINT, SIGTERM and SIGHUP to it, and exits with its exit code.
+
+Why: numpy, the protocol and the rest are then imported once per run (by the server)
+instead of twice (the command and the server), which is most of a short run's CPU.
+Whatever keeps the server from being used (it cannot fork, it died, forking is unsafe),
+the command runs the line itself, as before (``secinfer.cli.main``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+TARGET = "secinfer.cli.runner:run_forked"
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_via_server(server, argv: list[str], t_main: float, process_start: float) -> int | None:
+    """In the command: the exit code of the run process, or None if it could not be
+    started (nothing has run: the caller runs the line itself)."""
+    pid = server.start_run(TARGET, {"argv": list(argv), "t_main": t_main, "process_start": process_start})
+    if pid is None:
+        return None
+
+    def forward(signum, _frame):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+    old = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    try:
+        while pid not in server.exits and not server.dead:
+            server.pump(0.5)
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+    rc = server.exits.get(pid)
+    if rc is None:
+        print("error: the run process died with its fork server", file=sys.stderr)
+        return 2
+    if rc < 0:
+        print(f"error: the run process was killed by signal {signal.Signals(-rc).name}", file=sys.stderr)
+        return 128 - rc
+    return rc
+
+
+def run_forked(sock, msg: dict) -> int:
+    """In the run process (``launcher_fork._run_child``): the command line, as
+    ``secinfer.cli.main.main`` runs a run line, with the server that forked this process."""
+    import gc
+    import time
+
+    from secinfer.cli.main import _dispatch, _parse
+    from secinfer.runtime.launcher_fork import ForkServer
+
+    forked = time.time()
+    server = ForkServer.attach(sock, msg)
+    gc.disable()   # until the checks are done (commands.cmd_run), as main does for a run line
+    gc.freeze()    # (what the server imported: never a cycle to collect, never walked by the collector)
+    try:
+        args = _parse(list(msg["argv"]), True)
+        return _dispatch(args, float(msg["t_main"]), server, process_start=msg.get("process_start"),
+                         extra_events={"run_process": forked})
+    finally:
+        gc.enable()
+        server.close()
