@@ -28,6 +28,12 @@ takes the max of k consecutive values without knowing where the windows are.
 
 Residual connections: a round's map may read, besides the vector the client just sent,
 any earlier round's input (the server keeps those ciphertexts, unshuffled): ``sources``.
+
+Pooling rounds (``secinfer.ir.pool_rounds``, issue 18): a global average pooling that feeds
+a weighted layer ends a round of its own (staged into window poolings where its integer sum
+could overflow b bits), whose client step is the requantization alone, so the next layer's
+weights are not shrunk by 1/(H W) and rounded to 0; ``secinfer.ir.degeneracy`` reports the
+weights that rounded to 0 and whether the quantized output still depends on the input.
 """
 
 from __future__ import annotations
