@@ -72,6 +72,7 @@ def _round_costs(graph) -> list[dict]:
     g = batch_free(graph)
     rounds, lin = split_rounds(g)
     node_of = {o: n for n in lin for o in n.outputs}
+    boundary = {rd.result for rd in rounds[:-1]}     # a pooling round's result: the next one's input
     out = []
     for r, rd in enumerate(rounds):
         seen, stack, macs = set(), [rd.out], 0
@@ -89,7 +90,7 @@ def _round_costs(graph) -> list[dict]:
             elif n.op in ("AveragePool", "GlobalAveragePool"):
                 src = tuple(int(d) for d in g.shapes[n.inputs[0]][1:])
                 macs += int(np.prod(src))
-            stack.extend(i for i in n.inputs if i in node_of)
+            stack.extend(i for i in n.inputs if i in node_of and i not in boundary)
         shp = tuple(int(d) for d in g.shapes[rd.out][1:])
         grp = _groups(rd.chain, shp) if rd.chain else None
         m = int(np.prod(shp))
