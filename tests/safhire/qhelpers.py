@@ -40,8 +40,8 @@ def digits(name: str = "digits-cnn"):
 
 @functools.lru_cache(maxsize=None)
 def quantized(name: str, b: int):
-    if name == "tiny-resnet":
-        g = tiny_resnet()
+    if name in ("tiny-resnet", "gap-resnet"):
+        g = tiny_resnet() if name == "tiny-resnet" else gap_resnet()
         cal = Q.calibration_inputs(g, None, 32)
         return g, Q.quantize(g, b, cal)
     g, x, _ = digits(name)
@@ -56,3 +56,22 @@ def mlp3():
     h = net.relu(net.gemm(h, 8, 8))
     out = net.gemm(h, 8, 10, gain=1.0)
     return load_model(net.finish([1, 12], out, [1, 10]).SerializeToString())
+
+
+@functools.lru_cache(maxsize=None)
+def gap_resnet(width: int = 16):
+    """ResNet-20 in small (8x8x3 input): conv-bn-relu stem, two basic blocks whose second
+    batch norm is damped by 1/sqrt(9) as the zoo's ResNet-20 does, global average pooling
+    over 8 x 8, then FC to 10 logits [issue 18: fused with the FC, the pooling's 1/64 rounds
+    the whole head to 0 at b = 12]."""
+    import math
+
+    net = zoo._Net("gap-resnet", 7, {})
+    h = net.relu(net.conv_bn("input", 3, width, 3, 1, 1, gain=1.0, fold=True))
+    for _ in range(2):
+        y = net.relu(net.conv_bn(h, width, width, 3, 1, 1, fold=True))
+        y = net.conv_bn(y, width, width, 3, 1, 1, gamma_scale=1.0 / math.sqrt(9), fold=True)
+        h = net.relu(net.node("Add", [h, y]))
+    h = net.flatten(net.node("GlobalAveragePool", [h]))
+    out = net.gemm(h, width, 10, gain=1.0)
+    return load_model(net.finish([1, 3, 8, 8], out, [1, 10]).SerializeToString())

@@ -72,6 +72,7 @@ def _round_costs(graph) -> list[dict]:
     g = batch_free(graph)
     rounds, lin = split_rounds(g)
     node_of = {o: n for n in lin for o in n.outputs}
+    boundary = {rd.result for rd in rounds[:-1]}     # a pooling round's result: the next one's input
     out = []
     for r, rd in enumerate(rounds):
         seen, stack, macs = set(), [rd.out], 0
@@ -89,7 +90,7 @@ def _round_costs(graph) -> list[dict]:
             elif n.op in ("AveragePool", "GlobalAveragePool"):
                 src = tuple(int(d) for d in g.shapes[n.inputs[0]][1:])
                 macs += int(np.prod(src))
-            stack.extend(i for i in n.inputs if i in node_of)
+            stack.extend(i for i in n.inputs if i in node_of and i not in boundary)
         shp = tuple(int(d) for d in g.shapes[rd.out][1:])
         grp = _groups(rd.chain, shp) if rd.chain else None
         m = int(np.prod(shp))
@@ -247,7 +248,7 @@ def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None, trac
         got = [np.asarray(f, dtype=np.int64) for f in finals]
         eq = len(got) == len(want) and all(np.array_equal(a, w) for a, w in zip(got, want))
         diff = None if eq else int(sum(int(np.sum(a != w)) for a, w in zip(got, want) if a.shape == w.shape))
-        res = {"oracle_equal": bool(eq), "oracle_mismatches": diff}
+        res = {"oracle_equal": bool(eq), "oracle_mismatches": diff, **_degeneracy_fields(qm)}
         if trace is not None:
             R = len(qm.rounds)
             bad = [k for k, t in enumerate(trace)
@@ -258,6 +259,23 @@ def _oracle_check(graph, b: int, x: np.ndarray, finals, qcache: str | None, trac
         return res
     except Exception as e:  # noqa: BLE001 - report, keep the row
         return {"oracle_equal": None, "oracle_note": f"oracle not computed: {type(e).__name__}: {e}"}
+
+
+def _degeneracy_fields(qm) -> dict:
+    """Does the quantized model compute anything [issue 18]: its zero-weight report, so a
+    row for a model that answers nothing says so next to its timings."""
+    from secinfer.ir.degeneracy import degeneracy, degeneracy_warnings
+
+    d = degeneracy(qm)
+    return {"quantized_degenerate": d["degenerate"], "quantized_zero_blocks": d.get("zero_blocks"),
+            "quantized_zero_weight_frac": d.get("zero_weight_frac"),
+            "quantized_distinct_outputs": d.get("distinct_outputs"),
+            "quantized_warnings": degeneracy_warnings(qm)}
+
+
+def _warn(r: dict) -> str:
+    w = r.get("quantized_warnings")
+    return ("; WARNING: " + "; ".join(w)) if w else ""
 
 
 def run(quick: bool = False, network: str | None = None) -> dict:
@@ -282,7 +300,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
         rows.append(r)
         prog(f"{model} b={b} gamma={g} threads={r['threads']} ({r['he_params']}): e2e {r['e2e_s']:.2f}s, "
              f"server {r['server_s']:.2f}s (pack {r['server_pack_s']:.2f}s), up {r['bytes_up'] / 1e6:.2f} MB, "
-             f"down {r['bytes_down'] / 1e6:.2f} MB, output equals the oracle: {r['oracle_equal']}")
+             f"down {r['bytes_down'] / 1e6:.2f} MB, output equals the oracle: {r['oracle_equal']}{_warn(r)}")
     big, baseline = [], None
     if not quick:
         big, baseline = _resnet20_rows(best_gamma, prog, skipped)
@@ -414,7 +432,7 @@ def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
             prog(f"zoo:resnet20 b={b} gamma={gamma}: e2e {r['e2e_s']:.1f}s (setup {r['setup_s']:.1f}s), server "
                  f"{r['server_s']:.1f}s wall / {r['server_cpu_s']:.1f}s CPU (linear {r['server_linear_s']:.1f}s / "
                  f"{r.get('server_linear_cpu_s', 0):.1f}s), client {r['client_s']:.1f}s, model at 1.25 MB/s "
-                 f"{r['model_s_at_1.25MBps']:.1f}s, output equals the oracle: {r['oracle_equal']}")
+                 f"{r['model_s_at_1.25MBps']:.1f}s, output equals the oracle: {r['oracle_equal']}{_warn(r)}")
         except Exception as e:  # noqa: BLE001 - report, keep the rest
             skipped.append({"model": "zoo:resnet20", "b": b, "why": f"run failed: {type(e).__name__}: {e}"})
             prog(f"zoo:resnet20 b={b} failed: {e}")

@@ -253,10 +253,15 @@ def _apply(node, syms: list, consts: list, out_shape: tuple) -> dict | None:
             return None
         return {c: _Gap(x.shape) for c in x.terms}
     if op in MOVEMENT:
+        terms = dict(x.terms)
+        if len(x.shape) == 3 and tuple(x.shape[1:]) == (1, 1):
+            # a (C, 1, 1) source read as it is (a pooling round's result, issue 18)
+            terms = {c: diag_map(np.ones(x.shape[0]), x.shape) if isinstance(t, str) else t
+                     for c, t in terms.items()}
         if int(np.prod(out_shape)) != int(np.prod(x.shape)) or \
-                not all(_spatial_one(t) for t in x.terms.values()):
+                not all(_spatial_one(t) for t in terms.values()):
             return None
-        return dict(x.terms)                            # a relabelling of a (C, 1, 1) result
+        return terms                                    # a relabelling of a (C, 1, 1) result
     if op == "Gemm":
         if len(x.shape) != 1 or not all(_spatial_one(t) for t in x.terms.values()):
             return None

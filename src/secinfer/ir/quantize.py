@@ -28,6 +28,12 @@ takes the max of k consecutive values without knowing where the windows are.
 
 Residual connections: a round's map may read, besides the vector the client just sent,
 any earlier round's input (the server keeps those ciphertexts, unshuffled): ``sources``.
+
+Pooling rounds (``secinfer.ir.pool_rounds``, issue 18): a global average pooling that feeds
+a weighted layer ends a round of its own (staged into window poolings where its integer sum
+could overflow b bits), whose client step is the requantization alone, so the next layer's
+weights are not shrunk by 1/(H W) and rounded to 0; ``secinfer.ir.degeneracy`` reports the
+weights that rounded to 0 and whether the quantized output still depends on the input.
 """
 
 from __future__ import annotations
@@ -44,8 +50,10 @@ from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ConfigError, ModelError, UnsupportedOpError
 from secinfer.ir.convmap import ConvMap
 from secinfer.ir.float_exec import run_float_all, run_node_float
+from secinfer.ir.degeneracy import zero_weight_report
 from secinfer.ir.graph import Graph, Node, lift_2d
 from secinfer.ir.movement import MOVEMENT
+from secinfer.ir.pool_rounds import pooling_cuts, residual_cuts, stage_pools, uniform_weight
 
 ACCUMULATOR_BITS = (8, 12, 16)
 # activation / maximum weight bits per accumulator precision (public) [SAFHIRE Sec. 3:
@@ -89,14 +97,24 @@ class _RoundShape:
     sources: list[int]            # cids read (cid 0 = model input, cid r = round r-1's result)
     chain: list[Node] = field(default_factory=list)
     softmax: Node | None = None
+    cut: bool = False             # ends at a pooling cut: the client step only requantizes
+
+    @property
+    def result(self) -> str:
+        """The tensor the next round reads: the client chain's last output, or (a pooling
+        cut with no non-linearity) the linear output itself."""
+        return self.chain[-1].outputs[0] if self.chain else self.out
 
 
-def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
-    """Cut the graph into rounds: maximal linear blocks between client non-linearities.
-    Returns the rounds and the linear nodes (in order). Raises UnsupportedOpError for
-    anything that is neither linear nor a client op in a supported place."""
+def split_rounds(graph: Graph, cuts: set[str] | None = None) -> tuple[list[_RoundShape], list[Node]]:
+    """Cut the graph into rounds: maximal linear blocks between client non-linearities,
+    and after each linear node named in ``cuts`` (default ``pooling_cuts(graph)``), where
+    the client only requantizes. Returns the rounds and the linear nodes (in order). Raises
+    UnsupportedOpError for anything that is neither linear nor a client op in a supported
+    place."""
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise ModelError("SAFHIRE quantization needs a graph with one input and one output")
+    cuts = pooling_cuts(graph) if cuts is None else set(cuts)
     kind: dict[str, tuple] = {graph.inputs[0].name: ("C", 0)}
     rounds: list[_RoundShape] = []
     lin_nodes: list[Node] = []
@@ -113,7 +131,7 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
             if k[0] == "L":
                 rounds.append(_RoundShape(ins[0], sorted(k[1]), [node]))
                 kind[node.outputs[0]] = ("P", len(rounds) - 1)
-            elif k[0] == "P" and rounds[k[1]].chain[-1].outputs[0] == ins[0]:
+            elif k[0] == "P" and rounds[k[1]].result == ins[0]:
                 rounds[k[1]].chain.append(node)
                 kind[node.outputs[0]] = k
             else:
@@ -138,13 +156,17 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
                 raise ModelError(f"node {node.name!r} reads an unknown tensor {i!r}")
             if k[0] == "P":            # a client chain's result: the next round's input
                 r = k[1]
-                if rounds[r].chain[-1].outputs[0] != i:
+                if rounds[r].result != i:
                     raise UnsupportedOpError(node.op, node.name, "reads the middle of a client step")
                 kind[i] = k = ("C", r + 1)
             srcs |= {k[1]} if k[0] == "C" else set(k[1])
         for o in node.outputs:
             kind[o] = ("L", frozenset(srcs))
         lin_nodes.append(node)
+        if node.name in cuts and node.outputs[0] != graph.output_names[0]:
+            # a round ends here; its client step is the requantization alone
+            rounds.append(_RoundShape(node.outputs[0], sorted(srcs), cut=True))
+            kind[node.outputs[0]] = ("P", len(rounds) - 1)
     if final is None:
         out = graph.output_names[0]
         k = kind.get(out)
@@ -156,8 +178,8 @@ def split_rounds(graph: Graph) -> tuple[list[_RoundShape], list[Node]]:
         if r not in rd.sources or max(rd.sources) != r:
             raise UnsupportedOpError("-", rd.out, f"round {r} must read the previous round's result "
                                      "(and may read earlier ones); branches are not supported")
-        if r < len(rounds) - 1 and rd.chain[-1].outputs[0] not in kind or \
-                (r < len(rounds) - 1 and kind[rd.chain[-1].outputs[0]] != ("C", r + 1)):
+        if r < len(rounds) - 1 and rd.result not in kind or \
+                (r < len(rounds) - 1 and kind[rd.result] != ("C", r + 1)):
             raise UnsupportedOpError("-", rd.out, f"round {r}'s result is never used")
     return rounds, lin_nodes
 
@@ -500,9 +522,11 @@ def batch_free(graph: Graph) -> Graph:
 
 
 def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = None,
-             weight_bits: int | None = None, headroom: float = HEADROOM) -> QuantizedModel:
+             weight_bits: int | None = None, headroom: float = HEADROOM,
+             residual_rounds: bool = False) -> QuantizedModel:
     """Post-training quantization of ``graph`` for accumulator precision ``b`` [SAFHIRE
-    Sec. 3], calibrated on ``calib`` (batch-first float inputs)."""
+    Sec. 3], calibrated on ``calib`` (batch-first float inputs). ``residual_rounds``: each
+    residual branch gets a round of its own (``pool_rounds.residual_cuts``)."""
     graph = batch_free(graph)
     if b not in ACCUMULATOR_BITS:
         raise ConfigError(f"accumulator precision b must be one of {ACCUMULATOR_BITS}, got {b!r}")
@@ -516,10 +540,16 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     if calib.ndim < 2 or calib.shape[0] < 1:
         raise ConfigError("calibration data must be a non-empty batch")
     env = run_float_all(graph, calib, intermediates=True)
+    cuts = pooling_cuts(graph) | (residual_cuts(graph, CLIENT_OPS) if residual_rounds else set())
+    if residual_rounds:
+        rounds_s, lin_nodes = split_rounds(graph, cuts)
+    graph, staged = stage_pools(graph, env, a, (1 << (b - 1)) - 1, cuts)
+    if staged is not None:
+        rounds_s, lin_nodes = split_rounds(graph, staged)
     in_name = graph.inputs[0].name
     cid_tensor = {0: in_name}
     for r, rd in enumerate(rounds_s[:-1]):
-        cid_tensor[r + 1] = rd.chain[-1].outputs[0]
+        cid_tensor[r + 1] = rd.result
     shapes = {c: tuple(env[t].shape[1:]) for c, t in cid_tensor.items()}
     widths = {c: int(np.prod(s)) for c, s in shapes.items()}
 
@@ -545,6 +575,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     bounds = {0: (in_lo, in_hi)}
     qrounds: list[QRound] = []
     n_over = 0
+    nnz_float: list[list[int]] = []
     for r, rd in enumerate(rounds_s):
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
         if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
@@ -553,6 +584,16 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         mats = [_as_scalable(m, scales[c]) for m, c in zip(mats, rd.sources)]
         w_need = max(_max_scaled(m, scales[c]) for m, c in zip(mats, rd.sources)) / ((1 << (wb - 1)) - 1)
         s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
+        pool = uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
+        if pool is not None:
+            # an average pooling alone: one integer weight W >= 1 for every summand and the
+            # scale that makes it exact, s_acc = w s_in / W (rounding a uniform weight
+            # would only rescale every average by the same wrong factor), and no larger
+            # than keeps the sum of k activations within the accumulator for every input
+            k = -(-mats[0].nnz // mats[0].shape[0])
+            fit = ((1 << (b - 1)) - 1) // (k * vmax[rd.sources[0]])
+            w_int = min((1 << (wb - 1)) - 1, max(1, min(fit, int(math.floor(pool / s_acc)))))
+            s_acc = pool / w_int
         wints = []
         for m, c in zip(mats, rd.sources):
             if isinstance(m, ConvMap):                   # W_int = round(K s_in / s_acc)
@@ -563,6 +604,8 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             q = q.astype(np.int64)
             q.eliminate_zeros()
             wints.append(q)
+        nnz_float.append([int(m.nnz) if isinstance(m, ConvMap) else int(np.count_nonzero(m.data))
+                          for m in mats])
         bint = np.rint(bias / s_acc).astype(np.int64)
         worst = worst_bound(wints, rd.sources, bint, bounds)
         qr = QRound(rd.sources, wints, bint, tuple(env[rd.out].shape[1:]), s_acc, worst=worst)
@@ -585,14 +628,17 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     # calibration report: accumulator use and overflow (wraps) on the calibration data
     xs = qm.quantize_input(calib)
     use = np.zeros(len(qrounds))
+    finals = set()
     for s0 in range(0, len(xs), 16):                 # columns of 16 samples at a time
         tr: list = []
         _trace_exact(qm, xs[s0:s0 + 16].T, tr)
         for r, (yw, ye) in enumerate(tr):
             use[r] = max(use[r], float(np.max(np.abs(ye))) / (1 << (qm.b - 1)))
             n_over += int(np.sum(yw != ye))
+        finals |= {np.ascontiguousarray(col).tobytes() for col in tr[-1][0].T}
     qm.calib = {"samples": int(calib.shape[0]), "max_acc_use": [round(u, 4) for u in use],
-                "wrapped_accumulators": n_over, "headroom": headroom}
+                "wrapped_accumulators": n_over, "headroom": headroom,
+                **zero_weight_report(qm, nnz_float), "distinct_outputs": len(finals)}
     return qm
 
 
@@ -684,7 +730,8 @@ def log2_worst(qm: QuantizedModel) -> int:
     return max(int(math.ceil(math.log2(rd.worst + 1))) for rd in qm.rounds)
 
 
-def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 12) -> QuantizedModel:
+def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 12,
+                      residual_rounds: bool = False) -> QuantizedModel:
     """``quantize`` with the (activation bits, weight bits) pair that agrees best with the
     float model on the calibration data (argmax for classifiers, relative error for one output) (ties: the default pair), trying at most
     ``max_tries`` pairs around the defaults. Cheap for small models; the chosen pair is
@@ -705,7 +752,7 @@ def quantize_searched(graph: Graph, b: int, calib: np.ndarray, max_tries: int = 
     pairs += [(a, w) for a in range(2, b - 1) for w in range(2, b - 1)
               if abs(a - ACT_BITS[b]) <= 2 and abs(w - WEIGHT_BITS[b]) <= 2 and (a, w) != pairs[0]]
     for a, w in pairs[:max_tries]:
-        qm = quantize(graph, b, calib, a, w)
+        qm = quantize(graph, b, calib, a, w, residual_rounds=residual_rounds)
         sc = score(qm.run(calib))
         if sc > best_score:
             best, best_score = qm, sc

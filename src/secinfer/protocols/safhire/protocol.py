@@ -106,8 +106,12 @@ def _config(job: PartyJob) -> dict:
     if not shuffle_on:
         print("[safhire] WARNING: shuffle=off is INSECURE (model confidentiality analysis only, "
               "SAFHIRE Sec. 5 (i)): the client can read the weights", file=sys.stderr)
+    residual = str(o.get("residual_rounds", "off")).lower()
+    if residual not in ("on", "off", "1", "0", "true", "false"):
+        raise ConfigError(f"safhire: residual_rounds must be on or off, not {residual!r}")
     name = str(o.get("he_params") or default_params(b, gamma))
     return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
+            "residual_rounds": residual in ("on", "1", "true"),
             "tile_mb": tile_mb, "log_rounds": str(o.get("log_rounds", "0")).lower() in ("1", "on", "true"),
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
@@ -151,7 +155,9 @@ def quantized_model(graph, cfg: dict, options: dict):
     else:
         calib, desc = Q.default_calibration(graph, 64, PRG(_CALIB_SEED, "safhire/calibration"))
     small = sum(int(np.prod(v.shape)) for v in graph.initializers.values()) < 200_000
-    qm = Q.quantize_searched(graph, cfg["b"], calib) if small else Q.quantize(graph, cfg["b"], calib)
+    res = bool(cfg.get("residual_rounds", False))     # a round per residual branch (issue 18)
+    qm = Q.quantize_searched(graph, cfg["b"], calib, residual_rounds=res) if small else \
+        Q.quantize(graph, cfg["b"], calib, residual_rounds=res)
     qm.calib["data"] = desc
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +178,10 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    h.update(f"b={cfg['b']};q=3".encode())     # q=3: structured maps (ConvMap), signed worst bound
+    # q=3: structured maps (ConvMap), signed worst bound; q=4: pooling rounds (issue 18)
+    h.update(f"b={cfg['b']};q=4".encode())
+    if cfg.get("residual_rounds"):
+        h.update(b";residual_rounds")
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"
 
 

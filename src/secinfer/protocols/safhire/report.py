@@ -73,6 +73,7 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
             agree = f"{acc}argmax agrees with float on {rep['agreement']:.1%} of {rep['samples']} inputs"
         lines.append(f"  b={b:<2} act {qm.act_bits} bits, weights <= {qm.weight_bits} bits: {agree}; "
                      f"{len(qm.rounds)} rounds, eta {[rd.eta for rd in qm.rounds[:-1]]}")
+        lines += _zero_weight_lines(qm)
     # rounds, noise and DP at b = 12 with the default (secure) ring
     cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=12)))
     qm = models[12]
@@ -95,6 +96,22 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
         lines.append(f"  round {r}: sources {rd.sources}, {rd.m} outputs, window {rd.k}, "
                      f"{'ReLU, ' if rd.relu else ''}eta {rd.eta}; {dps}")
     return lines
+
+
+def _zero_weight_lines(qm) -> list[str]:
+    """How much of the model the integer rounding removed, and whether what is left still
+    answers anything [issue 18]."""
+    from secinfer.ir.degeneracy import degeneracy, degeneracy_warnings
+
+    d = degeneracy(qm)
+    out = []
+    if d["known"]:
+        fr = d["zero_weight_frac"]
+        worst = max(range(len(fr)), key=lambda r: fr[r]) if fr else 0
+        out.append(f"       real weights rounded to 0: up to {max(fr, default=0.0):.1%} of a round's "
+                   f"(round {worst}); {d['distinct_outputs']} distinct outputs on {d['samples']} "
+                   f"calibration inputs")
+    return out + [f"       WARNING: {w}" for w in degeneracy_warnings(qm)]
 
 
 def demo_oracle(graph, x: np.ndarray, options: dict | None = None) -> np.ndarray:
