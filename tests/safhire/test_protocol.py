@@ -142,7 +142,7 @@ def test_stored_quantized_model_round_trips_field_by_field(tmp_path):
     """The qcache's .npz (no pickle) gives back every field of the quantized model."""
     import dataclasses
 
-    from secinfer.ir.quantize import load_quantized, save_quantized
+    from secinfer.ir.quantize_store import load_quantized, save_quantized
 
     g = tiny_resnet()
     opts = options(b=12)

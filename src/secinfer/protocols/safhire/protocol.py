@@ -142,10 +142,11 @@ def quantized_model(graph, cfg: dict, options: dict):
     option ``qcache=DIR`` the result is kept in DIR under a hash of the model's structure,
     weights, b and calibration source (quantizing a ResNet by probing takes minutes)."""
     from secinfer.ir import quantize as Q
+    from secinfer.ir.quantize_store import load_quantized, save_quantized
 
     cache = _qcache_file(graph, cfg, options)
     if cache is not None and cache.is_file():
-        return Q.load_quantized(cache)
+        return load_quantized(cache)
     path = options.get("calib")
     if path:
         with np.load(str(path)) as z:
@@ -163,7 +164,7 @@ def quantized_model(graph, cfg: dict, options: dict):
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
-            Q.save_quantized(qm, f)
+            save_quantized(qm, f)
         os.replace(tmp, cache)
     return qm
 
