@@ -2,7 +2,8 @@
 has Nagle's algorithm off (TCP_NODELAY) on both of its ends, on both record layers, from
 the handshake on and still after traffic; a small frame therefore never waits in our
 host for the acknowledgement of the previous one. (Why the stalls were not Nagle's:
-docs/transport.md, "Small sends and the 40 ms question".)"""
+docs/runtime.md, "Small sends that take
+20-40 ms".)"""
 
 import socket
 
