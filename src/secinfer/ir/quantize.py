@@ -621,7 +621,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             if not measured or pool is not None or top <= headroom * lim or \
                     (it >= 8 and top < lim):
                 break
-            s_acc *= max(top / (headroom * lim), 1.0 + 1.0 / lim)   # W_int ~ 1 / s_acc
+            s_acc *= max(top / (headroom * lim), 1.01)   # W_int ~ 1 / s_acc
             raised[r] = round(s_acc / s0, 4)
         nnz_float.append([int(m.nnz) if isinstance(m, ConvMap) else int(np.count_nonzero(m.data))
                           for m in mats])
