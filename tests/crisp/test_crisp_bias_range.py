@@ -11,9 +11,7 @@ import os
 import sys
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from secinfer.api import prepare
 from secinfer.arith.fixed import FX32, FX64
@@ -21,21 +19,10 @@ from secinfer.errors import FixedPointRangeError
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
 from secinfer.ir.validate import check_run, overflow_nodes, range_report
+from model_helpers import gemm_model
 
 sys.path.insert(0, os.path.dirname(__file__))
 from crisp_helpers import run_crisp  # noqa: E402
-
-
-def _gemm_model(path, w: float, b: float) -> str:
-    """y = x @ [[w]] + [b], one feature in, one out."""
-    g = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "B"], ["y"], name="big_bias")], "bias",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        [numpy_helper.from_array(np.array([[w]], np.float32), "W"),
-         numpy_helper.from_array(np.array([b], np.float32), "B")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
-    return str(path)
 
 
 def _band(cfg):
@@ -63,7 +50,7 @@ def test_crisp_would_differ_from_the_reference_in_the_band(tmp_path, cfg):
     another answer (a silent wrong answer), malicious crisp aborts its MAC check and names
     the honest client as the cheat (the gate's u is mu (z mod 2^n), Lin's MAC mu z)."""
     b, x = _band(cfg)
-    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, b)).with_batch(1)
+    g = load_model(gemm_model(tmp_path / "m.onnx", 1.0, b)).with_batch(1)
     ref = run_fixed(g, x, cfg, overflow="raise")      # the reference computes it exactly
     assert cfg.decode(ref)[0, 0] == b + 1.0
     assert _semi_honest_differs(g, x, cfg)
@@ -80,7 +67,7 @@ def test_crisp_is_exact_on_the_whole_signed_range_of_the_gate(tmp_path, cfg):
     """acc + b 2^f = -2^(n-1) (the gate's lowest signed input) is still exact, one step
     below it is not: the range the check enforces is [-2^(n-1), 2^(n-1))."""
     lim = cfg.product_max_abs
-    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, -(lim - 1.0))).with_batch(1)
+    g = load_model(gemm_model(tmp_path / "m.onnx", 1.0, -(lim - 1.0))).with_batch(1)
     x = np.array([[-1.0]])
     assert overflow_nodes(g, x, cfg, bias_in_sum=True) == []
     res = run_crisp(g, x, "malicious", cfg=cfg)
@@ -92,7 +79,7 @@ def test_crisp_is_exact_on_the_whole_signed_range_of_the_gate(tmp_path, cfg):
 
 def test_pre_launch_check_refuses_the_band_for_crisp_only(tmp_path):
     b, x = _band(FX64)       # crisp's default configuration, fx64f13
-    path = _gemm_model(tmp_path / "m.onnx", 1.0, b)
+    path = gemm_model(tmp_path / "m.onnx", 1.0, b)
     with pytest.raises(FixedPointRangeError) as ei:
         prepare(path, x, protocol="crisp")
     msg = str(ei.value)
@@ -112,13 +99,13 @@ def test_exact_check_counts_the_bias_at_the_boundary(tmp_path, cfg):
     lim = cfg.product_max_abs
     step = cfg.resolution
     c = 1.0 if cfg.ring_bits == 32 else 2.0 ** 14      # lim - c is exact in the model's float32
-    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, lim - c)).with_batch(1)
+    g = load_model(gemm_model(tmp_path / "m.onnx", 1.0, lim - c)).with_batch(1)
     assert overflow_nodes(g, np.array([[c - step]]), cfg, bias_in_sum=True) == []
     over = overflow_nodes(g, np.array([[c]]), cfg, bias_in_sum=True)
     assert [(o["node"], o["what"]) for o in over] == [("big_bias", "product with bias")]
     assert over[0]["bound"] == lim and over[0]["limit"] == lim
     assert overflow_nodes(g, np.array([[c]]), cfg) == []       # without the flag: unchanged
-    gn = load_model(_gemm_model(tmp_path / "n.onnx", 1.0, -(lim - c))).with_batch(1)
+    gn = load_model(gemm_model(tmp_path / "n.onnx", 1.0, -(lim - c))).with_batch(1)
     assert overflow_nodes(gn, np.array([[-c]]), cfg, bias_in_sum=True) == []
     assert overflow_nodes(gn, np.array([[-c - step]]), cfg, bias_in_sum=True) != []
     with pytest.raises(FixedPointRangeError, match="bias"):
@@ -128,7 +115,7 @@ def test_exact_check_counts_the_bias_at_the_boundary(tmp_path, cfg):
 
 def test_range_report_names_the_bias_risk_when_asked(tmp_path):
     b, x = _band(FX64)
-    g = load_model(_gemm_model(tmp_path / "m.onnx", 1.0, b)).with_batch(1)
+    g = load_model(gemm_model(tmp_path / "m.onnx", 1.0, b)).with_batch(1)
     assert range_report(g, FX64, x=x)["risks"] == []
     risks = range_report(g, FX64, x=x, bias_in_sum=True)["risks"]
     assert [r["node"] for r in risks] == ["big_bias"]
@@ -147,7 +134,7 @@ def test_cli_run_refuses_before_launch_and_inspect_says_no_for_crisp(tmp_path, m
         raise AssertionError("a party process was started")
     monkeypatch.setattr(launcher, "run_local", boom)
     b, x = _band(FX64)
-    path = _gemm_model(tmp_path / "m.onnx", 1.0, b)
+    path = gemm_model(tmp_path / "m.onnx", 1.0, b)
     np.save(tmp_path / "x.npy", x)
     assert main(["run", "-p", "crisp", "-m", path, "--input", str(tmp_path / "x.npy")]) == 2
     err = capsys.readouterr().err

@@ -16,6 +16,7 @@ from secinfer.ir import bundled
 from secinfer.ir.onnx_import import load_model
 from secinfer.protocols import registry
 from secinfer.runtime.cluster import write_loopback_cluster
+from model_helpers import gemm_model
 
 LINREG = "diabetes-linreg"
 
@@ -113,26 +114,12 @@ def test_override_warns_and_runs(tmp_path):
     assert np.load(tmp_path / "y.npy").shape == (2, 1)
 
 
-def _gemm_model(path, w: float, b: float) -> str:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    g = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "B"], ["y"], name="big_bias")], "bias",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1])],
-        [numpy_helper.from_array(np.array([[w]], np.float32), "W"),
-         numpy_helper.from_array(np.array([b], np.float32), "B")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
-    return str(path)
-
-
 def test_crisp_bias_band_is_refused_in_party_mode(tmp_path):
     """crisp truncates acc + b 2^f (ProtocolSpec.bias_in_sum): a query whose acc fits but
     acc + b does not is refused by the client, and the server and dealer end at once (the
     malicious client check would otherwise abort blaming the honest client)."""
     cfg = get_config(registry.get("crisp").default_fixed)
-    model = _gemm_model(tmp_path / "bias.onnx", 1.0, float(cfg.product_max_abs))   # acc = 1, acc + b: out
+    model = gemm_model(tmp_path / "bias.onnx", 1.0, float(cfg.product_max_abs))   # acc = 1, acc + b: out
     res = _parties(tmp_path, "crisp", model, np.array([[1.0]]), timeout=60)
     assert res["client"]["rc"] == 2 and res["client"]["rec"]["error"]["type"] == "FixedPointRangeError"
     for role in ("server", "dealer"):

@@ -51,15 +51,21 @@ def run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[in
             pass
         code = 1
     finally:
-        try:
-            import atexit
+        exit_child(code)
 
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001
+
+def exit_child(code: int) -> None:
+    """End a forked child (a party or the run process): its exit handlers and streams, then
+    ``os._exit`` (never the server's own clean-up, which the fork copied)."""
+    try:
+        import atexit
+
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
             pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
+    os._exit(code)

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 
-from secinfer.runtime.fork_child import run_child
+from secinfer.runtime.fork_child import exit_child, run_child
 
 _MAX_LINE = 1 << 20
 
@@ -560,18 +560,7 @@ def _child(req: dict, close_fds: list[int]) -> None:
             pass
         code = 2
     finally:
-        try:
-            import atexit
-
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001
-            pass
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
+        exit_child(code)
 
 
 def _unbuffered_stdio() -> None:
