@@ -8,7 +8,7 @@ import pytest
 from secinfer.errors import ConfigError, UnsupportedOpError
 from secinfer.ir import quantize as Q
 from secinfer.ir.float_exec import run_float, run_float_all
-from tests.safhire.qhelpers import digits, quantized, tiny_resnet
+from tests.safhire.qhelpers import digits, gap_resnet, quantized, tiny_resnet
 
 # held-out accuracy floor per precision (float: digits-cnn 98.2 %, digits-mlp 97.8 %)
 FLOOR = {8: 0.80, 12: 0.96, 16: 0.97}
@@ -150,3 +150,55 @@ def test_colored_probing_gives_the_same_integer_model_as_probing_every_column(mo
         assert a.eta == b.eta and np.array_equal(a.bias, b.bias)
         for wa, wb in zip(a.weights, b.weights):
             assert (wa != wb).nnz == 0
+
+
+def _unwrapped_accumulators(qm, x):
+    """Written out: each calibration input through the oracle's rounds, keeping every
+    round's accumulator before the wrap mod 2^b (the client steps read the wrapped ones)."""
+    out = []
+    for v0 in qm.quantize_input(x):
+        vs, accs = [v0.astype(np.int64)], []
+        for r, rd in enumerate(qm.rounds):
+            acc = rd.bias.astype(np.int64) + sum(w @ vs[s] for s, w in zip(rd.sources, rd.weights))
+            accs.append(acc)
+            y = Q.wrap(acc, qm.b)
+            vs.append(Q.client_step(rd.layout(y), rd.relu, rd.k, rd.eta, rd.lo, rd.hi))
+        out.append(accs)
+    return out
+
+
+def test_scales_fitted_on_the_quantized_prefix_leave_no_calibration_input_wrapped():
+    """Issue 18: a round's s_acc fitted to the float model's activations lets the quantized
+    model's drifted accumulators wrap on a calibration input (a silent wrong answer); fitted
+    on the quantized prefix's own accumulators, none wraps, and the report says both."""
+    from secinfer.ir.quantize_store import load_quantized, save_quantized
+    from secinfer.protocols.safhire.report import acc_use_lines
+    import io
+
+    g = Q.batch_free(gap_resnet(16))
+    cal = Q.calibration_inputs(g, None, 32)
+    old = Q.quantize(g, 8, cal, headroom=0.95, measured=False)
+    new = Q.quantize(g, 8, cal, headroom=0.95)
+    lim = 1 << 7
+    for qm in (old, new):
+        accs = _unwrapped_accumulators(qm, cal)
+        use = [max(float(np.max(np.abs(a[r]))) for a in accs) / lim for r in range(len(qm.rounds))]
+        wrapped = [sum(int(np.sum(np.abs(a[r] + 0.5) > lim)) for a in accs) for r in range(len(qm.rounds))]
+        inputs = sum(any(np.any(Q.wrap(x, 8) != x) for x in a) for a in accs)
+        assert qm.calib["max_acc_use"] == pytest.approx(use, abs=1e-4)
+        assert qm.calib["wrapped_accumulators"] == sum(wrapped)
+        assert qm.calib["wrapped_inputs"] == inputs
+    assert old.calib["wrapped_accumulators"] > 0 and max(old.calib["max_acc_use"]) > 1
+    assert new.calib["wrapped_accumulators"] == 0 and max(new.calib["max_acc_use"]) <= 0.95
+    assert new.calib["raised_scales"] and new.calib["scale_from"] == "quantized"
+    # a wrapped input's logits differ from its unwrapped ones: the wrong answer the report flags
+    bad = [a for a in _unwrapped_accumulators(old, cal) if np.any(Q.wrap(a[-1], 8) != a[-1])
+           or any(np.any(Q.wrap(x, 8) != x) for x in a)]
+    assert bad
+    assert any("WARNING" in ln and "wrapped" in ln for ln in acc_use_lines(old))
+    assert not any("WARNING" in ln for ln in acc_use_lines(new))
+    assert "max 0." in acc_use_lines(new)[0]
+    buf = io.BytesIO()                            # the facts survive the qcache
+    save_quantized(new, buf)
+    buf.seek(0)
+    assert load_quantized(buf).calib["max_acc_use"] == new.calib["max_acc_use"]

@@ -270,11 +270,17 @@ def _degeneracy_fields(qm) -> dict:
     return {"quantized_degenerate": d["degenerate"], "quantized_zero_blocks": d.get("zero_blocks"),
             "quantized_zero_weight_frac": d.get("zero_weight_frac"),
             "quantized_distinct_outputs": d.get("distinct_outputs"),
+            "quantized_max_acc_use": qm.calib.get("max_acc_use"),
+            "quantized_wrapped_accumulators": qm.calib.get("wrapped_accumulators"),
+            "quantized_wrapped_inputs": qm.calib.get("wrapped_inputs"),
             "quantized_warnings": degeneracy_warnings(qm)}
 
 
 def _warn(r: dict) -> str:
-    w = r.get("quantized_warnings")
+    w = list(r.get("quantized_warnings") or [])
+    if r.get("quantized_wrapped_accumulators"):       # a calibration input overflowed [issue 18]
+        w.append(f"{r['quantized_wrapped_accumulators']} accumulators wrapped on "
+                 f"{r.get('quantized_wrapped_inputs')} calibration inputs")
     return ("; WARNING: " + "; ".join(w)) if w else ""
 
 

@@ -15,8 +15,10 @@ a ReLU), weights are integers of at most ``weight_bits`` bits, and every accumul
 mod 2^b, and so does the client after decryption, so the encrypted run equals the oracle
 exactly even where an input drives an accumulator out of range. The quantizer calibrates
 on data (bundled split, or random inputs) so that the calibrated accumulators use at most
-``HEADROOM`` of the range: per round, the accumulator scale s_acc is the larger of
-max|y| / (HEADROOM 2^(b-1)) and the scale that keeps every weight within weight_bits;
+``HEADROOM`` of the range: per round, the accumulator scale s_acc starts as the larger of
+max|y| / (HEADROOM 2^(b-1)) (float activations y) and the scale that keeps every weight
+within weight_bits, and is raised until the integer accumulators of the calibration inputs,
+run through the already-quantized rounds, stay within HEADROOM too (issue 18);
 weights are W_int = round(M s_in / s_acc) for the composed linear map M of each source,
 biases round(bias / s_acc), and the next activation scale is eta s_acc with the integer
 eta = round(s_v / s_acc) >= 1 for the calibrated activation scale s_v.
@@ -523,10 +525,17 @@ def batch_free(graph: Graph) -> Graph:
 
 def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = None,
              weight_bits: int | None = None, headroom: float = HEADROOM,
-             residual_rounds: bool = False) -> QuantizedModel:
+             residual_rounds: bool = False, measured: bool = True) -> QuantizedModel:
     """Post-training quantization of ``graph`` for accumulator precision ``b`` [SAFHIRE
     Sec. 3], calibrated on ``calib`` (batch-first float inputs). ``residual_rounds``: each
-    residual branch gets a round of its own (``pool_rounds.residual_cuts``)."""
+    residual branch gets a round of its own (``pool_rounds.residual_cuts``).
+
+    Round by round, the calibration inputs run through the already-quantized prefix, and
+    each round's s_acc is raised until its integer accumulators on those inputs use at most
+    ``headroom`` of the b-bit range (issue 18: a scale fitted to the float model's
+    activations alone let the quantized model's drifted ones wrap the accumulator).
+    ``measured=False`` keeps the float-activation scale alone (the earlier choice, for
+    comparison); the calibration report (``qm.calib``) counts the wraps either way."""
     graph = batch_free(graph)
     if b not in ACCUMULATOR_BITS:
         raise ConfigError(f"accumulator precision b must be one of {ACCUMULATOR_BITS}, got {b!r}")
@@ -574,7 +583,15 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     vmax = {0: max(abs(in_lo), in_hi)}
     bounds = {0: (in_lo, in_hi)}
     qrounds: list[QRound] = []
-    n_over = 0
+    qm = QuantizedModel(b, a, wb, shapes[0], in_scale, in_lo, in_hi, qrounds,
+                        rounds_s[-1].softmax is not None,
+                        tuple(env[graph.output_names[0]].shape[1:]), in_zero=in_zero)
+    # the calibration inputs through the quantized prefix, samples as columns (E_c, S)
+    vq = {0: qm.quantize_input(calib).T.copy()}
+    last_use = {c: max(r for r, rd in enumerate(rounds_s) if c in rd.sources)
+                for c in range(len(rounds_s))}
+    n_over, use, raised = 0, np.zeros(len(rounds_s)), {}
+    bad_in = np.zeros(calib.shape[0], dtype=bool)
     nnz_float: list[list[int]] = []
     for r, rd in enumerate(rounds_s):
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
@@ -594,19 +611,26 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             fit = ((1 << (b - 1)) - 1) // (k * vmax[rd.sources[0]])
             w_int = min((1 << (wb - 1)) - 1, max(1, min(fit, int(math.floor(pool / s_acc)))))
             s_acc = pool / w_int
-        wints = []
-        for m, c in zip(mats, rd.sources):
-            if isinstance(m, ConvMap):                   # W_int = round(K s_in / s_acc)
-                wints.append(m.scaled(float(np.asarray(scales[c]).reshape(-1)[0]) / s_acc).rounded())
-                continue
-            q = sp.csr_matrix(m.multiply(_row(scales[c]) / s_acc))
-            q.data = np.rint(q.data)
-            q = q.astype(np.int64)
-            q.eliminate_zeros()
-            wints.append(q)
+        lim, s0 = 1 << (b - 1), s_acc
+        for it in range(40):
+            # the quantized prefix's own activations on the calibration inputs [issue 18]
+            wints = [_int_weights(m, scales[c], s_acc) for m, c in zip(mats, rd.sources)]
+            bint = np.rint(bias / s_acc).astype(np.int64)
+            acc = bint.reshape(-1, 1) + sum(w @ vq[c] for w, c in zip(wints, rd.sources))
+            top = float(np.max(np.abs(acc), initial=0))
+            if not measured or pool is not None or top <= headroom * lim or \
+                    (it >= 8 and top < lim):
+                break
+            s_acc *= max(top / (headroom * lim), 1.01)   # W_int ~ 1 / s_acc
+            raised[r] = round(s_acc / s0, 4)
         nnz_float.append([int(m.nnz) if isinstance(m, ConvMap) else int(np.count_nonzero(m.data))
                           for m in mats])
-        bint = np.rint(bias / s_acc).astype(np.int64)
+        yw = wrap(acc, b)
+        use[r] = top / lim
+        n_over += int(np.sum(yw != acc))
+        bad_in |= np.any(yw != acc, axis=0)
+        for c in [c for c in vq if last_use.get(c, -1) <= r]:
+            del vq[c]
         worst = worst_bound(wints, rd.sources, bint, bounds)
         qr = QRound(rd.sources, wints, bint, tuple(env[rd.out].shape[1:]), s_acc, worst=worst)
         if r < len(rounds_s) - 1:
@@ -621,39 +645,28 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             scales[r + 1] = qr.eta * s_acc
             vmax[r + 1] = max(abs(qr.lo), qr.hi)
             bounds[r + 1] = (qr.lo, qr.hi)
+            vq[r + 1] = client_step(qr.layout(yw), qr.relu, qr.k, qr.eta, qr.lo, qr.hi)
         qrounds.append(qr)
-    qm = QuantizedModel(b, a, wb, shapes[0], in_scale, in_lo, in_hi, qrounds,
-                        rounds_s[-1].softmax is not None,
-                        tuple(env[graph.output_names[0]].shape[1:]), in_zero=in_zero)
-    # calibration report: accumulator use and overflow (wraps) on the calibration data
-    xs = qm.quantize_input(calib)
-    use = np.zeros(len(qrounds))
-    finals = set()
-    for s0 in range(0, len(xs), 16):                 # columns of 16 samples at a time
-        tr: list = []
-        _trace_exact(qm, xs[s0:s0 + 16].T, tr)
-        for r, (yw, ye) in enumerate(tr):
-            use[r] = max(use[r], float(np.max(np.abs(ye))) / (1 << (qm.b - 1)))
-            n_over += int(np.sum(yw != ye))
-        finals |= {np.ascontiguousarray(col).tobytes() for col in tr[-1][0].T}
-    qm.calib = {"samples": int(calib.shape[0]), "max_acc_use": [round(u, 4) for u in use],
-                "wrapped_accumulators": n_over, "headroom": headroom,
+    # calibration report: per round the largest |accumulator| over the calibration inputs
+    # as a share of 2^(b-1) (> 1: wrapped), the wraps, and the inputs that saw one
+    finals = {np.ascontiguousarray(col).tobytes() for col in yw.T}
+    qm.calib = {"samples": int(calib.shape[0]), "max_acc_use": [round(float(u), 4) for u in use],
+                "wrapped_accumulators": n_over, "wrapped_inputs": int(np.sum(bad_in)),
+                "headroom": headroom, "scale_from": "quantized" if measured else "float",
+                "raised_scales": {str(k): v for k, v in raised.items()},
                 **zero_weight_report(qm, nnz_float), "distinct_outputs": len(finals)}
     return qm
 
 
-def _trace_exact(qm: QuantizedModel, v0, out: list) -> None:
-    """(wrapped, unwrapped) accumulator per round, for the calibration report; v0 one
-    sample (E,) or samples as columns (E, S)."""
-    vs = [np.asarray(v0, dtype=np.int64)]
-    for r, rd in enumerate(qm.rounds):
-        acc = rd.bias.astype(np.int64).reshape((-1,) + (1,) * (vs[0].ndim - 1)).copy()
-        for s, w in zip(rd.sources, rd.weights):
-            acc = acc + w @ vs[s]
-        yw = wrap(acc, qm.b)
-        out.append((yw, acc))
-        if r < len(qm.rounds) - 1:
-            vs.append(client_step(rd.layout(yw), rd.relu, rd.k, rd.eta, rd.lo, rd.hi))
+def _int_weights(m, scale, s_acc: float):
+    """W_int = round(M s_in / s_acc) for one source's map (ConvMap or sparse matrix)."""
+    if isinstance(m, ConvMap):
+        return m.scaled(float(np.asarray(scale).reshape(-1)[0]) / s_acc).rounded()
+    q = sp.csr_matrix(m.multiply(_row(scale) / s_acc))
+    q.data = np.rint(q.data)
+    q = q.astype(np.int64)
+    q.eliminate_zeros()
+    return q
 
 
 def accuracy_report(graph: Graph, qm: QuantizedModel, x: np.ndarray, labels: np.ndarray | None = None,

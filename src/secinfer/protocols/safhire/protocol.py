@@ -179,8 +179,9 @@ def _qcache_file(graph, cfg: dict, options: dict):
     calib = options.get("calib")
     if calib:
         h.update(Path(str(calib)).read_bytes())
-    # q=3: structured maps (ConvMap), signed worst bound; q=4: pooling rounds (issue 18)
-    h.update(f"b={cfg['b']};q=4".encode())
+    # q=3: structured maps (ConvMap), signed worst bound; q=4: pooling rounds (issue 18);
+    # q=5: scales calibrated on the quantized model's own accumulators (issue 18)
+    h.update(f"b={cfg['b']};q=5".encode())
     if cfg.get("residual_rounds"):
         h.update(b";residual_rounds")
     return Path(str(d)) / f"safhire-q-{h.hexdigest()[:24]}.npz"

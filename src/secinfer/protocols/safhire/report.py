@@ -73,7 +73,7 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
             agree = f"{acc}argmax agrees with float on {rep['agreement']:.1%} of {rep['samples']} inputs"
         lines.append(f"  b={b:<2} act {qm.act_bits} bits, weights <= {qm.weight_bits} bits: {agree}; "
                      f"{len(qm.rounds)} rounds, eta {[rd.eta for rd in qm.rounds[:-1]]}")
-        lines += _zero_weight_lines(qm)
+        lines += _zero_weight_lines(qm) + acc_use_lines(qm)
     # rounds, noise and DP at b = 12 with the default (secure) ring
     cfg = _config(PartyJob("server", "semi-honest", None, None, options=dict(options, b=12)))
     qm = models[12]
@@ -96,6 +96,24 @@ def inspect_lines(graph, options: dict | None = None) -> list[str]:
         lines.append(f"  round {r}: sources {rd.sources}, {rd.m} outputs, window {rd.k}, "
                      f"{'ReLU, ' if rd.relu else ''}eta {rd.eta}; {dps}")
     return lines
+
+
+def acc_use_lines(qm) -> list[str]:
+    """The largest accumulator per round over the calibration inputs, as a share of the
+    b-bit range, and any wrap: a calibration input that overflows is never silent [issue
+    18]. Inputs unlike the calibration data can still wrap unseen (docs/protocols/safhire.md)."""
+    c = qm.calib
+    if "max_acc_use" not in c:
+        return []
+    use = [float(u) for u in c["max_acc_use"]]
+    worst = max(range(len(use)), key=lambda r: use[r]) if use else 0
+    out = [f"       accumulator use on {c.get('samples', '?')} calibration inputs (share of 2^{qm.b - 1}, "
+           f"scale from {c.get('scale_from', 'float')} activations): max {max(use, default=0.0):.3f} "
+           f"(round {worst}); per round {[round(u, 3) for u in use]}"]
+    if c.get("wrapped_accumulators"):
+        out.append(f"       WARNING: {c['wrapped_accumulators']} accumulators wrapped mod 2^{qm.b} on "
+                   f"{c.get('wrapped_inputs', '?')} calibration inputs: their outputs are wrong")
+    return out
 
 
 def _zero_weight_lines(qm) -> list[str]:
