@@ -94,6 +94,8 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 y = out.value
             else:
                 y = eng.reveal_to(CLIENT, out)
+            if guard is not None:
+                _guarded_end(ep, me)
             cpu = time.thread_time() - cpu0
             online_bus = link.meter.total - bus0 - (ops.triple_bus - tbus0)
             online_tx = link.meter.transactions - tx0
@@ -119,6 +121,22 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise FixedPointRangeError(f"{detail} (reported by {e.suspect})") from None
     finally:
         link.close()
+
+
+def _guarded_end(ep, me: int) -> None:
+    """A guarded session ends together: p1 (the output party) tells p0 and p2 it has its
+    output, so a guard trip in p1's or p2's LTEE reaches p0 (whose LTEE runs no check, and
+    whose part may be over by then) as the typed abort, not as a completed session."""
+    import numpy as np
+
+    from secinfer.net.channel import ArraySpec
+
+    if me == CLIENT:
+        for p in range(3):
+            if p != me:
+                ep.send(NAMES[p], "online/guard-done", np.ones(1, dtype=np.uint8))
+    else:
+        ep.recv(NAMES[CLIENT], "online/guard-done", ArraySpec(np.uint8, (1,)))
 
 
 def exchange_range_guard(ep, me: int, graph, job: PartyJob) -> dict:
