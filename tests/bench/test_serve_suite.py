@@ -23,7 +23,9 @@ def test_serve_suite_small_plan_rows_faults_soak_and_plots(tmp_path):
     samples = res["raw"]["reference"]["soak"]["samples"]
     assert len(samples) >= 2 and all(s["rss_kb"]["server"] > 0 for s in samples)
     last = samples[-1]["live"]["server"]
-    assert last["seen_nonces"] >= 20 and last["jobs"] <= last["sessions"], last
+    # a session whose client already has its answer may still be closing in its thread (its
+    # table entry gone, its job and endpoint not yet released): bounded by the live threads
+    assert last["seen_nonces"] >= 20 and last["jobs"] <= last["sessions"] + last["session_threads"], last
     assert res["raw"]["reference"]["exit_codes"] == {"server": 0}
     files = write_plots(res, str(tmp_path))
     assert len(files) == 3     # latency, throughput, RSS over the soak

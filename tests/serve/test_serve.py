@@ -293,8 +293,11 @@ def test_stamp_served_and_sigterm_leaves_no_device_process(servers):
     while not all(s.status(pid)["running"] for pid in s.ids):
         assert time.monotonic() < deadline and slow.poll() is None
         time.sleep(0.05)
-    time.sleep(0.5)
-    kids = [k for pid in s.ids for k in _children(s.procs[pid].pid)]
+    kids: list[int] = []
+    deadline = time.monotonic() + 15      # (a session spawns its device once its mesh is up: slow under load)
+    while not kids and time.monotonic() < deadline and slow.poll() is None:
+        time.sleep(0.1)
+        kids = [k for pid in s.ids for k in _children(s.procs[pid].pid)]
     assert kids, "every running stamp session has its device process"
     codes = s.terminate(timeout=40)
     # the session is aborted at shutdown (exit 1); a server whose peer aborted first may see
