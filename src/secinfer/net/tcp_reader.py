@@ -123,22 +123,7 @@ class StreamReader:
             pt = np.empty(n, np.uint8) if n > SMALL else bytearray(n)
             if not self._open(peer, c, hdr, body, pt):
                 return
-            stats = self.stats
-            stats["frames_recv"] += 1
-            stats["bytes_recv"] += n
-            if n > self.max_frame:
-                item: object = MessageTooLargeError(
-                    f"{self.me} <- {peer}: frame of {n} bytes exceeds the cap of {self.max_frame} bytes")
-            elif self._queued[peer] + n > self.max_inbox:
-                self._cut(peer, InboxFullError(
-                    f"{self.me} <- {peer}: {peer} sent more than the inbox limit of {self.max_inbox} bytes "
-                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
-                return
-            else:
-                item = pt
-                self._queued[peer] += n
-            now = time.monotonic()
-            self._inbox[peer].append((self._release_at(peer, now, stamp) if self._latency[peer] else now, item, stamp))
+            self._deliver(peer, n, n > self.max_frame, pt, stamp)
             return
         base = kind & ~MORE
         if base == K_DATA and frame is not None:    # a sized frame: decrypted where it belongs
@@ -189,10 +174,17 @@ class StreamReader:
                 return
         size, parts, oversized = c.size, c.parts, c.oversized
         c.size, c.parts, c.oversized = 0, [], False
-        self.stats["frames_recv"] += 1
-        self.stats["bytes_recv"] += size
-        if oversized:
-            item: object = MessageTooLargeError(
+        self._deliver(peer, size, oversized,
+                      None if oversized else parts[0] if len(parts) == 1 else bytearray().join(parts), stamp)
+
+    def _deliver(self, peer: str, size: int, too_large: bool, item, stamp) -> None:
+        """A whole frame received: counted, then queued for the protocol (or, too large, its
+        typed error in its place; past the inbox limit, the peer is cut off)."""
+        stats = self.stats
+        stats["frames_recv"] += 1
+        stats["bytes_recv"] += size
+        if too_large:
+            item = MessageTooLargeError(
                 f"{self.me} <- {peer}: frame of {size} bytes exceeds the cap of {self.max_frame} bytes")
         elif self._queued[peer] + size > self.max_inbox:
             self._cut(peer, InboxFullError(
@@ -200,6 +192,6 @@ class StreamReader:
                 f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues that much)"))
             return
         else:
-            item = parts[0] if len(parts) == 1 else bytearray().join(parts)
             self._queued[peer] += size
-        self._inbox[peer].append((self._release_at(peer, time.monotonic(), stamp), item, stamp))
+        now = time.monotonic()
+        self._inbox[peer].append((self._release_at(peer, now, stamp) if self._latency[peer] else now, item, stamp))

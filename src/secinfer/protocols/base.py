@@ -155,6 +155,14 @@ def by_role(protocol: str, entries: dict[str, Callable[[Any, PartyJob], PartyRes
     return run_party
 
 
+def refuse_unpreparable(protocol: str, refusal: Callable[[str, dict], str], job) -> None:
+    """A protocol's own guard at the top of ``prepare``: ``refusal(security, options)`` (its
+    ``ProtocolSpec.prep_refusal``) says why this job's session cannot be made ahead."""
+    why = refusal(job.security, job.options)
+    if why:
+        raise ProtocolError(f"{protocol} cannot prepare ahead: {why}")
+
+
 def prep_rows(options: dict) -> int:
     """The batch size (rows) a prepared item is made for: ``options["prep_rows"]``, 1..65536."""
     r = options.get("prep_rows", 1)

@@ -29,7 +29,7 @@ from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine
-from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows, refuse_unpreparable
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest, digest_bytes
@@ -363,9 +363,7 @@ def prep_refusal(security: str, options: dict) -> str:
 
 def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
     """The offline phase of one future session among P0, P1, P2 and M (no client)."""
-    why = prep_refusal(job.security, job.options)
-    if why:
-        raise ProtocolError(f"astra cannot prepare ahead: {why}")
+    refuse_unpreparable("astra", prep_refusal, job)
     if role not in SERVERS + (M,):
         raise ProtocolError(f"astra prepares on the servers and the model owner, not {role!r}")
     rows = prep_rows(job.options)

@@ -33,7 +33,7 @@ from secinfer.errors import ConfigError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.crypto.preprocessing import ArrayItem
 from secinfer.errors import PreprocessingReuseError
-from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows
+from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows, refuse_unpreparable
 from secinfer.protocols.crisp import lifted, linops, nonlinear
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
@@ -346,9 +346,7 @@ def prep_refusal(security: str, options: dict) -> str:
 
 def prepare(role: str, ep, job: PartyJob) -> CrispPrep:
     """The dealer's output for one future session, made by the server and the dealer."""
-    why = prep_refusal(job.security, job.options)
-    if why:
-        raise ProtocolError(f"crisp cannot prepare ahead: {why}")
+    refuse_unpreparable("crisp", prep_refusal, job)
     prm, rows = _params(job), prep_rows(job.options)
     if role == SERVER:
         g = Ring(prm.k)
