@@ -98,3 +98,18 @@ def test_go_memory_limit_round_trip():
         assert again["heap_live_bytes"] > 0 and again["go_sys_bytes"] >= again["heap_live_bytes"]
     finally:
         hb.go_memory(first["previous_limit"] if first["previous_limit"] > 0 else (1 << 63) - 1, -1)
+
+
+def test_whole_network_run_is_chosen_only_when_its_memory_fits(monkeypatch):
+    from secinfer.bench import ckks_baseline as cb
+
+    est = cb.network_memory_estimate()
+    # bootstrapping keys (from the plan) + one DFT matrix + 48 rotation keys + 64 diagonals + 1 GB
+    assert est["boot_key_bytes"] == est["plan"]["key_bytes_estimate"]
+    assert est["rotation_key_bytes"] == 2 * 1 * 18 * 2**16 * 8        # one digit: 9 Q + 9 P limbs
+    assert est["total_bytes"] < cb.MAX_RUN_RSS
+    monkeypatch.setattr(cb, "_mem_available_bytes", lambda: 4_000_000_000)
+    fit = cb.whole_network_fits()
+    assert not fit["fits"] and "available 4.0 GB" in fit["why"]
+    monkeypatch.setattr(cb, "_mem_available_bytes", lambda: 20_000_000_000)
+    assert cb.whole_network_fits()["fits"]
