@@ -24,7 +24,7 @@ from secinfer.errors import ProtocolError
 from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.executor import LINEAR
+from secinfer.protocols.rep3.executor import LINEAR, run_graph
 from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
@@ -79,6 +79,7 @@ class StampBackend:
         self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
         self._stacked: dict[str, object] = {}    # semi-honest: weight -> its stacked operand (``precompute``)
         self.guard: dict | None = None           # the range guard's plan (``set_range_guard``)
+        self._dry: dict | None = None            # tensor shapes while ``prefetch`` runs the graph dry
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -95,6 +96,28 @@ class StampBackend:
             sw = stack_weight(node.op, node.attrs, self.ring, env[name])
             if sw is not None:
                 self._stacked[name] = sw
+
+    def prefetch(self, graph: Graph, env: dict) -> int:
+        """Semi-honest, before the online phase: every device operation's seed requests --
+        the masks a non-evaluator adds to what it sends, the output zero-shares, the output
+        step's masks -- fetched from the LTEE ahead of time and the masks expanded
+        (``StampOps.plan``/``prefetch``, ``ltee_device.cmd_prefetch``). They depend on the
+        model, the batch size and the public schedule only, so a dry run of the graph on
+        zeros (no message, no device call, no product computed) lists them. The online phase
+        then calls the device only to evaluate. Returns the requests served."""
+        if self.eng.malicious:
+            return 0
+        denv = dict(env)
+        for info in graph.inputs:
+            z = np.zeros(tuple(int(d) for d in info.shape), dtype=np.uint64)
+            denv[info.name] = Pair(z, z)
+        rot, counts = self._rot, dict(self.counts)
+        self._dry = graph.shapes
+        try:
+            self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))
+        finally:
+            self._dry, self._rot, self.counts = None, rot, counts
+        return self.ops.prefetch()
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -342,6 +365,8 @@ class StampBackend:
         sw = self._stacked.get(node.inputs[1]) if len(node.inputs) > 1 else None
         if node.name in self._pre:
             z3 = None
+        elif self._dry is not None:               # dry run (``prefetch``): the shape is enough
+            z3 = np.zeros(tuple(int(d) for d in self._dry[node.outputs[0]]), dtype=np.uint64)
         elif sw is not None and sw.source is w:   # the weight's part prepared offline
             z3 = stacked_product(self.ring, sw, x)
         else:

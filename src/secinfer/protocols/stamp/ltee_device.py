@@ -142,6 +142,9 @@ class Device:
         self.op_n = 0
         self.op_base: dict = {}
         self.used: set = set()
+        # operations reserved ahead of time by ``cmd_prefetch``: op -> [n_op, first counter, used]
+        self.reserved: dict[int, list] = {}
+        self._prefetching = False
         self.cnt = _OpCount()
         self.aes_bytes = 0
         self.busy = 0.0
@@ -187,13 +190,25 @@ class Device:
             raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
         if not 0 <= sub < SLOTS or n_op % SLOTS or not 0 <= n_op <= 1 << 40:
             raise Refused("bad-request", "operation size or slot")
+        if self._prefetching:
+            return self._reserve(op, n_op, ctr, sub, purpose, stream)
         if op > self.op_last:
-            if ctr < self.ctr[stream]:
-                raise Refused("stale-counter", f"counter {ctr} is below the device's {self.ctr[stream]}")
+            for k in [k for k in self.reserved if k < op]:   # reserved and never run: consumed
+                self._advance(self.reserved.pop(k))
+            got = self.reserved.pop(op, None)
+            if got is not None:   # reserved ahead (``cmd_prefetch``): the same size and counter
+                if n_op != got[0] or ctr != got[1]:
+                    raise Refused("stale-counter", f"operation {op} differs from its reservation")
+                used = got[2]
+            else:
+                if ctr < self.ctr[stream]:
+                    raise Refused("stale-counter", f"counter {ctr} is below the device's {self.ctr[stream]}")
+                if self.reserved and ctr + n_op > min(r[1] for r in self.reserved.values()):
+                    raise Refused("stale-counter", f"operation {op} overlaps a reserved one")
+                used = set()
             self.op_base = {k: ctr for k in self.ctr}
-            for k in self.ctr:
-                self.ctr[k] = ctr + n_op   # every counter advances by n [STAMP 4.2]
-            self.op_last, self.op_n, self.used = op, n_op, set()
+            self._advance([n_op, ctr])   # every counter advances by n [STAMP 4.2]
+            self.op_last, self.op_n, self.used = op, n_op, used
         elif n_op != self.op_n:
             raise Refused("stale-counter", "operation size differs from its first request")
         if ctr != self.op_base[stream]:
@@ -202,6 +217,37 @@ class Device:
             raise Refused("stale-counter", f"{purpose} already served for operation {op} slot {sub}")
         self.used.add((purpose, sub))
         return self._slot(stream, sub)
+
+    def _reserve(self, op: int, n_op: int, ctr: int, sub: int, purpose: str, stream: tuple) -> int:
+        """``_begin`` for a seed request of a *future* operation (``cmd_prefetch``): the same
+        discipline, moved ahead. A reserved operation is newer than every operation begun or
+        reserved before it, its counter range [ctr, ctr + n_op) starts at or above the
+        device's counters and every reserved range (an operation begun later without a
+        reservation must fit below the reserved ranges, ``_begin``), and each kind of
+        request is served once per slot -- the marks carry over to the operation when it
+        runs, which must then name the same counter and size. Returns the first counter of
+        the request's slot on ``stream``."""
+        if op <= self.op_last:
+            raise Refused("stale-counter", f"operation {op} is not ahead of {self.op_last}")
+        got = self.reserved.get(op)
+        if got is None:
+            if self.reserved and op < max(self.reserved):
+                raise Refused("stale-counter", f"operation {op} is older than a reserved one")
+            floor = max([self.ctr[stream]] + [r[1] + r[0] for r in self.reserved.values()])
+            if ctr < floor:
+                raise Refused("stale-counter", f"counter {ctr} is below the device's {floor}")
+            got = self.reserved[op] = [n_op, ctr, set()]
+        elif n_op != got[0] or ctr != got[1]:
+            raise Refused("stale-counter", f"operation {op} differs from its reservation")
+        if (purpose, sub) in got[2]:
+            raise Refused("stale-counter", f"{purpose} already served for operation {op} slot {sub}")
+        got[2].add((purpose, sub))
+        return ctr + sub * (n_op // SLOTS)
+
+    def _advance(self, r: list) -> None:
+        """Counters past the range of operation ``r`` = [n_op, first counter, ...]."""
+        for k in self.ctr:
+            self.ctr[k] = max(self.ctr[k], r[1] + r[0])
 
     def _slot(self, stream: tuple, sub: int) -> int:
         return self.op_base[stream] + sub * (self.op_n // SLOTS)
@@ -690,8 +736,26 @@ class Device:
         codes = arrays[0]
         if codes.dtype != np.int64 or codes.ndim != 1 or len(arrays) != 1 + codes.size or codes.size > 3 * SLOTS:
             raise Refused("bad-request", "batch layout")
+        return self._serve_many(codes, arrays[1:])
+
+    def cmd_prefetch(self, arrays):
+        """Seed requests of *future* operations, served before they run (the offline phase:
+        they depend on no query). The layout of ``cmd_batch``; each request is served exactly
+        as alone (its policy checks) under ``_reserve``'s counter discipline: operations in
+        increasing order, each ahead of every operation begun, its counter range fixed now
+        and above the device's, each kind once per slot. At most ``PREFETCH_MAX`` requests."""
+        codes = arrays[0]
+        if codes.dtype != np.int64 or codes.ndim != 1 or len(arrays) != 1 + codes.size or codes.size > PREFETCH_MAX:
+            raise Refused("bad-request", "prefetch layout")
+        self._prefetching = True
+        try:
+            return self._serve_many(codes, arrays[1:])
+        finally:
+            self._prefetching = False
+
+    def _serve_many(self, codes: np.ndarray, metas: list) -> list:
         counts, out = [], []
-        for code, meta in zip(codes.tolist(), arrays[1:]):
+        for code, meta in zip(codes.tolist(), metas):
             if not 0 <= code < len(BATCHABLE):
                 raise Refused("bad-request", "command not batchable")
             res = getattr(self, "cmd_" + BATCHABLE[code])([meta])
@@ -715,6 +779,8 @@ class Device:
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
                           int(self.busy * 1e9)], dtype=np.int64)]
 
+
+PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 

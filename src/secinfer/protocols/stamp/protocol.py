@@ -77,12 +77,16 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 backend.prepare(graph, env)
             else:           # the weights' part of the local products, once (``rep3.stacked``)
                 backend.precompute(graph, env)
-        if early:
-            with ep.phase("offline"):
+            if early:
                 share_input(eng, graph, job, env, backend)
-        link.ready()   # the device's start-up work is done before the online phase
-        stats0 = link.refresh_stats().copy()
-        tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            if not malicious and job.options.get("stamp_prefetch", True):
+                # every seed request of the online phase served by the LTEE now, and the masks
+                # expanded: they depend on the model, batch and schedule only [docs: stamp.md]
+                backend.prefetch(graph, env)
+            link.ready()   # the device's start-up work is done before the online phase
+            stats0 = link.refresh_stats().copy()
+            tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            start_together(ep, me)
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
@@ -121,6 +125,25 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise FixedPointRangeError(f"{detail} (reported by {e.suspect})") from None
     finally:
         link.close()
+
+
+def start_together(ep, me: int) -> None:
+    """The last step of the offline phase: every party tells the two others it is ready and
+    waits for both, so the three enter the online phase within one message of each other.
+    The online latency is measured from the last party's entry (``runtime.launcher``); without
+    this, a party done with its offline work early (p1, the client, has none) ran part of its
+    online work -- its input sharing, its first masked sends -- before that instant, outside
+    the measured window."""
+    import numpy as np
+
+    from secinfer.net.channel import ArraySpec
+
+    for p in range(3):
+        if p != me:
+            ep.send(NAMES[p], "offline/ready", np.ones(1, dtype=np.uint8))
+    for p in range(3):
+        if p != me:
+            ep.recv(NAMES[p], "offline/ready", ArraySpec(np.uint8, (1,)))
 
 
 def _guarded_end(ep, me: int) -> None:
