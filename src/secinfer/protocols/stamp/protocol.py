@@ -77,8 +77,13 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 backend.prepare(graph, env)
             else:           # the weights' part of the local products, once (``rep3.stacked``)
                 backend.precompute(graph, env)
+            plan = None
             if early:
                 share_input(eng, graph, job, env, backend)
+            elif not malicious and job.options.get("stamp_input_offline", True):
+                # the input's pseudo-random components and the first layer's input-independent
+                # half, before the query [docs: stamp.md, "Input-independent first layer"]
+                plan = backend.prepare_input(graph, CLIENT)
             if not malicious and job.options.get("stamp_prefetch", True):
                 # every seed request of the online phase served by the LTEE now, and the masks
                 # expanded: they depend on the model, batch and schedule only [docs: stamp.md]
@@ -90,7 +95,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            if not early:
+            if plan is not None:
+                env[plan.name] = plan.share(_client_input(eng, graph, job) if me == CLIENT else None)
+            elif not early:
                 share_input(eng, graph, job, env, backend)
             env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
             out = env[graph.output_names[0]]
@@ -125,6 +132,15 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise FixedPointRangeError(f"{detail} (reported by {e.suspect})") from None
     finally:
         link.close()
+
+
+def _client_input(eng, graph, job: PartyJob):
+    """The client's input, checked against the graph and encoded (as ``rep3.graph.share_input``)."""
+    import numpy as np
+
+    x = np.asarray(job.input, dtype=np.float64)
+    graph.check_input(graph.inputs[0].name, x)
+    return eng.cfg.encode(x)
 
 
 def start_together(ep, me: int) -> None:
