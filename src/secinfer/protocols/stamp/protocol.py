@@ -91,7 +91,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
-            start_together(ep, me)
+            start_together(eng.ep, me)   # (the engine's endpoint: hashes expected first are compared)
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
