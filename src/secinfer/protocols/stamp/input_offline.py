@@ -8,13 +8,16 @@ they depend on the keys, not on the query, and can be drawn before it arrives. P
 
     f(x_p, w_p + w_{p+1}) + f(x_{p+1}, w_p)            [STAMP 3.2, ``rep3.stacked``]
 
-so with o = 1: p2 holds (x_2, x_0), both pseudo-random -- its whole component is
-input-independent; p1 holds (x_1, x_2) and p0 holds (x_0, x_1), x_1 the only component
-that depends on X -- half of each one's product is input-independent. ``InputPlan`` draws
-the pseudo-random components and computes those halves in the offline phase; online, a
-party adds the product of x_1 with the other half of its stacked weight. Ring products are
-exact, so the sum of the halves equals the whole stacked product bit for bit (tests compare
-them with ``sharing.replicated.bilinear_local``). The messages are those of
+so with o = 1: p2 holds (x_2, x_0), both pseudo-random; p1 holds (x_1, x_2) and p0, the
+model owner, holds (x_0, x_1), x_1 the only component that depends on X. The nine terms
+f(x_i, w_j) of f(X, W) may be split among the parties in any way whose sum is right (each
+party's component is masked by the LTEEs' zero-sharing before it leaves, [STAMP Protocol
+5]); ``InputPlan.add_product`` gives every term with x_1 to p0, which knows W (its own
+model) and receives x_1 with the input: p0 computes f(x_0, W) offline and f(x_1, W)
+online, p1 f(x_2, w_1) and p2 f(x_2, w_2 + w_0) offline. One input-dependent product
+online (p0's) instead of two halves of the stacked products at p0 and p1 and a whole one at
+p2. Ring products are exact, so the three components sum to f(X, W) bit for bit (tests
+compare with ``sharing.replicated.bilinear_local``). The messages are those of
 ``Engine.input`` (one message of n elements, o to o+2, same tag).
 """
 
@@ -87,23 +90,32 @@ class InputPlan:
         self.halves: dict[str, _Half] = {}
         self.x: Pair | None = None            # the shared input, once ``share``d
 
-    def add_product(self, node_name: str, sw: StackedWeight) -> None:
-        """The offline half of party p's component of a product of the input with a weight
-        whose stacked operand is ``sw``."""
+    def add_product(self, node_name: str, sw: StackedWeight, w_plain: np.ndarray | None = None) -> None:
+        """The offline part of party p's component of a product of the input with a weight
+        whose stacked operand is ``sw``. With o = 1 and the model owner o+2 = p0 (the only
+        STAMP roles), the nine terms f(x_i, w_j) are split so that only the owner of the
+        plaintext weight W works online: p0 takes f(x_0 + x_1, W) (``w_plain``, its own
+        model; f(x_0, W) offline, x_1 arrives with the input), p1 f(x_2, w_1), p2
+        f(x_2, w_2 + w_0) -- the sum is f(X, W); each component is masked by the LTEEs'
+        zero-sharing before it leaves its party, as any 3-out-of-3 component is."""
         ring, me, o = self.eng.ring, self.eng.me, self.owner
         k = self.shape[sw.axis]
-        top_w, top_l = _split(sw, k, True)
-        bot_w, bot_l = _split(sw, k, False)
-        if me == (o + 1) % 3:     # (x_{o+1}, x_{o+2}): both drawn, no online part
-            part = ring.add(half_product(ring, sw.f, sw.axis, self.c_next, top_w, top_l),
-                            half_product(ring, sw.f, sw.axis, self.c_all, bot_w, bot_l))
-            self.halves[node_name] = _Half(part, None, None, sw.axis, sw.f)
-        elif me == o:             # (x_o, x_{o+1}): x_o online, times the top half
-            part = half_product(ring, sw.f, sw.axis, self.c_next, bot_w, bot_l)
-            self.halves[node_name] = _Half(part, top_w, top_l, sw.axis, sw.f)
-        else:                     # (x_{o+2}, x_o): x_o online, times the bottom half
-            part = half_product(ring, sw.f, sw.axis, self.c_all, top_w, top_l)
-            self.halves[node_name] = _Half(part, bot_w, bot_l, sw.axis, sw.f)
+        if me == (o + 2) % 3:     # (x_{o+2}, x_o), the model owner: f(x_{o+2} + x_o, W)
+            if w_plain is None:
+                raise ProtocolError("the model owner's first-layer weight is needed in plaintext")
+            limbs = None
+            if sw.limbs is not None:
+                limbs = ((w_plain & _M16).astype(np.float64), ((w_plain >> np.uint64(16)) & _M16).astype(np.float64))
+            part = half_product(ring, sw.f, sw.axis, self.c_all, w_plain, limbs)
+            self.halves[node_name] = _Half(part, np.ascontiguousarray(w_plain), limbs, sw.axis, sw.f)
+        elif me == (o + 1) % 3:   # (x_{o+1}, x_{o+2}): f(x_{o+1}, w_{o+1} + w_{o+2}), the top half
+            w, limbs = _split(sw, k, True)
+            self.halves[node_name] = _Half(half_product(ring, sw.f, sw.axis, self.c_next, w, limbs), None, None,
+                                           sw.axis, sw.f)
+        else:                     # (x_o, x_{o+1}): f(x_{o+1}, w_o), the bottom half
+            w, limbs = _split(sw, k, False)
+            self.halves[node_name] = _Half(half_product(ring, sw.f, sw.axis, self.c_next, w, limbs), None, None,
+                                           sw.axis, sw.f)
 
     def share(self, x: np.ndarray | None) -> Pair:
         """The online input sharing (``Engine.input`` with the components drawn offline)."""
