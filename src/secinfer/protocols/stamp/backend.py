@@ -389,7 +389,8 @@ class StampBackend:
         if node.name in self._pre:
             z3 = None
         elif self._dry is not None:               # dry run (``prefetch``): the shape is enough
-            z3 = np.zeros(tuple(int(d) for d in self._dry[node.outputs[0]]), dtype=np.uint64)
+            shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
+            z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline
         elif sw is not None and sw.source is w:   # the weight's part prepared offline

@@ -134,7 +134,7 @@ class StampOps:
         """``_dev`` of several seed requests [(command, meta, kind)] in one bus transaction
         (``ahead``: of future operations, ``prefetch``)."""
         try:
-            return self.link.call_many(reqs, ahead=ahead)
+            return self.link.call_many(reqs, ahead=True) if ahead else self.link.call_many(reqs)
         except LteeRefused as r:
             refused = r
         if refused.code == "range":
