@@ -28,6 +28,7 @@ from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, share_input,
+                                           start_together,
                                            share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
@@ -141,25 +142,6 @@ def _client_input(eng, graph, job: PartyJob):
     x = np.asarray(job.input, dtype=np.float64)
     graph.check_input(graph.inputs[0].name, x)
     return eng.cfg.encode(x)
-
-
-def start_together(ep, me: int) -> None:
-    """The last step of the offline phase: every party tells the two others it is ready and
-    waits for both, so the three enter the online phase within one message of each other.
-    The online latency is measured from the last party's entry (``runtime.launcher``); without
-    this, a party done with its offline work early (p1, the client, has none) ran part of its
-    online work -- its input sharing, its first masked sends -- before that instant, outside
-    the measured window."""
-    import numpy as np
-
-    from secinfer.net.channel import ArraySpec
-
-    for p in range(3):
-        if p != me:
-            ep.send(NAMES[p], "offline/ready", np.ones(1, dtype=np.uint8))
-    for p in range(3):
-        if p != me:
-            ep.recv(NAMES[p], "offline/ready", ArraySpec(np.uint8, (1,)))
 
 
 def _guarded_end(ep, me: int) -> None:
