@@ -495,6 +495,12 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
     # (0.05 s of CPU in each child): once, here
     imp("cryptography.hazmat.backends.openssl.backend")
+    blas = sys.modules.get("secinfer.protocols.rep3.blas")
+    if blas is not None and hasattr(blas, "keep_controller"):
+        try:    # each party's one_blas_thread would otherwise walk every shared object (~5 ms CPU)
+            blas.keep_controller()
+        except Exception as e:  # noqa: BLE001 - then each party looks itself, as before
+            failed["threadpoolctl"] = f"{type(e).__name__}: {e}"
     if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
         imp("secinfer.ir.onnx_import")
         imp("secinfer.ir.passes")
@@ -528,8 +534,9 @@ def fork_unsafe() -> str | None:
     return None
 
 
-def _child(req: dict, close_fds: list[int]) -> None:
-    """In the forked child: become the party; never returns."""
+def _child(req: dict, close_fds: list[int], parser=None) -> None:
+    """In the forked child: become the party; never returns. ``parser``: the party's
+    command-line parser, built once by the server (``party.party_parser``)."""
     code = 2
     try:
         os.setsid()                                # own session and process group, as a spawned party
@@ -548,7 +555,7 @@ def _child(req: dict, close_fds: list[int]) -> None:
         _unbuffered_stdio()   # a killed party's last words reach its log
         from secinfer.runtime.party import party_main
 
-        code = int(party_main(list(req["argv"])) or 0)
+        code = int(party_main(list(req["argv"]), parser) or 0)
     except SystemExit as e:                      # argparse: usage errors
         code = e.code if isinstance(e.code, int) else 2
     except BaseException:  # noqa: BLE001 - the log says what happened; the exit code says it failed
@@ -603,8 +610,15 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                     early.append(m)
 
     gc.disable()    # (imports make few cycles; collecting during them costs ~10% of their CPU)
+    parser = None   # the parties' command-line parser, built once here
     try:
         failed = preload(protocol, protocol_module, transport, onnx, between=run_early)
+        party = sys.modules.get("secinfer.runtime.party")
+        if party is not None and hasattr(party, "party_parser"):
+            try:
+                parser = party.party_parser()
+            except Exception:  # noqa: BLE001 - each party then builds its own
+                parser = None
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
@@ -661,13 +675,14 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 continue
             for msg in msgs:
                 if msg.get("op") == "fork":
-                    _fork_party(msg, conn.sock, key, conns, children, unsafe)
+                    _fork_party(msg, conn.sock, key, conns, children, unsafe, parser)
                 elif msg.get("op") == "run" and key == ctrl.fileno():
                     _fork_run(msg, conn, conns, children, ready)
     return 0
 
 
-def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None) -> None:
+def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None,
+                parser=None) -> None:
     """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
     ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
     why = unsafe
@@ -683,7 +698,7 @@ def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children:
         _try_send(sock, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
         return
     if pid == 0:
-        _child(msg, close_fds)           # never returns
+        _child(msg, close_fds, parser)   # never returns
     children[pid] = (msg.get("role"), _pidfd(pid), key)
     _try_send(sock, {"op": "started", "role": msg.get("role"), "pid": pid})
 
