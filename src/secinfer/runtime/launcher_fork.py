@@ -302,9 +302,11 @@ class ForkServer:
             return f"forking is unsafe here: {self.info['unsafe']}"
         return None
 
-    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0) -> dict[str, ForkedParty]:
+    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0,
+             env: dict | None = None) -> dict[str, ForkedParty]:
         """Start one party per ``(role, argv, log_path)`` (its stdout and stderr go to the
-        log, created 0600); all requests go out at once. Returns {role: ForkedParty}; raises
+        log, created 0600); all requests go out at once. ``env``: entries added to each
+        party's environment. Returns {role: ForkedParty}; raises
         ``ForkServerError`` naming the first role that could not be started (those started
         are in ``self.parties``: the caller stops them)."""
         if self.dead:
@@ -313,8 +315,9 @@ class ForkServer:
         for role in roles:
             self._pending.pop(role, None)
         try:
-            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv),
-                                                   "log": str(log)}).encode() + b"\n" for role, argv, log in jobs))
+            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv), "log": str(log),
+                                                   "env": dict(env or {})}).encode() + b"\n"
+                                       for role, argv, log in jobs))
         except OSError as e:
             self._died()
             raise ForkServerError(f"the fork server is gone: {e}") from None
@@ -553,6 +556,7 @@ def _child(req: dict, close_fds: list[int], parser=None) -> None:
         os.dup2(fd, 2)
         os.close(fd)
         _unbuffered_stdio()   # a killed party's last words reach its log
+        os.environ.update({str(k): str(v) for k, v in (req.get("env") or {}).items()})
         from secinfer.runtime.party import party_main
 
         code = int(party_main(list(req["argv"]), parser) or 0)
