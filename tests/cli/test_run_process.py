@@ -41,6 +41,8 @@ def test_the_command_imports_no_numpy_and_the_run_process_checks_and_launches(w1
     doc = json.loads(p.stdout)
     st = doc["startup"]
     assert st["start"] == "fork" and st["fallback"] is None
+    # a one-query dot product is a small run: its parties skip loading the native record layer
+    assert st["record_layer"] == ("python (small run)" if "SECINFER_TCP_NATIVE" not in os.environ else None)
     ev = st["events"]
     # the server is forked before the line is parsed, the run process once the server has
     # imported the protocol; the line is parsed and checked there, then the parties start

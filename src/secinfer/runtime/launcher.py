@@ -485,7 +485,9 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
         stopped: set = set()
         bar = None
         bar_wanted = bool(progress) and sys.stderr.isatty()   # live party status: terminals only
-        how = {"start": "spawn", "fallback": None if start == "auto" else "start='spawn'"}
+        how = {"start": "spawn", "fallback": None if start == "auto" else "start='spawn'",
+               # the tcp record layer the parties were told to use (None: their default)
+               "record_layer": "python (small run)" if layer_env else None}
         if server is not None:
             why = server.wait_ready(min(timeout, 120.0))
             events["fork_server_ready"] = time.time()
@@ -690,7 +692,7 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
         if t is not None:
             steps[name] = round(max(0.0, t - prev), 4)
             prev = max(prev, t)
-    out = {"start": how.get("start"), "fallback": how.get("fallback"),
+    out = {"start": how.get("start"), "fallback": how.get("fallback"), "record_layer": how.get("record_layer"),
            "events": {k: rel(v) for k, v in sorted(ev.items(), key=lambda kv: kv[1])},
            "steps": steps, "parties": parties}
     if server is not None and server.info is not None:
