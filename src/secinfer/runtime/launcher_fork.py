@@ -30,11 +30,16 @@ How.
   (``secinfer.runtime.launcher``, ``start="spawn"``).
 
 * ``secinfer run`` forks its server from the command process itself, before it parses its
-  line or imports numpy (``serve_forked``; ``ForkServer.start(forked=...)``), and has the
-  server fork a *run process* that runs the line in its stead (``run`` below,
-  ``secinfer.cli.runner``): it gets its own control socket to the server and asks it for
-  its parties like a launcher; the server forks it as soon as numpy, the launcher and the
-  protocol are imported (``preload(between=...)``), and imports the rest meanwhile.
+  line or imports numpy (``serve_forked``), and the server forks a *run process* that runs
+  the line in the command's stead (``run`` below, ``secinfer.cli.runner``) as soon as numpy,
+  the launcher and the protocol are imported (``preload(between=...)``), without being
+  asked (it has the command's line, environment, folder and, dup'ed, streams from the
+  fork), and imports the rest meanwhile. The run process gets its own control socket to
+  the server and asks it for its parties like a launcher. The command only waits: the
+  server tells it ``started PID``, ``exited PID RC`` or ``error MESSAGE`` in plain lines
+  (``secinfer.cli.runner.wait_run``), so that it imports nothing more (json, socket,
+  subprocess: ~20-30 ms of CPU beside the server's imports). A launcher that spawned its
+  server can ask it for a run process too (``ForkServer.start_run``).
 
 Messages: one JSON object per line over a Unix socket pair. Launcher -> server:
 ``{"op": "fork", "role", "argv", "log"}``, ``{"op": "run", "target", "env", "cwd", ...}``
@@ -74,6 +79,7 @@ class _Lines:
         self.buf = b""
         self.eof = False
         self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
+        self.plain = False   # the command line waiting for its run process (``serve_forked(run=...)``)
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
@@ -171,17 +177,10 @@ class ForkServer:
 
     @classmethod
     def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
-              env: dict | None = None, onnx: bool = True, forked: tuple | None = None) -> "ForkServer | None":
+              env: dict | None = None, onnx: bool = True) -> "ForkServer | None":
         """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
         ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
-        its checked model, ``launcher.write_model_ir``). ``forked``: (pid, control socket's
-        fd, time.time()) of a server this process forked already (``serve_forked``: the
-        command line forks itself before it reads anything, ``secinfer.cli.main``): its
-        handle, instead of a new interpreter."""
-        if forked is not None:
-            pid, fd, t = forked
-            return cls(_ForkedServerProcess(int(pid)), socket.socket(fileno=int(fd)), protocol, None, transport,
-                       float(t))
+        its checked model, ``launcher.write_model_ir``)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
                "--parent", str(os.getpid()), "--protocol", protocol]
@@ -245,11 +244,6 @@ class ForkServer:
         if reply is None or reply.get("op") != "started":
             return None
         return int(reply["pid"])
-
-    @property
-    def forked(self) -> bool:
-        """A fork of this process (``start(forked=...)``), not a new interpreter."""
-        return isinstance(self.proc, _ForkedServerProcess)
 
     def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
         return (self.protocol, self.protocol_module, self.transport) == (protocol, protocol_module, transport)
@@ -391,50 +385,19 @@ class _Parent:
         return 0
 
 
-class _ForkedServerProcess:
-    """The part of ``subprocess.Popen`` that ``ForkServer`` uses, for a server forked from
-    this process (``ForkServer.start(forked=...)``): this process reaps it."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                wpid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                wpid, status = self.pid, 0
-            if wpid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        end = None if timeout is None else time.monotonic() + timeout
-        try:
-            fd = os.pidfd_open(self.pid)   # (readable once it has exited: no polling)
-        except (AttributeError, OSError):
-            fd = None
-        try:
-            while self.poll() is None:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    raise subprocess.TimeoutExpired(["<fork server>"], timeout)
-                if fd is not None:
-                    select.select([fd], [], [], left)
-                else:
-                    time.sleep(0.005 if left is None else min(0.005, left))
-        finally:
-            if fd is not None:
-                os.close(fd)
-        return self.returncode
-
-
-def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool) -> int:
+def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool,
+                 run: dict | None = None) -> int:
     """A fork server made by forking the launcher (``ForkServer.start(forked=...)``), in
     the child: what ``main`` does in a spawned one. Only a process that holds no data of
     any party may fork itself into one (the command line before it read its arguments): the
-    server, and every party forked from it, then holds none either."""
+    server, and every party forked from it, then holds none either.
+
+    ``run`` (``secinfer run``, ``secinfer.cli.main``): the run process to fork as soon as
+    the protocol is imported, without waiting to be asked: the command line's ``argv``,
+    ``t_main``, ``process_start``, its environment (``env``) and working folder (``cwd``)
+    as they were at the fork, and ``fds``, copies of its stdin, stdout and stderr. The
+    command is then told about it in plain lines (``started PID``, ``exited PID RC``,
+    ``error MESSAGE``: ``secinfer.cli.runner.wait_run``), so that it imports nothing more."""
     ctrl = socket.socket(fileno=fd)
     os.setsid()                                    # its own session, as a spawned server has
     null = os.open(os.devnull, os.O_RDWR)
@@ -449,7 +412,10 @@ def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onn
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the launcher stops us (and the parties) itself
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
-    return serve(ctrl, protocol, None, transport, onnx=onnx)
+    if run is not None:
+        run = dict(run, op="run", target="secinfer.cli.runner:run_forked", protocol=protocol, transport=transport,
+                   spawned=time.time())
+    return serve(ctrl, protocol, None, transport, onnx=onnx, run=run)
 
 
 # ---- the server's side --------------------------------------------------------------------------
@@ -593,11 +559,14 @@ def _unbuffered_stdio() -> None:
 
 
 def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
-          onnx: bool = True) -> int:
+          onnx: bool = True, run: dict | None = None) -> int:
     import gc
 
     t0 = time.perf_counter()
     conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
+    if run is not None:     # (``serve_forked``: the command line's run process, unasked)
+        conns[ctrl.fileno()].plain = True
+        conns[ctrl.fileno()].fds.extend(run.pop("fds"))
     children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
     early: list[dict] = []                        # messages read before ready, for the loop below
     ready: dict = {}
@@ -605,7 +574,9 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
     def run_early():
         # a launcher that asked for a run process at once (``start_run``) gets it now: its
         # own imports then run beside the rest of ours
-        if select.select([ctrl], [], [], 0)[0]:
+        if run is not None:
+            _fork_run(run, conns[ctrl.fileno()], conns, children, None)
+        elif select.select([ctrl], [], [], 0)[0]:
             msgs = conns[ctrl.fileno()].read()
             for m in msgs:
                 if m.get("op") == "run":
@@ -631,7 +602,7 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                  cpu_seconds=round(time.process_time(), 6),   # (interpreter start and imports)
                  failed=failed, unsafe=unsafe)
     for conn in conns.values():                    # (the launcher, and a run process forked already)
-        _try_send(conn.sock, ready)
+        _reply(conn, ready)
     if unsafe and not children:
         return 0
     stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
@@ -656,8 +627,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                     os.close(fd)
                 del children[pid]
                 if owner in conns:
-                    _try_send(conns[owner].sock, {"op": "exited", "role": role, "pid": pid,
-                                                  "rc": os.waitstatus_to_exitcode(status)})
+                    _reply(conns[owner], {"op": "exited", "role": role, "pid": pid,
+                                          "rc": os.waitstatus_to_exitcode(status)})
         if stop:
             continue
         for key, conn in list(conns.items()):
@@ -726,13 +697,13 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     if len(got) != 3 or not target.startswith("secinfer.") or ":" not in target:
         for fd in got:
             os.close(fd)
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
+        _reply(conn, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
         return
     why = fork_unsafe()
     if why:
         for fd in got:
             os.close(fd)
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": why})
+        _reply(conn, {"op": "error", "role": "run", "message": why})
         return
     msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -745,7 +716,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
         for fd in got:
             os.close(fd)
         mine.close(), theirs.close()
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
+        _reply(conn, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
         return
     if pid == 0:
         mine.close()
@@ -755,7 +726,21 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
         os.close(fd)
     conns[mine.fileno()] = _Lines(mine)
     children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
-    _try_send(conn.sock, {"op": "started", "role": "run", "pid": pid})
+    _reply(conn, {"op": "started", "role": "run", "pid": pid})
+
+
+def _reply(conn: "_Lines", msg: dict) -> None:
+    """``msg`` to whoever reads ``conn``: JSON, or for the command line waiting for its run
+    process (``conn.plain``) one plain line about it (anything else is not sent)."""
+    if not conn.plain:
+        _try_send(conn.sock, msg)
+    elif msg.get("role") == "run" and msg.get("op") in ("started", "exited", "error"):
+        what = {"started": [msg.get("pid")], "exited": [msg.get("pid"), msg.get("rc")],
+                "error": [" ".join(str(msg.get("message")).split())]}[msg["op"]]
+        try:
+            conn.sock.sendall(" ".join(str(w) for w in [msg["op"], *what]).encode() + b"\n")
+        except OSError:
+            pass
 
 
 def _try_send(ctrl: socket.socket, msg: dict) -> None:
