@@ -327,7 +327,7 @@ def _fork_server_now(protocol: str, transport: str | None, run: dict | None = No
         try:
             os.close(mine)
             if run is not None:   # (the command's streams and environment, for its run process)
-                run = dict(run, fds=[os.dup(0), os.dup(1), os.dup(2)], env=dict(os.environ))
+                run = dict(run, fds=[os.dup(0), os.dup(1), os.dup(2)], env=dict(os.environ), spawned=time_now())
             from secinfer.runtime.launcher_fork import serve_forked
 
             code = serve_forked(theirs, me, protocol, transport, onnx=False, run=run)

@@ -414,7 +414,7 @@ def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onn
         signal.signal(sig, signal.SIG_DFL)
     if run is not None:
         run = dict(run, op="run", target="secinfer.cli.runner:run_forked", protocol=protocol, transport=transport,
-                   spawned=time.time())
+                   spawned=float(run.get("spawned") or time.time()))   # (when the command forked us)
     return serve(ctrl, protocol, None, transport, onnx=onnx, run=run)
 
 
