@@ -450,6 +450,12 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             spec = registry.get(protocol)
         except Exception as e:  # noqa: BLE001 - as above
             failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
+    # the OpenSSL backend (every party's handshake loads it on its first X25519 key: 0.05 s
+    # of CPU in each child; the launcher's key generation too) and
+    # argparse (the run line; the parties' parser) before the run process is forked: else
+    # it and this server would each import them
+    imp("cryptography.hazmat.backends.openssl.backend")
+    imp("argparse")
     if between is not None:
         between()
     for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
@@ -461,9 +467,6 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     imp("secinfer.ir.shapes")
     imp("zipfile")             # (np.load of that .npz)
     imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
-    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
-    # (0.05 s of CPU in each child): once, here
-    imp("cryptography.hazmat.backends.openssl.backend")
     blas = sys.modules.get("secinfer.protocols.rep3.blas")
     if blas is not None and hasattr(blas, "keep_controller"):
         try:    # each party's one_blas_thread would otherwise walk every shared object (~5 ms CPU)
