@@ -73,15 +73,7 @@ def wait_run(server_pid: int, fd: int) -> int | None:
         for sig, h in old.items():
             _signal.signal(sig, h)
         os.close(fd)                      # the server stops (its run process is over, or never was)
-        if rc is None:
-            try:
-                os.kill(server_pid, _signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            os.waitpid(server_pid, 0)
-        except ChildProcessError:
-            pass
+        _reap(server_pid, 0.0 if rc is None else 2.0)
     if state["pid"] is None:
         return None
     if rc is None:
@@ -93,6 +85,46 @@ def wait_run(server_pid: int, fd: int) -> int | None:
         print(f"error: the run process was killed by signal {signal.Signals(-rc).name}", file=sys.stderr)
         return 128 - rc
     return rc
+
+
+def _reap(pid: int, grace: float) -> None:
+    """Reap the fork server, SIGKILLed (with its process group) if it has not ended
+    within ``grace`` seconds."""
+    import select
+    import time
+
+    try:
+        pfd = os.pidfd_open(pid)          # (readable once it has ended: no polling)
+    except (AttributeError, OSError):
+        pfd = None
+    end = time.monotonic() + grace
+    try:
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if pfd is not None:
+                select.select([pfd], [], [], left)
+            else:
+                time.sleep(min(0.002, left))
+    finally:
+        if pfd is not None:
+            os.close(pfd)
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        break
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def run_via_server(server, argv: list[str], t_main: float, process_start: float) -> int | None:
