@@ -114,6 +114,7 @@ class StampOps:
         # records them, the device serves them before the online phase
         self.recording: list | None = None        # [(op, requests)] while a dry run records
         self._ahead: dict[int, tuple] = {}        # op -> (its requests' signature, their results)
+        self._plan: list = []                     # recorded by ``plan``, asked for by ``prefetch``
         self._expanded: dict[tuple, np.ndarray] = {}   # masks expanded ahead, by (seed, component, n)
 
     # ---- device requests ---------------------------------------------------------------
@@ -173,7 +174,7 @@ class StampOps:
         transaction per ``PREFETCH_CHUNK`` requests; ``ltee_device.cmd_prefetch``), and expand
         the masks this party will add to what it sends, up to ``budget`` bytes. Before the
         online phase: none of it depends on the query. Returns the requests served."""
-        plan, self._plan = getattr(self, "_plan", []), []
+        plan, self._plan = self._plan, []
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
