@@ -12,7 +12,10 @@ party. All three run an LTEE -- here an EMULATION, one OS process per party
 (``ltee_device``), see docs/protocols/stamp.md.
 
 Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + architecture and
-batch size; offline = the model owner shares its weights; online = input sharing, the
+batch size; offline = the model owner shares its weights (semi-honest: the LTEEs serve the
+online phase's seed requests ahead, ``StampBackend.prefetch``, and the first layer's
+input-independent part is computed, ``input_offline``), ending when all three are ready
+(``rep3.graph.start_together``); online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
 only movement ops after it), in the same step as that product's truncation, by p1's LTEE
 (``StampBackend.product_output``; option ``stamp_fuse_output=False`` opens it separately).
@@ -21,6 +24,8 @@ only movement ops after it), in the same step as that product's truncation, by p
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from secinfer.errors import FixedPointRangeError, PeerAbortedError, ProtocolError
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
@@ -137,8 +142,6 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
 
 def _client_input(eng, graph, job: PartyJob):
     """The client's input, checked against the graph and encoded (as ``rep3.graph.share_input``)."""
-    import numpy as np
-
     x = np.asarray(job.input, dtype=np.float64)
     graph.check_input(graph.inputs[0].name, x)
     return eng.cfg.encode(x)
