@@ -59,7 +59,7 @@ from secinfer.net.native_link import EV_OTHER
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native,
+                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, next_native, nonce, read_native,
                                     unsent)
 from secinfer.net.tcp_reader import StreamReader
 
@@ -418,8 +418,14 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
                         # the common case, without release times (a frame is due once here):
                         # read the streams until the peer's next frame or failure is here
                         c = self._in[peer]
+                        if not q and peer not in self._fatal and c.native is not None and c.frame is None:
+                            # the native layer: one call waits, reads and decrypts, and the frame
+                            # comes back here without passing through the inbox
+                            item = next_native(self, peer, c, deadline)
+                            if item is not None:
+                                return item
                         if not q and peer not in self._fatal and c.native is not None and len(self._in) == 1:
-                            # two parties on the native layer: one call waits, reads and decrypts
+                            # two parties on the native layer, a large frame being received
                             since = now = time.monotonic()
                             while now < deadline and not c.eof:
                                 if now - max(c.last, since) > self.peer_timeout:
