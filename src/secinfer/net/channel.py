@@ -26,7 +26,8 @@ import time
 import numpy as np
 
 from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
-from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_parts, encoded_names
+from secinfer.net.codec import (DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_one, encode_parts,
+                                encoded_names)
 from secinfer.net.meter import Meter
 from secinfer.spec import ArraySpec  # noqa: F401 - re-exported: protocols import it from here
 
@@ -100,11 +101,19 @@ class Endpoint(abc.ABC):
         if self._aborted is not None:
             raise self._aborted
         ph = self._phase
-        hdr = Header(self.session_id, self.me, tag, seq, ph, self.meter.depth[ph])
-        parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
+        meter = self.meter
+        if len(arrays) == 1:   # (the common case: the header's fixed parts looked up, not rebuilt)
+            parts, size, payload = encode_one(self._names, self.session_id, self.me, tag, seq, ph, meter.depth[ph],
+                                              arrays[0], self.max_frame)
+        else:
+            hdr = Header(self.session_id, self.me, tag, seq, ph, meter.depth[ph])
+            parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
         self._seq_out[peer] = seq + 1
         self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
-        self.meter.record(ph, "sent", peer, tag, payload, size)
+        c = meter.counters[(ph, "sent", peer, tag)]   # (Meter.record, inline)
+        c.payload += payload
+        c.wire += size
+        c.messages += 1
         self._transmit_parts(peer, parts, size)
 
     def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
@@ -142,18 +151,25 @@ class Endpoint(abc.ABC):
             raise FrameError(f"{self.me} <- {peer} [{tag}]: expected {len(specs)} arrays, got {len(arrays)}")
         payload = 0
         for i, (a, s) in enumerate(zip(arrays, specs)):
-            try:
-                s.check(a, "")
-            except FrameError:   # (the message names the step: built only when it is needed)
+            # ArraySpec.check's conditions, inline; check itself names what is wrong
+            sh, ash = s.shape, a.shape
+            if len(sh) == 1 and len(ash) == 1:
+                ok = sh[0] is None or sh[0] == ash[0]
+            else:
+                ok = len(sh) == len(ash) and all(x is None or x == y for x, y in zip(sh, ash))
+            if not ok or a.dtype != s.dtype or a.size > s.max_elems:
                 s.check(a, f"{self.me} <- {peer} [{tag}] array {i}")
-                raise
             payload += a.nbytes
         ph = self._phase
-        depth = self.meter.depth
+        meter = self.meter
+        depth = meter.depth
         d = hdr.depth + 1 if hdr.phase == ph else 1
         if d > depth[ph]:
             depth[ph] = d
-        self.meter.record(ph, "recv", peer, tag, payload, len(frame))
+        c = meter.counters[(ph, "recv", peer, tag)]   # (Meter.record, inline)
+        c.payload += payload
+        c.wire += len(frame)
+        c.messages += 1
         return arrays
 
     def recv_each(self, requests: dict, timeout: float | None = None):

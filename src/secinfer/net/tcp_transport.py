@@ -277,11 +277,15 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
         else:                         # (nothing is ever queued on a link without pacing)
             sealer = link.sealer
             if sealer is not None and size <= SMALL:
-                # the common case on the native layer, inline: a small frame sealed and sent in one call
+                # the common case on the native layer, inline: a small frame sealed and sent in one
+                # call (Sealer.send_small; the frame is bytes, as encode_parts makes it)
                 pt = parts[0] if len(parts) == 1 else b"".join(parts)
+                if type(pt) is not bytes:
+                    pt = bytes(pt)
                 with link.lock:
                     now = time.monotonic()
-                    k = sealer.send_small(now, pt) if link.error is None and not self._stop.is_set() else -2
+                    k = sealer._send_small(sealer.h, now, pt, size) \
+                        if link.error is None and not self._stop.is_set() else -2
                     if k == size + RECORD_OVERHEAD:
                         link.written += k
                         link.data_written = link.written
@@ -290,7 +294,10 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
                     else:
                         link.small_rest(k, size, pt, now)   # (the socket took part or none of it)
                         link.next_hb = link.moved + self.heartbeat_interval
-                self._count_sent(size)
+                with self._stats_lock:   # (_count_sent, inline)
+                    stats = self.stats
+                    stats["frames_sent"] += 1
+                    stats["bytes_sent"] += size
                 return
             now = time.monotonic()
             link.lock.acquire()
