@@ -114,6 +114,8 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
         layout = None if key is None else cache.get(key)
         if layout is not None:
             pre, post, nbytes, total = layout
+            if total > max_frame:
+                raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
             head = pre + _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays)) + post
             if nbytes < _INLINE:   # a small frame: one buffer
                 if len(arrays) == 1:
@@ -172,11 +174,12 @@ def encode_one(cache: dict, session_id: bytes, sender: str, tag: str, seq: int, 
         ent = cache.get((session_id, sender, tag, a.dtype, a.shape))
         if ent is not None:
             pre, post, nbytes, total = ent
-            if total <= max_frame:
-                head = pre + _TAIL.pack(seq, _PHASE_CODE[phase], depth, 1) + post
-                if nbytes < _INLINE:
-                    return [head + a.tobytes()], total, nbytes
-                return [head, *_bodies((a,))], total, nbytes
+            if total > max_frame:
+                raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
+            head = pre + _TAIL.pack(seq, _PHASE_CODE[phase], depth, 1) + post
+            if nbytes < _INLINE:
+                return [head + a.tobytes()], total, nbytes
+            return [head, *_bodies((a,))], total, nbytes
     out = encode_parts(Header(session_id, sender, tag, seq, phase, depth), (a,), max_frame, cache)
     if type(a) is np.ndarray:
         ent = cache.get((cache.get((session_id, sender, tag)), a.dtype, a.shape))   # (what encode_parts kept)
