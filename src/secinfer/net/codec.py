@@ -206,25 +206,10 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     caller keeps, holding the array layouts already checked (keyed by their header bytes)."""
     own = type(data) is bytearray
     if own and expect is not None and cache is not None:
-        # the fast path: the frame's header is, but for seq, phase and depth, one that was
-        # checked in full before (the same bytes: prefix, names, array layout and padding)
-        fast = cache.get(expect[0])
-        if fast is not None and data.startswith(fast[0]) and data.startswith(fast[1], fast[2]):
-            _pre, _lay, k, end_head, n_arrays, specs, nbytes = fast
-            size = len(data)
-            if size == end_head + nbytes and size <= max_frame:
-                seq, phase_i, depth, n = _TAIL.unpack_from(data, k - _TAIL.size)
-                if n == n_arrays and phase_i < 3:
-                    arrays = []
-                    off = end_head
-                    for dt, shape, n, nb in specs:
-                        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
-                        off += nb
-                        if len(shape) != 1:
-                            a = a.reshape(shape)
-                        arrays.append(a if a.flags.aligned else a.copy())
-                    names = expect[0]
-                    return Header(names[:16], expect[1], expect[2], seq, PHASES[phase_i], depth), arrays
+        known = decode_known(data, max_frame, expect[0], cache)
+        if known is not None:
+            seq, phase, depth, arrays = known
+            return Header(expect[0][:16], expect[1], expect[2], seq, phase, depth), arrays
     if type(data) is np.ndarray:
         if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
             raise FrameError("a frame buffer must be a 1-d uint8 array")
@@ -290,6 +275,35 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
         raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays
+
+
+def decode_known(data: bytearray, max_frame: int, names: bytes, cache: dict):
+    """``decode_frame``'s shortcut for a receiver that owns ``data`` and expects ``names``
+    (as ``encode_parts`` writes them): when the frame's header bytes equal, but for seq,
+    phase and depth, a header that ``decode_frame`` checked in full with this ``cache``
+    (same prefix, names, array layout and padding), (seq, phase, depth, arrays), the
+    payload size, cap, array count and phase checked as there; else None (the caller
+    decodes in full, which raises what is wrong). The names matched: the session, sender
+    and tag are the expected ones."""
+    fast = cache.get(names)
+    if fast is None or not data.startswith(fast[0]) or not data.startswith(fast[1], fast[2]):
+        return None
+    _pre, _lay, k, end_head, n_arrays, specs, nbytes = fast
+    size = len(data)
+    if size != end_head + nbytes or size > max_frame:
+        return None
+    seq, phase_i, depth, n = _TAIL.unpack_from(data, k - _TAIL.size)
+    if n != n_arrays or phase_i >= 3:
+        return None
+    arrays = []
+    off = end_head
+    for dt, shape, n, nb in specs:
+        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
+        off += nb
+        if len(shape) != 1:
+            a = a.reshape(shape)
+        arrays.append(a if a.flags.aligned else a.copy())
+    return seq, PHASES[phase_i], depth, arrays
 
 
 def _read_names(data, end_head: int) -> tuple:
