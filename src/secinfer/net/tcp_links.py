@@ -470,7 +470,23 @@ def next_native(ep, peer: str, c: "InStream", deadline: float):
             stats = ep.stats
             stats["frames_recv"] += 1
             stats["bytes_recv"] += n
-            return nat.scratch[:n]
+            if n > ep.max_inbox:  # (as read_native: a frame alone over the inbox limit)
+                ep._cut(peer, InboxFullError(
+                    f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+                    f"that much)"))
+                return None
+            item = nat.scratch[:n]
+            if info[3]:
+                # more was read with it: parsed now into the inbox, behind this frame, and
+                # counted against its limit on top of this frame, as when read_native queued
+                # them all (a flood is cut off alike)
+                ep._queued[peer] += n
+                try:
+                    read_native(ep, peer, c, None)
+                finally:
+                    ep._queued[peer] -= n
+            return item
         if ev == EV_OTHER:        # another peer's stream is readable: read it, then wait on
             socks = [o.sock for p, o in ep._in.items() if p != peer and not o.eof]
             for sk in (select.select(socks, [], [], 0)[0] if socks else ()):
