@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -146,3 +147,44 @@ def _take(key, party):
     st = PartyStore("x")
     st.put("gate/9/0", key)
     return st.take("gate/9/0", expect=key.gate, party=party)
+
+
+def test_offline_encryptions_of_zero_give_the_same_ciphertexts():
+    """Malicious client: (pk0 u + e0, pk1 u + e1) made offline plus Delta m online is, byte
+    for byte, ``encrypt_with_randomness`` of Delta m with the same u, e0, e1 (the witness
+    the proof gets); once the group's queue is spent it encrypts afresh; a queued
+    encryption at another level is refused."""
+    from secinfer.crypto.he.rlwe import EncryptionRandomness, encrypt_with_randomness
+    from secinfer.errors import ProtocolError
+    from secinfer.protocols.crisp.ckks_engine import CKKSLinear
+    from secinfer.protocols.crisp.budget import META_LOG_SCALE
+
+    eng = CKKSLinear(Ring(104), 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
+    prm = eng.params
+    eng.pk = prm.keygen().pk
+    eng.prg = PRG(b"\x02" * 16, "zeros")
+    bud = eng.budget(20, 3, 8, 1)
+    rng = np.random.default_rng(5)
+    try:
+        assert eng.precompute_zeros([(7, 0, bud, 2)]) == 2
+        eng.zk_begin("client", 7, 0, bud, 3)
+        for i in range(3):
+            poly = np.zeros((-(-bud.D // 40), prm.n), np.int64)
+            poly[0] = rng.integers(0, 1 << 40, prm.n)
+            ct, wit = eng.encrypt(poly, bud)
+            rand = EncryptionRandomness(wit[1], wit[2], wit[3])
+            with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
+                              delta=bud.delta) as pt:
+                ref, _ = encrypt_with_randomness(prm, pt, eng.pk, randomness=rand)
+            assert ct.to_bytes() == ref.to_bytes()
+            assert np.any(wit[1] != 0)
+            ct.close()
+            ref.close()
+        assert not eng._zero_q                           # two from the queue, one fresh
+        eng.precompute_zeros([(8, 0, bud, 1)])
+        eng.zk_begin("client", 8, 0, bud, 1)
+        other = types.SimpleNamespace(level=bud.level - 1, delta=bud.delta, D=bud.D)
+        with pytest.raises(ProtocolError, match="wrong level"):
+            eng.encrypt(poly, other)
+    finally:
+        eng.release()

@@ -69,6 +69,9 @@ class HECore:
         self.prg = None           # client: encryption randomness and proof masks
         self._zk = None           # the current layer group's proof batch (malicious only)
         self._precommit: dict = {}  # client: proof first messages made offline
+        self._zeros: dict = {}     # client: (layer, group) -> encryptions of zero made offline
+        self._zero_q = None        # client: the current layer group's queue of them
+        self._ev = None            # client: the evaluator that adds a plaintext to them
 
     # ---- setup: the client's key pair [CRISP Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep, prg=None) -> None:
@@ -96,6 +99,8 @@ class HECore:
 
     def zk_begin(self, side: str, idx: int, group: int, bud, total: int, prg=None) -> None:
         """Announce the next ``total`` client ciphertexts (one layer group) to the proof."""
+        if side == CLIENT:
+            self._zero_q = self._zeros.pop((idx, group), None)
         if not self.malicious:
             return
         if side == CLIENT:
@@ -158,10 +163,45 @@ class HECore:
             if not self.malicious:
                 return prm.encrypt(pt, self.pk), None
             # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
-            ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
+            ct, r = self._take_zero(bud)
+            if ct is None:
+                ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
+            else:   # (pk0 u + e0, pk1 u + e1) made offline, plus Delta m: the same ciphertext
+                self._ev.add(ct, pt, out=ct)
         # the witness m as one int64 array while it fits, else as its limbs
         m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
         return ct, [m, r.u, r.e0, r.e1]
+
+    def precompute_zeros(self, jobs) -> int:
+        """Client, offline (malicious): for the announced layer groups ``jobs`` =
+        [(idx, group, budget, ciphertexts)], the query-independent part of every
+        encryption: u, e0, e1 from a fresh seed and (pk0 u + e0, pk1 u + e1), an
+        encryption of zero at the layer's level and scale. Online, :meth:`encrypt` adds
+        Delta m to c0; the ciphertext and the proof's witness are exactly those of
+        ``encrypt_with_randomness`` with the same randomness (tested). The randomness is
+        independent of m in either order, so nothing about the distribution changes."""
+        prm, count = self.params, 0
+        for idx, group, bud, total in jobs:
+            z = np.zeros((1, prm.n), np.int64)
+            q = self._zeros.setdefault((idx, group), deque())
+            prg = self.prg.derive(f"enc0/{idx}/{group}")
+            with encode_limbs(prm, z, z, META_LOG_SCALE, bud.level, delta=bud.delta) as pt0:
+                for _ in range(total):
+                    q.append(encrypt_with_randomness(prm, pt0, self.pk, seed=prg.seed()))
+            count += total
+        if count and self._ev is None:
+            self._ev = Evaluator(prm)
+        return count
+
+    def _take_zero(self, bud) -> tuple:
+        """The next encryption of zero of the current group made offline, or (None, None)."""
+        if not self._zero_q:
+            return None, None
+        ct, r = self._zero_q.popleft()
+        if ct.level != bud.level:
+            ct.close()
+            raise ProtocolError("crisp/ckks: an encryption made offline has the wrong level")
+        return ct, r
 
     def encrypt_seeded(self, poly, bud, seed: bytes | None = None) -> bytes:
         """Semi-honest client: ``poly`` at Delta and the layer's level, encrypted under the
@@ -278,6 +318,14 @@ class HECore:
 
     def release(self) -> None:
         """Free every prepared ciphertext / plaintext (end of session, or abort)."""
+        for q in list(self._zeros.values()) + [self._zero_q or ()]:
+            for ct, _ in q:
+                ct.close()
+        self._zeros.clear()
+        self._zero_q = None
+        if self._ev is not None:
+            self._ev.close()
+            self._ev = None
         for q in self._prepared.values():
             for ct, _ in q:
                 ct.close()
