@@ -89,6 +89,36 @@ def test_seeded_ciphertext_decrypts_and_halves_the_bytes():
         c.close()
 
 
+def test_seeded_encryption_made_ahead_is_the_same_frame_form():
+    """seeded_zero (offline) + seeded_finish (online): a frame of the same length that
+    loads strictly and decrypts to the message within the fresh error, with the seed in
+    front; the zero is consumed; a plaintext at another level is refused."""
+    prm, kp, vals = _seeded_setup()
+    level, seed = 3, b"\x09" * 16
+    pos = np.arange(prm.n)
+    with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, level, delta=1) as pt:
+        zero = he_native.seeded_zero(prm, kp.sk, level, seed)
+        raw = he_native.seeded_finish(prm, zero, pt, seed)
+        assert zero.closed
+        zero2 = he_native.seeded_zero(prm, kp.sk, level, seed)
+        zres = decrypt_trimmed(prm, kp.sk, trim(prm, he_native.load_seeded(
+            prm, seed + he_native.encrypt_seeded(prm, kp.sk, pt, seed)[16:], level, 0), pos), level, pos)
+    assert raw[:16] == seed and len(raw) == he_native.seeded_size(prm, level)
+    ct = he_native.load_seeded(prm, raw, level, 0)
+    res = decrypt_trimmed(prm, kp.sk, trim(prm, ct, pos), level, pos)
+    q = prm.q
+    for l in range(level + 1):
+        for got in (res, zres):
+            d = (got[l].astype(object) - vals[0].astype(object)) % q[l]
+            d = np.where(d > q[l] // 2, d - q[l], d)
+            assert np.max(np.abs(d.astype(np.int64))) <= 20
+    assert np.max(np.abs(vals[0])) > 1 << 30            # the message is really there
+    with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, level - 1, delta=1) as pt2:
+        with pytest.raises(Exception, match="level"):
+            he_native.seeded_finish(prm, zero2, pt2, seed)
+    ct.close()
+
+
 def test_seeded_frame_strict():
     prm, kp, vals = _seeded_setup()
     with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, 2, delta=1) as pt:

@@ -86,12 +86,10 @@ class CKKSLinear(HECore):
         return {"mask_ciphertexts": count}
 
     def prepare_client(self, steps: list) -> dict:
-        """Offline (client, malicious): the witness-independent first message of every
-        proof of plaintext knowledge the online phase will run, and the query-independent
-        part of every ciphertext of the layers that run online (``precompute_zeros``; the
-        layers on the input run offline anyway)."""
-        if not self.malicious:
-            return {}
+        """Offline (client): the message-independent part of every ciphertext of the
+        layers that run online (``precompute_zeros``; the layers on the input run offline
+        anyway) and, malicious, the witness-independent first message of every proof of
+        plaintext knowledge the online phase will run."""
         jobs = []
         for idx, st in enumerate(steps):
             if st.op != "lin":
@@ -102,7 +100,7 @@ class CKKSLinear(HECore):
                 continue
             for gi, bud, _, n_rg, _, _ in he_rows.plans(self, st):
                 jobs.append((idx, gi, bud, bud.T * n_rg * bud.n_chunks))
-        out = proof.precommit_all(self, jobs)
+        out = proof.precommit_all(self, jobs) if self.malicious else {}
         offline = {i for i, _ in input_layers(steps)}
         out["encryptions_of_zero"] = self.precompute_zeros([j for j in jobs if j[0] not in offline])
         return out
