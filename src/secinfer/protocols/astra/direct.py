@@ -4,20 +4,20 @@ Everything of a server's online step that does not depend on the query is folded
 constants in the offline phase, so that after the query arrives an evaluator runs one dot
 product, one addition and a send (issue #23: on these 2-core machines every numpy call
 made right after a wake-up costs tens of microseconds, so the count of calls on the
-critical path is the latency). The messages and their contents are those of the generic
-path in ``protocol._server_online`` (bit for bit, ``tests/astra/test_direct.py``) with two
-differences, both in what arrives when, not in what anyone learns:
+critical path is the latency). Against the generic path (``protocol._server_online`` with
+``engine.open_parts_to`` / ``bitext_online(to=C)``) the output is the same bit for bit
+(tests/astra/test_direct.py) and nobody learns more:
 
-* P0's only message to the client (lambda_y of a regression output, the comparison's mask
-  r of a class) depends on no query: it rides on P0's "ready" acknowledgement at the end of
-  the offline phase (prepared sessions: on its lambda_x message), so P0 has no online
-  phase at all;
-* classification: P2's additive part of m_y goes to P1 only (P1 feeds m_a into the garbled
-  comparison [ASTRA 5.4]; P2, the evaluator, never needs m_a, so P1's part no longer goes to
-  P2: P2 sees less than in [ASTRA Fig. 3]'s exchange).
+* regression: the same messages; P0's only one, lambda_y, depends on no query, so it rides
+  on P0's "ready" acknowledgement at the end of the offline phase (prepared sessions: on
+  its lambda_x message) and P0 has no online phase at all;
+* classification: the comparison is garbled by P1 and P2 and evaluated by P0 on the
+  evaluators' own additive terms (``bitext_offline_direct``), so the evaluators' exchange
+  of m_u is gone: three online rounds (query, labels, y) instead of four. The client gets
+  y from P0 and the mask r from P1 (offline, with P1's "ready").
 
-The client encodes and masks its query in one pass (``encode_masked``) after checking it in
-the setup phase (``mdl.encode_input``'s typed errors, before any message of the query).
+The client checks its query in the offline phase (``mdl.encode_input``'s typed errors,
+before any message of it) and encodes and masks it online in one pass (``encode_masked``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 from secinfer.arith.ring import Ring
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import msb_sub_circuit
+from secinfer.protocols.astra.bitext import BitExtPrep
 from secinfer.protocols.astra.engine import ring_dot
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
@@ -56,14 +57,15 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
     """Offline: the constants of one server's online step (see the module docstring).
 
     Regression: Y = U + B, evaluator i sends [m_y]_i -/+ rho, P0 lambda_y (``open_parts_to``).
-    Classification: A = 2^shift - 1 - Y, P1 needs m_a = c - m_b - base_1 - m_x coef_1 - [m_u]_2
-    (``bitext_online``'s input)."""
+    Classification (``bx`` from ``bitext_offline_direct``): A = 2^shift - 1 - Y = u_1 - u_2 with
+    u_1 = c - [m_u]_1 - m_b + lambda_{y,1} (P1) and u_2 = [m_u]_2 - lambda_{y,2} (P2), where
+    [m_u]_i = base_i + m_x coef_i."""
     role, R = eng.role, eng.R
     batch, n = U.shape
     fast = {"cls": cls, "lab": prep.lab, "bx_lab": bx.lab if cls else None}
     if role == "p0":
         if cls:
-            fast["to_client"] = (pack(bx.rbit, 1),)
+            fast.update(bx=bx, k_spec=ArraySpec(np.uint64, (batch * n, 64, 2)), circ=msb_sub_circuit(64))
         else:
             lam = R.add(R.add(U.l1, B.l1[None, :]), R.add(U.l2, B.l2[None, :]))
             fast["to_client"] = (pack(np.ascontiguousarray(lam).reshape(-1), 64),)
@@ -75,52 +77,104 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
         r = rho.reshape(batch, n)
         fast["off"] = R.add(off, r) if role == "p1" else R.sub(off, r)
         return fast
-    fast["part_spec"] = packed_spec(64, (batch, n))
+    fast["shifts"] = np.arange(64, dtype=np.uint64)[None, :]
+    fast["r_gc"] = bx.r_gc
     if role == "p1":
-        c = np.uint64((1 << shift) - 1)
-        # own = c - m_b - base_1 - m_x coef_1; m_a = own - [m_u]_2
-        fast["k1"] = R.sub(R.sub(np.full((batch, n), c, np.uint64), B.m[None, :]), prep.base)
-        fast["shifts"] = np.arange(64, dtype=np.uint64)[None, :]
-        fast["zeros"], fast["r_gc"] = bx.zeros["u1"], bx.r_gc
+        c = np.full((batch, n), np.uint64((1 << shift) - 1), np.uint64)
+        # u_1 = k - m_x coef_1 with k = c - base_1 - m_b + lambda_{y,1}
+        fast["k"] = R.add(R.sub(R.sub(c, prep.base), B.m[None, :]), R.add(U.l1, B.l1[None, :]))
+        fast["zeros"] = bx.zeros["u1"]
+        fast["to_client"] = (pack(bx.rbit, 1),)
     else:
-        fast["off"] = prep.base
-        fast["k1_spec"] = ArraySpec(np.uint64, (batch * n, 64, 2))
-        fast["circ"], fast["bx"] = msb_sub_circuit(64), bx
+        # u_2 = m_x coef_2 + k with k = base_2 - lambda_{y,2}
+        fast["k"] = R.sub(prep.base, R.add(U.l2, B.l2[None, :]))
+        fast["zeros"] = bx.zeros["u2"]
     return fast
 
 
+def bitext_offline_direct(eng, n: int) -> BitExtPrep:
+    """Offline half of the comparison msb(u_1 - u_2) xor r on this path: P1 and P2 garble
+    from k_12 (identical circuits, the free-XOR garbling of ``secinfer.crypto.gc``), P1 sends
+    P0 the tables, the decoding bits and the labels of r; P0 evaluates online.
+
+    [ASTRA 5.4] has P0 and P1 garble and P2 evaluate on (m_a, lambda_a), which needs m_a at
+    P1 (the evaluators' exchange of m_u, one round). Here the two inputs are the evaluators'
+    own additive terms u_1, u_2 (A = u_1 - u_2), so each sends its labels as soon as its dot
+    product is done and the comparison costs one round less. Semi-honest only. Views: P0
+    gets a garbled circuit with one label per input wire (it knows neither the free-XOR
+    offset nor any zero label: both come from k_12), so it learns only the output
+    y = msb(A) xor r with r from k_12 unknown to it; P1 and P2 receive nothing online; the
+    client gets y from P0 and r from P1, as it got y from P2 and r from P0 before."""
+    circ = msb_sub_circuit(64)
+    lab = eng._label("bitext")          # every server: labels stay in step
+    gcm.prepare(circ)                   # the native library and gate program: now, not online
+    ep, role = eng.ep, eng.role
+    t = f"astra/bx/{lab}"
+    prep = BitExtPrep(lab, n)
+    if role in ("p1", "p2"):
+        s = eng.keys.stream("12", lab + "/gc")
+        prep.r_gc, prep.zeros = gcm.input_labels(circ, n, lambda shape: s.ring(tuple(shape), 64))
+        prep.rbit = eng.keys.stream("12", lab + "/r").ring((n,), 1).astype(np.uint8)
+        if role == "p1":
+            g = gcm.garble(circ, prep.r_gc, prep.zeros)
+            ep.send("p0", t + "/gc", g.tables, g.decode, gcm.select(prep.zeros["u3"], prep.rbit[:, None], prep.r_gc))
+    else:
+        tables, dec, k3 = ep.recv("p1", t + "/gc", ArraySpec(np.uint64, (n, circ.and_count, 2, 2)),
+                                  ArraySpec(np.uint8, (n, 1)), ArraySpec(np.uint64, (n, 1, 2)))
+        prep.tables, prep.dec = tables, dec
+        prep.wires = gcm.wire_buffer(circ, {"u3": k3})
+        # one throwaway evaluation (as ``bitext._warm_evaluator``): the native call's
+        # first-use costs are paid offline
+        w = prep.wires[:1].copy()
+        w[:, circ.inputs["u2"]] = 0
+        gcm.evaluate_opened(circ, np.ascontiguousarray(tables[:1]), w, "u1",
+                            np.zeros((1, len(circ.inputs["u1"]), 2), np.uint64))
+    return prep
+
+
 def server_online(ep, fast: dict, C: str) -> None:
-    """An evaluator's whole online step (after ``online_phase`` is entered; P0 has none)."""
+    """A server's whole online step (after ``online_phase`` is entered)."""
     role = ep.me
+    if role == "p0":         # classification: evaluate the comparison on both evaluators' labels
+        ep.mark("shared")
+        bx, t = fast["bx"], f"astra/bx/{fast['bx_lab']}"
+        got = dict(ep.recv_each({"p1": (t + "/k1", fast["k_spec"]), "p2": (t + "/k2", fast["k_spec"])}))
+        circ = fast["circ"]
+        bx.wires[:, circ.inputs["u2"]] = got["p2"][0]
+        out = gcm.evaluate_opened(circ, bx.tables, bx.wires, "u1", got["p1"][0])
+        y = gcm.decode(out, bx.dec)[:, 0]
+        ep.send(C, "astra/out/y/y", np.packbits(y & np.uint8(1)))
+        return
     m_x = ep.recv(C, "astra/sh/X", fast["x_spec"])[0]
     ep.mark("shared")        # the evaluators hold [[x]]: the servers' online work starts
-    t = f"astra/mul/{fast['lab']}"
     if not fast["cls"]:
         part = _dot(m_x, fast["coef"])
         part += fast["off"]
         ep.send(C, "astra/out/y/" + ("m1" if role == "p1" else "m2"), part.reshape(-1))
         return
-    if role == "p2":
-        part = _dot(m_x, fast["coef"])
-        part += fast["off"]
-        ep.send("p1", t + "/mz", part)
-        bx = fast["bx"]
-        k1 = ep.recv("p1", f"astra/bx/{fast['bx_lab']}/k1", fast["k1_spec"])[0]
-        out = gcm.evaluate_opened(fast["circ"], bx.tables, bx.wires, "u1", k1)
-        y = gcm.decode(out, bx.dec)[:, 0]
-        ep.send(C, "astra/out/y/y", np.packbits(y & np.uint8(1)))
-        return
-    own = fast["k1"] - (_dot(m_x, fast["coef"]))
-    other = ep.recv("p2", t + "/mz", fast["part_spec"])[0]
-    own -= other
-    bits = (own.reshape(-1)[:, None] >> fast["shifts"]) & _ONE       # bits_of(m_a, 64)
-    labels = fast["zeros"] ^ ((_ZERO - bits)[..., None] & fast["r_gc"])   # gcm.select
-    ep.send("p2", f"astra/bx/{fast['bx_lab']}/k1", labels)
+    if role == "p1":
+        u = fast["k"] - _dot(m_x, fast["coef"])
+    else:
+        u = _dot(m_x, fast["coef"])
+        u += fast["k"]
+    bits = (u.reshape(-1)[:, None] >> fast["shifts"]) & _ONE                 # bits_of(u, 64)
+    labels = fast["zeros"] ^ ((_ZERO - bits)[..., None] & fast["r_gc"])     # gcm.select
+    ep.send("p0", f"astra/bx/{fast['bx_lab']}/" + ("k1" if role == "p1" else "k2"), labels)
+
+
+def has_online(role: str, cls: bool) -> bool:
+    """P0 takes part in the online phase only for a classifier (it evaluates the comparison)."""
+    return role != "p0" or cls
+
+
+def extra_sender(cls: bool) -> str:
+    """Who sends the client its query-independent output part offline: P0 lambda_y, P1 r."""
+    return "p1" if cls else "p0"
 
 
 # ---- client ---------------------------------------------------------------------------------
 def client_extra_spec(cls: bool, size: int) -> ArraySpec:
-    """What P0's "ready" carries on this path: lambda_y (regression) or r (classification)."""
+    """What ``extra_sender``'s "ready" carries on this path: lambda_y or r."""
     return packed_spec(1 if cls else 64, (size,))
 
 
@@ -148,9 +202,9 @@ def check_query(x: np.ndarray, frac: int, cfg) -> None:
 
 def receive_output(ep, cls: bool, size: int, extra: np.ndarray) -> np.ndarray:
     """The client's reveal: y = part_1 + part_2 - lambda_y (regression) or y xor r (class),
-    with P0's lambda_y / r already received offline (``extra``, unpacked)."""
+    with P0's lambda_y / P1's r already received offline (``extra``, unpacked)."""
     if cls:
-        y = ep.recv("p2", "astra/out/y/y", packed_spec(1, (size,)))[0]
+        y = ep.recv("p0", "astra/out/y/y", packed_spec(1, (size,)))[0]
         return (unpack(y, 1, (size,)) ^ extra) & _ONE
     spec = packed_spec(64, (size,))
     acc = None

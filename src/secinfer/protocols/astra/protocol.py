@@ -146,6 +146,8 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
     batch, k = shape["X"]
     n = shape["b"][0]
     bx = pad = fprep = None
+    direct = reveal_mode(job.options) == "direct"
+    fast_path = fastpath.applies(job.security, direct)
     with ep.phase("offline"):
         X, _ = eng.share_offline(x_owner, shape["X"], "X")
         W, _ = eng.share_offline(M, shape["W"], "W")
@@ -157,7 +159,7 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
             A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            bx = bitext_offline(eng, A, beng)
+            bx = fastpath.bitext_offline_direct(eng, batch * n) if fast_path else bitext_offline(eng, A, beng)
         if fair:
             from secinfer.protocols.astra.bitext import output_mask
             from secinfer.protocols.astra.fair import frec_offline
@@ -166,11 +168,9 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             omask = output_mask(eng, bx) if cls else \
                 Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
             omask = AShare(oe.bits, None, omask.l1, omask.l2)
-        direct = reveal_mode(job.options) == "direct"
         rho = eng.parts_pad((batch * n,)) if direct and not eng.malicious and not cls else None
         # semi-honest direct: the online step's query-independent part, computed now
-        fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho) \
-            if fastpath.applies(job.security, direct) else None
+        fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho) if fast_path else None
         eng.finish_offline()
         if eng.malicious:
             eng.verify()
@@ -186,7 +186,7 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
 def _server_online_phase(ep, st: dict) -> None:
     eng = st["eng"]
     if st.get("fast"):
-        if eng.role != "p0":   # P0's part was sent offline: it has no online phase
+        if fastpath.has_online(eng.role, st["cls"]):   # regression: P0's part went offline
             with online_phase(ep):
                 fastpath.server_online(ep, st["fast"], C)
         await_close(ep)
@@ -264,13 +264,13 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
         espec = fastpath.client_extra_spec(cls, size) if fast else None
         if prepared:
-            lam_x, extra = _recv_query_mask(ep, x.shape, malicious, espec)   # the servers drew it ahead
+            lam_x, extra = _recv_query_mask(ep, x.shape, malicious, espec, fastpath.extra_sender(cls))
         else:
             lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
         gc.collect()
         if not prepared:
             for p in SERVERS:
-                got = ep.recv(p, "astra/ready", _ACK, *((espec,) if fast and p == "p0" else ()))
+                got = ep.recv(p, "astra/ready", _ACK, *((espec,) if fast and p == fastpath.extra_sender(cls) else ()))
                 if len(got) > 1:
                     extra = got[1]
         if fast:
@@ -449,20 +449,22 @@ def _run_prepared(role: str, ep, job: PartyJob, prep) -> PartyResult:
         elif malicious:
             ep.send(C, "astra/prep/lam", digest("prep-mask", X.l1 if role == "p1" else X.l2))
         else:
-            ep.send(C, "astra/ready", np.ones(1, np.uint8))
+            ep.send(C, "astra/ready", np.ones(1, np.uint8), *(st["fast"].get("to_client", ()) if st.get("fast") else ()))
     _server_online_phase(ep, st)
     return PartyResult(info={"role": role, "prepared": True})
 
 
-def _recv_query_mask(ep, shape, malicious: bool, extra_spec=None) -> tuple:
-    """Client: lambda_x from P0, checked against P1's and P2's hashes (malicious); and the
-    array ``extra_spec`` describes, which P0 sends with it on the precomputed path."""
+def _recv_query_mask(ep, shape, malicious: bool, extra_spec=None, extra_from: str = "p0") -> tuple:
+    """Client: lambda_x from P0 (the servers drew it ahead), checked against P1's and P2's
+    hashes (malicious); and the array ``extra_spec`` describes, which ``extra_from`` sends
+    with its message on the precomputed path (``direct.py``)."""
     spec, hs = packed_spec(64, shape), ArraySpec(np.uint8, (32,))
     if not malicious:
-        more = (extra_spec,) if extra_spec is not None else ()
-        got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec, *more), "p1": ("astra/ready", _ACK),
-                                 "p2": ("astra/ready", _ACK)}))
-        return unpack(got["p0"][0], 64, shape), (got["p0"][1] if more else None)
+        req = {"p0": ["astra/prep/lam", spec], "p1": ["astra/ready", _ACK], "p2": ["astra/ready", _ACK]}
+        if extra_spec is not None:
+            req[extra_from].append(extra_spec)
+        got = dict(ep.recv_each({p: tuple(r) for p, r in req.items()}))
+        return unpack(got["p0"][0], 64, shape), (got[extra_from][-1] if extra_spec is not None else None)
     got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec, spec), "p1": ("astra/prep/lam", hs),
                              "p2": ("astra/prep/lam", hs)}))
     l1, l2 = (unpack(a, 64, shape) for a in got["p0"])

@@ -1,0 +1,82 @@
+"""The precomputed semi-honest ``reveal="direct"`` path (``protocols/astra/direct.py``):
+outputs equal the fixed-point oracle bit for bit and the ``paper`` message structure's,
+for regressions with one and several outputs (both dot-product kernels), batches and
+classifiers; P0 has no online phase in a regression; the classification's comparison is
+garbled by P1, P2 and evaluated by P0 (three online rounds, nothing reaches the evaluators
+online but the query); a bad query fails with a typed error before the online phase."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from astra_helpers import run_protocol
+from secinfer.arith.fixed import FX64
+from secinfer.errors import ProtocolError
+from secinfer.protocols.rep3 import linear as mdl
+
+
+def _ok(res):
+    for v in res.values():
+        if isinstance(v, BaseException):
+            raise v
+    return res["client"]
+
+
+def _online_msgs(meters, role, direction):
+    return [(p, tag) for (ph, d, p, tag), c in meters[role].counters.items() if ph == "online" and d == direction]
+
+
+@pytest.fixture(scope="module")
+def diabetes():
+    return load_diabetes(return_X_y=True)
+
+
+@pytest.mark.parametrize("outputs", [1, 3, 6])   # 6 > 4: the limb-split ring product
+def test_regression_equals_oracle_and_paper_path(diabetes, outputs):
+    x, y = diabetes
+    rng = np.random.default_rng(outputs)
+    ys = np.stack([y * (1 + 0.1 * i) + rng.normal(0, 5, y.shape) for i in range(outputs)], axis=1)
+    est = LinearRegression().fit(x[:300], ys[:300, 0] if outputs == 1 else ys[:300])
+    q = x[300:305]
+    res, meters = run_protocol(est, q, "semi-honest")
+    out = _ok(res)
+    paper = _ok(run_protocol(est, q, "semi-honest", options={"reveal": "paper"}, seed=3)[0])
+    lm = mdl.resolve_wfrac(mdl.to_linear(est), FX64)
+    want = mdl.oracle(lm, q, FX64)
+    assert np.array_equal(out.output_ring, want) and np.array_equal(paper.output_ring, want)
+    # P0 sent lambda_y with its "ready": no online phase at P0, one round each way
+    assert meters["p0"].windows.get("online") is None
+    assert _online_msgs(meters, "p0", "sent") == []
+    assert sorted(_online_msgs(meters, "client", "recv")) == [("p1", "astra/out/y/m1"), ("p2", "astra/out/y/m2")]
+    assert max(m.rounds("online") for m in meters.values()) == 2
+
+
+def test_classifier_equals_oracle_in_three_rounds():
+    x, y = load_breast_cancer(return_X_y=True)
+    est = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x[:450], y[:450])
+    q = x[450:470]
+    res, meters = run_protocol(est, q, "semi-honest")
+    out = _ok(res)
+    lm = mdl.resolve_wfrac(mdl.to_linear(est), FX64)
+    assert np.array_equal(out.output_ring[:, 0].astype(np.int64), mdl.oracle(lm, q, FX64)[:, 0])
+    assert np.array_equal(out.output[:, 0], est.predict(q))
+    # query -> P1, P2; their labels -> P0; y -> client; r came from P1 offline
+    assert max(m.rounds("online") for m in meters.values()) == 3
+    assert sorted(_online_msgs(meters, "p0", "recv")) == [("p1", "astra/bx/bitext#2/64/k1"),
+                                                          ("p2", "astra/bx/bitext#2/64/k2")]
+    for ev in ("p1", "p2"):
+        assert _online_msgs(meters, ev, "recv") == [("client", "astra/sh/X")]
+    assert _online_msgs(meters, "client", "recv") == [("p0", "astra/out/y/y")]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e30])
+def test_bad_query_fails_typed_before_the_online_phase(diabetes, bad):
+    x, y = diabetes
+    est = LinearRegression().fit(x[:100], y[:100])
+    q = x[100:102].copy()
+    q[1, 3] = bad
+    res, meters = run_protocol(est, q, "semi-honest", timeout=5)
+    assert isinstance(res["client"], ProtocolError)
