@@ -80,3 +80,30 @@ def test_bad_query_fails_typed_before_the_online_phase(diabetes, bad):
     q[1, 3] = bad
     res, meters = run_protocol(est, q, "semi-honest", timeout=5)
     assert isinstance(res["client"], ProtocolError)
+
+
+def test_ripple_comparison_circuit_equals_the_prefix_one():
+    """``direct.msb_sub_ripple`` (63 AND gates) computes msb(u1 - u2) xor u3 as
+    ``msb_sub_circuit`` (181) does: in the clear on edge cases and random words, and garbled."""
+    from secinfer.crypto.gc import garble as gcm
+    from secinfer.crypto.gc.circuit import bits_of, eval_plain, msb_sub_circuit
+    from secinfer.protocols.astra.direct import msb_sub_ripple
+
+    circ, ref = msb_sub_ripple(64), msb_sub_circuit(64)
+    assert circ.and_count == 63 < ref.and_count
+    rng = np.random.default_rng(5)
+    n = 400
+    a, b = rng.integers(0, 2**64, n, dtype=np.uint64), rng.integers(0, 2**64, n, dtype=np.uint64)
+    a[:10], a[10:20], a[20:30] = b[:10], b[10:20] + np.uint64(1), b[20:30] - np.uint64(1)
+    a[30:40], a[40:50], b[50:60] = b[30:40] + np.uint64(1 << 63), 0, 0
+    r = rng.integers(0, 2, (n, 1)).astype(np.uint8)
+    inp = {"u1": bits_of(a, 64), "u2": bits_of(b, 64), "u3": r}
+    want = ((a - b) >> np.uint64(63)).astype(np.uint8) ^ r[:, 0]
+    assert np.array_equal(eval_plain(circ, inp)[:, 0], want)
+    assert np.array_equal(eval_plain(ref, inp)[:, 0], want)
+    gen = np.random.default_rng(6)
+    R, zeros = gcm.input_labels(circ, n, lambda shape: gen.integers(0, 2**63, shape, dtype=np.uint64))
+    g = gcm.garble(circ, R, zeros)
+    wires = gcm.wire_buffer(circ, {"u2": gcm.select(zeros["u2"], inp["u2"], R), "u3": gcm.select(zeros["u3"], r, R)})
+    out = gcm.evaluate_opened(circ, g.tables, wires, "u1", gcm.select(zeros["u1"], inp["u1"], R))
+    assert np.array_equal(gcm.decode(out, g.decode)[:, 0], want)
