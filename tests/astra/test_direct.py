@@ -107,3 +107,16 @@ def test_ripple_comparison_circuit_equals_the_prefix_one():
     wires = gcm.wire_buffer(circ, {"u2": gcm.select(zeros["u2"], inp["u2"], R), "u3": gcm.select(zeros["u3"], r, R)})
     out = gcm.evaluate_opened(circ, g.tables, wires, "u1", gcm.select(zeros["u1"], inp["u1"], R))
     assert np.array_equal(gcm.decode(out, g.decode)[:, 0], want)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 300])   # 300 > ENCODE_ROWS: several passes
+def test_encode_masked_equals_encode_then_mask(rows):
+    from secinfer.protocols.astra.direct import encode_buffers, encode_masked
+
+    rng = np.random.default_rng(rows)
+    x = rng.normal(0, 40, (rows, 37))
+    x[0, :6] = [0.5 / 2 ** 13, -0.5 / 2 ** 13, 2.5 / 2 ** 13, -2.5 / 2 ** 13, 0.0, -1e-9]   # ties and zero
+    lam = rng.integers(0, 2**64, x.shape, dtype=np.uint64)
+    want = mdl.encode_input(x, 13, FX64) + lam
+    got = encode_masked(x, 13, lam.copy(), encode_buffers(x.shape))
+    assert got.dtype == np.uint64 and np.array_equal(got, want)

@@ -275,10 +275,13 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
                     extra = got[1]
         if fast:
             extra = fastpath.client_extra(cls, size, extra)
+            bufs = fastpath.encode_buffers(x.shape)
+            if not lam_x.flags.writeable:   # (received: m_x is added into it online)
+                lam_x = lam_x.copy()
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
         if fast and cfg.ring.bits == 64:
-            m = fastpath.encode_masked(x, fw[1], lam_x)
+            m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
             for p in (("p2", "p1") if cls else ("p1", "p2")):   # classification: P2's part is on the longer path
                 ep.send(p, "astra/sh/X", m)
         else:
