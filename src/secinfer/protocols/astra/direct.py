@@ -4,9 +4,9 @@ Everything of a server's online step that does not depend on the query is folded
 constants in the offline phase, so that after the query arrives an evaluator runs one dot
 product, one addition and a send (issue #23: on these 2-core machines every numpy call
 made right after a wake-up costs tens of microseconds, so the count of calls on the
-critical path is the latency). Against the generic path (``protocol._server_online`` with
-``engine.open_parts_to`` / ``bitext_online(to=C)``) the output is the same bit for bit
-(tests/astra/test_direct.py) and nobody learns more:
+critical path is the latency). Against [ASTRA Fig. 3, 4, 11]'s steps the output is the
+same bit for bit (tests/astra/test_direct.py: the oracle and ``reveal="paper"``) and
+nobody learns more:
 
 * regression: the same messages; P0's only one, lambda_y, depends on no query, so it rides
   on P0's "ready" acknowledgement at the end of the offline phase (prepared sessions: on
@@ -76,7 +76,7 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
     """Offline: the constants of one server's online step (see the module docstring).
 
-    Regression: Y = U + B, evaluator i sends [m_y]_i -/+ rho, P0 lambda_y (``open_parts_to``).
+    Regression: Y = U + B, evaluator i sends [m_y]_i -/+ rho, P0 lambda_y.
     Classification (``bx`` from ``bitext_offline_direct``): A = 2^shift - 1 - Y = u_1 - u_2 with
     u_1 = c - [m_u]_1 - m_b + lambda_{y,1} (P1) and u_2 = [m_u]_2 - lambda_{y,2} (P2), where
     [m_u]_i = base_i + m_x coef_i."""
