@@ -52,7 +52,7 @@ class BitExtPrep:
     n: int
     r_gc: np.ndarray | None = None     # the garblers' free-XOR offset and zero labels
     zeros: dict | None = None
-    rbit: np.ndarray | None = None     # semi-honest, P0: the output mask r
+    rbit: np.ndarray | None = None     # semi-honest: the output mask r (P0; P1, P2 in direct.py)
     r: AShare | None = None            # semi-honest: [[r]]^B
     tables: np.ndarray | None = None   # the evaluator's garbled tables, decoding bits, wires
     dec: np.ndarray | None = None
