@@ -78,15 +78,19 @@ def _tiny_resnet():
 
 
 @pytest.mark.timeout(900)     # key generation for every chunk's rotations: minutes on a loaded machine
-@pytest.mark.parametrize("mode", ["lattigo", "reencrypt-standin"])
-def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float(mode):
+@pytest.mark.parametrize("mode,params_name", [("lattigo", P_NAME), ("reencrypt-standin", P_NAME),
+                                              ("lattigo", "ckks-boot-n12-dense-insecure")])
+def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float(mode, params_name):
     from secinfer.bench.ckks_baseline import Engine, simulate
 
     g = _tiny_resnet()
     x = np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)
     # max_diagonals=32: the 4->4 and 8->8 convolutions (63 and 135 diagonals) are cut into chunks
-    eng = Engine(g, params_name=P_NAME, degree=15, log=lambda *_: None, bootstrap=mode,
-                 max_diagonals=32)
+    # the dense set (the N = 2^16 run's shape): DFT matrices on demand, rotation keys dropped
+    # before every bootstrap
+    dense = "dense" in params_name
+    eng = Engine(g, params_name=params_name, degree=15, log=lambda *_: None, bootstrap=mode,
+                 max_diagonals=32, free_keys_before_bootstrap=dense)
     try:
         res = eng.run(x)
         sim = simulate(g, x, eng.bounds, 15).reshape(-1)
@@ -99,3 +103,7 @@ def test_baseline_engine_tiny_resnet_matches_its_simulation_and_float(mode):
     assert np.abs(res["got"] - res["float"]).max() < 0.25 * max(1.0, np.abs(res["float"]).max())
     key = "bootstrap" if mode == "lattigo" else "bootstrap_standin"
     assert res["relus"] == 5 and eng.costs.ops[key][0] == 5
+    if dense:
+        assert eng.boot.dft_on_demand and eng.boot.dft_encode_s > 0
+        # keys were dropped before each bootstrap and made again: more key sets than convolutions' kinds
+        assert eng.costs.ops["keygen_rot"][0] > 0

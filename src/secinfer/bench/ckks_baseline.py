@@ -38,7 +38,8 @@ import numpy as np
 from secinfer.arith import public_rng
 from secinfer.errors import ConfigError
 
-PARAMS = "ckks-boot-n16-128"
+PARAMS = "ckks-boot-n16-dense-128"     # fits this machine at N = 2^16 (docs/he.md)
+PARAMS_SPARSE = "ckks-boot-n16-128"     # the earlier set: its bootstrapping keys alone passed 16 GB
 
 
 # ---------------------------------------------------------------- layouts
@@ -166,7 +167,8 @@ class Engine:
 
     def __init__(self, graph, params_name: str = PARAMS, degree: int = 63, margin: float = 1.25,
                  calib: np.ndarray | None = None, log=print, bootstrap: str = "lattigo",
-                 max_diagonals: int = 256, max_keys: int = 96) -> None:
+                 max_diagonals: int = 256, max_keys: int = 96,
+                 free_keys_before_bootstrap: bool = False) -> None:
         """``bootstrap``: "lattigo" (real bootstrapping) or "reencrypt-standin": every
         bootstrap replaced by decrypt + re-encrypt with the secret key -- NOT a secure
         protocol step, used only where Lattigo's N = 2^16 bootstrapping keys do not fit in
@@ -176,6 +178,7 @@ class Engine:
             raise ConfigError(f"ckks baseline: bootstrap must be 'lattigo' or 'reencrypt-standin', got {bootstrap!r}")
         self.bootstrap_mode = bootstrap
         self.max_diagonals, self.max_keys = int(max_diagonals), int(max_keys)
+        self.free_keys_before_bootstrap = bool(free_keys_before_bootstrap)
         from secinfer.crypto import he
         from secinfer.crypto.he import bootstrap as hb
 
@@ -190,12 +193,12 @@ class Engine:
             public_rng("bench/ckks-baseline/calibration", 1).standard_normal(
                 (8,) + tuple(graph.inputs[0].shape[1:])).astype(np.float32)
         self.bounds = calibrate(graph, calib, margin)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         self.kp = self.P.keygen()
         self.boot = hb.Bootstrapper(self.P, self.kp.sk) if bootstrap == "lattigo" else None
         self.relin = self.P.gen_eval_keys(self.kp.sk, relin=True)
         self.ev_relin = he.Evaluator(self.P, self.relin)
-        self.costs.add("keygen_boot", time.perf_counter() - t)
+        self.costs.add("keygen_boot", time.perf_counter() - t, cpu=time.process_time() - c)
         self.boot_key_bytes = self.boot.key_bytes if self.boot else None
         self.fresh_level = self.boot.output_level if self.boot else self.P.max_level
         if self.fresh_level < self.depth + 1:
@@ -220,10 +223,20 @@ class Engine:
             with _Timer(self.costs, "keygen_rot", n=len(want)):
                 keys = self.P.gen_eval_keys(self.kp.sk, relin=True, galois=sorted(want))
             self._keys = (want, keys, self.he.Evaluator(self.P, keys))
-            dnum = -(-len(self.P.q) // len(self.P.p))
-            per_key = 2 * dnum * (len(self.P.q) + len(self.P.p)) * self.P.n * 8
-            self.rot_key_bytes_peak = max(self.rot_key_bytes_peak, per_key * len(want))
+            self.rot_key_bytes_peak = max(self.rot_key_bytes_peak, self.rot_key_bytes * len(want))
         return self._keys[2]
+
+    @property
+    def rot_key_bytes(self) -> int:
+        """Bytes of one rotation key of the residual set: 2 x dnum x (#Q + #P) x N x 8."""
+        dnum = -(-len(self.P.q) // len(self.P.p))
+        return 2 * dnum * (len(self.P.q) + len(self.P.p)) * self.P.n * 8
+
+    def drop_keys(self) -> None:
+        if self._keys is not None:
+            self._keys[2].close()
+            self._keys[1].close()
+            self._keys = None
 
     # ------------------------------------------------------------ layers
 
@@ -268,6 +281,8 @@ class Engine:
     def refresh(self, ct):
         """Bootstrap (or, in stand-in mode, decrypt + re-encrypt: see __init__)."""
         if self.boot is not None:
+            if self.free_keys_before_bootstrap:
+                self.drop_keys()
             with _Timer(self.costs, "bootstrap"):
                 return self.boot.bootstrap(ct)
         with _Timer(self.costs, "bootstrap_standin"):
@@ -401,9 +416,7 @@ class Engine:
                 "server_s": server_s, "diagonals": diag_counts, "nodes_run": len(ran)}
 
     def close(self) -> None:
-        if self._keys is not None:
-            self._keys[2].close()
-            self._keys[1].close()
+        self.drop_keys()
         for o in (self.ev_relin, self.relin, self.boot):
             if o is not None:
                 o.close()
@@ -548,28 +561,194 @@ def extrapolate_network(kinds: dict, boot: dict) -> dict:
     return tot
 
 
-def baseline_rows(graph_name: str = "resnet20", prefix_relus: int = 1, sim_inputs: int = 16,
-                  log=print) -> dict:
-    """The fully encrypted baseline on a zoo network, as far as it fits on this machine:
+def _rss_bytes() -> tuple[int, int]:
+    """(current, peak) resident bytes of this process (Linux /proc; peak from getrusage)."""
+    import resource
 
-    * bootstrapping: Lattigo's, run on N = 2^12 and 2^13 (the N = 2^16 keys need more than
-      the ~16 GB this shared machine can spare), scaled to N = 2^16 (N log N): EXTRAPOLATED;
-    * every distinct layer kind run once at N = 2^16 (``measure_kinds``), the network's
-      server time = sum of count x measured cost + ReLUs x extrapolated bootstrap:
-      EXTRAPOLATED from measured per-layer costs;
-    * accuracy: the network's first ``prefix_relus`` ReLUs run encrypted at N = 2^16 end to
-      end (refresh stand-in) against float, and the whole approximated network in the clear
-      (SIMULATION of the same polynomials) against float on ``sim_inputs`` inputs."""
+    cur = 0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    cur = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return cur, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def network_memory_estimate(params_name: str = PARAMS, max_keys: int = 48, max_diagonals: int = 64) -> dict:
+    """What a whole-network run holds at most, from the key sizes (no keys made): the
+    bootstrapping keys, one DFT matrix (on demand: CoeffsToSlots, the larger, ~0.4 x the
+    keys measured at N = 2^16), ``max_keys`` rotation keys and ``max_diagonals`` encoded
+    diagonals of the residual set, plus 1 GB for ciphertexts, buffers and Python."""
+    from secinfer.crypto import he
+    from secinfer.crypto.he import bootstrap as hb
+
+    P = he.get_params(params_name)
+    pl = hb.plan(P)
+    limbs = len(P.q) + len(P.p)
+    dnum = -(-len(P.q) // len(P.p))
+    rot = 2 * dnum * limbs * P.n * 8
+    diag = limbs * P.n * 8
+    dft = int(0.4 * pl["key_bytes_estimate"])
+    total = pl["key_bytes_estimate"] + dft + max_keys * rot + max_diagonals * diag + (1 << 30)
+    return {"boot_key_bytes": pl["key_bytes_estimate"], "dft_matrix_bytes": dft,
+            "rotation_key_bytes": rot, "diagonal_bytes": diag, "total_bytes": total, "plan": pl}
+
+
+def run_network(graph_name: str = "resnet20", params_name: str = PARAMS, degree: int = 63,
+                max_keys: int = 48, max_diagonals: int = 64, memory_limit_bytes: int | None = 8_800_000_000,
+                free_keys_before_bootstrap: bool = True, log=print) -> dict:
+    """The whole network, encrypted end to end with Lattigo's bootstrapping before every
+    ReLU: one input (the bench's public random one), every layer, the client's decryption;
+    accuracy against float and against the cleartext simulation of the same polynomials;
+    seconds (wall and CPU) per operation kind; key sizes; peak resident memory. MEASURED,
+    not extrapolated. ``memory_limit_bytes``: the Go runtime's soft limit for the run."""
+    from secinfer.crypto.he import bootstrap as hb
     from secinfer.ir import zoo
     from secinfer.ir.float_exec import run_float
     from secinfer.ir.onnx_import import load_model
 
+    if memory_limit_bytes:
+        hb.go_memory(int(memory_limit_bytes), -1)
+    g = load_model(zoo.build(graph_name, seed=0, fold_bn=True).SerializeToString())
+    x = public_rng("bench/ckks-baseline/input", 0).standard_normal(
+        (1,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+    t0, c0 = time.perf_counter(), time.process_time()
+    eng = Engine(g, params_name=params_name, degree=degree, log=log, bootstrap="lattigo",
+                 max_diagonals=max_diagonals, max_keys=max_keys,
+                 free_keys_before_bootstrap=free_keys_before_bootstrap)
+    setup = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
+    log(f"set-up (keys, bootstrapping keys {eng.boot.key_bytes / 1e9:.2f} GB): {setup['wall_s']:.0f}s wall, "
+        f"{setup['cpu_s']:.0f}s CPU, rss {_rss_bytes()[0] / 1e9:.2f} GB")
+    try:
+        t1, c1 = time.perf_counter(), time.process_time()
+        res = eng.run(x)
+        run_wall, run_cpu = time.perf_counter() - t1, time.process_time() - c1
+        got = res["got"]
+        fl = run_float(g, x).reshape(-1).astype(np.float64)
+        sim = simulate(g, x, eng.bounds, eng.degree).reshape(-1)
+        ops = {k: {"count": v[0], "wall_s": v[1], "cpu_s": v[2]} for k, v in eng.costs.ops.items()
+               if "[" not in k}
+        kinds = {"linear": ("conv", "add", "head"), "linear_encode": ("encode",),
+                 "rotation_keygen": ("keygen_rot",), "relu_poly": ("relu_poly",), "bootstrap": ("bootstrap",)}
+        by_kind = {k: {m: sum(ops.get(o, {}).get(m, 0.0) for o in v) for m in ("wall_s", "cpu_s")}
+                   for k, v in kinds.items()}
+        scale = max(1e-12, float(np.abs(fl).max()))
+        out = {"model": f"zoo:{graph_name}", "params": eng.P.name, "relu_degree": eng.degree,
+               "measured": True, "extrapolated": False,
+               "relus": res["relus"], "bootstraps": ops.get("bootstrap", {}).get("count", 0),
+               "setup": setup, "run_wall_s": run_wall, "run_cpu_s": run_cpu,
+               "server_wall_s": res["server_s"], "ops": ops, "by_kind": by_kind,
+               "dft_encode_s": eng.boot.dft_encode_s, "dft_on_demand": eng.boot.dft_on_demand,
+               "boot_key_bytes": eng.boot.key_bytes, "boot_plan": eng.boot.plan,
+               "rotation_key_bytes_each": eng.rot_key_bytes,
+               "rotation_key_bytes_peak": eng.rot_key_bytes_peak,
+               "max_keys": max_keys, "max_diagonals": max_diagonals,
+               "peak_rss_bytes": _rss_bytes()[1], "go": hb.go_memory(),
+               "logits": got.tolist(), "logits_float": fl.tolist(), "logits_simulated": sim.tolist(),
+               "accuracy": {"argmax_equal_float": bool(np.argmax(got) == np.argmax(fl)),
+                            "argmax_equal_simulated": bool(np.argmax(got) == np.argmax(sim)),
+                            "max_abs_err_vs_float": float(np.abs(got - fl).max()),
+                            "max_abs_err_vs_simulated": float(np.abs(got - sim).max()),
+                            "rel_err_vs_float": float(np.abs(got - fl).max() / scale),
+                            "rel_err_vs_simulated": float(np.abs(got - sim).max() / scale),
+                            "max_abs_float": scale}}
+        log(f"whole network: {run_wall:.0f}s wall, {run_cpu:.0f}s CPU; " + ", ".join(
+            f"{k} {v['cpu_s']:.0f}s CPU" for k, v in by_kind.items()) + f"; accuracy {out['accuracy']}")
+        return out
+    finally:
+        eng.close()
+
+
+def _mem_available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+# a whole-network run must stay under this resident size (the shared machine's etiquette)
+MAX_RUN_RSS = 10_000_000_000
+
+
+def whole_network_fits(params_name: str = PARAMS, margin: int = 2_000_000_000) -> dict:
+    """Whether the whole-network run fits now: its memory estimate under MAX_RUN_RSS and,
+    with ``margin`` to spare, under what the OS reports available."""
+    est = network_memory_estimate(params_name)
+    avail = _mem_available_bytes()
+    fits = est["total_bytes"] <= MAX_RUN_RSS and est["total_bytes"] + margin <= avail
+    why = (f"estimated peak {est['total_bytes'] / 1e9:.1f} GB (limit {MAX_RUN_RSS / 1e9:.0f} GB), "
+           f"available {avail / 1e9:.1f} GB, margin {margin / 1e9:.0f} GB")
+    return {"fits": fits, "why": why, "estimate": est, "available_bytes": avail}
+
+
+def simulated_accuracy(g, bounds: dict, degree: int, n: int) -> dict:
+    """The approximated network in the clear (the same polynomials) against float on n
+    public random inputs: argmax agreement and relative logit error."""
+    from secinfer.ir.float_exec import run_float
+
+    xs = public_rng("bench/ckks-baseline/accuracy-inputs", 11).standard_normal(
+        (n,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+    agree, rel = 0, []
+    for i in range(n):
+        fl = run_float(g, xs[i:i + 1]).reshape(-1)
+        sm = simulate(g, xs[i:i + 1], bounds, degree).reshape(-1)
+        agree += int(np.argmax(fl) == np.argmax(sm))
+        rel.append(float(np.abs(sm - fl).max() / max(1e-12, np.abs(fl).max())))
+    return {"simulated_argmax_agreement": agree / n, "simulated_rel_err_median": float(np.median(rel)),
+            "simulated_rel_err_max": float(np.max(rel)), "simulated_inputs": n}
+
+
+def baseline_rows(graph_name: str = "resnet20", prefix_relus: int = 1, sim_inputs: int = 16,
+                  log=print, whole: bool | None = None) -> dict:
+    """The fully encrypted baseline on a zoo network, as far as it fits on this machine.
+
+    ``whole`` (None: when ``whole_network_fits``): the whole network encrypted end to end at
+    N = 2^16 with Lattigo's bootstrapping (``run_network``): MEASURED, ``server_measured``.
+    Otherwise the earlier EXTRAPOLATION, ``server_estimated``:
+
+    * bootstrapping: Lattigo's, run on N = 2^12 and 2^13, scaled to N = 2^16 (N log N);
+    * every distinct layer kind run once at N = 2^16 (``measure_kinds``), the network's
+      server time = sum of count x measured cost + ReLUs x extrapolated bootstrap;
+    * accuracy: the network's first ``prefix_relus`` ReLUs run encrypted at N = 2^16 end to
+      end (refresh stand-in) against float.
+
+    Both: the whole approximated network in the clear (SIMULATION of the same polynomials)
+    against float on ``sim_inputs`` inputs."""
+    from secinfer.ir import zoo
+    from secinfer.ir.onnx_import import load_model
+
+    g = load_model(zoo.build(graph_name, seed=0, fold_bn=True).SerializeToString())
+    fit = whole_network_fits()
+    if whole is None:
+        whole = fit["fits"]
+    if whole:
+        m = run_network(graph_name, log=log)
+        online = {k: m["by_kind"][k] for k in ("linear", "relu_poly", "bootstrap")}
+        server = {"wall_s": sum(v["wall_s"] for v in online.values()),
+                  "cpu_s": sum(v["cpu_s"] for v in online.values()),
+                  "bootstraps": m["bootstraps"], "extrapolated": False,
+                  "what": "online server work: linear layers + ReLU polynomials + bootstrapping "
+                          "(bootstrapping includes the on-demand DFT encoding); offline: diagonal "
+                          "encoding, rotation keys (see 'measured')"}
+        cal = public_rng("bench/ckks-baseline/calibration", 1).standard_normal(
+            (8,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
+        acc = {"encrypted_whole": m["accuracy"],
+               **simulated_accuracy(g, calibrate(g, cal, 1.25), m["relu_degree"], sim_inputs)}
+        return {"model": f"zoo:{graph_name}", "params": m["params"], "relu_degree": m["relu_degree"],
+                "measured": m, "server_measured": server, "accuracy": acc, "fit": fit,
+                "note": "MEASURED: the whole network encrypted end to end at N = 2^16 with Lattigo's "
+                        "bootstrapping before every ReLU, one input"}
     boots = [measure_bootstrap(n) for n in ("ckks-boot-n12-insecure", "ckks-boot-n13-insecure")]
     log("bootstrapping measured: " + ", ".join(f"N=2^{b['log_n']}: {b['bootstrap_s']:.2f}s wall, "
                                                f"{b['bootstrap_cpu_s']:.2f}s CPU, keys {b['key_bytes'] / 1e9:.2f} GB"
                                                for b in boots))
     ext = extrapolate_bootstrap(boots[-1])
-    g = load_model(zoo.build(graph_name, seed=0, fold_bn=True).SerializeToString())
     eng = Engine(g, bootstrap="reencrypt-standin", log=log)
     try:
         kinds = measure_kinds(eng, log=log)
@@ -581,23 +760,14 @@ def baseline_rows(graph_name: str = "resnet20", prefix_relus: int = 1, sim_input
         acc = {"encrypted_prefix": {"relus": res["relus"], "tensor": res["output"],
                                     "max_abs_err_vs_float": float(np.abs(got - ref).max()),
                                     "max_abs_float": float(np.abs(ref).max())}}
-        xs = public_rng("bench/ckks-baseline/accuracy-inputs", 11).standard_normal(
-            (sim_inputs,) + tuple(g.inputs[0].shape[1:])).astype(np.float32)
-        agree, rel = 0, []
-        for i in range(sim_inputs):
-            fl = run_float(g, xs[i:i + 1]).reshape(-1)
-            sm = simulate(g, xs[i:i + 1], eng.bounds, eng.degree).reshape(-1)
-            agree += int(np.argmax(fl) == np.argmax(sm))
-            rel.append(float(np.abs(sm - fl).max() / max(1e-12, np.abs(fl).max())))
-        acc.update(simulated_argmax_agreement=agree / sim_inputs, simulated_rel_err_median=float(np.median(rel)),
-                   simulated_rel_err_max=float(np.max(rel)), simulated_inputs=sim_inputs)
+        acc.update(simulated_accuracy(g, eng.bounds, eng.degree, sim_inputs))
         return {"model": f"zoo:{graph_name}", "params": eng.P.name, "relu_degree": eng.degree,
                 "kinds": kinds, "server_estimated": total, "rotation_key_bytes_peak": eng.rot_key_bytes_peak,
-                "bootstrap_measured": boots, "bootstrap_extrapolated": ext, "accuracy": acc,
+                "bootstrap_measured": boots, "bootstrap_extrapolated": ext, "accuracy": acc, "fit": fit,
                 "costs": {k: list(v) for k, v in eng.costs.ops.items()},
-                "note": "EXTRAPOLATED: per-layer-kind costs measured once at N=2^16 (bootstrapping "
-                        "replaced by a decrypt/re-encrypt stand-in there), bootstrapping measured at "
-                        "N=2^12/2^13 and scaled by N log N; accuracy: encrypted prefix + cleartext "
-                        "simulation of the polynomial network"}
+                "note": "EXTRAPOLATED (the whole-network run did not fit: " + fit["why"] + "): per-layer-kind "
+                        "costs measured once at N=2^16 (bootstrapping replaced by a decrypt/re-encrypt "
+                        "stand-in there), bootstrapping measured at N=2^12/2^13 and scaled by N log N; "
+                        "accuracy: encrypted prefix + cleartext simulation of the polynomial network"}
     finally:
         eng.close()

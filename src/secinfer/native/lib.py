@@ -104,7 +104,9 @@ _SIGNATURES: dict[str, list] = {
     "he_unmarshal": [H, cint, C.c_char_p, csize, OUT_H],
     # bootstrapping and polynomial evaluation (go/ckksboot.go, secinfer.crypto.he.bootstrap)
     "he_boot_params_new": [C.c_char_p, OUT_H],
-    "he_boot_new": [H, H, cint, OUT_H],
+    "he_boot_new": [H, H, C.c_char_p, OUT_H],
+    "he_boot_plan": [H, C.c_char_p, P_u64, cint],
+    "he_go_memory": [i64, cint, P_u64, cint],
     "he_boot_info": [H, H, P_u64, cint],
     "he_boot_eval": [H, H, H, OUT_H],
     "he_poly_eval": [H, H, H, P_f64, cint, f64, f64, OUT_H],

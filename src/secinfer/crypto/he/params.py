@@ -27,6 +27,13 @@ from secinfer.errors import ConfigError, InsecureParametersError
 # [HE Standard, Table 1, ternary secret, 128-bit classical]: logN -> max log2(QP)
 HE_STANDARD_128 = {10: 27, 11: 54, 12: 109, 13: 218, 14: 438, 15: 881}
 
+# Beyond the Standard's table, for the bootstrapping extension of a dense-ternary set
+# [Bossuat et al., "Security Guidelines for Implementing Homomorphic Encryption",
+# ia.cr/2024/463, and OpenFHE's HEStd_ternary / HEStd_128_classic table]: logN -> max
+# log2(QP) at 128-bit classical security for a uniform ternary secret. Only
+# ``Bootstrapper`` checks it (``security_bits`` below keeps the logN = 15 bound for N > 2^15).
+HE_STANDARD_128_EXT = {16: 1747, 17: 3523}
+
 # A key-switching digit may exceed P by at most this many bits (the key-switch noise then
 # stays below ~2^(10 + logN/2 + 2) ~ 2^19 at N = 2^14, far under a 2^40 scale).
 KEY_SWITCH_MAX_GAP = 10
@@ -46,10 +53,19 @@ class ParamSpec:
     note: str = ""
     key_base2: int = 0      # > 0: no special prime; key switching with base-2^key_base2 digits
     secret_h: int = 0       # > 0: sparse ternary secret of this Hamming weight (bootstrappable sets)
+    # bootstrappable with a dense ternary secret: the special primes of the bootstrapping
+    # extension (empty: Lattigo's default four 61-bit primes) and the slots bootstrapped
+    # (0: N / 2); see secinfer.crypto.he.bootstrap
+    boot_log_p: tuple[int, ...] = ()
+    boot_log_slots: int = 0
     log_qp: int = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "log_qp", sum(self.log_q) + sum(self.log_p))
+
+    @property
+    def bootstrappable(self) -> bool:
+        return self.secret_h > 0 or bool(self.boot_log_p)
 
     @property
     def insecure(self) -> bool:
@@ -143,6 +159,18 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-boot-n16-128", 16, (55,) + (40,) * 8, (61, 61, 61), 40,
               "bootstrappable: N = 2^16, 2^15 slots, 8 levels between bootstraps; residual "
               "logQP = 558", secret_h=192),
+    # The baseline's set that runs ResNet-20 end to end on a 23 GB machine (docs/he.md,
+    # "Bootstrapping at N = 2^16"): the same residual Q as ckks-boot-n16-128, but a DENSE
+    # ternary secret (Lattigo's encapsulation switches to a weight-32 sparse secret around
+    # ModRaise only) and nine 42-bit P primes (one key-switching digit: a rotation key is
+    # 2 x 18 limbs, 19 MB, instead of 2 x 3 x 12 limbs, 38 MB). The bootstrapping extension
+    # has eight 61-bit P primes (dnum 3: 5.0 GB of bootstrapping keys instead of 8.8 GB with
+    # Lattigo's four). Residual logQP = 753 <= 881; extended logQP = 1684 <= 1747
+    # (HE_STANDARD_128_EXT, N = 2^16, ternary secret, 128-bit classical).
+    ParamSpec("ckks-boot-n16-dense-128", 16, (55,) + (40,) * 8, (42,) * 9, 40,
+              "bootstrappable, dense ternary secret: N = 2^16, 2^15 slots, 8 levels between "
+              "bootstraps; residual logQP = 753, extended 1684 <= 1747",
+              boot_log_p=(61,) * 8),
     # Fast sets for tests only: the ring is far too small for the modulus.
     ParamSpec("rlwe-n9-insecure", 9, (53,), (), 30,
               "tests only: rlwe-n11-q53-w18-128's modulus and digits on a tiny ring", key_base2=18),
@@ -158,6 +186,10 @@ PARAMETER_SETS: dict[str, ParamSpec] = {s.name: s for s in (
     ParamSpec("ckks-boot-n13-insecure", 13, (55,) + (40,) * 8, (61, 61, 61), 40,
               "bench only: ckks-boot-n16-128's chain on a ring whose bootstrapping keys fit "
               "a shared machine (cost measured here, scaled to N = 2^16)", secret_h=192),
+    ParamSpec("ckks-boot-n12-dense-insecure", 12, (55,) + (40,) * 6, (42,) * 7, 40,
+              "tests only: ckks-boot-n16-dense-128's shape (dense secret, one-digit residual "
+              "keys, eight-prime extension) on a tiny ring",
+              boot_log_p=(61,) * 8),
     ParamSpec("ckks-n12-q380-insecure", 12, (60,) + (40,) * 8, (57,), 40,
               "tests only: the modulus chain of ckks-n14-q380-128 on a small ring"),
 )}
@@ -209,7 +241,7 @@ class CKKSParams:
         if spec.secret_h:
             lit_d["XsH"] = spec.secret_h
         lit = json.dumps(lit_d).encode()
-        self.handle = N.new_handle("he_boot_params_new" if spec.secret_h else "he_params_new", lit)
+        self.handle = N.new_handle("he_boot_params_new" if spec.bootstrappable else "he_params_new", lit)
         info = np.zeros(5 + len(spec.log_q) + len(spec.log_p), dtype=np.uint64)
         N.call("he_params_info", self.handle, N.ptr(info, N.u64), len(info))
         self.n = int(info[0])
