@@ -716,8 +716,8 @@ def default_calibration(graph: Graph, count: int = 64, prg=None) -> tuple[np.nda
 def _signs(w):
     """(W with its negative entries zeroed, W with its positive entries zeroed)."""
     if isinstance(w, ConvMap):
-        return (ConvMap(np.maximum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape),
-                ConvMap(np.minimum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape))
+        # with a (non-negative) pooling stage first: an upper bound, not attained
+        return w.with_kernel(np.maximum(w.kernel, 0)), w.with_kernel(np.minimum(w.kernel, 0))
     w = sp.csr_matrix(w)
     return w.maximum(0), w.minimum(0)
 
