@@ -548,7 +548,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     calib = np.asarray(calib, dtype=np.float64)
     if calib.ndim < 2 or calib.shape[0] < 1:
         raise ConfigError("calibration data must be a non-empty batch")
-    env = run_float_all(graph, calib, intermediates=True)
+    env = _calib_env(graph, calib, residual_rounds)
     cuts = pooling_cuts(graph) | (residual_cuts(graph, CLIENT_OPS) if residual_rounds else set())
     if residual_rounds:
         rounds_s, lin_nodes = split_rounds(graph, cuts)
@@ -647,6 +647,8 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
             bounds[r + 1] = (qr.lo, qr.hi)
             vq[r + 1] = client_step(qr.layout(yw), qr.relu, qr.k, qr.eta, qr.lo, qr.hi)
         qrounds.append(qr)
+        for name in {rd.out, rd.result} - {in_name, *graph.output_names}:
+            env.pop(name, None)                  # read by this round only
     # calibration report: per round the largest |accumulator| over the calibration inputs
     # as a share of 2^(b-1) (> 1: wrapped), the wraps, and the inputs that saw one
     finals = {np.ascontiguousarray(col).tobytes() for col in yw.T}
@@ -656,6 +658,34 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
                 "raised_scales": {str(k): v for k, v in raised.items()},
                 **zero_weight_report(qm, nnz_float), "distinct_outputs": len(finals)}
     return qm
+
+
+CALIB_BATCH = 8     # calibration inputs per float run (only the tensors quantize reads are kept)
+CALIB_WHOLE_BYTES = 1 << 31   # below this (every tensor of every input), one float run as before
+
+
+def _calib_env(graph: Graph, calib: np.ndarray, residual_rounds: bool) -> dict:
+    """The float activations the quantizer reads (the input, every round's linear output and
+    result under any of its cuts, global pooling inputs, the outputs) on the calibration
+    data, run CALIB_BATCH inputs at a time when all tensors of all inputs would exceed
+    CALIB_WHOLE_BYTES (smaller models: one run, as before): keeping every intermediate tensor of 64
+    ResNet-34 inputs at 224 x 224 would take ~6 GB [issue 18]."""
+    keep = {graph.inputs[0].name, *graph.output_names}
+    keep |= {n.inputs[0] for n in graph.nodes if n.op in ("GlobalAveragePool", "AveragePool")}
+    cuts = pooling_cuts(graph) | (residual_cuts(graph, CLIENT_OPS) if residual_rounds else set())
+    for rs in (split_rounds(graph)[0], split_rounds(graph, cuts)[0]):
+        keep |= {rd.out for rd in rs} | {rd.result for rd in rs}
+    per_input = sum(int(np.prod([d for d in shp[1:] if d])) for shp in graph.shapes.values() if shp)
+    if len(calib) <= CALIB_BATCH or per_input * 8 * len(calib) <= CALIB_WHOLE_BYTES:
+        env = run_float_all(graph, calib, intermediates=True)
+        return {k: v for k, v in env.items() if k in keep}
+    parts: dict[str, list] = {}
+    for s in range(0, len(calib), CALIB_BATCH):
+        env = run_float_all(graph, calib[s:s + CALIB_BATCH], intermediates=True)
+        for k in keep & set(env):
+            parts.setdefault(k, []).append(env[k])
+        del env
+    return {k: np.concatenate(v) for k, v in parts.items()}
 
 
 def _int_weights(m, scale, s_acc: float):
