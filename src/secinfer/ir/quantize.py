@@ -597,10 +597,10 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
         if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
             bias = bias + mats[rd.sources.index(0)] @ in_zero
-        y = env[rd.out].reshape(calib.shape[0], -1)
+        y = env[rd.out]
         mats = [_as_scalable(m, scales[c]) for m, c in zip(mats, rd.sources)]
         w_need = max(_max_scaled(m, scales[c]) for m, c in zip(mats, rd.sources)) / ((1 << (wb - 1)) - 1)
-        s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
+        s_acc = max(_absmax(y) / (headroom * (1 << (b - 1))), w_need, 1e-30)
         pool = uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
         if pool is not None:
             # an average pooling alone: one integer weight W >= 1 for every summand and the
@@ -636,11 +636,11 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         if r < len(rounds_s) - 1:
             qr.relu = any(n.op == "Relu" for n in rd.chain)
             qr.groups = _groups(rd.chain, qr.out_shape)
-            v = env[cid_tensor[r + 1]].reshape(calib.shape[0], -1)
-            signed = not qr.relu and bool(np.min(v) < 0)
+            v = env[cid_tensor[r + 1]]
+            signed = not qr.relu and _minimum(v) < 0
             qr.hi = (1 << (a - 1)) - 1 if signed else (1 << a) - 1
             qr.lo = -qr.hi if signed else 0
-            s_v = max(float(np.max(np.abs(v))), 1e-12) / qr.hi
+            s_v = max(_absmax(v), 1e-12) / qr.hi
             qr.eta = max(1, int(round(s_v / s_acc)))
             scales[r + 1] = qr.eta * s_acc
             vmax[r + 1] = max(abs(qr.lo), qr.hi)
@@ -679,13 +679,42 @@ def _calib_env(graph: Graph, calib: np.ndarray, residual_rounds: bool) -> dict:
     if len(calib) <= CALIB_BATCH or per_input * 8 * len(calib) <= CALIB_WHOLE_BYTES:
         env = run_float_all(graph, calib, intermediates=True)
         return {k: v for k, v in env.items() if k in keep}
+    # whole tensors only where they are read whole (the input, the outputs, global pooling
+    # inputs); a round's linear output and result only by their extremes (_Stat)
+    whole = {graph.inputs[0].name, *graph.output_names} | \
+        {n.inputs[0] for n in graph.nodes if n.op == "GlobalAveragePool"}
     parts: dict[str, list] = {}
+    stats: dict[str, _Stat] = {}
     for s in range(0, len(calib), CALIB_BATCH):
         env = run_float_all(graph, calib[s:s + CALIB_BATCH], intermediates=True)
         for k in keep & set(env):
-            parts.setdefault(k, []).append(env[k])
+            if k in whole:
+                parts.setdefault(k, []).append(env[k])
+            else:
+                stats.setdefault(k, _Stat(len(calib), env[k].shape[1:])).add(env[k])
         del env
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    return {**stats, **{k: np.concatenate(v) for k, v in parts.items()}}
+
+
+class _Stat:
+    """A calibration tensor kept only by its shape and extremes (what ``quantize`` reads of a
+    round's linear output and result)."""
+
+    def __init__(self, n: int, shape: tuple) -> None:
+        self.shape = (int(n),) + tuple(int(d) for d in shape)
+        self.amax, self.amin = 0.0, np.inf
+
+    def add(self, x: np.ndarray) -> None:
+        self.amax = max(self.amax, float(np.max(np.abs(x))))
+        self.amin = min(self.amin, float(np.min(x)))
+
+
+def _absmax(t) -> float:
+    return t.amax if isinstance(t, _Stat) else float(np.max(np.abs(t)))
+
+
+def _minimum(t) -> float:
+    return t.amin if isinstance(t, _Stat) else float(np.min(t))
 
 
 def _int_weights(m, scale, s_acc: float):

@@ -28,7 +28,7 @@ INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep 
 round's decrypted values in the result, for tests), threads (server: the product's and
 packing's thread count), tile_mb (server: the memory budget of one tile of a round's
 LWE ciphertexts, default 256; "none": whole rounds), out_mb (server: a round's output LWE
-ciphertexts above this many MB, default 1024, are held in an unlinked file in a private
+ciphertexts above this many MB, default 2048, are held in an unlinked file in a private
 temporary directory instead of memory; "none": always in memory), spill_dir (server: where
 that directory is made; default the system's temporary directory), log_rounds (server: print each round's seconds by operation to stderr as it ends),
 qcache (server: a directory it trusts where quantized models are
@@ -72,7 +72,7 @@ SETUP_WAIT_S = 3600.0       # the client's wait for the server's set-up answer (
 ROUND_WAIT_S = 3600.0       # either party's wait for the other's round message
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
 DEFAULT_TILE_MB = 256       # the server's budget for one tile's LWE ciphertexts (in and out)
-DEFAULT_OUT_MB = 1024       # a round's output LWE ciphertexts above this go to an unlinked file (outbuf)
+DEFAULT_OUT_MB = 2048       # a round's output LWE ciphertexts above this go to an unlinked file (outbuf)
 NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
 
