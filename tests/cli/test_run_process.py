@@ -1,6 +1,7 @@
 """`secinfer run` runs in a process forked from its fork server (secinfer.cli.runner, issue
-#23 item 2): the command process imports neither numpy nor the API, its exit code, output
-and signals are the run process's, and nothing outlives it."""
+#23 item 2): the command process imports neither numpy nor the API (nor json, socket or
+subprocess: it only waits), its exit code, output and signals are the run process's, and
+nothing outlives it."""
 
 import json
 import os
@@ -31,16 +32,20 @@ def w1(tmp_path):
 
 
 def test_the_command_imports_no_numpy_and_the_run_process_checks_and_launches(w1):
-    code = ("import sys, json\nfrom secinfer.cli.main import main\nrc = main(sys.argv[1:])\n"
-            "print(json.dumps({'rc': rc, 'numpy': 'numpy' in sys.modules, 'api': 'secinfer.api' in sys.modules}),"
-            " file=sys.stderr)\n")
+    code = ("import sys\nfrom secinfer.cli.main import main\nrc = main(sys.argv[1:])\nmods = set(sys.modules)\n"
+            "import json\nprint(json.dumps({'rc': rc, 'numpy': 'numpy' in mods, 'api': 'secinfer.api' in mods, "
+            "'waiting': sorted(m for m in ('json', 'socket', 'subprocess', 'secinfer.runtime.launcher_fork') "
+            "if m in mods)}), file=sys.stderr)\n")
     p = subprocess.run([sys.executable, "-c", code, "run", "-p", "astra", "-s", "semi-honest", "-m", w1[0],
                         "-i", w1[1], "--json"], capture_output=True, text=True, timeout=120)
     status = json.loads(p.stderr.strip().splitlines()[-1])
-    assert status == {"rc": 0, "numpy": False, "api": False}, p.stderr
+    # (nor what it would need to talk JSON to its server: the server forks the run process unasked)
+    assert status == {"rc": 0, "numpy": False, "api": False, "waiting": []}, p.stderr
     doc = json.loads(p.stdout)
     st = doc["startup"]
     assert st["start"] == "fork" and st["fallback"] is None
+    # a one-query dot product is a small run: its parties skip loading the native record layer
+    assert st["record_layer"] == ("python (small run)" if "SECINFER_TCP_NATIVE" not in os.environ else None)
     ev = st["events"]
     # the server is forked before the line is parsed, the run process once the server has
     # imported the protocol; the line is parsed and checked there, then the parties start
@@ -159,3 +164,30 @@ def test_a_run_whose_server_is_gone_is_run_by_the_command(w1, monkeypatch):
     server.proc.wait(10)
     assert server.start_run(TARGET, {"argv": []}, timeout=10) is None
     server.close()
+
+
+@pytest.mark.parametrize("lines, rc", [(b"error forking is unsafe here\n", None), (b"", None),
+                                       (b"started 4242\nexited 4242 3\n", 3),
+                                       (b"started 4242\nexited 4242 -9\n", 137), (b"started 4242\n", 2)])
+def test_the_waiting_command_reads_its_servers_plain_lines(lines, rc, capfd):
+    """``wait_run``: the run process's exit code; None (the command runs the line itself)
+    when it was never started; the server is reaped either way."""
+    import socket
+
+    from secinfer.cli.runner import wait_run
+
+    a, b = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:      # a stand-in for the server: says its lines, then ends
+        try:
+            a.close()
+            b.sendall(lines)
+        finally:
+            os._exit(0)
+    b.close()
+    assert wait_run(pid, a.detach()) == rc
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)                  # reaped
+    err = capfd.readouterr().err
+    assert ("killed by signal SIGKILL" in err) == (rc == 137)
+    assert ("died with its fork server" in err) == (rc == 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -88,6 +89,36 @@ def test_seeded_ciphertext_decrypts_and_halves_the_bytes():
         c.close()
 
 
+def test_seeded_encryption_made_ahead_is_the_same_frame_form():
+    """seeded_zero (offline) + seeded_finish (online): a frame of the same length that
+    loads strictly and decrypts to the message within the fresh error, with the seed in
+    front; the zero is consumed; a plaintext at another level is refused."""
+    prm, kp, vals = _seeded_setup()
+    level, seed = 3, b"\x09" * 16
+    pos = np.arange(prm.n)
+    with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, level, delta=1) as pt:
+        zero = he_native.seeded_zero(prm, kp.sk, level, seed)
+        raw = he_native.seeded_finish(prm, zero, pt, seed)
+        assert zero.closed
+        zero2 = he_native.seeded_zero(prm, kp.sk, level, seed)
+        zres = decrypt_trimmed(prm, kp.sk, trim(prm, he_native.load_seeded(
+            prm, seed + he_native.encrypt_seeded(prm, kp.sk, pt, seed)[16:], level, 0), pos), level, pos)
+    assert raw[:16] == seed and len(raw) == he_native.seeded_size(prm, level)
+    ct = he_native.load_seeded(prm, raw, level, 0)
+    res = decrypt_trimmed(prm, kp.sk, trim(prm, ct, pos), level, pos)
+    q = prm.q
+    for l in range(level + 1):
+        for got in (res, zres):
+            d = (got[l].astype(object) - vals[0].astype(object)) % q[l]
+            d = np.where(d > q[l] // 2, d - q[l], d)
+            assert np.max(np.abs(d.astype(np.int64))) <= 20
+    assert np.max(np.abs(vals[0])) > 1 << 30            # the message is really there
+    with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, level - 1, delta=1) as pt2:
+        with pytest.raises(Exception, match="level"):
+            he_native.seeded_finish(prm, zero2, pt2, seed)
+    ct.close()
+
+
 def test_seeded_frame_strict():
     prm, kp, vals = _seeded_setup()
     with encode_limbs(prm, vals, np.zeros((1, prm.n), np.int64), 0, 2, delta=1) as pt:
@@ -146,3 +177,44 @@ def _take(key, party):
     st = PartyStore("x")
     st.put("gate/9/0", key)
     return st.take("gate/9/0", expect=key.gate, party=party)
+
+
+def test_offline_encryptions_of_zero_give_the_same_ciphertexts():
+    """Malicious client: (pk0 u + e0, pk1 u + e1) made offline plus Delta m online is, byte
+    for byte, ``encrypt_with_randomness`` of Delta m with the same u, e0, e1 (the witness
+    the proof gets); once the group's queue is spent it encrypts afresh; a queued
+    encryption at another level is refused."""
+    from secinfer.crypto.he.rlwe import EncryptionRandomness, encrypt_with_randomness
+    from secinfer.errors import ProtocolError
+    from secinfer.protocols.crisp.ckks_engine import CKKSLinear
+    from secinfer.protocols.crisp.budget import META_LOG_SCALE
+
+    eng = CKKSLinear(Ring(104), 13, True, "ckks-n12-wide-insecure", allow_insecure=True)
+    prm = eng.params
+    eng.pk = prm.keygen().pk
+    eng.prg = PRG(b"\x02" * 16, "zeros")
+    bud = eng.budget(20, 3, 8, 1)
+    rng = np.random.default_rng(5)
+    try:
+        assert eng.precompute_zeros([(7, 0, bud, 2)]) == 2
+        eng.zk_begin("client", 7, 0, bud, 3)
+        for i in range(3):
+            poly = np.zeros((-(-bud.D // 40), prm.n), np.int64)
+            poly[0] = rng.integers(0, 1 << 40, prm.n)
+            ct, wit = eng.encrypt(poly, bud)
+            rand = EncryptionRandomness(wit[1], wit[2], wit[3])
+            with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
+                              delta=bud.delta) as pt:
+                ref, _ = encrypt_with_randomness(prm, pt, eng.pk, randomness=rand)
+            assert ct.to_bytes() == ref.to_bytes()
+            assert np.any(wit[1] != 0)
+            ct.close()
+            ref.close()
+        assert not eng._zero_q                           # two from the queue, one fresh
+        eng.precompute_zeros([(8, 0, bud, 1)])
+        eng.zk_begin("client", 8, 0, bud, 1)
+        other = types.SimpleNamespace(level=bud.level - 1, delta=bud.delta, D=bud.D)
+        with pytest.raises(ProtocolError, match="wrong level"):
+            eng.encrypt(poly, other)
+    finally:
+        eng.release()

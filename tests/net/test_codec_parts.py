@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from secinfer.errors import FrameError
-from secinfer.net.codec import ALIGNED, Header, decode_frame, encode_frame, encode_parts
+from secinfer.net.codec import ALIGNED, Header, decode_frame, encode_frame, encode_one, encode_parts, encoded_names
 
 H = Header(b"s" * 16, "p0", "tag/x", 7, "online", 3)
 BIG = np.arange(1 << 13, dtype=np.uint64)
@@ -111,3 +111,54 @@ def test_an_encode_cache_is_bounded_and_not_fooled_by_lists():
     assert b"".join(parts) == encode_frame(H, [np.arange(3, dtype="<u4")])
     again, _, _ = encode_parts(H, [np.arange(3, dtype=">u4")], cache=cache)
     assert again == parts
+
+
+ONE = [np.arange(5, dtype=np.uint64), np.arange(6, dtype=">u4")[::2], np.ones((2, 3), np.int16), BIG,
+       np.arange(7, dtype=np.uint8), np.array(3.5)]
+
+
+@pytest.mark.parametrize("a", ONE)
+def test_encode_one_gives_encode_parts_frames(a):
+    cache: dict = {}
+    for seq, phase, depth in ((0, "online", 0), (1, "online", 4), (2, "offline", 1)):
+        h = Header(H.session_id, H.sender, H.tag, seq, phase, depth)
+        parts, total, payload = encode_one(cache, H.session_id, H.sender, H.tag, seq, phase, depth, a)
+        want = encode_parts(h, [a])
+        assert b"".join(bytes(p) for p in parts) == b"".join(bytes(p) for p in want[0])
+        assert (total, payload) == want[1:]
+    with pytest.raises(FrameError):   # the cap is checked on the cached path too
+        encode_one(cache, H.session_id, H.sender, H.tag, 3, "online", 0, a, max_frame=10)
+
+
+def _expect(h: Header) -> tuple:
+    return (encoded_names(h.session_id, h.sender, h.tag, None), h.sender, h.tag)
+
+
+def test_a_header_seen_before_decodes_alike_and_every_change_is_still_checked():
+    arrays = [np.arange(5, dtype=np.uint64), np.ones(3, np.uint8)]
+    expect, cache = _expect(H), {}
+    first = decode_frame(bytearray(encode_frame(H, arrays)), expect=expect, cache=cache)
+    h2 = Header(H.session_id, H.sender, H.tag, 8, "offline", 9)
+    frame = encode_frame(h2, arrays)
+    hdr, out = decode_frame(bytearray(frame), expect=expect, cache=cache)     # (the remembered header)
+    assert hdr == h2 and first[0] == H and all(np.array_equal(x, y) for x, y in zip(arrays, out))
+    assert expect[0] in cache          # (so the second decode took the shortcut)
+    slow = decode_frame(frame)
+    assert slow[0] == hdr and all(np.array_equal(x, y) for x, y in zip(slow[1], out))
+    k = 12 + len(expect[0])            # the header's seq u64, phase u8, depth u32, n_arrays u16
+    bad_phase = bytearray(frame)
+    bad_phase[k + 8] = 3
+    more_arrays = bytearray(frame)
+    more_arrays[k + 13] += 1
+    cases = [(bad_phase, "unknown phase code"), (more_arrays, None), (bytearray(frame[:-1]), "payload"),
+             (bytearray(frame) + b"\x00", "payload")]
+    for data, msg in cases:
+        with pytest.raises(FrameError, match=msg):
+            decode_frame(data, expect=expect, cache=cache)
+        with pytest.raises(FrameError, match=msg):
+            decode_frame(bytes(data))           # (the same error without the shortcut)
+    with pytest.raises(FrameError):             # the cap, as without the shortcut
+        decode_frame(bytearray(frame), max_frame=len(frame) - 1, expect=expect, cache=cache)
+    other = bytearray(frame)
+    other[-1] ^= 1                              # (a payload byte: decoded, not refused)
+    assert decode_frame(other, expect=expect, cache=cache)[1][1][-1] == 0

@@ -179,3 +179,50 @@ def test_a_port_taken_meanwhile_runs_again_with_a_fresh_server(monkeypatch, w1_m
     assert len(calls) == 2 and np.array_equal(res.output, X)
     assert res.startup["start"] == "fork"
     assert alive(descendants_of(os.getpid())) == []      # the first attempt's server is gone too
+
+
+def test_a_small_run_tells_its_parties_to_use_the_python_record_layer(monkeypatch, w1_model):
+    from secinfer.ir.onnx_import import load_model
+    from secinfer.runtime.launcher import SMALL_RUN_MACS, small_run_record_layer
+
+    monkeypatch.delenv("SECINFER_TCP_NATIVE", raising=False)
+    g = load_model(w1_model)
+    for start in ("auto", "spawn"):              # (forked parties get it from the server, spawned in their env)
+        res = _run(start, w1_model, model_graph=g)
+        assert res.startup["record_layer"] == "python (small run)"
+        info = [rec["info"] for rec in res.parties.values()]
+        assert all(i["env_native"] == "0" and i["record_native"] is False for i in info)
+        assert np.array_equal(res.output, X)
+    res = _run("auto", w1_model)                 # no checked model: nothing is decided for the parties
+    assert res.startup["record_layer"] is None
+    info = [rec["info"] for rec in res.parties.values()]
+    assert all(i["env_native"] is None for i in info) and len({i["record_native"] for i in info}) == 1
+    one = np.zeros((1, 784))                     # the rule: the model's MACs (784 here) times the batch
+    assert small_run_record_layer(g, one) == {"SECINFER_TCP_NATIVE": "0"}
+    assert small_run_record_layer(g, np.zeros((SMALL_RUN_MACS // 784, 784))) == {"SECINFER_TCP_NATIVE": "0"}
+    assert small_run_record_layer(g, np.zeros((SMALL_RUN_MACS // 784 + 1, 784))) == {}
+    assert small_run_record_layer(None, one) == {}
+    assert small_run_record_layer(g, one, {"transport": "zmq"}) == {}
+    monkeypatch.setenv("SECINFER_TCP_NATIVE", "1")   # the user's own choice stays
+    assert small_run_record_layer(g, one) == {}
+
+
+def test_a_kept_blas_controller_still_limits_blas_to_one_thread_and_restores():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from secinfer.protocols.rep3 import blas
+
+    def blas_threads():
+        return [d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library loaded")
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        assert before and all(n == 2 for n in before)
+        blas.keep_controller()                   # (as the fork server does before it forks the parties)
+        try:
+            with blas.one_blas_thread():
+                assert blas_threads() == [1] * len(before)
+            assert blas_threads() == before
+        finally:
+            blas._state[2] = None

@@ -143,3 +143,11 @@ def test_zero_blocks_are_skipped_and_an_all_zero_map_gives_zero():
     assert np.array_equal(LP.product_mod(p, [[x1], [x2]], q).astype(object), exact([w, z], [x1, x2], q))
     p0 = LP.plan([z], [None], None)
     assert p0.kinds() == ["zero"] and not LP.product_mod(p0, [[x2]], q).any()
+    # a zero block's source may come empty (the server's whole-round tile extracts nothing for
+    # it: ResNet-20 at b = 8, whose residual branches quantize to zero); other sources are checked
+    empty = np.zeros((0, 5), np.uint64)
+    assert np.array_equal(LP.product_mod(p, [[x1], [empty]], q).astype(object), exact([w, z], [x1, x2], q))
+    with pytest.raises(ConfigError, match="plan's shapes"):
+        LP.product_mod(p, [[x1[:8]], [empty]], q)
+    with pytest.raises(ConfigError, match="plan's shapes"):
+        LP.product_mod(p, [[x1], [np.zeros((0, 4), np.uint64)]], q)

@@ -261,18 +261,20 @@ def main(argv: list[str] | None = None) -> int:
 
         gc.disable()   # until the checks are done (commands.cmd_run): imports make few cycles,
         #               and collecting during them costs ~10% of their CPU
-        forked = _fork_server_now(early[0], early[1])   # (before anything more is imported)
+        # (before anything more is imported) the server forks the run process by itself, which
+        # runs the line (secinfer.cli.runner); this process only waits for its exit code
+        forked = _fork_server_now(early[0], early[1], {"argv": list(argv), "t_main": t_main,
+                                                       "process_start": _process_start(t_main)})
+        if forked is not None:
+            from secinfer.cli.runner import wait_run
+
+            rc = wait_run(forked[0], forked[1])
+            if rc is not None:
+                return rc
+            # the run process could not be started (nothing has run): the line runs here
         from secinfer.runtime.launcher_fork import ForkServer
 
-        server = ForkServer.start(early[0], transport=early[1], onnx=False,   # (run hands the model over)
-                                  forked=forked)
-        if getattr(server, "forked", False):   # the line runs in a process the server forks (cli.runner)
-            from secinfer.cli.runner import run_via_server
-
-            rc = run_via_server(server, argv, t_main, _process_start(t_main))
-            if rc is not None:
-                server.close()
-                return rc
+        server = ForkServer.start(early[0], transport=early[1], onnx=False)   # (run hands the model over)
     try:
         args = _parse(argv, early is not None)
         return _dispatch(args, t_main, server)
@@ -285,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 server.close()     # (a no-op when the run used it: run_local stopped it)
 
 
-def _fork_server_now(protocol: str, transport: str | None) -> tuple | None:
+def _fork_server_now(protocol: str, transport: str | None, run: dict | None = None) -> tuple | None:
     """Fork this process into the run's fork server (``launcher_fork.serve_forked``) when
     it is still fresh: one thread, numpy not imported (so it has computed and loaded
     nothing: it holds no data, nor will the server or the parties forked from it), no
@@ -298,6 +300,8 @@ def _fork_server_now(protocol: str, transport: str | None) -> tuple | None:
     try:
         if len(os.listdir("/proc/self/task")) != 1:
             return None
+        if run is not None:
+            run = dict(run, cwd=os.getcwd())   # (a folder removed meanwhile: the line runs here)
     except OSError:
         return None
     import _socket
@@ -322,9 +326,11 @@ def _fork_server_now(protocol: str, transport: str | None) -> tuple | None:
         code = 1
         try:
             os.close(mine)
+            if run is not None:   # (the command's streams and environment, for its run process)
+                run = dict(run, fds=[os.dup(0), os.dup(1), os.dup(2)], env=dict(os.environ), spawned=time_now())
             from secinfer.runtime.launcher_fork import serve_forked
 
-            code = serve_forked(theirs, me, protocol, transport, onnx=False)
+            code = serve_forked(theirs, me, protocol, transport, onnx=False, run=run)
         except BaseException:  # noqa: BLE001 - the launcher sees it die and runs the line itself
             code = 1
         finally:

@@ -19,16 +19,119 @@ the command runs the line itself, as before (``secinfer.cli.main``).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
+import _signal   # (not ``signal``: its enums cost the waiting command ~2 ms of imports)
+
 TARGET = "secinfer.cli.runner:run_forked"
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
+
+
+def wait_run(server_pid: int, fd: int) -> int | None:
+    """In the command, whose fork server (``secinfer.cli.main._fork_server_now``, pid
+    ``server_pid``, control socket ``fd``) forks the run process by itself once it has
+    imported the protocol (``launcher_fork.serve_forked(run=...)``): forward SIGINT,
+    SIGTERM and SIGHUP to the run process, and return its exit code; None if it could not
+    be started (nothing has run: the caller runs the line itself). The server tells us in
+    plain lines (``started PID``, ``exited PID RC``, ``error MESSAGE``), so that this
+    process imports nothing (no json, socket or subprocess: their imports cost it ~20-30 ms
+    of CPU beside the server's own imports). The server ends when we close ``fd``; it is
+    reaped here."""
+    state: dict = {"pid": None, "pending": []}
+
+    def forward(signum, _frame):
+        if state["pid"] is None:          # (not started yet: forwarded once it is)
+            state["pending"].append(signum)
+            return
+        try:
+            os.kill(state["pid"], signum)
+        except ProcessLookupError:
+            pass
+
+    old = {sig: _signal.signal(sig, forward) for sig in _FORWARDED}
+    buf, rc, failed = b"", None, False
+    try:
+        while rc is None and not failed:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:                  # the server is gone
+                break
+            *lines, buf = (buf + data).split(b"\n")
+            for line in lines:
+                op, _, rest = line.decode(errors="replace").partition(" ")
+                if op == "started" and state["pid"] is None:
+                    state["pid"] = int(rest)
+                    for sig in state["pending"]:
+                        forward(sig, None)
+                elif op == "exited" and state["pid"] is not None and rest.split()[0] == str(state["pid"]):
+                    rc = int(rest.split()[1])
+                elif op == "error" and state["pid"] is None:
+                    failed = True
+    finally:
+        for sig, h in old.items():
+            _signal.signal(sig, h)
+        os.close(fd)                      # the server stops (its run process is over, or never was)
+        _reap(server_pid, 0.0 if rc is None else 2.0)
+    if state["pid"] is None:
+        return None
+    if rc is None:
+        print("error: the run process died with its fork server", file=sys.stderr)
+        return 2
+    if rc < 0:
+        import signal
+
+        print(f"error: the run process was killed by signal {signal.Signals(-rc).name}", file=sys.stderr)
+        return 128 - rc
+    return rc
+
+
+def _reap(pid: int, grace: float) -> None:
+    """Reap the fork server, SIGKILLed (with its process group) if it has not ended
+    within ``grace`` seconds."""
+    import select
+    import time
+
+    try:
+        pfd = os.pidfd_open(pid)          # (readable once it has ended: no polling)
+    except (AttributeError, OSError):
+        pfd = None
+    end = time.monotonic() + grace
+    try:
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            if pfd is not None:
+                select.select([pfd], [], [], left)
+            else:
+                time.sleep(min(0.002, left))
+    finally:
+        if pfd is not None:
+            os.close(pfd)
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        break
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def run_via_server(server, argv: list[str], t_main: float, process_start: float) -> int | None:
     """In the command: the exit code of the run process, or None if it could not be
     started (nothing has run: the caller runs the line itself)."""
+    import signal
+
     pid = server.start_run(TARGET, {"argv": list(argv), "t_main": t_main, "process_start": process_start})
     if pid is None:
         return None

@@ -26,11 +26,16 @@ import time
 import numpy as np
 
 from secinfer.errors import FrameError, PeerAbortedError, PeerDeadError, ProtocolAbort, TimeoutError_
-from secinfer.net.codec import DEFAULT_MAX_FRAME, PHASES, Header, decode_frame, encode_frame, encode_parts, encoded_names
+from secinfer.net.codec import (DEFAULT_MAX_FRAME, DTYPES, PHASES, Header, decode_frame, decode_known, encode_frame,
+                                encode_one, encode_parts, encoded_names)
 from secinfer.net.meter import Meter
 from secinfer.spec import ArraySpec  # noqa: F401 - re-exported: protocols import it from here
 
 ABORT_TAG = "__abort__"
+# the numpy dtype a spec's dtype names (a numpy type, a name, a Python type or the dtype
+# itself), for the codec's dtypes: a received array's dtype is one of these objects
+_NP_DTYPES: dict = {k: dt for dt in DTYPES.values() for k in (dt, dt.type, dt.name)}
+_NP_DTYPES.update({bool: np.dtype(bool), int: np.dtype(int), float: np.dtype(float), complex: np.dtype(complex)})
 DEFAULT_RECV_TIMEOUT = 120.0
 
 
@@ -100,11 +105,19 @@ class Endpoint(abc.ABC):
         if self._aborted is not None:
             raise self._aborted
         ph = self._phase
-        hdr = Header(self.session_id, self.me, tag, seq, ph, self.meter.depth[ph])
-        parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
+        meter = self.meter
+        if len(arrays) == 1:   # (the common case: the header's fixed parts looked up, not rebuilt)
+            parts, size, payload = encode_one(self._names, self.session_id, self.me, tag, seq, ph, meter.depth[ph],
+                                              arrays[0], self.max_frame)
+        else:
+            hdr = Header(self.session_id, self.me, tag, seq, ph, meter.depth[ph])
+            parts, size, payload = encode_parts(hdr, arrays, self.max_frame, self._names)
         self._seq_out[peer] = seq + 1
         self.last_step = ("sent", peer, tag)   # (read by a party's log thread)
-        self.meter.record(ph, "sent", peer, tag, payload, size)
+        c = meter.counters[(ph, "sent", peer, tag)]   # (Meter.record, inline)
+        c.payload += payload
+        c.wire += size
+        c.messages += 1
         self._transmit_parts(peer, parts, size)
 
     def send_to_all(self, tag: str, *arrays: np.ndarray) -> None:
@@ -122,38 +135,59 @@ class Endpoint(abc.ABC):
         names = self._names.get((self.session_id, peer, tag))
         if names is None:
             names = encoded_names(self.session_id, peer, tag, self._names)
-        # (frames that carry exactly the names we expect skip decoding them: codec.decode_frame)
-        hdr, arrays = decode_frame(frame, self.max_frame, (names, peer, tag), self._layouts)
-        if hdr.session_id != self.session_id:
-            raise FrameError(f"{self.me} <- {peer} [{tag}]: frame from another session")
-        if hdr.sender != peer:
-            raise FrameError(f"{self.me} <- {peer} [{tag}]: frame claims sender {hdr.sender!r}")
-        if hdr.tag == ABORT_TAG:
-            detail = bytes(arrays[0]).decode(errors="replace") if arrays else ""
-            self._aborted = PeerAbortedError("peer-abort", peer, detail)
-            raise self._aborted
-        if hdr.seq != expected:
-            raise FrameError(f"{self.me} <- {peer} [{tag}]: out-of-order frame (seq {hdr.seq}, expected {expected})")
+        known = decode_known(frame, self.max_frame, names, self._layouts) \
+            if type(frame) is bytearray and tag != ABORT_TAG else None
+        if known is not None:
+            # a header checked in full before, but for seq, phase and depth: its names are the
+            # expected ones (our session, the peer, the tag)
+            seq, hphase, hdepth, arrays = known
+        else:
+            # (frames that carry exactly the names we expect skip decoding them: codec.decode_frame)
+            hdr, arrays = decode_frame(frame, self.max_frame, (names, peer, tag), self._layouts)
+            if hdr.session_id != self.session_id:
+                raise FrameError(f"{self.me} <- {peer} [{tag}]: frame from another session")
+            if hdr.sender != peer:
+                raise FrameError(f"{self.me} <- {peer} [{tag}]: frame claims sender {hdr.sender!r}")
+            if hdr.tag == ABORT_TAG:
+                detail = bytes(arrays[0]).decode(errors="replace") if arrays else ""
+                self._aborted = PeerAbortedError("peer-abort", peer, detail)
+                raise self._aborted
+            seq, hphase, hdepth = hdr.seq, hdr.phase, hdr.depth
+        if seq != expected:
+            raise FrameError(f"{self.me} <- {peer} [{tag}]: out-of-order frame (seq {seq}, expected {expected})")
         self._seq_in[peer] = expected + 1
         self.last_step = ("recv", peer, tag)
-        if hdr.tag != tag:
+        if known is None and hdr.tag != tag:
             raise FrameError(f"{self.me} <- {peer} [{tag}]: protocol out of step, received tag {hdr.tag!r}")
         if len(arrays) != len(specs):
             raise FrameError(f"{self.me} <- {peer} [{tag}]: expected {len(specs)} arrays, got {len(arrays)}")
         payload = 0
         for i, (a, s) in enumerate(zip(arrays, specs)):
-            try:
-                s.check(a, "")
-            except FrameError:   # (the message names the step: built only when it is needed)
+            # ArraySpec.check's conditions, inline; check itself names what is wrong
+            sh, ash = s.shape, a.shape
+            if len(sh) == 1 and len(ash) == 1:
+                ok = sh[0] is None or sh[0] == ash[0]
+            else:
+                ok = len(sh) == len(ash) and all(x is None or x == y for x, y in zip(sh, ash))
+            ad, sd = a.dtype, s.dtype
+            if ok and ad is not sd:
+                try:
+                    ok = _NP_DTYPES.get(sd) is ad
+                except TypeError:   # (an unhashable dtype-like: check decides)
+                    ok = False
+            if not ok or a.size > s.max_elems:
                 s.check(a, f"{self.me} <- {peer} [{tag}] array {i}")
-                raise
             payload += a.nbytes
         ph = self._phase
-        depth = self.meter.depth
-        d = hdr.depth + 1 if hdr.phase == ph else 1
+        meter = self.meter
+        depth = meter.depth
+        d = hdepth + 1 if hphase == ph else 1
         if d > depth[ph]:
             depth[ph] = d
-        self.meter.record(ph, "recv", peer, tag, payload, len(frame))
+        c = meter.counters[(ph, "recv", peer, tag)]   # (Meter.record, inline)
+        c.payload += payload
+        c.wire += len(frame)
+        c.messages += 1
         return arrays
 
     def recv_each(self, requests: dict, timeout: float | None = None):

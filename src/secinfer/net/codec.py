@@ -114,6 +114,8 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
         layout = None if key is None else cache.get(key)
         if layout is not None:
             pre, post, nbytes, total = layout
+            if total > max_frame:
+                raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
             head = pre + _TAIL.pack(header.seq, _PHASE_CODE[header.phase], header.depth, len(arrays)) + post
             if nbytes < _INLINE:   # a small frame: one buffer
                 if len(arrays) == 1:
@@ -163,6 +165,29 @@ def encode_parts(header: Header, arrays, max_frame: int = DEFAULT_MAX_FRAME,
     return [head, *_bodies(bodies)], total, nbytes
 
 
+def encode_one(cache: dict, session_id: bytes, sender: str, tag: str, seq: int, phase: str, depth: int, a,
+               max_frame: int = DEFAULT_MAX_FRAME) -> tuple[list, int, int]:
+    """``encode_parts`` of a frame of one array, for a sender that keeps ``cache`` (its own
+    dict): the same buffers, sizes and checks, with the header's fixed parts looked up by
+    (session, sender, tag, dtype, shape) once they were worked out in full."""
+    if type(a) is np.ndarray:
+        ent = cache.get((session_id, sender, tag, a.dtype, a.shape))
+        if ent is not None:
+            pre, post, nbytes, total = ent
+            if total > max_frame:
+                raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {max_frame} bytes")
+            head = pre + _TAIL.pack(seq, _PHASE_CODE[phase], depth, 1) + post
+            if nbytes < _INLINE:
+                return [head + a.tobytes()], total, nbytes
+            return [head, *_bodies((a,))], total, nbytes
+    out = encode_parts(Header(session_id, sender, tag, seq, phase, depth), (a,), max_frame, cache)
+    if type(a) is np.ndarray:
+        ent = cache.get((cache.get((session_id, sender, tag)), a.dtype, a.shape))   # (what encode_parts kept)
+        if ent is not None:
+            cache[(session_id, sender, tag, a.dtype, a.shape)] = ent
+    return out
+
+
 def _bodies(arrays) -> list:
     """The payload buffers of a large frame: small arrays as bytes, large ones as views of
     their own memory (a copy only where not contiguous)."""
@@ -180,6 +205,11 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     frame's names are exactly these bytes they are not decoded again; ``cache``: a dict the
     caller keeps, holding the array layouts already checked (keyed by their header bytes)."""
     own = type(data) is bytearray
+    if own and expect is not None and cache is not None:
+        known = decode_known(data, max_frame, expect[0], cache)
+        if known is not None:
+            seq, phase, depth, arrays = known
+            return Header(expect[0][:16], expect[1], expect[2], seq, phase, depth), arrays
     if type(data) is np.ndarray:
         if data.dtype != np.uint8 or data.ndim != 1 or not data.flags.c_contiguous:
             raise FrameError("a frame buffer must be a 1-d uint8 array")
@@ -224,6 +254,13 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     specs, nbytes = layout
     if end_head + nbytes != size:
         raise FrameError(f"frame payload is {size - end_head} bytes, header announces {nbytes}")
+    if own and expect is not None and cache is not None and data[12:12 + len(expect[0])] == expect[0]:
+        # (remembered for the fast path above: these exact header bytes were checked in full)
+        k = 12 + len(expect[0]) + _TAIL.size
+        if len(cache) >= 4096:
+            cache.clear()
+        cache[expect[0]] = (bytes(data[:k - _TAIL.size]), bytes(data[k:end_head]), k, end_head, n_arrays,
+                            specs, nbytes)
     # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
     # by its arrays where aligned; else copies
     try:
@@ -238,6 +275,35 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
         raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays
+
+
+def decode_known(data: bytearray, max_frame: int, names: bytes, cache: dict):
+    """``decode_frame``'s shortcut for a receiver that owns ``data`` and expects ``names``
+    (as ``encode_parts`` writes them): when the frame's header bytes equal, but for seq,
+    phase and depth, a header that ``decode_frame`` checked in full with this ``cache``
+    (same prefix, names, array layout and padding), (seq, phase, depth, arrays), the
+    payload size, cap, array count and phase checked as there; else None (the caller
+    decodes in full, which raises what is wrong). The names matched: the session, sender
+    and tag are the expected ones."""
+    fast = cache.get(names)
+    if fast is None or not data.startswith(fast[0]) or not data.startswith(fast[1], fast[2]):
+        return None
+    _pre, _lay, k, end_head, n_arrays, specs, nbytes = fast
+    size = len(data)
+    if size != end_head + nbytes or size > max_frame:
+        return None
+    seq, phase_i, depth, n = _TAIL.unpack_from(data, k - _TAIL.size)
+    if n != n_arrays or phase_i >= 3:
+        return None
+    arrays = []
+    off = end_head
+    for dt, shape, n, nb in specs:
+        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
+        off += nb
+        if len(shape) != 1:
+            a = a.reshape(shape)
+        arrays.append(a if a.flags.aligned else a.copy())
+    return seq, PHASES[phase_i], depth, arrays
 
 
 def _read_names(data, end_head: int) -> tuple:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER = 0, 1, 2, 3, 4, 5, 6
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
-ABI = 1                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
+ABI = 2                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
 
@@ -75,6 +75,10 @@ def _bind() -> None:
     lib.rl_send_small.restype = i64
     lib.rl_recv.argtypes = [u64, i64, vp, i64, vp, C.c_int, vp, vp, vp, C.c_int]
     lib.rl_recv.restype = C.c_int
+    lib.rl_bind.argtypes = [u64, vp, i64, vp, vp, vp, C.c_int]
+    lib.rl_bind.restype = C.c_int
+    lib.rl_next.argtypes = [u64, i64, vp, i64]
+    lib.rl_next.restype = C.c_int
     _lib = lib
 
 
@@ -162,6 +166,10 @@ class Opener(_Stream):
         # call ``call(h, wait_us, dst, cap, others, len(others), *args)`` as ``recv`` does)
         self.args = (C.addressof(self._info), C.addressof(self._stamp), C.addressof(self._err), _ERRLEN)
         self.call = self._lib.rl_recv
+        # the same memory, given once: ``next(h, wait_us, dst or None, cap)`` is rl_recv without
+        # other descriptors, with four arguments (the protocol thread's wait for one peer)
+        self._lib.rl_bind(self.h, self.scratch_addr, SCRATCH, *self.args)
+        self.next = self._lib.rl_next
         self.others = None
         self._others_key: tuple = ()
 

@@ -393,10 +393,12 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
             # (the reader thread: enough waits here, or the protocol thread takes over;
             # as in _read, what was read from the socket is parsed first)
             return ev
-        if c.frame is None:     # (Opener.recv, inline)
-            ev = nat.call(nat.h, wait_us, nat.scratch_addr, SCRATCH, nat.others, len(others), *nat.args)
-        else:
-            ev = nat.call(nat.h, wait_us, c.frame.ctypes.data, c.frame.size, nat.others, len(others), *nat.args)
+        if others:
+            ev = nat.call(nat.h, wait_us, nat.scratch_addr if c.frame is None else c.frame.ctypes.data,
+                          SCRATCH if c.frame is None else c.frame.size, nat.others, len(others), *nat.args)
+        else:       # (rl_next: the memory bound once, four arguments)
+            ev = nat.next(nat.h, wait_us, None, 0) if c.frame is None else \
+                nat.next(nat.h, wait_us, c.frame.ctypes.data, c.frame.size)
         now = time.monotonic()
         if info[2]:
             c.last = now
@@ -423,38 +425,116 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
             if wait_us and not info[3]:
                 return ev     # (the frame waited for; nothing more read meanwhile)
             wait_us = 0
-        elif ev == EV_NEED:   # a large frame: received into a buffer of its own
-            c.frame = np.empty(info[0], np.uint8)
         elif ev == EV_NONE or ev == EV_OTHER:
             return ev
-        elif ev == EV_BYE:
-            ep._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
-            ep._bye_from.add(peer)
-            ep._inbox[peer].append((0.0, _CLOSED, 0.0))
-            wait_us = 0
-        elif ev == EV_OVERSIZED:
-            ep.stats["frames_recv"] += 1
-            ep.stats["bytes_recv"] += info[0]
-            ep._inbox[peer].append((time.monotonic(), MessageTooLargeError(
-                f"{ep.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {ep.max_frame} bytes"),
-                nat.stamp))
-            wait_us = 0
-        elif ev == EV_EOF:
-            if peer not in ep._bye_from:
-                ep._cut(peer, PeerDeadError(f"{ep.me}: peer {peer} closed its connection without a bye "
-                                              "(process exited or was killed)"))
-            c.eof = True
-            return ev
-        elif ev == EV_FRAME_ERR:
-            ep._cut(peer, FrameError(f"{ep.me} <- {peer}: {nat.error}"))
-            return ev
-        elif ev == EV_OS_ERR:
-            ep._cut(peer, PeerDeadError(f"{ep.me}: connection to {peer} lost: {nat.error}"))
+        elif native_event(ep, peer, c, ev):
             return ev
         else:
-            ep._cut(peer, NetworkError(f"{ep.me} <- {peer}: native record layer failed (event {ev})"))
-            return ev
+            wait_us = 0
     return ev
+
+
+def next_native(ep, peer: str, c: "InStream", deadline: float):
+    """The protocol thread's receive from ``peer`` on the native layer, when nothing is
+    queued, no frame is half received and no latency is modelled: waits in Go (GIL
+    released) for the next frame and returns it (a ``bytearray`` of its own) without
+    queueing it. While it waits, the other peers' streams are read whenever they become
+    readable (``ep._read``: their frames are queued, so that no peer's sends wait for this
+    party). None if something else came first (a bye, an oversized frame's error, a
+    failure: queued or in ``ep._fatal`` by ``native_event``; a large frame: ``c.frame``
+    then holds its buffer and ``read_native`` goes on), the peer went silent for
+    ``peer_timeout`` (named by ``ep._poll``) or the deadline passed."""
+    nat = c.native
+    h, info = nat.h, nat.info
+    hb = ep.heartbeat_interval
+    others = ()
+    if len(ep._in) > 1:
+        others = tuple(o.sock.fileno() for p, o in ep._in.items() if p != peer and not o.eof)
+        nat.set_others(others)
+    since = now = time.monotonic()
+    while now < deadline and not c.eof:
+        if now - (c.last if c.last > since else since) > ep.peer_timeout:
+            ep._poll([peer], deadline, since)   # (names the dead peer)
+            return None
+        left = deadline - now
+        wait_us = int((left if left < hb else hb) * 1e6) + 1
+        if others:
+            ev = nat.call(h, wait_us, nat.scratch_addr, SCRATCH, nat.others, len(others), *nat.args)
+        else:       # (rl_next: the memory bound once, four arguments)
+            ev = nat.next(h, wait_us, None, 0)
+        now = time.monotonic()
+        if info[2]:
+            c.last = now
+        if ev == EV_FRAME:        # (in scratch: no buffer was adopted, c.frame is None)
+            n = info[0]
+            stats = ep.stats
+            stats["frames_recv"] += 1
+            stats["bytes_recv"] += n
+            if n > ep.max_inbox:  # (as read_native: a frame alone over the inbox limit)
+                ep._cut(peer, InboxFullError(
+                    f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
+                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+                    f"that much)"))
+                return None
+            item = nat.scratch[:n]
+            if info[3]:
+                # more was read with it: parsed now into the inbox, behind this frame, and
+                # counted against its limit on top of this frame, as when read_native queued
+                # them all (a flood is cut off alike)
+                ep._queued[peer] += n
+                try:
+                    read_native(ep, peer, c, None)
+                finally:
+                    ep._queued[peer] -= n
+            return item
+        if ev == EV_OTHER:        # another peer's stream is readable: read it, then wait on
+            socks = [o.sock for p, o in ep._in.items() if p != peer and not o.eof]
+            for sk in (select.select(socks, [], [], 0)[0] if socks else ()):
+                p = ep._by_fd.get(sk.fileno())
+                if p is not None:
+                    ep._read(p)
+            others = tuple(o.sock.fileno() for p, o in ep._in.items() if p != peer and not o.eof)
+            nat.set_others(others)
+            continue
+        if ev != EV_NONE:
+            native_event(ep, peer, c, ev)
+            return None
+    return None
+
+
+def native_event(ep, peer: str, c: "InStream", ev: int) -> bool:
+    """What ``read_native`` and ``next_native`` do with an event other than a frame or
+    nothing: a large frame's buffer, a bye, an oversized frame's error (queued in order),
+    the end of the stream or a failure (the peer cut off). True when the stream is done."""
+    nat = c.native
+    info = nat.info
+    if ev == EV_NEED:   # a large frame: received into a buffer of its own
+        c.frame = np.empty(info[0], np.uint8)
+        return False
+    if ev == EV_BYE:
+        ep._bye_reason[peer] = bytes(nat.scratch[:min(info[0], 1000)]).decode(errors="replace")
+        ep._bye_from.add(peer)
+        ep._inbox[peer].append((0.0, _CLOSED, 0.0))
+        return False
+    if ev == EV_OVERSIZED:
+        ep.stats["frames_recv"] += 1
+        ep.stats["bytes_recv"] += info[0]
+        ep._inbox[peer].append((time.monotonic(), MessageTooLargeError(
+            f"{ep.me} <- {peer}: frame of {info[0]} bytes exceeds the cap of {ep.max_frame} bytes"),
+            nat.stamp))
+        return False
+    if ev == EV_EOF:
+        if peer not in ep._bye_from:
+            ep._cut(peer, PeerDeadError(f"{ep.me}: peer {peer} closed its connection without a bye "
+                                        "(process exited or was killed)"))
+        c.eof = True
+    elif ev == EV_FRAME_ERR:
+        ep._cut(peer, FrameError(f"{ep.me} <- {peer}: {nat.error}"))
+    elif ev == EV_OS_ERR:
+        ep._cut(peer, PeerDeadError(f"{ep.me}: connection to {peer} lost: {nat.error}"))
+    else:
+        ep._cut(peer, NetworkError(f"{ep.me} <- {peer}: native record layer failed (event {ev})"))
+    return True
 
 
 _TCP_CLOSE = 7                           # Linux tcp_info.tcpi_state of a reset (or fully closed) connection

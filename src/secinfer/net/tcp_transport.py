@@ -59,7 +59,7 @@ from secinfer.net.native_link import EV_OTHER
 from secinfer.net.peers import SPIN_BEFORE_RELEASE, PeerInfo, SocketEndpoint, sleep_until as _sleep_until
 from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_keys, session_tag  # noqa: F401 - re-exported
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
-                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, nonce, read_native,
+                                    RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, next_native, nonce, read_native,
                                     unsent)
 from secinfer.net.tcp_reader import StreamReader
 
@@ -277,11 +277,15 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
         else:                         # (nothing is ever queued on a link without pacing)
             sealer = link.sealer
             if sealer is not None and size <= SMALL:
-                # the common case on the native layer, inline: a small frame sealed and sent in one call
+                # the common case on the native layer, inline: a small frame sealed and sent in one
+                # call (Sealer.send_small; the frame is bytes, as encode_parts makes it)
                 pt = parts[0] if len(parts) == 1 else b"".join(parts)
+                if type(pt) is not bytes:
+                    pt = bytes(pt)
                 with link.lock:
                     now = time.monotonic()
-                    k = sealer.send_small(now, pt) if link.error is None and not self._stop.is_set() else -2
+                    k = sealer._send_small(sealer.h, now, pt, size) \
+                        if link.error is None and not self._stop.is_set() else -2
                     if k == size + RECORD_OVERHEAD:
                         link.written += k
                         link.data_written = link.written
@@ -290,7 +294,10 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
                     else:
                         link.small_rest(k, size, pt, now)   # (the socket took part or none of it)
                         link.next_hb = link.moved + self.heartbeat_interval
-                self._count_sent(size)
+                with self._stats_lock:   # (_count_sent, inline)
+                    stats = self.stats
+                    stats["frames_sent"] += 1
+                    stats["bytes_sent"] += size
                 return
             now = time.monotonic()
             link.lock.acquire()
@@ -418,8 +425,14 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
                         # the common case, without release times (a frame is due once here):
                         # read the streams until the peer's next frame or failure is here
                         c = self._in[peer]
+                        if not q and peer not in self._fatal and c.native is not None and c.frame is None:
+                            # the native layer: one call waits, reads and decrypts, and the frame
+                            # comes back here without passing through the inbox
+                            item = next_native(self, peer, c, deadline)
+                            if item is not None:
+                                return item
                         if not q and peer not in self._fatal and c.native is not None and len(self._in) == 1:
-                            # two parties on the native layer: one call waits, reads and decrypts
+                            # two parties on the native layer, a large frame being received
                             since = now = time.monotonic()
                             while now < deadline and not c.eof:
                                 if now - max(c.last, since) > self.peer_timeout:
@@ -536,6 +549,7 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
             return deadline is not None and time.monotonic() >= deadline
 
         lost: dict[str, str] = {}
+        self._ack_now()
         links = {p: link for p, link in self._out.items() if link.error is None}
         for p, link in self._out.items():
             if link.error is not None and (link.dropped or link.undelivered()):
@@ -571,6 +585,16 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
             if p in self._bye_from:          # it finished: it needs nothing more from us
                 del lost[p]
         return lost
+
+    def _ack_now(self) -> None:
+        """Have this host acknowledge now what the peers sent us (TCP_QUICKACK sends a
+        delayed ACK at once): a closing peer waits for its last frames' acknowledgement,
+        which a stream that only receives would otherwise hold back up to 40 ms (Linux's
+        delayed ACK), on both sides of every pair at once."""
+        for c in list(self._in.values()):
+            if not c.eof:
+                with contextlib.suppress(OSError, AttributeError):
+                    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
 
     def _drain(self) -> None:
         """Read, here and now, what every peer's stream holds (without waiting), so that a
@@ -613,7 +637,8 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
                     lost[p] = why
                 del pending[p]
             if pending:
-                time.sleep(0.005)
+                self._ack_now()              # (the peers wait for ours, too)
+                time.sleep(0.001)
 
     def _shutdown(self) -> None:
         """Stop every thread, close every socket."""

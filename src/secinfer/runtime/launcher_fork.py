@@ -30,11 +30,16 @@ How.
   (``secinfer.runtime.launcher``, ``start="spawn"``).
 
 * ``secinfer run`` forks its server from the command process itself, before it parses its
-  line or imports numpy (``serve_forked``; ``ForkServer.start(forked=...)``), and has the
-  server fork a *run process* that runs the line in its stead (``run`` below,
-  ``secinfer.cli.runner``): it gets its own control socket to the server and asks it for
-  its parties like a launcher; the server forks it as soon as numpy, the launcher and the
-  protocol are imported (``preload(between=...)``), and imports the rest meanwhile.
+  line or imports numpy (``serve_forked``), and the server forks a *run process* that runs
+  the line in the command's stead (``run`` below, ``secinfer.cli.runner``) as soon as numpy,
+  the launcher and the protocol are imported (``preload(between=...)``), without being
+  asked (it has the command's line, environment, folder and, dup'ed, streams from the
+  fork), and imports the rest meanwhile. The run process gets its own control socket to
+  the server and asks it for its parties like a launcher. The command only waits: the
+  server tells it ``started PID``, ``exited PID RC`` or ``error MESSAGE`` in plain lines
+  (``secinfer.cli.runner.wait_run``), so that it imports nothing more (json, socket,
+  subprocess: ~20-30 ms of CPU beside the server's imports). A launcher that spawned its
+  server can ask it for a run process too (``ForkServer.start_run``).
 
 Messages: one JSON object per line over a Unix socket pair. Launcher -> server:
 ``{"op": "fork", "role", "argv", "log"}``, ``{"op": "run", "target", "env", "cwd", ...}``
@@ -74,6 +79,7 @@ class _Lines:
         self.buf = b""
         self.eof = False
         self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
+        self.plain = False   # the command line waiting for its run process (``serve_forked(run=...)``)
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
@@ -171,17 +177,10 @@ class ForkServer:
 
     @classmethod
     def start(cls, protocol: str, *, protocol_module: str | None = None, transport: str | None = None,
-              env: dict | None = None, onnx: bool = True, forked: tuple | None = None) -> "ForkServer | None":
+              env: dict | None = None, onnx: bool = True) -> "ForkServer | None":
         """Spawn a server that preloads ``protocol``'s party modules; None if it cannot start.
         ``onnx``: also the ONNX importer (not needed when the launcher hands the model owner
-        its checked model, ``launcher.write_model_ir``). ``forked``: (pid, control socket's
-        fd, time.time()) of a server this process forked already (``serve_forked``: the
-        command line forks itself before it reads anything, ``secinfer.cli.main``): its
-        handle, instead of a new interpreter."""
-        if forked is not None:
-            pid, fd, t = forked
-            return cls(_ForkedServerProcess(int(pid)), socket.socket(fileno=int(fd)), protocol, None, transport,
-                       float(t))
+        its checked model, ``launcher.write_model_ir``)."""
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-m", "secinfer.runtime.launcher_fork", "--fd", str(child.fileno()),
                "--parent", str(os.getpid()), "--protocol", protocol]
@@ -246,11 +245,6 @@ class ForkServer:
             return None
         return int(reply["pid"])
 
-    @property
-    def forked(self) -> bool:
-        """A fork of this process (``start(forked=...)``), not a new interpreter."""
-        return isinstance(self.proc, _ForkedServerProcess)
-
     def matches(self, protocol: str, protocol_module: str | None, transport: str | None) -> bool:
         return (self.protocol, self.protocol_module, self.transport) == (protocol, protocol_module, transport)
 
@@ -302,9 +296,11 @@ class ForkServer:
             return f"forking is unsafe here: {self.info['unsafe']}"
         return None
 
-    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0) -> dict[str, ForkedParty]:
+    def fork(self, jobs: list[tuple[str, list[str], str]], timeout: float = 10.0,
+             env: dict | None = None) -> dict[str, ForkedParty]:
         """Start one party per ``(role, argv, log_path)`` (its stdout and stderr go to the
-        log, created 0600); all requests go out at once. Returns {role: ForkedParty}; raises
+        log, created 0600); all requests go out at once. ``env``: entries added to each
+        party's environment. Returns {role: ForkedParty}; raises
         ``ForkServerError`` naming the first role that could not be started (those started
         are in ``self.parties``: the caller stops them)."""
         if self.dead:
@@ -313,8 +309,9 @@ class ForkServer:
         for role in roles:
             self._pending.pop(role, None)
         try:
-            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv),
-                                                   "log": str(log)}).encode() + b"\n" for role, argv, log in jobs))
+            self.sock.sendall(b"".join(json.dumps({"op": "fork", "role": role, "argv": list(argv), "log": str(log),
+                                                   "env": dict(env or {})}).encode() + b"\n"
+                                       for role, argv, log in jobs))
         except OSError as e:
             self._died()
             raise ForkServerError(f"the fork server is gone: {e}") from None
@@ -388,50 +385,19 @@ class _Parent:
         return 0
 
 
-class _ForkedServerProcess:
-    """The part of ``subprocess.Popen`` that ``ForkServer`` uses, for a server forked from
-    this process (``ForkServer.start(forked=...)``): this process reaps it."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                wpid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                wpid, status = self.pid, 0
-            if wpid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        end = None if timeout is None else time.monotonic() + timeout
-        try:
-            fd = os.pidfd_open(self.pid)   # (readable once it has exited: no polling)
-        except (AttributeError, OSError):
-            fd = None
-        try:
-            while self.poll() is None:
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    raise subprocess.TimeoutExpired(["<fork server>"], timeout)
-                if fd is not None:
-                    select.select([fd], [], [], left)
-                else:
-                    time.sleep(0.005 if left is None else min(0.005, left))
-        finally:
-            if fd is not None:
-                os.close(fd)
-        return self.returncode
-
-
-def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool) -> int:
+def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onnx: bool,
+                 run: dict | None = None) -> int:
     """A fork server made by forking the launcher (``ForkServer.start(forked=...)``), in
     the child: what ``main`` does in a spawned one. Only a process that holds no data of
     any party may fork itself into one (the command line before it read its arguments): the
-    server, and every party forked from it, then holds none either."""
+    server, and every party forked from it, then holds none either.
+
+    ``run`` (``secinfer run``, ``secinfer.cli.main``): the run process to fork as soon as
+    the protocol is imported, without waiting to be asked: the command line's ``argv``,
+    ``t_main``, ``process_start``, its environment (``env``) and working folder (``cwd``)
+    as they were at the fork, and ``fds``, copies of its stdin, stdout and stderr. The
+    command is then told about it in plain lines (``started PID``, ``exited PID RC``,
+    ``error MESSAGE``: ``secinfer.cli.runner.wait_run``), so that it imports nothing more."""
     ctrl = socket.socket(fileno=fd)
     os.setsid()                                    # its own session, as a spawned server has
     null = os.open(os.devnull, os.O_RDWR)
@@ -446,7 +412,10 @@ def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onn
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the launcher stops us (and the parties) itself
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
-    return serve(ctrl, protocol, None, transport, onnx=onnx)
+    if run is not None:
+        run = dict(run, op="run", target="secinfer.cli.runner:run_forked", protocol=protocol, transport=transport,
+                   spawned=float(run.get("spawned") or time.time()))   # (when the command forked us)
+    return serve(ctrl, protocol, None, transport, onnx=onnx, run=run)
 
 
 # ---- the server's side --------------------------------------------------------------------------
@@ -481,6 +450,12 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
             spec = registry.get(protocol)
         except Exception as e:  # noqa: BLE001 - as above
             failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
+    # the OpenSSL backend (every party's handshake loads it on its first X25519 key: 0.05 s
+    # of CPU in each child; the launcher's key generation too) and
+    # argparse (the run line; the parties' parser) before the run process is forked: else
+    # it and this server would each import them
+    imp("cryptography.hazmat.backends.openssl.backend")
+    imp("argparse")
     if between is not None:
         between()
     for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
@@ -492,9 +467,12 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     imp("secinfer.ir.shapes")
     imp("zipfile")             # (np.load of that .npz)
     imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
-    # every party's handshake loads cryptography's OpenSSL backend on its first X25519 key
-    # (0.05 s of CPU in each child): once, here
-    imp("cryptography.hazmat.backends.openssl.backend")
+    blas = sys.modules.get("secinfer.protocols.rep3.blas")
+    if blas is not None and hasattr(blas, "keep_controller"):
+        try:    # each party's one_blas_thread would otherwise walk every shared object (~5 ms CPU)
+            blas.keep_controller()
+        except Exception as e:  # noqa: BLE001 - then each party looks itself, as before
+            failed["threadpoolctl"] = f"{type(e).__name__}: {e}"
     if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
         imp("secinfer.ir.onnx_import")
         imp("secinfer.ir.passes")
@@ -528,8 +506,9 @@ def fork_unsafe() -> str | None:
     return None
 
 
-def _child(req: dict, close_fds: list[int]) -> None:
-    """In the forked child: become the party; never returns."""
+def _child(req: dict, close_fds: list[int], parser=None) -> None:
+    """In the forked child: become the party; never returns. ``parser``: the party's
+    command-line parser, built once by the server (``party.party_parser``)."""
     code = 2
     try:
         os.setsid()                                # own session and process group, as a spawned party
@@ -546,9 +525,10 @@ def _child(req: dict, close_fds: list[int]) -> None:
         os.dup2(fd, 2)
         os.close(fd)
         _unbuffered_stdio()   # a killed party's last words reach its log
+        os.environ.update({str(k): str(v) for k, v in (req.get("env") or {}).items()})
         from secinfer.runtime.party import party_main
 
-        code = int(party_main(list(req["argv"])) or 0)
+        code = int(party_main(list(req["argv"]), parser) or 0)
     except SystemExit as e:                      # argparse: usage errors
         code = e.code if isinstance(e.code, int) else 2
     except BaseException:  # noqa: BLE001 - the log says what happened; the exit code says it failed
@@ -582,11 +562,14 @@ def _unbuffered_stdio() -> None:
 
 
 def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, transport: str | None,
-          onnx: bool = True) -> int:
+          onnx: bool = True, run: dict | None = None) -> int:
     import gc
 
     t0 = time.perf_counter()
     conns = {ctrl.fileno(): _Lines(ctrl, fds=True)}   # the launcher's, then one per run process (``run``)
+    if run is not None:     # (``serve_forked``: the command line's run process, unasked)
+        conns[ctrl.fileno()].plain = True
+        conns[ctrl.fileno()].fds.extend(run.pop("fds"))
     children: dict[int, tuple[str, int | None, int]] = {}   # pid -> (role, pidfd, fileno of the asking conn)
     early: list[dict] = []                        # messages read before ready, for the loop below
     ready: dict = {}
@@ -594,7 +577,9 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
     def run_early():
         # a launcher that asked for a run process at once (``start_run``) gets it now: its
         # own imports then run beside the rest of ours
-        if select.select([ctrl], [], [], 0)[0]:
+        if run is not None:
+            _fork_run(run, conns[ctrl.fileno()], conns, children, None)
+        elif select.select([ctrl], [], [], 0)[0]:
             msgs = conns[ctrl.fileno()].read()
             for m in msgs:
                 if m.get("op") == "run":
@@ -603,8 +588,15 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                     early.append(m)
 
     gc.disable()    # (imports make few cycles; collecting during them costs ~10% of their CPU)
+    parser = None   # the parties' command-line parser, built once here
     try:
         failed = preload(protocol, protocol_module, transport, onnx, between=run_early)
+        party = sys.modules.get("secinfer.runtime.party")
+        if party is not None and hasattr(party, "party_parser"):
+            try:
+                parser = party.party_parser()
+            except Exception:  # noqa: BLE001 - each party then builds its own
+                parser = None
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
@@ -613,7 +605,7 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                  cpu_seconds=round(time.process_time(), 6),   # (interpreter start and imports)
                  failed=failed, unsafe=unsafe)
     for conn in conns.values():                    # (the launcher, and a run process forked already)
-        _try_send(conn.sock, ready)
+        _reply(conn, ready)
     if unsafe and not children:
         return 0
     stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
@@ -638,8 +630,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                     os.close(fd)
                 del children[pid]
                 if owner in conns:
-                    _try_send(conns[owner].sock, {"op": "exited", "role": role, "pid": pid,
-                                                  "rc": os.waitstatus_to_exitcode(status)})
+                    _reply(conns[owner], {"op": "exited", "role": role, "pid": pid,
+                                          "rc": os.waitstatus_to_exitcode(status)})
         if stop:
             continue
         for key, conn in list(conns.items()):
@@ -661,13 +653,14 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 continue
             for msg in msgs:
                 if msg.get("op") == "fork":
-                    _fork_party(msg, conn.sock, key, conns, children, unsafe)
+                    _fork_party(msg, conn.sock, key, conns, children, unsafe, parser)
                 elif msg.get("op") == "run" and key == ctrl.fileno():
                     _fork_run(msg, conn, conns, children, ready)
     return 0
 
 
-def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None) -> None:
+def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None,
+                parser=None) -> None:
     """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
     ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
     why = unsafe
@@ -683,7 +676,7 @@ def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children:
         _try_send(sock, {"op": "error", "role": msg.get("role"), "message": f"fork failed: {e}"})
         return
     if pid == 0:
-        _child(msg, close_fds)           # never returns
+        _child(msg, close_fds, parser)   # never returns
     children[pid] = (msg.get("role"), _pidfd(pid), key)
     _try_send(sock, {"op": "started", "role": msg.get("role"), "pid": pid})
 
@@ -707,13 +700,13 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     if len(got) != 3 or not target.startswith("secinfer.") or ":" not in target:
         for fd in got:
             os.close(fd)
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
+        _reply(conn, {"op": "error", "role": "run", "message": "a run needs 3 descriptors and a target"})
         return
     why = fork_unsafe()
     if why:
         for fd in got:
             os.close(fd)
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": why})
+        _reply(conn, {"op": "error", "role": "run", "message": why})
         return
     msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -726,7 +719,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
         for fd in got:
             os.close(fd)
         mine.close(), theirs.close()
-        _try_send(conn.sock, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
+        _reply(conn, {"op": "error", "role": "run", "message": f"fork failed: {e}"})
         return
     if pid == 0:
         mine.close()
@@ -736,7 +729,21 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
         os.close(fd)
     conns[mine.fileno()] = _Lines(mine)
     children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
-    _try_send(conn.sock, {"op": "started", "role": "run", "pid": pid})
+    _reply(conn, {"op": "started", "role": "run", "pid": pid})
+
+
+def _reply(conn: "_Lines", msg: dict) -> None:
+    """``msg`` to whoever reads ``conn``: JSON, or for the command line waiting for its run
+    process (``conn.plain``) one plain line about it (anything else is not sent)."""
+    if not conn.plain:
+        _try_send(conn.sock, msg)
+    elif msg.get("role") == "run" and msg.get("op") in ("started", "exited", "error"):
+        what = {"started": [msg.get("pid")], "exited": [msg.get("pid"), msg.get("rc")],
+                "error": [" ".join(str(msg.get("message")).split())]}[msg["op"]]
+        try:
+            conn.sock.sendall(" ".join(str(w) for w in [msg["op"], *what]).encode() + b"\n")
+        except OSError:
+            pass
 
 
 def _try_send(ctrl: socket.socket, msg: dict) -> None:

@@ -459,9 +459,15 @@ def party_from_cli(args, model_path=None, options: dict | None = None) -> int:
     return int(rec["exit_code"])
 
 
-def party_main(argv: list[str] | None = None) -> int:
-    ap = add_party_arguments(argparse.ArgumentParser(prog="secinfer-party", description="run one party"))
-    args = ap.parse_args(argv)
+def party_parser() -> argparse.ArgumentParser:
+    """The parser of ``party_main``'s command line."""
+    return add_party_arguments(argparse.ArgumentParser(prog="secinfer-party", description="run one party"))
+
+
+def party_main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """A party process's command line. ``parser``: ``party_parser()`` built already (the
+    launcher's fork server builds it once for all the parties it forks)."""
+    args = (parser or party_parser()).parse_args(argv)
     try:
         return party_from_cli(args)
     except SecinferError as e:

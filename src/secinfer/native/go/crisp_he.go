@@ -75,6 +75,39 @@ func seededRefs(P ckks.Parameters, c0 ring.Poly) []he.PolyRef {
 	return []he.PolyRef{{P: c0, Moduli: P.Q()[:c0.Level()+1]}}
 }
 
+// seededZero returns c0 = -c1 s + e at `level` (NTT domain), c1 expanded from `seed`:
+// the message-independent part of a seeded encryption (e fresh, never from the seed).
+func seededZero(P ckks.Parameters, sk *rlwe.SecretKey, level int, seed []byte) ring.Poly {
+	r := P.RingQ().AtLevel(level)
+	c1 := seededC1(P, level, seed)
+	c0 := r.NewPoly()
+	r.MulCoeffsMontgomery(c1, sk.Value.Q, c0) // sk: NTT and Montgomery form
+	r.Neg(c0, c0)
+	prng, err := sampling.NewPRNG()
+	check(err, codeHE, "PRNG")
+	es, err := ring.NewSampler(prng, P.RingQ(), P.Xe(), false)
+	check(err, codeHE, "error sampler")
+	e := r.NewPoly()
+	es.AtLevel(level).Read(e)
+	r.NTT(e, e)
+	r.Add(c0, e, c0)
+	return c0
+}
+
+// seededFinish adds the plaintext (NTT domain, the level of c0) to c0 and packs c0 at
+// the primes' widths (serial_format.go, no header).
+func seededFinish(P ckks.Parameters, c0 ring.Poly, pt *rlwe.Plaintext, out **C.uchar, outlen *C.size_t) {
+	if !pt.IsNTT {
+		fail(codeArgument, "seeded encryption needs a plaintext in the NTT domain")
+	}
+	if pt.Level() != c0.Level() {
+		fail(codeArgument, "plaintext at level %d, seeded encryption of zero at %d", pt.Level(), c0.Level())
+	}
+	P.RingQ().AtLevel(c0.Level()).Add(c0, pt.Value, c0)
+	refs := seededRefs(P, c0)
+	outBytes(he.WritePolys(make([]byte, 0, he.PolysSize(refs)), refs), out, outlen)
+}
+
 // crisp_encrypt_seeded encrypts the plaintext (NTT domain) under sk with c1 from `seed`;
 // writes c0 packed at the primes' widths (serial_format.go, no header).
 //
@@ -87,23 +120,41 @@ func crisp_encrypt_seeded(ph C.uint64_t, skh C.uint64_t, pth C.uint64_t, seed *C
 	if !pt.v.IsNTT {
 		fail(codeArgument, "seeded encryption needs a plaintext in the NTT domain")
 	}
-	level := pt.v.Level()
-	r := P.RingQ().AtLevel(level)
-	c1 := seededC1(P, level, inBytes(seed, seedlen))
-	c0 := r.NewPoly()
-	r.MulCoeffsMontgomery(c1, sk.v.Value.Q, c0) // sk: NTT and Montgomery form
-	r.Neg(c0, c0)
-	prng, err := sampling.NewPRNG() // the error: fresh randomness, never from the seed
-	check(err, codeHE, "PRNG")
-	es, err := ring.NewSampler(prng, P.RingQ(), P.Xe(), false)
-	check(err, codeHE, "error sampler")
-	e := r.NewPoly()
-	es.AtLevel(level).Read(e)
-	r.NTT(e, e)
-	r.Add(c0, e, c0)
-	r.Add(c0, pt.v.Value, c0)
-	refs := seededRefs(P, c0)
-	outBytes(he.WritePolys(make([]byte, 0, he.PolysSize(refs)), refs), out, outlen)
+	seededFinish(P, seededZero(P, sk.v, pt.v.Level(), inBytes(seed, seedlen)), pt.v, out, outlen)
+	return codeOK
+}
+
+// crisp_seeded_zero: the message-independent part of crisp_encrypt_seeded, made ahead
+// (offline): c0 = -c1 s + e at `level`, held as a degree-0 NTT ciphertext.
+//
+//export crisp_seeded_zero
+func crisp_seeded_zero(ph C.uint64_t, skh C.uint64_t, level C.int, seed *C.uchar, seedlen C.size_t, out *C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	sk := getSK(ph, skh)
+	if level < 0 || int(level) > P.MaxLevel() {
+		fail(codeArgument, "level %d out of range", level)
+	}
+	ct := rlwe.NewCiphertext(P, 0, int(level))
+	ct.Value[0] = seededZero(P, sk.v, int(level), inBytes(seed, seedlen))
+	ct.IsNTT = true
+	newCT(ph, ct, out)
+	return codeOK
+}
+
+// crisp_seeded_finish: crisp_encrypt_seeded's output from an encryption of zero made by
+// crisp_seeded_zero (with the same seed) and the plaintext; the zero is consumed
+// (overwritten: the caller frees it and must not use it again).
+//
+//export crisp_seeded_finish
+func crisp_seeded_finish(ph C.uint64_t, zh C.uint64_t, pth C.uint64_t, out **C.uchar, outlen *C.size_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	P := params(ph).P
+	z := getCT(ph, zh)
+	if z.v.Degree() != 0 || !z.v.IsNTT {
+		fail(codeArgument, "not a seeded encryption of zero (degree 0, NTT domain)")
+	}
+	seededFinish(P, z.v.Value[0], getPT(ph, pth).v, out, outlen)
 	return codeOK
 }
 

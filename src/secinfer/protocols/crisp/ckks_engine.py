@@ -31,6 +31,13 @@ from secinfer.protocols.crisp.he_core import CLIENT, DEFAULT_PARAMS, SERVER, HEC
 __all__ = ["CKKSLinear", "DEFAULT_PARAMS", "LayerBudget"]
 
 
+def input_layers(steps) -> list:
+    """(index, step) of the linear layers applied to the input itself: the engine runs
+    their HE part in the offline phase (``protocol._on_input``)."""
+    return [(i, st) for i, st in enumerate(steps[1:-1], start=1)
+            if st.op == "lin" and st.inp == steps[0].out]
+
+
 class CKKSLinear(HECore):
     """Pi_Lin with the client's shares under RLWE encryption (see module docstring); a
     ``twopc.engine.LinearEngine``."""
@@ -79,10 +86,10 @@ class CKKSLinear(HECore):
         return {"mask_ciphertexts": count}
 
     def prepare_client(self, steps: list) -> dict:
-        """Offline (client, malicious): the witness-independent first message of every
-        proof of plaintext knowledge the online phase will run."""
-        if not self.malicious:
-            return {}
+        """Offline (client): the message-independent part of every ciphertext of the
+        layers that run online (``precompute_zeros``; the layers on the input run offline
+        anyway) and, malicious, the witness-independent first message of every proof of
+        plaintext knowledge the online phase will run."""
         jobs = []
         for idx, st in enumerate(steps):
             if st.op != "lin":
@@ -93,7 +100,10 @@ class CKKSLinear(HECore):
                 continue
             for gi, bud, _, n_rg, _, _ in he_rows.plans(self, st):
                 jobs.append((idx, gi, bud, bud.T * n_rg * bud.n_chunks))
-        return proof.precommit_all(self, jobs)
+        out = proof.precommit_all(self, jobs) if self.malicious else {}
+        offline = {i for i, _ in input_layers(steps)}
+        out["encryptions_of_zero"] = self.precompute_zeros([j for j in jobs if j[0] not in offline])
+        return out
 
     # ---- online ------------------------------------------------------------------------
     def client(self, ep, idx: int, step, v1: np.ndarray, w1) -> tuple:

@@ -69,6 +69,9 @@ class HECore:
         self.prg = None           # client: encryption randomness and proof masks
         self._zk = None           # the current layer group's proof batch (malicious only)
         self._precommit: dict = {}  # client: proof first messages made offline
+        self._zeros: dict = {}     # client: (layer, group) -> encryptions of zero made offline
+        self._zero_q = None        # client: the current layer group's queue of them
+        self._ev = None            # client: the evaluator that adds a plaintext to them
 
     # ---- setup: the client's key pair [CRISP Fig. 2 InitLin, first bullet] ------------------
     def setup_client(self, ep, prg=None) -> None:
@@ -96,6 +99,8 @@ class HECore:
 
     def zk_begin(self, side: str, idx: int, group: int, bud, total: int, prg=None) -> None:
         """Announce the next ``total`` client ciphertexts (one layer group) to the proof."""
+        if side == CLIENT:
+            self._zero_q = self._zeros.pop((idx, group), None)
         if not self.malicious:
             return
         if side == CLIENT:
@@ -158,25 +163,76 @@ class HECore:
             if not self.malicious:
                 return prm.encrypt(pt, self.pk), None
             # c = (pk0 u + e0 + Delta m, pk1 u + e1) exactly: provable
-            ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
+            zero = self._take_zero(bud)
+            if zero is None:
+                ct, r = encrypt_with_randomness(prm, pt, self.pk, seed=self.prg.seed())
+            else:   # (pk0 u + e0, pk1 u + e1) made offline, plus Delta m: the same ciphertext
+                ct, r = zero
+                self._ev.add(ct, pt, out=ct)
         # the witness m as one int64 array while it fits, else as its limbs
         m = poly if bud.D > 62 else sum(poly[l] << (40 * l) for l in range(poly.shape[0]))
         return ct, [m, r.u, r.e0, r.e1]
 
-    def encrypt_seeded(self, poly, bud, seed: bytes | None = None) -> bytes:
+    def precompute_zeros(self, jobs) -> int:
+        """Client, offline: for the announced layer groups ``jobs`` = [(idx, group,
+        budget, ciphertexts)], the message-independent part of every encryption, at the
+        layer's level. Malicious: u, e0, e1 from a fresh seed and (pk0 u + e0, pk1 u + e1),
+        an encryption of zero at the layer's scale; online :meth:`encrypt` adds Delta m to
+        c0: the ciphertext and the proof's witness are exactly ``encrypt_with_randomness``'s
+        with the same randomness (tested). Semi-honest: a fresh seed and c0 = -a s + e
+        (``he_native.seeded_zero``); online the plaintext is added and c0 packed. The
+        randomness is independent of m whenever it is drawn, so nothing about the
+        ciphertexts' distribution changes; only when the work is done."""
+        prm, count = self.params, 0
+        for idx, group, bud, total in jobs:
+            q = self._zeros.setdefault((idx, group), deque())
+            prg = self.prg.derive(f"enc0/{idx}/{group}")
+            if not self.malicious:
+                for _ in range(total):
+                    seed = prg.seed()
+                    q.append((seed, he_native.seeded_zero(prm, self.sk, bud.level, seed)))
+                count += total
+                continue
+            z = np.zeros((1, prm.n), np.int64)
+            with encode_limbs(prm, z, z, META_LOG_SCALE, bud.level, delta=bud.delta) as pt0:
+                for _ in range(total):
+                    q.append(encrypt_with_randomness(prm, pt0, self.pk, seed=prg.seed()))
+            count += total
+        if count and self.malicious and self._ev is None:
+            self._ev = Evaluator(prm)
+        return count
+
+    def _take_zero(self, bud):
+        """The next message-independent part of the current group made offline
+        (``precompute_zeros``: (ciphertext, randomness) malicious, (seed, c0) semi-honest),
+        or None when there is none."""
+        if not self._zero_q:
+            return None
+        item = self._zero_q.popleft()
+        ct = item[0] if self.malicious else item[1]
+        if ct.level != bud.level:
+            ct.close()
+            raise ProtocolError("crisp/ckks: an encryption made offline has the wrong level")
+        return item
+
+    def encrypt_seeded(self, poly, bud, seed: bytes | None = None, zero=None) -> bytes:
         """Semi-honest client: ``poly`` at Delta and the layer's level, encrypted under the
-        secret key with c1 from a fresh public seed; the frame is seed || c0 (he_native)."""
+        secret key with c1 from a fresh public seed; the frame is seed || c0 (he_native).
+        ``zero``: (seed, c0 = -a s + e) made offline (``precompute_zeros``), finished here."""
         prm = self.params
         with encode_limbs(prm, poly, np.zeros((1, prm.n), np.int64), META_LOG_SCALE, bud.level,
                           delta=bud.delta) as pt:
+            if zero is not None:
+                return he_native.seeded_finish(prm, zero[1], pt, zero[0])
             return he_native.encrypt_seeded(prm, self.sk, pt, seed if seed is not None else self.prg.seed())
 
     def encrypt_send_all(self, ep, idx, polys, bud, window: int = 4) -> None:
         """:meth:`encrypt_send` for the client polynomials ``polys`` (an iterable, in order).
         Semi-honest: up to ``window`` seeded encryptions in flight on two worker threads
-        (the Go calls leave the GIL: both cores encrypt), seeds drawn here and frames sent
-        in order. Malicious: one after the other (each ciphertext's witness joins the
-        proof in order; the tests' adversaries replace chosen encryptions)."""
+        (the Go calls leave the GIL: both cores encrypt), seeds (or the encryptions of
+        zero made offline) taken here and frames sent in order. Malicious: one after the
+        other (each ciphertext's witness joins the proof in order; the tests' adversaries
+        replace chosen encryptions)."""
         if self.malicious:
             for poly in polys:
                 self.encrypt_send(ep, idx, poly, bud)
@@ -184,7 +240,9 @@ class HECore:
         with ThreadPoolExecutor(2) as pool:
             pending: deque = deque()
             for poly in polys:
-                pending.append(pool.submit(self.encrypt_seeded, poly, bud, self.prg.seed()))
+                zero = self._take_zero(bud)
+                pending.append(pool.submit(self.encrypt_seeded, poly, bud,
+                                           None if zero else self.prg.seed(), zero))
                 if len(pending) >= window:
                     ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(pending.popleft().result(), np.uint8))
             while pending:
@@ -194,7 +252,8 @@ class HECore:
         """Encrypt ``poly`` (:meth:`encrypt`), send it, and (malicious) add its witness to
         the layer group's proof of plaintext knowledge."""
         if not self.malicious:     # seeded secret-key encryption: half the bytes (he_native)
-            ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(self.encrypt_seeded(poly, bud), np.uint8))
+            raw = self.encrypt_seeded(poly, bud, zero=self._take_zero(bud))
+            ep.send(SERVER, f"crisp/lin/{idx}/ct", np.frombuffer(raw, np.uint8))
             return
         ct, wit = self.encrypt(poly, bud)
         raw = np.frombuffer(ct.to_bytes(), np.uint8)
@@ -278,6 +337,14 @@ class HECore:
 
     def release(self) -> None:
         """Free every prepared ciphertext / plaintext (end of session, or abort)."""
+        for q in list(self._zeros.values()) + [self._zero_q or ()]:
+            for item in q:
+                item[0 if self.malicious else 1].close()
+        self._zeros.clear()
+        self._zero_q = None
+        if self._ev is not None:
+            self._ev.close()
+            self._ev = None
         for q in self._prepared.values():
             for ct, _ in q:
                 ct.close()

@@ -7,6 +7,8 @@
   RLWE encryption; its noise is one fresh error e, below the public-key encryption's
   bound that ``budget.Budget`` assumes. A malicious client keeps public-key encryption:
   its proof of plaintext knowledge is for that form (``proof``).
+  Its message-independent part, c0 = -a s + e, can be made ahead (:func:`seeded_zero`,
+  offline) and finished with the plaintext online (:func:`seeded_finish`): the same frame.
 * :func:`decode`: the client's exact reading of decrypted answers (CRT, centring, mod t,
   scale back, halving) in Go instead of Python integers (``HECore.decode_residues``).
 * :func:`mul_blocks`: one client ciphertext times every block's weight plaintext, into
@@ -30,6 +32,8 @@ SEED_BYTES = 16
 _SIGS = {
     "crisp_encrypt_seeded": [N.H, N.H, N.H, C.c_char_p, N.csize, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
     "crisp_seeded_len": [N.H, N.cint, C.POINTER(N.csize)],
+    "crisp_seeded_zero": [N.H, N.H, N.cint, C.c_char_p, N.csize, N.P_u64],
+    "crisp_seeded_finish": [N.H, N.H, N.H, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
     "crisp_seeded_load": [N.H, N.cint, N.cint, C.c_char_p, N.csize, C.c_char_p, N.csize, N.P_u64],
     "crisp_answer": [N.H, N.H, N.H, N.cint, N.P_i64, N.cint, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
     "crisp_mul_blocks": [N.H, N.H, N.P_u64, N.cint, N.P_u64, N.cint],
@@ -69,6 +73,29 @@ def encrypt_seeded(params, sk, pt, seed: bytes) -> bytes:
     buf, n = N.P_bytes(), N.csize(0)
     N.call("crisp_encrypt_seeded", params.handle, params._own(sk, "sk"), params._own(pt, "plaintext"),
            seed, len(seed), C.byref(buf), C.byref(n))
+    return seed + N.take_bytes(buf, n.value)
+
+
+def seeded_zero(params, sk, level: int, seed: bytes) -> Ciphertext:
+    """The message-independent part of :func:`encrypt_seeded` (c0 = -a s + e, a from
+    ``seed``), made ahead: a degree-0 ciphertext for :func:`seeded_finish`."""
+    _declare()
+    if len(seed) != SEED_BYTES:
+        raise ValueError(f"seed must have {SEED_BYTES} bytes")
+    return Ciphertext(params, N.new_handle("crisp_seeded_zero", params.handle, params._own(sk, "sk"),
+                                           int(level), seed, len(seed)))
+
+
+def seeded_finish(params, zero: Ciphertext, pt, seed: bytes) -> bytes:
+    """:func:`encrypt_seeded`'s frame from ``zero`` (:func:`seeded_zero` with this seed) and
+    the plaintext; ``zero`` is consumed (closed here)."""
+    _declare()
+    buf, n = N.P_bytes(), N.csize(0)
+    try:
+        N.call("crisp_seeded_finish", params.handle, params._own(zero, "ciphertext"),
+               params._own(pt, "plaintext"), C.byref(buf), C.byref(n))
+    finally:
+        zero.close()
     return seed + N.take_bytes(buf, n.value)
 
 

@@ -35,6 +35,7 @@ from secinfer.crypto.preprocessing import ArrayItem
 from secinfer.errors import PreprocessingReuseError
 from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows, refuse_unpreparable
 from secinfer.protocols.crisp import lifted, linops, nonlinear
+from secinfer.protocols.crisp.ckks_engine import input_layers
 from secinfer.protocols.crisp.linear import make_engine
 from secinfer.protocols.crisp.offline import (
     CLIENT, DEALER, SERVER, HeldClientHalf, Params, PartyStore, load_ahead, receive_preprocessing,
@@ -215,14 +216,20 @@ def _on_input(engine, steps) -> list:
     of the check"); the answers it reads are masked and flooded as online."""
     if not getattr(engine, "offline_input_layers", False):
         return []
-    return [(i, st) for i, st in enumerate(steps[1:-1], start=1)
-            if st.op == "lin" and st.inp == steps[0].out]
+    return input_layers(steps)
 
 
 def _run_client(ep, job: PartyJob) -> PartyResult:
     prm = _params(job)
-    g = Ring(prm.k)
     engine = _engine(job, prm)
+    try:
+        return _client(ep, job, prm, engine)
+    finally:
+        engine.release()     # what the offline phase made and the online phase did not use
+
+
+def _client(ep, job: PartyJob, prm: Params, engine) -> PartyResult:
+    g = Ring(prm.k)
     cfg = job.fixed
     x = np.asarray(job.input, dtype=np.float64)
     with ep.phase("setup"):

@@ -22,14 +22,28 @@ except ImportError:  # pragma: no cover - a scikit-learn dependency
     threadpool_limits = None
 
 _lock = threading.Lock()
-_state: list = [0, None]   # sessions inside, the limiter that restores the previous limit
+_state: list = [0, None, None]   # sessions inside, the limiter that restores the previous limit, a controller
+
+
+def keep_controller() -> None:
+    """Find the loaded BLAS libraries now, once, for every later session of this process
+    and of its forks (threadpoolctl walks every shared object with a realpath each: ~4-5 ms
+    of CPU per call). For a process whose BLAS is loaded already and which loads no other
+    (the launcher's fork server calls it before it forks the parties,
+    ``secinfer.runtime.launcher_fork.preload``); elsewhere each session looks afresh."""
+    if threadpool_limits is not None:
+        from threadpoolctl import ThreadpoolController
+
+        with _lock:
+            _state[2] = ThreadpoolController()
 
 
 @contextlib.contextmanager
 def one_blas_thread():
     with _lock:
         if _state[0] == 0 and threadpool_limits is not None:
-            _state[1] = threadpool_limits(limits=1, user_api="blas")
+            _state[1] = threadpool_limits(limits=1, user_api="blas") if _state[2] is None else \
+                _state[2].limit(limits=1, user_api="blas")
         _state[0] += 1
     try:
         yield

@@ -415,7 +415,9 @@ def product_mod(p: ProductPlan, sources: list, q: int, threads: int = 1, out: np
         raise ConfigError(f"product plan has {len(p.blocks)} sources, got {len(sources)}")
     widths = [int(a.shape[1]) for a in sources[0]]
     for blk, parts in zip(p.blocks, sources):
-        if any(int(a.shape[0]) != blk.width for a in parts) or [int(a.shape[1]) for a in parts] != widths:
+        # a zero block's source is not read: the caller may pass it empty (a tile that needs none of it)
+        rows_ok = blk.zero or all(int(a.shape[0]) == blk.width for a in parts)
+        if not rows_ok or [int(a.shape[1]) for a in parts] != widths:
             raise ConfigError("product input does not match the plan's shapes")
     C = sum(widths)
     if out is None or out.shape != (p.m, C) or out.dtype != np.int64 or not out.flags.c_contiguous:

@@ -88,6 +88,16 @@ type stream struct {
 	bigHdr    [hdrSize]byte
 	bigGot    int
 	got       int64 // bytes read from the socket during the current call
+	bound     boundMem
+}
+
+// boundMem is the caller's memory an incoming stream reports into (rl_bind, rl_next).
+type boundMem struct {
+	scratch     unsafe.Pointer
+	scap        int64
+	info, stamp unsafe.Pointer
+	errbuf      unsafe.Pointer
+	errlen      int
 }
 
 var (
@@ -109,7 +119,7 @@ func (s *stream) setNonce() {
 
 // abiVersion changes whenever an export's arguments or meaning change (native_link.py
 // refuses a library of another version and uses the Python record layer).
-const abiVersion = 1
+const abiVersion = 2
 
 // rl_abi is the version of these exports.
 //

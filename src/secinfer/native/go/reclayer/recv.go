@@ -50,15 +50,58 @@ func rl_recv(h C.uint64_t, waitUs C.int64_t, dst unsafe.Pointer, dcap C.int64_t,
 	if call.wait {
 		call.deadline = time.Now().Add(time.Duration(waitUs) * time.Microsecond)
 	}
+	return C.int(s.run(&call, unsafe.Pointer(info), unsafe.Pointer(stamp), unsafe.Pointer(errbuf), int(errlen)))
+}
+
+// run makes one receive call and writes its results where the caller asked.
+func (s *stream) run(call *recvCall, info, stamp, errbuf unsafe.Pointer, errlen int) int {
 	s.got = 0
-	ev := s.recv(&call)
-	out := unsafe.Slice((*int64)(unsafe.Pointer(info)), 4)
+	ev := s.recv(call)
+	out := unsafe.Slice((*int64)(info), 4)
 	out[0], out[1], out[2], out[3] = call.val, call.inFrame, s.got, int64(s.fill-s.pos)
-	*stamp = C.double(call.stamp)
+	*(*float64)(stamp) = call.stamp
 	if call.msg != "" {
-		status.WriteErr(unsafe.Pointer(errbuf), int(errlen), call.msg)
+		status.WriteErr(errbuf, errlen, call.msg)
 	}
-	return C.int(ev)
+	return ev
+}
+
+// rl_bind gives an incoming stream, once, the memory its rl_next calls report into (kept
+// by the caller until rl_free): scratch (where a frame of at most scap bytes is written
+// when the call names no buffer), info (4 x int64), stamp (a double) and errbuf (errlen
+// bytes), as rl_recv's arguments of the same names. Returns 0, or -1 for an unknown handle.
+//
+//export rl_bind
+func rl_bind(h C.uint64_t, scratch unsafe.Pointer, scap C.int64_t, info *C.int64_t, stamp *C.double,
+	errbuf *C.char, errlen C.int) C.int {
+	s := lookup(h)
+	if s == nil {
+		return -1
+	}
+	s.bound = boundMem{scratch: scratch, scap: int64(scap), info: unsafe.Pointer(info),
+		stamp: unsafe.Pointer(stamp), errbuf: unsafe.Pointer(errbuf), errlen: int(errlen)}
+	return 0
+}
+
+// rl_next is rl_recv with the memory given to rl_bind and no other descriptors (the
+// protocol thread waiting for one peer): four arguments instead of ten, for the hot path.
+// dst = NULL: the bound scratch buffer. Returns evBadHandle if the stream was never bound.
+//
+//export rl_next
+func rl_next(h C.uint64_t, waitUs C.int64_t, dst unsafe.Pointer, dcap C.int64_t) C.int {
+	s := lookup(h)
+	if s == nil || s.bound.info == nil {
+		return evBadHandle
+	}
+	b := &s.bound
+	if dst == nil {
+		dst, dcap = b.scratch, C.int64_t(b.scap)
+	}
+	call := recvCall{dst: bytesAt(dst, int64(dcap)), wait: waitUs > 0}
+	if call.wait {
+		call.deadline = time.Now().Add(time.Duration(waitUs) * time.Microsecond)
+	}
+	return C.int(s.run(&call, b.info, b.stamp, b.errbuf, b.errlen))
 }
 
 func (s *stream) fail(c *recvCall, format string, a ...any) int {
