@@ -214,9 +214,11 @@ def test_batched_calibration_keeps_the_same_quantization(monkeypatch):
     g = Q.batch_free(pool_resnet())
     cal = Q.calibration_inputs(g, None, 20)
     whole = Q.quantize(g, 8, cal)
-    monkeypatch.setattr(Q, "CALIB_WHOLE_BYTES", 0)
-    env = Q._calib_env(g, cal, False)
-    assert any(isinstance(v, Q._Stat) for v in env.values())
+    from secinfer.ir import calib_env as CE
+
+    monkeypatch.setattr(CE, "CALIB_WHOLE_BYTES", 0)
+    env = CE._calib_env(g, cal, False)
+    assert any(isinstance(v, CE._Stat) for v in env.values())
     batched = Q.quantize(g, 8, cal)
     assert whole.calib == batched.calib
     for a, b in zip(whole.rounds, batched.rounds):

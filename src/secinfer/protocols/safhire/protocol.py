@@ -52,11 +52,11 @@ from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.safhire import dp
-from secinfer.protocols.safhire.server_round import OpClock, ServerRound, source_shape  # noqa: F401 (re-exported)
+from secinfer.protocols.safhire.server_round import OpClock, ServerRound
 from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
     BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionStore,
-    SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint, round_permutation,
+    SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint,
     save_checkpoint, sid_array,
 )
 
