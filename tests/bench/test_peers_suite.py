@@ -34,3 +34,18 @@ def test_runnable_says_why_not():
 def test_every_target_row_is_in_the_full_plan():
     rows, reps = ps._plan(quick=False)
     assert reps == 5 and set(ps.TARGETS) <= set(rows)
+
+
+def test_malicious_rows_run_crisp_at_w3_with_the_issue_bound():
+    assert ps._runnable("crisp", "W3", load_model(ps.build_workload("W3")), "malicious") is None
+    assert ps.MALICIOUS_TARGETS[("crisp", "W3", 128)][0] == 5.0
+    out = ps.run(plan=[("W3", 1)], protocols=["crisp"], reps=1)
+    rows = {r["security"]: r for r in out["rows"]}
+    assert set(rows) == {"semi-honest", "malicious"}
+    for r in rows.values():
+        assert r["online_ms"] > 0 and r["bytes_online"] > 0
+        assert r["max_abs_err_vs_reference"] is not None and r["max_abs_err_vs_reference"] < 0.05
+    assert rows["malicious"]["command_s"] is None and rows["semi-honest"]["command_s"] > 0
+    assert rows["malicious"]["bytes_online"] > rows["semi-honest"]["bytes_online"]   # MACs and proofs
+    assert out["malicious_targets"] == {"crisp/W3/128": {"online_s": 5.0, "bytes": None}}
+    assert set(out["plots"][0]["series"]) == {"crisp", "crisp (malicious)"}

@@ -212,7 +212,8 @@ def _add_others(sub) -> None:
 
     b = sub.add_parser("bench", help="reproduce paper tables; writes JSON and PNG plots")
     b.add_argument("suite", help="runtime | he | fss | astra | astra-real | stamp | crisp | certified | peers | "
-                                 "all | list (`secinfer bench list`: what each reproduces and how long it takes)")
+                                 "safhire | serve | all | list (`secinfer bench list`: what each reproduces and "
+                                 "how long it takes)")
     b.add_argument("--out", default="results", help="results folder (default: results/)")
     b.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not hours)")
     b.add_argument("--network", default=None,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from secinfer.crypto.gc import garble as gcm
+from secinfer.errors import ConfigError
 from secinfer.crypto.gc.circuit import bits_of, msb_sub3_circuit, msb_sub_circuit
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3.digest import H_SPEC, digest
@@ -51,7 +52,7 @@ class BitExtPrep:
     n: int
     r_gc: np.ndarray | None = None     # the garblers' free-XOR offset and zero labels
     zeros: dict | None = None
-    rbit: np.ndarray | None = None     # semi-honest, P0: the output mask r
+    rbit: np.ndarray | None = None     # semi-honest: the output mask r (P0; P1, P2 in direct.py)
     r: AShare | None = None            # semi-honest: [[r]]^B
     tables: np.ndarray | None = None   # the evaluator's garbled tables, decoding bits, wires
     dec: np.ndarray | None = None
@@ -76,16 +77,16 @@ def bitext_offline(eng, a: AShare, bool_eng) -> BitExtPrep:
 
 def bitext_online(eng, a: AShare, prep: BitExtPrep, bool_eng, to: str | None = None,
                   pending_verify: dict | None = None) -> AShare | None:
-    """Online half: [[msb(a)]]^B; or, semi-honest with ``to`` (an outside party, the
-    client), msb(a) revealed to ``to`` directly: P2 sends it the circuit's output
-    y = msb(a) xor r and P0 the mask r, instead of [[y]]^B-sharing y with P1 first (one
-    round less; ``to`` computes y xor r and sees a uniformly masked y and r, as it would
-    see m and the two masks in [ASTRA Fig. 4]'s reconstruction)."""
+    """Online half: [[msb(a)]]^B; or, malicious with ``to`` (the client), the state for
+    ``open_direct_to`` (``_online_m_direct``). The semi-honest direct reveal of a class is
+    ``direct.server_online`` (the comparison garbled by P1, P2, evaluated by P0)."""
     if eng.malicious:
         if to is not None:
             return _online_m_direct(eng, a, prep, pending_verify)
         return _online_m(eng, a, prep, bool_eng, pending_verify)
-    return _online_s(eng, a, prep, bool_eng, to)
+    if to is not None:
+        raise ConfigError("semi-honest: the direct reveal of a class is direct.server_online's")
+    return _online_s(eng, a, prep, bool_eng)
 
 
 # ---- semi-honest ------------------------------------------------------------------------
@@ -128,21 +129,10 @@ def _offline_s(eng, a, beng, n, lab):
     return prep
 
 
-def _online_s(eng, a, prep, beng, to=None):
+def _online_s(eng, a, prep, beng):
     ep, role, l, n = eng.ep, eng.role, eng.bits, prep.n
     circ = msb_sub_circuit(l)
     t = f"astra/bx/{prep.lab}"
-    if to is not None:
-        if role == "p0":
-            ep.send(to, "astra/out/y/r", pack(prep.rbit, 1))
-        elif role == "p1":
-            ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
-        else:
-            k1 = ep.recv_one("p1", t + "/k1", ArraySpec(np.uint64, (n, l, 2)))
-            out = gcm.evaluate_opened(circ, prep.tables, prep.wires, "u1", k1)
-            yb = gcm.decode(out, prep.dec)[:, 0].astype(np.uint64)
-            ep.send(to, "astra/out/y/y", pack(yb, 1))
-        return None
     if role == "p1":
         ep.send("p2", t + "/k1", gcm.select(prep.zeros["u1"], bits_of(a.m, l), prep.r_gc))
         my = ep.recv_one("p2", t + "/my", ArraySpec(np.uint8, (n,))).astype(np.uint64) & np.uint64(1)

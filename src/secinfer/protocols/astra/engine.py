@@ -540,39 +540,12 @@ class AstraEngine:
             share = R.add(share, self._prod(x.m, y.m, ps, keep=False))
         return share
 
-    def products_parts(self, x: AShare, y: AShare, z: AShare, prep: MulPrep) -> AShare:
-        """Semi-honest only: z = x * y (or X @ W) with m_z left as additive parts, not
-        exchanged: evaluator i holds [m_z]_i in the returned share's ``m``, P0 the masks as
-        usual. Only for a value that is revealed next with ``open_parts_to``."""
-        if self.malicious:
-            raise ConfigError("additive-part reveal is semi-honest only")
-        if self.role == "p0":
-            return z
-        return z.with_m(self._mz_share(x, y, z, prep))
-
     def parts_pad(self, shape) -> np.ndarray | None:
-        """Offline: the pad rho (from k_12) that re-randomises the additive parts of one
-        ``open_parts_to``; every server calls it (labels stay in step), P0 gets None."""
+        """Offline: the pad rho (from k_12) that re-randomises the evaluators' additive parts
+        of a value revealed to an outside party without their exchange (``direct.py``); every
+        server calls it (labels stay in step), P0 gets None."""
         lab = self._label("rho")
         return self.draw("12", lab, shape) if self.role in EVALUATORS else None
-
-    def open_parts_to(self, receiver: str, sh: AShare, label: str, rho=None) -> None:
-        """Reveal v towards an outside party from additive parts of m_v (semi-honest, the
-        variant of [ASTRA Fig. 4] output reconstruction that skips the evaluators' exchange).
-
-        Evaluator i sends [m_v]_i -/+ rho with rho from k_12 (P0 does not know it), P0 sends
-        lambda_v = lambda_{v,1} + lambda_{v,2}; the receiver computes part_1 + part_2 -
-        lambda_v. See docs/protocols/astra.md for why
-        this view is the same as [ASTRA Fig. 4]'s (m_v, lambda_{v,1}, lambda_{v,2}). ``rho`` from
-        ``parts_pad`` in the offline phase, else drawn here."""
-        R, t, role = self.R, f"astra/out/{label}", self.role
-        if rho is None:
-            rho = self.parts_pad(sh.shape)
-        if role == "p0":
-            self.ep.send(receiver, t + "/lam", pack(R.add(sh.l1, sh.l2), self.bits))
-            return
-        part = R.add(sh.m, rho) if role == "p1" else R.sub(sh.m, rho)
-        self.ep.send(receiver, t + ("/m1" if role == "p1" else "/m2"), pack(part, self.bits))
 
     # ---- truncation (fixed point) -----------------------------------------------------
     def trunc_offline(self, z: AShare, f: int) -> tuple[AShare, int]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from secinfer.errors import PeerAbortedError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
+from secinfer.protocols.astra import direct as fastpath
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine
 from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows, refuse_unpreparable
@@ -125,8 +126,9 @@ def _run_owner(ep, keys, lm, job) -> PartyResult:
 
 def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResult:
     st = _server_offline(ep, role, keys, job, shape, cls, fair, shift, C,
-                         # preprocessing done: the client may send its query (keeps the online clock honest)
-                         lambda: ep.send(C, "astra/ready", np.ones(1, np.uint8)))
+                         # preprocessing done: the client may send its query (keeps the online clock
+                         # honest); P0's query-independent output message rides along (``direct.py``)
+                         lambda extra: ep.send(C, "astra/ready", np.ones(1, np.uint8), *extra))
     _server_online_phase(ep, st)
     return PartyResult(info={"role": role})
 
@@ -134,7 +136,9 @@ def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResul
 def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: str, then) -> dict:
     """A server's offline phase; ``x_owner``: whose keys mask the query (C; or "p0", i.e.
     k_01 / k_02, when the servers prepare ahead of the client, ``prepare``). ``then()``
-    runs last inside the phase. Returns the state the online phase needs."""
+    runs last inside the phase, with the arrays P0 sends the client ahead on the
+    precomputed semi-honest path (``direct.py``; empty otherwise). Returns the state the
+    online phase needs."""
     eng = AstraEngine(ep, role, keys, job.security, 64, prg=job.prg.derive("astra-engine"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
     beng = AstraEngine(ep, role, keys, job.security, 1, prg=job.prg.derive("astra-bool"))
@@ -142,6 +146,8 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
     batch, k = shape["X"]
     n = shape["b"][0]
     bx = pad = fprep = None
+    direct = reveal_mode(job.options) == "direct"
+    fast_path = fastpath.applies(job.security, direct)
     with ep.phase("offline"):
         X, _ = eng.share_offline(x_owner, shape["X"], "X")
         W, _ = eng.share_offline(M, shape["W"], "W")
@@ -153,7 +159,7 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
         if cls:
             # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
             A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-            bx = bitext_offline(eng, A, beng)
+            bx = fastpath.bitext_offline_direct(eng, batch * n) if fast_path else bitext_offline(eng, A, beng)
         if fair:
             from secinfer.protocols.astra.bitext import output_mask
             from secinfer.protocols.astra.fair import frec_offline
@@ -162,8 +168,9 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             omask = output_mask(eng, bx) if cls else \
                 Y.map(lambda a: np.ascontiguousarray(a).reshape(-1))
             omask = AShare(oe.bits, None, omask.l1, omask.l2)
-        direct = reveal_mode(job.options) == "direct"
         rho = eng.parts_pad((batch * n,)) if direct and not eng.malicious and not cls else None
+        # semi-honest direct: the online step's query-independent part, computed now
+        fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho) if fast_path else None
         eng.finish_offline()
         if eng.malicious:
             eng.verify()
@@ -171,13 +178,19 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             # [ASTRA Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
-        then()
-    return {"eng": eng, "beng": beng, "X": X, "W": W, "U": U, "B": B, "prep": prep, "bx": bx, "cls": cls,
+        then(fast.get("to_client", ()) if fast else ())
+    return {"fast": fast, "eng": eng, "beng": beng, "X": X, "W": W, "U": U, "B": B, "prep": prep, "bx": bx, "cls": cls,
             "shift": shift, "fair": fair, "fairprep": (pad, fprep) if fair else None, "direct": direct, "rho": rho}
 
 
 def _server_online_phase(ep, st: dict) -> None:
     eng = st["eng"]
+    if st.get("fast"):
+        if fastpath.has_online(eng.role, st["cls"]):   # regression: P0's part went offline
+            with online_phase(ep):
+                fastpath.server_online(ep, st["fast"], C)
+        await_close(ep)
+        return
     with online_phase(ep):
         X = eng.share_online(C, st["X"], "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
@@ -187,15 +200,8 @@ def _server_online_phase(ep, st: dict) -> None:
 
 
 def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairprep, direct, rho) -> None:
-    """A server's online steps after the query is shared (one of the reveal modes)."""
-    role = eng.role
-    if direct and not eng.malicious and not cls:
-        # one round: additive parts of m_y straight to the client (docs/protocols/astra.md)
-        U = eng.products_parts(X, W, U, prep)
-        Bp = B if role != "p2" else B.with_m(np.zeros_like(B.m))   # m_b counted once (P1)
-        Y = (U + Bp.map(lambda a: a[None, :])).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-        eng.open_parts_to(C, Y, "y", rho)
-        return
+    """A server's online steps after the query is shared (one of the reveal modes; the
+    semi-honest direct one is ``direct.server_online``)."""
     if prep.check_at is not None:
         # receiver-checked product (docs/protocols/astra.md): the evaluators exchange their
         # m_z parts with the input check (sh-consistency) and send their components; P0
@@ -220,10 +226,6 @@ def _server_online(ep, eng, beng, X, W, U, B, prep, bx, cls, shift, fair, fairpr
     if cls:
         # class 1 iff trunc(Y) > 0 iff Y >= 2^shift iff A = 2^shift - 1 - Y < 0: msb(A)
         A = (-Y).add_public((1 << shift) - 1).map(lambda a: np.ascontiguousarray(a).reshape(-1))
-        if direct and not eng.malicious:
-            # y from P2 and the mask r from P0 straight to the client (one round less)
-            bitext_online(eng, A, bx, beng, to=C)
-            return
         if direct and not fair:
             # y and its label check go to the client from P2 (two rounds less with the overlap)
             st = bitext_online(eng, A, bx, beng, to=C, pending_verify=pending)
@@ -253,21 +255,37 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
     batch = x.shape[0]
     bits = 1 if cls else 64
     size = batch * n
+    fast = fastpath.applies(job.security, reveal_mode(job.options) == "direct")
+    extra = None   # fast: P0's lambda_y / r, received with its "ready"
     with ep.phase("offline"):
+        fastpath.check_query(x, fw[1], cfg)   # typed errors before any message of the query
         if fair:
             pad = job.prg.derive("astra-pad").ring((size,), bits)
             lam_pad = _owner_lambda(keys, C, "pad", (size,), bits)
+        espec = fastpath.client_extra_spec(cls, size) if fast else None
         if prepared:
-            lam_x = _recv_query_mask(ep, x.shape, malicious)    # the servers drew it ahead
+            lam_x, extra = _recv_query_mask(ep, x.shape, malicious, espec, fastpath.extra_sender(cls))
         else:
             lam_x = _owner_lambda(keys, C, "X", x.shape, 64)   # input-independent: offline
         gc.collect()
         if not prepared:
             for p in SERVERS:
-                ep.recv_one(p, "astra/ready", _ACK)
+                got = ep.recv(p, "astra/ready", _ACK, *((espec,) if fast and p == fastpath.extra_sender(cls) else ()))
+                if len(got) > 1:
+                    extra = got[1]
+        if fast:
+            extra = fastpath.client_extra(cls, size, extra)
+            bufs = fastpath.encode_buffers(x.shape)
+            if not lam_x.flags.writeable:   # (received: m_x is added into it online)
+                lam_x = lam_x.copy()
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
-        _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
+        if fast and cfg.ring.bits == 64:
+            m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
+            for p in (("p2", "p1") if cls else ("p1", "p2")):   # classification: P2's part is on the longer path
+                ep.send(p, "astra/sh/X", m)
+        else:
+            _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
         if fair:
             _owner_send(ep, keys, C, "pad", pad, bits, lam_pad)
             got = []
@@ -279,8 +297,8 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             v = _two_of_three(got)
             ep.require(v is not None, "fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
-        elif reveal_mode(job.options) == "direct" and not malicious:
-            val = _receive_direct(ep, size, bits)
+        elif fast:
+            val = fastpath.receive_output(ep, cls, size, extra)
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:
@@ -295,22 +313,6 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
     # exact oracle truncation: from f_x + f_w fractional bits down to f
     v = ring.arshift(val.reshape(batch, n), fw[0] + fw[1] - cfg.frac_bits)
     return PartyResult(output=cfg.decode(v), output_ring=v, info={"classifier": False})
-
-
-def _receive_direct(ep, size: int, bits: int) -> np.ndarray:
-    """Client side of the semi-honest one-round reveals (``reveal="direct"``):
-    regression: lambda_y from P0, the additive parts of m_y from P1 and P2 (re-randomised
-    with rho from k_12), y = part_1 + part_2 - lambda_y; classification: the garbled
-    comparison's masked output bit from P2 and its mask r from P0, class = y xor r."""
-    if bits == 1:
-        spec = packed_spec(1, (size,))
-        got = {p: unpack(a[0], 1, (size,))
-               for p, a in ep.recv_each({"p0": ("astra/out/y/r", spec), "p2": ("astra/out/y/y", spec)})}
-        return (got["p2"] ^ got["p0"]) & np.uint64(1)
-    spec = packed_spec(64, (size,))
-    got = {p: a[0] for p, a in ep.recv_each({"p0": ("astra/out/y/lam", spec), "p1": ("astra/out/y/m1", spec),
-                                             "p2": ("astra/out/y/m2", spec)})}
-    return got["p1"] + got["p2"] - got["p0"]
 
 
 def _receive_direct_m(ep, size: int) -> np.ndarray:
@@ -380,7 +382,7 @@ def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
             return AstraPrep(role, rows, hdr=(lm.public_header(job.fixed), np.asarray(classes, np.float64)))
         shape = {"X": (rows, k), "W": (k, n), "b": (n,)}
         st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0",
-                             lambda: None)
+                             lambda extra: None)
         st.update(k=k, n=n)
         # the item must not keep the prep session's endpoint (``run_prepared`` gives the
         # engines the client session's): a closed endpoint can hold a transport error whose
@@ -445,29 +447,34 @@ def _run_prepared(role: str, ep, job: PartyJob, prep) -> PartyResult:
             if malicious:
                 ep.send(C, "astra/prep/lam", pack(X.l1, 64), pack(X.l2, 64))
             else:
-                ep.send(C, "astra/prep/lam", pack(eng.R.add(X.l1, X.l2), 64))
+                extra = st["fast"].get("to_client", ()) if st.get("fast") else ()
+                ep.send(C, "astra/prep/lam", pack(eng.R.add(X.l1, X.l2), 64), *extra)
         elif malicious:
             ep.send(C, "astra/prep/lam", digest("prep-mask", X.l1 if role == "p1" else X.l2))
         else:
-            ep.send(C, "astra/ready", np.ones(1, np.uint8))
+            ep.send(C, "astra/ready", np.ones(1, np.uint8), *(st["fast"].get("to_client", ()) if st.get("fast") else ()))
     _server_online_phase(ep, st)
     return PartyResult(info={"role": role, "prepared": True})
 
 
-def _recv_query_mask(ep, shape, malicious: bool) -> np.ndarray:
-    """Client: lambda_x from P0, checked against P1's and P2's hashes (malicious)."""
+def _recv_query_mask(ep, shape, malicious: bool, extra_spec=None, extra_from: str = "p0") -> tuple:
+    """Client: lambda_x from P0 (the servers drew it ahead), checked against P1's and P2's
+    hashes (malicious); and the array ``extra_spec`` describes, which ``extra_from`` sends
+    with its message on the precomputed path (``direct.py``)."""
     spec, hs = packed_spec(64, shape), ArraySpec(np.uint8, (32,))
     if not malicious:
-        got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec), "p1": ("astra/ready", _ACK),
-                                 "p2": ("astra/ready", _ACK)}))
-        return unpack(got["p0"][0], 64, shape)
+        req = {"p0": ["astra/prep/lam", spec], "p1": ["astra/ready", _ACK], "p2": ["astra/ready", _ACK]}
+        if extra_spec is not None:
+            req[extra_from].append(extra_spec)
+        got = dict(ep.recv_each({p: tuple(r) for p, r in req.items()}))
+        return unpack(got["p0"][0], 64, shape), (got[extra_from][-1] if extra_spec is not None else None)
     got = dict(ep.recv_each({"p0": ("astra/prep/lam", spec, spec), "p1": ("astra/prep/lam", hs),
                              "p2": ("astra/prep/lam", hs)}))
     l1, l2 = (unpack(a, 64, shape) for a in got["p0"])
     ep.require(np.array_equal(digest("prep-mask", l1), got["p1"][0])
                and np.array_equal(digest("prep-mask", l2), got["p2"][0]), "prep-mask", None,
                "P0's mask of the query and the other holders' hashes of it differ")
-    return l1 + l2
+    return l1 + l2, None
 
 
 REVEALS = ("direct", "paper")

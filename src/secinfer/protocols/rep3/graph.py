@@ -57,6 +57,21 @@ def share_model_and_input(eng: Engine, graph: Graph, job: PartyJob) -> dict:
     return env
 
 
+def start_together(ep, me: int) -> None:
+    """The last step of the offline phase: every party tells the two others it is ready and
+    waits for both, so the three enter the online phase within one message of each other.
+    The online latency is measured from the last party's entry (``runtime.launcher``); without
+    this, a party done with its offline work early (p1, the client, has none) ran part of its
+    online work -- its input sharing, its first masked sends -- before that instant, outside
+    the measured window."""
+    for p in range(3):
+        if p != me:
+            ep.send(NAMES[p], "offline/ready", np.ones(1, dtype=np.uint8))
+    for p in range(3):
+        if p != me:
+            ep.recv(NAMES[p], "offline/ready", ArraySpec(np.uint8, (1,)))
+
+
 def input_phase(options: dict) -> str:
     """``options["input_phase"]``: ``online`` (default) shares the client's input in the
     online phase; ``offline`` before it -- the accounting of the paper's measurements,

@@ -24,8 +24,9 @@ from secinfer.errors import ProtocolError
 from secinfer.ir.graph import Graph, Node
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.executor import LINEAR
+from secinfer.protocols.rep3.executor import LINEAR, run_graph
 from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
+from secinfer.protocols.stamp.input_offline import InputPlan
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -79,6 +80,8 @@ class StampBackend:
         self._act_out: dict[str, tuple] = {}     # device-step output -> (activation, products, shape)
         self._stacked: dict[str, object] = {}    # semi-honest: weight -> its stacked operand (``precompute``)
         self.guard: dict | None = None           # the range guard's plan (``set_range_guard``)
+        self._dry: dict | None = None            # tensor shapes while ``prefetch`` runs the graph dry
+        self._input_plan: InputPlan | None = None   # first-layer halves prepared offline (``prepare_input``)
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -95,6 +98,49 @@ class StampBackend:
             sw = stack_weight(node.op, node.attrs, self.ring, env[name])
             if sw is not None:
                 self._stacked[name] = sw
+
+    def prepare_input(self, graph: Graph, owner: int) -> InputPlan | None:
+        """Semi-honest, offline, input shared online: draw the input's pseudo-random
+        components now and compute the input-independent half of every first-layer product
+        with a stacked weight (``input_offline``: all of p2's component, half of p0's and
+        p1's). The online phase then shares the input with ``InputPlan.share``."""
+        if self.eng.malicious or len(graph.inputs) != 1:
+            return None
+        info = graph.inputs[0]
+        plan = InputPlan(self.eng, owner, info.name, tuple(int(d) for d in info.shape))
+        for node in graph.consumers().get(info.name, []):
+            if node.op in LINEAR and len(node.inputs) > 1 and node.inputs[0] == info.name != node.inputs[1]:
+                sw = self._stacked.get(node.inputs[1])
+                if sw is not None:
+                    w = None
+                    if self.eng.me == (owner + 2) % 3:   # the model owner: its weight in the ring
+                        w = self.ring.reduce(self.eng.cfg.encode(
+                            np.asarray(graph.initializers[node.inputs[1]], np.float64)))
+                    plan.add_product(node.name, sw, w)
+        self._input_plan = plan
+        return plan
+
+    def prefetch(self, graph: Graph, env: dict) -> int:
+        """Semi-honest, before the online phase: every device operation's seed requests --
+        the masks a non-evaluator adds to what it sends, the output zero-shares, the output
+        step's masks -- fetched from the LTEE ahead of time and the masks expanded
+        (``StampOps.plan``/``prefetch``, ``ltee_device.cmd_prefetch``). They depend on the
+        model, the batch size and the public schedule only, so a dry run of the graph on
+        zeros (no message, no device call, no product computed) lists them. The online phase
+        then calls the device only to evaluate. Returns the requests served."""
+        if self.eng.malicious:
+            return 0
+        denv = dict(env)
+        for info in graph.inputs:
+            z = np.zeros(tuple(int(d) for d in info.shape), dtype=np.uint64)
+            denv[info.name] = Pair(z, z)
+        rot, counts = self._rot, dict(self.counts)
+        self._dry = graph.shapes
+        try:
+            self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))
+        finally:
+            self._dry, self._rot, self.counts = None, rot, counts
+        return self.ops.prefetch()
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -342,6 +388,11 @@ class StampBackend:
         sw = self._stacked.get(node.inputs[1]) if len(node.inputs) > 1 else None
         if node.name in self._pre:
             z3 = None
+        elif self._dry is not None:               # dry run (``prefetch``): the shape is enough
+            shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
+            z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
+        elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
+            z3 = z                                # the input-independent half prepared offline
         elif sw is not None and sw.source is w:   # the weight's part prepared offline
             z3 = stacked_product(self.ring, sw, x)
         else:

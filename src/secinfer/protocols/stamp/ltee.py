@@ -144,16 +144,17 @@ class LteeLink:
         self.meter.add(kind or cmd, sum(a.nbytes for a in arrays), sum(a.nbytes for a in res))
         return self._answer(res)
 
-    def call_many(self, requests: list) -> list[list[np.ndarray]]:
+    def call_many(self, requests: list, ahead: bool = False) -> list[list[np.ndarray]]:
         """Several seed requests [(command, meta, kind)] (``ltee_device.BATCHABLE``) in one
         bus transaction, one pipe round trip instead of one each (metered per request, in one
-        transaction). Returns each one's results."""
-        if len(requests) == 1:
+        transaction). Returns each one's results. ``ahead``: requests of future operations,
+        served before they run (``ltee_device.cmd_prefetch``)."""
+        if len(requests) == 1 and not ahead:
             cmd, meta, kind = requests[0]
             return [self.call(cmd, meta, kind=kind)]
         codes = np.array([BATCHABLE.index(cmd) for cmd, _, _ in requests], dtype=np.int64)
         metas = [np.ascontiguousarray(m) for _, m, _ in requests]
-        res = self._answer(self._transact("batch", [codes] + metas, "batch"))
+        res = self._answer(self._transact("prefetch" if ahead else "batch", [codes] + metas, "batch"))
         counts, flat, out, k = res[0], res[1:], [], 0
         if counts.shape != (len(requests),) or int(counts.sum()) != len(flat):
             raise LteeRefused("bad-response", "a batch answer of the wrong layout", self.party)

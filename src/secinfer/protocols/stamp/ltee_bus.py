@@ -27,7 +27,8 @@ STREAMS = ("k0", "k1", "k2", "s")
 SLOTS = 9
 MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Protocol 6]
 EXP_BITS = 32    # exponent masked in Z_2^32 [STAMP Protocol 6 step 1]
-BATCHABLE = ("mask", "inmask", "zshare", "pad")   # seed requests ``cmd_batch`` may carry (uint8 results)
+# seed requests ``cmd_batch`` and ``cmd_prefetch`` may carry (uint8 results; new ones go last)
+BATCHABLE = ("mask", "inmask", "zshare", "pad", "outmask")
 
 
 def cert_message(identity_pub: bytes) -> bytes:

@@ -60,6 +60,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
+from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, prf_elements, read_frame, seeds_array, write_frame,
     zero_component)
@@ -101,14 +102,6 @@ def _preload_kernels() -> None:
         pass
 
 
-class Refused(Exception):
-    """The device refuses a request (reported to the host as a 'refused' frame)."""
-
-    def __init__(self, code: str, detail: str = "") -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code, self.detail = code, detail
-
-
 def _blob(a) -> bytes:
     """A host-supplied byte string: only a 1-d uint8 array is one (``bytes()`` of a 0-d
     integer array would allocate that many bytes)."""
@@ -123,7 +116,7 @@ def _ring_in(a: np.ndarray, n: int) -> np.ndarray:
     return a.astype(np.uint64)
 
 
-class Device:
+class Device(CounterDiscipline):
     def __init__(self) -> None:
         self._identity = Ed25519PrivateKey.generate()  # the device's own TRNG (OS CSPRNG here)
         self.identity_pub = self._identity.public_key().public_bytes(
@@ -142,6 +135,9 @@ class Device:
         self.op_n = 0
         self.op_base: dict = {}
         self.used: set = set()
+        # operations reserved ahead of time by ``cmd_prefetch``: op -> [n_op, first counter, used]
+        self.reserved: dict[int, list] = {}
+        self._prefetching = False
         self.cnt = _OpCount()
         self.aes_bytes = 0
         self.busy = 0.0
@@ -172,42 +168,6 @@ class Device:
         b = self._elems((comp + 1) % 3, label, ctr, n)
         self.cnt.int_ops += n
         return (a - b) & np.uint64((1 << bits) - 1) if bits < 64 else a - b
-
-    def _begin(self, meta: np.ndarray, purpose: str, stream: tuple) -> int:
-        """Counter discipline [Protocols 2-3]. meta = [op, n_op, ctr, sub, ...].
-
-        An operation covers counters [ctr, ctr + n_op) of every stream, split into three
-        equal slots, one per job ``sub`` (the three batch parts of [STAMP 4.2]). The first request
-        of a new operation may move the counters forward (never back); an older
-        operation, a counter below the device's, a counter that differs from the
-        operation's, or a second request of the same kind for the same slot is refused.
-        Returns the first counter of the request's slot on ``stream``."""
-        op, n_op, ctr, sub = int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3])
-        if op < self.op_last:
-            raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
-        if not 0 <= sub < SLOTS or n_op % SLOTS or not 0 <= n_op <= 1 << 40:
-            raise Refused("bad-request", "operation size or slot")
-        if op > self.op_last:
-            if ctr < self.ctr[stream]:
-                raise Refused("stale-counter", f"counter {ctr} is below the device's {self.ctr[stream]}")
-            self.op_base = {k: ctr for k in self.ctr}
-            for k in self.ctr:
-                self.ctr[k] = ctr + n_op   # every counter advances by n [STAMP 4.2]
-            self.op_last, self.op_n, self.used = op, n_op, set()
-        elif n_op != self.op_n:
-            raise Refused("stale-counter", "operation size differs from its first request")
-        if ctr != self.op_base[stream]:
-            raise Refused("stale-counter", f"counter {ctr} does not match the device's {self.op_base[stream]}")
-        if (purpose, sub) in self.used:
-            raise Refused("stale-counter", f"{purpose} already served for operation {op} slot {sub}")
-        self.used.add((purpose, sub))
-        return self._slot(stream, sub)
-
-    def _slot(self, stream: tuple, sub: int) -> int:
-        return self.op_base[stream] + sub * (self.op_n // SLOTS)
-
-    def _slot_size(self) -> int:
-        return self.op_n // SLOTS
 
     # ---- Protocol 1 ----------------------------------------------------------------------
     def cmd_identity(self, arrays):
@@ -690,8 +650,26 @@ class Device:
         codes = arrays[0]
         if codes.dtype != np.int64 or codes.ndim != 1 or len(arrays) != 1 + codes.size or codes.size > 3 * SLOTS:
             raise Refused("bad-request", "batch layout")
+        return self._serve_many(codes, arrays[1:])
+
+    def cmd_prefetch(self, arrays):
+        """Seed requests of *future* operations, served before they run (the offline phase:
+        they depend on no query). The layout of ``cmd_batch``; each request is served exactly
+        as alone (its policy checks) under ``_reserve``'s counter discipline: operations in
+        increasing order, each ahead of every operation begun, its counter range fixed now
+        and above the device's, each kind once per slot. At most ``PREFETCH_MAX`` requests."""
+        codes = arrays[0]
+        if codes.dtype != np.int64 or codes.ndim != 1 or len(arrays) != 1 + codes.size or codes.size > PREFETCH_MAX:
+            raise Refused("bad-request", "prefetch layout")
+        self._prefetching = True
+        try:
+            return self._serve_many(codes, arrays[1:])
+        finally:
+            self._prefetching = False
+
+    def _serve_many(self, codes: np.ndarray, metas: list) -> list:
         counts, out = [], []
-        for code, meta in zip(codes.tolist(), arrays[1:]):
+        for code, meta in zip(codes.tolist(), metas):
             if not 0 <= code < len(BATCHABLE):
                 raise Refused("bad-request", "command not batchable")
             res = getattr(self, "cmd_" + BATCHABLE[code])([meta])
@@ -715,6 +693,8 @@ class Device:
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
                           int(self.busy * 1e9)], dtype=np.int64)]
 
+
+PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 

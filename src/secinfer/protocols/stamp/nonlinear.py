@@ -68,6 +68,12 @@ class Job:
 
 
 RANGE_GUARD = "range-guard"
+PREFETCH_CHUNK = 64 * SLOTS   # seed requests per prefetch transaction (``ltee_device.PREFETCH_MAX``)
+
+
+def _signature(reqs: list) -> tuple:
+    """What identifies an operation's seed requests: keys, commands, metas, kinds."""
+    return tuple((k, cmd, np.asarray(meta).tobytes(), kind) for k, cmd, meta, kind in reqs)
 
 
 def range_abort(ep, detail: str) -> FixedPointRangeError:
@@ -104,6 +110,12 @@ class StampOps:
         self.triple_stats = np.zeros(5, dtype=np.int64)   # device work spent on triples
         self.triple_bus = 0
         self._n_op = 0
+        # seed requests of future operations (semi-honest; ``plan``/``prefetch``): a dry run
+        # records them, the device serves them before the online phase
+        self.recording: list | None = None        # [(op, requests)] while a dry run records
+        self._ahead: dict[int, tuple] = {}        # op -> (its requests' signature, their results)
+        self._plan: list = []                     # recorded by ``plan``, asked for by ``prefetch``
+        self._expanded: dict[tuple, np.ndarray] = {}   # masks expanded ahead, by (seed, component, n)
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -119,25 +131,100 @@ class StampOps:
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
 
-    def _dev_many(self, reqs: list) -> list:
-        """``_dev`` of several seed requests [(command, meta, kind)] in one bus transaction."""
+    def _dev_many(self, reqs: list, ahead: bool = False) -> list:
+        """``_dev`` of several seed requests [(command, meta, kind)] in one bus transaction
+        (``ahead``: of future operations, ``prefetch``)."""
         try:
-            return self.link.call_many(reqs)
+            return self.link.call_many(reqs, ahead=True) if ahead else self.link.call_many(reqs)
         except LteeRefused as r:
             refused = r
         if refused.code == "range":
             raise range_abort(self.eng.ep, refused.detail)
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
 
+    def _seeds(self, reqs: list) -> dict:
+        """The results of this operation's seed requests [(key, command, meta, kind)]: served
+        ahead of time (``prefetch``) when the dry run recorded exactly these, else in one bus
+        transaction now."""
+        if not reqs:
+            return {}
+        got = self._ahead.pop(self.op, None)
+        if got is not None and got[0] == _signature(reqs):
+            return got[1]
+        return dict(zip([k for k, _, _, _ in reqs], self._dev_many([r[1:] for r in reqs])))
+
+    def plan(self, dry_run) -> int:
+        """Record the seed requests of every operation ``dry_run()`` makes (the graph run on
+        zeros, ``StampBackend.prefetch``: sizes, leaders and counters depend on the model and
+        batch only), with no message and no device call; restores the operation counters.
+        Returns the number of operations recorded."""
+        op, ctr = self.op, self.ctr
+        self.recording = []
+        try:
+            dry_run()
+            plan = self.recording
+        finally:
+            self.recording = None
+            self.op, self.ctr = op, ctr
+        self._plan = plan
+        return len(plan)
+
+    def prefetch(self, budget: int = 1 << 26) -> int:
+        """Ask the device for every recorded seed request ahead of its operation (one bus
+        transaction per ``PREFETCH_CHUNK`` requests; ``ltee_device.cmd_prefetch``), and expand
+        the masks this party will add to what it sends, up to ``budget`` bytes. Before the
+        online phase: none of it depends on the query. Returns the requests served."""
+        plan, self._plan = self._plan, []
+        flat = [(op, r) for op, reqs in plan for r in reqs]
+        results: list = []
+        for k in range(0, len(flat), PREFETCH_CHUNK):
+            part = flat[k:k + PREFETCH_CHUNK]
+            results += self._dev_many([r[1:] for _, r in part], ahead=True)
+        ring, me = self.eng.ring, self.eng.me
+        for op, reqs in plan:
+            got = {}
+            for r in reqs:
+                got[r[0]] = res = results.pop(0)
+                cmd, meta = r[1], r[2]
+                if budget <= 0:
+                    continue
+                if cmd in ("inmask", "outmask") and len(res) == 1 and res[0].ndim == 2:
+                    n = int(meta[5])
+                    comps = [me]
+                elif cmd == "zshare" and not self.eng.malicious:
+                    n, t = int(meta[6]), int(meta[4])
+                    comps = [(me + 1) % 3] if me == t else [me, (me + 1) % 3]
+                elif cmd == "mask" and int(meta[7]) == 0:
+                    n = int(meta[6])
+                    self._expanded[("m", res[0].tobytes(), n)] = self._mask(res[0], n, ring.mask)
+                    budget -= 8 * n
+                    continue
+                else:
+                    continue
+                for c in comps:
+                    self._expanded[(res[0].tobytes(), c, n)] = self._comp(res[0], c, n)
+                    budget -= 8 * n
+            self._ahead[op] = (_signature(reqs), got)
+        return len(flat)
+
     # ---- helpers -----------------------------------------------------------------------
     def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
-        """Component c of an LTEE zero-sharing from the released stream seeds."""
+        """Component c of an LTEE zero-sharing from the released stream seeds (expanded
+        ahead of time by ``prefetch`` if it was)."""
+        if self._expanded:
+            got = self._expanded.pop((seeds.tobytes(), c, n), None)
+            if got is not None:
+                return got
         sd = {k: bytes(seeds[k]) for k in (c, (c + 1) % 3)}
         self.eng.ep.require(all(any(v) for v in sd.values()), "ltee-seed", self.eng.names[self.eng.me],
                             "a needed seed was withheld")
         return zero_component(sd, c, n, self.eng.ring.mask)
 
     def _mask(self, seed: np.ndarray, n: int, mask) -> np.ndarray:
+        if self._expanded and mask == self.eng.ring.mask:
+            got = self._expanded.pop(("m", seed.tobytes(), n), None)
+            if got is not None:
+                return got
         return expand(bytes(seed), n) & mask
     @staticmethod
     def _flat_pair(job: Job) -> Pair:
@@ -200,7 +287,9 @@ class StampOps:
                     reqs.append(((sub, "pad"), "pad", self._meta(sub, n_out), "pad"))
             elif me == i and not mal:
                 reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
-        seeds = dict(zip([k for k, _, _, _ in reqs], self._dev_many([r[1:] for r in reqs]))) if reqs else {}
+        if self.recording is not None:    # dry run (``plan``): no message, no device
+            return self._record(jobs, reqs)
+        seeds = self._seeds(reqs)
         # step 1-2: mask and send
         for job, base in zip(jobs, st):
             i, e, t, sub, n_in = base["i"], base["e"], base["t"], base["sub"], base["n_in"]
@@ -320,6 +409,18 @@ class StampOps:
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
+    def _record(self, jobs: list, reqs: list) -> list[Pair]:
+        """Dry run (``plan``): record the operation's seed requests, advance the counters,
+        return zeros of the outputs' shapes."""
+        self.recording.append((self.op, reqs))
+        self.op += 1
+        self.ctr += self._n_op
+        outs = []
+        for job in jobs:
+            z = np.zeros(kernels.out_shape(job.spec), dtype=U64)
+            outs.append(Pair(z, z))
+        return outs
+
     def output(self, job: Job, receiver: int) -> np.ndarray | None:
         """The fused output step: the graph's last product goes, masked, to ``receiver``
         (the output party), whose LTEE unmasks it, truncates exactly, adds the bias and
@@ -349,9 +450,13 @@ class StampOps:
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
+        if self.recording is not None:    # dry run (``plan``)
+            reqs = [((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")] if not mal and me != r else []
+            self._record([], reqs)
+            return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
             if me != r:
-                (sd,) = self._dev("outmask", self._meta(0, 0, n_in), kind="mask")
+                (sd,) = self._seeds([((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")])[(0, "o")]
                 eng.send_ring(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             else:
                 parts = [eng.recv_ring(p, "stamp/out'", n_in)[0] for p in (lo, hi)]

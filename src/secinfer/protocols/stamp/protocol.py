@@ -12,7 +12,10 @@ party. All three run an LTEE -- here an EMULATION, one OS process per party
 (``ltee_device``), see docs/protocols/stamp.md.
 
 Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + architecture and
-batch size; offline = the model owner shares its weights; online = input sharing, the
+batch size; offline = the model owner shares its weights (semi-honest: the LTEEs serve the
+online phase's seed requests ahead, ``StampBackend.prefetch``, and the first layer's
+input-independent part is computed, ``input_offline``), ending when all three are ready
+(``rep3.graph.start_together``); online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
 only movement ops after it), in the same step as that product's truncation, by p1's LTEE
 (``StampBackend.product_output``; option ``stamp_fuse_output=False`` opens it separately).
@@ -22,12 +25,15 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from secinfer.errors import FixedPointRangeError, PeerAbortedError, ProtocolError
 from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, share_input,
+                                           start_together,
                                            share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
@@ -77,16 +83,27 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 backend.prepare(graph, env)
             else:           # the weights' part of the local products, once (``rep3.stacked``)
                 backend.precompute(graph, env)
-        if early:
-            with ep.phase("offline"):
+            plan = None
+            if early:
                 share_input(eng, graph, job, env, backend)
-        link.ready()   # the device's start-up work is done before the online phase
-        stats0 = link.refresh_stats().copy()
-        tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            elif not malicious and job.options.get("stamp_input_offline", True):
+                # the input's pseudo-random components and the first layer's input-independent
+                # half, before the query [docs: stamp.md, "Input-independent first layer"]
+                plan = backend.prepare_input(graph, CLIENT)
+            if not malicious and job.options.get("stamp_prefetch", True):
+                # every seed request of the online phase served by the LTEE now, and the masks
+                # expanded: they depend on the model, batch and schedule only [docs: stamp.md]
+                backend.prefetch(graph, env)
+            link.ready()   # the device's start-up work is done before the online phase
+            stats0 = link.refresh_stats().copy()
+            tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            start_together(eng.ep, me)   # (the engine's endpoint: hashes expected first are compared)
         with ep.phase("online"):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            if not early:
+            if plan is not None:
+                env[plan.name] = plan.share(_client_input(eng, graph, job) if me == CLIENT else None)
+            elif not early:
                 share_input(eng, graph, job, env, backend)
             env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
             out = env[graph.output_names[0]]
@@ -121,6 +138,13 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise FixedPointRangeError(f"{detail} (reported by {e.suspect})") from None
     finally:
         link.close()
+
+
+def _client_input(eng, graph, job: PartyJob):
+    """The client's input, checked against the graph and encoded (as ``rep3.graph.share_input``)."""
+    x = np.asarray(job.input, dtype=np.float64)
+    graph.check_input(graph.inputs[0].name, x)
+    return eng.cfg.encode(x)
 
 
 def _guarded_end(ep, me: int) -> None:

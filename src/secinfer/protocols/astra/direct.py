@@ -1,0 +1,260 @@
+"""The semi-honest ``reveal="direct"`` online phase of ``astra`` prediction, precomputed.
+
+Everything of a server's online step that does not depend on the query is folded into
+constants in the offline phase, so that after the query arrives an evaluator runs one dot
+product, one addition and a send (issue #23: on these 2-core machines every numpy call
+made right after a wake-up costs tens of microseconds, so the count of calls on the
+critical path is the latency). Against [ASTRA Fig. 3, 4, 11]'s steps the output is the
+same bit for bit (tests/astra/test_direct.py: the oracle and ``reveal="paper"``) and
+nobody learns more:
+
+* regression: the same messages; P0's only one, lambda_y, depends on no query, so it rides
+  on P0's "ready" acknowledgement at the end of the offline phase (prepared sessions: on
+  its lambda_x message) and P0 has no online phase at all;
+* classification: the comparison is garbled by P1 and P2 and evaluated by P0 on the
+  evaluators' own additive terms (``bitext_offline_direct``), so the evaluators' exchange
+  of m_u is gone: three online rounds (query, labels, y) instead of four. The client gets
+  y from P0 and the mask r from P1 (offline, with P1's "ready").
+
+The client checks its query in the offline phase (``mdl.encode_input``'s typed errors,
+before any message of it) and encodes and masks it online in cache-sized passes into
+buffers allocated offline (``encode_masked``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from secinfer.arith.ring import Ring
+from secinfer.crypto.gc import garble as gcm
+from secinfer.crypto.gc.circuit import ONE, Builder, Circuit
+from secinfer.protocols.astra.bitext import BitExtPrep
+from secinfer.protocols.astra.engine import ring_dot
+from secinfer.protocols.rep3 import linear as mdl
+from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
+from secinfer.spec import ArraySpec
+
+_ZERO = np.uint64(0)
+_ONE = np.uint64(1)
+_R64 = Ring(64)
+
+
+def applies(security: str, direct: bool) -> bool:
+    """This path serves the semi-honest direct reveal of a regression or a classifier (the
+    same answer at every party: the job's security and reveal option)."""
+    return direct and security == "semi-honest"
+
+
+@lru_cache(maxsize=None)
+def msb_sub_ripple(l: int) -> Circuit:
+    """y = msb(u1 - u2) xor u3 (``msb_sub_circuit``'s function) with a ripple carry: l - 1
+    AND gates instead of the parallel-prefix tree's ~3l (181 for l = 64). A garbled circuit
+    pays per AND gate, not per level (the prefix tree's log depth is for the rounds of a
+    secret-shared evaluation), so this is the comparison to garble: 63 AND gates, a third
+    of the tables offline and of the evaluation online.
+    u1 - u2 = u1 + ~u2 + 1; carry c_{i+1} = maj(u1_i, ~u2_i, c_i) = c ^ ((c ^ u1_i) & (c ^ ~u2_i))."""
+    bld = Builder()
+    u1, u2, u3 = bld.input("u1", l), bld.input("u2", l), bld.input("u3", 1)
+    nb = [bld.inv(w) for w in u2]
+    c = ONE
+    for i in range(l - 1):
+        c = bld.xor(c, bld.and_(bld.xor(c, u1[i]), bld.xor(c, nb[i])))
+    return bld.build([bld.xor(bld.xor(bld.xor(u1[l - 1], nb[l - 1]), c), u3[0])])
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b over Z_2^64, a fresh array: one numpy call for a matrix-vector product (uint64
+    wraps mod 2^64; numpy's integer matmul is slow only for wide right-hand sides), else the
+    limb-split ring product (``engine.ring_dot``)."""
+    if b.shape[1] <= 4:
+        return np.dot(a, b)
+    return ring_dot(_R64, a, b)
+
+
+def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
+    """Offline: the constants of one server's online step (see the module docstring).
+
+    Regression: Y = U + B, evaluator i sends [m_y]_i -/+ rho, P0 lambda_y.
+    Classification (``bx`` from ``bitext_offline_direct``): A = 2^shift - 1 - Y = u_1 - u_2 with
+    u_1 = c - [m_u]_1 - m_b + lambda_{y,1} (P1) and u_2 = [m_u]_2 - lambda_{y,2} (P2), where
+    [m_u]_i = base_i + m_x coef_i."""
+    role, R = eng.role, eng.R
+    batch, n = U.shape
+    fast = {"cls": cls, "lab": prep.lab, "bx_lab": bx.lab if cls else None}
+    if role == "p0":
+        if cls:
+            fast.update(bx=bx, k_spec=ArraySpec(np.uint64, (batch * n, 64, 2)), circ=msb_sub_ripple(64))
+        else:
+            lam = R.add(R.add(U.l1, B.l1[None, :]), R.add(U.l2, B.l2[None, :]))
+            fast["to_client"] = (pack(np.ascontiguousarray(lam).reshape(-1), 64),)
+        return fast
+    fast["x_spec"] = packed_spec(64, X.shape)
+    fast["coef"] = np.ascontiguousarray(prep.coef)
+    if not cls:
+        off = R.add(prep.base, B.m[None, :]) if role == "p1" else prep.base
+        r = rho.reshape(batch, n)
+        fast["off"] = R.add(off, r) if role == "p1" else R.sub(off, r)
+        return fast
+    fast["shifts"] = np.arange(64, dtype=np.uint64)[None, :]
+    fast["r_gc"] = bx.r_gc
+    if role == "p1":
+        c = np.full((batch, n), np.uint64((1 << shift) - 1), np.uint64)
+        # u_1 = k - m_x coef_1 with k = c - base_1 - m_b + lambda_{y,1}
+        fast["k"] = R.add(R.sub(R.sub(c, prep.base), B.m[None, :]), R.add(U.l1, B.l1[None, :]))
+        fast["zeros"] = bx.zeros["u1"]
+        fast["to_client"] = (pack(bx.rbit, 1),)
+    else:
+        # u_2 = m_x coef_2 + k with k = base_2 - lambda_{y,2}
+        fast["k"] = R.sub(prep.base, R.add(U.l2, B.l2[None, :]))
+        fast["zeros"] = bx.zeros["u2"]
+    return fast
+
+
+def bitext_offline_direct(eng, n: int) -> BitExtPrep:
+    """Offline half of the comparison msb(u_1 - u_2) xor r on this path: P1 and P2 garble
+    ``msb_sub_ripple`` from k_12 (identical circuits, the free-XOR + half-gates garbling of
+    ``secinfer.crypto.gc``), P1 sends P0 the tables, the decoding bits and the labels of r;
+    P0 evaluates online.
+
+    [ASTRA 5.4] has P0 and P1 garble and P2 evaluate on (m_a, lambda_a), which needs m_a at
+    P1 (the evaluators' exchange of m_u, one round). Here the two inputs are the evaluators'
+    own additive terms u_1, u_2 (A = u_1 - u_2), so each sends its labels as soon as its dot
+    product is done and the comparison costs one round less. Semi-honest only. Views: P0
+    gets a garbled circuit with one label per input wire (it knows neither the free-XOR
+    offset nor any zero label: both come from k_12), so it learns only the output
+    y = msb(A) xor r with r from k_12 unknown to it; P1 and P2 receive nothing online; the
+    client gets y from P0 and r from P1, as it got y from P2 and r from P0 before."""
+    circ = msb_sub_ripple(64)
+    lab = eng._label("bitext")          # every server: labels stay in step
+    gcm.prepare(circ)                   # the native library and gate program: now, not online
+    ep, role = eng.ep, eng.role
+    t = f"astra/bx/{lab}"
+    prep = BitExtPrep(lab, n)
+    if role in ("p1", "p2"):
+        s = eng.keys.stream("12", lab + "/gc")
+        prep.r_gc, prep.zeros = gcm.input_labels(circ, n, lambda shape: s.ring(tuple(shape), 64))
+        prep.rbit = eng.keys.stream("12", lab + "/r").ring((n,), 1).astype(np.uint8)
+        if role == "p1":
+            g = gcm.garble(circ, prep.r_gc, prep.zeros)
+            ep.send("p0", t + "/gc", g.tables, g.decode, gcm.select(prep.zeros["u3"], prep.rbit[:, None], prep.r_gc))
+    else:
+        tables, dec, k3 = ep.recv("p1", t + "/gc", ArraySpec(np.uint64, (n, circ.and_count, 2, 2)),
+                                  ArraySpec(np.uint8, (n, 1)), ArraySpec(np.uint64, (n, 1, 2)))
+        prep.tables, prep.dec = tables, dec
+        prep.wires = gcm.wire_buffer(circ, {"u3": k3})
+        # one throwaway evaluation (as ``bitext._warm_evaluator``): the native call's
+        # first-use costs are paid offline
+        w = prep.wires[:1].copy()
+        w[:, circ.inputs["u2"]] = 0
+        gcm.evaluate_opened(circ, np.ascontiguousarray(tables[:1]), w, "u1",
+                            np.zeros((1, len(circ.inputs["u1"]), 2), np.uint64))
+    return prep
+
+
+def server_online(ep, fast: dict, C: str) -> None:
+    """A server's whole online step (after ``online_phase`` is entered)."""
+    role = ep.me
+    if role == "p0":         # classification: evaluate the comparison on both evaluators' labels
+        ep.mark("shared")
+        bx, t = fast["bx"], f"astra/bx/{fast['bx_lab']}"
+        got = dict(ep.recv_each({"p1": (t + "/k1", fast["k_spec"]), "p2": (t + "/k2", fast["k_spec"])}))
+        circ = fast["circ"]
+        bx.wires[:, circ.inputs["u2"]] = got["p2"][0]
+        out = gcm.evaluate_opened(circ, bx.tables, bx.wires, "u1", got["p1"][0])
+        y = gcm.decode(out, bx.dec)[:, 0]
+        ep.send(C, "astra/out/y/y", np.packbits(y & np.uint8(1)))
+        return
+    m_x = ep.recv(C, "astra/sh/X", fast["x_spec"])[0]
+    ep.mark("shared")        # the evaluators hold [[x]]: the servers' online work starts
+    if not fast["cls"]:
+        part = _dot(m_x, fast["coef"])
+        part += fast["off"]
+        ep.send(C, "astra/out/y/" + ("m1" if role == "p1" else "m2"), part.reshape(-1))
+        return
+    if role == "p1":
+        u = fast["k"] - _dot(m_x, fast["coef"])
+    else:
+        u = _dot(m_x, fast["coef"])
+        u += fast["k"]
+    bits = (u.reshape(-1)[:, None] >> fast["shifts"]) & _ONE                 # bits_of(u, 64)
+    labels = fast["zeros"] ^ ((_ZERO - bits)[..., None] & fast["r_gc"])     # gcm.select
+    ep.send("p0", f"astra/bx/{fast['bx_lab']}/" + ("k1" if role == "p1" else "k2"), labels)
+
+
+def has_online(role: str, cls: bool) -> bool:
+    """P0 takes part in the online phase only for a classifier (it evaluates the comparison)."""
+    return role != "p0" or cls
+
+
+def extra_sender(cls: bool) -> str:
+    """Who sends the client its query-independent output part offline: P0 lambda_y, P1 r."""
+    return "p1" if cls else "p0"
+
+
+# ---- client ---------------------------------------------------------------------------------
+def client_extra_spec(cls: bool, size: int) -> ArraySpec:
+    """What ``extra_sender``'s "ready" carries on this path: lambda_y or r."""
+    return packed_spec(1 if cls else 64, (size,))
+
+
+def client_extra(cls: bool, size: int, a: np.ndarray) -> np.ndarray:
+    return unpack(a, 1 if cls else 64, (size,))
+
+
+ENCODE_ROWS = 128   # rows per pass of ``encode_masked``: ~0.8 MB of float64, cache-sized
+
+
+def encode_buffers(shape) -> tuple[np.ndarray, np.ndarray]:
+    """Offline: the scratch rows ``encode_masked`` works in, allocated and touched now (a
+    fresh multi-megabyte array online costs its page faults: W1 at 1000 queries, 15 ms for
+    the whole-array passes against 2 ms in cache-sized rows into these buffers)."""
+    rows = min(shape[0], ENCODE_ROWS)
+    f, i = np.zeros((rows, shape[1])), np.zeros((rows, shape[1]), np.int64)
+    f.fill(0.0)
+    i.fill(0)
+    return f, i
+
+
+def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray:
+    """m_x = encode(x) + lambda_x over Z_2^64, added into ``lam`` (the client's own mask,
+    not used afterwards) and returned: the operations of ``rep3.linear._enc`` (the same
+    IEEE steps: x 2^f, + 0.5, floor, the float-to-int64 cast) on a query
+    ``mdl.encode_input`` has already checked (finite, in range), five numpy calls per
+    ``ENCODE_ROWS`` rows, in the buffers from ``encode_buffers``."""
+    fb, ib = bufs
+    scale = float(2 ** frac)
+    rows = fb.shape[0]
+    for i in range(0, x.shape[0], rows):
+        xs = x[i:i + rows]
+        f, n = fb[:xs.shape[0]], ib[:xs.shape[0]]
+        np.multiply(xs, scale, out=f)
+        f += 0.5
+        np.floor(f, out=f)
+        n[...] = f                                  # the cast of ``astype(np.int64)``
+        ls = lam[i:i + rows]
+        np.add(ls, n.view(np.uint64), out=ls)
+    return lam
+
+
+def check_query(x: np.ndarray, frac: int, cfg) -> None:
+    """Setup phase: ``mdl.encode_input``'s typed errors for a query that is not finite or does
+    not fit the ring, before any message of it."""
+    mdl.encode_input(x, frac, cfg)
+
+
+def receive_output(ep, cls: bool, size: int, extra: np.ndarray) -> np.ndarray:
+    """The client's reveal: y = part_1 + part_2 - lambda_y (regression) or y xor r (class),
+    with P0's lambda_y / P1's r already received offline (``extra``, unpacked)."""
+    if cls:
+        y = ep.recv("p0", "astra/out/y/y", packed_spec(1, (size,)))[0]
+        return (unpack(y, 1, (size,)) ^ extra) & _ONE
+    spec = packed_spec(64, (size,))
+    acc = None
+    for p, a in ep.recv_each({"p1": ("astra/out/y/m1", spec), "p2": ("astra/out/y/m2", spec)}):
+        if acc is None:
+            acc = a[0] - extra
+        else:
+            acc += a[0]
+    return acc
