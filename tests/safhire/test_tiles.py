@@ -116,7 +116,8 @@ def test_tiles_cover_the_round_and_equal_the_whole_product():
 @pytest.mark.parametrize("b,gamma", [(16, 0), (12, 2)])
 def test_forced_tiny_tiles_give_the_same_bits_as_whole_rounds(b, gamma):
     """The tiny ResNet (max pooling, residual additions, a strided shortcut) with one output
-    row per tile and with whole rounds: the same decrypted values in every round."""
+    row per tile and every round's output held on disk (out_mb=0, ``outbuf``), and with
+    whole rounds in memory: the same decrypted values in every round."""
     from secinfer.protocols.safhire.lwe import fast_available
 
     if gamma and not fast_available():
@@ -124,12 +125,14 @@ def test_forced_tiny_tiles_give_the_same_bits_as_whole_rounds(b, gamma):
     g = tiny_resnet()
     x = np.random.default_rng(9).uniform(-1, 1, (1, 3, 8, 8))
     got = {}
-    for tile in ("none", "1e-9"):
-        res = run(g, x, options(b=b, gamma=gamma, trace=1, tile_mb=tile))
+    for tile, out_mb in (("none", "none"), ("1e-9", "0")):
+        res = run(g, x, options(b=b, gamma=gamma, trace=1, tile_mb=tile, out_mb=out_mb))
         assert not isinstance(res["server"], BaseException), res["server"]
         got[tile] = res["client"].info
         tiles = res["server"].info["tiles"]
         assert max(tiles) == 1 if tile == "none" else max(tiles) >= 4, tiles
+        spilled = res["server"].info["spilled_rounds"]
+        assert spilled == ([] if out_mb == "none" else list(range(len(tiles)))), spilled
     assert got["none"]["finals"] == got["1e-9"]["finals"]
     assert all(np.array_equal(u, v) for u, v in zip(got["none"]["trace"], got["1e-9"]["trace"]))
     assert got["1e-9"]["rounds"] == 7            # 6 + the pooling round (issue 18)

@@ -13,9 +13,11 @@ is the identity, a convolution (Conv; BatchNormalization scales its output chann
 AveragePool and GlobalAveragePool on the identity are depthwise convolutions; a Gemm after
 a flatten of a 1x1 result composes into the kernel), and the bias is the sub-graph run in
 float on the bias tensor. Residual additions add the two operands' terms (distinct
-sources). Anything else (a convolution of a convolution, a product with a non-constant,
-...) gives None: the quantizer then probes the map (the generic path). The quantizer
-checks the structured map against the float sub-graph on random vectors.
+sources). A convolution after an average pooling (ResNet-34's stem) keeps the pooling as
+an integer sum stage (``Pool``) run before the convolution, the division folded into the
+kernel (so the quantized map is W_int pool_sum, exact in integers). Anything else
+(another convolution of a convolution, a product with a non-constant, ...) gives None:
+the quantizer then probes the map (the generic path). The quantizer checks the structured map against the float sub-graph on random vectors.
 """
 
 from __future__ import annotations
@@ -33,21 +35,83 @@ EXACT = 1 << 53          # float64 sums of integers stay exact below this
 
 
 @dataclass
+class Pool:
+    """A depthwise integer stage z = pool(x) run before a ConvMap's convolution (the sum
+    pooling of an AveragePool whose division is folded into the convolution's kernel):
+    z[c] = sum_{dy, dx} weight[c, dy, dx] x[c, s y + dy - p, s x + dx - p], zero padding.
+    x (c, h, w), z (c, hz, wz)."""
+
+    weight: np.ndarray        # (c, kh, kw) int64 (all 1 for a sum pooling)
+    stride: tuple
+    pad: tuple                # (top, left)
+    in_shape: tuple
+    out_shape: tuple
+
+    def __post_init__(self) -> None:
+        self.weight = np.asarray(self.weight, dtype=np.int64)
+        self.stride = tuple(int(a) for a in self.stride)
+        self.pad = tuple(int(a) for a in self.pad)
+        self.in_shape = tuple(int(a) for a in self.in_shape)
+        self.out_shape = tuple(int(a) for a in self.out_shape)
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """x (c, h, w, k) -> (c, hz, wz, k), exact for integer x (int64 sums)."""
+        c, h, w = self.in_shape
+        _, hz, wz = self.out_shape
+        (sy, sx), (py, px) = self.stride, self.pad
+        kh, kw = self.weight.shape[1:]
+        hp, wp = max(py + h, (hz - 1) * sy + kh), max(px + w, (wz - 1) * sx + kw)
+        xp = np.zeros((c, hp, wp, x.shape[-1]), dtype=x.dtype)
+        xp[:, py:py + h, px:px + w] = x
+        out = np.zeros((c, hz, wz, x.shape[-1]), dtype=x.dtype)
+        for dy in range(kh):
+            for dx in range(kw):
+                out += self.weight[:, dy, dx].astype(x.dtype)[:, None, None, None] * \
+                    xp[:, dy:dy + sy * (hz - 1) + 1:sy, dx:dx + sx * (wz - 1) + 1:sx]
+        return out
+
+    def tocsr(self) -> sp.csr_matrix:
+        c = self.in_shape[0]
+        k = np.zeros((c, c) + self.weight.shape[1:], dtype=np.int64)
+        k[np.arange(c), np.arange(c)] = self.weight
+        return ConvMap(k, self.stride, self.pad, self.in_shape, self.out_shape).tocsr()
+
+    def row_l1(self) -> int:
+        return int(np.abs(self.weight).reshape(self.weight.shape[0], -1).sum(axis=1).max(initial=0))
+
+    def geometry(self) -> dict:
+        return {"stride": list(self.stride), "pad": list(self.pad), "in_shape": list(self.in_shape),
+                "out_shape": list(self.out_shape)}
+
+
+@dataclass
 class ConvMap:
     """y = conv(kernel, x) with zero padding: x (ci, h, w) flattened, y (co, ho, wo)
-    flattened. kernel float64 (a float map) or int64 (a quantized one)."""
+    flattened. kernel float64 (a float map) or int64 (a quantized one). With ``pre`` (a
+    ``Pool``), y = conv(kernel, pre(x)): ``in_shape`` is then the source's shape and the
+    convolution reads pre's output (``conv_in``) [SAFHIRE Sec. 6: ResNet-34's average
+    pooling followed by a convolution, one round]."""
 
     kernel: np.ndarray        # (co, ci, kh, kw)
     stride: tuple
     pad: tuple                # (top, left); the output shape fixes the far side
     in_shape: tuple           # (ci, h, w)
     out_shape: tuple          # (co, ho, wo)
+    pre: Pool | None = None
 
     def __post_init__(self) -> None:
         self.stride = tuple(int(a) for a in self.stride)
         self.pad = tuple(int(a) for a in self.pad)
         self.in_shape = tuple(int(a) for a in self.in_shape)
         self.out_shape = tuple(int(a) for a in self.out_shape)
+
+    @property
+    def conv_in(self) -> tuple:
+        """The convolution's input shape (pre's output, or the source's)."""
+        return self.in_shape if self.pre is None else self.pre.out_shape
+
+    def with_kernel(self, k: np.ndarray) -> "ConvMap":
+        return ConvMap(k, self.stride, self.pad, self.in_shape, self.out_shape, self.pre)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -69,13 +133,14 @@ class ConvMap:
     def _valid(self, k: int, axis: int) -> int:
         """Output positions along ``axis`` (0: rows, 1: columns) whose tap k reads the input."""
         n_out = self.out_shape[1 + axis]
-        n_in = self.in_shape[1 + axis]
+        n_in = self.conv_in[1 + axis]
         pos = np.arange(n_out) * self.stride[axis] + k - self.pad[axis]
         return int(np.sum((pos >= 0) & (pos < n_in)))
 
     @property
     def nnz(self) -> int:
-        """Non-zero entries of the matrix (without building it)."""
+        """Non-zero entries of the matrix (without building it); with ``pre``: of the
+        convolution's own matrix (the stage the weights live in)."""
         total = 0
         for dy in range(self.kh):
             vy = self._valid(dy, 0)
@@ -86,17 +151,18 @@ class ConvMap:
     def row_l1(self) -> np.ndarray:
         """An upper bound on each row's l1-norm (the output channel's whole kernel)."""
         per = np.abs(self.kernel).reshape(self.kernel.shape[0], -1).sum(axis=1)
+        if self.pre is not None:        # |conv(K) pre| <= |K| |pre| row by row
+            per = per * self.pre.row_l1()
         return np.repeat(per.astype(np.float64), self.out_shape[1] * self.out_shape[2])
 
     def __abs__(self) -> "ConvMap":
-        return ConvMap(np.abs(self.kernel), self.stride, self.pad, self.in_shape, self.out_shape)
+        return self.with_kernel(np.abs(self.kernel))      # pre's weights are non-negative
 
     def scaled(self, f: float) -> "ConvMap":
-        return ConvMap(self.kernel * f, self.stride, self.pad, self.in_shape, self.out_shape)
+        return self.with_kernel(self.kernel * f)
 
     def rounded(self) -> "ConvMap":
-        return ConvMap(np.rint(self.kernel).astype(np.int64), self.stride, self.pad, self.in_shape,
-                       self.out_shape)
+        return self.with_kernel(np.rint(self.kernel).astype(np.int64))
 
     def __matmul__(self, v) -> np.ndarray:
         """The map on v: (n,) or (n, k) columns. Integer kernel and integer v: exact (float64
@@ -104,7 +170,9 @@ class ConvMap:
         v = np.asarray(v)
         one = v.ndim == 1
         x = v.reshape(self.in_shape + (-1,))
-        ci, h, w = self.in_shape
+        if self.pre is not None:
+            x = self.pre.apply(x)
+        ci, h, w = self.conv_in
         co, ho, wo = self.out_shape
         (sy, sx), (py, px), kh, kw = self.stride, self.pad, self.kh, self.kw
         k = x.shape[-1]
@@ -132,6 +200,11 @@ class ConvMap:
 
     def tocsr(self) -> sp.csr_matrix:
         """The (co ho wo, ci h w) matrix (small maps: tests, the attack, fallbacks)."""
+        if self.pre is not None:
+            post = ConvMap(self.kernel, self.stride, self.pad, self.conv_in, self.out_shape).tocsr()
+            m = (post @ self.pre.tocsr().astype(post.dtype)).tocsr()
+            m.eliminate_zeros()
+            return m
         co, ci, kh, kw = self.kernel.shape
         _, h, w = self.in_shape
         _, ho, wo = self.out_shape
@@ -162,8 +235,11 @@ class ConvMap:
         return self.tocsr().toarray()
 
     def geometry(self) -> dict:
-        return {"stride": list(self.stride), "pad": list(self.pad), "in_shape": list(self.in_shape),
-                "out_shape": list(self.out_shape)}
+        g = {"stride": list(self.stride), "pad": list(self.pad), "in_shape": list(self.in_shape),
+             "out_shape": list(self.out_shape)}
+        if self.pre is not None:
+            g["pre"] = self.pre.geometry()
+        return g
 
 
 def diag_map(scale: np.ndarray, shape: tuple, kh: int = 1, kw: int = 1, stride=(1, 1), pad=(0, 0),
@@ -189,6 +265,25 @@ class _Gap:
     def conv(self) -> ConvMap:
         c, h, w = self.shape
         return diag_map(np.full(c, 1.0 / (h * w)), self.shape, h, w, (h, w), (0, 0), (c, 1, 1))
+
+
+def _sum_pool(t) -> tuple[Pool, np.ndarray] | None:
+    """(the integer sum pooling, per-channel factor a) when t is a depthwise map with one
+    value a_c on every tap of channel c (an AveragePool, possibly scaled by a batch norm):
+    t = a * sum_pool; else None."""
+    if not isinstance(t, ConvMap) or t.pre is not None:
+        return None
+    k = t.kernel
+    c = k.shape[0]
+    if k.shape[1] != c or t.in_shape[0] != c:
+        return None
+    diag = k[np.arange(c), np.arange(c)]                # (c, kh, kw)
+    off = k.copy()
+    off[np.arange(c), np.arange(c)] = 0
+    a = diag[:, 0, 0].copy()
+    if np.any(off != 0) or np.any(diag != a[:, None, None]) or np.any(a == 0):
+        return None
+    return Pool(np.ones(diag.shape, dtype=np.int64), t.stride, t.pad, t.in_shape, t.out_shape), a
 
 
 class _Sym:
@@ -220,10 +315,22 @@ def _apply(node, syms: list, consts: list, out_shape: tuple) -> dict | None:
         if p["spatial"] != 2 or node.attrs.get("group", 1) != 1 or tuple(p["dilations"]) != (1, 1) \
                 or len(x.shape) != 3 or len(out_shape) != 3:
             return None
-        if any(t != ID for t in x.terms.values()):
-            return None                                 # a convolution of a convolution
         k = np.asarray(consts[0], dtype=np.float64)
-        return {c: ConvMap(k, p["strides"], p["pads"][:2], x.shape, out_shape) for c in x.terms}
+        out = {}
+        for c, t in x.terms.items():
+            if t == ID:
+                out[c] = ConvMap(k, p["strides"], p["pads"][:2], x.shape, out_shape)
+                continue
+            pool = _sum_pool(t)
+            if pool is None:
+                return None                             # a convolution of a convolution
+            # conv(K, a_c pool_sum(x)) = conv(K a_c, pool_sum(x)): the pooling's division
+            # (and any per-channel scale after it) goes into the convolution's kernel, whose
+            # input is the pooled sum of integers [SAFHIRE Sec. 6, ResNet-34]
+            pre, a = pool
+            out[c] = ConvMap(k * a[None, :, None, None], p["strides"], p["pads"][:2], t.in_shape,
+                             out_shape, pre)
+        return out
     if op == "BatchNormalization":
         if len(x.shape) != 3:
             return None
@@ -233,7 +340,7 @@ def _apply(node, syms: list, consts: list, out_shape: tuple) -> dict | None:
             if t == ID:
                 out[c] = diag_map(s, x.shape)
             elif isinstance(t, ConvMap):
-                out[c] = ConvMap(t.kernel * s[:, None, None, None], t.stride, t.pad, t.in_shape, t.out_shape)
+                out[c] = t.with_kernel(t.kernel * s[:, None, None, None])
             else:
                 return None
         return out
@@ -274,7 +381,7 @@ def _apply(node, syms: list, consts: list, out_shape: tuple) -> dict | None:
                 out[c] = ConvMap(k, (h, w), (0, 0), t.shape, (g.shape[0], 1, 1))
                 continue
             k = np.tensordot(g, t.kernel, axes=([1], [0]))
-            out[c] = ConvMap(k, t.stride, t.pad, t.in_shape, (g.shape[0], 1, 1))
+            out[c] = ConvMap(k, t.stride, t.pad, t.in_shape, (g.shape[0], 1, 1), t.pre)
         return out
     return None
 

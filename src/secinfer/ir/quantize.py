@@ -50,8 +50,9 @@ import scipy.sparse as sp
 from secinfer.arith import public_rng
 from secinfer.arith.linalg import pool_patches
 from secinfer.errors import ConfigError, ModelError, UnsupportedOpError
+from secinfer.ir.calib_env import _absmax, _calib_env, _minimum
 from secinfer.ir.convmap import ConvMap
-from secinfer.ir.float_exec import run_float_all, run_node_float
+from secinfer.ir.float_exec import run_node_float
 from secinfer.ir.degeneracy import zero_weight_report
 from secinfer.ir.graph import Graph, Node, lift_2d
 from secinfer.ir.movement import MOVEMENT
@@ -548,7 +549,7 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
     calib = np.asarray(calib, dtype=np.float64)
     if calib.ndim < 2 or calib.shape[0] < 1:
         raise ConfigError("calibration data must be a non-empty batch")
-    env = run_float_all(graph, calib, intermediates=True)
+    env = _calib_env(graph, calib, residual_rounds)
     cuts = pooling_cuts(graph) | (residual_cuts(graph, CLIENT_OPS) if residual_rounds else set())
     if residual_rounds:
         rounds_s, lin_nodes = split_rounds(graph, cuts)
@@ -597,10 +598,10 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         mats, bias = _linear_map(graph, lin_nodes, rd, cid_tensor, widths, shapes)
         if in_zero is not None and 0 in rd.sources:      # x = s x_int + z: M z joins the bias
             bias = bias + mats[rd.sources.index(0)] @ in_zero
-        y = env[rd.out].reshape(calib.shape[0], -1)
+        y = env[rd.out]
         mats = [_as_scalable(m, scales[c]) for m, c in zip(mats, rd.sources)]
         w_need = max(_max_scaled(m, scales[c]) for m, c in zip(mats, rd.sources)) / ((1 << (wb - 1)) - 1)
-        s_acc = max(float(np.max(np.abs(y))) / (headroom * (1 << (b - 1))), w_need, 1e-30)
+        s_acc = max(_absmax(y) / (headroom * (1 << (b - 1))), w_need, 1e-30)
         pool = uniform_weight(mats, bias, [scales[c] for c in rd.sources]) if rd.cut else None
         if pool is not None:
             # an average pooling alone: one integer weight W >= 1 for every summand and the
@@ -636,17 +637,19 @@ def quantize(graph: Graph, b: int, calib: np.ndarray, act_bits: int | None = Non
         if r < len(rounds_s) - 1:
             qr.relu = any(n.op == "Relu" for n in rd.chain)
             qr.groups = _groups(rd.chain, qr.out_shape)
-            v = env[cid_tensor[r + 1]].reshape(calib.shape[0], -1)
-            signed = not qr.relu and bool(np.min(v) < 0)
+            v = env[cid_tensor[r + 1]]
+            signed = not qr.relu and _minimum(v) < 0
             qr.hi = (1 << (a - 1)) - 1 if signed else (1 << a) - 1
             qr.lo = -qr.hi if signed else 0
-            s_v = max(float(np.max(np.abs(v))), 1e-12) / qr.hi
+            s_v = max(_absmax(v), 1e-12) / qr.hi
             qr.eta = max(1, int(round(s_v / s_acc)))
             scales[r + 1] = qr.eta * s_acc
             vmax[r + 1] = max(abs(qr.lo), qr.hi)
             bounds[r + 1] = (qr.lo, qr.hi)
             vq[r + 1] = client_step(qr.layout(yw), qr.relu, qr.k, qr.eta, qr.lo, qr.hi)
         qrounds.append(qr)
+        for name in {rd.out, rd.result} - {in_name, *graph.output_names}:
+            env.pop(name, None)                  # read by this round only
     # calibration report: per round the largest |accumulator| over the calibration inputs
     # as a share of 2^(b-1) (> 1: wrapped), the wraps, and the inputs that saw one
     finals = {np.ascontiguousarray(col).tobytes() for col in yw.T}
@@ -716,8 +719,8 @@ def default_calibration(graph: Graph, count: int = 64, prg=None) -> tuple[np.nda
 def _signs(w):
     """(W with its negative entries zeroed, W with its positive entries zeroed)."""
     if isinstance(w, ConvMap):
-        return (ConvMap(np.maximum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape),
-                ConvMap(np.minimum(w.kernel, 0), w.stride, w.pad, w.in_shape, w.out_shape))
+        # with a (non-negative) pooling stage first: an upper bound, not attained
+        return w.with_kernel(np.maximum(w.kernel, 0)), w.with_kernel(np.minimum(w.kernel, 0))
     w = sp.csr_matrix(w)
     return w.maximum(0), w.minimum(0)
 

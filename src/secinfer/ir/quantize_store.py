@@ -9,7 +9,7 @@ import json
 import numpy as np
 import scipy.sparse as sp
 
-from secinfer.ir.convmap import ConvMap
+from secinfer.ir.convmap import ConvMap, Pool
 from secinfer.ir.quantize import QRound, QuantizedModel
 
 _QM_SCALARS = ("b", "act_bits", "weight_bits", "in_lo", "in_hi", "softmax")
@@ -37,6 +37,8 @@ def save_quantized(qm: QuantizedModel, f) -> None:
         for s, w in enumerate(q.weights):
             if isinstance(w, ConvMap):
                 arrays[f"r{r}_w{s}_kernel"] = np.asarray(w.kernel, dtype=np.int64)
+                if w.pre is not None:
+                    arrays[f"r{r}_w{s}_pre"] = np.asarray(w.pre.weight, dtype=np.int64)
                 continue
             w = sp.csr_matrix(w)
             arrays.update({f"r{r}_w{s}_data": w.data, f"r{r}_w{s}_indices": w.indices,
@@ -61,8 +63,11 @@ def load_quantized(path) -> QuantizedModel:
             for s, shape in enumerate(d["wshapes"]):
                 geo = d.get("wconv", [None] * len(d["wshapes"]))[s]
                 if geo is not None:
+                    pg = geo.get("pre")
+                    pre = None if pg is None else Pool(z[f"r{r}_w{s}_pre"], pg["stride"], pg["pad"],
+                                                       pg["in_shape"], pg["out_shape"])
                     ws.append(ConvMap(z[f"r{r}_w{s}_kernel"], geo["stride"], geo["pad"], geo["in_shape"],
-                                      geo["out_shape"]))
+                                      geo["out_shape"], pre))
                 else:
                     ws.append(sp.csr_matrix((z[f"r{r}_w{s}_data"], z[f"r{r}_w{s}_indices"],
                                              z[f"r{r}_w{s}_indptr"]), shape=tuple(shape)))

@@ -47,7 +47,10 @@ class RoundOracle:
         cts = L.encrypt(self.params, v, self.sk, self.ld)
         y = self.core.run({self.r: cts}, self.seed, s, self.r, 0,
                           OpClock(("extract", "unshuffle", "linear", "shuffle")))
-        out, _ = L.pack(self.params, self.ev, y, self.ld)
+        try:
+            out, _ = self.core.pack(self.ev, y, 0)
+        finally:
+            y.close()
         n_out = rd.n_out if self.r < len(self.qm.rounds) - 1 else rd.m
         vals, _ = L.decrypt(self.params, out, self.sk, self.ld, n_out)
         L.close_all(cts + out)

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from secinfer.errors import ConfigError
-from secinfer.ir.convmap import ConvMap
+from secinfer.ir.convmap import ConvMap, Pool
 
 EXACT_BITS = 53          # float64 integers are exact below 2^53
 COL_TILE = 32            # LWE columns per tile (each tile: limbs, products, recombination)
@@ -58,6 +58,7 @@ class Conv:
     in_shape: tuple
     out_shape: tuple
     resid: sp.csr_matrix | None  # float64, exact correction (None: W == conv(kernel))
+    pre: Pool | None = None      # an integer sum pooling run first (its output: in_shape)
 
 
 @dataclass
@@ -160,7 +161,7 @@ def _structured_block(w: ConvMap, start: int) -> tuple[Block, np.ndarray]:
     elif w.kernel.size * w.out_shape[1] * w.out_shape[2] <= DENSE_FACTOR * nnz:
         co = w.kernel.shape[0]
         blk.conv = Conv(w.kernel.reshape(co, -1).astype(np.float64), w.kh, w.kw, w.stride, w.pad,
-                        w.in_shape, w.out_shape, None)
+                        w.conv_in, w.out_shape, None, w.pre)
     else:
         blk.sparse = w.tocsr().astype(np.float64)
     return blk, w.row_l1()
@@ -242,7 +243,10 @@ def _conv_tile(cv: Conv, parts: list, c0: int, c1: int, nl: int, lb: int, ws=Non
     hp = max(h + 2 * py, (ho - 1) * sy + kh)
     wp = max(w + 2 * px, (wo - 1) * sx + kw)
     xp = _buf(ws, f"xp{tag}", (ci, hp, wp, cols), np.float64, zero=True)
-    _load_limbs(xp[:, py:py + h, px:px + w], parts, c0, c1, nl, lb, (ci, h, w))
+    if cv.pre is None:
+        _load_limbs(xp[:, py:py + h, px:px + w], parts, c0, c1, nl, lb, (ci, h, w))
+    else:
+        _pool_limbs(cv.pre, xp[:, py:py + h, px:px + w], parts, c0, c1, nl, lb, ws, tag)
     kk = ci * kh * kw
     rows = max(1, min(ho, PATCH_BYTES // (8 * kk * cols * max(1, wo))))
     out = _buf(ws, f"o{tag}", (co, ho, wo, cols), np.float64)
@@ -259,6 +263,29 @@ def _conv_tile(cv: Conv, parts: list, c0: int, c1: int, nl: int, lb: int, ws=Non
     if cv.resid is not None:
         out += cv.resid @ xp[:, py:py + h, px:px + w].reshape(ci * h * w, cols)
     return out
+
+
+def _pool_limbs(pr: Pool, dst: np.ndarray, parts: list, c0: int, c1: int, nl: int, lb: int, ws, tag) -> None:
+    """dst (c, hz, wz, cols) = the sum pooling ``pr`` of the limbs of columns c0:c1: the first
+    of two stages in one round (pooling, then the convolution on the pooled limbs; still
+    exact: the plan's l1 bound is the convolution's times the pooling's)."""
+    c, h, w = pr.in_shape
+    _, hz, wz = pr.out_shape
+    (sy, sx), (py, px) = pr.stride, pr.pad
+    kh, kw = pr.weight.shape[1:]
+    cols = dst.shape[-1]
+    hp, wp = max(py + h, (hz - 1) * sy + kh), max(px + w, (wz - 1) * sx + kw)
+    x0 = _buf(ws, f"x0{tag}", (c, hp, wp, cols), np.float64, zero=True)
+    _load_limbs(x0[:, py:py + h, px:px + w], parts, c0, c1, nl, lb, (c, h, w))
+    ones = bool(np.all(pr.weight == 1))
+    dst[...] = 0.0
+    for dy in range(kh):
+        for dx in range(kw):
+            tap = x0[:, dy:dy + sy * (hz - 1) + 1:sy, dx:dx + sx * (wz - 1) + 1:sx]
+            if ones:
+                dst += tap
+            else:
+                dst += pr.weight[:, dy, dx].astype(np.float64)[:, None, None, None] * tap
 
 
 def _block_tile(blk: Block, parts: list, c0: int, c1: int, nl: int, lb: int, ws=None, tag=0) -> np.ndarray:
@@ -452,11 +479,24 @@ def _band(p: ProductPlan, shape: tuple, y0: int, y1: int) -> Tile:
             ci, h, w = cv.in_shape
             top = y0 * cv.stride[0] - cv.pad[0]                    # input row of the band's first tap
             lo, hi = max(0, top), min(h, (y1 - 1) * cv.stride[0] - cv.pad[0] + cv.kh)
-            if hi > lo:
+            pre = None
+            if hi > lo and cv.pre is not None:
+                # the pooling's output rows lo..hi-1 from its own input rows (two stages)
+                pr = cv.pre
+                c0_, h0, w0 = pr.in_shape
+                kh0 = pr.weight.shape[1]
+                top0 = lo * pr.stride[0] - pr.pad[0]
+                lo0, hi0 = max(0, top0), min(h0, (hi - 1) * pr.stride[0] - pr.pad[0] + kh0)
+                pre = Pool(pr.weight, pr.stride, (lo0 - top0, pr.pad[1]), (c0_, hi0 - lo0, w0),
+                           (c0_, hi - lo, w))
+                need = (np.arange(c0_)[:, None, None] * (h0 * w0) + np.arange(lo0, hi0)[None, :, None] * w0
+                        + np.arange(w0)[None, None, :]).reshape(-1).astype(np.int64)
+            elif hi > lo:
                 need = (np.arange(ci)[:, None, None] * (h * w) + np.arange(lo, hi)[None, :, None] * w
                         + np.arange(w)[None, None, :]).reshape(-1).astype(np.int64)
+            if hi > lo:
                 sub = Block(start, len(need), conv=Conv(cv.kernel, cv.kh, cv.kw, cv.stride, (lo - top, cv.pad[1]),
-                                                        (ci, hi - lo, w), (co, y1 - y0, wo), None))
+                                                        (ci, hi - lo, w), (co, y1 - y0, wo), None, pre))
         elif blk.sparse is not None:
             wr = blk.sparse[rows]
             need = np.unique(wr.indices).astype(np.int64)

@@ -27,7 +27,10 @@ resumption), checkpoint (client: its checkpoint file), shuffle (default on; "off
 INSECURE analysis mode of Sec. 5 (i), announced on stderr), trace (client: keep every
 round's decrypted values in the result, for tests), threads (server: the product's and
 packing's thread count), tile_mb (server: the memory budget of one tile of a round's
-LWE ciphertexts, default 256; "none": whole rounds), log_rounds (server: print each round's seconds by operation to stderr as it ends),
+LWE ciphertexts, default 256; "none": whole rounds), out_mb (server: a round's output LWE
+ciphertexts above this many MB, default 2048, are held in an unlinked file in a private
+temporary directory instead of memory; "none": always in memory), spill_dir (server: where
+that directory is made; default the system's temporary directory), log_rounds (server: print each round's seconds by operation to stderr as it ends),
 qcache (server: a directory it trusts where quantized models are
 kept, keyed by a hash of model, b and calibration; .npz files read without pickle, but a
 file someone else wrote there would be taken as the model, so keep it the server's own).
@@ -49,10 +52,11 @@ from secinfer.errors import ConfigError, ProtocolError, ShapeError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import PartyJob, PartyResult, ProtocolSpec, by_role
 from secinfer.protocols.safhire import dp
+from secinfer.protocols.safhire.server_round import OpClock, ServerRound
 from secinfer.protocols.twopc.session import CLIENT, SERVER, timed   # [issue #20: the two-party template]
 from secinfer.protocols.safhire.session import (
     BYE, HELLO, KEYS, META, RESUME, SID_BYTES, X, Y, ServerSession, SessionStore,
-    SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint, round_permutation,
+    SkippedRoundError, StaleRoundError, check_message, header, load_checkpoint,
     save_checkpoint, sid_array,
 )
 
@@ -68,6 +72,7 @@ SETUP_WAIT_S = 3600.0       # the client's wait for the server's set-up answer (
 ROUND_WAIT_S = 3600.0       # either party's wait for the other's round message
 MAX_NOISE_UNITS = 0.25      # a decryption closer than this to a rounding boundary is refused
 DEFAULT_TILE_MB = 256       # the server's budget for one tile's LWE ciphertexts (in and out)
+DEFAULT_OUT_MB = 2048       # a round's output LWE ciphertexts above this go to an unlinked file (outbuf)
 NOISE_MARGIN_BITS = 5       # the server wants the measured packing noise below Delta / 32   # public: calibration draws must be the same on resumption
 
 
@@ -99,6 +104,16 @@ def _config(job: PartyJob) -> dict:
         raise ConfigError(f"safhire option tile_mb must be a number of MB or 'none', not {tile!r}") from None
     if tile_mb is not None and not tile_mb > 0:
         raise ConfigError(f"safhire: tile_mb must be positive (or 'none'), not {tile_mb}")
+    out = str(o.get("out_mb", DEFAULT_OUT_MB)).lower()
+    try:
+        out_mb = None if out in ("none", "off") else float(out)
+    except ValueError:
+        raise ConfigError(f"safhire option out_mb must be a number of MB or 'none', not {out!r}") from None
+    if out_mb is not None and not out_mb >= 0:
+        raise ConfigError(f"safhire: out_mb must be >= 0 (or 'none'), not {out_mb}")
+    spill = o.get("spill_dir")
+    if spill is not None and not os.path.isdir(str(spill)):
+        raise ConfigError(f"safhire: spill_dir {spill!r} is not a directory")
     shuffle = str(o.get("shuffle", "on")).lower()
     if shuffle not in ("on", "off", "1", "0", "true", "false"):
         raise ConfigError(f"safhire: shuffle must be on or off, not {shuffle!r}")
@@ -112,7 +127,8 @@ def _config(job: PartyJob) -> dict:
     name = str(o.get("he_params") or default_params(b, gamma))
     return {"b": b, "gamma": gamma, "shuffle": shuffle_on, "he_params": name, "threads": threads,
             "residual_rounds": residual in ("on", "1", "true"),
-            "tile_mb": tile_mb, "log_rounds": str(o.get("log_rounds", "0")).lower() in ("1", "on", "true"),
+            "tile_mb": tile_mb, "out_mb": out_mb, "spill_dir": None if spill is None else str(spill),
+            "log_rounds": str(o.get("log_rounds", "0")).lower() in ("1", "on", "true"),
             "allow_insecure_he": bool(o.get("allow_insecure_he", False))}
 
 
@@ -203,179 +219,6 @@ def check_noise_margin(params, ld: int, gamma: int) -> dict:
 
 
 # ---------------------------------------------------------------- server
-def source_shape(qm, cid: int) -> tuple | None:
-    """The image shape (C, H, W) of the vector ``cid`` the server reads (the model input, or
-    round cid-1's result after the client's window max), or None when not known: a pooled
-    result is taken as square (the product then only uses it to find convolutions, checked)."""
-    if cid == 0:
-        return tuple(qm.in_shape)
-    rd = qm.rounds[cid - 1]
-    if rd.groups is None:
-        return tuple(rd.out_shape)
-    if len(rd.out_shape) != 3:
-        return None
-    hw = rd.n_next // int(rd.out_shape[0])
-    side = int(round(hw ** 0.5))
-    return (int(rd.out_shape[0]), side, side) if side * side == hw and hw * rd.out_shape[0] == rd.n_next else None
-
-
-class ServerRound:
-    """Steps 6-10 of one round on the server [SAFHIRE Sec. 4.4], streamed in tiles: per tile
-    of output rows, extract only the LWE ciphertexts it reads (through the previous round's
-    permutation: unshuffling is a choice of positions), the exact product, and the shuffle
-    as a scatter into the round's output, which is then packed. The peak holds one tile's
-    LWE ciphertexts and the output being packed (``tile_mb``: the tile's budget; None: one
-    tile per round)."""
-
-    def __init__(self, qm, params, ld: int, shuffle: bool, threads: int = 1, tile_mb: float | None = None) -> None:
-        from secinfer.protocols.safhire import linprod as LP
-
-        self.qm, self.params, self.ld, self.shuffle, self.threads = qm, params, ld, shuffle, threads
-        self.tile_bytes = None if tile_mb is None else int(float(tile_mb) * (1 << 20))
-        # the product plan per round (convolutions as dense GEMMs)
-        self.plans = [LP.plan(rd.weights, [source_shape(qm, c) for c in rd.sources], rd.out_shape)
-                      for rd in qm.rounds]
-        self._tiles: dict = {}
-        self._work: dict = {}           # the tiles' work buffers, reused (fresh ones cost a page fault per 4 KiB)
-        self._buf = None                # the round's output residues, reused round after round
-
-    def tiles(self, r: int, cols: int) -> list:
-        from secinfer.protocols.safhire import linprod as LP
-
-        if (r, cols) not in self._tiles:
-            self._tiles[(r, cols)] = LP.tiles(self.plans[r], self.qm.rounds[r].out_shape, cols, self.tile_bytes)
-        return self._tiles[(r, cols)]
-
-    def tile_counts(self) -> list[int]:
-        """Tiles per round (as run so far)."""
-        return [len(v) for (r, _), v in sorted(self._tiles.items())]
-
-    def positions(self, seed: bytes, sample: int, c: int) -> np.ndarray | None:
-        """Where true value i of input vector c sits in what the client sent (None: in place):
-        vector c (c >= 1) arrives shuffled by sigma_{c-1} [SAFHIRE Sec. 4.4 step 7]."""
-        if c == 0 or not self.shuffle:
-            return None                                   # sigma_0 = id
-        return np.argsort(round_permutation(seed, sample, c - 1, self.qm.rounds[c - 1].n_next))
-
-    def out_rows(self, seed: bytes, sample: int, r: int) -> np.ndarray:
-        """Rows of y the client gets, in order: window layout, windows shuffled (step 9)."""
-        rd = self.qm.rounds[r]
-        last = r == len(self.qm.rounds) - 1
-        g = np.arange(rd.m, dtype=np.int64)[:, None] if rd.groups is None else rd.groups
-        if not last and self.shuffle:
-            g = g[round_permutation(seed, sample, r, g.shape[0])]
-        return g.reshape(-1)
-
-    def _out(self, rows: int, L: int, cols: int) -> np.ndarray:
-        need = rows * L * cols
-        if self._buf is None or self._buf.size < need:
-            self._buf = None
-            self._buf = np.empty(need, dtype=np.uint64)
-        return self._buf[:need].reshape(rows, L, cols)
-
-    def run(self, cts: dict, seed: bytes, sample: int, r: int, gamma: int, clock: "OpClock"):
-        """Round r's output LWE batch in the client's order (shuffled window layout), from
-        ``cts`` (source -> that vector's ciphertexts as sent)."""
-        from secinfer.protocols.safhire import lwe as L
-
-        rd = self.qm.rounds[r]
-        G, n = L.cts_per_chunk(gamma), self.params.n
-        with clock("unshuffle"):
-            rows = self.out_rows(seed, sample, r)
-            pos = {c: self.positions(seed, sample, c) for c in rd.sources}
-        self._cols = G + n
-        tiles = self.tiles(r, G + n)
-        with clock("shuffle"):
-            tid = np.empty(rd.m, dtype=np.int64)
-            local = np.empty(rd.m, dtype=np.int64)
-            for k, t in enumerate(tiles):
-                tid[t.rows] = k
-                local[t.rows] = np.arange(len(t.rows))
-            by_tile = np.argsort(tid[rows], kind="stable")             # output positions, tile by tile
-            cuts = np.searchsorted(tid[rows][by_tile], np.arange(len(tiles) + 1))
-        out = None
-        bias = np.asarray(rd.bias, dtype=np.int64)
-        for k, t in enumerate(tiles):
-            xs = []
-            with clock("extract"):
-                for c, need in zip(rd.sources, t.needs):
-                    if not len(need):
-                        xs.append(None)
-                        continue
-                    at = need if pos[c] is None else pos[c][need]
-                    xs.append(L.extract_at(self.params, cts[c], at, gamma, self.threads))
-            with clock("linear"):
-                acc = self._product(t, xs, bias[t.rows])
-            with clock("shuffle"):
-                if out is None:
-                    out = self._out(len(rows), acc.shape[1], acc.shape[2])
-                p = by_tile[cuts[k]:cuts[k + 1]]
-                tmp = self._scratch("gather", (len(p),) + acc.shape[1:], np.uint64)
-                np.take(acc, local[rows[p]], axis=0, out=tmp, mode="clip")   # indices valid by construction
-                out[p] = tmp
-            del xs, acc
-        return L.Lwe(out[:, :, :G], out[:, :, G:])
-
-    def _product(self, t, xs: list, bias: np.ndarray) -> np.ndarray:
-        """(W x + Delta bias) mod q for one tile, (rows, L, G + N) uint64."""
-        from secinfer.protocols.safhire import linprod as LP
-        from secinfer.protocols.safhire.lwe import _mul_pow2
-
-        some = next((x for x in xs if x is not None), None)
-        if some is None:                  # the tile reads no input: bias only (level-0 cts)
-            acc = np.zeros((len(t.rows), 1, self._cols), dtype=np.uint64)
-            q = int(self.params.q[0])
-            acc[:, 0, 0] = _mul_pow2(np.mod(bias, np.int64(q)).astype(np.uint64), self.ld, q)
-            return acc
-        nl, g, n = some.b.shape[1], some.b.shape[2], some.a.shape[2]
-        acc = None if nl == 1 else np.empty((len(t.rows), nl, g + n), dtype=np.uint64)
-        for lvl in range(nl):
-            q = int(self.params.q[lvl])
-            srcs = [[x.b[:, lvl, :], x.a[:, lvl, :]] if x is not None else
-                    [np.zeros((0, g), np.uint64), np.zeros((0, n), np.uint64)] for x in xs]
-            buf = self._scratch("y", (len(t.rows), g + n), np.int64)     # reused tile to tile
-            y = LP.product_mod(t.plan, srcs, q, self.threads, out=buf, work=self._work).view(np.uint64)
-            bb = np.mod(bias, np.int64(q)).astype(np.uint64)
-            y[:, 0] = (y[:, 0] + _mul_pow2(bb, self.ld, q)) % np.uint64(q)
-            if nl == 1:
-                return y.reshape(len(t.rows), 1, g + n)
-            acc[:, lvl, :] = y
-        return acc
-
-    def _scratch(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        """A buffer of this shape on storage kept under ``name`` (grown when too small):
-        one per name, whatever the tiles' shapes."""
-        need = int(np.prod(shape))
-        b = self._work.get(name)
-        if b is None or b.size < need or b.dtype != np.dtype(dtype):
-            self._work[name] = None
-            b = self._work[name] = np.empty(need, dtype)
-        return b[:need].reshape(shape)
-
-
-class OpClock:
-    """Wall and CPU seconds per operation (``with clock("linear"): ...``). CPU is the whole
-    process's (all its threads: BLAS, Go workers): on a shared machine wall time also holds
-    the waits for a core; CPU time does not."""
-
-    def __init__(self, ops) -> None:
-        self.wall = dict.fromkeys(ops, 0.0)
-        self.cpu = dict.fromkeys(ops, 0.0)
-        self._op = None
-
-    def __call__(self, op: str) -> "OpClock":
-        self._op = op
-        return self
-
-    def __enter__(self) -> None:
-        self._t = (self._op, time.perf_counter(), time.process_time())
-
-    def __exit__(self, *exc) -> None:
-        op, w, c = self._t
-        self.wall[op] = self.wall.get(op, 0.0) + time.perf_counter() - w
-        self.cpu[op] = self.cpu.get(op, 0.0) + time.process_time() - c
-
-
 def _run_server(ep, job: PartyJob) -> PartyResult:
     from secinfer.crypto import he
     from secinfer.protocols.safhire import lwe as L
@@ -428,7 +271,7 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
         evk = params.load(bytes(evk_b), he.EvalKeys)
         ev = he.Evaluator(params, evk)
         t0, c0 = time.perf_counter(), time.process_time()
-        core = ServerRound(qm, params, ld, cfg["shuffle"], th, cfg["tile_mb"])
+        core = ServerRound(qm, params, ld, cfg["shuffle"], th, cfg["tile_mb"], cfg["out_mb"], cfg["spill_dir"])
         plan_s = {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}
         setup_cpu = time.process_time() - setup_c0
     R = len(qm.rounds)
@@ -459,11 +302,14 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
             finally:
                 for v in cts.values():
                     L.close_all(v)
-            with clock("pack"):
-                out, ks = L.pack(params, ev, y, ld, g, th)
-                key_switches += ks
-                blobs = L.to_wire(out)
-                L.close_all(out)
+            try:
+                with clock("pack"):
+                    out, ks = core.pack(ev, y, g)
+                    key_switches += ks
+                    blobs = L.to_wire(out)
+                    L.close_all(out)
+            finally:
+                y.close()           # a spilled round's file goes with its descriptor
             del y
             ep.send(CLIENT, "sh/y", header(t, s, r, Y), sidb, *blobs)
             sess.next_t, sess.last_reply = t + 1, blobs
@@ -482,7 +328,8 @@ def _run_server(ep, job: PartyJob) -> PartyResult:
     evk.close()
     return PartyResult(info={"timing_s": clock.wall, "cpu_s": clock.cpu, "setup_cpu_s": setup_cpu,
                              "plan_s": plan_s, "product_plan": [p.kinds() for p in core.plans],
-                             "tiles": core.tile_counts(), "tile_mb": cfg["tile_mb"], "per_round": per_round, "rounds": R, "samples": sess.samples, "gamma": g,
+                             "tiles": core.tile_counts(), "tile_mb": cfg["tile_mb"], "out_mb": cfg["out_mb"],
+                             "spilled_rounds": core.spilled, "per_round": per_round, "rounds": R, "samples": sess.samples, "gamma": g,
                              "key_switches": key_switches, "backend": L.backend(g),
                              "b": qm.b, "act_bits": qm.act_bits, "weight_bits": qm.weight_bits,
                              "log_delta": ld, "he_params": cfg["he_params"], "calibration": qm.calib,
