@@ -29,7 +29,7 @@ def test_parameter_sets_declare_security():
     assert set(he.SECURE_SETS) == {"ckks-n13-128", "ckks-n13-q195-128", "ckks-n14-128", "ckks-n14-q380-128",
                                    "rlwe-n11-q53-w27-128", "rlwe-n11-q53-w18-128", "rlwe-n11-q53-w11-128",
                                    "ckks-n11-q53-w4-128",
-                                   "ckks-boot-n16-128"}
+                                   "ckks-boot-n16-128", "ckks-boot-n16-dense-128"}
     # the claim holds for the primes actually generated, not only their nominal sizes
     for name in he.SECURE_SETS:
         prm = he.get_params(name)
