@@ -18,17 +18,23 @@ def tiny_resnet():
     net = zoo._Net("tiny-resnet", 3, {})
     h = net.relu(net.conv_bn("input", 3, 4, 3, 1, 1, gain=1.0, fold=True))
     h = net.maxpool(h, 2, 2)                                    # 4 x 4 x 4
+    return blocks_and_head(net, h, 8, fold=True)
+
+
+def blocks_and_head(net, h: str, size: int, fold: bool):
+    """Two basic blocks on ``h`` (4 channels; the second one strided, with a 1x1 shortcut),
+    global average pool and 10 logits; the model of a 1x3x``size``x``size`` input."""
     cin = 4
     for cout, stride in ((4, 1), (6, 2)):
-        y = net.relu(net.conv_bn(h, cin, cout, 3, stride, 1, fold=True))
-        y = net.conv_bn(y, cout, cout, 3, 1, 1, fold=True)
+        y = net.relu(net.conv_bn(h, cin, cout, 3, stride, 1, fold=fold))
+        y = net.conv_bn(y, cout, cout, 3, 1, 1, fold=fold)
         if stride != 1 or cin != cout:
-            h = net.conv_bn(h, cin, cout, 1, stride, 0, gain=1.0, fold=True)
+            h = net.conv_bn(h, cin, cout, 1, stride, 0, gain=1.0, fold=fold)
         h = net.relu(net.node("Add", [h, y]))
         cin = cout
     h = net.flatten(net.node("GlobalAveragePool", [h]))
     out = net.gemm(h, cin, 10, gain=1.0)
-    return load_model(net.finish([1, 3, 8, 8], out, [1, 10]).SerializeToString())
+    return load_model(net.finish([1, 3, size, size], out, [1, 10]).SerializeToString())
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,9 +13,9 @@ import pytest
 from secinfer.ir import quantize as Q
 from secinfer.ir import zoo
 from secinfer.ir.convmap import ConvMap, Pool
-from secinfer.ir.onnx_import import load_model
 from secinfer.protocols.safhire import linprod as LP
 from tests.safhire.helpers import options, run, server_seed
+from tests.safhire.qhelpers import blocks_and_head
 
 Q53 = 9007199254781953            # rlwe-n11-q53's prime
 
@@ -27,17 +27,7 @@ def pool_resnet():
     net = zoo._Net("pool-resnet", 5, {})
     h = net.relu(net.conv_bn("input", 3, 4, 3, 2, 1, gain=1.0, fold=False))
     h = net.avgpool(h, 3, 2, 1)
-    cin = 4
-    for cout, stride in ((4, 1), (6, 2)):
-        y = net.relu(net.conv_bn(h, cin, cout, 3, stride, 1, fold=False))
-        y = net.conv_bn(y, cout, cout, 3, 1, 1, fold=False)
-        if stride != 1 or cin != cout:
-            h = net.conv_bn(h, cin, cout, 1, stride, 0, gain=1.0, fold=False)
-        h = net.relu(net.node("Add", [h, y]))
-        cin = cout
-    h = net.flatten(net.node("GlobalAveragePool", [h]))
-    out = net.gemm(h, cin, 10, gain=1.0)
-    return load_model(net.finish([1, 3, 16, 16], out, [1, 10]).SerializeToString())
+    return blocks_and_head(net, h, 16, fold=False)
 
 
 def _pooled(rng, k=3, s=2, p=1, h=9, ci=3, co=4, kc=3, sc=1, pc=1):

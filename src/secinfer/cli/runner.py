@@ -76,6 +76,12 @@ def wait_run(server_pid: int, fd: int) -> int | None:
         _reap(server_pid, 0.0 if rc is None else 2.0)
     if state["pid"] is None:
         return None
+    return _exit_status(rc)
+
+
+def _exit_status(rc: int | None) -> int:
+    """The command's exit status for its run process's (None: it died with its fork server;
+    negative: killed by that signal), with the reason on stderr."""
     if rc is None:
         print("error: the run process died with its fork server", file=sys.stderr)
         return 2
@@ -149,14 +155,7 @@ def run_via_server(server, argv: list[str], t_main: float, process_start: float)
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
-    rc = server.exits.get(pid)
-    if rc is None:
-        print("error: the run process died with its fork server", file=sys.stderr)
-        return 2
-    if rc < 0:
-        print(f"error: the run process was killed by signal {signal.Signals(-rc).name}", file=sys.stderr)
-        return 128 - rc
-    return rc
+    return _exit_status(server.exits.get(pid))
 
 
 def run_forked(sock, msg: dict) -> int:

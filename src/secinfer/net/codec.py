@@ -264,17 +264,23 @@ def decode_frame(data, max_frame: int = DEFAULT_MAX_FRAME, expect: tuple | None 
     # a buffer the receiver owns (a bytearray, or a numpy uint8 array: see the top) is shared
     # by its arrays where aligned; else copies
     try:
-        arrays = []
-        off = end_head
-        for dt, shape, n, nb in specs:
-            a = np.frombuffer(data, dtype=dt, count=n, offset=off)
-            off += nb
-            if len(shape) != 1:
-                a = a.reshape(shape)
-            arrays.append(a if own and a.flags.aligned else a.copy())
+        arrays = _arrays(data, end_head, specs, own)
     except (ValueError, TypeError, OverflowError, MemoryError) as e:   # (the checks above should make it unreachable)
         raise FrameError(f"frame arrays cannot be rebuilt: {e}") from None
     return Header(session_id, sender, tag, seq, PHASES[phase_i], depth), arrays
+
+
+def _arrays(data, off: int, specs, own: bool) -> list:
+    """The frame's arrays from byte ``off`` on, as ``specs`` (dtype, shape, count, bytes) say:
+    views of ``data`` where the receiver owns it and they are aligned, else copies."""
+    arrays = []
+    for dt, shape, n, nb in specs:
+        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
+        off += nb
+        if len(shape) != 1:
+            a = a.reshape(shape)
+        arrays.append(a if own and a.flags.aligned else a.copy())
+    return arrays
 
 
 def decode_known(data: bytearray, max_frame: int, names: bytes, cache: dict):
@@ -295,15 +301,7 @@ def decode_known(data: bytearray, max_frame: int, names: bytes, cache: dict):
     seq, phase_i, depth, n = _TAIL.unpack_from(data, k - _TAIL.size)
     if n != n_arrays or phase_i >= 3:
         return None
-    arrays = []
-    off = end_head
-    for dt, shape, n, nb in specs:
-        a = np.frombuffer(data, dtype=dt, count=n, offset=off)
-        off += nb
-        if len(shape) != 1:
-            a = a.reshape(shape)
-        arrays.append(a if a.flags.aligned else a.copy())
-    return seq, PHASES[phase_i], depth, arrays
+    return seq, PHASES[phase_i], depth, _arrays(data, end_head, specs, True)
 
 
 def _read_names(data, end_head: int) -> tuple:
