@@ -40,3 +40,35 @@ def test_extrapolation_recovers_a_linear_cost_model():
         assert got["linear_s"] == pytest.approx(2e-6 * r["macs"] + 3e-5 * r["outputs"])
         assert got["pack_s"] == pytest.approx(1e-4 * r["outputs"])
     assert ex["output_buffer_GB"] == pytest.approx(16384 * 2052 * 8 / 1e9)
+
+
+def test_the_full_bench_sweeps_every_b_and_gamma_on_the_three_resnets(monkeypatch):
+    """Tables 3-5 need every (b, gamma) of every network: the full bench asks for each, the
+    best gamma first, and a failing run becomes a skipped row naming its error."""
+    from secinfer.bench import safhire_suite as S
+
+    seen = []
+
+    def fake_measure(model, b, gamma, network, x, threads=1, qcache=None, **kw):
+        seen.append((model, b, gamma))
+        if (model, b, gamma) == ("zoo:resnet34", 16, 0):
+            raise MemoryError("test: this one fails")
+        return {"model": model, "b": b, "gamma": gamma, "e2e_s": 1.0, "setup_s": 0.0, "server_s": 1.0,
+                "server_cpu_s": 1.0, "server_linear_s": 0.5, "client_s": 0.1, "model_s_at_1.25MBps": 2.0,
+                "oracle_equal": True}
+
+    monkeypatch.setattr(S, "_measure", fake_measure)
+    from secinfer.bench import ckks_baseline
+
+    monkeypatch.setattr(ckks_baseline, "baseline_rows", lambda *a, **k: {"server_measured": {
+        "wall_s": 1.0, "cpu_s": 1.0, "extrapolated": False}})       # (the real one runs for hours)
+    skipped = []
+    rows, _ = S._resnet20_rows(S._gamma_order((0, 1, 2)), lambda m: None, skipped)
+    large = S._large_rows(S._gamma_order((0, 1, 2)), lambda m: None, skipped)
+    assert {(b, g) for m, b, g in seen if m == "zoo:resnet20"} == {(b, g) for b in (8, 12, 16) for g in (0, 1, 2)}
+    for net in ("zoo:resnet18-tiny", "zoo:resnet34"):
+        runs = [(b, g) for m, b, g in seen if m == net]
+        assert set(runs) == {(b, g) for b in (8, 12, 16) for g in (0, 1, 2)} and runs[0] == (12, 2)
+    assert len(rows) == 9 and len(large) == 17
+    assert any(s.get("model") == "zoo:resnet34" and s.get("b") == 16 and s.get("gamma") == 0
+               and "MemoryError" in s["why"] for s in skipped)

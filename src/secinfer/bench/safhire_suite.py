@@ -21,18 +21,18 @@ Every row: CPU seconds per server operation next to wall seconds (a shared machi
 time holds the waits for a core), and the run checked against the quantized oracle (final
 integers exactly; every round's shuffled values as a multiset).
 
-Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE once per b = 8, 12, 16 at the
-best gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
+Without ``--quick``: ResNet-20 (zoo, 1x3x32x32) through SAFHIRE at every b = 8, 12, 16 and
+gamma (quantized models cached under the temp dir's ``secinfer-safhire-qcache``), and the
 fully encrypted CKKS baseline (bench/ckks_baseline.py, ORION-style) on the same network:
-its server time is EXTRAPOLATED from every distinct layer kind run once at N = 2^16 and
-from Lattigo bootstrapping measured at N = 2^12 / 2^13 and scaled to N = 2^16 (the N = 2^16
-bootstrapping keys do not fit this shared machine's memory); the report says so next to
-every such number, with speed-ups against SAFHIRE's model at 1.25 MB/s. ResNet-18 (Tiny
+the whole network encrypted at N = 2^16 with Lattigo's bootstrapping when its memory
+estimate fits the machine (MEASURED), else EXTRAPOLATED from every distinct layer kind run
+once at N = 2^16 and bootstrapping measured at N = 2^12 / 2^13 (the report says which next
+to every such number), with speed-ups against SAFHIRE's model at 1.25 MB/s. ResNet-18 (Tiny
 ImageNet shape, 1x3x64x64, 200 classes) and ResNet-34 (1x3x224x224, average pooling) run
-end to end at b = 12, the best gamma (tens of minutes and about an hour; the quantized
-models cached like ResNet-20's; ResNet-34's large round outputs are held in an unlinked
-file, the server's ``out_mb``); b = 8 and 16 for them are listed as skipped, with the
-reason. ``extrapolate`` (per-round CPU units times another network's per-round counts)
+end to end at every (b, gamma) too, b = 12 at the best gamma first (tens of minutes and
+about an hour per run here: the full sweep takes most of a day; the quantized models cached
+like ResNet-20's; ResNet-34's large round outputs are held in an unlinked file, the
+server's ``out_mb``); a run that fails is listed as skipped with its error. ``extrapolate`` (per-round CPU units times another network's per-round counts)
 stays for analysis; no network of the paper needs it now.
 """
 
@@ -45,10 +45,11 @@ from secinfer.bench.common import Progress
 
 BANDWIDTHS = (0.1, 0.3, 1, 3, 10, 30, 100, 300)       # MB/s [SAFHIRE Fig. 4]
 BUDGET_S = 180.0
-RESNET20_BS = (8, 12, 16)      # without --quick: ResNet-20 once per accumulator precision
-# without --quick: run end to end (b = 12 at the best gamma; tens of minutes and about an
-# hour on this machine); ResNet-34's outputs above the server's out_mb go to disk (outbuf)
-LARGE_RUNS = (("zoo:resnet18-tiny", (1, 3, 64, 64), (12,)), ("zoo:resnet34", (1, 3, 224, 224), (12,)))
+RESNET20_BS = (8, 12, 16)      # without --quick: ResNet-20 at every (b, gamma) [SAFHIRE Table 3]
+# without --quick: end to end at every (b, gamma) too, b = 12 at the best gamma first (each
+# run tens of minutes for ResNet-18-tiny, about an hour for ResNet-34 on this machine: the
+# whole sweep takes most of a day); ResNet-34's outputs above the server's out_mb go to disk
+LARGE_RUNS = (("zoo:resnet18-tiny", (1, 3, 64, 64), (12, 8, 16)), ("zoo:resnet34", (1, 3, 224, 224), (12, 8, 16)))
 EXTRAPOLATED: tuple = ()           # none left: every network of the paper runs (issue 18)
 
 
@@ -300,7 +301,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
         configs += [("bundled:digits-cnn", b, g) for b in (8, 16) for g in gammas]
     best_gamma = max(gammas)
     configs += [("bundled:digits-cnn", 12, best_gamma, 2)]          # the threads sweep [SAFHIRE Figs. 7-8]
-    prog = Progress("safhire", len(configs) + (4 + len(RESNET20_BS) + sum(len(b) for *_, b in LARGE_RUNS)
+    prog = Progress("safhire", len(configs) + (4 + len(gammas) * (len(RESNET20_BS) + sum(len(b) for *_, b in LARGE_RUNS))
                                                 + len(EXTRAPOLATED) if not quick else 3))
     rows, skipped = [], []
     qcache = _qcache_dir()        # the server's quantized models, also read by the oracle check
@@ -312,7 +313,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
              f"down {r['bytes_down'] / 1e6:.2f} MB, output equals the oracle: {r['oracle_equal']}{_warn(r)}")
     big, baseline = [], None
     if not quick:
-        big, baseline = _resnet20_rows(best_gamma, prog, skipped)
+        big, baseline = _resnet20_rows(_gamma_order(gammas), prog, skipped)
         rows += big
     # the bandwidth model against one real shaped run [SAFHIRE Fig. 4]
     prof = network or "bw=1.25,lat=10"
@@ -342,7 +343,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
     prog("full-chunk packing: " + ", ".join(f"gamma={g}: {c['s_per_value'] * 1e3:.3f} ms/value "
                                              f"({c['key_switches_per_value']:.2f} key switches/value, "
                                              f"{c['params']})" for g, c in chunk.items()))
-    large = [] if quick else _large_rows(best_gamma, prog, skipped)
+    large = [] if quick else _large_rows(_gamma_order(gammas), prog, skipped)
     rows += large
     ran = {r["model"] for r in large}
     listed = (("resnet20",) if quick else ()) + tuple(m.split(":")[1] for m, *_ in LARGE_RUNS if m not in ran)
@@ -388,9 +389,6 @@ def run(quick: bool = False, network: str | None = None) -> dict:
             skipped.append({"model": "zoo:resnet20", "baseline": "fully encrypted CKKS, whole network at N = 2^16",
                             "why": "did not fit in memory now (" + baseline.get("fit", {}).get("why", "?") +
                                    "): the total is an EXTRAPOLATION (see 'baseline')"})
-        skipped.append({"model": "zoo:resnet18-tiny, zoo:resnet34", "b": "8, 16", "gamma": "0, 1",
-                        "why": "not run: each is tens of minutes (ResNet-18-tiny) to about an hour (ResNet-34) "
-                               "on this shared 2-core machine; b = 12 at the best gamma runs"})
         skipped.append({"model": "zoo:resnet18-tiny, zoo:resnet34", "baseline": "fully encrypted CKKS",
                         "why": "not run: their activations (64x32x32 after the stem and up) exceed one "
                                "2^15-slot ciphertext, which this baseline's layout assumes"})
@@ -429,14 +427,19 @@ def run(quick: bool = False, network: str | None = None) -> dict:
             "seconds": prog.elapsed()}
 
 
-def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
-    """ResNet-20 through SAFHIRE once at b = 8 (its best b) and the fully encrypted
-    baseline (bench/ckks_baseline.py: the whole network measured when it fits in memory,
-    else per layer kind with an EXTRAPOLATED total)."""
+def _gamma_order(gammas) -> tuple:
+    """The extraction levels, the best (the largest: fewest key switches) first."""
+    return tuple(sorted(gammas, reverse=True))
+
+
+def _resnet20_rows(gammas: tuple, prog, skipped: list) -> tuple[list, dict | None]:
+    """ResNet-20 through SAFHIRE at every (b, gamma) and the fully encrypted baseline
+    (bench/ckks_baseline.py: the whole network measured when it fits in memory, else per
+    layer kind with an EXTRAPOLATED total)."""
     rows, baseline = [], None
     x = public_rng("bench/safhire/resnet20-input", 0).standard_normal((1, 3, 32, 32)).astype(np.float32)
     qcache = _qcache_dir()
-    for b in RESNET20_BS:
+    for gamma, b in [(g, b) for g in gammas for b in RESNET20_BS]:
         try:
             r = _measure("zoo:resnet20", b, gamma, "none", x, qcache=qcache)
             rows.append(r)
@@ -445,7 +448,7 @@ def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
                  f"{r.get('server_linear_cpu_s', 0):.1f}s), client {r['client_s']:.1f}s, model at 1.25 MB/s "
                  f"{r['model_s_at_1.25MBps']:.1f}s, output equals the oracle: {r['oracle_equal']}{_warn(r)}")
         except Exception as e:  # noqa: BLE001 - report, keep the rest
-            skipped.append({"model": "zoo:resnet20", "b": b, "why": f"run failed: {type(e).__name__}: {e}"})
+            skipped.append({"model": "zoo:resnet20", "b": b, "gamma": gamma, "why": f"run failed: {type(e).__name__}: {e}"})
             prog(f"zoo:resnet20 b={b} failed: {e}")
     try:
         from secinfer.bench.ckks_baseline import baseline_rows
@@ -460,13 +463,13 @@ def _resnet20_rows(gamma: int, prog, skipped: list) -> tuple[list, dict | None]:
     return rows, baseline
 
 
-def _large_rows(gamma: int, prog, skipped: list) -> list:
-    """ResNet-18 (Tiny ImageNet shape) and ResNet-34 end to end through SAFHIRE [SAFHIRE
-    Tables 3, 5]."""
+def _large_rows(gammas: tuple, prog, skipped: list) -> list:
+    """ResNet-18 (Tiny ImageNet shape) and ResNet-34 end to end through SAFHIRE at every
+    (b, gamma), b = 12 at the best gamma first [SAFHIRE Tables 3, 5]."""
     rows = []
     for model, shape, bs in LARGE_RUNS:
         x = public_rng(f"bench/safhire/{model}-input", 0).standard_normal(shape).astype(np.float32)
-        for b in bs:
+        for gamma, b in [(g, b) for g in gammas for b in bs]:
             try:
                 r = _measure(model, b, gamma, "none", x, qcache=_qcache_dir())
                 rows.append(r)
@@ -474,7 +477,7 @@ def _large_rows(gamma: int, prog, skipped: list) -> list:
                      f"{r['server_s']:.0f}s wall / {r['server_cpu_s']:.0f}s CPU, model at 1.25 MB/s "
                      f"{r['model_s_at_1.25MBps']:.0f}s, output equals the oracle: {r['oracle_equal']}")
             except Exception as e:  # noqa: BLE001 - report, keep the rest
-                skipped.append({"model": model, "b": b, "why": f"run failed: {type(e).__name__}: {e}"})
+                skipped.append({"model": model, "b": b, "gamma": gamma, "why": f"run failed: {type(e).__name__}: {e}"})
                 prog(f"{model} b={b} failed: {e}")
     return rows
 
