@@ -201,10 +201,11 @@ def test_parties_do_not_outlive_a_killed_launcher(tmp_path, start, n):
     launcher = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        kids = []
-        while time.monotonic() < deadline and len(kids) < n:
-            time.sleep(0.1)
-            kids = alive(descendants_of(launcher.pid))
+        seen: set = set()     # every process seen (the server party may finish before the last starts)
+        while time.monotonic() < deadline and len(seen) < n:
+            time.sleep(0.05)
+            seen.update(alive(descendants_of(launcher.pid)))
+        kids = sorted(seen)
         assert len(kids) == n, f"the launcher should have started {n} processes (start={start})"
         time.sleep(1.0)  # let them get past start-up (parent-death signal armed)
         os.kill(launcher.pid, 9)
