@@ -300,6 +300,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
     if not quick:
         configs += [("bundled:digits-cnn", b, g) for b in (8, 16) for g in gammas]
     best_gamma = max(gammas)
+    sweep = _gamma_order(gammas)       # the large networks' gammas, the best first
     configs += [("bundled:digits-cnn", 12, best_gamma, 2)]          # the threads sweep [SAFHIRE Figs. 7-8]
     prog = Progress("safhire", len(configs) + (4 + len(gammas) * (len(RESNET20_BS) + sum(len(b) for *_, b in LARGE_RUNS))
                                                 + len(EXTRAPOLATED) if not quick else 3))
@@ -313,7 +314,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
              f"down {r['bytes_down'] / 1e6:.2f} MB, output equals the oracle: {r['oracle_equal']}{_warn(r)}")
     big, baseline = [], None
     if not quick:
-        big, baseline = _resnet20_rows(_gamma_order(gammas), prog, skipped)
+        big, baseline = _resnet20_rows(sweep, prog, skipped)
         rows += big
     # the bandwidth model against one real shaped run [SAFHIRE Fig. 4]
     prof = network or "bw=1.25,lat=10"
@@ -343,7 +344,7 @@ def run(quick: bool = False, network: str | None = None) -> dict:
     prog("full-chunk packing: " + ", ".join(f"gamma={g}: {c['s_per_value'] * 1e3:.3f} ms/value "
                                              f"({c['key_switches_per_value']:.2f} key switches/value, "
                                              f"{c['params']})" for g, c in chunk.items()))
-    large = [] if quick else _large_rows(_gamma_order(gammas), prog, skipped)
+    large = [] if quick else _large_rows(sweep, prog, skipped)
     rows += large
     ran = {r["model"] for r in large}
     listed = (("resnet20",) if quick else ()) + tuple(m.split(":")[1] for m, *_ in LARGE_RUNS if m not in ran)
