@@ -223,9 +223,18 @@ func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, 
 	res := [2]ring.Poly{rl.NewPoly(), rl.NewPoly()}
 	for i := 0; i < 2; i++ {
 		r.Add(acc.v.Value[i], mask.v.Value[i], acc.v.Value[i])
-		r.DivRoundByLastModulusManyNTT(int(drop), acc.v.Value[i], buf, res[i])
 	}
-	rl.INTT(res[0], res[0])
+	// c1 is sent in the NTT domain: Lattigo's INTT, `drop` exact rounding divisions, NTT.
+	r.DivRoundByLastModulusManyNTT(int(drop), acc.v.Value[1], buf, res[1])
+	// c0 is read in the coefficient domain: the same INTT and divisions, without the NTT
+	// back and the INTT after it (the same coefficients: NTT and INTT are inverse
+	// bijections mod each prime; ManyNTT is exactly INTT, divisions, NTT).
+	r.INTT(acc.v.Value[0], buf)
+	if drop > 0 {
+		r.DivRoundByLastModulusMany(int(drop), buf, acc.v.Value[0], res[0])
+	} else {
+		res[0].Copy(buf)
+	}
 	sel := ring.NewPoly(len(idx), lv)
 	for l := range sel.Coeffs {
 		row := res[0].Coeffs[l]
