@@ -115,10 +115,10 @@ def _serve(ep, job: PartyJob, prm: Params, engine, prep=None) -> PartyResult:
         early = {i: engine.server_masks(ep, i, st, plan.weights[i].w, prg.derive(f"lin{i}"))
                  for i, st in _on_input(engine, steps)}
         off_s["he_input_layers"] = time.perf_counter() - t_off
-        _server_goes_online(ep)
     checks: list = []
     timing = {"linear": 0.0, "nonlinear": 0.0}
     with ep.phase("online"):
+        _server_goes_online(ep)
         n_in = int(np.prod(steps[0].out_shape))
         (xhat,) = ep.recv(CLIENT, "crisp/input", ArraySpec(np.uint64, (n_in, g.limbs)))
         lifted.check_reduced(g, xhat, "server <- client input")
@@ -166,17 +166,19 @@ def _serve(ep, job: PartyJob, prm: Params, engine, prep=None) -> PartyResult:
 
 
 def _server_goes_online(ep) -> None:
-    """The server's last step of the offline phase: a one-byte word to the client, sent
-    when the server has nothing left to do there, right before it enters the online
-    phase (where it only waits for the client's input). The client waits for it as its
-    own last offline step, so it enters the online phase after the server. The online
-    latency runs from the last party's entry (``runtime.launcher``); without this word
-    the server, which still had offline work after sending its last answer, entered
-    after the client in 3 of 5 semi-honest batch-128 runs (by up to 5.0 ms) and 2 of 5
-    at batch 1 (measured 2026-11-27), and the client had then sent its input and its
-    first masked gate share before the measured window opened. One offline message;
-    nothing in the online phase changes."""
-    ep.send(CLIENT, "crisp/go", np.ones(1, np.uint8))
+    """The server's last offline message: a one-byte word to the client, sent once the
+    server is inside the online phase (metered offline: its byte and round stay there),
+    where it only waits for the client's input. The client waits for it as its own last
+    offline step, so it enters the online phase after the server. The online latency
+    runs from the last party's entry (``runtime.launcher``); without this word the
+    server, which still had offline work after sending its last answer, entered after
+    the client in 3 of 5 semi-honest batch-128 runs (by up to 5.0 ms) and 2 of 5 at
+    batch 1 (measured 2026-11-27), and the client had then sent its input and its first
+    masked gate share before the measured window opened. Sent before the server's entry
+    (or as a mutual ready), a server descheduled between the two could still enter after
+    the client (seen: up to 6 ms with the mutual ready). Nothing online changes."""
+    with ep.phase("offline"):
+        ep.send(CLIENT, "crisp/go", np.ones(1, np.uint8))
 
 
 def _wait_for_server(ep) -> None:
