@@ -55,13 +55,14 @@ func gcCipher(key *C.uchar) cipher.Block {
 	return b
 }
 
-// gcHash returns H((w0, w1), t).
-func gcHash(b cipher.Block, w0, w1, t uint64) (uint64, uint64) {
-	var blk [16]byte
+// gcHash returns H((w0, w1), t); blk is the caller's 16-byte scratch (one per program
+// walk: a local array passed to the interface method would escape, one heap allocation
+// per hash).
+func gcHash(b cipher.Block, blk []byte, w0, w1, t uint64) (uint64, uint64) {
 	s0 := w0 ^ w1
 	binary.LittleEndian.PutUint64(blk[0:], s0^t)
 	binary.LittleEndian.PutUint64(blk[8:], w0)
-	b.Encrypt(blk[:], blk[:])
+	b.Encrypt(blk, blk)
 	return binary.LittleEndian.Uint64(blk[0:]) ^ s0, binary.LittleEndian.Uint64(blk[8:]) ^ w0
 }
 
@@ -85,6 +86,7 @@ func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, in
 // active labels into active labels with the tables; the garbler (garble == true) turns
 // zero-labels into zero-labels and writes the tables (T_G, T_E) of every AND gate.
 func gcRun(blk cipher.Block, p []int32, na, nw, bs int, tab, w []uint64, garble bool, r0, r1 uint64) {
+	buf := make([]byte, 16)
 	for inst := 0; inst < bs; inst++ {
 		W := w[inst*nw*2 : (inst+1)*nw*2]
 		T := tab[inst*na*4 : (inst+1)*na*4]
@@ -103,11 +105,11 @@ func gcRun(blk cipher.Block, p []int32, na, nw, bs int, tab, w []uint64, garble 
 				g := int(p[i+4])
 				base := uint64(inst*na+g) * 2
 				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
-				ha0, ha1 := gcHash(blk, a0, a1, base)
-				hb0, hb1 := gcHash(blk, b0, b1, base+1)
+				ha0, ha1 := gcHash(blk, buf, a0, a1, base)
+				hb0, hb1 := gcHash(blk, buf, b0, b1, base+1)
 				if garble { // half gates [Zahur-Rosulek-Evans]
-					hA0, hA1 := gcHash(blk, a0^r0, a1^r1, base)
-					hB0, hB1 := gcHash(blk, b0^r0, b1^r1, base+1)
+					hA0, hA1 := gcHash(blk, buf, a0^r0, a1^r1, base)
+					hB0, hB1 := gcHash(blk, buf, b0^r0, b1^r1, base+1)
 					T[4*g], T[4*g+1] = ha0^hA0, ha1^hA1
 					if b0&1 == 1 {
 						T[4*g], T[4*g+1] = T[4*g]^r0, T[4*g+1]^r1
