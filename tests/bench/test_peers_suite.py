@@ -49,3 +49,32 @@ def test_malicious_rows_run_crisp_at_w3_with_the_issue_bound():
     assert rows["malicious"]["bytes_online"] > rows["semi-honest"]["bytes_online"]   # MACs and proofs
     assert out["malicious_targets"] == {"crisp/W3/128": {"online_s": 5.0, "bytes": None}}
     assert set(out["plots"][0]["series"]) == {"crisp", "crisp (malicious)"}
+
+
+def test_w2_reference_is_the_class_of_the_decision_value():
+    """W2's protocols reveal the class (the sign of w.x + b): the reference it is compared
+    with is the fixed-point decision value's class, not the sigmoid's value."""
+    from secinfer.arith.fixed import get_config
+    from secinfer.ir.fixed_exec import run_fixed_decoded
+
+    cfg = get_config("fx64f13")
+    x = ps.workload_input("W2", 32)
+    x = np.concatenate([x, -x])          # (the workload's own queries are all of class 1)
+    graph = load_model(ps.build_workload("W2"))
+    ref = ps.reference("W2", graph, x, cfg)
+    z = run_fixed_decoded(load_model(ps.build_workload("W2", sign_head=False)), x, cfg)
+    assert set(np.unique(ref)) <= {0.0, 1.0} and 0 < ref.sum() < ref.size   # both classes occur
+    np.testing.assert_array_equal(ref, (z > 0).astype(float))
+    sig = run_fixed_decoded(graph, x, cfg)
+    np.testing.assert_array_equal(ref, (sig > 0.5).astype(float))             # the same classes here
+    assert ps._max_err(ref, sig) > 0.05                                     # unlike with like: not 0
+    np.testing.assert_array_equal(ps.reference("W1", load_model(ps.build_workload("W1")), x, cfg),
+                                  run_fixed_decoded(load_model(ps.build_workload("W1")), x, cfg))
+
+
+def test_w2_rows_agree_with_the_reference_class():
+    out = ps.run(plan=[("W2", 1)], protocols=["astra", "aby3"], reps=1)
+    rows = {r["protocol"]: r for r in out["rows"]}
+    assert set(rows) == {"astra", "aby3"}
+    for r in rows.values():
+        assert r["max_abs_err_vs_reference"] == 0.0, r
