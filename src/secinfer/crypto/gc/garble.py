@@ -260,8 +260,9 @@ class OpenedEvaluator:
         batch = wires.shape[0]
         self.circ, self.name, self.wires = circ, name, wires
         self.tables = np.ascontiguousarray(tables, np.uint64)
-        self.labels = np.zeros((batch, len(circ.inputs[name]), 2), np.uint64)
-        self.out = np.zeros((batch, len(circ.outputs), 2), np.uint64)
+        # (np.full writes the pages now; np.zeros would leave them to fault in on first use)
+        self.labels = np.full((batch, len(circ.inputs[name]), 2), 0, np.uint64)
+        self.out = np.full((batch, len(circ.outputs), 2), 0, np.uint64)
         if wires.shape != (batch, circ.n_wires, 2) or self.tables.shape != (batch, circ.and_count, 2, 2) \
                 or not wires.flags.c_contiguous or wires.dtype != np.uint64:
             raise ShapeError("OpenedEvaluator: inconsistent shapes")
