@@ -78,3 +78,15 @@ def test_w2_rows_agree_with_the_reference_class():
     assert set(rows) == {"astra", "aby3"}
     for r in rows.values():
         assert r["max_abs_err_vs_reference"] == 0.0, r
+        # the window to the client's output ends no later than the one to the last exit
+        assert 0 < r["online_to_output_ms"] <= r["online_ms"] + 1e-9
+        assert r["online_to_output_ms_min"] <= r["online_to_output_ms"] <= r["online_to_output_ms_max"]
+
+
+def test_to_output_ends_at_the_input_roles_exit():
+    m = {"client": {"phases": {"online": {"window": [10.0, 10.004]}}},
+         "p0": {"phases": {"online": {"window": [9.99, 10.05]}}},
+         "p1": {"phases": {"online": {"window": [10.001, 10.003]}}},
+         "model_owner": {"phases": {"online": {"window": None}}}}
+    assert abs(ps._to_output(m, "client") - 0.003) < 1e-9   # from p1's (last) entry to the client's exit
+    assert ps._to_output({"client": {"phases": {"online": {"window": None}}}}, "client") is None

@@ -211,6 +211,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                     c["reference"] = reference(c["workload"], c["graph"], c["x"], get_config(spec.default_fixed))
                 c["samples"].append({
                     "online_s": res.latency_s.get("online"), "offline_s": res.latency_s.get("offline"),
+                    "online_to_output_s": _to_output(res.meters, spec.input_role),
                     "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
                     "rounds_online": res.rounds.get("online"), "command_s": wall, "startup": startup,
                     "max_abs_err": _max_err(res.output, c["reference"]),
@@ -228,6 +229,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                    "online_ms": None if on is None else on * 1e3,
                    "online_ms_min": None if on_lo is None else on_lo * 1e3,
                    "online_ms_max": None if on_hi is None else on_hi * 1e3,
+                   **_ms3("online_to_output_ms", _stats([v["online_to_output_s"] for v in s])),
                    "offline_ms": _ms(_stats([v["offline_s"] for v in s])[0]),
                    "bytes_online": _stats([v["bytes_online"] for v in s])[0],
                    "bytes_total": _stats([v["bytes_total"] for v in s])[0],
@@ -276,6 +278,25 @@ def _startup_steps(startups: list) -> dict | None:
     from secinfer.bench.command import summarize
 
     return summarize([0.0] * len(startups), startups)["startup_steps_median_s"]
+
+
+def _to_output(meters: dict, input_role: str) -> float | None:
+    """Seconds from the last party's entry into the online phase (as ``online``) to the
+    input role's exit from it, i.e. to the moment the client holds its output. ``online``
+    ends at the last party's exit instead, and on a loaded 2-core host a server preempted
+    right after its last send (the receiver it woke runs first) leaves the phase up to
+    tens of milliseconds after the client is done: that tail is not latency."""
+    wins = [m["phases"]["online"].get("window") for m in meters.values()]
+    wins = [w for w in wins if w]
+    mine = meters.get(input_role, {}).get("phases", {}).get("online", {}).get("window")
+    if not wins or not mine:
+        return None
+    return max(0.0, mine[1] - max(w[0] for w in wins))
+
+
+def _ms3(name: str, st) -> dict:
+    """{name: median, name_min, name_max} in ms from ``_stats`` seconds."""
+    return {name: _ms(st[0]), name + "_min": _ms(st[1]), name + "_max": _ms(st[2])}
 
 
 def _ms(v):
