@@ -331,6 +331,17 @@ func crisp_decode(ph C.uint64_t, level C.int, res *C.uint64_t, count C.int, tbit
 	return codeOK
 }
 
+// crisp_pt_montgomery: the Montgomery form of a plaintext (PT.montgomery), computed now.
+// The server makes its weight plaintexts offline; the products (crisp_mul_blocks) read
+// this form, which they would otherwise compute at their first use, online.
+//
+//export crisp_pt_montgomery
+func crisp_pt_montgomery(ph C.uint64_t, pth C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	getPT(ph, pth).montgomery(params(ph).P)
+	return codeOK
+}
+
 // crisp_mul_blocks multiplies one client ciphertext into the accumulators of every output
 // block of a row group: acc_b = ct * pt_b (first: new ciphertexts, handles written to
 // accs) or acc_b += ct * pt_b, with the plaintexts' cached Montgomery forms (fastops.go),
