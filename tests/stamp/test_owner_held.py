@@ -104,3 +104,16 @@ def test_batches_split_across_the_ltees_are_not_held():
     assert np.array_equal(new["p1"].output_ring, run_fixed(g.with_batch(4), x, FX32))
     assert _online(new, "sent_payload") == _online(old, "sent_payload")
     assert _online(new, "rounds") == _online(old, "rounds")
+
+
+def test_held_batches_on_request():
+    """Option ``stamp_owner_split="all"``: batches are held too -- p0's LTEE evaluates every
+    row of the hidden layers instead of the three LTEEs a third each [STAMP 4.2]: exact,
+    2 online rounds instead of 6, no evaluation at p1's or p2's LTEE."""
+    g = load_model(build_workload("W3"))
+    x = workload_input("W3", 4)
+    res = run_model(g, x, "semi-honest", options={"stamp_owner_split": "all"})
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g.with_batch(4), x, FX32))
+    assert max(_online(res, "rounds")) == 2
+    evals = [res[r].info["bus"]["by_kind"].get("eval", [0, 0, 0])[2] for r in ("p0", "p1", "p2")]
+    assert evals == [2, 0, 0]

@@ -90,6 +90,7 @@ class StampBackend:
         self._held_src: dict[str, str] = {}       # product node -> the device-step output it multiplies
         self._held_w: dict[str, tuple] = {}       # product node -> (this party's weight part, limbs, stacked)
         self._held: set = set()                   # device-step outputs whose real component p0 kept
+        self.hold_batches = False                 # also hold batches (not split across the LTEEs)
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -416,7 +417,7 @@ class StampBackend:
         hold = (len(tasks) == 1 and path in ("3of3", "rss") and self.owner is not None and self.guard is None
                 and tasks[0][5] is not None and tasks[0][5] in self._held_src.values())
         for data, steps, params, out_shape, split, last, batched in tasks:
-            ranges, leaders = self._split(data, out_shape, split, owner_eval=hold)
+            ranges, leaders = self._split(data, out_shape, split and not (hold and self.hold_batches), owner_eval=hold)
             ap = self._act_plan(last, ranges, leaders, out_shape, path) if last is not None else None
             plans.append((ranges, leaders, ap))
         op_at_run = self.ops.op + sum(len(ap[4]) for _, _, ap in plans if ap is not None)

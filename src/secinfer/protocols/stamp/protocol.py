@@ -80,6 +80,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
                                premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first,
                                owner=owner)
+        backend.hold_batches = job.options.get("stamp_owner_split") == "all"
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
