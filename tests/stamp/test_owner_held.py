@@ -116,3 +116,11 @@ def test_batches_held_only_on_request():
     assert np.array_equal(held["p1"].output_ring, ref)
     assert max(_online(split, "rounds")) == 6 and all(e > 0 for e in _evals(split)) and _z_bytes(split) > 0
     assert max(_online(held, "rounds")) == 2 and _evals(held) == [2, 0, 0] and _z_bytes(held) == 0
+
+
+def test_a_bad_option_value_is_a_typed_error():
+    from secinfer.errors import ProtocolError
+
+    g = load_model(build_workload("W3"))
+    with pytest.raises(ProtocolError, match="stamp_owner_split"):
+        run_model(g, workload_input("W3", 1), "semi-honest", options={"stamp_owner_split": "yes"})
