@@ -7,6 +7,10 @@ Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
 duplicated device path runs [STAMP Protocol 5 blue]; a device step whose result feeds
 products only hands them their rho (``_act_plan``).
+Semi-honest, a step not split across the batch whose result only products with a weight
+take is evaluated by the model owner's LTEE, which keeps the real component; the next
+product's terms are split so that the other two parties need nothing from it
+(``_plan_held``; docs/protocols/stamp.md, "Fourth pass").
 Batches are split across the three parties [STAMP 4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
