@@ -63,6 +63,7 @@ import sys
 import time
 
 from secinfer.runtime.fork_child import exit_child, run_child
+from secinfer.runtime.launcher_prefork import Spares, warm_openssl, warm_party_parser
 
 _MAX_LINE = 1 << 20
 
@@ -80,6 +81,7 @@ class _Lines:
         self.eof = False
         self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
         self.plain = False   # the command line waiting for its run process (``serve_forked(run=...)``)
+        self.run_process = False   # a run process's socket (``_fork_run``): it gets spares
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
@@ -138,6 +140,7 @@ class ForkedParty:
     def __init__(self, server: "ForkServer", role: str, pid: int):
         self.server, self.role, self.pid = server, role, pid
         self.args = ["<forked party>", role]
+        self.spare = False   # forked ahead of the request (``launcher_prefork``)
 
     @property
     def returncode(self) -> int | None:
@@ -323,6 +326,7 @@ class ForkServer:
             reply = self._pending.pop(role, None)
             if reply is not None and reply.get("op") == "started":
                 out[role] = self.parties[int(reply["pid"])] = ForkedParty(self, role, int(reply["pid"]))
+                out[role].spare = bool(reply.get("spare"))   # (forked ahead: ``launcher_prefork``)
             elif err is None:
                 why = (reply or {}).get("message") or ("it is gone" if self.dead else "no answer")
                 err = ForkServerError(f"the fork server could not start {role}: {why}")
@@ -456,16 +460,23 @@ def preload(protocol: str, protocol_module: str | None = None, transport: str | 
     # it and this server would each import them
     imp("cryptography.hazmat.backends.openssl.backend")
     imp("argparse")
+    # what the run process imports too (it reads the model cache's .npz into a Graph, writes
+    # the model owner's, generates the parties' X25519 keys and decrypts the cache entry
+    # with AES-GCM): imported once here, not once by it and once more by this server after
+    # the fork (measured: ~10-15 ms of CPU the run process spent on them)
+    for name in ("secinfer.ir.graph", "secinfer.ir.shapes", "zipfile", "secinfer.runtime.party",
+                 "cryptography.hazmat.primitives.asymmetric.x25519", "cryptography.hazmat.primitives.ciphers.aead"):
+        imp(name)
+    warm = warm_openssl()      # (the run process's key generation and cache decryption use them too)
+    if warm:
+        failed["warm-up"] = warm
     if between is not None:
         between()
-    for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
+    for name in ("secinfer.runtime.partylog", "secinfer.crypto.prg"):
         imp(name)
     cluster = sys.modules.get("secinfer.runtime.cluster")
     t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
     imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
-    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
-    imp("secinfer.ir.shapes")
-    imp("zipfile")             # (np.load of that .npz)
     imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
     blas = sys.modules.get("secinfer.protocols.rep3.blas")
     if blas is not None and hasattr(blas, "keep_controller"):
@@ -597,6 +608,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 parser = party.party_parser()
             except Exception:  # noqa: BLE001 - each party then builds its own
                 parser = None
+            if parser is not None:
+                warm_party_parser(parser)
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
@@ -606,6 +619,23 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                  failed=failed, unsafe=unsafe)
     for conn in conns.values():                    # (the launcher, and a run process forked already)
         _reply(conn, ready)
+    spares, n_roles, supplied = Spares(), 0 if unsafe else _n_roles(protocol), set()
+
+    def supply():
+        # one spare per role for each run process, forked while it parses and checks
+        # (``launcher_prefork``): its parties then start without a fork on the critical path
+        for key, conn in list(conns.items()):
+            if conn.run_process and key not in supplied and not conn.eof:
+                supplied.add(key)
+                close_fds = [c.sock.fileno() for c in conns.values()] + \
+                    [fd for _, fd, _ in children.values() if fd is not None]
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                for pid in spares.fork(n_roles, key, close_fds, lambda req, fds: _child(req, fds, parser)):
+                    children[pid] = ("spare", _pidfd(pid), key)
+
+    if n_roles:
+        supply()
     if unsafe and not children:
         return 0
     stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
@@ -629,6 +659,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 if fd is not None:
                     os.close(fd)
                 del children[pid]
+                if role == "spare":
+                    spares.forget(pid)
                 if owner in conns:
                     _reply(conns[owner], {"op": "exited", "role": role, "pid": pid,
                                           "rc": os.waitstatus_to_exitcode(status)})
@@ -643,24 +675,43 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 stop = True                     # first): nobody outlives it
                 for pid in children:
                     _kill_server(pid)
+                for owner in list(spares.waiting):
+                    spares.drop(owner)
                 break
-            if done:                            # a run process is done: its parties go with it
+            if done:                            # a run process is done: its parties (and spares) go with it
                 for pid, (_, _, owner) in children.items():
                     if owner == key:
                         _kill_server(pid)
+                spares.drop(key)
                 conn.sock.close()
                 del conns[key]
                 continue
             for msg in msgs:
                 if msg.get("op") == "fork":
-                    _fork_party(msg, conn.sock, key, conns, children, unsafe, parser)
+                    pid = spares.take(key, msg) if not unsafe else None
+                    if pid is not None and pid in children:
+                        children[pid] = (msg.get("role"), children[pid][1], key)
+                        _try_send(conn.sock, {"op": "started", "role": msg.get("role"), "pid": pid, "spare": True})
+                    else:
+                        _fork_party(msg, conn.sock, key, conns, children, unsafe, parser, spares.fds())
                 elif msg.get("op") == "run" and key == ctrl.fileno():
-                    _fork_run(msg, conn, conns, children, ready)
+                    _fork_run(msg, conn, conns, children, ready, spares.fds())
+        if n_roles and not stop:
+            supply()
     return 0
 
 
+def _n_roles(protocol: str) -> int:
+    """How many parties a run of ``protocol`` has (spares to fork for it); 0 if unknown."""
+    registry = sys.modules.get("secinfer.protocols.registry")
+    try:
+        return len(registry.get(protocol).roles) if registry is not None else 0
+    except Exception:  # noqa: BLE001 - no spares then
+        return 0
+
+
 def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None,
-                parser=None) -> None:
+                parser=None, more_fds: list[int] = ()) -> None:
     """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
     ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
     why = unsafe
@@ -670,6 +721,7 @@ def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    close_fds += list(more_fds)   # (the spares' pipes)
     try:
         pid = os.fork()
     except OSError as e:
@@ -688,7 +740,8 @@ def _pidfd(pid: int) -> int | None:
         return None                      # (then the loop polls every 10 ms)
 
 
-def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None) -> None:
+def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None,
+              more_fds: list[int] = ()) -> None:
     """``run``: a process that runs the launcher's command in its stead (``target``, a
     function of a ``secinfer.`` module, given its own control socket to this server and the
     message), with the launcher's stdin, stdout and stderr (passed along with the message),
@@ -711,6 +764,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    close_fds += list(more_fds)   # (the spares' pipes)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
@@ -728,6 +782,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     for fd in got:
         os.close(fd)
     conns[mine.fileno()] = _Lines(mine)
+    conns[mine.fileno()].run_process = True
     children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
     _reply(conn, {"op": "started", "role": "run", "pid": pid})
 
