@@ -62,8 +62,8 @@ import subprocess
 import sys
 import time
 
-from secinfer.runtime.fork_child import exit_child, run_child
-from secinfer.runtime.launcher_prefork import Spares, warm_openssl, warm_party_parser
+from secinfer.runtime.fork_child import close_all, exit_child, run_child
+from secinfer.runtime.launcher_prefork import Spares, preload, warm_party_parser
 
 _MAX_LINE = 1 << 20
 
@@ -423,79 +423,6 @@ def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onn
 
 
 # ---- the server's side --------------------------------------------------------------------------
-def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
-            onnx: bool = True, between=None) -> dict:
-    """Import what a party of ``protocol`` imports before it runs; returns {module: error}
-    for the imports that failed (a party reports such an error itself, after the fork).
-    ``onnx``: the model owner's ONNX importer too (it imports the model file itself).
-    ``between``: called once what a launcher needs too is imported (numpy, the protocol,
-    the launcher), before what only the parties need (the transport, the handshake's
-    cryptography): a run process forked then imports its own modules meanwhile."""
-    import importlib
-
-    failed: dict[str, str] = {}
-
-    def imp(name: str):
-        try:
-            return importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 - recorded; the party meets it again and reports it
-            failed[name] = f"{type(e).__name__}: {e}"
-            return None
-
-    for name in ("numpy", "secinfer.runtime.launcher", "secinfer.runtime.cluster", "secinfer.protocols.base",
-                 "secinfer.net.shaping"):
-        imp(name)
-    registry = imp("secinfer.protocols.registry")
-    spec = None
-    if registry is not None:
-        try:
-            if protocol_module:
-                registry.register_module(protocol, protocol_module)
-            spec = registry.get(protocol)
-        except Exception as e:  # noqa: BLE001 - as above
-            failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
-    # the OpenSSL backend (every party's handshake loads it on its first X25519 key: 0.05 s
-    # of CPU in each child; the launcher's key generation too) and
-    # argparse (the run line; the parties' parser) before the run process is forked: else
-    # it and this server would each import them
-    imp("cryptography.hazmat.backends.openssl.backend")
-    imp("argparse")
-    # what the run process imports too (it reads the model cache's .npz into a Graph, writes
-    # the model owner's, generates the parties' X25519 keys and decrypts the cache entry
-    # with AES-GCM): imported once here, not once by it and once more by this server after
-    # the fork (measured: ~10-15 ms of CPU the run process spent on them)
-    for name in ("secinfer.ir.graph", "secinfer.ir.shapes", "zipfile", "secinfer.runtime.party",
-                 "cryptography.hazmat.primitives.asymmetric.x25519", "cryptography.hazmat.primitives.ciphers.aead"):
-        imp(name)
-    warm = warm_openssl()      # (the run process's key generation and cache decryption use them too)
-    if warm:
-        failed["warm-up"] = warm
-    if between is not None:
-        between()
-    for name in ("secinfer.runtime.partylog", "secinfer.crypto.prg"):
-        imp(name)
-    cluster = sys.modules.get("secinfer.runtime.cluster")
-    t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
-    imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
-    imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
-    blas = sys.modules.get("secinfer.protocols.rep3.blas")
-    if blas is not None and hasattr(blas, "keep_controller"):
-        try:    # each party's one_blas_thread would otherwise walk every shared object (~5 ms CPU)
-            blas.keep_controller()
-        except Exception as e:  # noqa: BLE001 - then each party looks itself, as before
-            failed["threadpoolctl"] = f"{type(e).__name__}: {e}"
-    if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
-        imp("secinfer.ir.onnx_import")
-        imp("secinfer.ir.passes")
-        defs = imp("onnx.defs")
-        if defs is not None:   # onnx builds its operator schemas on first use (shape inference): now
-            try:
-                defs.get_schema("Gemm")
-            except Exception as e:  # noqa: BLE001
-                failed["onnx.defs.get_schema"] = f"{type(e).__name__}: {e}"
-    return failed
-
-
 def fork_unsafe() -> str | None:
     """Why this process must not fork a party, or None."""
     import threading
@@ -523,11 +450,7 @@ def _child(req: dict, close_fds: list[int], parser=None) -> None:
     code = 2
     try:
         os.setsid()                                # own session and process group, as a spawned party
-        for fd in close_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_all(close_fds)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
