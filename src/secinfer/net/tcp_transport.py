@@ -61,6 +61,7 @@ from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
                                     RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, next_native, nonce, read_native,
                                     unsent)
+from secinfer.net.tcp_fast import FastPaths
 from secinfer.net.tcp_reader import StreamReader
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
@@ -69,7 +70,7 @@ RX_RETRY = 0.005
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
-class TcpEndpoint(StreamReader, SocketEndpoint):
+class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
@@ -85,6 +86,7 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
+        self._fast_out: dict[str, OutLink] = {}   # links for tcp_fast's send (native, no pacing)
         self._in: dict[str, InStream] = {}
         self._by_fd: dict[int, str] = {}
         self._state = threading.Condition()   # guards _in / _refused during set-up
@@ -240,6 +242,7 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
             raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
         for link in self._out.values():
             link.start_writer()
+        self._fast_out = {p: link for p, link in self._out.items() if link.sealer is not None and not link.paced}
         if not self._reader.is_alive():
             self._reader.start()
 
