@@ -19,7 +19,7 @@ from pathlib import Path
 
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER, EV_CHECKED = 0, 1, 2, 3, 4, 5, 6, 7
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
-BAD_TEMPLATE = -3        # rl_send_t: no such template (or a payload not of its size)
+BAD_TEMPLATE = -3        # rl_send_t: no such template
 ABI = 3                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
@@ -84,7 +84,7 @@ def _bind() -> None:
     # and its header checked, in one call
     lib.rl_tmpl.argtypes = [u64, C.c_int, vp, i64, vp, i64, i64, C.c_int]
     lib.rl_tmpl.restype = C.c_int
-    lib.rl_send_t.argtypes = [u64, C.c_double, C.c_int, u64, C.c_int, i64, vp, i64]
+    lib.rl_send_t.argtypes = [u64, C.c_double, C.c_int, u64, u64, vp]
     lib.rl_send_t.restype = i64
     lib.rl_others.argtypes = [u64, vp, C.c_int]
     lib.rl_others.restype = C.c_int
@@ -135,7 +135,8 @@ class Sealer(_Stream):
         self.out_addr = p
         self._send_small = self._lib.rl_send_small
         self._seal = self._lib.rl_seal
-        self.send_t = self._lib.rl_send_t   # (h, stamp, template, seq, phase code, depth, payload, its bytes)
+        # (h, stamp, template, seq, phase code << 32 | depth, the template's payload size of bytes)
+        self.send_t = self._lib.rl_send_t
 
     def template(self, pre: bytes, post: bytes, nbytes: int, narrays: int, tid: int = -1) -> int:
         """Register (or, ``tid`` >= 0, replace) a frame template for ``send_t``: the

@@ -50,12 +50,12 @@ class FastPaths:
         if link is None or len(arrays) != 1 or self._aborted is not None or type(arrays[0]) is not np.ndarray:
             return Endpoint.send(self, peer, tag, *arrays)
         a = arrays[0]
-        ent = link.tmpls.get((tag, a.dtype, a.shape))
-        if ent is None:
+        ent = link.tmpls.get(tag)   # (the tag's last template: most tags always carry one layout)
+        if ent is None or ent[0] is not a.dtype or ent[1] != a.shape:
             ent = self._out_template(link, tag, a)
-        if not ent:
-            return Endpoint.send(self, peer, tag, *arrays)
-        tid, nbytes, total, pre, post = ent
+            if not ent:
+                return Endpoint.send(self, peer, tag, *arrays)
+        _dt, _shape, tid, nbytes, total, pre, post = ent
         if total > self.max_frame:
             raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {self.max_frame} bytes")
         # (Endpoint.send's bookkeeping, in its order: seq, last step, meter, then the wire)
@@ -77,7 +77,7 @@ class FastPaths:
         sealer = link.sealer
         with link.lock:
             now = _monotonic()
-            k = sealer.send_t(sealer.h, now, tid, seq, _PHASE_CODE[ph], depth, body, nbytes) \
+            k = sealer.send_t(sealer.h, now, tid, seq, _PHASE_CODE[ph] << 32 | depth, body) \
                 if link.error is None and not self._stop.is_set() else -2
             if k == total + RECORD_OVERHEAD:
                 link.written += k
@@ -85,38 +85,43 @@ class FastPaths:
                 link.moved = now
                 link.next_hb = now + self.heartbeat_interval
             else:
-                if k == BAD_TEMPLATE:   # (never: the template was registered for this size)
+                if k == BAD_TEMPLATE:   # (never: the template was registered on this link)
                     raise NetworkError(f"{self.me}: native record layer refused frame template {tid}")
                 # the socket took part or none of it (the rest is written the long way), or
                 # the link failed or closes (-2: sealed from these bytes, the write names why)
                 link.small_rest(k, total, pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + body
                                 if k == -2 else None, now)
                 link.next_hb = link.moved + self.heartbeat_interval
-        with self._stats_lock:
-            stats = self.stats
+        stats = self.stats
+        if self._paced_any:   # (a writer thread counts the paced frames of another link meanwhile)
+            with self._stats_lock:
+                stats["frames_sent"] += 1
+                stats["bytes_sent"] += total
+        else:
             stats["frames_sent"] += 1
             stats["bytes_sent"] += total
 
     def _out_template(self, link, tag: str, a: np.ndarray):
-        """The template of frames of ``tag`` carrying arrays like ``a`` on ``link``:
-        (id, payload bytes, frame bytes, header before seq, header after the array count),
-        or False (kept: such frames take the general path)."""
+        """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the
+        tag's current one): (dtype, shape, id, payload bytes, frame bytes, header before
+        seq, header after the array count), or False (such frames take the general path)."""
         key = (tag, a.dtype, a.shape)
-        if a.nbytes + 4096 > SMALL or len(link.tmpls) >= _MAX_TEMPLATES:
-            if len(link.tmpls) < _MAX_TEMPLATES:
-                link.tmpls[key] = False
-            return False
-        # the codec works the header out (and raises what it raises) and keeps its parts
-        encode_parts(Header(self.session_id, self.me, tag, 0, "setup", 0), (a,), self.max_frame, self._names)
-        lay = self._names.get((self._names.get((self.session_id, self.me, tag)), a.dtype, a.shape))
-        ent = False
-        if lay is not None and lay[3] <= SMALL:
-            pre, post, nbytes, total = lay
-            with link.lock:
-                tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -1
-            if tid >= 0:
-                ent = (tid, nbytes, total, pre, post)
-        link.tmpls[key] = ent
+        ent = link.tmpls_all.get(key)
+        if ent is None:
+            ent = False
+            if a.nbytes + 4096 <= SMALL and len(link.tmpls_all) < _MAX_TEMPLATES:
+                # the codec works the header out (and raises what it raises) and keeps its parts
+                encode_parts(Header(self.session_id, self.me, tag, 0, "setup", 0), (a,), self.max_frame, self._names)
+                lay = self._names.get((self._names.get((self.session_id, self.me, tag)), a.dtype, a.shape))
+                if lay is not None and lay[3] <= SMALL:
+                    pre, post, nbytes, total = lay
+                    with link.lock:
+                        tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -1
+                    if tid >= 0:
+                        ent = (a.dtype, a.shape, tid, nbytes, total, pre, post)
+                link.tmpls_all[key] = ent
+        if ent:
+            link.tmpls[tag] = ent
         return ent
 
     def recv(self, peer: str, tag: str, *specs, timeout: float | None = None) -> list[np.ndarray]:
@@ -167,7 +172,7 @@ class FastPaths:
             if fast is not None and (t is None or t[1] is not fast) and c.native.h:
                 tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0])
                 if tid >= 0:
-                    c.tin[tag] = (tid, fast)
+                    c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
             return arrays
         # the header was checked in Go against t's, which the codec checked in full before
         # (``_accept`` with decode_known's result, inline for one array)
@@ -181,19 +186,21 @@ class FastPaths:
         self._seq_in[peer] = expected + 1
         self.last_step = ("recv", peer, tag)
         s = specs[0]
-        sh = s.shape
-        if len(sh) == 1 and len(shape) == 1:
-            ok = sh[0] is None or sh[0] == shape[0]
-        else:
-            ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
-        sd = s.dtype
-        if ok and dt is not sd:
-            try:
-                ok = _NP_DTYPES.get(sd) is dt
-            except TypeError:   # (an unhashable dtype-like: check decides)
-                ok = False
-        if not ok or count > s.max_elems:
-            s.check(a, f"{self.me} <- {peer} [{tag}] array 0")
+        if s is not t[2]:   # (a spec met before by this exact layout passed: specs are frozen)
+            sh = s.shape
+            if len(sh) == 1 and len(shape) == 1:
+                ok = sh[0] is None or sh[0] == shape[0]
+            else:
+                ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
+            sd = s.dtype
+            if ok and dt is not sd:
+                try:
+                    ok = _NP_DTYPES.get(sd) is dt
+                except TypeError:   # (an unhashable dtype-like: check decides)
+                    ok = False
+            if not ok or count > s.max_elems:
+                s.check(a, f"{self.me} <- {peer} [{tag}] array 0")
+            t[2] = s
         ph = self._phase
         meter = self.meter
         depth = meter.depth

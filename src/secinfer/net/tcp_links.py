@@ -91,7 +91,8 @@ class OutLink:
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
         self.written = 0                  # bytes written into the socket so far
         self.data_written = 0             # ... when the last byte of a data frame went in
-        self.tmpls: dict = {}             # (tag, dtype, shape) -> frame template (tcp_fast), or False
+        self.tmpls: dict = {}             # tag -> its last frame template (tcp_fast)
+        self.tmpls_all: dict = {}         # (tag, dtype, shape) -> frame template, or False
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 

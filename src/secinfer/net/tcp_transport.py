@@ -87,6 +87,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
         self._fast_out: dict[str, OutLink] = {}   # links for tcp_fast's send (native, no pacing)
+        self._paced_any = False
         self._in: dict[str, InStream] = {}
         self._by_fd: dict[int, str] = {}
         self._state = threading.Condition()   # guards _in / _refused during set-up
@@ -243,6 +244,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         for link in self._out.values():
             link.start_writer()
         self._fast_out = {p: link for p, link in self._out.items() if link.sealer is not None and not link.paced}
+        self._paced_any = any(link.paced for link in self._out.values())
         if not self._reader.is_alive():
             self._reader.start()
 

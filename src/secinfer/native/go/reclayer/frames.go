@@ -32,7 +32,7 @@ const (
 	tailSize  = 15   // seq u64 | phase u8 | depth u32 | n_arrays u16
 	maxTmpls  = 4096 // templates per stream
 	evChecked = 7    // a whole frame in dst whose header matched the template (info[4] phase, info[5] depth)
-	badTmpl   = -3   // rl_send_t: no such template, or the payload is not its size
+	badTmpl   = -3   // rl_send_t: no such template
 )
 
 type tmpl struct {
@@ -72,19 +72,19 @@ func rl_tmpl(h C.uint64_t, id C.int, pre unsafe.Pointer, plen C.int64_t, post un
 
 func (t *tmpl) size() int { return len(t.pre) + tailSize + len(t.post) + t.nbytes }
 
-// rl_send_t builds the frame of template id with seq, phase, depth and the n payload bytes
-// at body into the stream's send buffer, seals it as one data record and offers it to the
-// socket once (as rl_send_small): the bytes the socket took (0: none; the caller writes
-// the rest of the record, rl_outbuf[:frame size + 29]), -1 (unknown handle) or badTmpl.
+// rl_send_t builds the frame of template id with seq, phase (phd >> 32), depth (phd's low
+// 32 bits) and the template's payload size of bytes at body into the stream's send buffer,
+// seals it as one data record and offers it to the socket once (as rl_send_small): the
+// bytes the socket took (0: none; the caller writes the rest of the record, rl_outbuf[:frame
+// size + 29]), -1 (unknown handle) or badTmpl.
 //
 //export rl_send_t
-func rl_send_t(h C.uint64_t, stamp C.double, id C.int, seq C.uint64_t, phase C.int, depth C.int64_t,
-	body unsafe.Pointer, n C.int64_t) C.int64_t {
+func rl_send_t(h C.uint64_t, stamp C.double, id C.int, seq C.uint64_t, phd C.uint64_t, body unsafe.Pointer) C.int64_t {
 	s := lookup(h)
 	if s == nil {
 		return -1
 	}
-	if id < 0 || int(id) >= len(s.tmpls) || int64(s.tmpls[id].nbytes) != int64(n) {
+	if id < 0 || int(id) >= len(s.tmpls) {
 		return badTmpl
 	}
 	t := s.tmpls[id]
@@ -94,12 +94,12 @@ func rl_send_t(h C.uint64_t, stamp C.double, id C.int, seq C.uint64_t, phase C.i
 	pt := out[hdrSize : hdrSize+m]
 	k := copy(pt, t.pre)
 	binary.LittleEndian.PutUint64(pt[k:], uint64(seq))
-	pt[k+8] = byte(phase)
-	binary.LittleEndian.PutUint32(pt[k+9:], uint32(depth))
+	pt[k+8] = byte(phd >> 32)
+	binary.LittleEndian.PutUint32(pt[k+9:], uint32(phd))
 	binary.LittleEndian.PutUint16(pt[k+13:], t.narrays)
 	k += tailSize
 	k += copy(pt[k:], t.post)
-	copy(pt[k:], bytesAt(body, int64(n)))
+	copy(pt[k:], bytesAt(body, int64(t.nbytes)))
 	rec := s.seal(out, kData, float64(stamp), pt) // (in place: Seal's output overlaps its input exactly)
 	w, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, uintptr(s.fd), uintptr(s.out), uintptr(rec),
 		uintptr(syscall.MSG_DONTWAIT|syscall.MSG_NOSIGNAL), 0, 0)
