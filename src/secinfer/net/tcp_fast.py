@@ -144,7 +144,6 @@ class FastPaths:
                             # the common case in one call: wait (at most a heartbeat interval),
                             # read, open, check the header against the tag's template
                             nat = c.native
-                            info = nat.info
                             left = deadline - now
                             hb = self.heartbeat_interval
                             ev = nat.next_t(nat.h, int((left if left < hb else hb) * 1e6) + 1, t[0], expected)

@@ -492,7 +492,7 @@ def frame_event(ep, peer: str, c: "InStream", ev: int):
     ``c.checked`` = (phase code, depth)): a copy of its own, or None if the peer was cut off
     for it. Bytes read with it are parsed into the inbox, behind it."""
     nat = c.native
-    info = nat.info
+    info = nat._info
     n = info[0]
     if info[2]:
         c.last = time.monotonic()
