@@ -109,6 +109,40 @@ def test_ripple_comparison_circuit_equals_the_prefix_one():
     assert np.array_equal(gcm.decode(out, g.decode)[:, 0], want)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "numpy"])
+def test_bound_evaluator_equals_evaluate_opened(native, monkeypatch):
+    """P0's ``gcm.OpenedEvaluator`` (native arguments bound offline, labels written into its
+    buffer, called twice on the same buffers) gives ``evaluate_opened``'s output labels, and
+    the evaluators' one-``unpackbits`` label selection (``direct._bits64``) equals
+    ``bits_of`` + ``gcm.select``."""
+    from secinfer.crypto.gc import garble as gcm
+    from secinfer.crypto.gc.circuit import bits_of
+    from secinfer.protocols.astra.direct import _bits64, msb_sub_ripple
+
+    if not native:
+        monkeypatch.setattr(gcm, "_native_lib", lambda: None)
+    circ, n = msb_sub_ripple(64), 5
+    gen = np.random.default_rng(8)
+    R, zeros = gcm.input_labels(circ, n, lambda shape: gen.integers(0, 2**63, shape, dtype=np.uint64))
+    g = gcm.garble(circ, R, zeros, native=False)
+    r = gen.integers(0, 2, (n, 1)).astype(np.uint8)
+    wires = gcm.wire_buffer(circ, {"u3": gcm.select(zeros["u3"], r, R)})
+    ev = gcm.OpenedEvaluator(circ, g.tables, wires, "u1")
+    for _ in range(2):
+        a, b = gen.integers(0, 2**64, n, dtype=np.uint64), gen.integers(0, 2**64, n, dtype=np.uint64)
+        la = gcm.select(zeros["u1"], bits_of(a, 64), R)
+        lb = gcm.select(zeros["u2"], bits_of(b, 64), R)
+        assert np.array_equal(_bits64(a), bits_of(a, 64))
+        assert np.array_equal(np.multiply(_bits64(a)[:, :, None], R) ^ zeros["u1"], la)
+        wires[:, circ.inputs["u2"]] = lb
+        ev.labels[...] = la
+        got = ev().copy()
+        w2 = gcm.wire_buffer(circ, {"u2": lb, "u3": gcm.select(zeros["u3"], r, R)})
+        assert np.array_equal(got, gcm.evaluate_opened(circ, g.tables, w2, "u1", la, native=False))
+        want = ((a - b) >> np.uint64(63)).astype(np.uint8) ^ r[:, 0]
+        assert np.array_equal(gcm.decode(got, g.decode)[:, 0], want)
+
+
 @pytest.mark.parametrize("rows", [1, 3, 300])   # 300 > ENCODE_ROWS: several passes
 def test_encode_masked_equals_encode_then_mask(rows):
     from secinfer.protocols.astra.direct import encode_buffers, encode_masked

@@ -65,14 +65,14 @@ def test_half_gates_garbling_and_authenticity(native):
     assert not np.any(np.all(out2[:, 0] == other, axis=-1))
 
 
+@pytest.mark.parametrize("n", [5, 37])   # the kernel walks 16 instances at a time, 8 AES blocks per call
 @pytest.mark.parametrize("make", [msb_sub_circuit, msb_sub3_circuit, msb_add3_circuit])
-def test_native_garbling_equals_the_numpy_reference(make):
+def test_native_garbling_equals_the_numpy_reference(make, n):
     """The native kernel (native/go/gc/gc.go) against the numpy code: the same tables, output
     labels and evaluation for every instance of a batch (tweaks depend on the instance)."""
     assert gcm._native_lib() is not None, "the native library must be built (make install)"
     prg = PRG.for_tests(7)
     circ = make(64)
-    n = 5
     R, zeros = gcm.input_labels(circ, n, prg.uint64)
     g0, g1 = gcm.garble(circ, R, zeros, native=False), gcm.garble(circ, R, zeros, native=True)
     assert np.array_equal(g0.tables, g1.tables) and np.array_equal(g0.out_zero, g1.out_zero)

@@ -49,3 +49,44 @@ def test_malicious_rows_run_crisp_at_w3_with_the_issue_bound():
     assert rows["malicious"]["bytes_online"] > rows["semi-honest"]["bytes_online"]   # MACs and proofs
     assert out["malicious_targets"] == {"crisp/W3/128": {"online_s": 5.0, "bytes": None}}
     assert set(out["plots"][0]["series"]) == {"crisp", "crisp (malicious)"}
+
+
+def test_w2_reference_is_the_class_of_the_decision_value():
+    """W2's protocols reveal the class (the sign of w.x + b): the reference it is compared
+    with is the fixed-point decision value's class, not the sigmoid's value."""
+    from secinfer.arith.fixed import get_config
+    from secinfer.ir.fixed_exec import run_fixed_decoded
+
+    cfg = get_config("fx64f13")
+    x = ps.workload_input("W2", 32)
+    x = np.concatenate([x, -x])          # (the workload's own queries are all of class 1)
+    graph = load_model(ps.build_workload("W2"))
+    ref = ps.reference("W2", graph, x, cfg)
+    z = run_fixed_decoded(load_model(ps.build_workload("W2", sign_head=False)), x, cfg)
+    assert set(np.unique(ref)) <= {0.0, 1.0} and 0 < ref.sum() < ref.size   # both classes occur
+    np.testing.assert_array_equal(ref, (z > 0).astype(float))
+    sig = run_fixed_decoded(graph, x, cfg)
+    np.testing.assert_array_equal(ref, (sig > 0.5).astype(float))             # the same classes here
+    assert ps._max_err(ref, sig) > 0.05                                     # unlike with like: not 0
+    np.testing.assert_array_equal(ps.reference("W1", load_model(ps.build_workload("W1")), x, cfg),
+                                  run_fixed_decoded(load_model(ps.build_workload("W1")), x, cfg))
+
+
+def test_w2_rows_agree_with_the_reference_class():
+    out = ps.run(plan=[("W2", 1)], protocols=["astra", "aby3"], reps=1)
+    rows = {r["protocol"]: r for r in out["rows"]}
+    assert set(rows) == {"astra", "aby3"}
+    for r in rows.values():
+        assert r["max_abs_err_vs_reference"] == 0.0, r
+        # the window to the client's output ends no later than the one to the last exit
+        assert 0 < r["online_to_output_ms"] <= r["online_ms"] + 1e-9
+        assert r["online_to_output_ms_min"] <= r["online_to_output_ms"] <= r["online_to_output_ms_max"]
+
+
+def test_to_output_ends_at_the_input_roles_exit():
+    m = {"client": {"phases": {"online": {"window": [10.0, 10.004]}}},
+         "p0": {"phases": {"online": {"window": [9.99, 10.05]}}},
+         "p1": {"phases": {"online": {"window": [10.001, 10.003]}}},
+         "model_owner": {"phases": {"online": {"window": None}}}}
+    assert abs(ps._to_output(m, "client") - 0.003) < 1e-9   # from p1's (last) entry to the client's exit
+    assert ps._to_output({"client": {"phases": {"online": {"window": None}}}}, "client") is None

@@ -48,8 +48,9 @@ THREE_PARTY = ("astra", "aby3", "falcon", "stamp")
 TWO_PARTY = ("crisp",)
 
 
-def build_workload(name: str, seed: int = 2026):
-    """The ONNX model of workload ``name`` (float weights drawn from a fixed seed)."""
+def build_workload(name: str, seed: int = 2026, sign_head: bool = True):
+    """The ONNX model of workload ``name`` (float weights drawn from a fixed seed).
+    ``sign_head=False``: W2 without its final Sigmoid (the decision value w.x + b)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = public_rng("bench/peers/weights", seed)
@@ -61,8 +62,9 @@ def build_workload(name: str, seed: int = 2026):
         x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 784])
         w = init("w", rng.normal(0, 0.05, (784, 1)))
         b = init("b", rng.normal(0, 0.1, (1,)))
-        nodes = [helper.make_node("Gemm", ["input", "w", "b"], ["z" if name == "W2" else "output"], name="fc")]
-        if name == "W2":
+        head = name == "W2" and sign_head
+        nodes = [helper.make_node("Gemm", ["input", "w", "b"], ["z" if head else "output"], name="fc")]
+        if head:
             nodes.append(helper.make_node("Sigmoid", ["z"], ["output"], name="sign"))
         inits = [w, b]
         out = helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 1])
@@ -102,6 +104,21 @@ def workload_input(name: str, batch: int, seed: int = 7) -> np.ndarray:
     rng = public_rng("bench/peers/inputs", seed)
     shape = (batch, 1, 28, 28) if name == "W4" else (batch, 784)
     return rng.uniform(0.0, 1.0, shape)
+
+
+def reference(workload: str, graph, x: np.ndarray, cfg) -> np.ndarray:
+    """What a row's output is compared with, like with like: the fixed-point reference
+    executor's output, except for W2, whose protocols (astra, aby3) reveal the class -- the
+    sign of the decision value -- and not the sigmoid: there the reference is the class of
+    the reference's decision value, 1.0 iff trunc(x W) + b > 0 (the Gemm without the
+    Sigmoid; the labels 0.0 / 1.0 the protocols output for a Sigmoid head)."""
+    from secinfer.ir.fixed_exec import run_fixed_decoded
+    from secinfer.ir.onnx_import import load_model
+
+    if workload == "W2":
+        z = run_fixed_decoded(load_model(build_workload("W2", sign_head=False)), x, cfg)
+        return (np.asarray(z) > 0).astype(np.float64)
+    return run_fixed_decoded(graph, x, cfg)
 
 
 def _plan(quick: bool):
@@ -148,7 +165,6 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
         protocols=None, plan=None, reps: int | None = None) -> dict:
     from secinfer.bench.common import Progress
     from secinfer.arith.fixed import get_config
-    from secinfer.ir.fixed_exec import run_fixed_decoded
     from secinfer.ir.onnx_import import load_model
     from secinfer.protocols import registry
     from secinfer.runtime.launcher import run_local
@@ -192,9 +208,10 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                 wall, startup = _command_wall(c["protocol"], c["model"], c["x_path"]) \
                     if c["batch"] == 1 and c["security"] == "semi-honest" else (None, None)
                 if "reference" not in c:
-                    c["reference"] = run_fixed_decoded(c["graph"], c["x"], get_config(spec.default_fixed))
+                    c["reference"] = reference(c["workload"], c["graph"], c["x"], get_config(spec.default_fixed))
                 c["samples"].append({
                     "online_s": res.latency_s.get("online"), "offline_s": res.latency_s.get("offline"),
+                    "online_to_output_s": _to_output(res.meters, spec.input_role),
                     "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
                     "rounds_online": res.rounds.get("online"), "command_s": wall, "startup": startup,
                     "max_abs_err": _max_err(res.output, c["reference"]),
@@ -212,6 +229,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                    "online_ms": None if on is None else on * 1e3,
                    "online_ms_min": None if on_lo is None else on_lo * 1e3,
                    "online_ms_max": None if on_hi is None else on_hi * 1e3,
+                   **_ms3("online_to_output_ms", _stats([v["online_to_output_s"] for v in s])),
                    "offline_ms": _ms(_stats([v["offline_s"] for v in s])[0]),
                    "bytes_online": _stats([v["bytes_online"] for v in s])[0],
                    "bytes_total": _stats([v["bytes_total"] for v in s])[0],
@@ -262,12 +280,32 @@ def _startup_steps(startups: list) -> dict | None:
     return summarize([0.0] * len(startups), startups)["startup_steps_median_s"]
 
 
+def _to_output(meters: dict, input_role: str) -> float | None:
+    """Seconds from the last party's entry into the online phase (as ``online``) to the
+    input role's exit from it, i.e. to the moment the client holds its output. ``online``
+    ends at the last party's exit instead, and on a loaded 2-core host a server preempted
+    right after its last send (the receiver it woke runs first) leaves the phase up to
+    tens of milliseconds after the client is done: that tail is not latency."""
+    wins = [m["phases"]["online"].get("window") for m in meters.values()]
+    wins = [w for w in wins if w]
+    mine = meters.get(input_role, {}).get("phases", {}).get("online", {}).get("window")
+    if not wins or not mine:
+        return None
+    return max(0.0, mine[1] - max(w[0] for w in wins))
+
+
+def _ms3(name: str, st) -> dict:
+    """{name: median, name_min, name_max} in ms from ``_stats`` seconds."""
+    return {name: _ms(st[0]), name + "_min": _ms(st[1]), name + "_max": _ms(st[2])}
+
+
 def _ms(v):
     return None if v is None else v * 1e3
 
 
 def _max_err(out, ref) -> float | None:
-    """Max |output - reference| (real units); None when the output is a class label only."""
+    """Max |output - reference| (real units; W2: classes, so 0 when every class agrees and 1
+    otherwise, ``reference``); None when the shapes differ."""
     if out is None or np.size(out) != np.size(ref):
         return None
     return float(np.max(np.abs(np.asarray(out, np.float64).reshape(-1) - np.asarray(ref, np.float64).reshape(-1))))

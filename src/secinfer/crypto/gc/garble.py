@@ -246,6 +246,50 @@ def evaluate_opened(circ: Circuit, tables: np.ndarray, wires: np.ndarray, name: 
     return None if bad.value else out
 
 
+class OpenedEvaluator:
+    """``evaluate_opened`` without coms for one circuit, one set of tables and one wire
+    buffer, with every argument of the native call converted once (offline): a numpy
+    array's ctypes pointer costs ~17 us to make, and ``evaluate_opened`` makes eight per
+    call (120 us of a 20 us evaluation of a 63-AND circuit). The caller writes the opened
+    labels of group ``name`` into ``self.labels`` (and any other group into ``wires``),
+    then calls; the result is ``self.out`` (batch, n_out, 2), overwritten by the next call.
+    The numpy reference is used where the native library is not loaded."""
+
+    def __init__(self, circ: Circuit, tables: np.ndarray, wires: np.ndarray, name: str) -> None:
+        import ctypes as C
+        batch = wires.shape[0]
+        self.circ, self.name, self.wires = circ, name, wires
+        self.tables = np.ascontiguousarray(tables, np.uint64)
+        # (np.full writes the pages now; np.zeros would leave them to fault in on first use)
+        self.labels = np.full((batch, len(circ.inputs[name]), 2), 0, np.uint64)
+        self.out = np.full((batch, len(circ.outputs), 2), 0, np.uint64)
+        if wires.shape != (batch, circ.n_wires, 2) or self.tables.shape != (batch, circ.and_count, 2, 2) \
+                or not wires.flags.c_contiguous or wires.dtype != np.uint64:
+            raise ShapeError("OpenedEvaluator: inconsistent shapes")
+        nat = _native_lib()
+        self._fn = None
+        if nat is None:
+            return
+        self._keep = (np.ascontiguousarray(circ.inputs[name], np.int32), np.ascontiguousarray(circ.outputs, np.int32),
+                      _program(circ))
+        grp, outs, prog = self._keep
+        self._bad = C.c_int(0)
+        self._err = C.create_string_buffer(2048)
+        self._args = (nat.ptr(_KEY_BYTES, C.c_ubyte), nat.ptr(prog, C.c_int32), len(prog), circ.and_count,
+                      circ.n_wires, batch, nat.ptr(self.tables, C.c_uint64), nat.ptr(wires, C.c_uint64),
+                      nat.ptr(grp, C.c_int32), len(grp), nat.ptr(self.labels, C.c_uint64), None, None,
+                      nat.ptr(_LABEL_PREFIX, C.c_ubyte), len(_LABEL_PREFIX), nat.ptr(outs, C.c_int32),
+                      len(outs), nat.ptr(self.out, C.c_uint64), C.byref(self._bad), self._err, len(self._err))
+        self._fn = nat.load().he_gc_eval_opened
+
+    def __call__(self) -> np.ndarray:
+        if self._fn is None:
+            self.out[...] = evaluate_opened(self.circ, self.tables, self.wires, self.name, self.labels, native=False)
+        elif self._fn(*self._args) != 0:   # (the typed error: the same call through ``lib.call``)
+            _native_lib().call("he_gc_eval_opened", *self._args[:-2])
+        return self.out
+
+
 def _evaluate_wires(circ: Circuit, tables: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``evaluate`` on a filled wire array (numpy reference)."""
     h = GateHash()

@@ -125,20 +125,20 @@ def _run_owner(ep, keys, lm, job) -> PartyResult:
 
 
 def _run_server(ep, role, keys, job, shape, cls, fair, shift: int) -> PartyResult:
-    st = _server_offline(ep, role, keys, job, shape, cls, fair, shift, C,
-                         # preprocessing done: the client may send its query (keeps the online clock
-                         # honest); P0's query-independent output message rides along (``direct.py``)
-                         lambda extra: ep.send(C, "astra/ready", np.ones(1, np.uint8), *extra))
-    _server_online_phase(ep, st)
+    st = _server_offline(ep, role, keys, job, shape, cls, fair, shift, C)
+    # preprocessing done: the client may send its query; sent from inside the online phase
+    # (``rep3.session.online_phase``) so the online clock starts no later than the client's
+    # work; P0's query-independent output message rides along (``direct.py``)
+    extra = st["fast"].get("to_client", ()) if st.get("fast") else ()
+    _server_online_phase(ep, st, lambda: ep.send(C, "astra/ready", np.ones(1, np.uint8), *extra))
     return PartyResult(info={"role": role})
 
 
-def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: str, then) -> dict:
+def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: str) -> dict:
     """A server's offline phase; ``x_owner``: whose keys mask the query (C; or "p0", i.e.
-    k_01 / k_02, when the servers prepare ahead of the client, ``prepare``). ``then()``
-    runs last inside the phase, with the arrays P0 sends the client ahead on the
-    precomputed semi-honest path (``direct.py``; empty otherwise). Returns the state the
-    online phase needs."""
+    k_01 / k_02, when the servers prepare ahead of the client, ``prepare``). Returns the
+    state the online phase needs (with, on the precomputed semi-honest path, the arrays
+    sent to the client ahead: ``st["fast"]["to_client"]``, ``direct.py``)."""
     eng = AstraEngine(ep, role, keys, job.security, 64, prg=job.prg.derive("astra-engine"),
                       bucket=job.options.get("bucket"), opened=job.options.get("opened"))
     beng = AstraEngine(ep, role, keys, job.security, 1, prg=job.prg.derive("astra-bool"))
@@ -178,20 +178,25 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             # [ASTRA Fig. 10 offline]: commitments to lambda_{y,1}, lambda_{y,2} of the padded output
             fprep = frec_offline(oe, omask + pad, "out")
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
-        then(fast.get("to_client", ()) if fast else ())
     return {"fast": fast, "eng": eng, "beng": beng, "X": X, "W": W, "U": U, "B": B, "prep": prep, "bx": bx, "cls": cls,
             "shift": shift, "fair": fair, "fairprep": (pad, fprep) if fair else None, "direct": direct, "rho": rho}
 
 
-def _server_online_phase(ep, st: dict) -> None:
+def _server_online_phase(ep, st: dict, ready) -> None:
+    """``ready()``: the last offline message to the client (it starts its query on it), sent
+    from inside the online phase so the launcher's online window (from the last party's
+    entry) cannot start after the client's query (``rep3.session.online_phase``)."""
     eng = st["eng"]
     if st.get("fast"):
         if fastpath.has_online(eng.role, st["cls"]):   # regression: P0's part went offline
-            with online_phase(ep):
+            with online_phase(ep, ready):
                 fastpath.server_online(ep, st["fast"], C)
+        else:
+            with ep.phase("offline"):                  # (no online phase: not in the window)
+                ready()
         await_close(ep)
         return
-    with online_phase(ep):
+    with online_phase(ep, ready):
         X = eng.share_online(C, st["X"], "X")
         ep.mark("shared")      # the evaluators hold [[x]]: the servers' online work starts
         _server_online(ep, eng, st["beng"], X, st["W"], st["U"], st["B"], st["prep"], st["bx"], st["cls"],
@@ -381,8 +386,7 @@ def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
                 _owner_send(ep, keys, M, "b", b, 64)
             return AstraPrep(role, rows, hdr=(lm.public_header(job.fixed), np.asarray(classes, np.float64)))
         shape = {"X": (rows, k), "W": (k, n), "b": (n,)}
-        st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0",
-                             lambda extra: None)
+        st = _server_offline(ep, role, keys, job, shape, cls, False, fw[0] + fw[1] - job.fixed.frac_bits, "p0")
         st.update(k=k, n=n)
         # the item must not keep the prep session's endpoint (``run_prepared`` gives the
         # engines the client session's): a closed endpoint can hold a transport error whose
@@ -441,19 +445,20 @@ def _run_prepared(role: str, ep, job: PartyJob, prep) -> PartyResult:
         if batch != prep.rows:
             raise ProtocolError(f"client asked for batch size {batch}; this material is for {prep.rows}")
     X = st["X"]
-    with ep.phase("offline"):
+    extra = st["fast"].get("to_client", ()) if st.get("fast") else ()
+
+    def ready() -> None:
         # lambda_x of the query, drawn by the servers ahead (see above), replaces "ready"
         if role == "p0":
             if malicious:
                 ep.send(C, "astra/prep/lam", pack(X.l1, 64), pack(X.l2, 64))
             else:
-                extra = st["fast"].get("to_client", ()) if st.get("fast") else ()
                 ep.send(C, "astra/prep/lam", pack(eng.R.add(X.l1, X.l2), 64), *extra)
         elif malicious:
             ep.send(C, "astra/prep/lam", digest("prep-mask", X.l1 if role == "p1" else X.l2))
         else:
-            ep.send(C, "astra/ready", np.ones(1, np.uint8), *(st["fast"].get("to_client", ()) if st.get("fast") else ()))
-    _server_online_phase(ep, st)
+            ep.send(C, "astra/ready", np.ones(1, np.uint8), *extra)
+    _server_online_phase(ep, st, ready)
     return PartyResult(info={"role": role, "prepared": True})
 
 

@@ -6,14 +6,13 @@ package gc
 import "C"
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
 	"sync"
 	"unsafe"
 
+	"secinfer/native/internal/aesni"
 	"secinfer/native/internal/status"
 )
 
@@ -37,10 +36,10 @@ const (
 
 var (
 	gcCipherMu sync.Mutex
-	gcCiphers  = map[[16]byte]cipher.Block{}
+	gcCiphers  = map[[16]byte]*aesni.Cipher{}
 )
 
-func gcCipher(key *C.uchar) cipher.Block {
+func gcCipher(key *C.uchar) *aesni.Cipher {
 	var k [16]byte
 	copy(k[:], unsafe.Slice((*byte)(unsafe.Pointer(key)), 16))
 	gcCipherMu.Lock()
@@ -48,21 +47,31 @@ func gcCipher(key *C.uchar) cipher.Block {
 	b, ok := gcCiphers[k]
 	if !ok {
 		var err error
-		b, err = aes.NewCipher(k[:])
+		b, err = aesni.New(k[:])
 		status.Check(err, status.Argument, "gc key")
 		gcCiphers[k] = b
 	}
 	return b
 }
 
-// gcHash returns H((w0, w1), t).
-func gcHash(b cipher.Block, w0, w1, t uint64) (uint64, uint64) {
-	var blk [16]byte
+// gcGroup instances are walked together, gate by gate, so that the hashes of one gate in
+// all of them go to the cipher in one call (“aesni“: eight blocks in flight with AES-NI
+// against one per call, ~2.5 ns a block instead of ~40).
+const gcGroup = 16
+
+// gcHashIn writes the block of H((w0, w1), t) = AES(sigma(w) xor t) xor sigma(w),
+// sigma(w0, w1) = (w0 xor w1, w0), the tweak xored into word 0, at blk[16k:] and keeps
+// sigma(w) in sv[2k:] for gcHashOut.
+func gcHashIn(blk []byte, sv []uint64, k int, w0, w1, t uint64) {
 	s0 := w0 ^ w1
-	binary.LittleEndian.PutUint64(blk[0:], s0^t)
-	binary.LittleEndian.PutUint64(blk[8:], w0)
-	b.Encrypt(blk[:], blk[:])
-	return binary.LittleEndian.Uint64(blk[0:]) ^ s0, binary.LittleEndian.Uint64(blk[8:]) ^ w0
+	binary.LittleEndian.PutUint64(blk[16*k:], s0^t)
+	binary.LittleEndian.PutUint64(blk[16*k+8:], w0)
+	sv[2*k], sv[2*k+1] = s0, w0
+}
+
+// gcHashOut returns hash k after the blocks were encrypted.
+func gcHashOut(blk []byte, sv []uint64, k int) (uint64, uint64) {
+	return binary.LittleEndian.Uint64(blk[16*k:]) ^ sv[2*k], binary.LittleEndian.Uint64(blk[16*k+8:]) ^ sv[2*k+1]
 }
 
 func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, int, int) {
@@ -84,44 +93,79 @@ func gcArgs(prog *C.int32_t, nprog, nAnd, nWires, batch C.int) ([]int32, int, in
 // gcRun walks the program over every instance: the evaluator (garble == false) turns
 // active labels into active labels with the tables; the garbler (garble == true) turns
 // zero-labels into zero-labels and writes the tables (T_G, T_E) of every AND gate.
-func gcRun(blk cipher.Block, p []int32, na, nw, bs int, tab, w []uint64, garble bool, r0, r1 uint64) {
-	for inst := 0; inst < bs; inst++ {
-		W := w[inst*nw*2 : (inst+1)*nw*2]
-		T := tab[inst*na*4 : (inst+1)*na*4]
+// Instances go in groups of gcGroup, gate by gate (the same gates, in the same order, for
+// each instance as one at a time: the outputs do not change).
+func gcRun(c *aesni.Cipher, p []int32, na, nw, bs int, tab, w []uint64, garble bool, r0, r1 uint64) {
+	per := 2 // hashes per AND gate and instance
+	if garble {
+		per = 4
+	}
+	blk := make([]byte, 16*per*gcGroup)
+	sv := make([]uint64, 2*per*gcGroup)
+	for g0 := 0; g0 < bs; g0 += gcGroup {
+		g1 := g0 + gcGroup
+		if g1 > bs {
+			g1 = bs
+		}
 		for i := 0; i+5 <= len(p); i += 5 {
 			a, b, o := int(p[i+1])*2, int(p[i+2])*2, int(p[i+3])*2
 			switch p[i] {
 			case gcXOR:
-				W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
+				for inst := g0; inst < g1; inst++ {
+					W := w[inst*nw*2 : (inst+1)*nw*2]
+					W[o], W[o+1] = W[a]^W[b], W[a+1]^W[b+1]
+				}
 			case gcINV:
-				if garble {
-					W[o], W[o+1] = W[a]^r0, W[a+1]^r1
-				} else {
-					W[o], W[o+1] = W[a], W[a+1]
+				for inst := g0; inst < g1; inst++ {
+					W := w[inst*nw*2 : (inst+1)*nw*2]
+					if garble {
+						W[o], W[o+1] = W[a]^r0, W[a+1]^r1
+					} else {
+						W[o], W[o+1] = W[a], W[a+1]
+					}
 				}
 			default:
 				g := int(p[i+4])
-				base := uint64(inst*na+g) * 2
-				a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
-				ha0, ha1 := gcHash(blk, a0, a1, base)
-				hb0, hb1 := gcHash(blk, b0, b1, base+1)
-				if garble { // half gates [Zahur-Rosulek-Evans]
-					hA0, hA1 := gcHash(blk, a0^r0, a1^r1, base)
-					hB0, hB1 := gcHash(blk, b0^r0, b1^r1, base+1)
-					T[4*g], T[4*g+1] = ha0^hA0, ha1^hA1
-					if b0&1 == 1 {
-						T[4*g], T[4*g+1] = T[4*g]^r0, T[4*g+1]^r1
+				k := 0
+				for inst := g0; inst < g1; inst++ {
+					W := w[inst*nw*2 : (inst+1)*nw*2]
+					base := uint64(inst*na+g) * 2
+					a0, a1, b0, b1 := W[a], W[a+1], W[b], W[b+1]
+					gcHashIn(blk, sv, k, a0, a1, base)
+					gcHashIn(blk, sv, k+1, b0, b1, base+1)
+					if garble {
+						gcHashIn(blk, sv, k+2, a0^r0, a1^r1, base)
+						gcHashIn(blk, sv, k+3, b0^r0, b1^r1, base+1)
 					}
-					T[4*g+2], T[4*g+3] = hb0^hB0^a0, hb1^hB1^a1
+					k += per
 				}
-				o0, o1 := ha0^hb0, ha1^hb1
-				if a0&1 == 1 {
-					o0, o1 = o0^T[4*g], o1^T[4*g+1]
+				c.EncryptBlocks(blk[:16*k])
+				k = 0
+				for inst := g0; inst < g1; inst++ {
+					W := w[inst*nw*2 : (inst+1)*nw*2]
+					T := tab[inst*na*4 : (inst+1)*na*4]
+					a0, a1, b0 := W[a], W[a+1], W[b]
+					ha0, ha1 := gcHashOut(blk, sv, k)
+					hb0, hb1 := gcHashOut(blk, sv, k+1)
+					if garble { // half gates [Zahur-Rosulek-Evans]
+						hA0, hA1 := gcHashOut(blk, sv, k+2)
+						hB0, hB1 := gcHashOut(blk, sv, k+3)
+						T[4*g], T[4*g+1] = ha0^hA0, ha1^hA1
+						if b0&1 == 1 {
+							T[4*g], T[4*g+1] = T[4*g]^r0, T[4*g+1]^r1
+						}
+						T[4*g+2], T[4*g+3] = hb0^hB0^a0, hb1^hB1^a1
+					}
+					k += per
+					o0, o1 := ha0^hb0, ha1^hb1
+					if a0&1 == 1 {
+						o0, o1 = o0^T[4*g], o1^T[4*g+1]
+					}
+					if b0&1 == 1 {
+						o0, o1 = o0^T[4*g+2]^a0, o1^T[4*g+3]^a1
+					}
+					W[o], W[o+1] = o0, o1
 				}
-				if b0&1 == 1 {
-					o0, o1 = o0^T[4*g+2]^a0, o1^T[4*g+3]^a1
-				}
-				W[o], W[o+1] = o0, o1
 			}
 		}
 	}
