@@ -168,8 +168,10 @@ class FastPaths:
             arrays = self._accept(peer, tag, specs, item, expected)
             # decoded in full: the layout the codec kept for this peer and tag becomes the template
             fast = self._layouts.get(self._names.get((self.session_id, peer, tag)))
-            if fast is not None and (t is None or t[1] is not fast) and c.native.h:
-                tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0])
+            if fast is not None and (t is None or t[1] is not fast):
+                with self._rlock:   # (the stream is freed under it)
+                    tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0]) \
+                        if c.native.h else -1
                 if tid >= 0:
                     c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
             return arrays
