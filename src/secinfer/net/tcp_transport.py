@@ -17,7 +17,9 @@ session id and context bound into the keys; a mismatch named at once); ``tcp_lin
 holds the record format (AES-256-GCM, nonce = record counter, header authenticated) and
 the per-link writer threads; this module is the ``Endpoint``: connecting, sending,
 receiving (reader thread or the protocol thread itself) and closing; ``tcp_reader``
-parses the records of the peers' streams.
+parses the records of the peers' streams; ``tcp_fast`` is the endpoint's ``send`` and
+``recv`` for a small frame of one array on the native layer (one Go call each, frame
+templates), which hands every other case to ``Endpoint``'s general path.
 
 Liveness. A background thread sends a heartbeat on every stream each
 ``heartbeat_interval``; a receiver waiting for a peer that sends nothing (no byte) for
