@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from secinfer.errors import FrameError, InboxFullError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net import native_link
-from secinfer.net.native_link import (EV_BYE, EV_CHECKED, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
-                                      EV_OVERSIZED, SCRATCH)
+from secinfer.net.native_link import (EV_BYE, EV_CHECKED, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE,
+                                      EV_OS_ERR, EV_OTHER, EV_OVERSIZED, SCRATCH)
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
