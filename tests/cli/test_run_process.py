@@ -71,7 +71,9 @@ def _start_slow(tmp_path, *extra):
     proc = subprocess.Popen([sys.executable, "-m", "secinfer", *SLOW, *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=dict(os.environ, TMPDIR=str(tmp)), start_new_session=True)
     deadline, kids = time.monotonic() + 90, []
-    while time.monotonic() < deadline and len(kids) < 4:      # server, run process, 2 parties
+    # server, run process, 2 parties (the server forks 2 spares at once, before the run
+    # process's checks: they are the parties once their logs exist)
+    while time.monotonic() < deadline and (len(kids) < 4 or len(list(tmp.glob("secinfer-logs-*/party-*.log"))) < 2):
         time.sleep(0.1)
         kids = alive(descendants_of(proc.pid))
     assert len(kids) == 4, (kids, proc.poll())

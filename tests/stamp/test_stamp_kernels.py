@@ -205,3 +205,35 @@ def test_matmul32_paths_match_python_integers(ashape, bshape):
     a[..., 0] = (1 << 32) - 1
     want = np.matmul(a.astype(object), b.astype(object)) % (1 << 32)
     assert matmul32(a, b).tolist() == np.asarray(want).tolist()
+
+
+def test_device_stream_seeds_and_expansion_equal_the_prf():
+    """The LTEE's stream seed F_k(label, ctr) (one cached AES-ECB block per key,
+    ``ltee_device.Device._seed``) and ``ltee_bus.expand`` (the label's prefix computed once)
+    equal ``crypto.prg.PRF``'s CTR keystream, the independent reference, on labels, counters
+    up to 2^64 - 1 and sizes that are not whole blocks."""
+    import os
+
+    from secinfer.crypto.prg import PRF
+    from secinfer.errors import ConfigError
+    from secinfer.protocols.stamp.ltee_bus import expand
+    from secinfer.protocols.stamp.ltee_device import Device
+    from secinfer.protocols.stamp.ltee_counters import Refused
+
+    dev = Device()
+    for j in range(3):
+        dev._keys[j] = os.urandom(16)
+        dev._prf[j] = PRF(dev._keys[j])
+    for label in ("m/0", "m/1", "out/2", "in/1", "fin/1", "pad/0"):
+        for ctr in (0, 1, 7, 2 ** 33 + 5, 2 ** 64 - 1):
+            for j in range(3):
+                assert dev._seed(j, label, ctr) == PRF(dev._keys[j]).keystream(label, ctr, 16)
+    with pytest.raises(Refused):
+        dev._seed(0, "m/0", 2 ** 64)
+    with pytest.raises(ConfigError):
+        PRF(dev._keys[0]).keystream("m/0", 2 ** 64, 16)
+    for n in (1, 2, 3, 17, 128, 1001):
+        seed = os.urandom(16)
+        got = expand(seed, n)
+        assert got.flags.writeable and got.dtype == np.uint64 and got.shape == (n,)
+        assert np.array_equal(got, np.frombuffer(PRF(seed).keystream("expand", 0, 8 * n), dtype=np.uint64))

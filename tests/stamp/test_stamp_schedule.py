@@ -18,11 +18,15 @@ def _rounds(res):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload,rounds", [("W3", 4), ("W4", 2)])
+@pytest.mark.parametrize("workload,rounds", [("W3", 2), ("W4", 2)])
 def test_batch1_rounds_and_exact_output(workload, rounds):
-    """W3: input with the first layer's masked components 1, its result to the third party 1,
-    the second layer (evaluated by that party) 1, the output step 1 -- 4 (5 when p1 evaluated
-    the first layer). W4: input 1, result 1, and the output step rides with it -- 2 (was 4)."""
+    """W3 with the owner-held results (option stamp_owner_split, default): the input and every
+    masked component of p1 and p2 in round 1 (their parts of each product need nothing from
+    the device steps), p0's masked output component 2 -- 2. Without: input 1, the first
+    layer's result to the third party 1, the second layer (evaluated by that party) 1, the
+    output step 1 -- 4 (5 when p1 evaluated the first layer). W4: input 1, result 1, and the
+    output step rides with it -- 2 either way (was 4). (Without the option:
+    ``test_owner_held.py``.)"""
     g = load_model(build_workload(workload))
     x = workload_input(workload, 1)
     res = run_model(g, x, "semi-honest")
@@ -32,9 +36,10 @@ def test_batch1_rounds_and_exact_output(workload, rounds):
 
 def test_input_shared_offline_exact():
     """With the input shared before the online phase (the schedule starts at p0's lead, as
-    before): exact, layer 1 two rounds, layer 2 one more (rotation), the output step 1."""
+    before): exact. Owner-held results: every masked component to p0's LTEE 1, p0's output
+    component 2 (without them: layer 1 two rounds, layer 2 one more, the output step 1 -- 4)."""
     g = load_model(build_workload("W3"))
     x = workload_input("W3", 1)
     res = run_model(g, x, "semi-honest", options={"input_phase": "offline"})
     assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
-    assert _rounds(res) == 4
+    assert _rounds(res) == 2

@@ -131,12 +131,21 @@ class Endpoint(abc.ABC):
         if self._aborted is not None:
             raise self._aborted
         deadline = time.monotonic() + (self.recv_timeout if timeout is None else timeout)
-        frame = self._receive(peer, deadline)
-        names = self._names.get((self.session_id, peer, tag))
-        if names is None:
-            names = encoded_names(self.session_id, peer, tag, self._names)
-        known = decode_known(frame, self.max_frame, names, self._layouts) \
-            if type(frame) is bytearray and tag != ABORT_TAG else None
+        return self._accept(peer, tag, specs, self._receive(peer, deadline), expected)
+
+    def _accept(self, peer: str, tag: str, specs: tuple, frame, expected: int, known: tuple | None = None,
+                wire: int = 0) -> list[np.ndarray]:
+        """``recv``'s work on the received ``frame``: decode and check it against ``tag``, the
+        ``expected`` seq and ``specs``, count it. ``known``: (seq, phase, depth, arrays) of a
+        frame whose header the transport checked against one checked here in full before
+        (``codec.decode_known``'s conditions, seq included), ``wire`` its bytes."""
+        if known is None:
+            names = self._names.get((self.session_id, peer, tag))
+            if names is None:
+                names = encoded_names(self.session_id, peer, tag, self._names)
+            known = decode_known(frame, self.max_frame, names, self._layouts) \
+                if type(frame) is bytearray and tag != ABORT_TAG else None
+            wire = len(frame)
         if known is not None:
             # a header checked in full before, but for seq, phase and depth: its names are the
             # expected ones (our session, the peer, the tag)
@@ -186,7 +195,7 @@ class Endpoint(abc.ABC):
             depth[ph] = d
         c = meter.counters[(ph, "recv", peer, tag)]   # (Meter.record, inline)
         c.payload += payload
-        c.wire += len(frame)
+        c.wire += wire
         c.messages += 1
         return arrays
 

@@ -17,9 +17,10 @@ import ctypes as C
 import threading
 from pathlib import Path
 
-EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER = 0, 1, 2, 3, 4, 5, 6
+EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER, EV_CHECKED = 0, 1, 2, 3, 4, 5, 6, 7
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
-ABI = 2                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
+BAD_TEMPLATE = -3        # rl_send_t: no such template
+ABI = 3                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
 
@@ -79,6 +80,16 @@ def _bind() -> None:
     lib.rl_bind.restype = C.c_int
     lib.rl_next.argtypes = [u64, i64, vp, i64]
     lib.rl_next.restype = C.c_int
+    # frame templates (frames.go): a small frame of one array built and sent, or received
+    # and its header checked, in one call
+    lib.rl_tmpl.argtypes = [u64, C.c_int, vp, i64, vp, i64, i64, C.c_int]
+    lib.rl_tmpl.restype = C.c_int
+    lib.rl_send_t.argtypes = [u64, C.c_double, C.c_int, u64, u64, vp]
+    lib.rl_send_t.restype = i64
+    lib.rl_others.argtypes = [u64, vp, C.c_int]
+    lib.rl_others.restype = C.c_int
+    lib.rl_next_t.argtypes = [u64, i64, C.c_int, u64]
+    lib.rl_next_t.restype = C.c_int
     _lib = lib
 
 
@@ -124,6 +135,14 @@ class Sealer(_Stream):
         self.out_addr = p
         self._send_small = self._lib.rl_send_small
         self._seal = self._lib.rl_seal
+        # (h, stamp, template, seq, phase code << 32 | depth, the template's payload size of bytes)
+        self.send_t = self._lib.rl_send_t
+
+    def template(self, pre: bytes, post: bytes, nbytes: int, narrays: int, tid: int = -1) -> int:
+        """Register (or, ``tid`` >= 0, replace) a frame template for ``send_t``: the
+        header bytes before seq (``pre``) and after the array count (``post``) of frames of
+        ``nbytes`` payload bytes. Its id, or -1 (too many, or too large for one record)."""
+        return self._lib.rl_tmpl(self.h, tid, pre, len(pre), post, len(post), nbytes, narrays)
 
     def free(self) -> None:
         self.out = None
@@ -159,7 +178,7 @@ class Opener(_Stream):
         super().__init__(fd, key, counter, max_frame)
         self.scratch = bytearray(SCRATCH)
         self.scratch_addr = C.addressof((C.c_char * SCRATCH).from_buffer(self.scratch))
-        self._info = (i64 * 4)()
+        self._info = (i64 * 8)()   # (rl_recv uses 4; rl_next_t's checked frames 6)
         self._stamp = C.c_double(0.0)
         self._err = C.create_string_buffer(_ERRLEN)
         # rl_recv's last four arguments, and the function itself (callers on the hot path
@@ -170,6 +189,9 @@ class Opener(_Stream):
         # other descriptors, with four arguments (the protocol thread's wait for one peer)
         self._lib.rl_bind(self.h, self.scratch_addr, SCRATCH, *self.args)
         self.next = self._lib.rl_next
+        # ``next_t(h, wait_us, template, expected seq)``: rl_next into scratch, woken by the
+        # ``others`` set last (set_others), checking a small frame against a template
+        self.next_t = self._lib.rl_next_t
         self.others = None
         self._others_key: tuple = ()
 
@@ -177,6 +199,13 @@ class Opener(_Stream):
         if others != self._others_key:
             self._others_key = others
             self.others = (C.c_int32 * len(others))(*others) if others else None
+            self._lib.rl_others(self.h, self.others, len(others))
+
+    def template(self, pre: bytes, post: bytes, nbytes: int, narrays: int, tid: int = -1) -> int:
+        """Register (or replace) a template ``next_t`` checks frames against: the header
+        bytes of a frame checked in full (codec.decode_frame) before seq and after the
+        array count. Its id, or -1."""
+        return self._lib.rl_tmpl(self.h, tid, pre, len(pre), post, len(post), nbytes, narrays)
 
     def recv(self, wait_us: int, frame=None, others: tuple = ()) -> int:
         """One event (``EV_*``), waiting at most ``wait_us`` for bytes (0: never waits).

@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from secinfer.errors import FrameError, InboxFullError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net import native_link
-from secinfer.net.native_link import (EV_BYE, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE, EV_OS_ERR, EV_OTHER,
-                                      EV_OVERSIZED, SCRATCH)
+from secinfer.net.native_link import (EV_BYE, EV_CHECKED, EV_EOF, EV_FRAME, EV_FRAME_ERR, EV_NEED, EV_NONE,
+                                      EV_OS_ERR, EV_OTHER, EV_OVERSIZED, SCRATCH)
 from secinfer.net.peers import sleep_until
 from secinfer.net.shaping import TokenBucket
 
@@ -91,6 +91,8 @@ class OutLink:
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
         self.written = 0                  # bytes written into the socket so far
         self.data_written = 0             # ... when the last byte of a data frame went in
+        self.tmpls: dict = {}             # tag -> its last frame template (tcp_fast)
+        self.tmpls_all: dict = {}         # (tag, dtype, shape) -> frame template, or False
         self.me, self.peer, self.stop, self.heard, self.on_sent = me, peer, stop, heard, on_sent
         self.heartbeat_interval, self.peer_timeout, self.recv_timeout = heartbeat_interval, peer_timeout, recv_timeout
 
@@ -374,6 +376,9 @@ class InStream:
         self.oversized = False
         self.last = time.monotonic()      # when a byte last arrived
         self.eof = False
+        self.checked = None               # next_native: (phase code, depth) of a frame checked in Go
+        self.tin: dict = {}               # tag -> (template id, codec layout entry) registered in Go
+        self.others_ok = False            # the native layer was told the other peers' streams (next_native)
 
 
 def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0, others: tuple = ()) -> int:
@@ -434,59 +439,39 @@ def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: flo
     return ev
 
 
-def next_native(ep, peer: str, c: "InStream", deadline: float):
+def next_native(ep, peer: str, c: "InStream", deadline: float, tid: int = -1, seq: int = 0):
     """The protocol thread's receive from ``peer`` on the native layer, when nothing is
     queued, no frame is half received and no latency is modelled: waits in Go (GIL
     released) for the next frame and returns it (a ``bytearray`` of its own) without
-    queueing it. While it waits, the other peers' streams are read whenever they become
-    readable (``ep._read``: their frames are queued, so that no peer's sends wait for this
-    party). None if something else came first (a bye, an oversized frame's error, a
-    failure: queued or in ``ep._fatal`` by ``native_event``; a large frame: ``c.frame``
-    then holds its buffer and ``read_native`` goes on), the peer went silent for
-    ``peer_timeout`` (named by ``ep._poll``) or the deadline passed."""
+    queueing it. With a frame template ``tid`` (``Opener.template``) and the ``seq``
+    expected, a small frame whose header matches it is checked in Go: ``c.checked`` is
+    then (phase code, depth) from its header, else None. While it waits, the other peers'
+    streams are read whenever they become readable (``ep._read``: their frames are
+    queued, so that no peer's sends wait for this party). None if something else came
+    first (a bye, an oversized frame's error, a failure: queued or in ``ep._fatal`` by
+    ``native_event``; a large frame: ``c.frame`` then holds its buffer and ``read_native``
+    goes on), the peer went silent for ``peer_timeout`` (named by ``ep._poll``) or the
+    deadline passed."""
     nat = c.native
     h, info = nat.h, nat.info
     hb = ep.heartbeat_interval
     others = ()
     if len(ep._in) > 1:
         others = tuple(o.sock.fileno() for p, o in ep._in.items() if p != peer and not o.eof)
-        nat.set_others(others)
+    nat.set_others(others)
+    c.others_ok = True
     since = now = time.monotonic()
     while now < deadline and not c.eof:
         if now - (c.last if c.last > since else since) > ep.peer_timeout:
             ep._poll([peer], deadline, since)   # (names the dead peer)
             return None
         left = deadline - now
-        wait_us = int((left if left < hb else hb) * 1e6) + 1
-        if others:
-            ev = nat.call(h, wait_us, nat.scratch_addr, SCRATCH, nat.others, len(others), *nat.args)
-        else:       # (rl_next: the memory bound once, four arguments)
-            ev = nat.next(h, wait_us, None, 0)
+        ev = nat.next_t(h, int((left if left < hb else hb) * 1e6) + 1, tid, seq)
         now = time.monotonic()
         if info[2]:
             c.last = now
-        if ev == EV_FRAME:        # (in scratch: no buffer was adopted, c.frame is None)
-            n = info[0]
-            stats = ep.stats
-            stats["frames_recv"] += 1
-            stats["bytes_recv"] += n
-            if n > ep.max_inbox:  # (as read_native: a frame alone over the inbox limit)
-                ep._cut(peer, InboxFullError(
-                    f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
-                    f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
-                    f"that much)"))
-                return None
-            item = nat.scratch[:n]
-            if info[3]:
-                # more was read with it: parsed now into the inbox, behind this frame, and
-                # counted against its limit on top of this frame, as when read_native queued
-                # them all (a flood is cut off alike)
-                ep._queued[peer] += n
-                try:
-                    read_native(ep, peer, c, None)
-                finally:
-                    ep._queued[peer] -= n
-            return item
+        if ev == EV_CHECKED or ev == EV_FRAME:   # (in scratch: no buffer was adopted, c.frame is None)
+            return frame_event(ep, peer, c, ev)
         if ev == EV_OTHER:        # another peer's stream is readable: read it, then wait on
             socks = [o.sock for p, o in ep._in.items() if p != peer and not o.eof]
             for sk in (select.select(socks, [], [], 0)[0] if socks else ()):
@@ -500,6 +485,38 @@ def next_native(ep, peer: str, c: "InStream", deadline: float):
             native_event(ep, peer, c, ev)
             return None
     return None
+
+
+def frame_event(ep, peer: str, c: "InStream", ev: int):
+    """``next_native``'s whole frame in the scratch buffer (``EV_FRAME``, or ``EV_CHECKED``:
+    ``c.checked`` = (phase code, depth)): a copy of its own, or None if the peer was cut off
+    for it. Bytes read with it are parsed into the inbox, behind it."""
+    nat = c.native
+    info = nat._info
+    n = info[0]
+    if info[2]:
+        c.last = time.monotonic()
+    c.checked = (info[4], info[5]) if ev == EV_CHECKED else None
+    stats = ep.stats
+    stats["frames_recv"] += 1
+    stats["bytes_recv"] += n
+    if n > ep.max_inbox:  # (as read_native: a frame alone over the inbox limit)
+        ep._cut(peer, InboxFullError(
+            f"{ep.me} <- {peer}: {peer} sent more than the inbox limit of {ep.max_inbox} bytes "
+            f"before they were consumed; peer cut off (raise max_inbox if a protocol step really queues "
+            f"that much)"))
+        return None
+    item = nat.scratch[:n]
+    if info[3]:
+        # more was read with it: parsed now into the inbox, behind this frame, and counted
+        # against its limit on top of this frame, as when read_native queued them all (a
+        # flood is cut off alike)
+        ep._queued[peer] += n
+        try:
+            read_native(ep, peer, c, None)
+        finally:
+            ep._queued[peer] -= n
+    return item
 
 
 def native_event(ep, peer: str, c: "InStream", ev: int) -> bool:

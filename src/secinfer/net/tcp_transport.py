@@ -17,7 +17,9 @@ session id and context bound into the keys; a mismatch named at once); ``tcp_lin
 holds the record format (AES-256-GCM, nonce = record counter, header authenticated) and
 the per-link writer threads; this module is the ``Endpoint``: connecting, sending,
 receiving (reader thread or the protocol thread itself) and closing; ``tcp_reader``
-parses the records of the peers' streams.
+parses the records of the peers' streams; ``tcp_fast`` is the endpoint's ``send`` and
+``recv`` for a small frame of one array on the native layer (one Go call each, frame
+templates), which hands every other case to ``Endpoint``'s general path.
 
 Liveness. A background thread sends a heartbeat on every stream each
 ``heartbeat_interval``; a receiver waiting for a peer that sends nothing (no byte) for
@@ -61,6 +63,7 @@ from secinfer.net.tcp_handshake import MAGIC, MAX_PENDING_HANDSHAKES, handshake_
 from secinfer.net.tcp_links import (HDR, K_BYE, K_DATA, K_HB, K_SIZE, MORE, RECORD, RX_BUFFER, SEND_RECORD,  # noqa: F401
                                     RECORD_OVERHEAD, SMALL, TAG, _CLOSED, _NONCE, InStream, OutLink, next_native, nonce, read_native,
                                     unsent)
+from secinfer.net.tcp_fast import FastPaths
 from secinfer.net.tcp_reader import StreamReader
 
 # after the protocol thread stopped reading the streams itself, the reader thread takes
@@ -69,7 +72,7 @@ RX_RETRY = 0.005
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
-class TcpEndpoint(StreamReader, SocketEndpoint):
+class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
@@ -85,6 +88,8 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
+        self._fast_out: dict[str, OutLink] = {}   # links for tcp_fast's send (native, no pacing)
+        self._paced_any = False
         self._in: dict[str, InStream] = {}
         self._by_fd: dict[int, str] = {}
         self._state = threading.Condition()   # guards _in / _refused during set-up
@@ -240,6 +245,8 @@ class TcpEndpoint(StreamReader, SocketEndpoint):
             raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
         for link in self._out.values():
             link.start_writer()
+        self._fast_out = {p: link for p, link in self._out.items() if link.sealer is not None and not link.paced}
+        self._paced_any = any(link.paced for link in self._out.values())
         if not self._reader.is_alive():
             self._reader.start()
 

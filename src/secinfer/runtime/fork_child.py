@@ -16,11 +16,7 @@ def run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[in
     """In the forked run process (``launcher_fork._fork_run``): never returns."""
     code = 1
     try:
-        for fd in close_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_all(close_fds)
         for i, fd in enumerate(fds):
             os.dup2(fd, i)
             os.close(fd)
@@ -52,6 +48,15 @@ def run_child(msg: dict, sock: socket.socket, fds: list[int], close_fds: list[in
         code = 1
     finally:
         exit_child(code)
+
+
+def close_all(fds) -> None:
+    """Close what a forked child must not keep of its server (sockets, pidfds, pipes)."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def exit_child(code: int) -> None:

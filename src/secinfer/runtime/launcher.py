@@ -524,6 +524,7 @@ def _run_local(protocol, security, model_path, input_array, network, fixed, opti
                         stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                         start_new_session=True)
             events["parties_started"] = time.time()
+            how["preforked"] = sum(1 for p in procs.values() if getattr(p, "spare", False))
             cpu_at_start = time.process_time()
             _remove_stale_workdirs()   # (housekeeping while the parties run, not before they start)
             if progress:
@@ -693,6 +694,7 @@ def startup_report(events: dict, how: dict, server, records: dict) -> dict:
             steps[name] = round(max(0.0, t - prev), 4)
             prev = max(prev, t)
     out = {"start": how.get("start"), "fallback": how.get("fallback"), "record_layer": how.get("record_layer"),
+           "preforked": how.get("preforked", 0),   # parties that were spares forked ahead (launcher_prefork)
            "events": {k: rel(v) for k, v in sorted(ev.items(), key=lambda kv: kv[1])},
            "steps": steps, "parties": parties}
     if server is not None and server.info is not None:

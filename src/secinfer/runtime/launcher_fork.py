@@ -62,7 +62,8 @@ import subprocess
 import sys
 import time
 
-from secinfer.runtime.fork_child import exit_child, run_child
+from secinfer.runtime.fork_child import close_all, exit_child, run_child
+from secinfer.runtime.launcher_prefork import Spares, preload, warm_party_parser
 
 _MAX_LINE = 1 << 20
 
@@ -80,6 +81,7 @@ class _Lines:
         self.eof = False
         self.fds: list[int] | None = [] if fds else None   # file descriptors received (SCM_RIGHTS)
         self.plain = False   # the command line waiting for its run process (``serve_forked(run=...)``)
+        self.run_process = False   # a run process's socket (``_fork_run``): it gets spares
 
     def read(self) -> list[dict]:
         """What is available now (the socket must be readable or non-blocking)."""
@@ -138,6 +140,7 @@ class ForkedParty:
     def __init__(self, server: "ForkServer", role: str, pid: int):
         self.server, self.role, self.pid = server, role, pid
         self.args = ["<forked party>", role]
+        self.spare = False   # forked ahead of the request (``launcher_prefork``)
 
     @property
     def returncode(self) -> int | None:
@@ -323,6 +326,7 @@ class ForkServer:
             reply = self._pending.pop(role, None)
             if reply is not None and reply.get("op") == "started":
                 out[role] = self.parties[int(reply["pid"])] = ForkedParty(self, role, int(reply["pid"]))
+                out[role].spare = bool(reply.get("spare"))   # (forked ahead: ``launcher_prefork``)
             elif err is None:
                 why = (reply or {}).get("message") or ("it is gone" if self.dead else "no answer")
                 err = ForkServerError(f"the fork server could not start {role}: {why}")
@@ -419,72 +423,6 @@ def serve_forked(fd: int, parent: int, protocol: str, transport: str | None, onn
 
 
 # ---- the server's side --------------------------------------------------------------------------
-def preload(protocol: str, protocol_module: str | None = None, transport: str | None = None,
-            onnx: bool = True, between=None) -> dict:
-    """Import what a party of ``protocol`` imports before it runs; returns {module: error}
-    for the imports that failed (a party reports such an error itself, after the fork).
-    ``onnx``: the model owner's ONNX importer too (it imports the model file itself).
-    ``between``: called once what a launcher needs too is imported (numpy, the protocol,
-    the launcher), before what only the parties need (the transport, the handshake's
-    cryptography): a run process forked then imports its own modules meanwhile."""
-    import importlib
-
-    failed: dict[str, str] = {}
-
-    def imp(name: str):
-        try:
-            return importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 - recorded; the party meets it again and reports it
-            failed[name] = f"{type(e).__name__}: {e}"
-            return None
-
-    for name in ("numpy", "secinfer.runtime.launcher", "secinfer.runtime.cluster", "secinfer.protocols.base",
-                 "secinfer.net.shaping"):
-        imp(name)
-    registry = imp("secinfer.protocols.registry")
-    spec = None
-    if registry is not None:
-        try:
-            if protocol_module:
-                registry.register_module(protocol, protocol_module)
-            spec = registry.get(protocol)
-        except Exception as e:  # noqa: BLE001 - as above
-            failed[f"protocol {protocol}"] = f"{type(e).__name__}: {e}"
-    # the OpenSSL backend (every party's handshake loads it on its first X25519 key: 0.05 s
-    # of CPU in each child; the launcher's key generation too) and
-    # argparse (the run line; the parties' parser) before the run process is forked: else
-    # it and this server would each import them
-    imp("cryptography.hazmat.backends.openssl.backend")
-    imp("argparse")
-    if between is not None:
-        between()
-    for name in ("secinfer.runtime.party", "secinfer.runtime.partylog", "secinfer.crypto.prg"):
-        imp(name)
-    cluster = sys.modules.get("secinfer.runtime.cluster")
-    t = transport or getattr(cluster, "DEFAULT_TRANSPORT", "tcp")
-    imp({"zmq": "secinfer.net.zmq_transport"}.get(t, "secinfer.net.tcp_transport"))
-    imp("secinfer.ir.graph")   # (the model owner reads the launcher's checked model)
-    imp("secinfer.ir.shapes")
-    imp("zipfile")             # (np.load of that .npz)
-    imp("encodings.idna")      # (every party's first socket call with a host name: idna, stringprep, unicodedata)
-    blas = sys.modules.get("secinfer.protocols.rep3.blas")
-    if blas is not None and hasattr(blas, "keep_controller"):
-        try:    # each party's one_blas_thread would otherwise walk every shared object (~5 ms CPU)
-            blas.keep_controller()
-        except Exception as e:  # noqa: BLE001 - then each party looks itself, as before
-            failed["threadpoolctl"] = f"{type(e).__name__}: {e}"
-    if onnx and spec is not None and spec.model_role in spec.roles:   # the model owner's ONNX importer
-        imp("secinfer.ir.onnx_import")
-        imp("secinfer.ir.passes")
-        defs = imp("onnx.defs")
-        if defs is not None:   # onnx builds its operator schemas on first use (shape inference): now
-            try:
-                defs.get_schema("Gemm")
-            except Exception as e:  # noqa: BLE001
-                failed["onnx.defs.get_schema"] = f"{type(e).__name__}: {e}"
-    return failed
-
-
 def fork_unsafe() -> str | None:
     """Why this process must not fork a party, or None."""
     import threading
@@ -512,11 +450,7 @@ def _child(req: dict, close_fds: list[int], parser=None) -> None:
     code = 2
     try:
         os.setsid()                                # own session and process group, as a spawned party
-        for fd in close_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        close_all(close_fds)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -597,6 +531,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 parser = party.party_parser()
             except Exception:  # noqa: BLE001 - each party then builds its own
                 parser = None
+            if parser is not None:
+                warm_party_parser(parser)
     finally:
         gc.freeze()     # the children's collector then leaves the preloaded objects (and their pages) alone
         gc.enable()     # (the parties inherit an enabled collector)
@@ -606,6 +542,23 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                  failed=failed, unsafe=unsafe)
     for conn in conns.values():                    # (the launcher, and a run process forked already)
         _reply(conn, ready)
+    spares, n_roles, supplied = Spares(), 0 if unsafe else _n_roles(protocol), set()
+
+    def supply():
+        # one spare per role for each run process, forked while it parses and checks
+        # (``launcher_prefork``): its parties then start without a fork on the critical path
+        for key, conn in list(conns.items()):
+            if conn.run_process and key not in supplied and not conn.eof:
+                supplied.add(key)
+                close_fds = [c.sock.fileno() for c in conns.values()] + \
+                    [fd for _, fd, _ in children.values() if fd is not None]
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                for pid in spares.fork(n_roles, key, close_fds, lambda req, fds: _child(req, fds, parser)):
+                    children[pid] = ("spare", _pidfd(pid), key)
+
+    if n_roles:
+        supply()
     if unsafe and not children:
         return 0
     stop = conns[ctrl.fileno()].eof or any(m.get("op") == "exit" for m in early)
@@ -629,6 +582,8 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 if fd is not None:
                     os.close(fd)
                 del children[pid]
+                if role == "spare":
+                    spares.forget(pid)
                 if owner in conns:
                     _reply(conns[owner], {"op": "exited", "role": role, "pid": pid,
                                           "rc": os.waitstatus_to_exitcode(status)})
@@ -643,24 +598,43 @@ def serve(ctrl: socket.socket, protocol: str, protocol_module: str | None, trans
                 stop = True                     # first): nobody outlives it
                 for pid in children:
                     _kill_server(pid)
+                for owner in list(spares.waiting):
+                    spares.drop(owner)
                 break
-            if done:                            # a run process is done: its parties go with it
+            if done:                            # a run process is done: its parties (and spares) go with it
                 for pid, (_, _, owner) in children.items():
                     if owner == key:
                         _kill_server(pid)
+                spares.drop(key)
                 conn.sock.close()
                 del conns[key]
                 continue
             for msg in msgs:
                 if msg.get("op") == "fork":
-                    _fork_party(msg, conn.sock, key, conns, children, unsafe, parser)
+                    pid = spares.take(key, msg) if not unsafe else None
+                    if pid is not None and pid in children:
+                        children[pid] = (msg.get("role"), children[pid][1], key)
+                        _try_send(conn.sock, {"op": "started", "role": msg.get("role"), "pid": pid, "spare": True})
+                    else:
+                        _fork_party(msg, conn.sock, key, conns, children, unsafe, parser, spares.fds())
                 elif msg.get("op") == "run" and key == ctrl.fileno():
-                    _fork_run(msg, conn, conns, children, ready)
+                    _fork_run(msg, conn, conns, children, ready, spares.fds())
+        if n_roles and not stop:
+            supply()
     return 0
 
 
+def _n_roles(protocol: str) -> int:
+    """How many parties a run of ``protocol`` has (spares to fork for it); 0 if unknown."""
+    registry = sys.modules.get("secinfer.protocols.registry")
+    try:
+        return len(registry.get(protocol).roles) if registry is not None else 0
+    except Exception:  # noqa: BLE001 - no spares then
+        return 0
+
+
 def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children: dict, unsafe: str | None,
-                parser=None) -> None:
+                parser=None, more_fds: list[int] = ()) -> None:
     """``fork``: one party, forked from this server; the reply goes to who asked. ``unsafe``:
     ``fork_unsafe()`` when the server became ready (it imports and starts nothing after)."""
     why = unsafe
@@ -670,6 +644,7 @@ def _fork_party(msg: dict, sock: socket.socket, key: int, conns: dict, children:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    close_fds += list(more_fds)   # (the spares' pipes)
     try:
         pid = os.fork()
     except OSError as e:
@@ -688,7 +663,8 @@ def _pidfd(pid: int) -> int | None:
         return None                      # (then the loop polls every 10 ms)
 
 
-def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None) -> None:
+def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dict | None,
+              more_fds: list[int] = ()) -> None:
     """``run``: a process that runs the launcher's command in its stead (``target``, a
     function of a ``secinfer.`` module, given its own control socket to this server and the
     message), with the launcher's stdin, stdout and stderr (passed along with the message),
@@ -711,6 +687,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     msg = dict(msg, ready=ready or None, ready_seen=time.time() if ready else None)   # (None: told later)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     close_fds = [c.sock.fileno() for c in conns.values()] + [fd for _, fd, _ in children.values() if fd is not None]
+    close_fds += list(more_fds)   # (the spares' pipes)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
@@ -728,6 +705,7 @@ def _fork_run(msg: dict, conn: "_Lines", conns: dict, children: dict, ready: dic
     for fd in got:
         os.close(fd)
     conns[mine.fileno()] = _Lines(mine)
+    conns[mine.fileno()].run_process = True
     children[pid] = ("run", _pidfd(pid), conn.sock.fileno())
     _reply(conn, {"op": "started", "role": "run", "pid": pid})
 

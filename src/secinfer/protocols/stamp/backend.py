@@ -7,6 +7,10 @@ Malicious: the product is re-shared, verified with an LTEE-made triple
 (``Engine.reshare_verified``, checked by ``flush_checks`` before any reveal), then the
 duplicated device path runs [STAMP Protocol 5 blue]; a device step whose result feeds
 products only hands them their rho (``_act_plan``).
+Semi-honest, a step not split across the batch whose result only products with a weight
+take is evaluated by the model owner's LTEE, which keeps the real component; the next
+product's terms are split so that the other two parties need nothing from it
+(``_plan_held``; docs/protocols/stamp.md, "Fourth pass").
 Batches are split across the three parties [STAMP 4.2]. The graph's last product, with nothing
 but movement ops after it, is fused with the output opening (``product_output``): p1's
 LTEE truncates the whole batch and returns the plaintext to p1 only.
@@ -26,7 +30,7 @@ from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.executor import LINEAR, run_graph
 from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
-from secinfer.protocols.stamp.input_offline import InputPlan
+from secinfer.protocols.stamp.input_offline import InputPlan, half_product, plain_limbs, stacked_half
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
@@ -52,14 +56,17 @@ def _output_of(node: Node) -> str | None:
 
 class StampBackend:
     def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
-                 premultiply: bool = True, first_leader: int = 0) -> None:
+                 premultiply: bool = True, first_leader: int = 0, owner: int | None = None) -> None:
         """``output_receiver``: the party that learns the graph's output; when set, the
         executor fuses the last product with the opening (``product_output``).
         ``premultiply`` (malicious): re-share f(A, W) of a product whose first operand will be
         shared as A + rho as soon as A is known (``_premultiply``).
         ``first_leader``: the leader of the first device operation that is not split across
         the batch; the next ones rotate from it (``_split``). A public schedule: which party
-        leads or evaluates a job changes no message's content, only who sends it."""
+        leads or evaluates a job changes no message's content, only who sends it.
+        ``owner`` (semi-honest): the model owner; an unsplit device operation whose result
+        feeds only products with a weight is evaluated by its LTEE, which keeps the real
+        component there (``_plan_held``)."""
         self.eng, self.ops = eng, ops
         self.output_receiver = output_receiver
         self.premultiply = premultiply
@@ -82,6 +89,12 @@ class StampBackend:
         self.guard: dict | None = None           # the range guard's plan (``set_range_guard``)
         self._dry: dict | None = None            # tensor shapes while ``prefetch`` runs the graph dry
         self._input_plan: InputPlan | None = None   # first-layer halves prepared offline (``prepare_input``)
+        # semi-honest, results held by the model owner (``_plan_held``)
+        self.owner = None if eng.malicious else owner
+        self._held_src: dict[str, str] = {}       # product node -> the device-step output it multiplies
+        self._held_w: dict[str, tuple] = {}       # product node -> (this party's weight part, limbs, stacked)
+        self._held: set = set()                   # device-step outputs whose real component p0 kept
+        self.hold_batches = False                 # also hold batches (not split across the LTEEs)
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -98,6 +111,64 @@ class StampBackend:
             sw = stack_weight(node.op, node.attrs, self.ring, env[name])
             if sw is not None:
                 self._stacked[name] = sw
+        self._plan_held(graph)
+
+    def _plan_held(self, graph: Graph) -> None:
+        """Semi-honest, offline: the products whose first operand will be *held* -- made by a
+        device step that is not split across the batch, and consumed (through
+        order-preserving reshapes) by products with a stacked weight only. Such a step is
+        evaluated by the model owner's LTEE (``_split``) and the real component of its
+        result is not sent on (``Job.hold``): with e = owner, t = e + 1, i = e + 2, the
+        result's components are h_e (pseudo-random, e and i hold it), h_t (the real one,
+        at e only) and h_i (pseudo-random, at i and t). The nine terms f(h_j, w_k) of the
+        next product are split as the first layer's are (``input_offline``): e takes
+        f(h_e + h_t, W) with its own plaintext W, t f(h_i, w_t), i f(h_i, w_i + w_e) --
+        the sum is f(h, W) bit for bit, and each component is masked by the LTEEs'
+        zero-sharing before it leaves its party [STAMP Protocol 5]. t and i then need
+        nothing from the step, so their components of the next product go out at once.
+        Nothing is revealed that was not before (t no longer receives h_t)."""
+        if self.owner is None or self.guard is not None:
+            return
+        cons = graph.consumers()
+        prod = {o: nd for nd in graph.nodes for o in nd.outputs}
+        outputs, inputs = set(graph.output_names), set(graph.input_names)
+        me, ring, owner = self.eng.me, self.ring, self.owner
+        for t, cs in cons.items():
+            if t in graph.weight_info or t in inputs or t in outputs or not cs:
+                continue
+            if not all(c.op in ("Gemm", "MatMul", "Conv") and len(c.inputs) > 1 and c.inputs[0] == t
+                       and c.inputs[1] != t and c.inputs[1] in self._stacked for c in cs):
+                continue
+            src = t
+            while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
+                   and len(cons.get(prod[src].inputs[0], [])) == 1 and prod[src].inputs[0] not in outputs):
+                src = prod[src].inputs[0]
+            if src in inputs or src in graph.weight_info:
+                continue
+            for c in cs:
+                sw = self._stacked[c.inputs[1]]
+                if me == owner:       # its own model's weight, in the ring
+                    w, limbs = plain_limbs(sw, ring.reduce(self.eng.cfg.encode(
+                        np.asarray(graph.initializers[c.inputs[1]], np.float64))))
+                else:                 # t: w_t (bottom half), i: w_i + w_e (top half)
+                    w, limbs = stacked_half(sw, top=me == (owner + 2) % 3)
+                self._held_src[c.name] = src
+                self._held_w[c.name] = (w, limbs, sw)
+
+    def _held_product(self, node: Node, x: Pair) -> np.ndarray | None:
+        """This party's component of a product of a held result (``_plan_held``), or None."""
+        src = self._held_src.get(node.name)
+        if src is None or src not in self._held:
+            return None
+        w, limbs, sw = self._held_w[node.name]
+        me, ring = self.eng.me, self.ring
+        if me == self.owner:
+            v = ring.add(x.a, x.b)        # h_e + h_t
+        elif me == (self.owner + 1) % 3:
+            v = x.b                       # h_i (h_t, x.a, is not here)
+        else:
+            v = x.a                       # h_i
+        return half_product(ring, sw.f, sw.axis, v, w, limbs)
 
     def prepare_input(self, graph: Graph, owner: int) -> InputPlan | None:
         """Semi-honest, offline, input shared online: draw the input's pseudo-random
@@ -134,12 +205,12 @@ class StampBackend:
         for info in graph.inputs:
             z = np.zeros(tuple(int(d) for d in info.shape), dtype=np.uint64)
             denv[info.name] = Pair(z, z)
-        rot, counts = self._rot, dict(self.counts)
+        rot, counts, held = self._rot, dict(self.counts), set(self._held)
         self._dry = graph.shapes
         try:
             self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))
         finally:
-            self._dry, self._rot, self.counts = None, rot, counts
+            self._dry, self._rot, self.counts, self._held = None, rot, counts, held
         return self.ops.prefetch()
 
     def set_range_guard(self, plan: dict) -> None:
@@ -292,7 +363,9 @@ class StampBackend:
             self.counts["premultiplied"] += 1
 
     # ---- job construction ------------------------------------------------------------
-    def _split(self, data, out_shape: tuple, split: bool):
+    def _split(self, data, out_shape: tuple, split: bool, owner_eval: bool = False):
+        """(row ranges, leaders) of a device operation's jobs [STAMP 4.2]; unsplit, the leader
+        rotates, or (``owner_eval``) is the one whose evaluator is the model owner."""
         n = (data.a if isinstance(data, Pair) else data).shape[0] if len(out_shape) else 1
         # the part whose evaluator is the output party (leader r - 1) is the lighter one
         light = None if self.output_receiver is None else (self.output_receiver - 1) % 3
@@ -300,7 +373,7 @@ class StampBackend:
         if len(parts) > 1:
             ranges, leaders = [r for _, r in parts], [c for c, _ in parts]
         else:
-            ranges, leaders = [(0, n)], [self._rot % 3]
+            ranges, leaders = [(0, n)], [(self.owner + 2) % 3 if owner_eval else self._rot % 3]
         if len(ranges) == 1:
             self._rot += 1
         return ranges, leaders
@@ -344,8 +417,11 @@ class StampBackend:
         batched)]: all their jobs in one operation of at most ``nonlinear.MAX_JOBS`` jobs
         (two rounds for all), in order."""
         plans = []
+        # one unsplit step whose result only products with a weight take: held (``_plan_held``)
+        hold = (len(tasks) == 1 and path in ("3of3", "rss") and self.owner is not None and self.guard is None
+                and tasks[0][5] is not None and tasks[0][5] in self._held_src.values())
         for data, steps, params, out_shape, split, last, batched in tasks:
-            ranges, leaders = self._split(data, out_shape, split)
+            ranges, leaders = self._split(data, out_shape, split and not (hold and self.hold_batches), owner_eval=hold)
             ap = self._act_plan(last, ranges, leaders, out_shape, path) if last is not None else None
             plans.append((ranges, leaders, ap))
         op_at_run = self.ops.op + sum(len(ap[4]) for _, _, ap in plans if ap is not None)
@@ -355,6 +431,9 @@ class StampBackend:
                 raise ProtocolError("too many jobs for one device operation")
             act = self._act_make(ap, op_at_run, sub) if ap is not None else None
             jobs = self._jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
+            if hold and len(jobs) == 1:
+                jobs[0].hold = True
+                self._held.add(last)
             batch.append((jobs, act))
             sub += len(jobs)
         alljobs = [j for jobs, _ in batch for j in jobs]
@@ -393,6 +472,8 @@ class StampBackend:
             z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline
+        elif (zh := self._held_product(node, x)) is not None:
+            z3 = zh                               # a held result: the owner-split terms
         elif sw is not None and sw.source is w:   # the weight's part prepared offline
             z3 = stacked_product(self.ring, sw, x)
         else:
@@ -445,8 +526,9 @@ class StampBackend:
         steps, out_shape, guarded = self._guarded(node, _output_of((chain or [node])[-1]), steps, out_shape)
         split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
                  and zshape[0] == out_shape[0] and not guarded)
-        if not self.eng.malicious:
-            return (z3, steps, plist, out_shape, split, None, batched)
+        if not self.eng.malicious:   # (``last``: a held result, ``_run_many``)
+            last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
+            return (z3, steps, plist, out_shape, split, last, batched)
         started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
         last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
         return (started, steps, plist, out_shape, split, last, batched)

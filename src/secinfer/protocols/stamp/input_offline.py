@@ -61,9 +61,23 @@ def half_product(ring, f, axis: int, v: np.ndarray, w: np.ndarray, limbs: tuple 
     return ring.reduce((lo + (mid << np.uint64(16))) & _M32)
 
 
-def _split(sw: StackedWeight, k: int, top: bool):
+def stacked_half(sw: StackedWeight, top: bool):
     """The top (w_p + w_{p+1}, multiplies x_p) or bottom (w_p, multiplies x_{p+1}) half of a
     stacked weight, contiguous, with its limbs."""
+    k = sw.w.shape[0 if sw.axis == -1 else 1] // 2
+    return _split(sw, k, top)
+
+
+def plain_limbs(sw: StackedWeight, w_plain: np.ndarray):
+    """The model owner's plaintext weight (in the ring) and its float64 16-bit limbs when
+    the stacked weight has limbs (a Z_2^32 matrix product), for ``half_product``."""
+    limbs = None
+    if sw.limbs is not None:
+        limbs = ((w_plain & _M16).astype(np.float64), ((w_plain >> np.uint64(16)) & _M16).astype(np.float64))
+    return np.ascontiguousarray(w_plain), limbs
+
+
+def _split(sw: StackedWeight, k: int, top: bool):
     if sw.axis == -1:
         w = np.ascontiguousarray(sw.w[:k] if top else sw.w[k:])
         limbs = None if sw.limbs is None else tuple(np.ascontiguousarray(m[:k] if top else m[k:])
@@ -103,11 +117,9 @@ class InputPlan:
         if me == (o + 2) % 3:     # (x_{o+2}, x_o), the model owner: f(x_{o+2} + x_o, W)
             if w_plain is None:
                 raise ProtocolError("the model owner's first-layer weight is needed in plaintext")
-            limbs = None
-            if sw.limbs is not None:
-                limbs = ((w_plain & _M16).astype(np.float64), ((w_plain >> np.uint64(16)) & _M16).astype(np.float64))
+            w_plain, limbs = plain_limbs(sw, w_plain)
             part = half_product(ring, sw.f, sw.axis, self.c_all, w_plain, limbs)
-            self.halves[node_name] = _Half(part, np.ascontiguousarray(w_plain), limbs, sw.axis, sw.f)
+            self.halves[node_name] = _Half(part, w_plain, limbs, sw.axis, sw.f)
         elif me == (o + 1) % 3:   # (x_{o+1}, x_{o+2}): f(x_{o+1}, w_{o+1} + w_{o+2}), the top half
             w, limbs = _split(sw, k, True)
             self.halves[node_name] = _Half(half_product(ring, sw.f, sw.axis, self.c_next, w, limbs), None, None,

@@ -8,9 +8,11 @@ callers hold.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FrameError
@@ -39,11 +41,25 @@ def dh_message(session: bytes, me: int, peer: int, eph_pub: bytes) -> bytes:
     return DH_DOMAIN + session + bytes([me, peer]) + eph_pub
 
 
+def label_prefix(label: str) -> bytes:
+    """The first half of ``crypto.prg.PRF``'s CTR start block for ``label`` (its second half
+    is the block counter); tests compare what is computed from it with ``PRF`` itself."""
+    return hashlib.sha256(b"secinfer-prg-label\x00" + label.encode()).digest()[:8]
+
+
+# the CTR start block of PRF(seed).keystream("expand", 0, .)
+_EXPAND_IV = label_prefix("expand") + bytes(8)
+
+
 def expand(seed: bytes, n: int) -> np.ndarray:
-    """n 64-bit words of AES-CTR keystream under a 128-bit stream seed."""
+    """n 64-bit words of AES-CTR keystream under a 128-bit stream seed: exactly
+    ``PRF(seed).keystream("expand", 0, 8 n)``, with the label's prefix computed once and the
+    keystream written straight into the array's buffer (no copy)."""
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    return np.frombuffer(PRF(bytes(seed)).keystream("expand", 0, 8 * n), dtype=np.uint64).copy()
+    buf = bytearray(8 * n + 15)
+    Cipher(algorithms.AES(bytes(seed)), modes.CTR(_EXPAND_IV)).encryptor().update_into(bytes(8 * n), buf)
+    return np.frombuffer(buf, dtype=np.uint64, count=n)
 
 
 def zero_component(seeds: dict, comp: int, n: int, mask: np.uint64) -> np.ndarray:

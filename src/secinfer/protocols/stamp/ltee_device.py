@@ -52,7 +52,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers import algorithms
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.cmac import CMAC
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -62,8 +62,8 @@ from secinfer.crypto.prg import PRF
 from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
 from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
-    BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, prf_elements, read_frame, seeds_array, write_frame,
-    zero_component)
+    BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
+    prf_elements, read_frame, seeds_array, write_frame, zero_component)
 
 
 
@@ -129,6 +129,10 @@ class Device(CounterDiscipline):
         self._eph: dict[int, X25519PrivateKey] = {}
         self._keys: dict[int, bytes] = {}
         self._prf: dict[int, PRF] = {}
+        # F_k(label, ctr)'s single block AES_k(prefix(label) || ctr) (``_seed``): one ECB
+        # encryptor per pairwise key and the labels' prefixes, made once
+        self._ecb: dict[int, object] = {}
+        self._prefix: dict[str, bytes] = {}
         # counters [Protocols 2-3]: plain and duplicated (hat) families
         self.ctr = {(s, h): 0 for s in STREAMS for h in (0, 1)}
         self.op_last = -1
@@ -156,7 +160,16 @@ class Device(CounterDiscipline):
         slot is its AES-CTR expansion, so the device can hand a host the 16-byte seed
         instead of the vector (same knowledge, far fewer bus bytes)."""
         self.aes_bytes += 16
-        return self._prf[j].keystream(label, ctr, 16)
+        ecb = self._ecb.get(j)
+        if ecb is None:
+            ecb = self._ecb[j] = Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor()
+        pre = self._prefix.get(label)
+        if pre is None:
+            pre = self._prefix[label] = label_prefix(label)
+        if not 0 <= ctr < 1 << 64:
+            raise Refused("bad-request", "counter out of range")
+        # = PRF(k_j).keystream(label, ctr, 16): a CTR keystream's first block is AES_k(IV)
+        return ecb.update(pre + ctr.to_bytes(8, "big"))
 
     def _elems(self, j: int, label: str, ctr: int, n: int) -> np.ndarray:
         self.aes_bytes += 8 * n

@@ -65,6 +65,9 @@ class Job:
     # job's segment of the next product's mask A (flat), and the rho = y - A it learns
     act: Pair | None = None
     rho: np.ndarray | None = None
+    # semi-honest, evaluated by the model owner whose next products take the real component
+    # (``StampBackend._plan_held``): the evaluator keeps it, the third party's pair lacks it
+    hold: bool = False
 
 
 RANGE_GUARD = "range-guard"
@@ -353,7 +356,8 @@ class StampOps:
                 else:
                     sd, zb = self._dev("eval", self._meta(sub, mode, 0), spec, *payload, kind="eval")
                     job.result = Pair(self._comp(sd, me, zb.size), zb)
-                eng.send_ring(t, "stamp/z", zb)
+                if not job.hold:
+                    eng.send_ring(t, "stamp/z", zb)
             elif me == i and mal:
                 fl = s["flat"]
                 if path == "rss":
@@ -392,6 +396,9 @@ class StampOps:
                 continue
             (sd,) = seeds[(sub, "z")]
             zi = self._comp(sd, (me + 1) % 3, n_out)
+            if job.hold and not mal:      # the real component stays with the evaluator (the
+                job.result = Pair(np.zeros(n_out, dtype=U64), zi)   # owner); only zi is used
+                continue
             (real,) = eng.recv_ring(e, "stamp/z", n_out)
             if mal:
                 (padded,) = eng.recv_ring(i, "stamp/z^", n_out)

@@ -73,8 +73,17 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # round as the input, not one round after p0 got it; each next operation is
         # evaluated by the party that received the last one's result last (the rotation)
         first = (CLIENT + 1) % 3 if not malicious and not early else 0
+        # semi-honest: a device step whose result only products with a weight take is evaluated
+        # by the model owner's LTEE, which keeps the real component (option stamp_owner_split,
+        # default on; ``StampBackend._plan_held``)
+        held = job.options.get("stamp_owner_split", True)
+        if held not in (True, False, "all"):
+            raise ProtocolError(f"option stamp_owner_split is true, false or \"all\", not {held!r}")
+        owner = MODEL if not malicious and held else None
         backend = StampBackend(eng, ops, output_receiver=CLIENT if fuse else None,
-                               premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first)
+                               premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first,
+                               owner=owner)
+        backend.hold_batches = held == "all"
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)

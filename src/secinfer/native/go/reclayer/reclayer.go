@@ -89,6 +89,7 @@ type stream struct {
 	bigGot    int
 	got       int64 // bytes read from the socket during the current call
 	bound     boundMem
+	tmpls     []*tmpl // frame templates (frames.go)
 }
 
 // boundMem is the caller's memory an incoming stream reports into (rl_bind, rl_next).
@@ -98,6 +99,7 @@ type boundMem struct {
 	info, stamp unsafe.Pointer
 	errbuf      unsafe.Pointer
 	errlen      int
+	others      []int32 // rl_others: descriptors that end an rl_next_t wait
 }
 
 var (
@@ -119,7 +121,7 @@ func (s *stream) setNonce() {
 
 // abiVersion changes whenever an export's arguments or meaning change (native_link.py
 // refuses a library of another version and uses the Python record layer).
-const abiVersion = 2
+const abiVersion = 3
 
 // rl_abi is the version of these exports.
 //

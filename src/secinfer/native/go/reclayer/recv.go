@@ -79,7 +79,7 @@ func rl_bind(h C.uint64_t, scratch unsafe.Pointer, scap C.int64_t, info *C.int64
 		return -1
 	}
 	s.bound = boundMem{scratch: scratch, scap: int64(scap), info: unsafe.Pointer(info),
-		stamp: unsafe.Pointer(stamp), errbuf: unsafe.Pointer(errbuf), errlen: int(errlen)}
+		stamp: unsafe.Pointer(stamp), errbuf: unsafe.Pointer(errbuf), errlen: int(errlen), others: s.bound.others}
 	return 0
 }
 

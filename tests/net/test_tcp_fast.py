@@ -1,0 +1,223 @@
+"""Issue #23 item 1: the tcp transport's fast path (``net/tcp_fast.py``, Go frame templates
+``rl_send_t`` / ``rl_next_t``). A small frame of one array is built, sealed and sent in one
+call, and received with its header checked against the tag's template in one call. These
+tests hold it to the general path: the same bytes on the wire, the same arrays, seq, rounds
+and meter, and, once the templates are warm, the same typed error for every frame that is
+wrong (out of order, another tag, another layout, an abort, a replayed or corrupted
+record, an oversized frame)."""
+
+import time
+
+import numpy as np
+import pytest
+
+from secinfer.errors import FrameError, MessageTooLargeError, PeerAbortedError
+from secinfer.net import native_link
+from secinfer.net.channel import ArraySpec
+from secinfer.net.codec import Header, encode_frame
+from secinfer.net.tcp_links import K_DATA
+from secinfer.net.tcp_transport import TcpEndpoint
+from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(not native_link.available(), reason="native library not built")]
+
+U8 = ArraySpec(np.uint8, (None,))
+U64 = ArraySpec(np.uint64, (None,))
+
+
+@pytest.fixture
+def pair(tmp_path):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True)
+    yield eps["a"], eps["b"]
+    for e in eps.values():
+        e.close(flush=False)
+
+
+def _warm(a, b, tag="t", n=4, times=3):
+    """Frames of ``tag`` until both templates exist (the first frame is decoded in full)."""
+    for i in range(times):
+        a.send("b", tag, np.full(n, i, np.uint64))
+        assert b.recv("a", tag, U64)[0].tolist() == [i] * n
+    assert a._out["b"].tmpls[tag] and b._in["a"].tin[tag]
+
+
+def test_fast_frames_are_the_codecs_bytes(pair):
+    """What the fast send puts on the wire is exactly ``codec.encode_frame``'s frame, for
+    several dtypes, shapes, phases and depths (the receiver reads it raw, bypassing recv)."""
+    a, b = pair
+    arrays = [np.arange(5, dtype=np.uint64), np.arange(12, dtype=np.int32).reshape(3, 4),
+              np.array([1.5, -2.0]), np.zeros(0, np.uint8), np.array([True, False, True]),
+              np.arange(6000, dtype=np.uint8), np.arange(8, dtype=np.uint64)[::2]]   # (the last not contiguous)
+    for phase, depth in (("setup", 0), ("online", 3)):
+        with a.phase(phase):
+            a.meter.depth[phase] = depth
+            for k, x in enumerate(arrays):
+                for _ in range(2):                  # the first builds the template, the second uses it
+                    seq = a._seq_out["b"]
+                    a.send("b", f"t{k}", x)
+                    got = b._receive("a", time.monotonic() + 5)
+                    want = encode_frame(Header(a.session_id, "a", f"t{k}", seq, phase, depth), [x])
+                    assert bytes(got) == want
+                assert a._out["b"].tmpls[f"t{k}"], k
+
+
+@pytest.mark.parametrize("a_native,b_native", [(True, True), (True, False), (False, True)])
+def test_a_run_of_frames_gives_what_the_python_layer_gives(tmp_path, a_native, b_native):
+    """The same messages on native and Python record layers (and mixed: the fast path talks
+    to a Python party): equal arrays (writable, their own memory), seq, rounds and meter;
+    on a native receiver the repeated frames were checked in Go."""
+    def run(path, an, bn):
+        eps = all_endpoints(TcpEndpoint, loopback_cluster(path, "tcp"),
+                            per_party={"a": {"native": an}, "b": {"native": bn}})
+        a, b = eps["a"], eps["b"]
+        got, checked = [], 0
+        try:
+            rng = np.random.default_rng(1)
+            with a.phase("online"), b.phase("online"):
+                for i in range(30):
+                    tag = ("x", "y")[i % 2]
+                    n = 8 if i < 20 else 9                      # a new layout for a tag midway
+                    x = rng.integers(0, 2**63, n, dtype=np.uint64)
+                    a.send("b", tag, x)
+                    (y,) = b.recv("a", tag, U64)
+                    checked += b._in["a"].native is not None and b._in["a"].checked is not None
+                    assert y.flags.writeable and y.base is not x
+                    y[0] ^= 1                                   # (writable, and not the scratch buffer)
+                    got.append(y.copy())
+                    b.send("a", "r", y[:1].copy())
+                    a.recv("b", "r", U64)
+            return got, checked, _counts(a), _counts(b), a._seq_out["b"], b._seq_in["a"]
+        finally:
+            for e in eps.values():
+                e.close(flush=False)
+
+    fast = run(tmp_path / "f", a_native, b_native)
+    slow = run(tmp_path / "s", False, False)
+    assert all(np.array_equal(x, y) for x, y in zip(fast[0], slow[0]))
+    assert fast[2:] == slow[2:]   # meters (bytes, messages, rounds per tag) and seq
+    if b_native:
+        assert fast[1] >= 24      # (all but the first frame of each tag and layout)
+
+
+def _counts(ep) -> dict:
+    """The meter's summary without its clock readings."""
+    s = ep.meter.summary()
+    for ph in s["phases"].values():
+        del ph["seconds"], ph["window"]
+    return s
+
+
+def _frame(a, tag, x, seq=None):
+    seq = a._seq_out["b"] if seq is None else seq
+    return encode_frame(Header(a.session_id, "a", tag, seq, a.current_phase, 0), [x])
+
+
+def test_a_frame_out_of_order_after_the_templates_is_refused(pair):
+    a, b = pair
+    _warm(a, b)
+    a._transmit("b", _frame(a, "t", np.ones(4, np.uint64), seq=a._seq_out["b"] + 1))
+    with pytest.raises(FrameError, match="out-of-order frame"):
+        b.recv("a", "t", U64, timeout=5)
+
+
+def test_a_replayed_frame_after_the_templates_is_refused(pair):
+    """The same frame bytes again (sealed anew, so the records authenticate): its seq is
+    an old one."""
+    a, b = pair
+    _warm(a, b)
+    old = _frame(a, "t", np.ones(4, np.uint64), seq=a._seq_out["b"] - 1)
+    a._transmit("b", old)
+    with pytest.raises(FrameError, match="out-of-order frame"):
+        b.recv("a", "t", U64, timeout=5)
+
+
+def test_another_tag_after_the_templates_is_out_of_step(pair):
+    a, b = pair
+    _warm(a, b)
+    _warm(a, b, tag="u")
+    a.send("b", "u", np.ones(4, np.uint64))
+    with pytest.raises(FrameError, match="protocol out of step, received tag 'u'"):
+        b.recv("a", "t", U64, timeout=5)
+
+
+@pytest.mark.parametrize("sent,spec,match", [
+    (np.ones(5, np.uint64), ArraySpec(np.uint64, (4,)), "expected shape"),
+    (np.ones(4, np.uint64), ArraySpec(np.uint64, (5,)), "expected shape"),      # the template's layout, another spec
+    (np.ones(4, np.uint64), ArraySpec(np.uint32, (4,)), "expected dtype"),
+    (np.ones(4, np.uint64), ArraySpec(np.uint64, (None,), max_elems=3), "elements"),
+])
+def test_an_array_the_spec_refuses_after_the_templates(pair, sent, spec, match):
+    a, b = pair
+    _warm(a, b)
+    a.send("b", "t", sent)
+    with pytest.raises(FrameError, match=match):
+        b.recv("a", "t", spec, timeout=5)
+
+
+def test_an_abort_after_the_templates_reaches_the_peer(pair):
+    a, b = pair
+    _warm(a, b)
+    a.abort("some-check", "c", "detail")
+    with pytest.raises(PeerAbortedError):
+        b.recv("a", "t", U64, timeout=5)
+
+
+def test_a_replayed_record_after_the_templates_cuts_the_peer_off(pair):
+    a, b = pair
+    _warm(a, b)
+    link = a._out["b"]
+    with link.lock:
+        recs = b"".join(link.records(_frame(a, "t", np.ones(4, np.uint64)), K_DATA, time.monotonic()))
+        link.sock.sendall(recs + recs)
+    assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [1] * 4
+    with pytest.raises(FrameError, match="failed authentication"):
+        b.recv("a", "t", U64, timeout=5)
+
+
+def test_a_flipped_bit_after_the_templates_cuts_the_peer_off(pair):
+    a, b = pair
+    _warm(a, b)
+    link = a._out["b"]
+    with link.lock:
+        recs = bytearray(b"".join(link.records(_frame(a, "t", np.ones(4, np.uint64)), K_DATA, time.monotonic())))
+        recs[30] ^= 4                                # (inside the ciphertext of the frame's header)
+        link.sock.sendall(bytes(recs))
+    with pytest.raises(FrameError, match="failed authentication"):
+        b.recv("a", "t", U64, timeout=5)
+
+
+def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True,
+                        per_party={"b": {"max_frame": 1 << 10}})
+    a, b = eps["a"], eps["b"]
+    try:
+        _warm(a, b)
+        a.send("b", "t", np.ones(300, np.uint64))     # 2,400 bytes: over b's cap, within a's
+        a.send("b", "t", np.full(4, 7, np.uint64))
+        with pytest.raises(MessageTooLargeError, match="exceeds the cap"):
+            b.recv("a", "t", U64, timeout=5)
+        b._seq_in["a"] += 1                           # the refused frame counted as consumed
+        assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [7] * 4
+        assert b._in["a"].checked is not None         # (and the template still serves)
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_a_sender_over_its_own_cap_raises_before_counting(tmp_path):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True,
+                        per_party={"a": {"max_frame": 100}})
+    a, b = eps["a"], eps["b"]
+    try:
+        a.send("b", "t", np.ones(2, np.uint64))
+        a.send("b", "t", np.ones(2, np.uint64))       # (template in use)
+        with pytest.raises(MessageTooLargeError, match="exceeds the cap of 100"):
+            a.send("b", "t", np.ones(20, np.uint64))
+        a.max_frame = 60                              # a tighter cap applies to a known template too
+        with pytest.raises(MessageTooLargeError, match="exceeds the cap of 60"):
+            a.send("b", "t", np.ones(2, np.uint64))
+        assert a._seq_out["b"] == 2 and a.meter.total(direction="sent") == 32
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
