@@ -208,7 +208,18 @@ class FastPaths:
             self._fg = False
         if item is None:   # something else first (several records, part of one, a failure, ...)
             return self._accept(peer, tag, specs, self._receive(peer, deadline), expected)
-        c.fast += 1
+        # the tag's template: the header the codec checked in full (decode_known's conditions)
+        names = self._names.get((self.session_id, peer, tag))
+        fast = self._layouts.get(names) if names is not None else None
+        if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
+                and item.startswith(fast[1], fast[2]):
+            seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
+            if seq == expected and phase_i < 3 and n == 1:
+                t = c.tin.get(tag)
+                if t is None or t[1] is not fast:
+                    t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
+                c.fast += 1
+                return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
         return self._accept(peer, tag, specs, item, expected)
 
     def _py_next(self, peer: str, c, deadline: float):
@@ -328,7 +339,14 @@ class FastPaths:
                     c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
             return arrays
         # the header was checked in Go against t's, which the codec checked in full before
-        # (``_accept`` with decode_known's result, inline for one array)
+        return self._known(peer, tag, specs, item, expected, t, chk[0], chk[1])
+
+    def _known(self, peer: str, tag: str, specs: tuple, item: bytearray, expected: int, t: list, phase_i: int,
+               depth_in: int) -> list[np.ndarray]:
+        """``_accept`` of a frame of one array whose header equals, but for seq, phase and
+        depth, the one ``t[1]`` that the codec checked in full before, and whose seq is
+        ``expected`` (decode_known's result, inline): the array, the spec check (``t[2]``:
+        the last spec that passed with this layout), seq, rounds and meter."""
         lay = t[1]
         (dt, shape, count, nb), = lay[5]
         a = np.frombuffer(item, dt, count, lay[3])
@@ -357,7 +375,7 @@ class FastPaths:
         ph = self._phase
         meter = self.meter
         depth = meter.depth
-        d = chk[1] + 1 if PHASES[chk[0]] == ph else 1
+        d = depth_in + 1 if PHASES[phase_i] == ph else 1
         if d > depth[ph]:
             depth[ph] = d
         m = meter.counters[(ph, "recv", peer, tag)]
