@@ -33,7 +33,8 @@ that waits, reads and decrypts with the GIL released), else by the Python one
 (``tcp_links``); both speak the same records with the same checks, so parties of either
 kind interoperate. ``native=False`` (or ``SECINFER_TCP_NATIVE=0`` in the environment, for
 whole runs) selects the Python layer; without a built native library it is used anyway.
-Pacing, heartbeats, liveness and close are the same Python code on both.
+Pacing, heartbeats, liveness and close are the same Python code on both. A small frame of
+one array takes ``tcp_fast``'s shortcuts on either layer.
 
 Frames above ``max_frame`` become a ``MessageTooLargeError`` in order (the stream goes
 on); more than ``max_inbox`` bytes received and not consumed cut the peer off
