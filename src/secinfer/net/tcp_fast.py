@@ -48,7 +48,7 @@ from secinfer.errors import FrameError, MessageTooLargeError, NetworkError, Peer
 from secinfer.net.channel import _NP_DTYPES, Endpoint
 from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, encode_parts
 from secinfer.net.native_link import BAD_TEMPLATE, EV_CHECKED, EV_FRAME, EV_NONE, EV_OTHER
-from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, RECORD_OVERHEAD, SMALL, TAG, frame_event,
+from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, frame_event,
                                     native_event, next_native)
 
 _HDR_SIZE = HDR.size
@@ -78,16 +78,7 @@ class FastPaths:
         if tid < 0:
             return self._py_send(link, peer, tag, a, nbytes, total, pre, post)
         # (Endpoint.send's bookkeeping, in its order: seq, last step, meter, then the wire)
-        seq = self._seq_out[peer]
-        ph = self._phase
-        meter = self.meter
-        depth = meter.depth[ph]
-        self._seq_out[peer] = seq + 1
-        self.last_step = ("sent", peer, tag)
-        c = meter.counters[(ph, "sent", peer, tag)]
-        c.payload += nbytes
-        c.wire += total
-        c.messages += 1
+        seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
         body = a.tobytes()
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
             # (the error _transmit_parts raises, from the frame as the codec makes it)
@@ -98,19 +89,12 @@ class FastPaths:
             now = _monotonic()
             k = sealer.send_t(sealer.h, now, tid, seq, _PHASE_CODE[ph] << 32 | depth, body) \
                 if link.error is None and not self._stop.is_set() else -2
-            if k == total + RECORD_OVERHEAD:
-                link.written += k
-                link.data_written = link.written
-                link.moved = now
-                link.next_hb = now + self.heartbeat_interval
-            else:
-                if k == BAD_TEMPLATE:   # (never: the template was registered on this link)
-                    raise NetworkError(f"{self.me}: native record layer refused frame template {tid}")
-                # the socket took part or none of it (the rest is written the long way), or
-                # the link failed or closes (-2: sealed from these bytes, the write names why)
-                link.small_rest(k, total, pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + body
-                                if k == -2 else None, now)
-                link.next_hb = link.moved + self.heartbeat_interval
+            if k == BAD_TEMPLATE:   # (never: the template was registered on this link)
+                raise NetworkError(f"{self.me}: native record layer refused frame template {tid}")
+            # when the socket took part or none of it, the rest is written the long way; when
+            # the link failed or closes (-2), sealed from these bytes (the write names why)
+            link.took_small(k, total, pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + body
+                            if k == -2 else None, now, self.heartbeat_interval)
         stats = self.stats
         if self._paced_any:   # (a writer thread counts the paced frames of another link meanwhile)
             with self._stats_lock:
@@ -119,6 +103,21 @@ class FastPaths:
         else:
             stats["frames_sent"] += 1
             stats["bytes_sent"] += total
+
+    def _book_sent(self, peer: str, tag: str, nbytes: int, total: int) -> tuple:
+        """``Endpoint.send``'s bookkeeping, in its order (seq, last step, meter) for one
+        small frame: (its seq, the phase, the phase's depth)."""
+        seq = self._seq_out[peer]
+        ph = self._phase
+        meter = self.meter
+        depth = meter.depth[ph]
+        self._seq_out[peer] = seq + 1
+        self.last_step = ("sent", peer, tag)
+        c = meter.counters[(ph, "sent", peer, tag)]
+        c.payload += nbytes
+        c.wire += total
+        c.messages += 1
+        return seq, ph, depth
 
     def _out_template(self, link, tag: str, a: np.ndarray):
         """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the
@@ -151,16 +150,7 @@ class FastPaths:
         """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
         and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
         in the same order, same errors)."""
-        seq = self._seq_out[peer]
-        ph = self._phase
-        meter = self.meter
-        depth = meter.depth[ph]
-        self._seq_out[peer] = seq + 1
-        self.last_step = ("sent", peer, tag)
-        c = meter.counters[(ph, "sent", peer, tag)]
-        c.payload += nbytes
-        c.wire += total
-        c.messages += 1
+        seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
         pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
             return self._transmit_parts(peer, [pt], total)   # (raises what it raises)

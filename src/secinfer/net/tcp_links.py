@@ -204,6 +204,20 @@ class OutLink:
             self.write([*first, hdr, ct])
             first = []
 
+    def took_small(self, k: int, size: int, pt, stamp: float, heartbeat_interval: float) -> None:
+        """After ``Sealer.send_small``/``send_t`` returned ``k`` for a small frame of ``size``
+        bytes sent at ``stamp`` (caller holds ``lock``): the link's counters when the socket
+        took the whole record, else the rest written the long way (``small_rest``; ``pt``: the
+        frame's bytes when ``k`` = -2); the next heartbeat is due an interval after."""
+        if k == size + RECORD_OVERHEAD:
+            self.written += k
+            self.data_written = self.written
+            self.moved = stamp
+            self.next_hb = stamp + heartbeat_interval
+        else:
+            self.small_rest(k, size, pt, stamp)
+            self.next_hb = self.moved + heartbeat_interval
+
     def small_rest(self, k: int, size: int, pt, stamp: float) -> None:
         """After ``Sealer.send_small`` (or instead of it: ``k`` = -2) returned ``k`` for a
         small frame of ``size`` bytes: the rest of its record, written the long way (the

@@ -294,14 +294,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
                     now = time.monotonic()
                     k = sealer._send_small(sealer.h, now, pt, size) \
                         if link.error is None and not self._stop.is_set() else -2
-                    if k == size + RECORD_OVERHEAD:
-                        link.written += k
-                        link.data_written = link.written
-                        link.moved = now
-                        link.next_hb = now + self.heartbeat_interval
-                    else:
-                        link.small_rest(k, size, pt, now)   # (the socket took part or none of it)
-                        link.next_hb = link.moved + self.heartbeat_interval
+                    link.took_small(k, size, pt, now, self.heartbeat_interval)
                 with self._stats_lock:   # (_count_sent, inline)
                     stats = self.stats
                     stats["frames_sent"] += 1
