@@ -81,6 +81,8 @@ def test_w2_rows_agree_with_the_reference_class():
         # the window to the client's output ends no later than the one to the last exit
         assert 0 < r["online_to_output_ms"] <= r["online_ms"] + 1e-9
         assert r["online_to_output_ms_min"] <= r["online_to_output_ms"] <= r["online_to_output_ms_max"]
+        assert r["to_output_vs_target"] == pytest.approx(r["online_to_output_ms"] / r["target_online_ms"])
+        assert r["to_output_vs_target"] <= r["online_vs_target"] + 1e-9
 
 
 def test_to_output_ends_at_the_input_roles_exit():

@@ -15,7 +15,7 @@ from secinfer.crypto.prg import PRG
 from secinfer.errors import FrameError
 from secinfer.protocols.crisp import he_conv, he_rows
 from secinfer.protocols.crisp.ckks_engine import CKKSLinear
-from secinfer.protocols.crisp.he_core import ct_pt_dot
+from secinfer.protocols.crisp.he_core import _mask_key, ct_pt_dot
 
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -204,3 +204,43 @@ def test_malformed_trimmed_answer_is_a_frame_error(security, bad, monkeypatch):
         match = "not reduced"
     with pytest.raises(FrameError, match=match):
         eng_c.decrypt_positions(tampered, bud, pos)
+
+
+@pytest.mark.parametrize("security", SECURITIES)
+def test_answer_frame_is_the_rescaled_ciphertext_trimmed_byte_for_byte(security):
+    """The one-call answer (``he_native.answer``: c0 divided in the coefficient domain,
+    c1 through Lattigo's NTT rescale) is byte for byte the trimmed frame of the same
+    masked answer rescaled one prime at a time by the evaluator, for every drop."""
+    malicious = security == "malicious"
+    grp, eng_c, eng_s = _engines(malicious)
+    rng = np.random.default_rng(9)
+    k_in, n_out, n_rows, wbits = 20, 5, 3, 11
+    bud = eng_s.budget(k_in, n_out, wbits)
+    assert bud.drop >= 2
+    d_re = _digits(rng, (n_rows, k_in), bud.D)
+    d_im = _digits(rng, (n_rows, k_in), bud.D)
+    mat = rng.integers(-(1 << 10), 1 << 10, (k_in, n_out))
+    poly = he_rows.client_poly(eng_c.params.n, _limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
+    ct = _encrypt(eng_c, poly, bud)
+    wp = he_rows.weight_polys(eng_s, mat, bud)
+    ev = Evaluator(eng_s.params)
+    _, _, pos = he_rows.targets(bud, n_rows, 0, 0, n_out)
+    read = eng_c.read_positions(bud, pos)
+    for drop in sorted({0, 1, bud.drop}):
+        b = bud.__class__.__new__(bud.__class__)
+        b.__dict__.update(bud.__dict__)
+        b.drop = drop
+        # one mask ciphertext (a semi-honest one draws Lattigo's own randomness), a copy
+        # queued for each path as the offline phase queues them
+        mask, rmask = eng_s.mask_ciphertext(b, PRG.for_tests(31 + drop))
+        frame = mask.to_bytes()
+        mask.close()
+        eng_s._prepared[_mask_key(1, b)] = [(eng_s.params.load(frame, Ciphertext), rmask)]
+        out, r1 = eng_s.masked_rescaled(1, ct_pt_dot(ev, [ct], [wp[0, 0]]), b, None)
+        ref = trim(eng_c.params, out, read)
+        out.close()
+        eng_s._prepared[_mask_key(1, b)] = [(eng_s.params.load(frame, Ciphertext), rmask)]
+        got, r2 = eng_s.masked_answer(1, ct_pt_dot(ev, [ct], [wp[0, 0]]), b, None, pos)
+        assert got.tobytes() == ref, f"drop {drop}"
+        assert r1 is r2 is rmask
+    ct.close()

@@ -13,22 +13,23 @@ import pytest
 
 from secinfer.errors import FrameError, MessageTooLargeError, PeerAbortedError
 from secinfer.net import native_link
-from secinfer.net.channel import ArraySpec
+from secinfer.net.channel import ArraySpec, Endpoint
 from secinfer.net.codec import Header, encode_frame
 from secinfer.net.tcp_links import K_DATA
 from secinfer.net.tcp_transport import TcpEndpoint
 from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
 
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not native_link.available(), reason="native library not built")]
+pytestmark = [pytest.mark.timeout(60)]
+NATIVE = pytest.mark.skipif(not native_link.available(), reason="native library not built")
+LAYERS = [pytest.param(True, id="native", marks=NATIVE), pytest.param(False, id="python")]
 
 U8 = ArraySpec(np.uint8, (None,))
 U64 = ArraySpec(np.uint64, (None,))
 
 
-@pytest.fixture
-def pair(tmp_path):
-    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True)
+@pytest.fixture(params=LAYERS)
+def pair(tmp_path, request):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=request.param)
     yield eps["a"], eps["b"]
     for e in eps.values():
         e.close(flush=False)
@@ -39,7 +40,21 @@ def _warm(a, b, tag="t", n=4, times=3):
     for i in range(times):
         a.send("b", tag, np.full(n, i, np.uint64))
         assert b.recv("a", tag, U64)[0].tolist() == [i] * n
-    assert a._out["b"].tmpls[tag] and b._in["a"].tin[tag]
+    assert a._out["b"].tmpls[tag] and _recv_template(b, tag)
+
+
+def _recv_template(b, tag):
+    """The receive template of ``tag`` from "a": in Go (native) or the codec's checked header."""
+    c = b._in["a"]
+    if c.native is not None:
+        return c.tin.get(tag)
+    return b._layouts.get(b._names.get((b.session_id, "a", tag)))
+
+
+def _fast_hits(b) -> int:
+    """Frames from "a" whose header was checked against a template by the fast receive."""
+    c = b._in["a"]
+    return c.checked is not None if c.native is not None else c.fast
 
 
 def test_fast_frames_are_the_codecs_bytes(pair):
@@ -62,12 +77,17 @@ def test_fast_frames_are_the_codecs_bytes(pair):
                 assert a._out["b"].tmpls[f"t{k}"], k
 
 
-@pytest.mark.parametrize("a_native,b_native", [(True, True), (True, False), (False, True)])
-def test_a_run_of_frames_gives_what_the_python_layer_gives(tmp_path, a_native, b_native):
-    """The same messages on native and Python record layers (and mixed: the fast path talks
-    to a Python party): equal arrays (writable, their own memory), seq, rounds and meter;
-    on a native receiver the repeated frames were checked in Go."""
-    def run(path, an, bn):
+@pytest.mark.parametrize("a_native,b_native", [pytest.param(True, True, marks=NATIVE),
+                                                 pytest.param(True, False, marks=NATIVE),
+                                                 pytest.param(False, True, marks=NATIVE), (False, False)])
+def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b_native):
+    """The same messages through the fast paths on native and Python record layers (and
+    mixed) as through ``Endpoint``'s general path on the Python layer: equal arrays
+    (writable, their own memory), seq, rounds and meter; the repeated frames took the fast
+    receive (checked in Go, or by the Python layer's one read)."""
+    def run(path, an, bn, general=False):
+        send = Endpoint.send if general else TcpEndpoint.send
+        recv = Endpoint.recv if general else TcpEndpoint.recv
         eps = all_endpoints(TcpEndpoint, loopback_cluster(path, "tcp"),
                             per_party={"a": {"native": an}, "b": {"native": bn}})
         a, b = eps["a"], eps["b"]
@@ -79,25 +99,44 @@ def test_a_run_of_frames_gives_what_the_python_layer_gives(tmp_path, a_native, b
                     tag = ("x", "y")[i % 2]
                     n = 8 if i < 20 else 9                      # a new layout for a tag midway
                     x = rng.integers(0, 2**63, n, dtype=np.uint64)
-                    a.send("b", tag, x)
-                    (y,) = b.recv("a", tag, U64)
-                    checked += b._in["a"].native is not None and b._in["a"].checked is not None
+                    send(a, "b", tag, x)
+                    (y,) = recv(b, "a", tag, U64)
+                    if b._in["a"].native is not None:
+                        checked += b._in["a"].checked is not None
                     assert y.flags.writeable and y.base is not x
                     y[0] ^= 1                                   # (writable, and not the scratch buffer)
                     got.append(y.copy())
-                    b.send("a", "r", y[:1].copy())
-                    a.recv("b", "r", U64)
+                    send(b, "a", "r", y[:1].copy())
+                    recv(a, "b", "r", U64)
+            if b._in["a"].native is None:
+                checked = b._in["a"].fast
             return got, checked, _counts(a), _counts(b), a._seq_out["b"], b._seq_in["a"]
         finally:
             for e in eps.values():
                 e.close(flush=False)
 
     fast = run(tmp_path / "f", a_native, b_native)
-    slow = run(tmp_path / "s", False, False)
+    slow = run(tmp_path / "s", False, False, general=True)
     assert all(np.array_equal(x, y) for x, y in zip(fast[0], slow[0]))
     assert fast[2:] == slow[2:]   # meters (bytes, messages, rounds per tag) and seq
-    if b_native:
-        assert fast[1] >= 24      # (all but the first frame of each tag and layout)
+    assert fast[1] >= 24          # (all but the first frame of each tag and layout)
+    assert slow[1] == 0           # (the reference took the general path)
+
+
+def test_repeated_frames_take_the_fast_receive(pair):
+    """Once a tag's first frame was decoded in full, a frame of the same layout arriving
+    alone is checked against the template (Go, or the Python layer's single read)."""
+    a, b = pair
+    _warm(a, b)
+    before = b._in["a"].fast
+    hits = 0
+    for i in range(6):
+        a.send("b", "t", np.full(4, i, np.uint64))
+        assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [i] * 4
+        hits += bool(_fast_hits(b))
+    if b._in["a"].native is None:
+        hits = b._in["a"].fast - before
+    assert hits >= 4          # (a heartbeat read with a frame sends that one the general way)
 
 
 def _counts(ep) -> dict:
@@ -187,8 +226,9 @@ def test_a_flipped_bit_after_the_templates_cuts_the_peer_off(pair):
         b.recv("a", "t", U64, timeout=5)
 
 
-def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path):
-    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True,
+@pytest.mark.parametrize("native", LAYERS)
+def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path, native):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=native,
                         per_party={"b": {"max_frame": 1 << 10}})
     a, b = eps["a"], eps["b"]
     try:
@@ -199,14 +239,16 @@ def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path):
             b.recv("a", "t", U64, timeout=5)
         b._seq_in["a"] += 1                           # the refused frame counted as consumed
         assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [7] * 4
-        assert b._in["a"].checked is not None         # (and the template still serves)
+        if native:
+            assert b._in["a"].checked is not None     # (and the template still serves)
     finally:
         for e in eps.values():
             e.close(flush=False)
 
 
-def test_a_sender_over_its_own_cap_raises_before_counting(tmp_path):
-    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=True,
+@pytest.mark.parametrize("native", LAYERS)
+def test_a_sender_over_its_own_cap_raises_before_counting(tmp_path, native):
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=native,
                         per_party={"a": {"max_frame": 100}})
     a, b = eps["a"], eps["b"]
     try:

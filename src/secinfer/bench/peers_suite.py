@@ -242,6 +242,9 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                    "reps": len(s)}
             if tgt is not None and on is not None:
                 row["online_vs_target"] = on / tgt[0]
+            if tgt is not None and row["online_to_output_ms"] is not None:
+                # the peer's "online" ends when the client holds its output (issue #23)
+                row["to_output_vs_target"] = row["online_to_output_ms"] / (tgt[0] * 1e3)
             rows.append(row)
             if partial:
                 os.makedirs(os.path.dirname(partial), exist_ok=True)

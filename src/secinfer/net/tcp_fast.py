@@ -20,22 +20,39 @@ and goes through ``Endpoint.recv``'s full decode, which raises the same typed er
 without this path. What stays in Python per message: the peer's state checks, the array
 view, the spec check, seq, rounds and the meter.
 
-Frames of several arrays, large frames, paced or latency-modelled links and the Python
-record layer take ``Endpoint``'s general path.
+The Python record layer (``SECINFER_TCP_NATIVE=0``, the launcher's small runs) gets the
+same two shortcuts in Python (``_py_send``, ``_py_recv``). Sending: the tag's header parts
+(the codec's, kept per link as above) make the frame, sealed as one data record with
+``AESGCM`` and offered to the socket, without ``Endpoint.send``'s chain of calls. Receiving:
+when nothing is queued or half read, the peer's socket is read here; a read that is exactly
+one whole small data record is opened into the frame's own buffer and checked by ``_accept``
+against the tag's template (``codec.decode_known``: every header byte but seq, phase and
+depth equal to one decoded in full before), without the inbox; anything else (several
+records, part of one, a heartbeat, an oversized frame) is parsed as ever
+(``StreamReader._parse``) and taken by ``Endpoint.recv``'s general path, which raises the
+same typed errors.
+
+Frames of several arrays, large frames and paced or latency-modelled links take
+``Endpoint``'s general path.
 """
 
 from __future__ import annotations
 
+import select
 import time
 
 import numpy as np
+from cryptography.exceptions import InvalidTag
 
-from secinfer.errors import MessageTooLargeError, NetworkError
+from secinfer.errors import FrameError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net.channel import _NP_DTYPES, Endpoint
 from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, encode_parts
 from secinfer.net.native_link import BAD_TEMPLATE, EV_CHECKED, EV_FRAME, EV_NONE, EV_OTHER
-from secinfer.net.tcp_links import RECORD_OVERHEAD, SMALL, frame_event, native_event, next_native
+from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, RECORD_OVERHEAD, SMALL, TAG, frame_event,
+                                    native_event, next_native)
 
+_HDR_SIZE = HDR.size
+_HDR_UNPACK = HDR.unpack_from
 _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
 
@@ -43,7 +60,7 @@ _monotonic = time.monotonic
 class FastPaths:
     """``send`` and ``recv`` of ``TcpEndpoint`` (a mixin before ``Endpoint`` in its bases)."""
 
-    _fast_out: dict      # peer -> OutLink with a native sealer and no pacing (set by connect)
+    _fast_out: dict      # peer -> OutLink without pacing (set by connect; native or Python record layer)
 
     def send(self, peer: str, tag: str, *arrays: np.ndarray) -> None:
         link = self._fast_out.get(peer)
@@ -58,6 +75,8 @@ class FastPaths:
         _dt, _shape, tid, nbytes, total, pre, post = ent
         if total > self.max_frame:
             raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {self.max_frame} bytes")
+        if tid < 0:
+            return self._py_send(link, peer, tag, a, nbytes, total, pre, post)
         # (Endpoint.send's bookkeeping, in its order: seq, last step, meter, then the wire)
         seq = self._seq_out[peer]
         ph = self._phase
@@ -115,20 +134,164 @@ class FastPaths:
                 lay = self._names.get((self._names.get((self.session_id, self.me, tag)), a.dtype, a.shape))
                 if lay is not None and lay[3] <= SMALL:
                     pre, post, nbytes, total = lay
-                    with link.lock:
-                        tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -1
-                    if tid >= 0:
+                    if link.sealer is None:
+                        tid = -1        # (the Python record layer: the header parts are the template)
+                    else:
+                        with link.lock:
+                            tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -2
+                    if tid >= -1:
                         ent = (a.dtype, a.shape, tid, nbytes, total, pre, post)
                 link.tmpls_all[key] = ent
         if ent:
             link.tmpls[tag] = ent
         return ent
 
+    def _py_send(self, link, peer: str, tag: str, a: np.ndarray, nbytes: int, total: int, pre: bytes,
+                 post: bytes) -> None:
+        """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
+        and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
+        in the same order, same errors)."""
+        seq = self._seq_out[peer]
+        ph = self._phase
+        meter = self.meter
+        depth = meter.depth[ph]
+        self._seq_out[peer] = seq + 1
+        self.last_step = ("sent", peer, tag)
+        c = meter.counters[(ph, "sent", peer, tag)]
+        c.payload += nbytes
+        c.wire += total
+        c.messages += 1
+        pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
+        if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
+            return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
+        with link.lock:
+            now = _monotonic()
+            hdr = HDR.pack(total + TAG, now, K_DATA)
+            counter = link.counter
+            link.counter = counter + 1
+            rec = hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr)
+            k = 0
+            if not self._stop.is_set():
+                try:                        # (the common case: sent at once, one call)
+                    k = link.sock.send(rec, _DONTWAIT)
+                except OSError:             # full (_write_all waits) or failed (it names why)
+                    k = 0
+            if k:
+                link.moved = now
+                link.written += k
+                link.data_written = link.written
+            if k != len(rec):
+                link._write_all([memoryview(rec)[k:]])
+            link.next_hb = link.moved + self.heartbeat_interval
+        stats = self.stats
+        with self._stats_lock:   # (_count_sent, inline: a writer thread may count a paced frame)
+            stats["frames_sent"] += 1
+            stats["bytes_sent"] += total
+
+    def _py_recv(self, peer: str, tag: str, specs: tuple, timeout: float | None, c) -> list[np.ndarray]:
+        """``recv`` on the Python record layer: the peer's next frame read here when nothing
+        waits in its inbox or half read in its buffer (``_py_next``), else the general path."""
+        expected = self._seq_in[peer]
+        deadline = _monotonic() + (self.recv_timeout if timeout is None else timeout)
+        item = None
+        self._fg = True                      # (as _receive: the protocol thread reads the streams)
+        try:
+            with self._rlock:
+                try:
+                    if not self._inbox[peer] and peer not in self._fatal and not c.eof and not c.fill \
+                            and c.body is None and c.frame is None and not c.size and not c.parts \
+                            and not c.oversized:
+                        item = self._py_next(peer, c, deadline)
+                finally:
+                    self._fg_left = _monotonic()
+        finally:
+            self._fg = False
+        if item is None:   # something else first (several records, part of one, a failure, ...)
+            return self._accept(peer, tag, specs, self._receive(peer, deadline), expected)
+        # the tag's template: the header the codec checked in full (decode_known's conditions)
+        names = self._names.get((self.session_id, peer, tag))
+        fast = self._layouts.get(names) if names is not None else None
+        if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
+                and item.startswith(fast[1], fast[2]):
+            seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
+            if seq == expected and phase_i < 3 and n == 1:
+                t = c.tin.get(tag)
+                if t is None or t[1] is not fast:
+                    t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
+                c.fast += 1
+                return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
+        return self._accept(peer, tag, specs, item, expected)
+
+    def _py_next(self, peer: str, c, deadline: float):
+        """Wait for bytes from ``peer`` (reading the other peers' streams whenever they become
+        readable, as ``_poll`` does) and read them into the stream's buffer. Exactly one whole
+        small data record: opened into a ``bytearray`` of its own and returned (the frame, not
+        queued). Anything else is parsed as ``_read`` parses it and None returned once a frame,
+        a failure or a partial record is there (the general path goes on from it); a
+        heartbeat alone: waits on. None too at the deadline or after ``peer_timeout`` of
+        silence (the general path names them)."""
+        sock = c.sock
+        view = c.view
+        hb = self.heartbeat_interval
+        socks = None
+        since = _monotonic()
+        while True:
+            try:
+                n = sock.recv_into(view)
+            except BlockingIOError:
+                now = _monotonic()
+                if now >= deadline or now - (c.last if c.last > since else since) > self.peer_timeout:
+                    return None
+                if socks is None:
+                    socks = [o.sock for o in self._in.values() if not o.eof]
+                left = deadline - now
+                for s in select.select(socks, [], [], left if left < hb else hb)[0]:
+                    if s is not sock:
+                        p = self._by_fd.get(s.fileno())
+                        if p is not None:
+                            self._read(p)
+                            socks = None
+                continue
+            except OSError as e:
+                self._cut(peer, PeerDeadError(f"{self.me}: connection to {peer} lost: {e}"))
+                return None
+            if not n:
+                if peer not in self._bye_from:
+                    self._cut(peer, PeerDeadError(f"{self.me}: peer {peer} closed its connection without a bye "
+                                                  "(process exited or was killed)"))
+                c.eof = True
+                return None
+            c.last = _monotonic()
+            if n > _HDR_SIZE:
+                length, _stamp, kind = _HDR_UNPACK(c.buf)
+                size = length - TAG
+                if kind == K_DATA and n == _HDR_SIZE + length and 0 <= size <= SMALL and size <= self.max_frame \
+                        and size <= self.max_inbox:
+                    pt = bytearray(size)
+                    try:
+                        c.aead.decrypt_into(_NONCE.pack(c.counter), view[_HDR_SIZE:n], view[:_HDR_SIZE], pt)
+                    except InvalidTag:
+                        self._cut(peer, FrameError(f"{self.me} <- {peer}: a record failed authentication "
+                                                   "(corrupted, replayed or forged); peer cut off"))
+                        return None
+                    c.counter += 1
+                    stats = self.stats
+                    stats["frames_recv"] += 1
+                    stats["bytes_recv"] += size
+                    return pt
+            c.fill = n
+            self._parse(peer, c)
+            if self._inbox[peer] or peer in self._fatal or c.eof or c.fill or c.body is not None \
+                    or c.frame is not None or c.size or c.parts or c.oversized:
+                return None
+            since = c.last
+
     def recv(self, peer: str, tag: str, *specs, timeout: float | None = None) -> list[np.ndarray]:
         c = self._in.get(peer)
-        if c is None or c.native is None or len(specs) != 1 or self._aborted is not None or self._closed \
-                or self._latency[peer]:
+        if c is None or len(specs) != 1 or self._aborted is not None or self._closed or self._latency[peer]:
             return Endpoint.recv(self, peer, tag, *specs, timeout=timeout)
+        if c.native is None:
+            return self._py_recv(peer, tag, specs, timeout, c)
         expected = self._seq_in[peer]
         now = _monotonic()
         deadline = now + (self.recv_timeout if timeout is None else timeout)
@@ -176,7 +339,14 @@ class FastPaths:
                     c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
             return arrays
         # the header was checked in Go against t's, which the codec checked in full before
-        # (``_accept`` with decode_known's result, inline for one array)
+        return self._known(peer, tag, specs, item, expected, t, chk[0], chk[1])
+
+    def _known(self, peer: str, tag: str, specs: tuple, item: bytearray, expected: int, t: list, phase_i: int,
+               depth_in: int) -> list[np.ndarray]:
+        """``_accept`` of a frame of one array whose header equals, but for seq, phase and
+        depth, the one ``t[1]`` that the codec checked in full before, and whose seq is
+        ``expected`` (decode_known's result, inline): the array, the spec check (``t[2]``:
+        the last spec that passed with this layout), seq, rounds and meter."""
         lay = t[1]
         (dt, shape, count, nb), = lay[5]
         a = np.frombuffer(item, dt, count, lay[3])
@@ -205,7 +375,7 @@ class FastPaths:
         ph = self._phase
         meter = self.meter
         depth = meter.depth
-        d = chk[1] + 1 if PHASES[chk[0]] == ph else 1
+        d = depth_in + 1 if PHASES[phase_i] == ph else 1
         if d > depth[ph]:
             depth[ph] = d
         m = meter.counters[(ph, "recv", peer, tag)]

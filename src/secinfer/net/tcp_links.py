@@ -379,6 +379,7 @@ class InStream:
         self.checked = None               # next_native: (phase code, depth) of a frame checked in Go
         self.tin: dict = {}               # tag -> (template id, codec layout entry) registered in Go
         self.others_ok = False            # the native layer was told the other peers' streams (next_native)
+        self.fast = 0                     # frames the Python layer's fast receive took (tcp_fast._py_next)
 
 
 def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0, others: tuple = ()) -> int:

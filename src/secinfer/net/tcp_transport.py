@@ -33,7 +33,8 @@ that waits, reads and decrypts with the GIL released), else by the Python one
 (``tcp_links``); both speak the same records with the same checks, so parties of either
 kind interoperate. ``native=False`` (or ``SECINFER_TCP_NATIVE=0`` in the environment, for
 whole runs) selects the Python layer; without a built native library it is used anyway.
-Pacing, heartbeats, liveness and close are the same Python code on both.
+Pacing, heartbeats, liveness and close are the same Python code on both. A small frame of
+one array takes ``tcp_fast``'s shortcuts on either layer.
 
 Frames above ``max_frame`` become a ``MessageTooLargeError`` in order (the stream goes
 on); more than ``max_inbox`` bytes received and not consumed cut the peer off
@@ -88,7 +89,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
-        self._fast_out: dict[str, OutLink] = {}   # links for tcp_fast's send (native, no pacing)
+        self._fast_out: dict[str, OutLink] = {}   # links for tcp_fast's send (no pacing)
         self._paced_any = False
         self._in: dict[str, InStream] = {}
         self._by_fd: dict[int, str] = {}
@@ -245,7 +246,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
             raise AuthenticationError(msg) if auth else PeerUnreachableError(msg)
         for link in self._out.values():
             link.start_writer()
-        self._fast_out = {p: link for p, link in self._out.items() if link.sealer is not None and not link.paced}
+        self._fast_out = {p: link for p, link in self._out.items() if not link.paced}
         self._paced_any = any(link.paced for link in self._out.values())
         if not self._reader.is_alive():
             self._reader.start()

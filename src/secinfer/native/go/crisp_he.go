@@ -223,9 +223,18 @@ func crisp_answer(ph C.uint64_t, acch C.uint64_t, maskh C.uint64_t, drop C.int, 
 	res := [2]ring.Poly{rl.NewPoly(), rl.NewPoly()}
 	for i := 0; i < 2; i++ {
 		r.Add(acc.v.Value[i], mask.v.Value[i], acc.v.Value[i])
-		r.DivRoundByLastModulusManyNTT(int(drop), acc.v.Value[i], buf, res[i])
 	}
-	rl.INTT(res[0], res[0])
+	// c1 is sent in the NTT domain: Lattigo's INTT, `drop` exact rounding divisions, NTT.
+	r.DivRoundByLastModulusManyNTT(int(drop), acc.v.Value[1], buf, res[1])
+	// c0 is read in the coefficient domain: the same INTT and divisions, without the NTT
+	// back and the INTT after it (the same coefficients: NTT and INTT are inverse
+	// bijections mod each prime; ManyNTT is exactly INTT, divisions, NTT).
+	r.INTT(acc.v.Value[0], buf)
+	if drop > 0 {
+		r.DivRoundByLastModulusMany(int(drop), buf, acc.v.Value[0], res[0])
+	} else {
+		res[0].Copy(buf)
+	}
 	sel := ring.NewPoly(len(idx), lv)
 	for l := range sel.Coeffs {
 		row := res[0].Coeffs[l]
@@ -319,6 +328,17 @@ func crisp_decode(ph C.uint64_t, level C.int, res *C.uint64_t, count C.int, tbit
 		f, _ := new(big.Float).SetInt(maxEps).Float64()
 		*noise = C.double(math.Log2(f))
 	}
+	return codeOK
+}
+
+// crisp_pt_montgomery: the Montgomery form of a plaintext (PT.montgomery), computed now.
+// The server makes its weight plaintexts offline; the products (crisp_mul_blocks) read
+// this form, which they would otherwise compute at their first use, online.
+//
+//export crisp_pt_montgomery
+func crisp_pt_montgomery(ph C.uint64_t, pth C.uint64_t, errbuf *C.char, errlen C.int) (rc C.int) {
+	defer recoverTo(&rc, errbuf, errlen)
+	getPT(ph, pth).montgomery(params(ph).P)
 	return codeOK
 }
 

@@ -356,8 +356,12 @@ class HECore:
 
     def weight_plaintext(self, coeffs: np.ndarray, level: int):
         """A weight / kernel polynomial (integer coefficients, float64) as a plaintext at
-        scale 1, times ``ct_factor``: a malicious client's ciphertexts enter as 2 c."""
-        return coeff_encode(self.params, coeffs * self.ct_factor, 1.0, level)
+        scale 1, times ``ct_factor``: a malicious client's ciphertexts enter as 2 c. Its
+        Montgomery form, which every product reads, is made here too (these plaintexts are
+        made offline: ``prepare_server``), not at the first product online."""
+        pt = coeff_encode(self.params, coeffs * self.ct_factor, 1.0, level)
+        he_native.montgomery(self.params, pt)
+        return pt
 
     def recv_client_ct(self, ep, idx, bud):
         if self._zk is not None:     # a full proof of this group: its response comes first

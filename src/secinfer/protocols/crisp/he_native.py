@@ -13,6 +13,8 @@
   scale back, halving) in Go instead of Python integers (``HECore.decode_residues``).
 * :func:`mul_blocks`: one client ciphertext times every block's weight plaintext, into
   the blocks' accumulators, in one call spread over the cores.
+* :func:`montgomery`: a weight plaintext's Montgomery form (what every product reads),
+  made when the plaintext is made (offline) instead of at its first product (online).
 * :func:`answer`: the server's answer in one call -- acc + mask ciphertext, rescaled by
   ``drop`` primes (the same exact rounding division as ``drop`` rescales), trimmed to the
   positions the client reads (``crypto.he.trimmed``'s frame).
@@ -37,6 +39,7 @@ _SIGS = {
     "crisp_seeded_load": [N.H, N.cint, N.cint, C.c_char_p, N.csize, C.c_char_p, N.csize, N.P_u64],
     "crisp_answer": [N.H, N.H, N.H, N.cint, N.P_i64, N.cint, C.POINTER(N.P_bytes), C.POINTER(N.csize)],
     "crisp_mul_blocks": [N.H, N.H, N.P_u64, N.cint, N.P_u64, N.cint],
+    "crisp_pt_montgomery": [N.H, N.H],
     "crisp_decode": [N.H, N.cint, N.P_u64, N.cint, N.cint, C.c_char_p, N.csize, N.cint, N.cint, N.P_u64,
                      C.POINTER(N.f64)],
 }
@@ -106,6 +109,12 @@ def load_seeded(params, raw: bytes, level: int, log_scale: int) -> Ciphertext:
     h = N.new_handle("crisp_seeded_load", params.handle, int(level), int(log_scale), c0, len(c0),
                      seed, len(seed))
     return Ciphertext(params, h)
+
+
+def montgomery(params, pt) -> None:
+    """Compute ``pt``'s Montgomery form now (kept with the plaintext; ``mul_blocks`` uses it)."""
+    _declare()
+    N.call("crisp_pt_montgomery", params.handle, params._own(pt, "plaintext"))
 
 
 def answer(params, acc: Ciphertext, mask: Ciphertext, drop: int, positions) -> bytes:
