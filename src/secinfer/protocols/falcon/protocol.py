@@ -26,8 +26,8 @@ from secinfer.protocols.falcon.triples import plan_requests
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.graph import (CLIENT, NAMES, exchange_model, input_phase, share_input, share_model_and_input,
-                                           online_together)
+from secinfer.protocols.rep3.graph import (CLIENT, NAMES, exchange_model, input_phase, online_together, share_input,
+                                           share_model_and_input)
 from secinfer.sharing import replicated as rss
 
 SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
