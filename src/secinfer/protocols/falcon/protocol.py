@@ -26,8 +26,8 @@ from secinfer.protocols.falcon.triples import plan_requests
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.graph import (CLIENT, NAMES, exchange_model, input_phase, share_input, share_model_and_input,
-                                           start_together)
+from secinfer.protocols.rep3.graph import (CLIENT, NAMES, exchange_model, input_phase, online_together, share_input,
+                                           share_model_and_input)
 from secinfer.sharing import replicated as rss
 
 SUPPORTED = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
@@ -80,9 +80,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
     if early:
         with ep.phase("offline"):
             share_input(eng, graph, job, env)
-    with ep.phase("offline"):
-        start_together(eng.ep, me)   # the three enter the online phase together (rep3.graph)
-    with ep.phase("online"):
+    with online_together(eng.ep, me):   # the three enter the online phase together (rep3.graph)
         cpu0, jit0 = time.thread_time(), mpc.pc.stats["pc_just_in_time_cpu_s"]
         if not early:
             share_input(eng, graph, job, env)

@@ -12,6 +12,7 @@ from secinfer.ir.graph import Graph
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.base import PartyJob
 from secinfer.protocols.rep3.engine import Engine
+from secinfer.protocols.rep3.session import online_phase
 
 NAMES = ("p0", "p1", "p2")
 MODEL, CLIENT = 0, 1
@@ -57,19 +58,25 @@ def share_model_and_input(eng: Engine, graph: Graph, job: PartyJob) -> dict:
     return env
 
 
-def start_together(ep, me: int) -> None:
-    """The last step of the offline phase: every party tells the two others it is ready and
-    waits for both, so the three enter the online phase within one message of each other.
-    The online latency is measured from the last party's entry (``runtime.launcher``); without
-    this, a party done with its offline work early (p1, the client, has none) ran part of its
-    online work -- its input sharing, its first masked sends -- before that instant, outside
-    the measured window."""
-    for p in range(3):
-        if p != me:
-            ep.send(NAMES[p], "offline/ready", np.ones(1, dtype=np.uint8))
-    for p in range(3):
-        if p != me:
-            ep.recv(NAMES[p], "offline/ready", ArraySpec(np.uint8, (1,)))
+def online_together(ep, me: int):
+    """The online phase of the three parties, entered together: ``with online_together(ep,
+    me):`` enters it (``rep3.session.online_phase``: without the cyclic garbage collector)
+    and, from inside it, every party tells the two others it is ready and waits for both
+    (the messages and their round metered offline). No party starts its online work before
+    every party has entered: the online latency runs from the last party's entry
+    (``runtime.launcher``), so none of it is left out of the window. The "ready" sent just
+    before the entry (the former ``start_together``) let a party descheduled between its
+    send and its entry enter after the others had begun -- the client's input sharing and
+    the first masked sends ran outside the measured window (the race astra and aby3 closed
+    the same way)."""
+    def ready():
+        for p in range(3):
+            if p != me:
+                ep.send(NAMES[p], "offline/ready", np.ones(1, dtype=np.uint8))
+        for p in range(3):
+            if p != me:
+                ep.recv(NAMES[p], "offline/ready", ArraySpec(np.uint8, (1,)))
+    return online_phase(ep, ready)
 
 
 def input_phase(options: dict) -> str:

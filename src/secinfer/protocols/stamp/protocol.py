@@ -15,7 +15,8 @@ Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + archite
 batch size; offline = the model owner shares its weights (semi-honest: the LTEEs serve the
 online phase's seed requests ahead, ``StampBackend.prefetch``, and the first layer's
 input-independent part is computed, ``input_offline``), ending when all three are ready
-(``rep3.graph.start_together``); online = input sharing, the
+(``rep3.graph.online_together``: each party's "ready" sent from inside its online phase,
+metered offline); online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
 only movement ops after it), in the same step as that product's truncation, by p1's LTEE
 (``StampBackend.product_output``; option ``stamp_fuse_output=False`` opens it separately).
@@ -32,9 +33,8 @@ from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, share_input,
-                                           start_together,
-                                           share_model_and_input)
+from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, online_together,
+                                           share_input, share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
@@ -106,8 +106,8 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
-            start_together(eng.ep, me)   # (the engine's endpoint: hashes expected first are compared)
-        with ep.phase("online"):
+        # the three enter together; the engine's endpoint: hashes expected first are compared
+        with online_together(eng.ep, me):
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
             if plan is not None:
