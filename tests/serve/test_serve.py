@@ -20,6 +20,7 @@ from secinfer.errors import SecinferError, TimeoutError_
 from secinfer.ir.bundled import bundled_path
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
+from secinfer.net.channel import Endpoint
 from secinfer.net.codec import decode_frame
 from secinfer.runtime.cluster import load_cluster
 from secinfer.runtime.serve import NONCE_BYTES, ServeError, _control_socket, _request, query
@@ -82,6 +83,9 @@ def _frame_recorder(seen: list):
     """An endpoint wrapper that records every frame the client receives, one list per session."""
     def recorder(ep):
         frames = []
+        # every receive through _receive: the tcp transport's fast paths (tcp_fast) read a
+        # frame past it whenever nothing else is queued, so a wrapper there sees some frames only
+        ep.recv = Endpoint.recv.__get__(ep)
         real = ep._receive
 
         def rec(peer, deadline):
@@ -174,7 +178,9 @@ def test_replayed_nonce_and_unknown_key_refused(servers):
 _DYING_CLIENT = textwrap.dedent("""
     import os, sys, numpy as np
     from secinfer.runtime.serve import query
+    from secinfer.net.channel import Endpoint
     def die(ep):
+        ep.recv = Endpoint.recv.__get__(ep)      # (every frame through _receive: no fast path)
         real = ep._receive
         def rec(peer, deadline):
             f = real(peer, deadline)
@@ -236,7 +242,9 @@ def test_killed_and_garbage_clients_end_only_their_session(servers, protocol):
 _SLOW_CLIENT = textwrap.dedent("""
     import sys, time, numpy as np
     from secinfer.runtime.serve import query
+    from secinfer.net.channel import Endpoint
     def slow(ep):
+        ep.recv = Endpoint.recv.__get__(ep)      # (every frame through _receive: no fast path)
         real = ep._receive
         def rec(peer, deadline):
             time.sleep(float(sys.argv[3]))

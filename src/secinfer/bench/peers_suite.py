@@ -177,6 +177,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
     protocols = [p for p in (protocols or THREE_PARTY + TWO_PARTY) if p in registry.names()]
     tmp = Path(tempfile.mkdtemp(prefix="secinfer-peers-"))
     os.chmod(tmp, 0o700)
+    prog = None
     try:
         cells, skipped = [], []
         for wl in sorted({w for w, _ in plan_rows}):
@@ -271,6 +272,8 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                 "baseline": "the peer framework's figures on this machine kind (issue #23); ours measured here",
                 "seconds": prog.elapsed()}
     finally:
+        if prog is not None:     # (its "still running" ticker stops with the run, also outside the CLI)
+            prog.close()
         shutil.rmtree(tmp, ignore_errors=True)   # the workload models and inputs
 
 
