@@ -88,22 +88,29 @@ def _check_answer(grp, eng_c, eng_s, ev, make_acc, bud, pos, expect, prg):
     return raw
 
 
-@pytest.mark.parametrize("security", SECURITIES)
-def test_rows_trimmed_equals_full(security):
-    malicious = security == "malicious"
-    grp, eng_c, eng_s = _engines(malicious)
-    rng = np.random.default_rng(5)
+def _one_row_block(eng_c, eng_s, malicious: bool, seed: int):
+    """Three rows of 20 random digits against a random 20 x 5 weight of 11 bits: the budget,
+    the digits (real, imaginary), the weight, the client's ciphertext, the weight
+    polynomials, an evaluator and the answer's positions."""
+    rng = np.random.default_rng(seed)
     k_in, n_out, n_rows, wbits = 20, 5, 3, 11
     bud = eng_s.budget(k_in, n_out, wbits)
-    assert bud.n_chunks == 1 and bud.n_blocks == 1 and bud.rows_per >= n_rows
     d_re = _digits(rng, (n_rows, k_in), bud.D)
     d_im = _digits(rng, (n_rows, k_in), bud.D)
     mat = rng.integers(-(1 << 10), 1 << 10, (k_in, n_out))
     poly = he_rows.client_poly(eng_c.params.n, _limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
     ct = _encrypt(eng_c, poly, bud)
     wp = he_rows.weight_polys(eng_s, mat, bud)
-    ev = Evaluator(eng_s.params)
     _, _, pos = he_rows.targets(bud, n_rows, 0, 0, n_out)
+    return bud, d_re, d_im, mat, ct, wp, Evaluator(eng_s.params), pos
+
+
+@pytest.mark.parametrize("security", SECURITIES)
+def test_rows_trimmed_equals_full(security):
+    malicious = security == "malicious"
+    grp, eng_c, eng_s = _engines(malicious)
+    bud, d_re, d_im, mat, ct, wp, ev, pos = _one_row_block(eng_c, eng_s, malicious, 5)
+    assert bud.n_chunks == 1 and bud.n_blocks == 1 and bud.rows_per >= 3
     expect = [d_re.dot(mat.astype(object)), d_im.dot(mat.astype(object))][:2 if malicious else 1]
     _check_answer(grp, eng_c, eng_s, ev, lambda: ct_pt_dot(ev, [ct], [wp[0, 0]]), bud, pos, expect,
                   PRG.for_tests(21))
@@ -213,18 +220,8 @@ def test_answer_frame_is_the_rescaled_ciphertext_trimmed_byte_for_byte(security)
     masked answer rescaled one prime at a time by the evaluator, for every drop."""
     malicious = security == "malicious"
     grp, eng_c, eng_s = _engines(malicious)
-    rng = np.random.default_rng(9)
-    k_in, n_out, n_rows, wbits = 20, 5, 3, 11
-    bud = eng_s.budget(k_in, n_out, wbits)
+    bud, _d_re, _d_im, _mat, ct, wp, ev, pos = _one_row_block(eng_c, eng_s, malicious, 9)
     assert bud.drop >= 2
-    d_re = _digits(rng, (n_rows, k_in), bud.D)
-    d_im = _digits(rng, (n_rows, k_in), bud.D)
-    mat = rng.integers(-(1 << 10), 1 << 10, (k_in, n_out))
-    poly = he_rows.client_poly(eng_c.params.n, _limbs(d_re), _limbs(d_im) if malicious else None, bud, 0, 0)
-    ct = _encrypt(eng_c, poly, bud)
-    wp = he_rows.weight_polys(eng_s, mat, bud)
-    ev = Evaluator(eng_s.params)
-    _, _, pos = he_rows.targets(bud, n_rows, 0, 0, n_out)
     read = eng_c.read_positions(bud, pos)
     for drop in sorted({0, 1, bud.drop}):
         b = bud.__class__.__new__(bud.__class__)
