@@ -57,6 +57,14 @@ _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
 
 
+def _small(dtype, shape) -> bool:
+    """An array of ``dtype`` and ``shape`` makes a small frame (the only ones with templates)."""
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= int(d)
+    return 0 <= n and n + 4096 <= SMALL
+
+
 class FastPaths:
     """``send`` and ``recv`` of ``TcpEndpoint`` (a mixin before ``Endpoint`` in its bases)."""
 
@@ -125,7 +133,7 @@ class FastPaths:
         real send of it is then templated too. Nothing is sent or counted; a frame the
         general path would refuse is left to the send, which raises what it raises."""
         link = self._fast_out.get(peer)
-        if link is None or self._aborted is not None or self._closed:
+        if link is None or self._aborted is not None or self._closed or not _small(dtype, shape):
             return
         a = np.empty(tuple(shape), dtype)
         ent = link.tmpls.get(tag)
@@ -144,7 +152,7 @@ class FastPaths:
         is then compared with it (seq, phase and depth apart) and any difference sends it
         through the full decode, with the same typed errors. Nothing is counted."""
         c = self._in.get(peer)
-        if c is None or self._aborted is not None or self._closed or self._latency[peer]:
+        if c is None or self._aborted is not None or self._closed or self._latency[peer] or not _small(dtype, shape):
             return
         try:
             parts, _size, _nb = encode_parts(Header(self.session_id, peer, tag, 0, "setup", 0),
