@@ -4,7 +4,10 @@ call, and received with its header checked against the tag's template in one cal
 tests hold it to the general path: the same bytes on the wire, the same arrays, seq, rounds
 and meter, and, once the templates are warm, the same typed error for every frame that is
 wrong (out of order, another tag, another layout, an abort, a replayed or corrupted
-record, an oversized frame)."""
+record, an oversized frame). Each of these runs twice: with the templates built by frames
+(the first frame of a tag decoded in full) and with templates declared ahead
+(``expect_send`` / ``expect_recv``, as a protocol's offline phase does), where no frame of
+the tag was ever decoded in full before."""
 
 import time
 
@@ -15,7 +18,7 @@ from secinfer.errors import FrameError, MessageTooLargeError, PeerAbortedError
 from secinfer.net import native_link
 from secinfer.net.channel import ArraySpec, Endpoint
 from secinfer.net.codec import Header, encode_frame
-from secinfer.net.tcp_links import K_DATA
+from secinfer.net.tcp_links import K_DATA, SMALL
 from secinfer.net.tcp_transport import TcpEndpoint
 from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
 
@@ -27,19 +30,37 @@ U8 = ArraySpec(np.uint8, (None,))
 U64 = ArraySpec(np.uint64, (None,))
 
 
-@pytest.fixture(params=LAYERS)
+WARMS = ["frames", "declared"]
+
+
+@pytest.fixture(params=[(lay, w) for lay in LAYERS for w in WARMS],
+                ids=[f"{lay.id}-{w}" for lay in LAYERS for w in WARMS])
 def pair(tmp_path, request):
-    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=request.param)
+    lay, warm = request.param
+    eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=lay.values[0])
+    if lay.marks and not native_link.available():
+        pytest.skip("native library not built")
+    eps["b"].test_warm = warm          # (read by _warm)
     yield eps["a"], eps["b"]
     for e in eps.values():
         e.close(flush=False)
 
 
 def _warm(a, b, tag="t", n=4, times=3):
-    """Frames of ``tag`` until both templates exist (the first frame is decoded in full)."""
-    for i in range(times):
-        a.send("b", tag, np.full(n, i, np.uint64))
-        assert b.recv("a", tag, U64)[0].tolist() == [i] * n
+    """Both templates of ``tag`` for ``n`` uint64s: by frames (the first one decoded in full),
+    or, when the pair says "declared", by ``expect_send`` / ``expect_recv`` after frames of
+    another tag and layout only (so that seq moved on, and no frame of ``tag`` was decoded)."""
+    if getattr(b, "test_warm", "frames") == "declared":
+        for i in range(times):
+            a.send("b", tag + "-other", np.full(n + 1, i, np.uint64))
+            b.recv("a", tag + "-other", U64)
+        assert tag not in a._out["b"].tmpls and not _recv_template(b, tag)
+        a.expect_send("b", tag, np.uint64, (n,))
+        b.expect_recv("a", tag, np.uint64, (n,))
+    else:
+        for i in range(times):
+            a.send("b", tag, np.full(n, i, np.uint64))
+            assert b.recv("a", tag, U64)[0].tolist() == [i] * n
     assert a._out["b"].tmpls[tag] and _recv_template(b, tag)
 
 
@@ -59,33 +80,44 @@ def _fast_hits(b) -> int:
 
 def test_fast_frames_are_the_codecs_bytes(pair):
     """What the fast send puts on the wire is exactly ``codec.encode_frame``'s frame, for
-    several dtypes, shapes, phases and depths (the receiver reads it raw, bypassing recv)."""
+    several dtypes, shapes, phases and depths (the receiver reads it raw, bypassing recv);
+    the same with the templates declared ahead (``expect_send``), which sends nothing."""
     a, b = pair
+    sent = 0
     arrays = [np.arange(5, dtype=np.uint64), np.arange(12, dtype=np.int32).reshape(3, 4),
               np.array([1.5, -2.0]), np.zeros(0, np.uint8), np.array([True, False, True]),
               np.arange(6000, dtype=np.uint8), np.arange(8, dtype=np.uint64)[::2]]   # (the last not contiguous)
+    declared = b.test_warm == "declared"
     for phase, depth in (("setup", 0), ("online", 3)):
         with a.phase(phase):
             a.meter.depth[phase] = depth
             for k, x in enumerate(arrays):
+                if declared:                        # the template built ahead: the first send uses it
+                    a.expect_send("b", f"t{k}", x.dtype, x.shape)
+                    assert a._out["b"].tmpls[f"t{k}"] and a.meter.total(direction="sent") == sent
                 for _ in range(2):                  # the first builds the template, the second uses it
                     seq = a._seq_out["b"]
                     a.send("b", f"t{k}", x)
                     got = b._receive("a", time.monotonic() + 5)
                     want = encode_frame(Header(a.session_id, "a", f"t{k}", seq, phase, depth), [x])
                     assert bytes(got) == want
+                    sent = a.meter.total(direction="sent")
                 assert a._out["b"].tmpls[f"t{k}"], k
 
 
+@pytest.mark.parametrize("declared", [False, True], ids=["frames", "declared"])
 @pytest.mark.parametrize("a_native,b_native", [pytest.param(True, True, marks=NATIVE),
                                                  pytest.param(True, False, marks=NATIVE),
                                                  pytest.param(False, True, marks=NATIVE), (False, False)])
-def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b_native):
+def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b_native, declared):
     """The same messages through the fast paths on native and Python record layers (and
     mixed) as through ``Endpoint``'s general path on the Python layer: equal arrays
     (writable, their own memory), seq, rounds and meter; the repeated frames took the fast
-    receive (checked in Go, or by the Python layer's one read)."""
-    def run(path, an, bn, general=False):
+    receive (checked in Go, or by the Python layer's one read). ``declared``: the first
+    layout of each tag declared ahead (``expect_send`` / ``expect_recv``): the meters and seq
+    are still the general path's (declaring counts nothing) and the first frames take the
+    fast receive too; the second layout midway is decoded in full."""
+    def run(path, an, bn, general=False, declare=False):
         send = Endpoint.send if general else TcpEndpoint.send
         recv = Endpoint.recv if general else TcpEndpoint.recv
         eps = all_endpoints(TcpEndpoint, loopback_cluster(path, "tcp"),
@@ -94,6 +126,12 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
         got, checked = [], 0
         try:
             rng = np.random.default_rng(1)
+            if declare:
+                for tag in ("x", "y"):
+                    a.expect_send("b", tag, np.uint64, (8,))
+                    b.expect_recv("a", tag, np.uint64, (8,))
+                    b.expect_send("a", "r", np.uint64, (1,))
+                    a.expect_recv("b", "r", np.uint64, (1,))
             with a.phase("online"), b.phase("online"):
                 for i in range(30):
                     tag = ("x", "y")[i % 2]
@@ -115,11 +153,13 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
             for e in eps.values():
                 e.close(flush=False)
 
-    fast = run(tmp_path / "f", a_native, b_native)
+    fast = run(tmp_path / "f", a_native, b_native, declare=declared)
     slow = run(tmp_path / "s", False, False, general=True)
     assert all(np.array_equal(x, y) for x, y in zip(fast[0], slow[0]))
     assert fast[2:] == slow[2:]   # meters (bytes, messages, rounds per tag) and seq
-    assert fast[1] >= 24          # (all but the first frame of each tag and layout)
+    # all but the first frame of each tag and layout (declared: of the second layout only);
+    # a heartbeat read with a frame may send one the general way
+    assert fast[1] >= (27 if declared else 24)
     assert slow[1] == 0           # (the reference took the general path)
 
 
@@ -226,11 +266,13 @@ def test_a_flipped_bit_after_the_templates_cuts_the_peer_off(pair):
         b.recv("a", "t", U64, timeout=5)
 
 
+@pytest.mark.parametrize("warm", WARMS)
 @pytest.mark.parametrize("native", LAYERS)
-def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path, native):
+def test_an_oversized_frame_after_the_templates_is_refused_in_order(tmp_path, native, warm):
     eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=native,
                         per_party={"b": {"max_frame": 1 << 10}})
     a, b = eps["a"], eps["b"]
+    b.test_warm = warm
     try:
         _warm(a, b)
         a.send("b", "t", np.ones(300, np.uint64))     # 2,400 bytes: over b's cap, within a's
@@ -263,3 +305,29 @@ def test_a_sender_over_its_own_cap_raises_before_counting(tmp_path, native):
     finally:
         for e in eps.values():
             e.close(flush=False)
+
+
+def test_a_frame_unlike_its_declaration_is_decoded_in_full(pair):
+    """A frame whose layout differs from the declared one (another shape, another dtype)
+    goes through the full decode: received as sent, or refused by the spec as without the
+    declaration; a declaration the codec refuses (too large) is left to the send."""
+    a, b = pair
+    b.expect_recv("a", "t", np.uint64, (5,))
+    a.send("b", "t", np.arange(4, dtype=np.uint64))
+    assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [0, 1, 2, 3]
+    b.expect_recv("a", "u", np.uint64, (4,))
+    a.send("b", "u", np.arange(4, dtype=np.uint32))
+    with pytest.raises(FrameError, match="expected dtype"):
+        b.recv("a", "u", U64, timeout=5)
+    a.expect_send("b", "big", np.uint8, (SMALL,))      # (only small frames have templates)
+    b.expect_recv("a", "big", np.uint8, (SMALL,))
+    assert "big" not in a._out["b"].tmpls and not _recv_template(b, "big")
+    assert a._seq_out["b"] == 2 and a.meter.total(direction="sent") == 48
+
+
+def test_declaring_is_a_hint_elsewhere():
+    """Transports without frame templates take the declarations and do nothing."""
+    from secinfer.net.channel import Endpoint as Base
+
+    assert Base.expect_send(None, "b", "t", np.uint64, (4,)) is None
+    assert Base.expect_recv(None, "b", "t", np.uint64, (4,)) is None

@@ -218,6 +218,16 @@ class Endpoint(abc.ABC):
         """A peer of ``peers`` whose next frame (or failure) is due; transports override it."""
         return peers[0]
 
+    def expect_send(self, peer: str, tag: str, dtype, shape) -> None:  # noqa: B027 - a hint
+        """A hint, typically from an offline phase: a frame of one array of ``dtype`` and
+        ``shape`` will be sent to ``peer`` under ``tag``. A transport with frame templates
+        (tcp) builds now what the first such send would build; others ignore it. Nothing is
+        sent and nothing counted; the send itself is unchanged (any other frame too)."""
+
+    def expect_recv(self, peer: str, tag: str, dtype, shape) -> None:  # noqa: B027 - a hint
+        """``expect_send``'s receiving end: a frame of one array of ``dtype`` and ``shape``
+        will come from ``peer`` under ``tag``."""
+
     def recv_one(self, peer: str, tag: str, spec: ArraySpec, timeout: float | None = None) -> np.ndarray:
         return self.recv(peer, tag, spec, timeout=timeout)[0]
 

@@ -46,7 +46,7 @@ from cryptography.exceptions import InvalidTag
 
 from secinfer.errors import FrameError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net.channel import _NP_DTYPES, Endpoint
-from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, encode_parts
+from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, decode_frame, encode_parts, encoded_names
 from secinfer.net.native_link import BAD_TEMPLATE, EV_CHECKED, EV_FRAME, EV_NONE, EV_OTHER
 from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, frame_event,
                                     native_event, next_native)
@@ -55,6 +55,14 @@ _HDR_SIZE = HDR.size
 _HDR_UNPACK = HDR.unpack_from
 _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
+
+
+def _small(dtype, shape) -> bool:
+    """An array of ``dtype`` and ``shape`` makes a small frame (the only ones with templates)."""
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= int(d)
+    return 0 <= n and n + 4096 <= SMALL
 
 
 class FastPaths:
@@ -118,6 +126,52 @@ class FastPaths:
         c.wire += total
         c.messages += 1
         return seq, ph, depth
+
+    def expect_send(self, peer: str, tag: str, dtype, shape) -> None:
+        """The send template of ``tag`` for one array of ``dtype`` and ``shape`` to ``peer``,
+        built now (``_out_template``, exactly what the first such send builds): the first
+        real send of it is then templated too. Nothing is sent or counted; a frame the
+        general path would refuse is left to the send, which raises what it raises."""
+        link = self._fast_out.get(peer)
+        if link is None or self._aborted is not None or self._closed or not _small(dtype, shape):
+            return
+        a = np.empty(tuple(shape), dtype)
+        ent = link.tmpls.get(tag)
+        if ent is None or ent[0] is not a.dtype or ent[1] != a.shape:
+            try:
+                self._out_template(link, tag, a)
+            except (FrameError, MessageTooLargeError):
+                pass
+
+    def expect_recv(self, peer: str, tag: str, dtype, shape) -> None:
+        """The receive template of ``tag`` from ``peer`` for one array of ``dtype`` and
+        ``shape``, built now: the frame the peer's codec makes of such an array (``encode_parts``,
+        the peer as sender) is decoded and checked in full here (``decode_frame``), which
+        leaves its header as the tag's checked layout, as a first real frame would; on the
+        native layer it becomes the tag's Go template, as in ``recv``. The first real frame
+        is then compared with it (seq, phase and depth apart) and any difference sends it
+        through the full decode, with the same typed errors. Nothing is counted."""
+        c = self._in.get(peer)
+        if c is None or self._aborted is not None or self._closed or self._latency[peer] or not _small(dtype, shape):
+            return
+        try:
+            parts, _size, _nb = encode_parts(Header(self.session_id, peer, tag, 0, "setup", 0),
+                                             (np.zeros(tuple(shape), dtype),), self.max_frame, None)
+        except (FrameError, MessageTooLargeError):
+            return   # (the real frame meets the same refusal, in full, at its receive)
+        names = self._names.get((self.session_id, peer, tag))
+        if names is None:
+            names = encoded_names(self.session_id, peer, tag, self._names)
+        decode_frame(bytearray(b"".join([bytes(p) for p in parts])), self.max_frame, (names, peer, tag),
+                     self._layouts)
+        fast = self._layouts.get(names)
+        t = c.tin.get(tag)
+        if c.native is not None and fast is not None and (t is None or t[1] is not fast):
+            with self._rlock:
+                tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0]) \
+                    if c.native.h else -1
+            if tid >= 0:
+                c.tin[tag] = [tid, fast, None]
 
     def _out_template(self, link, tag: str, a: np.ndarray):
         """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the

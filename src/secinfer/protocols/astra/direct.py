@@ -206,6 +206,41 @@ def server_online(ep, fast: dict, C: str) -> None:
     ep.send("p0", f"astra/bx/{fast['bx_lab']}/" + ("k1" if role == "p1" else "k2"), labels)
 
 
+def expect_server(ep, fast: dict, C: str) -> None:
+    """Offline: declare a server's online messages (``server_online``'s) to the endpoint, so
+    that a transport with frame templates builds them now instead of on the first (and, at
+    one query, only) frame of each tag (issue #23). Nothing is sent; the frames are the same."""
+    role = ep.me
+    if role == "p0":
+        if fast["cls"]:
+            for p, k in (("p1", "k1"), ("p2", "k2")):
+                ep.expect_recv(p, f"astra/bx/{fast['bx_lab']}/{k}", fast["k_spec"].dtype, fast["k_spec"].shape)
+            size = fast["k_spec"].shape[0]
+            ep.expect_send(C, "astra/out/y/y", np.uint8, (-(-size // 8),))
+        return
+    xs = fast["x_spec"]
+    ep.expect_recv(C, "astra/sh/X", xs.dtype, xs.shape)
+    size = xs.shape[0] * fast["coef"].shape[1]
+    if not fast["cls"]:
+        ep.expect_send(C, "astra/out/y/" + ("m1" if role == "p1" else "m2"), np.uint64, (size,))
+    else:
+        ep.expect_send("p0", f"astra/bx/{fast['bx_lab']}/" + ("k1" if role == "p1" else "k2"),
+                       fast["labels"].dtype, fast["labels"].shape)
+
+
+def expect_client(ep, cls: bool, x_shape, size: int) -> None:
+    """Offline: the client's online messages (``astra/sh/X`` out, its output parts in), as
+    ``expect_server``."""
+    for p in ("p1", "p2"):
+        ep.expect_send(p, "astra/sh/X", np.uint64, tuple(x_shape))
+    if cls:
+        spec = packed_spec(1, (size,))
+        ep.expect_recv("p0", "astra/out/y/y", spec.dtype, spec.shape)
+    else:
+        for p, k in (("p1", "m1"), ("p2", "m2")):
+            ep.expect_recv(p, "astra/out/y/" + k, np.uint64, (size,))
+
+
 def has_online(role: str, cls: bool) -> bool:
     """P0 takes part in the online phase only for a classifier (it evaluates the comparison)."""
     return role != "p0" or cls

@@ -171,6 +171,8 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
         rho = eng.parts_pad((batch * n,)) if direct and not eng.malicious and not cls else None
         # semi-honest direct: the online step's query-independent part, computed now
         fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho) if fast_path else None
+        if fast is not None:
+            fastpath.expect_server(ep, fast, C)   # (frame templates built offline: issue #23)
         eng.finish_offline()
         if eng.malicious:
             eng.verify()
@@ -281,6 +283,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
         if fast:
             extra = fastpath.client_extra(cls, size, extra)
             bufs = fastpath.encode_buffers(x.shape)
+            fastpath.expect_client(ep, cls, x.shape, size)
             if not lam_x.flags.writeable:   # (received: m_x is added into it online)
                 lam_x = lam_x.copy()
     with online_phase(ep):
