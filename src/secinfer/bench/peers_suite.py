@@ -204,8 +204,11 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
             for c in cells:
                 spec = registry.get(c["protocol"])
                 prog(f"{c['workload']} batch {c['batch']} {c['protocol']} {c['security']} (repetition {rep + 1}/{reps})")
+                # with the checked graph, as `secinfer run` passes it (api.launch): the same
+                # record layer for small runs (launcher.small_run_record_layer) as the command
                 res = run_local(protocol=c["protocol"], security=c["security"], model_path=c["model"],
-                                input_array=c["x"], network="none", options={}, timeout=900)
+                                input_array=c["x"], network="none", options={}, timeout=900,
+                                model_graph=c["graph"])
                 wall, startup = _command_wall(c["protocol"], c["model"], c["x_path"]) \
                     if c["batch"] == 1 and c["security"] == "semi-honest" else (None, None)
                 if "reference" not in c:
@@ -215,6 +218,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                     "online_to_output_s": _to_output(res.meters, spec.input_role),
                     "bytes_online": res.bytes_by_phase.get("online"), "bytes_total": res.bytes_total,
                     "rounds_online": res.rounds.get("online"), "command_s": wall, "startup": startup,
+                    "record_layer": (res.startup or {}).get("record_layer") or "default",
                     "max_abs_err": _max_err(res.output, c["reference"]),
                 })
         rows = []
@@ -240,6 +244,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                    "target_online_ms": None if tgt is None else tgt[0] * 1e3,
                    "target_bytes": None if tgt is None else tgt[1],
                    "max_abs_err_vs_reference": _stats([v["max_abs_err"] for v in s])[2],
+                   "record_layer": sorted({v["record_layer"] for v in s}),
                    "reps": len(s)}
             if tgt is not None and on is not None:
                 row["online_vs_target"] = on / tgt[0]
