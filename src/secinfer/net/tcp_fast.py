@@ -164,14 +164,20 @@ class FastPaths:
             names = encoded_names(self.session_id, peer, tag, self._names)
         decode_frame(bytearray(b"".join([bytes(p) for p in parts])), self.max_frame, (names, peer, tag),
                      self._layouts)
+        if c.native is not None:
+            self._in_template(c, tag, names)
+
+    def _in_template(self, c, tag: str, names) -> None:
+        """The layout the codec checked in full for ``names`` (this peer's ``tag``) becomes the
+        tag's receive template in Go on the native stream ``c`` (unless it already is)."""
         fast = self._layouts.get(names)
         t = c.tin.get(tag)
-        if c.native is not None and fast is not None and (t is None or t[1] is not fast):
-            with self._rlock:
+        if fast is not None and (t is None or t[1] is not fast):
+            with self._rlock:   # (the stream is freed under it)
                 tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0]) \
                     if c.native.h else -1
             if tid >= 0:
-                c.tin[tag] = [tid, fast, None]
+                c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
 
     def _out_template(self, link, tag: str, a: np.ndarray):
         """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the
@@ -374,13 +380,7 @@ class FastPaths:
         if chk is None:
             arrays = self._accept(peer, tag, specs, item, expected)
             # decoded in full: the layout the codec kept for this peer and tag becomes the template
-            fast = self._layouts.get(self._names.get((self.session_id, peer, tag)))
-            if fast is not None and (t is None or t[1] is not fast):
-                with self._rlock:   # (the stream is freed under it)
-                    tid = c.native.template(fast[0], fast[1], fast[6], fast[4], -1 if t is None else t[0]) \
-                        if c.native.h else -1
-                if tid >= 0:
-                    c.tin[tag] = [tid, fast, None]   # (and the last spec that passed with it)
+            self._in_template(c, tag, self._names.get((self.session_id, peer, tag)))
             return arrays
         # the header was checked in Go against t's, which the codec checked in full before
         return self._known(peer, tag, specs, item, expected, t, chk[0], chk[1])
