@@ -89,7 +89,10 @@ class OutLink:
         self.dropped = 0                  # paced frames never written (the link failed)
         self.writer: threading.Thread | None = None
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
-        self.written = 0                  # bytes written into the socket so far
+        # bytes written into the socket so far, counted from the handshake's bytes the peer's
+        # host has not acknowledged yet (its "ready": a peer killed at once never acknowledges
+        # it, and it is no frame of ours to lose)
+        self.written = outq(sock)[0]
         self.data_written = 0             # ... when the last byte of a data frame went in
         self.tmpls: dict = {}             # tag -> its last frame template (tcp_fast)
         self.tmpls_all: dict = {}         # (tag, dtype, shape) -> frame template, or False
