@@ -70,6 +70,9 @@ from secinfer.net.tcp_reader import StreamReader
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
+# busy-poll before blocking: microseconds a protocol thread's wait for a frame first reads
+# again without blocking (``spin_us``; SECINFER_TCP_SPIN_US in the environment)
+DEFAULT_SPIN_US = 0.0
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
@@ -77,7 +80,8 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 connect: bool = True, native: bool | None = None, **limits) -> None:
+                 connect: bool = True, native: bool | None = None, spin_us: float | None = None,
+                 spin_yield: bool | None = None, **limits) -> None:
         """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
         peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults).
         ``native``: the record layer (None: native when the library is built, unless the
@@ -86,6 +90,13 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         if native is None:
             native = os.environ.get("SECINFER_TCP_NATIVE", "1") != "0"
         self.native = bool(native) and native_link.available()
+        if spin_us is None:
+            spin_us = float(os.environ.get("SECINFER_TCP_SPIN_US", DEFAULT_SPIN_US))
+        if spin_yield is None:
+            spin_yield = os.environ.get("SECINFER_TCP_SPIN_YIELD", "0") != "0"
+        self.spin_us = max(0.0, float(spin_us))
+        self.spin_yield = bool(spin_yield)
+        self._spin_s = self.spin_us * 1e-6
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}
@@ -170,7 +181,9 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         with self._state:
             if role in self._in or self._stop.is_set():
                 raise AuthenticationError(f"a second stream claiming {role!r}")
-            self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
+            c = self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
+            if c.native is not None and self.spin_us:
+                c.native.spin(int(self.spin_us), self.spin_yield)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
 
