@@ -313,6 +313,8 @@ class FastPaths:
                     # busy-poll (``spin_us``), once per wait, before select puts this thread
                     # to sleep: an answer that comes within it costs no wake-up
                     end = _monotonic() + spin
+                    if end > deadline:
+                        end = deadline
                     spin = 0.0
                     yld = self.spin_yield
                     while True:
