@@ -1,6 +1,7 @@
 """Issue #23 item 1 (branch bp): busy-polling before blocking (``TcpEndpoint(spin_us=...)``,
-``SECINFER_TCP_SPIN_US``): a receive that finds nothing reads again without blocking for a
-bounded budget, on both record layers, and changes nothing else: the frames, a closed
+``SECINFER_TCP_SPIN_US``): in the online phase, a receive that finds nothing reads again
+without blocking for a bounded budget, on both record layers (after budgets ran out in a
+row, the next waits block at once), and changes nothing else: the frames, a closed
 stream's error, the deadline."""
 
 import os
@@ -51,9 +52,10 @@ def test_spinning_receives_get_the_same_frames(tmp_path, native):
 
         t = threading.Thread(target=later)
         t.start()
-        for i in range(10):
-            got.append(b.recv("a", "t", U64, timeout=5)[0].tolist())
-            b.send("a", "r", np.ones(1, np.uint64))
+        with b.phase("online"):
+            for i in range(10):
+                got.append(b.recv("a", "t", U64, timeout=5)[0].tolist())
+                b.send("a", "r", np.ones(1, np.uint64))
         t.join()
         assert got == [[i] * 3 for i in range(10)]
         assert _spins(b, "a") >= 5    # (the waits that found nothing at once spun first)
@@ -63,8 +65,9 @@ def test_spinning_receives_get_the_same_frames(tmp_path, native):
 
 
 @pytest.mark.parametrize("native", LAYERS)
-def test_no_spinning_when_off(tmp_path, native):
-    a, b = _pair(tmp_path, native, spin_us=0)
+@pytest.mark.parametrize("spin,phase", [(0, "online"), (20000, "offline"), (20000, "setup")])
+def test_no_spinning_when_off_or_outside_the_online_phase(tmp_path, native, spin, phase):
+    a, b = _pair(tmp_path, native, spin_us=spin)
     try:
         def later():
             time.sleep(0.01)
@@ -72,9 +75,37 @@ def test_no_spinning_when_off(tmp_path, native):
 
         t = threading.Thread(target=later)
         t.start()
-        b.recv("a", "t", U64, timeout=5)
+        with b.phase(phase):
+            b.recv("a", "t", U64, timeout=5)
         t.join()
         assert _spins(b, "a") == 0
+    finally:
+        a.close(flush=False)
+        b.close(flush=False)
+
+
+@pytest.mark.parametrize("native", LAYERS)
+def test_budgets_run_out_in_a_row_make_the_next_waits_block(tmp_path, native):
+    """A peer that answers later than the budget: after k misses in a row, the next 2^k - 1
+    waits do not spin (1 + 2 + 4 + 8 waits: 4 spins, all run out)."""
+    a, b = _pair(tmp_path, native, spin_us=200, heartbeat_interval=30.0, peer_timeout=120.0)
+    try:
+        def later():
+            for i in range(15):
+                time.sleep(0.01)
+                a.send("b", "t", np.full(1, i, np.uint64))
+                a.recv("b", "r", U64, timeout=5)
+
+        t = threading.Thread(target=later)
+        t.start()
+        with b.phase("online"):
+            for i in range(15):
+                assert b.recv("a", "t", U64, timeout=5)[0].tolist() == [i]
+                b.send("a", "r", np.ones(1, np.uint64))
+        t.join()
+        c = b._in["a"]
+        hits, misses = c.native.spin() if c.native is not None else (c.spin_hits, c.spin_misses)
+        assert hits == 0 and misses == 4
     finally:
         a.close(flush=False)
         b.close(flush=False)
@@ -85,7 +116,7 @@ def test_a_spin_longer_than_the_deadline_keeps_the_deadline(tmp_path, native):
     a, b = _pair(tmp_path, native, spin_us=5e6)
     try:
         t0 = time.monotonic()
-        with pytest.raises(TimeoutError_):
+        with pytest.raises(TimeoutError_), b.phase("online"):
             b.recv("a", "t", U64, timeout=0.2)
         assert time.monotonic() - t0 < 2.0
     finally:
@@ -107,7 +138,7 @@ def test_a_stream_closed_while_spinning_is_a_dead_peer(tmp_path, native):
         t = threading.Thread(target=later)
         t.start()
         t0 = time.monotonic()
-        with pytest.raises(PeerDeadError, match="closed its connection without a bye"):
+        with pytest.raises(PeerDeadError, match="closed its connection without a bye"), b.phase("online"):
             b.recv("a", "t", U64, timeout=10)
         assert time.monotonic() - t0 < 3.0
         t.join()

@@ -302,13 +302,17 @@ class FastPaths:
         hb = self.heartbeat_interval
         socks = None
         since = _monotonic()
-        spin = self._spin_s
+        spin = self._spin_s if self._phase == "online" else 0.0
         while True:
             try:
                 try:
                     n = sock.recv_into(view)
                 except BlockingIOError:
                     if not spin:
+                        raise
+                    if c.spin_skip:      # (after budgets ran out in a row: blocks at once, as in Go)
+                        c.spin_skip -= 1
+                        spin = 0.0
                         raise
                     # busy-poll (``spin_us``), once per wait, before select puts this thread
                     # to sleep: an answer that comes within it costs no wake-up
@@ -326,8 +330,11 @@ class FastPaths:
                         except BlockingIOError:
                             if _monotonic() >= end:
                                 c.spin_misses += 1
+                                c.spin_run = min(c.spin_run + 1, 6)
+                                c.spin_skip = (1 << c.spin_run) - 1
                                 raise
                     c.spin_hits += 1
+                    c.spin_run = 0
             except BlockingIOError:
                 now = _monotonic()
                 if now >= deadline or now - (c.last if c.last > since else since) > self.peer_timeout:
@@ -392,6 +399,10 @@ class FastPaths:
         try:
             with self._rlock:
                 try:
+                    if self._spin_s and c.spin_on is not (self._phase == "online"):
+                        # busy-poll in the online phase only (the Go stream keeps the setting)
+                        c.spin_on = self._phase == "online"
+                        c.native.spin(int(self.spin_us) if c.spin_on else 0, self.spin_yield)
                     if not self._inbox[peer] and peer not in self._fatal and c.frame is None and not c.eof:
                         if t is not None and c.others_ok:
                             # the common case in one call: wait (at most a heartbeat interval),

@@ -181,9 +181,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         with self._state:
             if role in self._in or self._stop.is_set():
                 raise AuthenticationError(f"a second stream claiming {role!r}")
-            c = self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
-            if c.native is not None and self.spin_us:
-                c.native.spin(int(self.spin_us), self.spin_yield)
+            self._in[role] = InStream(conn, k_ir, self.max_frame if self.native else None)
             self._by_fd[conn.fileno()] = role
             self._state.notify_all()
 

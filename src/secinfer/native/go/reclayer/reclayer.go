@@ -95,6 +95,7 @@ type stream struct {
 	spin                 time.Duration
 	spinYield            bool
 	spinHits, spinMisses int64
+	spinRun, spinSkip    int // budgets run out in a row; waits left that block at once
 }
 
 // boundMem is the caller's memory an incoming stream reports into (rl_bind, rl_next).

@@ -232,10 +232,17 @@ func (s *stream) read(c *recvCall, p []byte) (int, int) {
 		if s.spin > 0 && !c.spun {
 			// busy-poll (rl_spin): read again without blocking for a short budget before
 			// the poll puts this thread to sleep; a peer's answer that comes within it
-			// costs no wake-up
+			// costs no wake-up. After k budgets in a row ran out, the next 2^k - 1 waits
+			// (at most 63) block at once: a peer that computes long is not spun for.
 			c.spun = true
-			if n, ev, ok := s.spinRead(c, p); ok {
+			if s.spinSkip > 0 {
+				s.spinSkip--
+			} else if n, ev, ok := s.spinRead(c, p); ok {
+				s.spinRun = 0
 				return n, ev
+			} else {
+				s.spinRun = min(s.spinRun+1, 6)
+				s.spinSkip = 1<<s.spinRun - 1
 			}
 		}
 		if ev := s.poll(c); ev != evFrame {
