@@ -35,6 +35,6 @@ for k in items.split(","):
         o2o = [r[k]["o2o"] for r in res[a]]
         cpu = [r[k]["cpu"] for r in res[a]]
         print(f"{k:12s} {a:8s} o2o_ms {statistics.median(o2o):.3f} [{min(o2o):.3f}, {max(o2o):.3f}] "
-              f"parties_cpu_s {statistics.median(cpu):.3f} [{min(cpu):.3f}, {max(cpu):.3f}]")
+              f"parties_cpu_s {statistics.median(cpu):.3f} [{min(cpu):.3f}, {max(cpu):.3f}] all={sorted(round(x, 2) for x in o2o)}")
 for k, v in outs.items():
     print(k, "distinct (output, bytes, rounds):", len(v), [(b, r) for _, b, r in v])

@@ -250,7 +250,12 @@ class FastPaths:
         try:
             with self._rlock:
                 try:
-                    if not self._inbox[peer] and peer not in self._fatal and not c.eof and not c.fill \
+                    q = self._inbox[peer]
+                    if q:
+                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                    elif peer not in self._fatal and not c.eof and not c.fill \
                             and c.body is None and c.frame is None and not c.size and not c.parts \
                             and not c.oversized:
                         item = self._py_next(peer, c, deadline)
@@ -403,7 +408,13 @@ class FastPaths:
                         # busy-poll in the online phase only (the Go stream keeps the setting)
                         c.spin_on = self._phase == "online"
                         c.native.spin(int(self.spin_us) if c.spin_on else 0, self.spin_yield)
-                    if not self._inbox[peer] and peer not in self._fatal and c.frame is None and not c.eof:
+                    q = self._inbox[peer]
+                    if q:
+                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                            q = None
+                    elif peer not in self._fatal and c.frame is None and not c.eof:
                         if t is not None and c.others_ok:
                             # the common case in one call: wait (at most a heartbeat interval),
                             # read, open, check the header against the tag's template
@@ -428,6 +439,8 @@ class FastPaths:
             self._fg = False
         if item is None:   # something else first (queued frames, a bye, a failure, a large frame)
             return self._take(peer, tag, specs, self._receive(peer, deadline), expected, c)
+        if q is None:      # (taken from the inbox: read with another frame or by the reader thread)
+            return self._take(peer, tag, specs, item, expected, c)
         if chk is None:
             arrays = self._accept(peer, tag, specs, item, expected)
             # decoded in full: the layout the codec kept for this peer and tag becomes the template
