@@ -1,15 +1,14 @@
 """Test-side probe (issue #23 item 2, branch bp): for every online receive of a small
-one-array frame on tcp, why the fast receive did or did not take it. Registers astra and
-stamp unchanged; wraps TcpEndpoint.recv, _py_next (Python layer) in every party.
+one-array frame on tcp, why the fast receive did or did not take it. Registers the protocol
+MISS_PROTO names (default astra) unchanged; wraps TcpEndpoint.recv, _py_next (Python layer) in every party.
 
 Classes: fast; queued (the frame was in the inbox already: the reader thread or another
 wait read it); halfread (bytes of it were in the stream's buffer: a record split across
 reads or several records in one read, left by an earlier read); read-split (this call's
 read was not exactly one whole record); nomatch (one whole record, header not the template);
 other (several arrays, closed, ...)."""
-import json, os
-from secinfer.protocols.astra.protocol import SPEC  # noqa: F401
-from secinfer.protocols.stamp.protocol import SPEC as _S  # noqa: F401
+import importlib, json, os
+SPEC = importlib.import_module(f"secinfer.protocols.{os.environ.get('MISS_PROTO', 'astra')}.protocol").SPEC
 from secinfer.net import tcp_transport as _tt
 from secinfer.net import tcp_links as _tl
 

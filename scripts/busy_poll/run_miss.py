@@ -8,6 +8,7 @@ from secinfer.ir.onnx_import import load_model
 reps = int(sys.argv[1])
 for item in sys.argv[2].split(","):
     proto, wl = item.split(":")
+    os.environ["MISS_PROTO"] = proto
     tmp = Path(tempfile.mkdtemp()); p = tmp / f"{wl}.onnx"; p.write_bytes(ps.build_workload(wl).SerializeToString())
     x = ps.workload_input(wl, 1)
     tally = collections.defaultdict(collections.Counter)
