@@ -68,6 +68,10 @@ class Job:
     # semi-honest, evaluated by the model owner whose next products take the real component
     # (``StampBackend._plan_held``): the evaluator keeps it, the third party's pair lacks it
     hold: bool = False
+    # semi-honest, sent ahead (``StampOps.ahead``): the parties whose masked 3-out-of-3
+    # component of this job depends on offline data only (their part of a first-layer or
+    # held product), so it leaves before the online phase
+    early: frozenset = frozenset()
 
 
 RANGE_GUARD = "range-guard"
@@ -119,6 +123,14 @@ class StampOps:
         self._ahead: dict[int, tuple] = {}        # op -> (its requests' signature, their results)
         self._plan: list = []                     # recorded by ``plan``, asked for by ``prefetch``
         self._expanded: dict[tuple, np.ndarray] = {}   # masks expanded ahead, by (seed, component, n)
+        # messages sent ahead (semi-honest; ``ahead``/``exchange_ahead``): a second dry run
+        # with the prefetched seeds computes the 3-out-of-3 components that depend on offline
+        # data only; they are sent before the online phase and not again
+        self._early_run = False
+        self._early_out: list = []       # (to, tag, op, sub, value) computed by the dry run
+        self._early_in: list = []        # (from, tag, op, sub, n) expected
+        self._sent_ahead: set = set()    # (op, sub, tag) this party sent ahead
+        self._got_ahead: dict = {}       # (op, sub, from) -> the component received ahead
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -210,6 +222,51 @@ class StampOps:
             self._ahead[op] = (_signature(reqs), got)
         return len(flat)
 
+    def ahead(self, dry_run) -> int:
+        """After ``prefetch``: run the graph dry once more (``dry_run``), now with the
+        prefetched seeds, computing every masked 3-out-of-3 component this party sends that
+        depends on offline data only (``Job.early``: its part of a first-layer product,
+        ``input_offline``, or of a product of a held result, ``StampBackend._plan_held``) and
+        noting the ones it will receive so. The same values the online phase would send,
+        sent earlier (``exchange_ahead``); the devices serve and release what they did.
+        Restores the operation counters. Returns the number of messages to send."""
+        op, ctr = self.op, self.ctr
+        self.recording, self._early_run = [], True
+        self._early_out, self._early_in = [], []
+        try:
+            dry_run()
+        finally:
+            self.recording, self._early_run = None, False
+            self.op, self.ctr = op, ctr
+        return len(self._early_out)
+
+    def exchange_ahead(self) -> None:
+        """Send the components ``ahead`` computed, then receive those the peers send ahead
+        (each peer's in the order of its operations, as it sends them), before the online
+        phase: metered offline, under the tags the online phase would use."""
+        eng = self.eng
+        for to, tag, op, sub, value in self._early_out:
+            eng.send_ring(to, tag, value)
+            self._sent_ahead.add((op, sub, tag))
+        for frm, tag, op, sub, n in self._early_in:
+            (self._got_ahead[(op, sub, frm)],) = eng.recv_ring(frm, tag, n)
+        self._early_out, self._early_in = [], []
+
+    def _peek_seeds(self, key) -> np.ndarray | None:
+        """During ``ahead``: the prefetched seed of this operation's request ``key``."""
+        got = self._ahead.get(self.op)
+        if got is None or key not in got[1]:
+            return None
+        return got[1][key][0]
+
+    def _peek_comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
+        """``_comp`` without taking the expanded mask (the online phase still takes it)."""
+        got = self._expanded.get((seeds.tobytes(), c, n))
+        if got is not None:
+            return got
+        sd = {k: bytes(seeds[k]) for k in (c, (c + 1) % 3)}
+        return zero_component(sd, c, n, self.eng.ring.mask)
+
     # ---- helpers -----------------------------------------------------------------------
     def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
         """Component c of an LTEE zero-sharing from the released stream seeds (expanded
@@ -291,13 +348,15 @@ class StampOps:
             elif me == i and not mal:
                 reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
         if self.recording is not None:    # dry run (``plan``): no message, no device
-            return self._record(jobs, reqs)
+            return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
         for job, base in zip(jobs, st):
             i, e, t, sub, n_in = base["i"], base["e"], base["t"], base["sub"], base["n_in"]
             if path == "3of3":
-                if me != e:
+                if me != e and (self.op, sub, "stamp/x'") in self._sent_ahead:
+                    self._sent_ahead.discard((self.op, sub, "stamp/x'"))   # (sent before the online phase)
+                elif me != e:
                     (sd,) = seeds[(sub, "x")]
                     eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             elif path == "rss":
@@ -336,7 +395,9 @@ class StampOps:
             spec = spec_bytes(job.spec)
             if me == e:
                 if path == "3of3":
-                    parts = [eng.recv_ring(p, "stamp/x'", n_in)[0] for p in (i, t)]
+                    parts = [self._got_ahead.pop((self.op, sub, p), None) for p in (i, t)]
+                    parts = [v if v is not None else eng.recv_ring(p, "stamp/x'", n_in)[0]
+                             for v, p in zip(parts, (i, t))]
                     payload = [eng.pack(ring.add(ring.add(parts[0], parts[1]), self._flat_3(job)))]
                     mode = 1
                 elif path == "rss":
@@ -416,16 +477,34 @@ class StampOps:
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
-    def _record(self, jobs: list, reqs: list) -> list[Pair]:
+    def _record(self, jobs: list, reqs: list, path: str = "", st: list | None = None) -> list[Pair]:
         """Dry run (``plan``): record the operation's seed requests, advance the counters,
-        return zeros of the outputs' shapes."""
+        return zeros of the outputs' shapes. In ``ahead``'s dry run also: the components
+        sent ahead (``Job.early``), those expected from the peers, and the results that
+        come from the prefetched seeds alone (the leader's; the third party's of a held
+        step), which a product of a held result takes."""
         self.recording.append((self.op, reqs))
+        me, ring = self.eng.me, self.eng.ring
+        outs = []
+        for k, job in enumerate(jobs):
+            z = np.zeros(kernels.out_shape(job.spec), dtype=U64)
+            res = Pair(z, z)
+            if self._early_run and st is not None and path == "3of3" and not self.eng.malicious:
+                i, e, t, sub, n_in, n_out = (st[k][x] for x in ("i", "e", "t", "sub", "n_in", "n_out"))
+                if me != e and me in job.early:
+                    sd = self._peek_seeds((sub, "x"))
+                    if sd is not None:
+                        self._early_out.append((e, "stamp/x'", self.op, sub,
+                                                ring.add(self._flat_3(job), self._comp(sd, me, n_in))))
+                elif me == e:
+                    self._early_in += [(p, "stamp/x'", self.op, sub, n_in) for p in (i, t) if p in job.early]
+                sd = self._peek_seeds((sub, "z"))
+                if sd is not None and (me == i or (me == t and job.hold)):
+                    zi = self._peek_comp(sd, (me + 1) % 3, n_out).reshape(z.shape)
+                    res = Pair(self._peek_comp(sd, me, n_out).reshape(z.shape), zi) if me == i else Pair(z, zi)
+            outs.append(res)
         self.op += 1
         self.ctr += self._n_op
-        outs = []
-        for job in jobs:
-            z = np.zeros(kernels.out_shape(job.spec), dtype=U64)
-            outs.append(Pair(z, z))
         return outs
 
     def output(self, job: Job, receiver: int) -> np.ndarray | None:
@@ -459,14 +538,25 @@ class StampOps:
         y = None
         if self.recording is not None:    # dry run (``plan``)
             reqs = [((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")] if not mal and me != r else []
+            if self._early_run and not mal:   # ``ahead``: the output step's components, likewise
+                sd = self._peek_seeds((0, "o")) if me != r and me in job.early else None
+                if sd is not None:
+                    self._early_out.append((r, "stamp/out'", self.op, 0,
+                                            ring.add(self._flat_3(job), self._comp(sd, me, n_in))))
+                elif me == r:
+                    self._early_in += [(p, "stamp/out'", self.op, 0, n_in) for p in (lo, hi) if p in job.early]
             self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
-            if me != r:
+            if me != r and (self.op, 0, "stamp/out'") in self._sent_ahead:
+                self._sent_ahead.discard((self.op, 0, "stamp/out'"))   # (sent before the online phase)
+            elif me != r:
                 (sd,) = self._seeds([((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")])[(0, "o")]
                 eng.send_ring(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             else:
-                parts = [eng.recv_ring(p, "stamp/out'", n_in)[0] for p in (lo, hi)]
+                parts = [self._got_ahead.pop((self.op, 0, p), None) for p in (lo, hi)]
+                parts = [v if v is not None else eng.recv_ring(p, "stamp/out'", n_in)[0]
+                         for v, p in zip(parts, (lo, hi))]
                 s = ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))
                 (y,) = self._dev("output", self._meta(0, 0), spec_bytes(job.spec), eng.pack(s), kind="output")
         else:

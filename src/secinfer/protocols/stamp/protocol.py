@@ -84,6 +84,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                                premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first,
                                owner=owner)
         backend.hold_batches = held == "all"
+        # semi-honest: the components that depend on offline data only leave before the online
+        # phase (option stamp_send_ahead, default on; with stamp_prefetch; ``StampOps.ahead``)
+        backend.send_ahead = not malicious and bool(job.options.get("stamp_send_ahead", True))
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
