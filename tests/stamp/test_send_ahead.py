@@ -74,3 +74,43 @@ def test_window_and_option_off_keep_the_old_messages():
         on = _by_tag(res, "online")
         assert on[("p2", "p0", "stamp/x'")] == 4 * 16 * 24 * 24 + 4 * 16
         assert ("p2", "p0", "stamp/x'") not in _by_tag(res, "offline")
+
+
+@pytest.mark.parametrize("workload,batch", [("W3", 1), ("W4", 1), ("W3", 4)])
+def test_online_frames_declared_offline(workload, batch, monkeypatch):
+    """Every frame the online phase sends or receives was declared in the offline phase
+    (``Endpoint.expect_send``/``expect_recv``, frame templates: ``StampOps.declare_online``,
+    ``InputPlan.declare``) with its peer, tag, dtype and shape, and nothing else was, at
+    every party; the "ready" exchange (metered offline) apart."""
+    from secinfer.net.channel import LocalEndpoint
+
+    declared, online = set(), set()
+    send, recv = LocalEndpoint.send, LocalEndpoint.recv
+
+    def expect(way):
+        def f(self, peer, tag, dtype, shape):
+            assert self.current_phase != "online"
+            declared.add((self.me, way, peer, tag, np.dtype(dtype), tuple(shape)))
+        return f
+
+    def rec_send(self, peer, tag, *arrays):
+        if self.current_phase == "online":
+            online.update((self.me, "sent", peer, tag, a.dtype, a.shape) for a in arrays)
+        return send(self, peer, tag, *arrays)
+
+    def rec_recv(self, peer, tag, *specs, timeout=None):
+        got = recv(self, peer, tag, *specs, timeout=timeout)
+        if self.current_phase == "online":
+            online.update((self.me, "recv", peer, tag, a.dtype, a.shape) for a in got)
+        return got
+
+    monkeypatch.setattr(LocalEndpoint, "expect_send", expect("sent"), raising=False)
+    monkeypatch.setattr(LocalEndpoint, "expect_recv", expect("recv"), raising=False)
+    monkeypatch.setattr(LocalEndpoint, "send", rec_send)
+    monkeypatch.setattr(LocalEndpoint, "recv", rec_recv)
+    g = load_model(build_workload(workload))
+    x = workload_input(workload, batch)
+    res = run_model(g, x, "semi-honest")
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g.with_batch(batch), x, FX32))
+    assert online, "no online frames seen"
+    assert online == declared

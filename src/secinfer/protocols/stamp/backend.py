@@ -222,6 +222,10 @@ class StampBackend:
             finally:
                 self._dry, self._rot, self.counts, self._held = None, rot, counts, held
             self.ops.exchange_ahead()
+            # the online frames left, declared to the transport (frame templates, issue #23)
+            self.ops.declare_online()
+            if self._input_plan is not None:
+                self._input_plan.declare()
         return served
 
     def _early_from(self, node: Node) -> frozenset:

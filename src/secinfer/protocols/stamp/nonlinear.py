@@ -131,6 +131,7 @@ class StampOps:
         self._early_in: list = []        # (from, tag, op, sub, n) expected
         self._sent_ahead: set = set()    # (op, sub, tag) this party sent ahead
         self._got_ahead: dict = {}       # (op, sub, from) -> the component received ahead
+        self._declared: list = []        # ("send" | "recv", party, tag, n): the online frames left
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -232,7 +233,7 @@ class StampOps:
         Restores the operation counters. Returns the number of messages to send."""
         op, ctr = self.op, self.ctr
         self.recording, self._early_run = [], True
-        self._early_out, self._early_in = [], []
+        self._early_out, self._early_in, self._declared = [], [], []
         try:
             dry_run()
         finally:
@@ -251,6 +252,21 @@ class StampOps:
         for frm, tag, op, sub, n in self._early_in:
             (self._got_ahead[(op, sub, frm)],) = eng.recv_ring(frm, tag, n)
         self._early_out, self._early_in = [], []
+
+    def declare_online(self) -> int:
+        """Declare the online frames ``ahead``'s dry run saw this party send and receive
+        (``Endpoint.expect_send``/``expect_recv``: one ring vector each), so that a transport
+        with frame templates builds them now, not on the first -- at one query the only --
+        frame of each tag (issue #23). Nothing is sent; the frames are the same."""
+        eng = self.eng
+        seen = set()
+        for way, p, tag, n in self._declared:
+            if (way, p, tag, n) in seen:
+                continue
+            seen.add((way, p, tag, n))
+            (eng.ep.expect_send if way == "send" else eng.ep.expect_recv)(eng.names[p], tag, eng.wire, (int(n),))
+        self._declared = []
+        return len(seen)
 
     def _peek_seeds(self, key) -> np.ndarray | None:
         """During ``ahead``: the prefetched seed of this operation's request ``key``."""
@@ -491,6 +507,19 @@ class StampOps:
             res = Pair(z, z)
             if self._early_run and st is not None and path in ("3of3", "rss") and not self.eng.malicious:
                 i, e, t, sub, n_in, n_out = (st[k][x] for x in ("i", "e", "t", "sub", "n_in", "n_out"))
+                dec = self._declared
+                if path == "rss":                  # step 2, leader to evaluator
+                    dec += [("send", e, "stamp/x'", n_in)] if me == i else []
+                    dec += [("recv", i, "stamp/x'", n_in)] if me == e else []
+                if not job.hold and job.act is None:   # step 5, the real component to t
+                    dec += [("send", t, "stamp/z", n_out)] if me == e else []
+                    dec += [("recv", e, "stamp/z", n_out)] if me == t else []
+                if path != "3of3":
+                    pass
+                elif me == e:
+                    dec += [("recv", p, "stamp/x'", n_in) for p in (i, t) if p not in job.early]
+                elif me not in job.early:
+                    dec.append(("send", e, "stamp/x'", n_in))
                 if path != "3of3":
                     pass
                 elif me != e and me in job.early:
@@ -547,6 +576,10 @@ class StampOps:
                                             ring.add(self._flat_3(job), self._comp(sd, me, n_in))))
                 elif me == r:
                     self._early_in += [(p, "stamp/out'", self.op, 0, n_in) for p in (lo, hi) if p in job.early]
+                if me == r:    # the online frames left (``declare_online``)
+                    self._declared += [("recv", p, "stamp/out'", n_in) for p in (lo, hi) if p not in job.early]
+                elif me not in job.early:
+                    self._declared.append(("send", r, "stamp/out'", n_in))
             self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
