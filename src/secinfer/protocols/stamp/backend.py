@@ -211,7 +211,7 @@ class StampBackend:
         try:
             self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))
         finally:
-            self._dry, self._rot, self.counts, self._held = None, rot, counts, held
+            self._dry, self._rot, self.counts, self._held = None, rot, dict(counts), set(held)
         served = self.ops.prefetch()
         if self.send_ahead and self.guard is None:
             # the components that depend on offline data only, computed with the prefetched
@@ -220,7 +220,7 @@ class StampBackend:
             try:
                 self.ops.ahead(lambda: run_graph(self.ring, self.eng.me, self, graph, dict(denv)))
             finally:
-                self._dry, self._rot, self.counts, self._held = None, rot, counts, held
+                self._dry, self._rot, self.counts, self._held = None, rot, dict(counts), set(held)
             self.ops.exchange_ahead()
             # the online frames left, declared to the transport (frame templates, issue #23)
             self.ops.declare_online()
