@@ -57,6 +57,9 @@ def test_sent_ahead_exact_same_messages_earlier(workload, batch):
     for k, v in moved.items():              # what moved is offline now, the same size
         assert v > 0 and off_new.get(k, 0) - off_old.get(k, 0) == v
     assert {k for k in off_new if off_new[k] != off_old.get(k, 0)} == set(moved)
+    # every mask expanded before the query was taken online, the evaluator's own output
+    # component included (its zero-share seeds served ahead, ``StampOps.evaluator_seeds``)
+    assert [new[r].info["expanded_unused"] for r in ROLES] == [0, 0, 0]
     if batch == 1:   # p1 sends only its input online, p2 nothing; p0 its output component
         assert [sorted(t for (s, _, t) in on_new if s == r) for r in ROLES] == [["stamp/out'"], ["rss/input"], []]
         assert new["p2"].info["bus"]["online_transactions"] == 0

@@ -207,6 +207,7 @@ class StampBackend:
             z = np.zeros(tuple(int(d) for d in info.shape), dtype=np.uint64)
             denv[info.name] = Pair(z, z)
         rot, counts, held = self._rot, dict(self.counts), set(self._held)
+        self.ops.evaluator_seeds = True   # (the dry run and the online phase ask alike)
         self._dry = graph.shapes
         try:
             self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))

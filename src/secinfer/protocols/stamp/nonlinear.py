@@ -132,6 +132,10 @@ class StampOps:
         self._sent_ahead: set = set()    # (op, sub, tag) this party sent ahead
         self._got_ahead: dict = {}       # (op, sub, from) -> the component received ahead
         self._declared: list = []        # ("send" | "recv", party, tag, n): the online frames left
+        # semi-honest, seeds served ahead (``StampBackend.prefetch``): the evaluator also asks for
+        # its own output zero-share seeds (the ones its LTEE returns with the evaluation), so its
+        # component of the result is expanded before the query
+        self.evaluator_seeds = False
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -208,8 +212,8 @@ class StampOps:
                     n = int(meta[5])
                     comps = [me]
                 elif cmd == "zshare" and not self.eng.malicious:
-                    n, t = int(meta[6]), int(meta[4])
-                    comps = [(me + 1) % 3] if me == t else [me, (me + 1) % 3]
+                    n, t = int(meta[6]), int(meta[4])   # t: (me + 1) % 3 only for the evaluator
+                    comps = [(me + 1) % 3] if me == t else [me] if t == (me + 1) % 3 else [me, (me + 1) % 3]
                 elif cmd == "mask" and int(meta[7]) == 0:
                     n = int(meta[6])
                     self._expanded[("m", res[0].tobytes(), n)] = self._mask(res[0], n, ring.mask)
@@ -363,6 +367,10 @@ class StampOps:
                     reqs.append(((sub, "pad"), "pad", self._meta(sub, n_out), "pad"))
             elif me == i and not mal:
                 reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
+            elif me == e and not mal and self.evaluator_seeds:
+                # the seeds of components e and t its LTEE returns with the evaluation (the same
+                # counter and label: ``cmd_zshare`` releases exactly those to e), ahead
+                reqs.append(((sub, "ze"), "zshare", self._meta(sub, t, 0, n_out), "share"))
         if self.recording is not None:    # dry run (``plan``): no message, no device
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)

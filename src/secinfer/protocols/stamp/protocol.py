@@ -138,7 +138,10 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                                              "aes_bytes": int(ops.triple_stats[3])},
                 "online_cpu_s": cpu, "meter": ep.meter.summary(),
                 "batch": batch, "security": job.security, "ltee": "emulation",
-                "mult_checks": eng.stats["mult_checks"], **backend.counts}
+                "mult_checks": eng.stats["mult_checks"],
+                # masks expanded before the query that the online phase did not take (0 when
+                # the dry runs foresaw every request, ``StampOps.prefetch``)
+                "expanded_unused": len(ops._expanded), **backend.counts}
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)
