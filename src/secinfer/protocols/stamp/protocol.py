@@ -33,8 +33,8 @@ from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, online_together,
-                                           share_input, share_model_and_input)
+from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, expect_ready, input_phase,
+                                           online_together, share_input, share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
@@ -106,6 +106,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 # every seed request of the online phase served by the LTEE now, and the masks
                 # expanded: they depend on the model, batch and schedule only [docs: stamp.md]
                 backend.prefetch(graph, env)
+            expect_ready(ep, me)   # (the "ready" frames of ``online_together``, templated now)
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
