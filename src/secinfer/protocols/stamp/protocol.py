@@ -13,8 +13,9 @@ party. All three run an LTEE -- here an EMULATION, one OS process per party
 
 Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + architecture and
 batch size; offline = the model owner shares its weights (semi-honest: the LTEEs serve the
-online phase's seed requests ahead, ``StampBackend.prefetch``, and the first layer's
-input-independent part is computed, ``input_offline``), ending when all three are ready
+online phase's seed requests ahead, ``StampBackend.prefetch``, the first layer's
+input-independent part is computed, ``input_offline``, and the masked components that
+depend on offline data only are sent, ``StampOps.ahead``), ending when all three are ready
 (``rep3.graph.online_together``: each party's "ready" sent from inside its online phase,
 metered offline); online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
