@@ -175,13 +175,12 @@ def server_online(ep, fast: dict, C: str) -> None:
     role = ep.me
     if role == "p0":         # classification: evaluate the comparison on both evaluators' labels
         ep.mark("shared")
-        bx, t = fast["bx"], f"astra/bx/{fast['bx_lab']}"
+        bx, t, spec = fast["bx"], f"astra/bx/{fast['bx_lab']}", fast["k_spec"]
         ev = bx.evaluator
-        for p, a in ep.recv_each({"p1": (t + "/k1", fast["k_spec"]), "p2": (t + "/k2", fast["k_spec"])}):
-            if p == "p2":
-                bx.wires[:, bx.u2_at] = a[0]
-            else:
-                ev.labels[...] = a[0]
+        # P2's labels first (the client sent P2 its query first), then P1's, each with its
+        # own ``recv`` (the transport's one-frame receive; ``recv_each`` took the general path)
+        bx.wires[:, bx.u2_at] = ep.recv("p2", t + "/k2", spec)[0]
+        ev.labels[...] = ep.recv("p1", t + "/k1", spec)[0]
         out = ev()
         y = out[:, 0, 0].astype(np.uint8)      # the output label's low byte; its bit 0 ...
         y ^= fast["dec"]                      # ... xor the decoding bit (``gcm.decode``)
