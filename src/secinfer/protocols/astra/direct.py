@@ -302,13 +302,21 @@ def check_query(x: np.ndarray, frac: int, cfg) -> None:
     mdl.encode_input(x, frac, cfg)
 
 
-def receive_output(ep, cls: bool, size: int, extra: np.ndarray) -> np.ndarray:
+def output_spec(cls: bool, size: int) -> ArraySpec:
+    """Offline: the spec of the client's output message(s) on this path (built once, not
+    on the online path)."""
+    return packed_spec(1 if cls else 64, (size,))
+
+
+def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec | None = None) -> np.ndarray:
     """The client's reveal: y = part_1 + part_2 - lambda_y (regression) or y xor r (class),
-    with P0's lambda_y / P1's r already received offline (``extra``, unpacked)."""
+    with P0's lambda_y / P1's r already received offline (``extra``, unpacked); ``spec``:
+    ``output_spec(cls, size)``, made offline."""
+    if spec is None:
+        spec = output_spec(cls, size)
     if cls:
-        y = ep.recv("p0", "astra/out/y/y", packed_spec(1, (size,)))[0]
+        y = ep.recv("p0", "astra/out/y/y", spec)[0]
         return np.unpackbits(y, count=size) ^ extra      # 0/1 (uint8)
-    spec = packed_spec(64, (size,))
     # P1's part first (the client sent it the query first, so it is usually first back),
     # then P2's, each with its own ``recv``: a transport's one-frame receive (tcp: the fast
     # path) instead of ``recv_each``'s wait on both, which takes the general path
