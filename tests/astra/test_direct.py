@@ -75,7 +75,7 @@ def test_classifier_equals_oracle_in_three_rounds():
 @pytest.mark.parametrize("task", ["regression", "classifier"])
 def test_output_does_not_depend_on_which_frame_comes_first(diabetes, task):
     """The client takes its two parts (regression) and P0 the two label frames (classifier)
-    with one ``recv`` each in a fixed order (P1's then P2's parts; P2's then P1's labels);
+    with one ``recv`` each in a fixed order (P2's then P1's parts; P1's then P2's labels);
     here the frame taken second is sent first (the first one held back by its sender), so
     it waits queued while the receiver waits for the other: the output is still the oracle's."""
     import time as _time
@@ -88,12 +88,12 @@ def test_output_does_not_depend_on_which_frame_comes_first(diabetes, task):
     if task == "regression":
         x, y = diabetes
         est, q = LinearRegression().fit(x[:200], y[:200]), x[200:203]
-        adv = Corrupt("p1").replace_send(match(prefix="astra/out/y/m1"), late)
+        adv = Corrupt("p2").replace_send(match(prefix="astra/out/y/m2"), late)
     else:
         x, y = load_breast_cancer(return_X_y=True)
         est = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x[:450], y[:450])
         q = x[450:456]
-        adv = Corrupt("p2").replace_send(match(suffix="/k2"), late)
+        adv = Corrupt("p1").replace_send(match(suffix="/k1"), late)
     res, _ = run_protocol(est, q, "semi-honest", adversary=adv)
     out = _ok(res)
     assert adv.fired == 1
