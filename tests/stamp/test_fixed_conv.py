@@ -1,0 +1,68 @@
+"""``kernels.FixedConv32`` (the model owner's first-layer conv with its weight laid out
+offline) equals the generic ring convolution bit for bit."""
+
+import numpy as np
+import pytest
+
+from secinfer.arith.ring import Ring
+from secinfer.protocols.rep3 import kernels
+
+R32 = Ring(32)
+
+
+def _attrs(k, strides, pads, dil, group=1):
+    return {"kernel_shape": list(k), "strides": list(strides), "pads": list(pads), "dilations": list(dil),
+            "group": group}
+
+
+CASES = [
+    ((1, 1, 28, 28), (16, 1, 5, 5), _attrs((5, 5), (1, 1), (0, 0, 0, 0), (1, 1))),
+    ((3, 3, 9, 11), (4, 3, 3, 3), _attrs((3, 3), (2, 1), (1, 2, 0, 1), (1, 1))),
+    ((2, 2, 12, 10), (5, 2, 3, 2), _attrs((3, 2), (1, 2), (2, 0, 1, 1), (2, 1))),
+    ((2, 3, 17), (4, 3, 4), _attrs((4,), (2,), (1, 2), (1,))),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CASES)
+def test_fixed_conv_equals_generic(xs, ws, attrs):
+    rng = np.random.default_rng(5)
+    w = rng.integers(0, 1 << 32, ws, dtype=np.uint64)
+    f = kernels.bilinear("Conv", attrs, R32)
+    assert kernels.FixedConv32.applies("Conv", attrs, R32, w.shape)
+    g = kernels.FixedConv32(attrs, w)
+    for _ in range(3):       # the workspace is reused from call to call
+        x = rng.integers(0, 1 << 32, xs, dtype=np.uint64)
+        y = g(x)
+        assert y.dtype == np.uint64 and np.array_equal(y, R32.reduce(f(x, w)))
+    # the extremes of every limb
+    x = np.full(xs, (1 << 32) - 1, np.uint64)
+    wmax = np.full(ws, (1 << 32) - 1, np.uint64)
+    assert np.array_equal(kernels.FixedConv32(attrs, wmax)(x), R32.reduce(f(x, wmax)))
+
+
+def test_fixed_conv_batch_slices_and_shape_change(monkeypatch):
+    """Slices of a batch larger than ``_CONV_CHUNK``, and another batch size after the
+    workspace was laid out, give the same result; a returned array is never overwritten."""
+    xs, ws, attrs = CASES[1]
+    rng = np.random.default_rng(6)
+    w = rng.integers(0, 1 << 32, ws, dtype=np.uint64)
+    f = kernels.bilinear("Conv", attrs, R32)
+    g = kernels.FixedConv32(attrs, w)
+    x1 = rng.integers(0, 1 << 32, (5,) + xs[1:], dtype=np.uint64)
+    y1 = g(x1)
+    y1_copy = y1.copy()
+    monkeypatch.setattr(kernels, "_CONV_CHUNK", 200)
+    x2 = rng.integers(0, 1 << 32, (7,) + xs[1:], dtype=np.uint64)
+    assert np.array_equal(g(x2), R32.reduce(f(x2, w)))
+    assert np.array_equal(y1, y1_copy) and np.array_equal(y1, R32.reduce(f(x1, w)))
+
+
+def test_fixed_conv_applies_only_where_exact():
+    a = _attrs((3, 3), (1, 1), (0, 0, 0, 0), (1, 1))
+    assert not kernels.FixedConv32.applies("Conv", a, Ring(64), (4, 3, 3, 3))
+    assert not kernels.FixedConv32.applies("Conv", dict(a, group=3), R32, (3, 1, 3, 3))
+    assert not kernels.FixedConv32.applies("Gemm", a, R32, (4, 3))
+    from secinfer.errors import ProtocolError
+    g = kernels.FixedConv32(a, np.zeros((4, 3, 3, 3), np.uint64))
+    with pytest.raises(ProtocolError):
+        g(np.zeros((1, 2, 5, 5), np.uint64))
