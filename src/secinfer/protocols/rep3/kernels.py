@@ -30,7 +30,7 @@ import threading
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
-from secinfer.arith.linalg import conv_columns, ring_conv2d, window_output_size
+from secinfer.arith.linalg import conv_columns, pool_patches, ring_conv2d, window_output_size
 from secinfer.arith.ring import Ring, thin_matmul
 from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.ir.fixed_ops import run_node
@@ -100,7 +100,7 @@ class FixedConv32:
     as channels, cut before the windows: the input is 49x smaller than its columns for a
     5x5 kernel) gives [W0 X0; W1 X0 + W0 X1] -- ``matmul32``'s lo and mid, exact while
     2K < 2^20 (every limb product is below 2^32, their sums below 2^53). Equal to
-    ``bilinear("Conv", attrs, Ring(32))(x, W)`` bit for bit (tests/stamp/test_fixed_conv.py)."""
+    ``bilinear("Conv", attrs, Ring(32))(x, W)`` bit for bit (tests/stamp/test_device_kernels.py)."""
 
     def __init__(self, attrs: dict, w: np.ndarray) -> None:
         p = lift_2d(Node("c", "Conv", [], [], dict(attrs)))
@@ -280,6 +280,34 @@ def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
         cnt.int_ops += x.size
 
 
+def _relu(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
+    """``fixed_ops.relu`` for the device: a reduced value is negative iff it is at least
+    2^(k-1), so no signed copy is made (bit-exact; tests/stamp/test_device_kernels.py)."""
+    r = np.asarray(cfg.ring.reduce(x))
+    r[r >= np.uint64(1 << (cfg.ring_bits - 1))] = 0
+    return r
+
+
+def _maxpool(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
+    """``fixed_ops.maxpool`` for the device: flipping the sign bit of reduced values maps
+    the signed order onto the unsigned one (the padding, the ring's minimum 2^(k-1), onto
+    0), so the window max runs on uint64 without a signed copy, and flipping back is the
+    result (bit-exact)."""
+    p = lift_2d(Node("pool", "MaxPool", [], [], attrs))
+    top = np.uint64(1 << (cfg.ring_bits - 1))
+    r = cfg.ring.reduce(x)
+    r ^= top
+    r4 = r.reshape(r.shape[0], r.shape[1], 1, r.shape[2]) if p["spatial"] == 1 else r
+    cols = pool_patches(r4, p["kernel"], p["strides"], p["pads"], p["dilations"], np.uint64(0),
+                        bool(attrs["ceil_mode"]))
+    y = cols.max(axis=2)
+    y ^= top
+    return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if p["spatial"] == 1 else y
+
+
+_SIGNED_ORDER = {"Relu": _relu, "MaxPool": _maxpool}
+
+
 def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
     """Apply the chain to ``flat`` = data followed by the parameters."""
     shape = tuple(int(d) for d in spec["shape"])
@@ -309,7 +337,10 @@ def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount)
             cnt.int_ops += x.size
         elif op == "node":
             node = Node.from_json(st["node"])
-            y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
+            if node.op in _SIGNED_ORDER and not st.get("params") and cfg.ring.limbs == 1:
+                y = _SIGNED_ORDER[node.op](cfg, x, node.attrs)
+            else:
+                y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
             _count(node.op, x, y, cnt)
             x = y
         else:

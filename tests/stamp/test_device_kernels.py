@@ -66,3 +66,45 @@ def test_fixed_conv_applies_only_where_exact():
     g = kernels.FixedConv32(a, np.zeros((4, 3, 3, 3), np.uint64))
     with pytest.raises(ProtocolError):
         g(np.zeros((1, 2, 5, 5), np.uint64))
+
+
+def _pool_node(k, strides, pads, dil, ceil):
+    from secinfer.ir.graph import Node
+    return Node("pool", "MaxPool", ["x"], ["y"], {"kernel_shape": list(k), "strides": list(strides),
+                                                  "pads": list(pads), "dilations": list(dil),
+                                                  "ceil_mode": int(ceil)})
+
+
+POOLS = [((1, 16, 24, 24), ((2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False)),
+         ((2, 3, 7, 9), ((3, 2), (2, 3), (1, 0, 2, 1), (1, 2), True)),
+         ((2, 3, 7, 9), ((2, 2), (2, 2), (1, 1, 1, 1), (1, 1), True)),
+         ((2, 4, 11), ((3,), (2,), (1, 1), (1,), True))]
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("shape,pool", POOLS)
+def test_device_relu_maxpool_equal_reference(bits, shape, pool):
+    """The device's Relu and MaxPool (``kernels._relu``/``_maxpool``, run by ``run_chain``)
+    equal ``fixed_ops.run_node`` bit for bit: random values (both signs), the extremes of
+    the ring, unreduced uint64 input."""
+    from secinfer.arith.fixed import FixedPointConfig
+    from secinfer.ir.fixed_ops import run_node
+    from secinfer.ir.graph import Node
+    cfg = FixedPointConfig("t", bits, 8)
+    rng = np.random.default_rng(bits)
+    relu = Node("relu", "Relu", ["x"], ["y"], {})
+    mp = _pool_node(*pool)
+    n = int(np.prod(shape))
+    top = (1 << bits) - 1
+    for x in (rng.integers(0, 1 << 63, shape, dtype=np.uint64) * np.uint64(2) + np.uint64(1),
+              cfg.ring.reduce(rng.integers(0, 1 << 63, shape, dtype=np.uint64)),
+              np.resize(np.array([0, 1, 1 << (bits - 1), (1 << (bits - 1)) - 1, top], np.uint64), shape)):
+        for nodes in ([relu], [mp], [relu, mp]):
+            ref = x
+            for nd in nodes:
+                ref = run_node(nd, [ref], cfg)[0]
+            spec = {"shape": list(shape), "out_shape": list(ref.shape), "params": [],
+                    "steps": [{"op": "node", "node": nd.to_json()} for nd in nodes]}
+            got = kernels.run_chain(cfg, spec, x.reshape(-1).copy(), kernels.OpCount())
+            assert got.dtype == np.uint64 and np.array_equal(got, ref), (nodes, x.ravel()[:4])
+    assert n > 0
