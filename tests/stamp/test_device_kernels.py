@@ -108,3 +108,35 @@ def test_device_relu_maxpool_equal_reference(bits, shape, pool):
             got = kernels.run_chain(cfg, spec, x.reshape(-1).copy(), kernels.OpCount())
             assert got.dtype == np.uint64 and np.array_equal(got, ref), (nodes, x.ravel()[:4])
     assert n > 0
+
+
+def test_owner_first_layer_uses_fixed_conv(monkeypatch):
+    """W4 batch 1 (semi-honest): the model owner's first-layer conv runs through its
+    ``FixedConv32`` (the offline half on x_0 and the online one on x_1), and the output
+    equals the reference."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_stamp_models import run_model
+
+    from secinfer.arith.fixed import FX32
+    from secinfer.bench.peers_suite import build_workload, workload_input
+    from secinfer.ir.fixed_exec import run_fixed
+    from secinfer.ir.onnx_import import load_model
+
+    calls = []
+    orig = kernels.FixedConv32.__call__
+
+    def counted(self, x):
+        calls.append(tuple(x.shape))
+        return orig(self, x)
+    monkeypatch.setattr(kernels.FixedConv32, "__call__", counted)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "w4.onnx"
+        p.write_bytes(build_workload("W4").SerializeToString())
+        g = load_model(str(p))
+    x = workload_input("W4", 1)
+    res = run_model(g, x, "semi-honest")
+    assert np.array_equal(res["p1"].output_ring, run_fixed(g.with_batch(1), x, FX32))
+    assert calls == [(1, 1, 28, 28), (1, 1, 28, 28)]
