@@ -97,8 +97,8 @@ class FixedConv32:
     """f(x, W) mod 2^32 of an ungrouped Conv with a fixed weight W, W's part laid out once
     (offline): the float64 16-bit limbs of W arranged as [[W0, 0], [W1, W0]] (2M x 2K), so
     that one BLAS product with the im2col columns of x's limbs [X0; X1] (2K x P, the limbs
-    as channels, cut before the windows: the input is 49x smaller than its columns for a
-    5x5 kernel) gives [W0 X0; W1 X0 + W0 X1] -- ``matmul32``'s lo and mid, exact while
+    as channels, cut before the windows: W4's 1 x 28 x 28 input is 18x smaller than its
+    25 x 576 columns) gives [W0 X0; W1 X0 + W0 X1] -- ``matmul32``'s lo and mid, exact while
     2K < 2^20 (every limb product is below 2^32, their sums below 2^53). Equal to
     ``bilinear("Conv", attrs, Ring(32))(x, W)`` bit for bit (tests/stamp/test_device_kernels.py)."""
 
