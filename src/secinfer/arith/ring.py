@@ -274,11 +274,13 @@ class Ring:
     def to_signed(self, a: np.ndarray) -> np.ndarray:
         """Two's-complement interpretation as int64."""
         self._u64_only("to_signed")
-        a = self.reduce(a)
         if self.bits == 64:
-            return a.view(np.int64)
-        sh = np.uint64(64 - self.bits)
-        return (a << sh).view(np.int64) >> np.int64(64 - self.bits)
+            return self.reduce(a).view(np.int64)
+        # the left shift drops the bits above k: no reduction first (one pass less), and the
+        # arithmetic shift back reuses the shifted array
+        v = (np.asarray(a, np.uint64) << np.uint64(64 - self.bits)).view(np.int64)
+        v >>= np.int64(64 - self.bits)
+        return v
 
     def from_signed(self, a: np.ndarray) -> np.ndarray:
         self._u64_only("from_signed")

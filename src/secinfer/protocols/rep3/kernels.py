@@ -25,11 +25,12 @@ raises ``FixedPointRangeError`` when the sum left the ring.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
 from secinfer.arith.fixed import FixedPointConfig
-from secinfer.arith.linalg import conv_columns, ring_conv2d
+from secinfer.arith.linalg import conv_columns, pool_patches, ring_conv2d, window_output_size
 from secinfer.arith.ring import Ring, thin_matmul
 from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.ir.fixed_ops import run_node
@@ -51,6 +52,7 @@ class OpCount:
 
 
 _M16 = np.uint64(0xFFFF)
+_M32 = np.uint64(0xFFFFFFFF)
 _MAX_INNER32 = 1 << 20
 
 
@@ -72,6 +74,7 @@ def matmul32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _CONV_CHUNK = 1 << 24     # im2col elements per slice of the batch (memory bound)
+_WS_MAX = 1 << 19         # float64 elements a ``FixedConv32`` keeps between calls (4 MiB)
 
 
 def conv32(x: np.ndarray, w: np.ndarray, strides, pads, dilations, groups: int) -> np.ndarray:
@@ -88,6 +91,86 @@ def conv32(x: np.ndarray, w: np.ndarray, strides, pads, dilations, groups: int) 
         cols, (oh, ow) = conv_columns(x[i:i + step], w.shape, strides, pads, dilations, groups)
         outs.append(matmul32(wm, cols).reshape(-1, m, oh, ow))
     return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+
+class FixedConv32:
+    """f(x, W) mod 2^32 of an ungrouped Conv with a fixed weight W, W's part laid out once
+    (offline): the float64 16-bit limbs of W arranged as [[W0, 0], [W1, W0]] (2M x 2K), so
+    that one BLAS product with the im2col columns of x's limbs [X0; X1] (2K x P, the limbs
+    as channels, cut before the windows: W4's 1 x 28 x 28 input is 18x smaller than its
+    25 x 576 columns) gives [W0 X0; W1 X0 + W0 X1] -- ``matmul32``'s lo and mid, exact while
+    2K < 2^20 (every limb product is below 2^32, their sums below 2^53). Equal to
+    ``bilinear("Conv", attrs, Ring(32))(x, W)`` bit for bit (tests/stamp/test_device_kernels.py)."""
+
+    def __init__(self, attrs: dict, w: np.ndarray) -> None:
+        p = lift_2d(Node("c", "Conv", [], [], dict(attrs)))
+        self.one_d = p["spatial"] == 1
+        self.strides, self.pads, self.dilations = p["strides"], p["pads"], p["dilations"]
+        w = np.asarray(w, np.uint64)
+        w4 = w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if self.one_d else w
+        self.m, self.c, self.kh, self.kw = (int(d) for d in w4.shape)
+        wm = w4.reshape(self.m, -1)
+        w0 = (wm & _M16).astype(np.float64)
+        w1 = ((wm >> np.uint64(16)) & _M16).astype(np.float64)
+        self.wbig = np.ascontiguousarray(np.block([[w0, np.zeros_like(w0)], [w1, w0]]))
+        self._local = threading.local()
+
+    @staticmethod
+    def applies(kind: str, attrs: dict, ring: Ring, w_shape) -> bool:
+        k = int(np.prod(w_shape[1:])) if len(w_shape) > 1 else 0
+        return (kind == "Conv" and ring.bits == 32 and int(attrs.get("group", 1)) == 1
+                and 0 < 2 * k < _MAX_INNER32 and len(w_shape) in (3, 4))
+
+    def _workspace(self, shape: tuple):
+        """This thread's buffers for an input of ``shape`` (N, C, H, W): the zero-padded limb
+        image, a strided view of its windows, the columns and the float64 product. Reused
+        from call to call while they stay below ``_WS_MAX`` elements: the online step then
+        allocates no large array (a fresh one costs a page fault per 4 KiB, ~0.4 ms of system
+        time per W4 convolution at load 10)."""
+        ws = getattr(self._local, "ws", None)
+        if ws is not None and ws[0] == shape:
+            return ws
+        n, c, h, w = shape
+        (sh, sw), (dh, dw) = self.strides, self.dilations
+        pt, pl, pb, pr = self.pads
+        oh = window_output_size(h, self.kh, sh, pt, pb, dh)
+        ow = window_output_size(w, self.kw, sw, pl, pr, dw)
+        xp = np.zeros((n, 2 * c, h + pt + pb, w + pl + pr), np.float64)
+        s = xp.strides
+        win = np.lib.stride_tricks.as_strided(
+            xp, (n, 2 * c, self.kh, self.kw, oh, ow), (s[0], s[1], dh * s[2], dw * s[3], sh * s[2], sw * s[3]),
+            writeable=False)
+        cols = np.empty((n, 2 * c, self.kh, self.kw, oh, ow), np.float64)
+        r = np.empty((n, 2 * self.m, oh * ow), np.float64)
+        ws = (shape, xp, win, cols, r, (oh, ow))
+        if xp.size + cols.size + r.size <= _WS_MAX:
+            self._local.ws = ws
+        return ws
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.uint64)
+        x4 = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2]) if self.one_d else x
+        if x4.ndim != 4 or x4.shape[1] != self.c:
+            raise ProtocolError(f"conv input of shape {x.shape} for a weight with {self.c} channels")
+        per_image = max(1, self.wbig.shape[1] * int(np.prod(x4.shape[2:])))
+        step = max(1, _CONV_CHUNK // per_image)
+        outs = []
+        pt, pl = self.pads[0], self.pads[1]
+        h, w = x4.shape[2:]
+        for i in range(0, x4.shape[0], step):
+            part = x4[i:i + step]
+            _, xp, win, cols, r, (oh, ow) = self._workspace(part.shape)
+            # the limbs as channels, limb-major: the columns' rows are (limb, channel, kh, kw)
+            np.copyto(xp[:, :self.c, pt:pt + h, pl:pl + w], part & _M16, casting="unsafe")
+            np.copyto(xp[:, self.c:, pt:pt + h, pl:pl + w], (part >> np.uint64(16)) & _M16, casting="unsafe")
+            np.copyto(cols, win)
+            np.matmul(self.wbig, cols.reshape(cols.shape[0], -1, oh * ow), out=r)
+            lo = r[:, :self.m].astype(np.uint64)
+            lo += r[:, self.m:].astype(np.uint64) << np.uint64(16)
+            lo &= _M32
+            outs.append(lo.reshape(-1, self.m, oh, ow))
+        y = outs[0] if len(outs) == 1 else np.concatenate(outs)
+        return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if self.one_d else y
 
 
 def bilinear(kind: str, attrs: dict, ring: Ring):
@@ -197,6 +280,34 @@ def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
         cnt.int_ops += x.size
 
 
+def _relu(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
+    """``fixed_ops.relu`` for the device: a reduced value is negative iff it is at least
+    2^(k-1), so no signed copy is made (bit-exact; tests/stamp/test_device_kernels.py)."""
+    r = np.asarray(cfg.ring.reduce(x))
+    r[r >= np.uint64(1 << (cfg.ring_bits - 1))] = 0
+    return r
+
+
+def _maxpool(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
+    """``fixed_ops.maxpool`` for the device: flipping the sign bit of reduced values maps
+    the signed order onto the unsigned one (the padding, the ring's minimum 2^(k-1), onto
+    0), so the window max runs on uint64 without a signed copy, and flipping back is the
+    result (bit-exact)."""
+    p = lift_2d(Node("pool", "MaxPool", [], [], attrs))
+    top = np.uint64(1 << (cfg.ring_bits - 1))
+    r = cfg.ring.reduce(x)
+    r ^= top
+    r4 = r.reshape(r.shape[0], r.shape[1], 1, r.shape[2]) if p["spatial"] == 1 else r
+    cols = pool_patches(r4, p["kernel"], p["strides"], p["pads"], p["dilations"], np.uint64(0),
+                        bool(attrs["ceil_mode"]))
+    y = cols.max(axis=2)
+    y ^= top
+    return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if p["spatial"] == 1 else y
+
+
+_SIGNED_ORDER = {"Relu": _relu, "MaxPool": _maxpool}
+
+
 def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
     """Apply the chain to ``flat`` = data followed by the parameters."""
     shape = tuple(int(d) for d in spec["shape"])
@@ -226,7 +337,10 @@ def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount)
             cnt.int_ops += x.size
         elif op == "node":
             node = Node.from_json(st["node"])
-            y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
+            if node.op in _SIGNED_ORDER and not st.get("params") and cfg.ring.limbs == 1:
+                y = _SIGNED_ORDER[node.op](cfg, x, node.attrs)
+            else:
+                y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
             _count(node.op, x, y, cnt)
             x = y
         else:

@@ -188,7 +188,7 @@ class StampBackend:
                     if self.eng.me == (owner + 2) % 3:   # the model owner: its weight in the ring
                         w = self.ring.reduce(self.eng.cfg.encode(
                             np.asarray(graph.initializers[node.inputs[1]], np.float64)))
-                    plan.add_product(node.name, sw, w)
+                    plan.add_product(node.name, sw, w, node.attrs if node.op == "Conv" else None)
         self._input_plan = plan
         return plan
 

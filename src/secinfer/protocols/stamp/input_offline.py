@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from secinfer.errors import ProtocolError
+from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.stacked import StackedWeight
 from secinfer.sharing.replicated import Pair
 
@@ -46,11 +47,16 @@ class _Half:
     limbs: tuple | None
     axis: int
     f: object
+    fixed: object = None      # the owner's conv with its weight laid out offline (``kernels.FixedConv32``)
 
 
-def half_product(ring, f, axis: int, v: np.ndarray, w: np.ndarray, limbs: tuple | None) -> np.ndarray:
+def half_product(ring, f, axis: int, v: np.ndarray, w: np.ndarray, limbs: tuple | None,
+                 fixed=None) -> np.ndarray:
     """f(v, w) over the ring for one half of a stacked weight (``rep3.stacked``): float64
-    16-bit limbs for a Z_2^32 matrix product (exact below 2^20 inner elements), else f."""
+    16-bit limbs for a Z_2^32 matrix product (exact below 2^20 inner elements), a
+    ``FixedConv32`` (``fixed``, w's layout prepared) for a Z_2^32 convolution, else f."""
+    if fixed is not None:
+        return fixed(v)
     if limbs is None:
         return ring.reduce(f(v, w))
     w0, w1 = limbs
@@ -104,22 +110,29 @@ class InputPlan:
         self.halves: dict[str, _Half] = {}
         self.x: Pair | None = None            # the shared input, once ``share``d
 
-    def add_product(self, node_name: str, sw: StackedWeight, w_plain: np.ndarray | None = None) -> None:
+    def add_product(self, node_name: str, sw: StackedWeight, w_plain: np.ndarray | None = None,
+                    conv_attrs: dict | None = None) -> None:
         """The offline part of party p's component of a product of the input with a weight
         whose stacked operand is ``sw``. With o = 1 and the model owner o+2 = p0 (the only
         STAMP roles), the nine terms f(x_i, w_j) are split so that only the owner of the
         plaintext weight W works online: p0 takes f(x_0 + x_1, W) (``w_plain``, its own
         model; f(x_0, W) offline, x_1 arrives with the input), p1 f(x_2, w_1), p2
         f(x_2, w_2 + w_0) -- the sum is f(X, W); each component is masked by the LTEEs'
-        zero-sharing before it leaves its party, as any 3-out-of-3 component is."""
+        zero-sharing before it leaves its party, as any 3-out-of-3 component is.
+        ``conv_attrs`` (a Conv's attributes): the owner lays its weight out for the online
+        product now where ``kernels.FixedConv32`` applies (Z_2^32, ungrouped), so that the
+        online f(x_1, W) is the columns of x_1 and one BLAS product."""
         ring, me, o = self.eng.ring, self.eng.me, self.owner
         k = self.shape[sw.axis]
         if me == (o + 2) % 3:     # (x_{o+2}, x_o), the model owner: f(x_{o+2} + x_o, W)
             if w_plain is None:
                 raise ProtocolError("the model owner's first-layer weight is needed in plaintext")
             w_plain, limbs = plain_limbs(sw, w_plain)
-            part = half_product(ring, sw.f, sw.axis, self.c_all, w_plain, limbs)
-            self.halves[node_name] = _Half(part, w_plain, limbs, sw.axis, sw.f)
+            fixed = None
+            if conv_attrs is not None and kernels.FixedConv32.applies("Conv", conv_attrs, ring, w_plain.shape):
+                fixed = kernels.FixedConv32(conv_attrs, w_plain)
+            part = half_product(ring, sw.f, sw.axis, self.c_all, w_plain, limbs, fixed)
+            self.halves[node_name] = _Half(part, w_plain, limbs, sw.axis, sw.f, fixed)
         elif me == (o + 1) % 3:   # (x_{o+1}, x_{o+2}): f(x_{o+1}, w_{o+1} + w_{o+2}), the top half
             w, limbs = _split(sw, k, True)
             self.halves[node_name] = _Half(half_product(ring, sw.f, sw.axis, self.c_next, w, limbs), None, None,
@@ -165,4 +178,4 @@ class InputPlan:
         if h.w is None:
             return h.part
         online = x.a if self.eng.me == self.owner else x.b     # x_o
-        return self.eng.ring.add(h.part, half_product(self.eng.ring, h.f, h.axis, online, h.w, h.limbs))
+        return self.eng.ring.add(h.part, half_product(self.eng.ring, h.f, h.axis, online, h.w, h.limbs, h.fixed))
