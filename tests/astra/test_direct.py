@@ -72,6 +72,39 @@ def test_classifier_equals_oracle_in_three_rounds():
     assert _online_msgs(meters, "client", "recv") == [("p0", "astra/out/y/y")]
 
 
+@pytest.mark.parametrize("task", ["regression", "classifier"])
+def test_output_does_not_depend_on_which_frame_comes_first(diabetes, task):
+    """The client takes its two parts (regression) and P0 the two label frames (classifier)
+    with one ``recv`` each in a fixed order (P2's then P1's parts; P1's then P2's labels);
+    here the frame taken second is sent first (the first one held back by its sender), so
+    it waits queued while the receiver waits for the other: the output is still the oracle's."""
+    import time as _time
+
+    from adversary import Corrupt, match
+
+    def late(arrays):
+        _time.sleep(0.3)
+        return arrays
+    if task == "regression":
+        x, y = diabetes
+        est, q = LinearRegression().fit(x[:200], y[:200]), x[200:203]
+        adv = Corrupt("p2").replace_send(match(prefix="astra/out/y/m2"), late)
+    else:
+        x, y = load_breast_cancer(return_X_y=True)
+        est = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)).fit(x[:450], y[:450])
+        q = x[450:456]
+        adv = Corrupt("p1").replace_send(match(suffix="/k1"), late)
+    res, _ = run_protocol(est, q, "semi-honest", adversary=adv)
+    out = _ok(res)
+    assert adv.fired == 1
+    lm = mdl.resolve_wfrac(mdl.to_linear(est), FX64)
+    want = mdl.oracle(lm, q, FX64)
+    if task == "regression":
+        assert np.array_equal(out.output_ring, want)
+    else:
+        assert np.array_equal(out.output_ring[:, 0].astype(np.int64), want[:, 0])
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, 1e30])
 def test_bad_query_fails_typed_before_the_online_phase(diabetes, bad):
     x, y = diabetes

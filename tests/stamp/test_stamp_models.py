@@ -137,6 +137,10 @@ def _declared_network_a(batch: int, security: str, fused: bool, premul: bool = T
         total += (2 if premul else 3) * cm.DELTA_CHECK_BYTES
     if not fused:   # the opening to p1 (malicious: the missing component twice)
         total += 2 * 4 * batch * 10 if mal else 4 * batch * 10
+    if not mal:     # p1's and p2's components of the first layer are sent ahead (offline,
+        #             ``StampOps.ahead``): with the batch split in three jobs (evaluators p0,
+        #             p1, p2), 4 of the 6 (job, sender) pairs, each the job's rows and the bias
+        total -= 4 * 4 * (batch // 3 * layers[0][1] + layers[0][1])
     return total
 
 

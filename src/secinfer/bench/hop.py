@@ -6,7 +6,9 @@ a process: ``python -m secinfer.bench.hop CLUSTER ROLE NONCE MODE COUNT [BURSTS]
 ping: answer COUNT pings; MODE bulk: BURSTS times, receive COUNT frames, then acknowledge
 once). Bulk is timed per burst (median and spread over the bursts). On tcp the row says
 which record layer ran (``record_layer``: native unless the library is missing or
-``SECINFER_TCP_NATIVE=0``).
+``SECINFER_TCP_NATIVE=0``) and the busy-poll budget (``spin_us``, ``spin_yield``:
+``SECINFER_TCP_SPIN_US`` / ``SECINFER_TCP_SPIN_YIELD``). Both processes run their loops in
+the online phase, as a protocol's online hops.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int, burst
                                                   recv_timeout=60)
     (peer,) = ep.peers
     cpu = 0.0
+    with ep.phase("online"):   # (as a protocol's online hops: e.g. busy-polling applies there only)
+        cpu = _echo(ep, peer, mode, count, bursts)
+    ep.close()
+    print(json.dumps({"cpu_s": cpu}), flush=True)
+    return 0
+
+
+def _echo(ep, peer: str, mode: str, count: int, bursts: int) -> float:
+    cpu = 0.0
     if mode == "ping":
         c0 = time.process_time()
         for _ in range(count):
@@ -49,9 +60,7 @@ def _serve(cluster_path: str, pid: str, nonce: str, mode: str, count: int, burst
                 ep.recv(peer, "bulk", _BULK)
             cpu += time.process_time() - c0
             ep.send(peer, "ack", np.zeros(1, np.uint8))
-    ep.close()
-    print(json.dumps({"cpu_s": cpu}), flush=True)
-    return 0
+    return cpu
 
 
 def measure(transport: str, pings: int = 2000, bulk_mb: int = 16, bulk_frames: int = 32,
@@ -98,35 +107,38 @@ def _phase(transport: str, c, mode: str, count: int, payload: int, bulk_mb: int,
                                                     recv_timeout=60)
         if transport == "tcp":   # (the echo process chooses alike: same library, same environment)
             out["record_layer"] = "native" if ep.native else "python"
-        if mode == "ping":
-            msg = np.zeros(payload, np.uint8)
-            rtts = []
-            c0 = time.process_time()
-            for _ in range(count):
-                t0 = time.perf_counter()
-                ep.send("b", "ping", msg)
-                ep.recv("b", "pong", _SMALL)
-                rtts.append(time.perf_counter() - t0)
-            ping_cpu = time.process_time() - c0
-            half = sorted(r / 2 for r in rtts[count // 10:])   # warm-up dropped
-            out.update(one_way_us_median=statistics.median(half) * 1e6,
-                       one_way_us_p10=half[len(half) // 10] * 1e6,
-                       one_way_us_p90=half[(9 * len(half)) // 10] * 1e6, pings=count,
-                       payload_bytes=payload)
-        else:
-            frame = np.zeros((bulk_mb << 20) // count, np.uint8)
-            rates = []
-            send_cpu = 0.0
-            for _ in range(bulk_bursts):
-                t0, c0 = time.perf_counter(), time.process_time()
+            out["spin_us"] = getattr(ep, "spin_us", 0.0)
+            out["spin_yield"] = getattr(ep, "spin_yield", False)
+        with ep.phase("online"):   # (as a protocol's online hops: busy-polling applies there only)
+            if mode == "ping":
+                msg = np.zeros(payload, np.uint8)
+                rtts = []
+                c0 = time.process_time()
                 for _ in range(count):
-                    ep.send("b", "bulk", frame)
-                send_cpu += time.process_time() - c0
-                ep.recv("b", "ack", _SMALL)
-                rates.append((frame.size * count) / (time.perf_counter() - t0) / 1e6)
-            out.update(bulk_MB_s=statistics.median(rates), bulk_MB_s_min=min(rates),
-                       bulk_MB_s_max=max(rates), bulk_MB=frame.size * count / 1e6,
-                       bulk_frames=count, bulk_bursts=bulk_bursts)
+                    t0 = time.perf_counter()
+                    ep.send("b", "ping", msg)
+                    ep.recv("b", "pong", _SMALL)
+                    rtts.append(time.perf_counter() - t0)
+                ping_cpu = time.process_time() - c0
+                half = sorted(r / 2 for r in rtts[count // 10:])   # warm-up dropped
+                out.update(one_way_us_median=statistics.median(half) * 1e6,
+                           one_way_us_p10=half[len(half) // 10] * 1e6,
+                           one_way_us_p90=half[(9 * len(half)) // 10] * 1e6, pings=count,
+                           payload_bytes=payload)
+            else:
+                frame = np.zeros((bulk_mb << 20) // count, np.uint8)
+                rates = []
+                send_cpu = 0.0
+                for _ in range(bulk_bursts):
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    for _ in range(count):
+                        ep.send("b", "bulk", frame)
+                    send_cpu += time.process_time() - c0
+                    ep.recv("b", "ack", _SMALL)
+                    rates.append((frame.size * count) / (time.perf_counter() - t0) / 1e6)
+                out.update(bulk_MB_s=statistics.median(rates), bulk_MB_s_min=min(rates),
+                           bulk_MB_s_max=max(rates), bulk_MB=frame.size * count / 1e6,
+                           bulk_frames=count, bulk_bursts=bulk_bursts)
         ep.close()
     except Exception as e:
         try:

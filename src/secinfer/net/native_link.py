@@ -20,7 +20,7 @@ from pathlib import Path
 EV_NONE, EV_FRAME, EV_NEED, EV_BYE, EV_OVERSIZED, EV_EOF, EV_OTHER, EV_CHECKED = 0, 1, 2, 3, 4, 5, 6, 7
 EV_FRAME_ERR, EV_OS_ERR, EV_BAD_HANDLE = -1, -2, -3
 BAD_TEMPLATE = -3        # rl_send_t: no such template
-ABI = 3                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
+ABI = 4                  # the version of the exports this binding speaks (reclayer.go, abiVersion)
 SCRATCH = 1 << 16        # frames up to this size are received into a reused buffer, then copied
 _ERRLEN = 512
 
@@ -90,6 +90,9 @@ def _bind() -> None:
     lib.rl_others.restype = C.c_int
     lib.rl_next_t.argtypes = [u64, i64, C.c_int, u64]
     lib.rl_next_t.restype = C.c_int
+    # busy-poll before blocking (recv.go): budget, yield, and the statistics
+    lib.rl_spin.argtypes = [u64, i64, C.c_int, C.POINTER(i64), C.POINTER(i64)]
+    lib.rl_spin.restype = C.c_int
     _lib = lib
 
 
@@ -194,6 +197,15 @@ class Opener(_Stream):
         self.next_t = self._lib.rl_next_t
         self.others = None
         self._others_key: tuple = ()
+
+    def spin(self, us: int = -1, yield_cpu: bool = False) -> tuple[int, int]:
+        """Set the busy-poll budget (``us`` microseconds; 0: none; < 0: unchanged): a wait
+        for bytes first reads again without blocking for that long (yielding the processor
+        between reads with ``yield_cpu``). Returns (waits the spin ended, spins that ran out)."""
+        hits, misses = i64(0), i64(0)
+        if self.h:
+            self._lib.rl_spin(self.h, us, int(yield_cpu), C.byref(hits), C.byref(misses))
+        return hits.value, misses.value
 
     def set_others(self, others: tuple) -> None:
         if others != self._others_key:

@@ -38,6 +38,7 @@ Frames of several arrays, large frames and paced or latency-modelled links take
 
 from __future__ import annotations
 
+import os
 import select
 import time
 
@@ -55,6 +56,7 @@ _HDR_SIZE = HDR.size
 _HDR_UNPACK = HDR.unpack_from
 _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
+_yield = os.sched_yield
 
 
 def _small(dtype, shape) -> bool:
@@ -248,7 +250,12 @@ class FastPaths:
         try:
             with self._rlock:
                 try:
-                    if not self._inbox[peer] and peer not in self._fatal and not c.eof and not c.fill \
+                    q = self._inbox[peer]
+                    if q:
+                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                    elif peer not in self._fatal and not c.eof and not c.fill \
                             and c.body is None and c.frame is None and not c.size and not c.parts \
                             and not c.oversized:
                         item = self._py_next(peer, c, deadline)
@@ -257,19 +264,34 @@ class FastPaths:
         finally:
             self._fg = False
         if item is None:   # something else first (several records, part of one, a failure, ...)
-            return self._accept(peer, tag, specs, self._receive(peer, deadline), expected)
-        # the tag's template: the header the codec checked in full (decode_known's conditions)
-        names = self._names.get((self.session_id, peer, tag))
-        fast = self._layouts.get(names) if names is not None else None
-        if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
-                and item.startswith(fast[1], fast[2]):
-            seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
-            if seq == expected and phase_i < 3 and n == 1:
-                t = c.tin.get(tag)
-                if t is None or t[1] is not fast:
-                    t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
-                c.fast += 1
-                return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
+            item = self._receive(peer, deadline)
+        return self._take(peer, tag, specs, item, expected, c)
+
+    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c) -> list[np.ndarray]:
+        """A whole frame of ``peer`` received without a template check in the record layer
+        (read here on the Python layer, or taken from the inbox where a read queued it:
+        several records in one read, one record in several reads, the reader thread, the
+        wait for another peer): compared with the tag's template, the header the codec
+        checked in full before (``decode_known``'s conditions, seq included) and then taken
+        by ``_known``; anything else by ``_accept`` (full decode, same typed errors)."""
+        if type(item) is bytearray:
+            names = self._names.get((self.session_id, peer, tag))
+            fast = self._layouts.get(names) if names is not None else None
+            if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
+                    and item.startswith(fast[1], fast[2]):
+                seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
+                if seq == expected and phase_i < 3 and n == 1:
+                    t = c.tin.get(tag)
+                    if t is None or t[1] is not fast:
+                        if c.native is None:
+                            t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
+                        else:   # (the tag's Go template, as after a full decode)
+                            self._in_template(c, tag, names)
+                            t = c.tin.get(tag)
+                            if t is None or t[1] is not fast:
+                                t = [-1, fast, None]
+                    c.fast += 1
+                    return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
         return self._accept(peer, tag, specs, item, expected)
 
     def _py_next(self, peer: str, c, deadline: float):
@@ -285,9 +307,39 @@ class FastPaths:
         hb = self.heartbeat_interval
         socks = None
         since = _monotonic()
+        spin = self._spin_s if self._phase == "online" else 0.0
         while True:
             try:
-                n = sock.recv_into(view)
+                try:
+                    n = sock.recv_into(view)
+                except BlockingIOError:
+                    if not spin:
+                        raise
+                    if c.spin_skip:      # (after budgets ran out in a row: blocks at once, as in Go)
+                        c.spin_skip -= 1
+                        spin = 0.0
+                        raise
+                    # busy-poll (``spin_us``), once per wait, before select puts this thread
+                    # to sleep: an answer that comes within it costs no wake-up
+                    end = _monotonic() + spin
+                    if end > deadline:
+                        end = deadline
+                    spin = 0.0
+                    yld = self.spin_yield
+                    while True:
+                        if yld:
+                            _yield()
+                        try:
+                            n = sock.recv_into(view)
+                            break
+                        except BlockingIOError:
+                            if _monotonic() >= end:
+                                c.spin_misses += 1
+                                c.spin_run = min(c.spin_run + 1, 6)
+                                c.spin_skip = (1 << c.spin_run) - 1
+                                raise
+                    c.spin_hits += 1
+                    c.spin_run = 0
             except BlockingIOError:
                 now = _monotonic()
                 if now >= deadline or now - (c.last if c.last > since else since) > self.peer_timeout:
@@ -352,7 +404,17 @@ class FastPaths:
         try:
             with self._rlock:
                 try:
-                    if not self._inbox[peer] and peer not in self._fatal and c.frame is None and not c.eof:
+                    if self._spin_s and c.spin_on is not (self._phase == "online"):
+                        # busy-poll in the online phase only (the Go stream keeps the setting)
+                        c.spin_on = self._phase == "online"
+                        c.native.spin(int(self.spin_us) if c.spin_on else 0, self.spin_yield)
+                    q = self._inbox[peer]
+                    if q:
+                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
+                            item = q.popleft()[1]
+                            self._queued[peer] -= len(item)
+                            q = None
+                    elif peer not in self._fatal and c.frame is None and not c.eof:
                         if t is not None and c.others_ok:
                             # the common case in one call: wait (at most a heartbeat interval),
                             # read, open, check the header against the tag's template
@@ -376,7 +438,9 @@ class FastPaths:
         finally:
             self._fg = False
         if item is None:   # something else first (queued frames, a bye, a failure, a large frame)
-            return self._accept(peer, tag, specs, self._receive(peer, deadline), expected)
+            return self._take(peer, tag, specs, self._receive(peer, deadline), expected, c)
+        if q is None:      # (taken from the inbox: read with another frame or by the reader thread)
+            return self._take(peer, tag, specs, item, expected, c)
         if chk is None:
             arrays = self._accept(peer, tag, specs, item, expected)
             # decoded in full: the layout the codec kept for this peer and tag becomes the template

@@ -397,6 +397,11 @@ class InStream:
         self.tin: dict = {}               # tag -> (template id, codec layout entry) registered in Go
         self.others_ok = False            # the native layer was told the other peers' streams (next_native)
         self.fast = 0                     # frames the Python layer's fast receive took (tcp_fast._py_next)
+        self.spin_hits = 0                # Python layer: waits a busy-poll ended (bytes came), and
+        self.spin_misses = 0              # busy-polls that ran out (tcp_fast._py_next);
+        self.spin_run = 0                 # budgets run out in a row, waits left that block at once
+        self.spin_skip = 0
+        self.spin_on = False              # native layer: the Go stream has the budget set (online phase)
 
 
 def read_native(ep, peer: str, c: "InStream", soft: int | None = None, wait: float = 0.0, others: tuple = ()) -> int:

@@ -70,6 +70,12 @@ from secinfer.net.tcp_reader import StreamReader
 # after the protocol thread stopped reading the streams itself, the reader thread takes
 # over this much later (a protocol receiving often then rarely has to wait for it)
 RX_RETRY = 0.005
+# busy-poll before blocking (docs/runtime.md "Busy-polling"): in the online phase, a protocol
+# thread's wait for a frame first reads again without blocking for this many microseconds,
+# yielding its processor between the reads (``spin_us``, ``spin_yield``; SECINFER_TCP_SPIN_US,
+# SECINFER_TCP_SPIN_YIELD in the environment; 0 turns it off)
+DEFAULT_SPIN_US = 50.0
+DEFAULT_SPIN_YIELD = True
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
 
@@ -77,15 +83,26 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
     """An ``Endpoint`` over direct, mutually authenticated, encrypted TCP streams."""
 
     def __init__(self, me: str, identity: Identity, bind_url: str, peers: list[PeerInfo], session_id: bytes, *,
-                 connect: bool = True, native: bool | None = None, **limits) -> None:
+                 connect: bool = True, native: bool | None = None, spin_us: float | None = None,
+                 spin_yield: bool | None = None, **limits) -> None:
         """``limits``: max_frame, recv_timeout, connect_timeout, heartbeat_interval,
         peer_timeout, max_inbox (``SocketEndpoint``, which holds their defaults).
         ``native``: the record layer (None: native when the library is built, unless the
-        environment says ``SECINFER_TCP_NATIVE=0``)."""
+        environment says ``SECINFER_TCP_NATIVE=0``). ``spin_us``, ``spin_yield``: the
+        online phase's busy-poll before a receive blocks (None: ``SECINFER_TCP_SPIN_US`` /
+        ``SECINFER_TCP_SPIN_YIELD`` in the environment, else ``DEFAULT_SPIN_US`` and
+        ``DEFAULT_SPIN_YIELD``; 0 us: never)."""
         super().__init__(me, identity, peers, session_id, **limits)
         if native is None:
             native = os.environ.get("SECINFER_TCP_NATIVE", "1") != "0"
         self.native = bool(native) and native_link.available()
+        if spin_us is None:
+            spin_us = float(os.environ.get("SECINFER_TCP_SPIN_US", DEFAULT_SPIN_US))
+        if spin_yield is None:
+            spin_yield = os.environ.get("SECINFER_TCP_SPIN_YIELD", "1" if DEFAULT_SPIN_YIELD else "0") != "0"
+        self.spin_us = max(0.0, float(spin_us))
+        self.spin_yield = bool(spin_yield)
+        self._spin_s = self.spin_us * 1e-6
         self._keys = tcp_handshake.Keys(me, identity.secret, {p.role: p.public_key for p in peers}, session_id,
                                         self.context, self.peer_timeout)
         self._out: dict[str, OutLink] = {}

@@ -283,6 +283,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
         if fast:
             extra = fastpath.client_extra(cls, size, extra)
             bufs = fastpath.encode_buffers(x.shape)
+            ospec = fastpath.output_spec(cls, size)
             fastpath.expect_client(ep, cls, x.shape, size)
             if not lam_x.flags.writeable:   # (received: m_x is added into it online)
                 lam_x = lam_x.copy()
@@ -306,7 +307,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             ep.require(v is not None, "fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
         elif fast:
-            val = fastpath.receive_output(ep, cls, size, extra)
+            val = fastpath.receive_output(ep, cls, size, extra, ospec)
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:

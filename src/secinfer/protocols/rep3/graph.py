@@ -79,6 +79,16 @@ def online_together(ep, me: int):
     return online_phase(ep, ready)
 
 
+def expect_ready(ep, me: int) -> None:
+    """Offline: declare ``online_together``'s "ready" frames to the endpoint
+    (``Endpoint.expect_send``/``expect_recv``), so that a transport with frame templates builds
+    them now and not on the first of them, inside the online window (issue #23)."""
+    for p in range(3):
+        if p != me:
+            ep.expect_send(NAMES[p], "offline/ready", np.uint8, (1,))
+            ep.expect_recv(NAMES[p], "offline/ready", np.uint8, (1,))
+
+
 def input_phase(options: dict) -> str:
     """``options["input_phase"]``: ``online`` (default) shares the client's input in the
     online phase; ``offline`` before it -- the accounting of the paper's measurements,

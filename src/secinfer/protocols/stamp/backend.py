@@ -95,6 +95,7 @@ class StampBackend:
         self._held_w: dict[str, tuple] = {}       # product node -> (this party's weight part, limbs, stacked)
         self._held: set = set()                   # device-step outputs whose real component p0 kept
         self.hold_batches = False                 # also hold batches (not split across the LTEEs)
+        self.send_ahead = False                   # components on offline data sent ahead (``prefetch``)
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -206,12 +207,55 @@ class StampBackend:
             z = np.zeros(tuple(int(d) for d in info.shape), dtype=np.uint64)
             denv[info.name] = Pair(z, z)
         rot, counts, held = self._rot, dict(self.counts), set(self._held)
+        self.ops.evaluator_seeds = True   # (the dry run and the online phase ask alike)
         self._dry = graph.shapes
         try:
             self.ops.plan(lambda: run_graph(self.ring, self.eng.me, self, graph, denv))
         finally:
-            self._dry, self._rot, self.counts, self._held = None, rot, counts, held
-        return self.ops.prefetch()
+            self._dry, self._rot, self.counts, self._held = None, rot, dict(counts), set(held)
+        served = self.ops.prefetch()
+        if self.send_ahead and self.guard is None:
+            # the components that depend on offline data only, computed with the prefetched
+            # seeds by a second dry run and sent now (``StampOps.ahead``) [docs: stamp.md]
+            self._dry = graph.shapes
+            try:
+                self.ops.ahead(lambda: run_graph(self.ring, self.eng.me, self, graph, dict(denv)))
+            finally:
+                self._dry, self._rot, self.counts, self._held = None, rot, dict(counts), set(held)
+            self.ops.exchange_ahead()
+            # the online frames left, declared to the transport (frame templates, issue #23)
+            self.ops.declare_online()
+            if self._input_plan is not None:
+                self._input_plan.declare()
+        return served
+
+    def _early_from(self, node: Node) -> frozenset:
+        """Semi-honest: the parties whose 3-out-of-3 component of product ``node`` depends on
+        offline data only, so it is sent ahead (``StampOps.ahead``): every party but the
+        model owner for a first-layer product prepared offline (``input_offline``: p1's and
+        p2's terms take the pseudo-random input components only) or a product of a held
+        result (``_plan_held``: t's and i's terms take h_i, from the LTEEs' seeds). Decided
+        from the public graph and schedule, alike at every party."""
+        if not self.send_ahead or self.eng.malicious or self.guard is not None:
+            return frozenset()
+        plan = self._input_plan
+        if plan is not None and node.name in plan.halves:
+            return frozenset(p for p in range(3) if p != (plan.owner + 2) % 3)
+        src = self._held_src.get(node.name)
+        if self.owner is not None and src is not None and src in self._held:
+            return frozenset(p for p in range(3) if p != self.owner)
+        return frozenset()
+
+    def _dry_product(self, node: Node, x: Pair) -> np.ndarray | None:
+        """In ``StampOps.ahead``'s dry run: this party's real component of ``node`` when it
+        is sent ahead (``_early_from``), else None (zeros do)."""
+        if not self.ops._early_run or self.eng.me not in self._early_from(node):
+            return None
+        plan = self._input_plan
+        if plan is not None and node.name in plan.halves:
+            h = plan.halves[node.name]
+            return h.part if h.w is None else None
+        return self._held_product(node, x)
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -420,17 +464,20 @@ class StampBackend:
         # one unsplit step whose result only products with a weight take: held (``_plan_held``)
         hold = (len(tasks) == 1 and path in ("3of3", "rss") and self.owner is not None and self.guard is None
                 and tasks[0][5] is not None and tasks[0][5] in self._held_src.values())
-        for data, steps, params, out_shape, split, last, batched in tasks:
+        for data, steps, params, out_shape, split, last, batched in (tk[:7] for tk in tasks):
             ranges, leaders = self._split(data, out_shape, split and not (hold and self.hold_batches), owner_eval=hold)
             ap = self._act_plan(last, ranges, leaders, out_shape, path) if last is not None else None
             plans.append((ranges, leaders, ap))
         op_at_run = self.ops.op + sum(len(ap[4]) for _, _, ap in plans if ap is not None)
         results, batch, sub = [], [], 0
-        for (data, steps, params, out_shape, split, last, batched), (ranges, leaders, ap) in zip(tasks, plans):
+        for task, (ranges, leaders, ap) in zip(tasks, plans):
+            data, steps, params, out_shape, split, last, batched = task[:7]
             if sub + len(ranges) > MAX_JOBS:
                 raise ProtocolError("too many jobs for one device operation")
             act = self._act_make(ap, op_at_run, sub) if ap is not None else None
             jobs = self._jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
+            for j in jobs:
+                j.early = task[7] if len(task) > 7 else frozenset()
             if hold and len(jobs) == 1:
                 jobs[0].hold = True
                 self._held.add(last)
@@ -468,8 +515,10 @@ class StampBackend:
         if node.name in self._pre:
             z3 = None
         elif self._dry is not None:               # dry run (``prefetch``): the shape is enough
-            shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
-            z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
+            z3 = self._dry_product(node, x)       # (``ahead``: what is sent ahead is computed)
+            if z3 is None:
+                shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
+                z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline
         elif (zh := self._held_product(node, x)) is not None:
@@ -507,7 +556,9 @@ class StampBackend:
         if r is None:
             raise ProtocolError("no output receiver set for the fused output step")
         if not eng.malicious:
-            return self.ops.output(Job(r, spec, z3, plist), r)
+            job = Job(r, spec, z3, plist)
+            job.early = self._early_from(node)
+            return self.ops.output(job, r)
         z = self._verified(node, f, x, w, z3)
         eng.flush_checks()   # [STAMP Protocol 5 step 1, malicious]: verified before it leaves
         return self.ops.output(Job(r, spec, z, plist), r)
@@ -526,9 +577,11 @@ class StampBackend:
         steps, out_shape, guarded = self._guarded(node, _output_of((chain or [node])[-1]), steps, out_shape)
         split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
                  and zshape[0] == out_shape[0] and not guarded)
-        if not self.eng.malicious:   # (``last``: a held result, ``_run_many``)
+        if not self.eng.malicious:   # (``last``: a held result, ``_run_many``; sent ahead: not with a
+            # chain parameter, e.g. a residual, which is not offline data)
             last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
-            return (z3, steps, plist, out_shape, split, last, batched)
+            return (z3, steps, plist, out_shape, split, last, batched,
+                    frozenset() if nparams else self._early_from(node))
         started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
         last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
         return (started, steps, plist, out_shape, split, last, batched)

@@ -129,6 +129,16 @@ class InputPlan:
             self.halves[node_name] = _Half(half_product(ring, sw.f, sw.axis, self.c_next, w, limbs), None, None,
                                            sw.axis, sw.f)
 
+    def declare(self) -> None:
+        """Declare the online input message (``share``'s: n ring elements, o to o+2) to the
+        endpoint (``Endpoint.expect_send``/``expect_recv``, frame templates)."""
+        eng, me, o = self.eng, self.eng.me, self.owner
+        n = int(np.prod(self.shape))
+        if me == o:
+            eng.ep.expect_send(eng.names[(o + 2) % 3], "rss/input", eng.wire, (n,))
+        elif me == (o + 2) % 3:
+            eng.ep.expect_recv(eng.names[o], "rss/input", eng.wire, (n,))
+
     def share(self, x: np.ndarray | None) -> Pair:
         """The online input sharing (``Engine.input`` with the components drawn offline)."""
         eng, ring, me, o = self.eng, self.eng.ring, self.eng.me, self.owner

@@ -68,6 +68,10 @@ class Job:
     # semi-honest, evaluated by the model owner whose next products take the real component
     # (``StampBackend._plan_held``): the evaluator keeps it, the third party's pair lacks it
     hold: bool = False
+    # semi-honest, sent ahead (``StampOps.ahead``): the parties whose masked 3-out-of-3
+    # component of this job depends on offline data only (their part of a first-layer or
+    # held product), so it leaves before the online phase
+    early: frozenset = frozenset()
 
 
 RANGE_GUARD = "range-guard"
@@ -119,6 +123,19 @@ class StampOps:
         self._ahead: dict[int, tuple] = {}        # op -> (its requests' signature, their results)
         self._plan: list = []                     # recorded by ``plan``, asked for by ``prefetch``
         self._expanded: dict[tuple, np.ndarray] = {}   # masks expanded ahead, by (seed, component, n)
+        # messages sent ahead (semi-honest; ``ahead``/``exchange_ahead``): a second dry run
+        # with the prefetched seeds computes the 3-out-of-3 components that depend on offline
+        # data only; they are sent before the online phase and not again
+        self._early_run = False
+        self._early_out: list = []       # (to, tag, op, sub, value) computed by the dry run
+        self._early_in: list = []        # (from, tag, op, sub, n) expected
+        self._sent_ahead: set = set()    # (op, sub, tag) this party sent ahead
+        self._got_ahead: dict = {}       # (op, sub, from) -> the component received ahead
+        self._declared: list = []        # ("send" | "recv", party, tag, n): the online frames left
+        # semi-honest, seeds served ahead (``StampBackend.prefetch``): the evaluator also asks for
+        # its own output zero-share seeds (the ones its LTEE returns with the evaluation), so its
+        # component of the result is expanded before the query
+        self.evaluator_seeds = False
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -195,8 +212,8 @@ class StampOps:
                     n = int(meta[5])
                     comps = [me]
                 elif cmd == "zshare" and not self.eng.malicious:
-                    n, t = int(meta[6]), int(meta[4])
-                    comps = [(me + 1) % 3] if me == t else [me, (me + 1) % 3]
+                    n, t = int(meta[6]), int(meta[4])   # t: (me + 1) % 3 only for the evaluator
+                    comps = [(me + 1) % 3] if me == t else [me] if t == (me + 1) % 3 else [me, (me + 1) % 3]
                 elif cmd == "mask" and int(meta[7]) == 0:
                     n = int(meta[6])
                     self._expanded[("m", res[0].tobytes(), n)] = self._mask(res[0], n, ring.mask)
@@ -209,6 +226,66 @@ class StampOps:
                     budget -= 8 * n
             self._ahead[op] = (_signature(reqs), got)
         return len(flat)
+
+    def ahead(self, dry_run) -> int:
+        """After ``prefetch``: run the graph dry once more (``dry_run``), now with the
+        prefetched seeds, computing every masked 3-out-of-3 component this party sends that
+        depends on offline data only (``Job.early``: its part of a first-layer product,
+        ``input_offline``, or of a product of a held result, ``StampBackend._plan_held``) and
+        noting the ones it will receive so. The same values the online phase would send,
+        sent earlier (``exchange_ahead``); the devices serve and release what they did.
+        Restores the operation counters. Returns the number of messages to send."""
+        op, ctr = self.op, self.ctr
+        self.recording, self._early_run = [], True
+        self._early_out, self._early_in, self._declared = [], [], []
+        try:
+            dry_run()
+        finally:
+            self.recording, self._early_run = None, False
+            self.op, self.ctr = op, ctr
+        return len(self._early_out)
+
+    def exchange_ahead(self) -> None:
+        """Send the components ``ahead`` computed, then receive those the peers send ahead
+        (each peer's in the order of its operations, as it sends them), before the online
+        phase: metered offline, under the tags the online phase would use."""
+        eng = self.eng
+        for to, tag, op, sub, value in self._early_out:
+            eng.send_ring(to, tag, value)
+            self._sent_ahead.add((op, sub, tag))
+        for frm, tag, op, sub, n in self._early_in:
+            (self._got_ahead[(op, sub, frm)],) = eng.recv_ring(frm, tag, n)
+        self._early_out, self._early_in = [], []
+
+    def declare_online(self) -> int:
+        """Declare the online frames ``ahead``'s dry run saw this party send and receive
+        (``Endpoint.expect_send``/``expect_recv``: one ring vector each), so that a transport
+        with frame templates builds them now, not on the first -- at one query the only --
+        frame of each tag (issue #23). Nothing is sent; the frames are the same."""
+        eng = self.eng
+        seen = set()
+        for way, p, tag, n in self._declared:
+            if (way, p, tag, n) in seen:
+                continue
+            seen.add((way, p, tag, n))
+            (eng.ep.expect_send if way == "send" else eng.ep.expect_recv)(eng.names[p], tag, eng.wire, (int(n),))
+        self._declared = []
+        return len(seen)
+
+    def _peek_seeds(self, key) -> np.ndarray | None:
+        """During ``ahead``: the prefetched seed of this operation's request ``key``."""
+        got = self._ahead.get(self.op)
+        if got is None or key not in got[1]:
+            return None
+        return got[1][key][0]
+
+    def _peek_comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
+        """``_comp`` without taking the expanded mask (the online phase still takes it)."""
+        got = self._expanded.get((seeds.tobytes(), c, n))
+        if got is not None:
+            return got
+        sd = {k: bytes(seeds[k]) for k in (c, (c + 1) % 3)}
+        return zero_component(sd, c, n, self.eng.ring.mask)
 
     # ---- helpers -----------------------------------------------------------------------
     def _comp(self, seeds: np.ndarray, c: int, n: int) -> np.ndarray:
@@ -290,14 +367,20 @@ class StampOps:
                     reqs.append(((sub, "pad"), "pad", self._meta(sub, n_out), "pad"))
             elif me == i and not mal:
                 reqs.append(((sub, "z"), "zshare", self._meta(sub, t, 0, n_out), "share"))
+            elif me == e and not mal and self.evaluator_seeds:
+                # the seeds of components e and t its LTEE returns with the evaluation (the same
+                # counter and label: ``cmd_zshare`` releases exactly those to e), ahead
+                reqs.append(((sub, "ze"), "zshare", self._meta(sub, t, 0, n_out), "share"))
         if self.recording is not None:    # dry run (``plan``): no message, no device
-            return self._record(jobs, reqs)
+            return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
         for job, base in zip(jobs, st):
             i, e, t, sub, n_in = base["i"], base["e"], base["t"], base["sub"], base["n_in"]
             if path == "3of3":
-                if me != e:
+                if me != e and (self.op, sub, "stamp/x'") in self._sent_ahead:
+                    self._sent_ahead.discard((self.op, sub, "stamp/x'"))   # (sent before the online phase)
+                elif me != e:
                     (sd,) = seeds[(sub, "x")]
                     eng.send_ring(e, "stamp/x'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             elif path == "rss":
@@ -336,7 +419,9 @@ class StampOps:
             spec = spec_bytes(job.spec)
             if me == e:
                 if path == "3of3":
-                    parts = [eng.recv_ring(p, "stamp/x'", n_in)[0] for p in (i, t)]
+                    parts = [self._got_ahead.pop((self.op, sub, p), None) for p in (i, t)]
+                    parts = [v if v is not None else eng.recv_ring(p, "stamp/x'", n_in)[0]
+                             for v, p in zip(parts, (i, t))]
                     payload = [eng.pack(ring.add(ring.add(parts[0], parts[1]), self._flat_3(job)))]
                     mode = 1
                 elif path == "rss":
@@ -416,16 +501,49 @@ class StampOps:
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
-    def _record(self, jobs: list, reqs: list) -> list[Pair]:
+    def _record(self, jobs: list, reqs: list, path: str = "", st: list | None = None) -> list[Pair]:
         """Dry run (``plan``): record the operation's seed requests, advance the counters,
-        return zeros of the outputs' shapes."""
+        return zeros of the outputs' shapes. In ``ahead``'s dry run also: the components
+        sent ahead (``Job.early``), those expected from the peers, and the results that
+        come from the prefetched seeds alone (the leader's; the third party's of a held
+        step), which a product of a held result takes."""
         self.recording.append((self.op, reqs))
+        me, ring = self.eng.me, self.eng.ring
+        outs = []
+        for k, job in enumerate(jobs):
+            z = np.zeros(kernels.out_shape(job.spec), dtype=U64)
+            res = Pair(z, z)
+            if self._early_run and st is not None and path in ("3of3", "rss") and not self.eng.malicious:
+                i, e, t, sub, n_in, n_out = (st[k][x] for x in ("i", "e", "t", "sub", "n_in", "n_out"))
+                dec = self._declared
+                if path == "rss":                  # step 2, leader to evaluator
+                    dec += [("send", e, "stamp/x'", n_in)] if me == i else []
+                    dec += [("recv", i, "stamp/x'", n_in)] if me == e else []
+                if not job.hold and job.act is None:   # step 5, the real component to t
+                    dec += [("send", t, "stamp/z", n_out)] if me == e else []
+                    dec += [("recv", e, "stamp/z", n_out)] if me == t else []
+                if path != "3of3":
+                    pass
+                elif me == e:
+                    dec += [("recv", p, "stamp/x'", n_in) for p in (i, t) if p not in job.early]
+                elif me not in job.early:
+                    dec.append(("send", e, "stamp/x'", n_in))
+                if path != "3of3":
+                    pass
+                elif me != e and me in job.early:
+                    sd = self._peek_seeds((sub, "x"))
+                    if sd is not None:
+                        self._early_out.append((e, "stamp/x'", self.op, sub,
+                                                ring.add(self._flat_3(job), self._comp(sd, me, n_in))))
+                elif me == e:
+                    self._early_in += [(p, "stamp/x'", self.op, sub, n_in) for p in (i, t) if p in job.early]
+                sd = self._peek_seeds((sub, "z"))
+                if sd is not None and (me == i or (me == t and job.hold)):
+                    zi = self._peek_comp(sd, (me + 1) % 3, n_out).reshape(z.shape)
+                    res = Pair(self._peek_comp(sd, me, n_out).reshape(z.shape), zi) if me == i else Pair(z, zi)
+            outs.append(res)
         self.op += 1
         self.ctr += self._n_op
-        outs = []
-        for job in jobs:
-            z = np.zeros(kernels.out_shape(job.spec), dtype=U64)
-            outs.append(Pair(z, z))
         return outs
 
     def output(self, job: Job, receiver: int) -> np.ndarray | None:
@@ -459,14 +577,29 @@ class StampOps:
         y = None
         if self.recording is not None:    # dry run (``plan``)
             reqs = [((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")] if not mal and me != r else []
+            if self._early_run and not mal:   # ``ahead``: the output step's components, likewise
+                sd = self._peek_seeds((0, "o")) if me != r and me in job.early else None
+                if sd is not None:
+                    self._early_out.append((r, "stamp/out'", self.op, 0,
+                                            ring.add(self._flat_3(job), self._comp(sd, me, n_in))))
+                elif me == r:
+                    self._early_in += [(p, "stamp/out'", self.op, 0, n_in) for p in (lo, hi) if p in job.early]
+                if me == r:    # the online frames left (``declare_online``)
+                    self._declared += [("recv", p, "stamp/out'", n_in) for p in (lo, hi) if p not in job.early]
+                elif me not in job.early:
+                    self._declared.append(("send", r, "stamp/out'", n_in))
             self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
-            if me != r:
+            if me != r and (self.op, 0, "stamp/out'") in self._sent_ahead:
+                self._sent_ahead.discard((self.op, 0, "stamp/out'"))   # (sent before the online phase)
+            elif me != r:
                 (sd,) = self._seeds([((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")])[(0, "o")]
                 eng.send_ring(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             else:
-                parts = [eng.recv_ring(p, "stamp/out'", n_in)[0] for p in (lo, hi)]
+                parts = [self._got_ahead.pop((self.op, 0, p), None) for p in (lo, hi)]
+                parts = [v if v is not None else eng.recv_ring(p, "stamp/out'", n_in)[0]
+                         for v, p in zip(parts, (lo, hi))]
                 s = ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))
                 (y,) = self._dev("output", self._meta(0, 0), spec_bytes(job.spec), eng.pack(s), kind="output")
         else:

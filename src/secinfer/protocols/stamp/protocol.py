@@ -13,8 +13,9 @@ party. All three run an LTEE -- here an EMULATION, one OS process per party
 
 Phases: setup = LTEE initialization [STAMP Protocol 1] + host PRF keys + architecture and
 batch size; offline = the model owner shares its weights (semi-honest: the LTEEs serve the
-online phase's seed requests ahead, ``StampBackend.prefetch``, and the first layer's
-input-independent part is computed, ``input_offline``), ending when all three are ready
+online phase's seed requests ahead, ``StampBackend.prefetch``, the first layer's
+input-independent part is computed, ``input_offline``, and the masked components that
+depend on offline data only are sent, ``StampOps.ahead``), ending when all three are ready
 (``rep3.graph.online_together``: each party's "ready" sent from inside its online phase,
 metered offline); online = input sharing, the
 network, and the output opened to ``p1`` only -- when the graph ends in a product (with
@@ -33,8 +34,8 @@ from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
-from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, input_phase, online_together,
-                                           share_input, share_model_and_input)
+from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, expect_ready, input_phase,
+                                           online_together, share_input, share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import LteeLink, initialize
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
@@ -84,6 +85,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                                premultiply=bool(job.options.get("stamp_premultiply", True)), first_leader=first,
                                owner=owner)
         backend.hold_batches = held == "all"
+        # semi-honest: the components that depend on offline data only leave before the online
+        # phase (option stamp_send_ahead, default on; with stamp_prefetch; ``StampOps.ahead``)
+        backend.send_ahead = not malicious and bool(job.options.get("stamp_send_ahead", True))
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -103,6 +107,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 # every seed request of the online phase served by the LTEE now, and the masks
                 # expanded: they depend on the model, batch and schedule only [docs: stamp.md]
                 backend.prefetch(graph, env)
+            expect_ready(ep, me)   # (the "ready" frames of ``online_together``, templated now)
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
@@ -135,7 +140,10 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                                              "aes_bytes": int(ops.triple_stats[3])},
                 "online_cpu_s": cpu, "meter": ep.meter.summary(),
                 "batch": batch, "security": job.security, "ltee": "emulation",
-                "mult_checks": eng.stats["mult_checks"], **backend.counts}
+                "mult_checks": eng.stats["mult_checks"],
+                # masks expanded before the query that the online phase did not take (0 when
+                # the dry runs foresaw every request, ``StampOps.prefetch``)
+                "expanded_unused": len(ops._expanded), **backend.counts}
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)

@@ -34,6 +34,7 @@ import (
 	"math"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -90,6 +91,11 @@ type stream struct {
 	got       int64 // bytes read from the socket during the current call
 	bound     boundMem
 	tmpls     []*tmpl // frame templates (frames.go)
+	// busy-poll before blocking (rl_spin, recv.go)
+	spin                 time.Duration
+	spinYield            bool
+	spinHits, spinMisses int64
+	spinRun, spinSkip    int // budgets run out in a row; waits left that block at once
 }
 
 // boundMem is the caller's memory an incoming stream reports into (rl_bind, rl_next).
@@ -121,7 +127,7 @@ func (s *stream) setNonce() {
 
 // abiVersion changes whenever an export's arguments or meaning change (native_link.py
 // refuses a library of another version and uses the Python record layer).
-const abiVersion = 3
+const abiVersion = 4
 
 // rl_abi is the version of these exports.
 //

@@ -21,6 +21,7 @@ type recvCall struct {
 	deadline time.Time
 	wait     bool
 	waited   time.Duration // spent in short polls (rawWait) during this call
+	spun     bool          // the busy-poll budget was used during this call
 	val      int64         // info[0]
 	inFrame  int64         // info[1]
 	stamp    float64
@@ -228,10 +229,80 @@ func (s *stream) read(c *recvCall, p []byte) (int, int) {
 		if !c.wait {
 			return 0, evNone
 		}
+		if s.spin > 0 && !c.spun {
+			// busy-poll (rl_spin): read again without blocking for a short budget before
+			// the poll puts this thread to sleep; a peer's answer that comes within it
+			// costs no wake-up. After k budgets in a row ran out, the next 2^k - 1 waits
+			// (at most 63) block at once: a peer that computes long is not spun for.
+			c.spun = true
+			if s.spinSkip > 0 {
+				s.spinSkip--
+			} else if n, ev, ok := s.spinRead(c, p); ok {
+				s.spinRun = 0
+				return n, ev
+			} else {
+				s.spinRun = min(s.spinRun+1, 6)
+				s.spinSkip = 1<<s.spinRun - 1
+			}
+		}
 		if ev := s.poll(c); ev != evFrame {
 			return 0, ev
 		}
 	}
+}
+
+// spinRead reads p without blocking until bytes come or the stream's spin budget (or
+// the call's deadline) passes; with spinYield, the thread yields its processor between
+// reads (another runnable task there goes first). ok: the read ended the call's wait
+// (bytes: evFrame with their count; or the event that ends the call).
+func (s *stream) spinRead(c *recvCall, p []byte) (int, int, bool) {
+	start := time.Now()
+	end := start.Add(s.spin)
+	if c.deadline.Before(end) {
+		end = c.deadline
+	}
+	for {
+		if s.spinYield {
+			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(s.fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+		if e == 0 {
+			s.spinHits++
+			if n == 0 {
+				return 0, evEOF, true
+			}
+			s.got += int64(n)
+			return int(n), evFrame, true
+		}
+		if e != syscall.EAGAIN && e != syscall.EINTR {
+			c.msg = e.Error()
+			return 0, evOSErr, true
+		}
+		if !time.Now().Before(end) {
+			s.spinMisses++
+			return 0, 0, false
+		}
+	}
+}
+
+// rl_spin sets the stream's busy-poll budget (microseconds; 0: none) and whether the
+// thread yields its processor between the reads; returns the reads the budget ended so
+// far (bytes came while spinning) in *hits and the budgets that passed without bytes in
+// *misses (statistics for the caller), or -1 for an unknown handle.
+//
+//export rl_spin
+func rl_spin(h C.uint64_t, us C.int64_t, yield C.int, hits *C.int64_t, misses *C.int64_t) C.int {
+	s := lookup(h)
+	if s == nil {
+		return -1
+	}
+	if us >= 0 {
+		s.spin = time.Duration(us) * time.Microsecond
+		s.spinYield = yield != 0
+	}
+	*hits = C.int64_t(s.spinHits)
+	*misses = C.int64_t(s.spinMisses)
+	return 0
 }
 
 // rawWait bounds the polls made without the scheduler's knowledge, per call.
