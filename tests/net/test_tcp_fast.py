@@ -127,6 +127,19 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
                             heartbeat_interval=30.0, peer_timeout=120.0)
         a, b = eps["a"], eps["b"]
         got, checked = [], 0
+        # frames b's reader thread queued before the test thread's receive got to them: it
+        # takes the streams RX_RETRY (5 ms) after the protocol thread left them, and this one
+        # thread plays both parties, so a preempted test thread loses that race (by design,
+        # and the queued frame takes the general parse: 19 of 26 fast under three busy loops)
+        queued = [0]
+        real_read = b._read
+
+        def read(peer, soft=None):
+            n = len(b._inbox[peer])
+            real_read(peer, soft)
+            if soft is not None:            # (only the reader thread passes its soft limit)
+                queued[0] += max(0, len(b._inbox[peer]) - n)
+        b._read = read
         try:
             rng = np.random.default_rng(1)
             if declare:
@@ -151,21 +164,21 @@ def test_a_run_of_frames_gives_what_the_general_path_gives(tmp_path, a_native, b
                     recv(a, "b", "r", U64)
             if b._in["a"].native is None:
                 checked = b._in["a"].fast
-            return got, checked, _counts(a), _counts(b), a._seq_out["b"], b._seq_in["a"]
+            return (got, checked, _counts(a), _counts(b), a._seq_out["b"], b._seq_in["a"]), queued[0]
         finally:
             for e in eps.values():
                 e.close(flush=False)
 
-    fast = run(tmp_path / "f", a_native, b_native, declare=declared)
-    slow = run(tmp_path / "s", False, False, general=True)
+    fast, taken = run(tmp_path / "f", a_native, b_native, declare=declared)
+    slow, _ = run(tmp_path / "s", False, False, general=True)
     assert all(np.array_equal(x, y) for x, y in zip(fast[0], slow[0]))
     assert fast[2:] == slow[2:]   # meters (bytes, messages, rounds per tag) and seq
     # most frames took the fast receive: at most all but the first frame of each tag and
     # layout (declared: of the second layout only), 26 / 28; a frame the reader thread queued
-    # first, or a read that split a record, takes the general parse (2 such misses seen under
-    # a loaded make test). That declared templates serve the first frames is checked exactly
-    # by the error cases run with declared templates (no frame of the tag decoded before).
-    assert (24 if declared else 22) <= fast[1] <= (28 if declared else 26)
+    # first (``taken``) takes the general parse, and so may one whose record a read split (a
+    # margin of 2). That declared templates serve the first frames is checked exactly by the
+    # error cases run with declared templates (no frame of the tag decoded before).
+    assert (26 if declared else 24) <= fast[1] + taken and fast[1] <= (28 if declared else 26), (fast[1], taken)
     assert slow[1] == 0           # (the reference took the general path)
 
 
