@@ -237,6 +237,10 @@ def test_killed_and_garbage_clients_end_only_their_session(servers, protocol):
         assert v["failed"] + v["expired"] >= 2 and v["completed"] == 2, (pid, v)
         assert v["opened"] == v["completed"] + v["failed"] + v["expired"], (pid, v)   # nothing lost
     assert all(p.poll() is None for p in s.procs.values())
+    # each failed session is named in the server's log with its error (CI saw sessions fail
+    # with only a count to show for it)
+    logged = "".join(s.log(pid) for pid in s.ids)
+    assert " failed: " in logged and "session " in logged, logged[-2000:]
 
 
 _SLOW_CLIENT = textwrap.dedent("""

@@ -59,7 +59,8 @@ def cmd_serve(args) -> int:
     mpath = model_path(args.model) if args.model else None
     srv = Server(args.cluster, args.party_id, args.protocol, args.security, mpath, keys_dir=args.keys,
                  fixed=args.fixed, options=options, network=args.network, max_sessions=args.max_sessions,
-                 pool=args.pool, recv_timeout=args.recv_timeout, grace=args.grace)
+                 pool=args.pool, recv_timeout=args.recv_timeout, grace=args.grace,
+                 log=lambda line: print(line, file=sys.stderr, flush=True))
 
     def _stop(signum, _frame):
         print(f"serve {args.party_id}: {signal.Signals(signum).name}: finishing in-flight sessions "

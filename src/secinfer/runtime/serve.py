@@ -41,6 +41,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 from secinfer.errors import ConfigError, NetworkError, PeerAbortedError, ProtocolAbort, SecinferError, TimeoutError_
@@ -207,7 +208,9 @@ class Server:
     def __init__(self, cluster_path, party_id: str, protocol: str, security: str | None = None,
                  model_path=None, *, keys_dir=None, fixed: str | None = None, options: dict | None = None,
                  network: str | None = None, max_sessions: int = 16, pool: int = 8,
-                 recv_timeout: float | None = None, grace: float = 30.0) -> None:
+                 recv_timeout: float | None = None, grace: float = 30.0,
+                 log: Callable[[str], None] | None = None) -> None:
+        """``log``: where a line naming each failed session's error goes (the CLI: stderr)."""
         from secinfer.arith.fixed import get_config
         from secinfer.net.shaping import parse_profile
         from secinfer.protocols import registry
@@ -252,6 +255,7 @@ class Server:
         self.grace = grace
         self.pool = MaterialPool(make_session_seed, pool)
         self.stats = ServeStats()
+        self.log = log
         self._ports: set[int] = set()            # session / prep ports this process has announced
         self._sessions: dict[bytes, _Session] = {}
         self._seen: dict[bytes, None] = {}       # insertion-ordered replay window
@@ -558,6 +562,9 @@ class Server:
                     if len(self.stats.last_error) < 32 or t in self.stats.last_error:
                         self.stats.last_error[t] = str((sess.error or {}).get("message", ""))[:300]
                 self._sessions.pop(sess.nonce_c, None)
+            if not ok and not sess.cancelled and self.log is not None:   # (outside the lock)
+                self.log(f"serve {self.party_id}: session {sess.nonce_c[:4].hex()} failed: {t}: "
+                         f"{str((sess.error or {}).get('message', ''))[:300]}")
             if self._trim is not None:   # free heap pages of the session back to the OS (heap_trimmer)
                 self._trim()
 
