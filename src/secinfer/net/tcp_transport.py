@@ -74,7 +74,7 @@ RX_RETRY = 0.005
 # thread's wait for a frame first reads again without blocking for this many microseconds,
 # yielding its processor between the reads (``spin_us``, ``spin_yield``; SECINFER_TCP_SPIN_US,
 # SECINFER_TCP_SPIN_YIELD in the environment; 0 turns it off)
-DEFAULT_SPIN_US = 50.0
+DEFAULT_SPIN_US = 200.0
 DEFAULT_SPIN_YIELD = True
 _FRAMES = (bytearray, np.ndarray)   # what a received frame is (else a failure or _CLOSED, in order)
 
