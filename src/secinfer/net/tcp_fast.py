@@ -252,9 +252,7 @@ class FastPaths:
                 try:
                     q = self._inbox[peer]
                     if q:
-                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
-                            item = q.popleft()[1]
-                            self._queued[peer] -= len(item)
+                        item = self._pop_small(peer, q)
                     elif peer not in self._fatal and not c.eof and not c.fill \
                             and c.body is None and c.frame is None and not c.size and not c.parts \
                             and not c.oversized:
@@ -266,6 +264,15 @@ class FastPaths:
         if item is None:   # something else first (several records, part of one, a failure, ...)
             item = self._receive(peer, deadline)
         return self._take(peer, tag, specs, item, expected, c)
+
+    def _pop_small(self, peer: str, q):
+        """The frame at the head of ``peer``'s inbox ``q`` (caller holds the read lock), taken
+        as ``_receive`` takes it, when it is a whole frame read before; else None."""
+        if type(q[0][1]) is bytearray:
+            item = q.popleft()[1]
+            self._queued[peer] -= len(item)
+            return item
+        return None
 
     def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c) -> list[np.ndarray]:
         """A whole frame of ``peer`` received without a template check in the record layer
@@ -410,9 +417,8 @@ class FastPaths:
                         c.native.spin(int(self.spin_us) if c.spin_on else 0, self.spin_yield)
                     q = self._inbox[peer]
                     if q:
-                        if type(q[0][1]) is bytearray:   # (a small frame read before: as _receive takes it)
-                            item = q.popleft()[1]
-                            self._queued[peer] -= len(item)
+                        item = self._pop_small(peer, q)
+                        if item is not None:
                             q = None
                     elif peer not in self._fatal and c.frame is None and not c.eof:
                         if t is not None and c.others_ok:

@@ -548,6 +548,7 @@ class Server:
                         ok, sess.error = False, error_record(e)
             sess.ep = None
             self._free_port(sess.port)
+            why = None   # (a failed session: its error, logged below)
             with self._lock:
                 sess.state = "completed" if ok else "failed"
                 if sess.cancelled:
@@ -558,13 +559,14 @@ class Server:
                 else:
                     self.stats.failed += 1
                     t = (sess.error or {}).get("type", "?")
+                    msg = str((sess.error or {}).get("message", ""))[:300]
                     self.stats.errors[t] = self.stats.errors.get(t, 0) + 1
                     if len(self.stats.last_error) < 32 or t in self.stats.last_error:
-                        self.stats.last_error[t] = str((sess.error or {}).get("message", ""))[:300]
+                        self.stats.last_error[t] = msg
+                    why = f"{t}: {msg}"
                 self._sessions.pop(sess.nonce_c, None)
-            if not ok and not sess.cancelled and self.log is not None:   # (outside the lock)
-                self.log(f"serve {self.party_id}: session {sess.nonce_c[:4].hex()} failed: {t}: "
-                         f"{str((sess.error or {}).get('message', ''))[:300]}")
+            if why is not None and self.log is not None:   # (outside the lock)
+                self.log(f"serve {self.party_id}: session {sess.nonce_c[:4].hex()} failed: {why}")
             if self._trim is not None:   # free heap pages of the session back to the OS (heap_trimmer)
                 self._trim()
 
