@@ -64,6 +64,7 @@ from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
+from secinfer.protocols.stamp.ltee_bus import BusPipe
 
 
 
@@ -149,6 +150,7 @@ class Device(CounterDiscipline):
         self.malicious = False
         self.output_done = False
         self.preload: threading.Thread | None = None   # the kernels' import (``main``), joined by ``ready``
+        self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
 
     # ---- helpers -------------------------------------------------------------------------
     def _need_ready(self) -> None:
@@ -694,7 +696,14 @@ class Device(CounterDiscipline):
         """Returns once the device's start-up work (the plaintext kernels' import, ``main``)
         is finished. The host asks before its online phase, so that work (~70 ms, longer on a
         busy machine) neither delays the first online request nor competes with it for the
-        interpreter lock; it reveals nothing and changes no counter."""
+        interpreter lock; it reveals nothing and changes no counter. Optional arrays[0] =
+        int64 [busy-poll budget in us] for the waits after an online request (``main``)."""
+        if arrays:
+            b = arrays[0]
+            if (len(arrays) != 1 or not isinstance(b, np.ndarray) or b.dtype != np.int64 or b.shape != (1,)
+                    or not 0 <= int(b[0]) <= MAX_SPIN_US):
+                raise Refused("bad-request", "ready: the busy-poll budget")
+            self.spin_s = int(b[0]) * 1e-6
         t = self.preload
         if t is not None:
             t.join()
@@ -708,6 +717,7 @@ class Device(CounterDiscipline):
 
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
+MAX_SPIN_US = 100_000      # the largest busy-poll budget a host may set (``cmd_ready``)
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 
@@ -717,15 +727,19 @@ def main() -> None:
     preload.start()
     dev = Device()
     dev.preload = preload
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    bus = BusPipe(sys.stdin.fileno(), sys.stdout.fileno(), "ltee")
     seq = 0
+    spin = 0.0
     while True:
+        # busy-polls only for the request after an online one (the host marks them,
+        # ``LteeLink.set_online``), at most one budget per wait: never outside the online phase
         try:
-            hdr, arrays = read_frame(inp)
-        except (EOFError, FrameError):
+            hdr, arrays = bus.recv(spin)
+        except (EOFError, FrameError, OSError):
             return
         if hdr.tag == "shutdown":
             return
+        spin = dev.spin_s if hdr.phase == "online" else 0.0
         t0 = time.perf_counter()
         handler = COMMANDS.get(hdr.tag)
         try:
@@ -744,7 +758,10 @@ def main() -> None:
         if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
             res = [a.astype(np.uint32) if a.dtype == np.uint64 and
                    not (hdr.tag == "mask" and len(res) == 2) else a for a in res]
-        write_frame(out, tag, res, seq, "ltee")
+        try:
+            bus.send(tag, res, seq)
+        except OSError:     # the host closed the bus
+            return
         seq += 1
 
 

@@ -53,7 +53,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError("STAMP runs over Z_2^32 (fx32f13) [STAMP 3.1]")
     me = NAMES.index(role)
     malicious = job.security == "malicious"
-    link = LteeLink(role)
+    link = LteeLink.from_options(role, job.options)
     try:
         with ep.phase("setup"):
             initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits,
@@ -113,6 +113,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
+            link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
             if plan is not None:
@@ -130,6 +131,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             cpu = time.thread_time() - cpu0
             online_bus = link.meter.total - bus0 - (ops.triple_bus - tbus0)
             online_tx = link.meter.transactions - tx0
+            link.set_online(False)
         stats = link.refresh_stats() - stats0 - (ops.triple_stats - tstats0)
         info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
                         "online_bytes": online_bus, "online_transactions": online_tx,
