@@ -171,6 +171,14 @@ class LteeLink:
         request). The device's budget is the one ``ready`` gave it."""
         self.online = bool(on)
 
+    @property
+    def spin_hits(self) -> int:
+        return self._bus.spin_hits
+
+    @property
+    def spin_misses(self) -> int:
+        return self._bus.spin_misses
+
     def _alive(self) -> None:
         if self._proc.poll() is not None:
             raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)

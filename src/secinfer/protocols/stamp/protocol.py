@@ -135,7 +135,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         stats = link.refresh_stats() - stats0 - (ops.triple_stats - tstats0)
         info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
                         "online_bytes": online_bus, "online_transactions": online_tx,
-                        "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind},
+                        "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind,
+                        # the host's busy-polls for answers: ended with bytes / ran out (online only)
+                        "spin_hits": link.spin_hits, "spin_misses": link.spin_misses},
                 "device_ops": {"int_ops": int(stats[0]), "float_ops": int(stats[1]), "exp_ops": int(stats[2]),
                                "aes_bytes": int(stats[3]), "emulation_busy_s": float(stats[4]) / 1e9},
                 "device_preprocessing_ops": {"int_ops": int(ops.triple_stats[0]),
