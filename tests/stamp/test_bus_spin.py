@@ -117,3 +117,41 @@ def test_a_device_that_dies_fails_typed():
 def test_bad_options_are_config_errors(opts):
     with pytest.raises(ConfigError):
         LteeLink.from_options("p0", opts)
+
+
+@pytest.mark.parametrize("ship", [True, False])
+def test_specs_shipped_before_the_query(ship):
+    """The online requests' operation specs go to the LTEE with the prefetch (option
+    ``stamp_ship_specs``): parsed there before the query, outputs unchanged, the online bus
+    bytes unchanged."""
+    g = load_model(build_workload("W3"))
+    x = workload_input("W3", 1)
+    ref = run_fixed(g.with_batch(1), x, FX32)
+    res = run_model(g, x, "semi-honest", options={"stamp_ship_specs": ship})
+    assert np.array_equal(res["p1"].output_ring, ref)
+    kinds = {r: res[r].info["bus"]["by_kind"] for r in ROLES}
+    # p0 evaluates both ReLU steps online, p1 runs the output step, p2 nothing online
+    assert ("specs" in kinds["p0"] and "specs" in kinds["p1"]) is ship
+    assert "specs" not in kinds["p2"]
+    assert [res[r].info["bus"]["online_bytes"] for r in ROLES][0] > 0
+
+
+def test_spec_cache_is_the_parse():
+    from secinfer.protocols.rep3 import kernels
+    from secinfer.protocols.stamp import ltee_device
+    from secinfer.protocols.stamp.ltee import spec_bytes
+    from secinfer.protocols.stamp.ltee_counters import Refused
+    dev = ltee_device.Device()
+    spec = {"shape": [1, 4], "params": [[4]], "steps": [{"op": "trunc"}, {"op": "bias", "axis": -1, "param": 0}]}
+    raw = spec_bytes(spec)
+    assert dev.cmd_specs([raw]) == []
+    hit = ltee_device._parse_spec(kernels, raw.copy(), dev.specs)
+    assert hit == spec and hit is dev.specs[raw.tobytes()]
+    for bad in (np.frombuffer(b"{not json", np.uint8), spec_bytes({"shape": [1, 4]}),
+                spec_bytes({"shape": [1, 4], "steps": [{"op": "node", "node": {"op": "Gemm"}}]}),
+                np.zeros((2, 3), np.uint8), np.zeros(4, np.int64)):
+        with pytest.raises(Refused):
+            dev.cmd_specs([raw, bad])
+    assert len(dev.specs) == 1     # a refused spec is never kept
+    with pytest.raises(Refused):
+        dev.cmd_specs([raw] * (ltee_device.SPEC_CACHE + 1))

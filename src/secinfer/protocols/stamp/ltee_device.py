@@ -69,14 +69,27 @@ from secinfer.protocols.stamp.ltee_bus import BusPipe
 
 
 
-def _parse_spec(kernels, raw) -> dict:
-    """A request's JSON operation spec, validated (malformed: ``Refused``)."""
+def _parse_spec(kernels, raw, cache: dict | None = None) -> dict:
+    """A request's JSON operation spec, validated (malformed: ``Refused``). ``cache``: specs
+    already validated, keyed by their exact bytes (``Device.specs``, filled by ``cmd_specs``
+    before the online phase and by every parse): the same bytes give the same spec, and
+    nothing downstream changes a spec, so a hit is what parsing again would return."""
+    b = _blob(raw)
+    if cache is not None:
+        hit = cache.get(b)
+        if hit is not None:
+            return hit
     try:
-        spec = json.loads(_blob(raw).decode())
+        spec = json.loads(b.decode())
         kernels.validate(spec)
     except (ValueError, ProtocolError) as e:
         raise Refused("bad-request", f"spec: {e}") from None
+    if cache is not None:
+        if len(cache) >= SPEC_CACHE:
+            cache.clear()
+        cache[b] = spec
     return spec
+
 
 class _OpCount:
     """Primitive operations executed (the same fields as ``kernels.OpCount``)."""
@@ -150,6 +163,7 @@ class Device(CounterDiscipline):
         self.malicious = False
         self.output_done = False
         self.preload: threading.Thread | None = None   # the kernels' import (``main``), joined by ``ready``
+        self.specs: dict = {}   # operation specs validated, by their bytes (``_parse_spec``, ``cmd_specs``)
         self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
 
     # ---- helpers -------------------------------------------------------------------------
@@ -407,7 +421,7 @@ class Device(CounterDiscipline):
             raise Refused("policy", "the output was already released in this session")
         if mode != int(self.malicious):
             raise Refused("policy", "output step of the other security setting")
-        spec = _parse_spec(kernels, arrays[1])
+        spec = _parse_spec(kernels, arrays[1], self.specs)
         steps = [st.get("op") for st in spec["steps"]]
         if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
             steps = steps[1:]
@@ -455,7 +469,7 @@ class Device(CounterDiscipline):
         mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
         if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
             raise Refused("bad-request", "evaluation mode")
-        spec = _parse_spec(kernels, arrays[1])
+        spec = _parse_spec(kernels, arrays[1], self.specs)
         d = self.index
         cfg = self.cfg
         ring = cfg.ring
@@ -711,12 +725,25 @@ class Device(CounterDiscipline):
         _kernels()
         return []
 
+    def cmd_specs(self, arrays):
+        """Operation specs the host will send with its online requests, parsed and validated
+        now (before the online phase; ``_parse_spec``'s cache): an online request carrying the
+        same bytes skips the parse. Each is checked as a request's spec is (a malformed one
+        refuses the transaction); it changes no counter and releases nothing."""
+        if len(arrays) > SPEC_CACHE:
+            raise Refused("bad-request", "too many specs")
+        kernels = _kernels()
+        for a in arrays:
+            _parse_spec(kernels, a, self.specs)
+        return []
+
     def cmd_stats(self, arrays):
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
                           int(self.busy * 1e9)], dtype=np.int64)]
 
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
+SPEC_CACHE = 1024          # operation specs the device keeps parsed (``_parse_spec``)
 MAX_SPIN_US = 100_000      # the largest busy-poll budget a host may set (``cmd_ready``)
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}

@@ -136,6 +136,10 @@ class StampOps:
         # its own output zero-share seeds (the ones its LTEE returns with the evaluation), so its
         # component of the result is expanded before the query
         self.evaluator_seeds = False
+        # the operation specs of this party's online device requests, recorded by the dry run
+        # and given to the LTEE with the prefetch (option stamp_ship_specs, default on)
+        self._spec_plan: list = []
+        self.ship_specs = True
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -195,6 +199,9 @@ class StampOps:
         the masks this party will add to what it sends, up to ``budget`` bytes. Before the
         online phase: none of it depends on the query. Returns the requests served."""
         plan, self._plan = self._plan, []
+        specs, self._spec_plan = list({b.tobytes(): b for b in self._spec_plan}.values()), []
+        if specs and self.ship_specs:   # parsed and validated by the LTEE now, not online (``cmd_specs``)
+            self._dev("specs", *specs, kind="specs")
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
@@ -372,6 +379,9 @@ class StampOps:
                 # counter and label: ``cmd_zshare`` releases exactly those to e), ahead
                 reqs.append(((sub, "ze"), "zshare", self._meta(sub, t, 0, n_out), "share"))
         if self.recording is not None:    # dry run (``plan``): no message, no device
+            for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
+                if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
+                    self._spec_plan.append(spec_bytes(job.spec))
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
@@ -589,6 +599,8 @@ class StampOps:
                 elif me not in job.early:
                     self._declared.append(("send", r, "stamp/out'", n_in))
             self._record([], reqs)
+            if me == r and not self._early_run:
+                self._spec_plan.append(spec_bytes(job.spec))
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
             if me != r and (self.op, 0, "stamp/out'") in self._sent_ahead:

@@ -88,6 +88,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # semi-honest: the components that depend on offline data only leave before the online
         # phase (option stamp_send_ahead, default on; with stamp_prefetch; ``StampOps.ahead``)
         backend.send_ahead = not malicious and bool(job.options.get("stamp_send_ahead", True))
+        # the online device requests' operation specs go to the LTEE with the prefetch, parsed
+        # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
+        ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
