@@ -155,3 +155,22 @@ def test_spec_cache_is_the_parse():
     assert len(dev.specs) == 1     # a refused spec is never kept
     with pytest.raises(Refused):
         dev.cmd_specs([raw] * (ltee_device.SPEC_CACHE + 1))
+
+
+def test_spec_warm_up_changes_nothing_the_device_keeps():
+    """``cmd_specs`` runs each chain once on zeros (``Device._warm``): no counter, no
+    operation count, no AES output moves; a chain that does not run on zeros is skipped."""
+    from secinfer.arith.fixed import FixedPointConfig
+    from secinfer.protocols.stamp import ltee_device
+    from secinfer.protocols.stamp.ltee import spec_bytes
+    dev = ltee_device.Device()
+    dev.cfg = FixedPointConfig("device", 32, 13)
+    relu = {"shape": [1, 8], "out_shape": [1, 8], "params": [[8]],
+            "steps": [{"op": "trunc"}, {"op": "bias", "axis": -1, "param": 0},
+                      {"op": "node", "params": [], "node": {"attrs": {}, "inputs": ["g"], "name": "r", "op": "Relu",
+                                                            "outputs": ["h"]}}]}
+    soft = {"shape": [1, 10], "steps": [{"op": "softmax"}]}
+    ctr = dict(dev.ctr)
+    assert dev.cmd_specs([spec_bytes(relu), spec_bytes(soft)]) == []
+    assert (dev.cnt.int_ops, dev.cnt.float_ops, dev.cnt.exp_ops, dev.aes_bytes) == (0, 0, 0, 0)
+    assert dev.ctr == ctr and dev.op_last == -1 and not dev.used and len(dev.specs) == 2
