@@ -52,10 +52,15 @@ if _D:
                     _flush(_who[0]); raise
                 _who[0] = "dev-" + hdr.sender
                 EV.append(["dread", hdr.tag, t0, _pc(), _tt()])
+                if os.environ.get("STPROF_CPROF") and hdr.tag in ("eval", "output"):
+                    import cProfile
+                    _prof[0] = cProfile.Profile(); _prof[0].enable()
                 if hdr.tag == "shutdown":
                     _flush(_who[0])
                 return hdr, arr
             def bsend(self, tag, arrays, seq, online=False):
+                if _prof[0] is not None:
+                    _prof[0].disable(); _prof[0].dump_stats(os.path.join(_D, f"prof-{os.getpid()}-{_pc()}.prof")); _prof[0] = None
                 t0 = _pc()
                 _bsend(self, tag, arrays, seq, online)
                 EV.append(["dwrite", tag, t0, _pc(), _tt()])

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import struct
 import sys
 import threading
@@ -384,9 +385,9 @@ class Device(CounterDiscipline):
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
-        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         slot = int(meta[1]) // SLOTS
-        if n_in > slot or int(np.prod(kernels.out_shape(spec))) > slot:
+        if n_in > slot or math.prod(kernels.out_shape(spec)) > slot:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "output", ("s", 0))
@@ -430,7 +431,7 @@ class Device(CounterDiscipline):
         cfg = self.cfg
         ring = cfg.ring
         j = (d - 1) % 3
-        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         if (mode == 2) != (spec["steps"] == [{"op": "softmax"}]):
             raise Refused("bad-request", "the exp path runs exactly the softmax step")
         if n_in > int(meta[1]) // SLOTS:
@@ -500,7 +501,7 @@ class Device(CounterDiscipline):
         the host's exp(x_d + x_{d+1}); then softmax of each row."""
         cfg = self.cfg
         shape = tuple(spec["shape"])
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         qsum, mstar, mhat = arrays
         qsum = _ring_in(qsum, n)
         for a in (mstar, mhat):
@@ -702,7 +703,7 @@ class Device(CounterDiscipline):
         work against ~0.6 ms for the next; docs: stamp.md, "Eighth pass"). Nothing here
         touches a key, a counter or what the device releases; a chain that does not run on
         zeros (a range guard's check, the softmax path) is simply not warmed."""
-        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         if n_in > 1 << 20:
             return
         ring = self.cfg.ring

@@ -31,6 +31,8 @@ product's check, with a copy and a hash and the LTEEs' MACs).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -345,8 +347,8 @@ class StampOps:
         sizes = []
         for job in jobs:
             kernels.validate(job.spec)
-            n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
-            sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
+            n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+            sizes.append(max(n_in, int(math.prod(kernels.out_shape(job.spec)))))
         self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
         st = []
         # every device request that needs no peer's message -- step 1's masks, step 3's
@@ -356,8 +358,8 @@ class StampOps:
             i = job.leader
             e, t = (i + 1) % 3, (i + 2) % 3
             shape = tuple(job.spec["shape"])
-            n_in = int(np.prod(shape)) + kernels.n_params(job.spec)
-            n_out = int(np.prod(kernels.out_shape(job.spec)))
+            n_in = int(math.prod(shape)) + kernels.n_params(job.spec)
+            n_out = int(math.prod(kernels.out_shape(job.spec)))
             st.append(dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t))
             if path == "3of3":
                 if me != e:
@@ -579,9 +581,9 @@ class StampOps:
         eng, ring = self.eng, self.eng.ring
         me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
         kernels.validate(job.spec)
-        n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+        n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
         oshape = kernels.out_shape(job.spec)
-        self._n_op = SLOTS * max(n_in, int(np.prod(oshape)))
+        self._n_op = SLOTS * max(n_in, int(math.prod(oshape)))
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
