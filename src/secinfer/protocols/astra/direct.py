@@ -364,15 +364,15 @@ def output_buffer(cls: bool, size: int) -> np.ndarray | None:
     return None if cls else np.full(size, 0, np.uint64)
 
 
-def combine_output(cls: bool, size: int, extra: np.ndarray, a: np.ndarray, b: np.ndarray | None,
-                   acc: np.ndarray | None) -> np.ndarray:
-    """The client's reconstruction: y = a + b - lambda_y into ``acc`` (regression: ``a`` P2's
-    part, ``b`` P1's) or y xor r (class: ``a`` P0's packed y), with P0's lambda_y / P1's r
-    (``extra``, unpacked) received offline."""
+def combine_output(cls: bool, size: int, extra: np.ndarray, first, second, acc: np.ndarray | None) -> np.ndarray:
+    """The client's reconstruction, with P0's lambda_y / P1's r (``extra``, unpacked) received
+    offline: y xor r (class: ``first()`` P0's packed y) or y = a - lambda_y + b into ``acc``
+    (regression: ``first()`` P2's part a, subtracted before ``second()``, P1's part b, is
+    waited for)."""
     if cls:
-        return np.unpackbits(a, count=size) ^ extra      # 0/1 (uint8)
-    np.subtract(a, extra, out=acc)
-    np.add(acc, b, out=acc)
+        return np.unpackbits(first(), count=size) ^ extra      # 0/1 (uint8)
+    np.subtract(first(), extra, out=acc)
+    np.add(acc, second(), out=acc)
     return acc
 
 
@@ -383,14 +383,14 @@ def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec 
     if spec is None:
         spec = output_spec(cls, size)
     if cls:
-        return combine_output(cls, size, extra, ep.recv("p0", "astra/out/y/y", spec)[0], None, None)
+        return combine_output(cls, size, extra, lambda: ep.recv("p0", "astra/out/y/y", spec)[0], None, None)
     if acc is None:
         acc = output_buffer(cls, size)
     # P2's part, then P1's, each with its own ``recv``: a transport's one-frame receive (tcp:
     # the fast path) instead of ``recv_each``'s wait on both, which took the general path for
     # the first (as ``server_online``'s P0)
-    a = ep.recv("p2", "astra/out/y/m2", spec)[0]
-    return combine_output(cls, size, extra, a, ep.recv("p1", "astra/out/y/m1", spec)[0], acc)
+    return combine_output(cls, size, extra, lambda: ep.recv("p2", "astra/out/y/m2", spec)[0],
+                          lambda: ep.recv("p1", "astra/out/y/m1", spec)[0], acc)
 
 
 def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.ndarray,
@@ -402,4 +402,4 @@ def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.
     encode_masked(x, frac, np.zeros(x.shape, np.uint64), bufs)
     spec = output_spec(cls, size)
     z = np.zeros(spec.shape, spec.dtype)
-    combine_output(cls, size, extra, z, z, acc)
+    combine_output(cls, size, extra, lambda: z, lambda: z, acc)
