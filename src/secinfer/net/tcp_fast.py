@@ -54,6 +54,7 @@ from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, 
 
 _HDR_SIZE = HDR.size
 _HDR_UNPACK = HDR.unpack_from
+_HDR_PACK = HDR.pack_into
 _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
 _yield = os.sched_yield
@@ -65,6 +66,38 @@ def _small(dtype, shape) -> bool:
     for d in shape:
         n *= int(d)
     return 0 <= n and n + 4096 <= SMALL
+
+
+def _py_frame(pre: bytes, post: bytes, a: np.ndarray, nbytes: int) -> tuple:
+    """The Python record layer's buffer for frames of one array like ``a`` (header parts
+    ``pre`` and ``post``, the codec's): (the frame, the offset of seq/phase/depth/count in
+    it, a view of its array part with ``a``'s dtype and shape). A send writes those two
+    into it and seals it (``_py_send``); the bytes are the codec's."""
+    at = len(pre)
+    buf = bytearray(at + _TAIL.size + len(post) + nbytes)
+    buf[:at] = pre
+    buf[at + _TAIL.size:at + _TAIL.size + len(post)] = post
+    body = np.frombuffer(buf, a.dtype, a.size, at + _TAIL.size + len(post)).reshape(a.shape)
+    return buf, at, body
+
+
+def _spec_takes(s, arr: tuple) -> bool:
+    """``ArraySpec.check``'s conditions, inline, for the array of a checked layout ``arr``
+    (dtype, shape, count, bytes): True when ``s`` surely takes it (else ``check`` decides,
+    and names what is wrong)."""
+    dt, shape, count, _nb = arr
+    sh = s.shape
+    if len(sh) == 1 and len(shape) == 1:
+        ok = sh[0] is None or sh[0] == shape[0]
+    else:
+        ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
+    sd = s.dtype
+    if ok and dt is not sd:
+        try:
+            ok = _NP_DTYPES.get(sd) is dt
+        except TypeError:   # (an unhashable dtype-like: check decides)
+            ok = False
+    return ok and count <= s.max_elems
 
 
 class FastPaths:
@@ -82,11 +115,11 @@ class FastPaths:
             ent = self._out_template(link, tag, a)
             if not ent:
                 return Endpoint.send(self, peer, tag, *arrays)
-        _dt, _shape, tid, nbytes, total, pre, post = ent
+        _dt, _shape, tid, nbytes, total, pre, post, pyb = ent
         if total > self.max_frame:
             raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {self.max_frame} bytes")
         if tid < 0:
-            return self._py_send(link, peer, tag, a, nbytes, total, pre, post)
+            return self._py_send(link, peer, tag, a, nbytes, total, pyb)
         # (Endpoint.send's bookkeeping, in its order: seq, last step, meter, then the wire)
         seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
         body = a.tobytes()
@@ -184,7 +217,8 @@ class FastPaths:
     def _out_template(self, link, tag: str, a: np.ndarray):
         """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the
         tag's current one): (dtype, shape, id, payload bytes, frame bytes, header before
-        seq, header after the array count), or False (such frames take the general path)."""
+        seq, header after the array count, the Python record layer's frame buffer:
+        ``_py_frame``), or False (such frames take the general path)."""
         key = (tag, a.dtype, a.shape)
         ent = link.tmpls_all.get(key)
         if ent is None:
@@ -201,42 +235,70 @@ class FastPaths:
                         with link.lock:
                             tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -2
                     if tid >= -1:
-                        ent = (a.dtype, a.shape, tid, nbytes, total, pre, post)
+                        ent = (a.dtype, a.shape, tid, nbytes, total, pre, post,
+                               _py_frame(pre, post, a, nbytes) if tid == -1 else None)
                 link.tmpls_all[key] = ent
         if ent:
             link.tmpls[tag] = ent
         return ent
 
-    def _py_send(self, link, peer: str, tag: str, a: np.ndarray, nbytes: int, total: int, pre: bytes,
-                 post: bytes) -> None:
+    def _py_send(self, link, peer: str, tag: str, a: np.ndarray, nbytes: int, total: int, pyb: tuple) -> None:
         """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
         and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
-        in the same order, same errors)."""
-        seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
-        pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
+        in the same order, same errors). The frame is the template's buffer (``_py_frame``:
+        the header's fixed parts in place; seq, phase, depth and the array written into it)
+        and its record is sealed into the link's buffer (``OutLink.small``), both reused: a
+        send allocates nothing of the frame's size (the socket has taken the record, or
+        ``_write_all`` has, before they are written again; both under the link's lock)."""
+        seq = self._seq_out[peer]   # (_book_sent, inline)
+        ph = self._phase
+        meter = self.meter
+        depth = meter.depth[ph]
+        self._seq_out[peer] = seq + 1
+        self.last_step = ("sent", peer, tag)
+        m = meter.counters[(ph, "sent", peer, tag)]
+        m.payload += nbytes
+        m.wire += total
+        m.messages += 1
+        pt, at, body = pyb
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
-            return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
+            with link.lock:
+                _TAIL.pack_into(pt, at, seq, _PHASE_CODE[ph], depth, 1)
+                body[...] = a
+                frame = bytes(pt)
+            return self._transmit_parts(peer, [frame], total)   # (raises what it raises)
+        n = _HDR_SIZE + total + TAG
         with link.lock:
+            _TAIL.pack_into(pt, at, seq, _PHASE_CODE[ph], depth, 1)
+            body[...] = a
+            rv = link.small_view
+            if rv is None:
+                link.small = bytearray(_HDR_SIZE + SMALL + TAG)
+                rv = link.small_view = memoryview(link.small)
             now = _monotonic()
-            hdr = HDR.pack(total + TAG, now, K_DATA)
+            _HDR_PACK(rv, 0, total + TAG, now, K_DATA)
             counter = link.counter
             link.counter = counter + 1
-            rec = hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr)
+            link.aead.encrypt_into(_NONCE.pack(counter), pt, rv[:_HDR_SIZE], rv[_HDR_SIZE:n])
             k = 0
             if not self._stop.is_set():
                 try:                        # (the common case: sent at once, one call)
-                    k = link.sock.send(rec, _DONTWAIT)
+                    k = link.sock.send(rv[:n], _DONTWAIT)
                 except OSError:             # full (_write_all waits) or failed (it names why)
                     k = 0
             if k:
                 link.moved = now
                 link.written += k
                 link.data_written = link.written
-            if k != len(rec):
-                link._write_all([memoryview(rec)[k:]])
+            if k != n:
+                link._write_all([rv[k:n]])
             link.next_hb = link.moved + self.heartbeat_interval
         stats = self.stats
-        with self._stats_lock:   # (_count_sent, inline: a writer thread may count a paced frame)
+        if self._paced_any:   # (_count_sent, inline: a writer thread counts the paced frames of another link)
+            with self._stats_lock:
+                stats["frames_sent"] += 1
+                stats["bytes_sent"] += total
+        else:
             stats["frames_sent"] += 1
             stats["bytes_sent"] += total
 
@@ -245,6 +307,18 @@ class FastPaths:
         waits in its inbox or half read in its buffer (``_py_next``), else the general path."""
         expected = self._seq_in[peer]
         deadline = _monotonic() + (self.recv_timeout if timeout is None else timeout)
+        # before any wait: the tag's layout checked in full before (its template) and whether
+        # the spec takes it (``_take`` and ``_known`` then do neither after the read)
+        names = self._names.get((self.session_id, peer, tag))
+        fast = self._layouts.get(names) if names is not None else None
+        t = None
+        if fast is not None and fast[4] == 1:
+            t = c.tin.get(tag)
+            if t is None or t[1] is not fast:
+                t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
+            s = specs[0]
+            if s is not t[2] and _spec_takes(s, fast[5][0]):
+                t[2] = s
         item = None
         self._fg = True                      # (as _receive: the protocol thread reads the streams)
         try:
@@ -263,7 +337,7 @@ class FastPaths:
             self._fg = False
         if item is None:   # something else first (several records, part of one, a failure, ...)
             item = self._receive(peer, deadline)
-        return self._take(peer, tag, specs, item, expected, c)
+        return self._take(peer, tag, specs, item, expected, c, t)
 
     def _pop_small(self, peer: str, q):
         """The frame at the head of ``peer``'s inbox ``q`` (caller holds the read lock), taken
@@ -274,21 +348,27 @@ class FastPaths:
             return item
         return None
 
-    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c) -> list[np.ndarray]:
+    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c, t0: list | None = None) \
+            -> list[np.ndarray]:
         """A whole frame of ``peer`` received without a template check in the record layer
         (read here on the Python layer, or taken from the inbox where a read queued it:
         several records in one read, one record in several reads, the reader thread, the
         wait for another peer): compared with the tag's template, the header the codec
         checked in full before (``decode_known``'s conditions, seq included) and then taken
-        by ``_known``; anything else by ``_accept`` (full decode, same typed errors)."""
+        by ``_known``; anything else by ``_accept`` (full decode, same typed errors). ``t0``:
+        the tag's receive entry looked up before the wait (its layout one checked in full)."""
         if type(item) is bytearray:
-            names = self._names.get((self.session_id, peer, tag))
-            fast = self._layouts.get(names) if names is not None else None
+            if t0 is not None:
+                names = None
+                fast = t0[1]
+            else:
+                names = self._names.get((self.session_id, peer, tag))
+                fast = self._layouts.get(names) if names is not None else None
             if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
                     and item.startswith(fast[1], fast[2]):
                 seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
                 if seq == expected and phase_i < 3 and n == 1:
-                    t = c.tin.get(tag)
+                    t = c.tin.get(tag) if t0 is None else t0
                     if t is None or t[1] is not fast:
                         if c.native is None:
                             t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
@@ -405,6 +485,8 @@ class FastPaths:
         now = _monotonic()
         deadline = now + (self.recv_timeout if timeout is None else timeout)
         t = c.tin.get(tag)
+        if t is not None and specs[0] is not t[2] and len(t[1][5]) == 1 and _spec_takes(specs[0], t[1][5][0]):
+            t[2] = specs[0]   # (the spec checked before the wait, against the template's layout)
         item = None
         chk = None
         self._fg = True                      # (as _receive: the protocol thread reads the streams)
@@ -472,18 +554,7 @@ class FastPaths:
         self.last_step = ("recv", peer, tag)
         s = specs[0]
         if s is not t[2]:   # (a spec met before by this exact layout passed: specs are frozen)
-            sh = s.shape
-            if len(sh) == 1 and len(shape) == 1:
-                ok = sh[0] is None or sh[0] == shape[0]
-            else:
-                ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
-            sd = s.dtype
-            if ok and dt is not sd:
-                try:
-                    ok = _NP_DTYPES.get(sd) is dt
-                except TypeError:   # (an unhashable dtype-like: check decides)
-                    ok = False
-            if not ok or count > s.max_elems:
+            if not _spec_takes(s, lay[5][0]):
                 s.check(a, f"{self.me} <- {peer} [{tag}] array 0")
             t[2] = s
         ph = self._phase
