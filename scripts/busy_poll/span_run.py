@@ -1,13 +1,17 @@
-"""Spans inside each online send/recv (instrumented tree at SRC, ``span_probe``): python
-scripts/busy_poll/span_run.py SRC PROTO:WL REPS. Prints per online call (party, kind+tag) the
-median [min, max] us between consecutive span points (the first from the call's entry)."""
+"""Spans inside each online send/recv (instrumented trees, ``span_probe``): python
+scripts/busy_poll/span_run.py NAME=SRC[,NAME=SRC...] PROTO:WL REPS (arms interleaved). Prints per
+online call (party, kind+tag) and arm the median [min, max] us between consecutive span points
+(the first from the call's entry; "end": to the call's return)."""
 import glob, json, os, statistics, subprocess, sys, tempfile
-src, item, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+arms = dict(a.split("=", 1) for a in sys.argv[1].split(","))
+item, reps = sys.argv[2], int(sys.argv[3])
 proto, wl = item.split(":")
 here = os.path.dirname(os.path.abspath(__file__))
 drv = open(os.path.join(here, "msg_ab.py")).read().split("drv = r'''")[1].split("'''")[0].replace("msg_probe", "span_probe")
 acc = {}
 for r in range(reps):
+  for arm in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+    src = arms[arm]
     out = tempfile.mkdtemp(prefix="sxs-")
     env = dict(os.environ, PYTHONPATH=os.path.abspath(src) + ":" + here, SX_PROBE_OUT=out, SX_PROTO=proto)
     cp = subprocess.run([sys.executable, "-c", drv, proto, wl], env=env, capture_output=True, text=True)
@@ -26,7 +30,7 @@ for r in range(reps):
             if name == "<":
                 pts = cur[2] + [("end", t)]
                 prev = cur[1]
-                key0 = (d["me"], cur[0])
+                key0 = (d["me"], cur[0], arm)
                 seen = {}
                 for n2, t2 in pts:
                     seen[n2] = seen.get(n2, 0) + 1
@@ -35,6 +39,7 @@ for r in range(reps):
                 cur = None
             else:
                 cur[2].append((name, t))
+print(f"load {os.getloadavg()[0]:.1f}")
 for k, v in sorted(acc.items()):
     print("/".join(k))
     for n, xs in v.items():

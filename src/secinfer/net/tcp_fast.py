@@ -545,9 +545,7 @@ class FastPaths:
         the last spec that passed with this layout), seq, rounds and meter."""
         lay = t[1]
         (dt, shape, count, nb), = lay[5]
-        a = np.frombuffer(item, dt, count, lay[3])
-        if len(shape) != 1:
-            a = a.reshape(shape)
+        a = np.frombuffer(item, dt, count, lay[3]) if len(shape) == 1 else np.ndarray(shape, dt, item, lay[3])
         if not a.flags.aligned:
             a = a.copy()
         self._seq_in[peer] = expected + 1
