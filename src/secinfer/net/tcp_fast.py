@@ -234,6 +234,12 @@ class FastPaths:
                     else:
                         with link.lock:
                             tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -2
+                    if tid == -1 and (link.small is None or len(link.small) < _HDR_SIZE + total + TAG):
+                        # the record buffer sends of this template seal into (_py_send), made (or
+                        # grown) now: a send neither allocates nor touches fresh pages
+                        with link.lock:
+                            link.small = bytearray(_HDR_SIZE + total + TAG)
+                            link.small_view = memoryview(link.small)
                     if tid >= -1:
                         ent = (a.dtype, a.shape, tid, nbytes, total, pre, post,
                                _py_frame(pre, post, a, nbytes) if tid == -1 else None)
@@ -271,10 +277,7 @@ class FastPaths:
         with link.lock:
             _TAIL.pack_into(pt, at, seq, _PHASE_CODE[ph], depth, 1)
             body[...] = a
-            rv = link.small_view
-            if rv is None:
-                link.small = bytearray(_HDR_SIZE + SMALL + TAG)
-                rv = link.small_view = memoryview(link.small)
+            rv = link.small_view   # (made with the template: _out_template)
             now = _monotonic()
             _HDR_PACK(rv, 0, total + TAG, now, K_DATA)
             counter = link.counter
