@@ -355,10 +355,9 @@ def test_declaring_is_a_hint_elsewhere():
 
 @pytest.mark.parametrize("native", LAYERS)
 def test_a_burst_through_the_reused_buffers_arrives_intact(tmp_path, native):
-    """The Python record layer seals every small frame of a template in one reused frame buffer
-    and one reused record buffer (``_py_send``): a burst of large-ish frames that fills the
-    socket (so some records go out in part, through ``_write_all``) arrives frame by frame
-    with each frame's own values, seqs in order; the same on the native layer."""
+    """A burst of templated frames near the small-frame limit that fills the socket (so some
+    records go out in part, the rest through ``_write_all``) arrives frame by frame with each
+    frame's own values (contiguous and not), seqs in order, on both record layers."""
     eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp"), native=native)
     a, b = eps["a"], eps["b"]
     n, frames = (SMALL - 4096) // 8, 160          # ~7 MB: more than loopback's socket buffers

@@ -54,7 +54,6 @@ from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, 
 
 _HDR_SIZE = HDR.size
 _HDR_UNPACK = HDR.unpack_from
-_HDR_PACK = HDR.pack_into
 _MAX_TEMPLATES = 4096    # per link and direction (the Go side's limit too)
 _monotonic = time.monotonic
 _yield = os.sched_yield
@@ -66,19 +65,6 @@ def _small(dtype, shape) -> bool:
     for d in shape:
         n *= int(d)
     return 0 <= n and n + 4096 <= SMALL
-
-
-def _py_frame(pre: bytes, post: bytes, a: np.ndarray, nbytes: int) -> tuple:
-    """The Python record layer's buffer for frames of one array like ``a`` (header parts
-    ``pre`` and ``post``, the codec's): (the frame, the offset of seq/phase/depth/count in
-    it, a view of its array part with ``a``'s dtype and shape). A send writes those two
-    into it and seals it (``_py_send``); the bytes are the codec's."""
-    at = len(pre)
-    buf = bytearray(at + _TAIL.size + len(post) + nbytes)
-    buf[:at] = pre
-    buf[at + _TAIL.size:at + _TAIL.size + len(post)] = post
-    body = np.frombuffer(buf, a.dtype, a.size, at + _TAIL.size + len(post)).reshape(a.shape)
-    return buf, at, body
 
 
 def _spec_takes(s, arr: tuple) -> bool:
@@ -115,11 +101,11 @@ class FastPaths:
             ent = self._out_template(link, tag, a)
             if not ent:
                 return Endpoint.send(self, peer, tag, *arrays)
-        _dt, _shape, tid, nbytes, total, pre, post, pyb = ent
+        _dt, _shape, tid, nbytes, total, pre, post = ent
         if total > self.max_frame:
             raise MessageTooLargeError(f"frame of {total} bytes exceeds the cap of {self.max_frame} bytes")
         if tid < 0:
-            return self._py_send(link, peer, tag, a, nbytes, total, pyb)
+            return self._py_send(link, peer, tag, a, nbytes, total, pre, post)
         # (Endpoint.send's bookkeeping, in its order: seq, last step, meter, then the wire)
         seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
         body = a.tobytes()
@@ -217,8 +203,7 @@ class FastPaths:
     def _out_template(self, link, tag: str, a: np.ndarray):
         """The template of frames of ``tag`` carrying arrays like ``a`` on ``link`` (now the
         tag's current one): (dtype, shape, id, payload bytes, frame bytes, header before
-        seq, header after the array count, the Python record layer's frame buffer:
-        ``_py_frame``), or False (such frames take the general path)."""
+        seq, header after the array count), or False (such frames take the general path)."""
         key = (tag, a.dtype, a.shape)
         ent = link.tmpls_all.get(key)
         if ent is None:
@@ -234,28 +219,18 @@ class FastPaths:
                     else:
                         with link.lock:
                             tid = link.sealer.template(pre, post, nbytes, 1) if link.sealer.h else -2
-                    if tid == -1 and (link.small is None or len(link.small) < _HDR_SIZE + total + TAG):
-                        # the record buffer sends of this template seal into (_py_send), made (or
-                        # grown) now: a send neither allocates nor touches fresh pages
-                        with link.lock:
-                            link.small = bytearray(_HDR_SIZE + total + TAG)
-                            link.small_view = memoryview(link.small)
                     if tid >= -1:
-                        ent = (a.dtype, a.shape, tid, nbytes, total, pre, post,
-                               _py_frame(pre, post, a, nbytes) if tid == -1 else None)
+                        ent = (a.dtype, a.shape, tid, nbytes, total, pre, post)
                 link.tmpls_all[key] = ent
         if ent:
             link.tmpls[tag] = ent
         return ent
 
-    def _py_send(self, link, peer: str, tag: str, a: np.ndarray, nbytes: int, total: int, pyb: tuple) -> None:
+    def _py_send(self, link, peer: str, tag: str, a: np.ndarray, nbytes: int, total: int, pre: bytes,
+                 post: bytes) -> None:
         """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
         and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
-        in the same order, same errors). The frame is the template's buffer (``_py_frame``:
-        the header's fixed parts in place; seq, phase, depth and the array written into it)
-        and its record is sealed into the link's buffer (``OutLink.small``), both reused: a
-        send allocates nothing of the frame's size (the socket has taken the record, or
-        ``_write_all`` has, before they are written again; both under the link's lock)."""
+        in the same order, same errors)."""
         seq = self._seq_out[peer]   # (_book_sent, inline)
         ph = self._phase
         meter = self.meter
@@ -266,35 +241,27 @@ class FastPaths:
         m.payload += nbytes
         m.wire += total
         m.messages += 1
-        pt, at, body = pyb
+        pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
-            with link.lock:
-                _TAIL.pack_into(pt, at, seq, _PHASE_CODE[ph], depth, 1)
-                body[...] = a
-                frame = bytes(pt)
-            return self._transmit_parts(peer, [frame], total)   # (raises what it raises)
-        n = _HDR_SIZE + total + TAG
+            return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
         with link.lock:
-            _TAIL.pack_into(pt, at, seq, _PHASE_CODE[ph], depth, 1)
-            body[...] = a
-            rv = link.small_view   # (made with the template: _out_template)
             now = _monotonic()
-            _HDR_PACK(rv, 0, total + TAG, now, K_DATA)
+            hdr = HDR.pack(total + TAG, now, K_DATA)
             counter = link.counter
             link.counter = counter + 1
-            link.aead.encrypt_into(_NONCE.pack(counter), pt, rv[:_HDR_SIZE], rv[_HDR_SIZE:n])
+            rec = hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr)
             k = 0
             if not self._stop.is_set():
                 try:                        # (the common case: sent at once, one call)
-                    k = link.sock.send(rv[:n], _DONTWAIT)
+                    k = link.sock.send(rec, _DONTWAIT)
                 except OSError:             # full (_write_all waits) or failed (it names why)
                     k = 0
             if k:
                 link.moved = now
                 link.written += k
                 link.data_written = link.written
-            if k != n:
-                link._write_all([rv[k:n]])
+            if k != len(rec):
+                link._write_all([memoryview(rec)[k:]])
             link.next_hb = link.moved + self.heartbeat_interval
         stats = self.stats
         if self._paced_any:   # (_count_sent, inline: a writer thread counts the paced frames of another link)

@@ -89,8 +89,6 @@ class OutLink:
         self.dropped = 0                  # paced frames never written (the link failed)
         self.writer: threading.Thread | None = None
         self.out: bytearray | None = None     # ciphertext of a large record (send_frame), reused
-        self.small: bytearray | None = None   # a small record, sealed in place (tcp_fast._py_send), reused
-        self.small_view: memoryview | None = None
         # bytes written into the socket so far, counted from the handshake's bytes the peer's
         # host has not acknowledged yet (its "ready": a peer killed at once never acknowledges
         # it, and it is no frame of ours to lose)
