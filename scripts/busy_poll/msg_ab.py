@@ -3,11 +3,17 @@ scripts/busy_poll/msg_ab.py REPS PROTO:WL ARM [ARM ...]; ARM = name=SRC (a src t
 runs one batch-1 semi-honest query per arm (alternating order) through ``run_local`` with the
 checked graph and the ``msg_probe`` protocol module; prints per arm and message (party, dir,
 peer, tag) the median [min, max] thread CPU in us, and per arm the sum over a run's online
-sends+receives. Set SECINFER_TCP_SPIN_US=0 to keep busy-poll CPU out of the receive figures."""
+sends+receives. ARM = name=SRC@K=V,K=V sets environment variables for that arm's parties (e.g.
+SX_FIRST=1: astra's client takes its output parts with recv_first). Set SECINFER_TCP_SPIN_US=0 to keep busy-poll CPU out of the receive figures."""
 import glob, json, os, statistics, subprocess, sys, tempfile
 
 reps, item = int(sys.argv[1]), sys.argv[2]
-arms = dict(a.split("=", 1) for a in sys.argv[3:])
+arms, arm_env = {}, {}
+for a in sys.argv[3:]:
+    name, spec = a.split("=", 1)
+    src, _, kv = spec.partition("@")
+    arms[name] = src
+    arm_env[name] = dict(x.split("=", 1) for x in kv.split(",") if x)
 here = os.path.dirname(os.path.abspath(__file__))
 proto, wl = item.split(":")
 drv = r'''
@@ -29,7 +35,7 @@ ys = set()
 for r in range(reps):
     for a in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
         out = tempfile.mkdtemp(prefix="sxp-")
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(arms[a]) + ":" + here, SX_PROBE_OUT=out, SX_PROTO=proto)
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(arms[a]) + ":" + here, SX_PROBE_OUT=out, SX_PROTO=proto, **arm_env[a])
         cp = subprocess.run([sys.executable, "-c", drv, proto, wl], env=env, capture_output=True, text=True)
         if cp.returncode:
             sys.exit(f"arm {a} failed:\n{cp.stderr[-3000:]}")
