@@ -48,6 +48,7 @@ from cryptography.exceptions import InvalidTag
 from secinfer.errors import FrameError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net.channel import _NP_DTYPES, Endpoint
 from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, decode_frame, encode_parts, encoded_names
+from secinfer.net.meter import Counter
 from secinfer.net.native_link import BAD_TEMPLATE, EV_CHECKED, EV_FRAME, EV_NONE, EV_OTHER
 from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, frame_event,
                                     native_event, next_native)
@@ -281,7 +282,7 @@ class FastPaths:
         # the spec takes it (``_take`` and ``_known`` then do neither after the read)
         names = self._names.get((self.session_id, peer, tag))
         fast = self._layouts.get(names) if names is not None else None
-        t = None
+        t = prep = None
         if fast is not None and fast[4] == 1:
             t = c.tin.get(tag)
             if t is None or t[1] is not fast:
@@ -289,6 +290,10 @@ class FastPaths:
             s = specs[0]
             if s is not t[2] and _spec_takes(s, fast[5][0]):
                 t[2] = s
+            # and the meter's entry for the frame (``_known`` adds it after the read, unless
+            # there by then: nothing is counted here)
+            key = (self._phase, "recv", peer, tag)
+            prep = (key, self.meter.counters.get(key) or Counter())
         item = None
         self._fg = True                      # (as _receive: the protocol thread reads the streams)
         try:
@@ -307,7 +312,7 @@ class FastPaths:
             self._fg = False
         if item is None:   # something else first (several records, part of one, a failure, ...)
             item = self._receive(peer, deadline)
-        return self._take(peer, tag, specs, item, expected, c, t)
+        return self._take(peer, tag, specs, item, expected, c, t, prep)
 
     def _pop_small(self, peer: str, q):
         """The frame at the head of ``peer``'s inbox ``q`` (caller holds the read lock), taken
@@ -318,15 +323,16 @@ class FastPaths:
             return item
         return None
 
-    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c, t0: list | None = None) \
-            -> list[np.ndarray]:
+    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c, t0: list | None = None,
+              prep: tuple | None = None) -> list[np.ndarray]:
         """A whole frame of ``peer`` received without a template check in the record layer
         (read here on the Python layer, or taken from the inbox where a read queued it:
         several records in one read, one record in several reads, the reader thread, the
         wait for another peer): compared with the tag's template, the header the codec
         checked in full before (``decode_known``'s conditions, seq included) and then taken
         by ``_known``; anything else by ``_accept`` (full decode, same typed errors). ``t0``:
-        the tag's receive entry looked up before the wait (its layout one checked in full)."""
+        the tag's receive entry looked up before the wait (its layout one checked in full),
+        ``prep`` the meter's key and counter (``_known``)."""
         if type(item) is bytearray:
             if t0 is not None:
                 names = None
@@ -348,7 +354,7 @@ class FastPaths:
                             if t is None or t[1] is not fast:
                                 t = [-1, fast, None]
                     c.fast += 1
-                    return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
+                    return self._known(peer, tag, specs, item, expected, t, phase_i, depth, prep)
         return self._accept(peer, tag, specs, item, expected)
 
     def _py_next(self, peer: str, c, deadline: float):
@@ -508,11 +514,13 @@ class FastPaths:
         return self._known(peer, tag, specs, item, expected, t, chk[0], chk[1])
 
     def _known(self, peer: str, tag: str, specs: tuple, item: bytearray, expected: int, t: list, phase_i: int,
-               depth_in: int) -> list[np.ndarray]:
+               depth_in: int, prep: tuple | None = None) -> list[np.ndarray]:
         """``_accept`` of a frame of one array whose header equals, but for seq, phase and
         depth, the one ``t[1]`` that the codec checked in full before, and whose seq is
         ``expected`` (decode_known's result, inline): the array, the spec check (``t[2]``:
-        the last spec that passed with this layout), seq, rounds and meter."""
+        the last spec that passed with this layout), seq, rounds and meter. ``prep``: the
+        meter's key for the frame and a counter made before the wait, used unless the key
+        has one by now (the phase cannot change meanwhile: this thread waited)."""
         lay = t[1]
         (dt, shape, count, nb), = lay[5]
         a = np.frombuffer(item, dt, count, lay[3]) if len(shape) == 1 else np.ndarray(shape, dt, item, lay[3])
@@ -531,7 +539,7 @@ class FastPaths:
         d = depth_in + 1 if PHASES[phase_i] == ph else 1
         if d > depth[ph]:
             depth[ph] = d
-        m = meter.counters[(ph, "recv", peer, tag)]
+        m = meter.counters[(ph, "recv", peer, tag)] if prep is None else meter.counters.setdefault(*prep)
         m.payload += nb
         m.wire += len(item)
         m.messages += 1
