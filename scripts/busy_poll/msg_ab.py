@@ -30,6 +30,7 @@ res = run_local(protocol=proto, security="semi-honest", model_path=str(p), input
 print(json.dumps({"o2o": ps._to_output(res.meters, registry.get(proto).input_role) * 1e3, "y": res.output.tolist()}))
 '''
 res = {a: [] for a in arms}
+spins = {}   # arm -> party -> [online waits whose spin got the frame, waits whose spin ran out] (all runs)
 load = [os.getloadavg()[0]]
 ys = set()
 for r in range(reps):
@@ -44,6 +45,10 @@ for r in range(reps):
         msgs = {}
         for f in glob.glob(out + "/*.json"):
             d = json.load(open(f))
+            for peer, (hit, miss) in d.get("spin", {}).items():
+                sp = spins.setdefault(a, {}).setdefault(d["me"], [0, 0])
+                sp[0] += hit
+                sp[1] += miss
             seen = {}
             for kind, peer, tag, cpu, wall in d["rec"]:
                 k = (d["me"], kind, peer, tag)
@@ -60,6 +65,10 @@ for a in arms:
     o2o = [x for x, _ in res[a]]
     tot = [sum(c for c, _ in m.values()) for _, m in res[a]]
     print(f"{a:6s} o2o_ms {med(o2o)}  online send+recv CPU us per run {med(tot)}")
+for a in arms:
+    if spins.get(a):
+        print(f"{a:6s} busy-poll (Python layer, all runs): " + "; ".join(
+            f"{me} {h} hit / {m} ran out" for me, (h, m) in sorted(spins[a].items())))
 if os.environ.get("SX_DETAIL", "1") == "1":
     for k in keys:
         print(f"{'/'.join(map(str, k)):48s}", "  ".join(f"{a}: cpu {med([m[k][0] for _, m in res[a] if k in m])}"

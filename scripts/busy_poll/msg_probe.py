@@ -45,8 +45,12 @@ def recv(self, peer, tag, *specs, timeout=None):
 def close(self, *a, **k):
     out = os.environ.get("SX_PROBE_OUT")
     if out and REC:
+        # the Python layer's busy-poll counts per incoming stream (whole run: set-up and
+        # offline never spin, so these are the online waits that spun)
+        spin = {p: [getattr(c, "spin_hits", 0), getattr(c, "spin_misses", 0)] for p, c in self._in.items()
+                if c.native is None}
         with open(os.path.join(out, f"{self.me}-{os.getpid()}.json"), "w") as f:
-            json.dump({"me": self.me, "rec": REC}, f)
+            json.dump({"me": self.me, "rec": REC, "spin": spin}, f)
     return _close(self, *a, **k)
 
 

@@ -29,6 +29,10 @@ for r in range(reps):
                 continue
             if name == "<":
                 pts = cur[2] + [("end", t)]
+                # a receive's Python after its data was read (from the read, or from the inbox pop)
+                reads = [t2 for n2, t2 in pts if n2 in ("r2_read", "r5_unlock")]
+                if cur[0].startswith("recv>") and reads:
+                    acc.setdefault((d["me"], cur[0], arm), {}).setdefault("AFTER_READ", []).append((t - reads[0]) / 1e3)
                 prev = cur[1]
                 key0 = (d["me"], cur[0], arm)
                 seen = {}

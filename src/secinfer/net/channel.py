@@ -4,6 +4,7 @@ Protocol code sees only this interface:
 
     ep.send(peer, tag, *arrays)
     a, b = ep.recv(peer, tag, ArraySpec(np.uint64, (n,)), ArraySpec(np.uint8, (n,)))
+    peer, (a,) = ep.recv_first({"p1": (tag, spec), "p2": (tag, spec)})   # whichever comes first
     with ep.phase("offline"): ...
     ep.abort(check, suspect)        # tell every peer, then raise ProtocolAbort
 
