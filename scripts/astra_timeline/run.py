@@ -1,7 +1,7 @@
 """One astra semi-honest batch-1 query of W1 or W2 (issue #23's workloads) with the probe
 (``probe.py``) in every party; prints every party's online timeline on one clock (zero:
 the client's "query" mark). Usage: python scripts/astra_timeline/run.py W1|W2 [reps] [outdir]
-(reps: runs; the timeline of the run whose client span is the median is printed, and a
+(reps: runs; AW_OPTIONS: the job's options as JSON; the timeline of the run whose client span is the median is printed, and a
 summary of the spans of all runs). Run with PYTHONPATH=<src>:scripts/astra_timeline."""
 import glob, json, os, statistics, sys, tempfile
 from pathlib import Path
@@ -19,7 +19,7 @@ for r in range(reps):
     out = os.path.join(base, f"{wl}-{r}"); os.makedirs(out, exist_ok=True)
     os.environ["AW_PROBE_OUT"] = out
     res = run_local(protocol="astra", security="semi-honest", model_path=str(p), input_array=x, network="none",
-                    options={}, timeout=300, protocol_module="probe", model_graph=g)
+                    options=json.loads(os.environ.get("AW_OPTIONS", "{}")), timeout=300, protocol_module="probe", model_graph=g)
     parties = {}
     for f in glob.glob(out + "/*.json"):
         d = json.load(open(f)); parties[d["me"]] = d["rec"]

@@ -64,16 +64,7 @@ def msb_sub_ripple(l: int) -> Circuit:
     return bld.build([bld.xor(bld.xor(bld.xor(u1[l - 1], nb[l - 1]), c), u3[0])])
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b over Z_2^64, a fresh array: one numpy call for a matrix-vector product (uint64
-    wraps mod 2^64; numpy's integer matmul is slow only for wide right-hand sides), else the
-    limb-split ring product (``engine.ring_dot``)."""
-    if b.shape[1] <= 4:
-        return np.dot(a, b)
-    return ring_dot(_R64, a, b)
-
-
-def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
+def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> dict:
     """Offline: the constants of one server's online step (see the module docstring).
 
     Regression: Y = U + B, evaluator i sends [m_y]_i -/+ rho, P0 lambda_y.
@@ -86,18 +77,27 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho) -> dict:
     if role == "p0":
         if cls:
             fast.update(bx=bx, k_spec=ArraySpec(np.uint64, (batch * n, 64, 2)), circ=msb_sub_ripple(64),
-                        dec=np.ascontiguousarray(bx.dec[:, 0], np.uint8))
+                        dec=np.ascontiguousarray(bx.dec[:, 0], np.uint8), t_p0=f"astra/bx/{bx.lab}")
         else:
             lam = R.add(R.add(U.l1, B.l1[None, :]), R.add(U.l2, B.l2[None, :]))
             fast["to_client"] = (pack(np.ascontiguousarray(lam).reshape(-1), 64),)
         return fast
     fast["x_spec"] = packed_spec(64, X.shape)
     fast["coef"] = np.ascontiguousarray(prep.coef)
+    # the online step's buffer (its pages written now) and its flat view; the tag
+    fast["u"] = np.full((batch, n), 0, np.uint64)
+    fast["u_flat"] = fast["u"].reshape(-1)
+    fast["thin"] = fast["coef"].shape[1] <= 4
+    fast["send_to"] = "p0" if cls else C
+    fast["k_neg"] = role == "p1"                  # P1's u_1 = k - m_x coef_1, P2's u_2 = m_x coef_2 + k
     if not cls:
         off = R.add(prep.base, B.m[None, :]) if role == "p1" else prep.base
         r = rho.reshape(batch, n)
         fast["off"] = R.add(off, r) if role == "p1" else R.sub(off, r)
+        fast["tag"] = "astra/out/y/" + ("m1" if role == "p1" else "m2")
         return fast
+    fast["tag"] = f"astra/bx/{bx.lab}/" + ("k1" if role == "p1" else "k2")
+    fast["u_bytes"] = fast["u_flat"].view(np.uint8).reshape(-1, 8)   # _bits64's view, made now
     fast["r_gc"] = bx.r_gc
     fast["labels"] = np.full((batch * n, 64, 2), 0, np.uint64)   # the labels sent online (pages touched now)
     if role == "p1":
@@ -170,41 +170,91 @@ def _bits64(u: np.ndarray) -> np.ndarray:
     return ((u[:, None] >> np.arange(64, dtype=np.uint64)[None, :]) & _ONE).astype(np.uint8)
 
 
+def _dot_into(out: np.ndarray, fast: dict, m_x: np.ndarray) -> np.ndarray:
+    """m_x @ coef over Z_2^64 into ``out``: one ``np.dot`` for a thin right-hand side (uint64
+    wraps mod 2^64: exact; numpy's integer product is slow only for wide ones), else the
+    limb-split ring product (``engine.ring_dot``)."""
+    if fast["thin"]:
+        return np.dot(m_x, fast["coef"], out=out)
+    out[...] = ring_dot(_R64, m_x, fast["coef"])
+    return out
+
+
+def _bits_into_labels(fast: dict) -> np.ndarray:
+    """The evaluator's 64 input labels of ``fast["u"]`` (``gcm.select``: bit * R xor the zero
+    label) into ``fast["labels"]``: one ``unpackbits`` of the buffer's byte view (``_bits64``)
+    and two in-place ufuncs."""
+    labels = fast["labels"]
+    if sys.byteorder == "little":
+        bits = np.unpackbits(fast["u_bytes"], axis=1, bitorder="little")
+    else:
+        bits = _bits64(fast["u_flat"])
+    np.multiply(bits[:, :, None], fast["r_gc"], out=labels)
+    labels ^= fast["zeros"]
+    return labels
+
+
+def _evaluator_step(fast: dict, m_x: np.ndarray) -> np.ndarray:
+    """An evaluator's computation on the masked query: the array it sends (a buffer of
+    ``fast``, overwritten by the next call)."""
+    u = _dot_into(fast["u"], fast, m_x)
+    if not fast["cls"]:
+        np.add(u, fast["off"], out=u)
+        return fast["u_flat"]
+    if fast["k_neg"]:
+        np.subtract(fast["k"], u, out=u)
+    else:
+        np.add(u, fast["k"], out=u)
+    return _bits_into_labels(fast)
+
+
+def _p0_step(fast: dict, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
+    """P0's evaluation of the comparison on both evaluators' labels and its decoding: the
+    packed y it sends."""
+    bx = fast["bx"]
+    ev = bx.evaluator
+    ev.labels[...] = k1
+    bx.wires[:, bx.u2_at] = k2
+    out = ev()
+    y = out[:, 0, 0].astype(np.uint8)      # the output label's low byte; its bit 0 ...
+    y ^= fast["dec"]                      # ... xor the decoding bit (``gcm.decode``)
+    y &= 1
+    return np.packbits(y)
+
+
 def server_online(ep, fast: dict, C: str) -> None:
     """A server's whole online step (after ``online_phase`` is entered)."""
-    role = ep.me
-    if role == "p0":         # classification: evaluate the comparison on both evaluators' labels
+    if ep.me == "p0":        # classification: evaluate the comparison on both evaluators' labels
         ep.mark("shared")
-        bx, t, spec = fast["bx"], f"astra/bx/{fast['bx_lab']}", fast["k_spec"]
-        ev = bx.evaluator
+        t, spec = fast["t_p0"], fast["k_spec"]
         # P1's labels, then P2's, each with its own ``recv`` (the transport's one-frame
         # receive): ~40 % fewer calls than ``recv_each``, which polled first and took the
         # general path for the first frame; which one comes first varies (docs/protocols/
         # astra.md, "Fourth pass"), and one that came first waits queued meanwhile
-        ev.labels[...] = ep.recv("p1", t + "/k1", spec)[0]
-        bx.wires[:, bx.u2_at] = ep.recv("p2", t + "/k2", spec)[0]
-        out = ev()
-        y = out[:, 0, 0].astype(np.uint8)      # the output label's low byte; its bit 0 ...
-        y ^= fast["dec"]                      # ... xor the decoding bit (``gcm.decode``)
-        y &= 1
-        ep.send(C, "astra/out/y/y", np.packbits(y))
+        k1 = ep.recv("p1", t + "/k1", spec)[0]
+        k2 = ep.recv("p2", t + "/k2", spec)[0]
+        ep.send(C, "astra/out/y/y", _p0_step(fast, k1, k2))
         return
     m_x = ep.recv(C, "astra/sh/X", fast["x_spec"])[0]
     ep.mark("shared")        # the evaluators hold [[x]]: the servers' online work starts
-    if not fast["cls"]:
-        part = _dot(m_x, fast["coef"])
-        part += fast["off"]
-        ep.send(C, "astra/out/y/" + ("m1" if role == "p1" else "m2"), part.reshape(-1))
-        return
-    u = _dot(m_x, fast["coef"])
-    if role == "p1":
-        np.subtract(fast["k"], u, out=u)
-    else:
-        u += fast["k"]
-    labels = fast["labels"]                                                   # gcm.select:
-    np.multiply(_bits64(u.reshape(-1))[:, :, None], fast["r_gc"], out=labels)  # bit * R ...
-    labels ^= fast["zeros"]                                                   # ... xor the zero label
-    ep.send("p0", f"astra/bx/{fast['bx_lab']}/" + ("k1" if role == "p1" else "k2"), labels)
+    ep.send(fast["send_to"], fast["tag"], _evaluator_step(fast, m_x))
+
+
+def warm_server(fast: dict) -> None:
+    """Offline (option ``warm_online``): a dry run of the server's online computation
+    (``_evaluator_step`` / ``_p0_step``, the same code on the same buffers) on all-zero
+    scratch inputs of the real shapes, right before the "ready": the first numpy / native
+    call of a kind in a process pays its dispatch and type-resolution set-up (a uint64
+    ``np.add`` 87 us the first time against 4 us after), so the online step would pay it.
+    Nothing is sent, no key stream or PRG is drawn from, the results are discarded: every
+    buffer written here is written again online before it is read (the evaluators' ``u``
+    and labels; P0's opened labels, P2's input wires, the output; the circuit's other wires
+    are a function of those, its r input wires and the tables, which stay as they are)."""
+    if "bx" in fast:                # P0 (classification)
+        z = np.zeros(fast["k_spec"].shape, np.uint64)
+        _p0_step(fast, z, z)
+    elif "x_spec" in fast:          # an evaluator
+        _evaluator_step(fast, np.zeros(fast["x_spec"].shape, np.uint64))
 
 
 def expect_server(ep, fast: dict, C: str) -> None:
@@ -281,7 +331,7 @@ def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray
     """m_x = encode(x) + lambda_x over Z_2^64, added into ``lam`` (the client's own mask,
     not used afterwards) and returned: the operations of ``rep3.linear._enc`` (the same
     IEEE steps: x 2^f, + 0.5, floor, the float-to-int64 cast) on a query
-    ``mdl.encode_input`` has already checked (finite, in range), five numpy calls per
+    ``mdl.encode_input`` has already checked (finite, in range), four numpy calls per
     ``ENCODE_ROWS`` rows, in the buffers from ``encode_buffers``."""
     fb, ib = bufs
     scale = float(2 ** frac)
@@ -291,8 +341,7 @@ def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray
         f, n = fb[:xs.shape[0]], ib[:xs.shape[0]]
         np.multiply(xs, scale, out=f)
         f += 0.5
-        np.floor(f, out=f)
-        n[...] = f                                  # the cast of ``astype(np.int64)``
+        np.floor(f, out=n, casting="unsafe")        # floor, then the cast of ``astype(np.int64)``
         ls = lam[i:i + rows]
         np.add(ls, n.view(np.uint64), out=ls)
     return lam
@@ -310,18 +359,47 @@ def output_spec(cls: bool, size: int) -> ArraySpec:
     return packed_spec(1 if cls else 64, (size,))
 
 
-def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec | None = None) -> np.ndarray:
-    """The client's reveal: y = part_1 + part_2 - lambda_y (regression) or y xor r (class),
-    with P0's lambda_y / P1's r already received offline (``extra``, unpacked); ``spec``:
-    ``output_spec(cls, size)``, made offline."""
+def output_buffer(cls: bool, size: int) -> np.ndarray | None:
+    """Offline: the regression's output buffer (``combine_output``), its pages written now."""
+    return None if cls else np.full(size, 0, np.uint64)
+
+
+def combine_output(cls: bool, size: int, extra: np.ndarray, first, second, acc: np.ndarray | None) -> np.ndarray:
+    """The client's reconstruction, with P0's lambda_y / P1's r (``extra``, unpacked) received
+    offline: y xor r (class: ``first()`` P0's packed y) or y = a - lambda_y + b into ``acc``
+    (regression: ``first()`` P2's part a, subtracted before ``second()``, P1's part b, is
+    waited for)."""
+    if cls:
+        return np.unpackbits(first(), count=size) ^ extra      # 0/1 (uint8)
+    np.subtract(first(), extra, out=acc)
+    np.add(acc, second(), out=acc)
+    return acc
+
+
+def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec | None = None,
+                   acc: np.ndarray | None = None) -> np.ndarray:
+    """The client's reveal (``combine_output``); ``spec``: ``output_spec(cls, size)`` and
+    ``acc``: ``output_buffer(cls, size)``, made offline."""
     if spec is None:
         spec = output_spec(cls, size)
     if cls:
-        y = ep.recv("p0", "astra/out/y/y", spec)[0]
-        return np.unpackbits(y, count=size) ^ extra      # 0/1 (uint8)
+        return combine_output(cls, size, extra, lambda: ep.recv("p0", "astra/out/y/y", spec)[0], None, None)
+    if acc is None:
+        acc = output_buffer(cls, size)
     # P2's part, then P1's, each with its own ``recv``: a transport's one-frame receive (tcp:
     # the fast path) instead of ``recv_each``'s wait on both, which took the general path for
     # the first (as ``server_online``'s P0)
-    acc = ep.recv("p2", "astra/out/y/m2", spec)[0] - extra
-    acc += ep.recv("p1", "astra/out/y/m1", spec)[0]
-    return acc
+    return combine_output(cls, size, extra, lambda: ep.recv("p2", "astra/out/y/m2", spec)[0],
+                          lambda: ep.recv("p1", "astra/out/y/m1", spec)[0], acc)
+
+
+def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.ndarray,
+                acc: np.ndarray | None) -> None:
+    """Offline (option ``warm_online``, as ``warm_server``): a dry run of the client's online
+    computation, ``encode_masked`` of its query into the real scratch rows with an all-zero
+    mask in place of lambda_x (which stays untouched) and ``combine_output`` on all-zero
+    parts into the real output buffer (overwritten online). Nothing is sent or drawn."""
+    encode_masked(x, frac, np.zeros(x.shape, np.uint64), bufs)
+    spec = output_spec(cls, size)
+    z = np.zeros(spec.shape, spec.dtype)
+    combine_output(cls, size, extra, lambda: z, lambda: z, acc)

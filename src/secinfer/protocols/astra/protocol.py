@@ -91,6 +91,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError(f"astra security must be one of {SPEC.securities}")
     malicious = job.security != "semi-honest"
     reveal_mode(job.options)   # a bad value fails at once, in every party
+    warm_online(job.options)
     with ep.phase("setup"):
         keys = setup_keys(ep, role, job.prg, malicious)
         lm, k, n, cls, fw, classes, _ = header(ep, role, job)
@@ -170,7 +171,7 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             omask = AShare(oe.bits, None, omask.l1, omask.l2)
         rho = eng.parts_pad((batch * n,)) if direct and not eng.malicious and not cls else None
         # semi-honest direct: the online step's query-independent part, computed now
-        fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho) if fast_path else None
+        fast = fastpath.server_prep(eng, X, U, B, prep, bx, cls, shift, rho, C) if fast_path else None
         if fast is not None:
             fastpath.expect_server(ep, fast, C)   # (frame templates built offline: issue #23)
         eng.finish_offline()
@@ -181,7 +182,8 @@ def _server_offline(ep, role, keys, job, shape, cls, fair, shift: int, x_owner: 
             fprep = frec_offline(oe, omask + pad, "out")
         gc.collect()   # garbage of the offline phase: collected now, not during the online one
     return {"fast": fast, "eng": eng, "beng": beng, "X": X, "W": W, "U": U, "B": B, "prep": prep, "bx": bx, "cls": cls,
-            "shift": shift, "fair": fair, "fairprep": (pad, fprep) if fair else None, "direct": direct, "rho": rho}
+            "shift": shift, "fair": fair, "fairprep": (pad, fprep) if fair else None, "direct": direct, "rho": rho,
+            "warm": warm_online(job.options)}
 
 
 def _server_online_phase(ep, st: dict, ready) -> None:
@@ -191,6 +193,9 @@ def _server_online_phase(ep, st: dict, ready) -> None:
     eng = st["eng"]
     if st.get("fast"):
         if fastpath.has_online(eng.role, st["cls"]):   # regression: P0's part went offline
+            if st.get("warm"):
+                with ep.phase("offline"):
+                    fastpath.warm_server(st["fast"])   # option warm_online: a dry run, nothing sent
             with online_phase(ep, ready):
                 fastpath.server_online(ep, st["fast"], C)
         else:
@@ -284,14 +289,19 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             extra = fastpath.client_extra(cls, size, extra)
             bufs = fastpath.encode_buffers(x.shape)
             ospec = fastpath.output_spec(cls, size)
+            acc = fastpath.output_buffer(cls, size)
             fastpath.expect_client(ep, cls, x.shape, size)
             if not lam_x.flags.writeable:   # (received: m_x is added into it online)
                 lam_x = lam_x.copy()
+            if warm_online(job.options) and cfg.ring.bits == 64:   # a dry run, nothing sent
+                fastpath.warm_client(x, fw[1], bufs, cls, size, extra, acc)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
         if fast and cfg.ring.bits == 64:
             m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
-            for p in (("p2", "p1") if cls else ("p1", "p2")):   # classification: P2's part is on the longer path
+            # (classification: P2 first, then P1, whose labels P0 takes first; the other order
+            # measured no better: docs/protocols/astra.md, "Fifth pass")
+            for p in (("p2", "p1") if cls else ("p1", "p2")):
                 ep.send(p, "astra/sh/X", m)
         else:
             _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
@@ -307,7 +317,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             ep.require(v is not None, "fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
         elif fast:
-            val = fastpath.receive_output(ep, cls, size, extra, ospec)
+            val = fastpath.receive_output(ep, cls, size, extra, ospec, acc)
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:
@@ -379,6 +389,7 @@ def prepare(role: str, ep, job: PartyJob) -> AstraPrep:
         raise ProtocolError(f"astra prepares on the servers and the model owner, not {role!r}")
     rows = prep_rows(job.options)
     reveal_mode(job.options)
+    warm_online(job.options)
     try:
         with ep.phase("setup"):
             keys = setup_keys(ep, role, job.prg, job.security != "semi-honest")   # no client: no k_C1, k_C2
@@ -500,6 +511,18 @@ def reveal_mode(options: dict) -> str:
     if r not in REVEALS:
         raise ProtocolError(f"option reveal must be one of {REVEALS}, got {r!r}")
     return r
+
+
+def warm_online(options: dict) -> bool:
+    """``options["warm_online"]`` (default True): on the semi-honest direct path every party
+    with an online step runs it once offline on all-zero scratch inputs right before its
+    "ready" (``direct.warm_server`` / ``warm_client``): nothing is sent or drawn, the results
+    are discarded, so the first call of each kind online finds numpy's dispatch set up. A
+    party-local choice: messages, views and outputs are the same either way."""
+    w = options.get("warm_online", True)
+    if not isinstance(w, bool):
+        raise ProtocolError(f"option warm_online must be true or false, got {w!r}")
+    return w
 
 
 def _two_of_three(got: list) -> np.ndarray | None:
