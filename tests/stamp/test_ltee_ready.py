@@ -5,9 +5,11 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from secinfer.protocols.stamp import ltee_device
 from secinfer.protocols.stamp.ltee import LteeLink
+from secinfer.protocols.stamp.ltee_counters import Refused
 
 
 def test_ready_waits_for_the_start_up_thread():
@@ -21,7 +23,13 @@ def test_ready_waits_for_the_start_up_thread():
     dev.preload.start()
     assert dev.cmd_ready([]) == []
     assert done.is_set() and dev.preload is None
-    assert dev.cmd_ready([np.zeros(3)]) == []      # again, and with stray arguments: a no-op
+    assert dev.cmd_ready([]) == []                 # again: a no-op
+    assert dev.cmd_ready([np.array([250], dtype=np.int64)]) == [] and dev.spin_s == 250e-6
+    for bad in ([np.zeros(3)], [np.array([-1], dtype=np.int64)], [np.array([10 ** 9], dtype=np.int64)],
+                [np.array([5], dtype=np.int32)], [np.array([5], dtype=np.int64)] * 2):
+        with pytest.raises(Refused):   # a malformed busy-poll budget is refused
+            dev.cmd_ready(bad)
+    assert dev.spin_s == 250e-6
 
 
 def test_ready_over_the_bus_changes_no_counter():

@@ -42,6 +42,29 @@ if _D:
             _wf(stream, tag, arrays, seq, sender)
             EV.append(["dwrite", tag, t0, _pc(), _tt()])
         _lb.read_frame, _lb.write_frame = read_frame, write_frame
+        if hasattr(_lb, "BusPipe"):     # (the eighth pass's bus: the same events from BusPipe)
+            _brecv, _bsend = _lb.BusPipe.recv, _lb.BusPipe.send
+            def brecv(self, spin=0.0, timeout=None, alive=None):
+                t0 = _pc()
+                try:
+                    hdr, arr = _brecv(self, spin, timeout, alive)
+                except EOFError:
+                    _flush(_who[0]); raise
+                _who[0] = "dev-" + hdr.sender
+                EV.append(["dread", hdr.tag, t0, _pc(), _tt()])
+                if os.environ.get("STPROF_CPROF") and hdr.tag in ("eval", "output"):
+                    import cProfile
+                    _prof[0] = cProfile.Profile(); _prof[0].enable()
+                if hdr.tag == "shutdown":
+                    _flush(_who[0])
+                return hdr, arr
+            def bsend(self, tag, arrays, seq, online=False):
+                if _prof[0] is not None:
+                    _prof[0].disable(); _prof[0].dump_stats(os.path.join(_D, f"prof-{os.getpid()}-{_pc()}.prof")); _prof[0] = None
+                t0 = _pc()
+                _bsend(self, tag, arrays, seq, online)
+                EV.append(["dwrite", tag, t0, _pc(), _tt()])
+            _lb.BusPipe.recv, _lb.BusPipe.send = brecv, bsend
     else:
         try:
             from secinfer.net import channel as _ch, tcp_transport as _tt_mod

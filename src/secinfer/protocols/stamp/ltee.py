@@ -32,12 +32,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from secinfer.errors import ConfigError, ProtocolAbort
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.stamp.ltee_bus import BATCHABLE, cert_message, read_frame, write_frame
+from secinfer.protocols.stamp.ltee_bus import BATCHABLE, BusPipe, BusTimeout, cert_message
 
 # the device's plaintext kernels use BLAS on one thread: a pool of its own would spin against
 # the three hosts and their transports on the same cores (``rep3.blas``)
 _ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 EMULATION_CA_LABEL = b"secinfer/stamp/EMULATED-LTEE-MANUFACTURER/insecure-demo-ca"
+# the bus's busy-poll in the online phase, both ends (option ``stamp_bus_spin_us``; 0 = off;
+# the default's measurements: docs/protocols/stamp.md, "Eighth pass")
+DEFAULT_BUS_SPIN_US = 1000
+MAX_BUS_SPIN_US = 100_000
+# a device that has not answered a request after this long fails the session with
+# ``LteeRefused("timeout")`` (option ``stamp_bus_timeout_s``)
+DEFAULT_BUS_TIMEOUT_S = 300.0
 
 
 class LteeRefused(ProtocolAbort):
@@ -128,15 +135,53 @@ class BusMeter:
 class LteeLink:
     """One emulated LTEE process and the bus to it."""
 
-    def __init__(self, party: str) -> None:
+    def __init__(self, party: str, spin_us: float = DEFAULT_BUS_SPIN_US,
+                 timeout_s: float = DEFAULT_BUS_TIMEOUT_S) -> None:
+        if not 0 <= spin_us <= MAX_BUS_SPIN_US:
+            raise ConfigError(f"stamp_bus_spin_us is between 0 and {MAX_BUS_SPIN_US}, not {spin_us!r}")
+        if not timeout_s > 0:
+            raise ConfigError(f"stamp_bus_timeout_s is positive, not {timeout_s!r}")
         self.party = party
         self.meter = BusMeter()
         self._seq = 0
+        self.spin_us = spin_us
+        self.timeout_s = timeout_s
+        self.online = False      # ``set_online``: requests are marked online, both ends busy-poll
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "secinfer.protocols.stamp.ltee_device"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={**os.environ, **_ONE_THREAD})
+        self._bus = BusPipe(self._proc.stdout.fileno(), self._proc.stdin.fileno(), party)
         self.stats = np.zeros(5, dtype=np.int64)
+
+    @classmethod
+    def from_options(cls, party: str, options: dict) -> "LteeLink":
+        try:
+            spin = float(options.get("stamp_bus_spin_us", DEFAULT_BUS_SPIN_US))
+            timeout = float(options.get("stamp_bus_timeout_s", DEFAULT_BUS_TIMEOUT_S))
+        except (TypeError, ValueError):
+            raise ConfigError("stamp_bus_spin_us and stamp_bus_timeout_s are numbers") from None
+        return cls(party, spin, timeout)
+
+    def set_online(self, on: bool) -> None:
+        """Enter or leave the online phase (host-side state, no bus traffic): requests sent
+        while on are marked online in their frame header, the host busy-polls for their
+        answers, and the device busy-polls for the request after answering one (at most one
+        budget per wait: a device never spins longer than one budget after the last online
+        request). The device's budget is the one ``ready`` gave it."""
+        self.online = bool(on)
+
+    @property
+    def spin_hits(self) -> int:
+        return self._bus.spin_hits
+
+    @property
+    def spin_misses(self) -> int:
+        return self._bus.spin_misses
+
+    def _alive(self) -> None:
+        if self._proc.poll() is not None:
+            raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)
 
     def call(self, cmd: str, *arrays: np.ndarray, kind: str | None = None) -> list[np.ndarray]:
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -166,15 +211,18 @@ class LteeLink:
         return out
 
     def _transact(self, cmd: str, arrays: list, kind: str) -> list[np.ndarray]:
-        if self._proc.poll() is not None:
-            raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)
+        self._alive()
         t0 = time.perf_counter()
-        write_frame(self._proc.stdin, cmd, arrays, self._seq, self.party)
-        self._seq += 1
+        bus = self._bus
         try:
-            hdr, res = read_frame(self._proc.stdout)
-        except EOFError:
+            bus.send(cmd, arrays, self._seq, self.online)
+            self._seq += 1
+            hdr, res = bus.recv(self.spin_us * 1e-6 if self.online else 0.0, self.timeout_s, self._alive)
+        except (EOFError, BrokenPipeError):
             raise LteeRefused("dead", "the LTEE emulation process closed the bus", self.party) from None
+        except BusTimeout:
+            raise LteeRefused("timeout", f"the LTEE did not answer {cmd!r} within {self.timeout_s:g} s",
+                              self.party) from None
         self.meter.emulation_seconds += time.perf_counter() - t0
         if hdr.tag == "refused":
             self.meter.add(kind, sum(a.nbytes for a in arrays), sum(a.nbytes for a in res))
@@ -188,8 +236,9 @@ class LteeLink:
 
     def ready(self) -> None:
         """Wait until the device finished its start-up work (``ltee_device.cmd_ready``):
-        called before the online phase, so none of it lands there."""
-        self.call("ready", kind="ready")
+        called before the online phase, so none of it lands there. It also gives the device
+        its busy-poll budget for the online phase (``set_online``)."""
+        self.call("ready", np.array([int(self.spin_us)], dtype=np.int64), kind="ready")
 
     def refresh_stats(self) -> np.ndarray:
         (s,) = self.call("stats", kind="stats")
@@ -199,13 +248,16 @@ class LteeLink:
     def close(self) -> None:
         if self._proc.poll() is None:
             with contextlib.suppress(Exception):
-                write_frame(self._proc.stdin, "shutdown", [], self._seq, self.party)
+                self._bus.send("shutdown", [], self._seq)
                 self._proc.stdin.close()
             try:
                 self._proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+        for f in (self._proc.stdin, self._proc.stdout):
+            with contextlib.suppress(Exception):
+                f.close()
 
 
 # ---- Protocol 1 -------------------------------------------------------------------------------

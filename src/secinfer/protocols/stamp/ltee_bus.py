@@ -9,14 +9,17 @@ callers hold.
 from __future__ import annotations
 
 import hashlib
+import os
+import select
 import struct
+import time
 
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FrameError
-from secinfer.net.codec import Header, decode_frame, encode_frame
+from secinfer.net.codec import Header, decode_frame, encode_frame, encode_parts
 
 BUS_SESSION = b"stamp-ltee-bus\x00\x00"
 MAX_BUS_FRAME = 1 << 31
@@ -95,6 +98,7 @@ def _read_exact(stream, n: int) -> bytes:
 
 
 def write_frame(stream, tag: str, arrays, seq: int, sender: str) -> None:
+    """A frame on a file object (the robustness tests' raw device bus; ``BusPipe`` is the bus)."""
     frame = encode_frame(Header(BUS_SESSION, sender, tag, seq, "online", 0), arrays, MAX_BUS_FRAME)
     stream.write(struct.pack("<Q", len(frame)))
     stream.write(frame)
@@ -106,3 +110,118 @@ def read_frame(stream):
     if n > MAX_BUS_FRAME:
         raise FrameError("bus frame too large")
     return decode_frame(_read_exact(stream, n), MAX_BUS_FRAME)
+
+
+class BusTimeout(Exception):
+    """No whole frame came on the bus within the wait's deadline."""
+
+
+_LEN = struct.Struct("<Q")
+_yield = os.sched_yield
+_PHASE = ("offline", "online")
+_CHUNK = 1 << 16
+
+
+class BusPipe:
+    """One end of the bus on raw pipe descriptors (both ends use it): a length-prefixed
+    secinfer frame per request or answer, written with ``os.writev`` and read with
+    ``os.read`` on a non-blocking descriptor -- no buffered file objects.
+
+    ``recv(spin)``: a wait that finds nothing first reads again for ``spin`` seconds,
+    yielding the processor between the reads (``os.sched_yield``), and only then blocks in
+    ``select``: an answer that comes within the budget costs no sleep and no wake-up
+    [docs: runtime.md, "Busy-polling"; stamp.md, "Eighth pass"]. After k budgets in a row
+    ran out, the next 2^k - 1 waits (at most 63) block at once; a budget that ends with
+    bytes resets that. The encoder's and decoder's layout caches are kept per end (the bus
+    repeats its headers); every frame is still checked in full by ``decode_frame``."""
+
+    def __init__(self, rfd: int, wfd: int, sender: str) -> None:
+        os.set_blocking(rfd, False)
+        self.rfd, self.wfd, self.sender = rfd, wfd, sender
+        self._buf = bytearray()
+        self._enc: dict = {}
+        self._dec: dict = {}
+        self.spin_hits = self.spin_misses = 0
+        self._run = self._skip = 0
+
+    def send(self, tag: str, arrays, seq: int, online: bool = False) -> None:
+        parts, total, _ = encode_parts(Header(BUS_SESSION, self.sender, tag, seq, _PHASE[online], 0), arrays,
+                                       MAX_BUS_FRAME, self._enc)
+        bufs = [_LEN.pack(total), *parts]
+        left = 8 + total
+        wfd = self.wfd
+        while True:
+            n = os.writev(wfd, bufs)
+            left -= n
+            if not left:
+                return
+            while n:                  # (a large frame: the pipe took part of it)
+                b = bufs[0]
+                if n >= len(b):
+                    n -= len(b)
+                    bufs.pop(0)
+                else:
+                    bufs[0] = memoryview(b)[n:]
+                    n = 0
+
+    def recv(self, spin: float = 0.0, timeout: float | None = None, alive=None):
+        """The next frame (header, arrays). ``spin``: the busy-poll budget in seconds for
+        this wait (0: block at once); ``timeout``: ``BusTimeout`` when no whole frame came
+        in that many seconds; ``alive``: a check called every half second of a blocked wait
+        (it raises to end the wait). ``EOFError`` when the other end closed the pipe."""
+        buf = self._buf
+        deadline = None if timeout is None else time.monotonic() + timeout
+        need = 8
+        while True:
+            if len(buf) >= need:
+                if need == 8:
+                    (n,) = _LEN.unpack_from(buf, 0)
+                    if n > MAX_BUS_FRAME:
+                        raise FrameError("bus frame too large")
+                    need = 8 + n
+                    if len(buf) >= need:
+                        continue
+                else:
+                    frame = buf[8:need]
+                    del buf[:need]
+                    return decode_frame(frame, MAX_BUS_FRAME, None, self._dec)
+            try:
+                chunk = os.read(self.rfd, max(_CHUNK, need - len(buf)))
+            except BlockingIOError:
+                chunk = self._wait(spin, deadline, alive)
+                spin = 0.0
+            if not chunk:
+                raise EOFError
+            buf += chunk
+
+    def _wait(self, spin: float, deadline, alive) -> bytes:
+        rfd = self.rfd
+        if spin:
+            if self._skip:
+                self._skip -= 1
+            else:
+                end = time.monotonic() + spin
+                while True:
+                    _yield()
+                    try:
+                        chunk = os.read(rfd, _CHUNK)
+                        self.spin_hits += 1
+                        self._run = 0
+                        return chunk
+                    except BlockingIOError:
+                        if time.monotonic() >= end:
+                            break
+                self.spin_misses += 1
+                self._run = min(self._run + 1, 6)
+                self._skip = (1 << self._run) - 1
+        while True:
+            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if left <= 0:
+                raise BusTimeout
+            if select.select([rfd], [], [], left)[0]:
+                try:
+                    return os.read(rfd, _CHUNK)
+                except BlockingIOError:
+                    continue
+            if alive is not None:
+                alive()

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import struct
 import sys
 import threading
@@ -64,26 +65,10 @@ from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
+from secinfer.protocols.stamp.ltee_bus import BusPipe
+from secinfer.protocols.stamp.ltee_requests import SPEC_CACHE, _blob, _OpCount, _parse_spec, _ring_in  # noqa: F401
 
 
-
-
-def _parse_spec(kernels, raw) -> dict:
-    """A request's JSON operation spec, validated (malformed: ``Refused``)."""
-    try:
-        spec = json.loads(_blob(raw).decode())
-        kernels.validate(spec)
-    except (ValueError, ProtocolError) as e:
-        raise Refused("bad-request", f"spec: {e}") from None
-    return spec
-
-class _OpCount:
-    """Primitive operations executed (the same fields as ``kernels.OpCount``)."""
-
-    def __init__(self) -> None:
-        self.int_ops = 0
-        self.float_ops = 0
-        self.exp_ops = 0
 
 
 def _kernels():
@@ -100,20 +85,6 @@ def _preload_kernels() -> None:
         _kernels()
     except Exception:  # noqa: BLE001 - the first real use imports again and reports the error
         pass
-
-
-def _blob(a) -> bytes:
-    """A host-supplied byte string: only a 1-d uint8 array is one (``bytes()`` of a 0-d
-    integer array would allocate that many bytes)."""
-    if not isinstance(a, np.ndarray) or a.dtype != np.uint8 or a.ndim != 1:
-        raise Refused("bad-request", "a byte-string argument must be a 1-d uint8 array")
-    return a.tobytes()
-
-
-def _ring_in(a: np.ndarray, n: int) -> np.ndarray:
-    if a.shape != (n,) or a.dtype not in (np.uint32, np.uint64):
-        raise Refused("bad-request", "payload shape or type")
-    return a.astype(np.uint64)
 
 
 class Device(CounterDiscipline):
@@ -149,6 +120,8 @@ class Device(CounterDiscipline):
         self.malicious = False
         self.output_done = False
         self.preload: threading.Thread | None = None   # the kernels' import (``main``), joined by ``ready``
+        self.specs: dict = {}   # operation specs validated, by their bytes (``_parse_spec``, ``cmd_specs``)
+        self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
 
     # ---- helpers -------------------------------------------------------------------------
     def _need_ready(self) -> None:
@@ -405,16 +378,16 @@ class Device(CounterDiscipline):
             raise Refused("policy", "the output was already released in this session")
         if mode != int(self.malicious):
             raise Refused("policy", "output step of the other security setting")
-        spec = _parse_spec(kernels, arrays[1])
+        spec = _parse_spec(kernels, arrays[1], self.specs)
         steps = [st.get("op") for st in spec["steps"]]
         if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
             steps = steps[1:]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
         cfg, ring = self.cfg, self.cfg.ring
-        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         slot = int(meta[1]) // SLOTS
-        if n_in > slot or int(np.prod(kernels.out_shape(spec))) > slot:
+        if n_in > slot or math.prod(kernels.out_shape(spec)) > slot:
             raise Refused("bad-request", "payload larger than the operation")
         if mode == 0:
             ctr = self._begin(meta, "output", ("s", 0))
@@ -453,12 +426,12 @@ class Device(CounterDiscipline):
         mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
         if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
             raise Refused("bad-request", "evaluation mode")
-        spec = _parse_spec(kernels, arrays[1])
+        spec = _parse_spec(kernels, arrays[1], self.specs)
         d = self.index
         cfg = self.cfg
         ring = cfg.ring
         j = (d - 1) % 3
-        n_in = int(np.prod(spec["shape"])) + kernels.n_params(spec)
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         if (mode == 2) != (spec["steps"] == [{"op": "softmax"}]):
             raise Refused("bad-request", "the exp path runs exactly the softmax step")
         if n_in > int(meta[1]) // SLOTS:
@@ -528,7 +501,7 @@ class Device(CounterDiscipline):
         the host's exp(x_d + x_{d+1}); then softmax of each row."""
         cfg = self.cfg
         shape = tuple(spec["shape"])
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         qsum, mstar, mhat = arrays
         qsum = _ring_in(qsum, n)
         for a in (mstar, mhat):
@@ -694,7 +667,14 @@ class Device(CounterDiscipline):
         """Returns once the device's start-up work (the plaintext kernels' import, ``main``)
         is finished. The host asks before its online phase, so that work (~70 ms, longer on a
         busy machine) neither delays the first online request nor competes with it for the
-        interpreter lock; it reveals nothing and changes no counter."""
+        interpreter lock; it reveals nothing and changes no counter. Optional arrays[0] =
+        int64 [busy-poll budget in us] for the waits after an online request (``main``)."""
+        if arrays:
+            b = arrays[0]
+            if (len(arrays) != 1 or not isinstance(b, np.ndarray) or b.dtype != np.int64 or b.shape != (1,)
+                    or not 0 <= int(b[0]) <= MAX_SPIN_US):
+                raise Refused("bad-request", "ready: the busy-poll budget")
+            self.spin_s = int(b[0]) * 1e-6
         t = self.preload
         if t is not None:
             t.join()
@@ -702,12 +682,45 @@ class Device(CounterDiscipline):
         _kernels()
         return []
 
+    def cmd_specs(self, arrays):
+        """Operation specs the host will send with its online requests, parsed and validated
+        now (before the online phase; ``_parse_spec``'s cache): an online request carrying the
+        same bytes skips the parse. Each is checked as a request's spec is (a malformed one
+        refuses the transaction); it changes no counter and releases nothing."""
+        if len(arrays) > SPEC_CACHE:
+            raise Refused("bad-request", "too many specs")
+        kernels = _kernels()
+        for a in arrays:
+            spec = _parse_spec(kernels, a, self.specs)
+            if self.cfg is not None:
+                self._warm(kernels, spec)
+        return []
+
+    def _warm(self, kernels, spec: dict) -> None:
+        """Run the spec's chain once on zeros, on a throwaway operation count, and the
+        unmasking's expansion on public dummy seeds: the first online evaluation then runs
+        code this process has run before (cold, W3's first ``eval`` took ~2.7 ms of device
+        work against ~0.6 ms for the next; docs: stamp.md, "Eighth pass"). Nothing here
+        touches a key, a counter or what the device releases; a chain that does not run on
+        zeros (a range guard's check, the softmax path) is simply not warmed."""
+        n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
+        if n_in > 1 << 20:
+            return
+        ring = self.cfg.ring
+        x = ring.add(np.zeros(n_in, dtype=np.uint64), zero_component(_DUMMY_SEEDS, 0, n_in, ring.mask))
+        try:
+            kernels.run_chain(self.cfg, spec, x, _OpCount())
+        except (ProtocolError, FixedPointRangeError, ValueError, IndexError, KeyError, TypeError):
+            pass
+
     def cmd_stats(self, arrays):
         return [np.array([self.cnt.int_ops, self.cnt.float_ops, self.cnt.exp_ops, self.aes_bytes,
                           int(self.busy * 1e9)], dtype=np.int64)]
 
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
+_DUMMY_SEEDS = {c: bytes(16) for c in range(3)}   # public: the warm-up's stand-in stream seeds
+MAX_SPIN_US = 100_000      # the largest busy-poll budget a host may set (``cmd_ready``)
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 
@@ -717,15 +730,19 @@ def main() -> None:
     preload.start()
     dev = Device()
     dev.preload = preload
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    bus = BusPipe(sys.stdin.fileno(), sys.stdout.fileno(), "ltee")
     seq = 0
+    spin = 0.0
     while True:
+        # busy-polls only for the request after an online one (the host marks them,
+        # ``LteeLink.set_online``), at most one budget per wait: never outside the online phase
         try:
-            hdr, arrays = read_frame(inp)
-        except (EOFError, FrameError):
+            hdr, arrays = bus.recv(spin)
+        except (EOFError, FrameError, OSError):
             return
         if hdr.tag == "shutdown":
             return
+        spin = dev.spin_s if hdr.phase == "online" else 0.0
         t0 = time.perf_counter()
         handler = COMMANDS.get(hdr.tag)
         try:
@@ -744,7 +761,10 @@ def main() -> None:
         if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
             res = [a.astype(np.uint32) if a.dtype == np.uint64 and
                    not (hdr.tag == "mask" and len(res) == 2) else a for a in res]
-        write_frame(out, tag, res, seq, "ltee")
+        try:
+            bus.send(tag, res, seq)
+        except OSError:     # the host closed the bus
+            return
         seq += 1
 
 

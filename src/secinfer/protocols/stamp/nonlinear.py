@@ -31,6 +31,8 @@ product's check, with a copy and a hash and the LTEEs' MACs).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,6 +138,10 @@ class StampOps:
         # its own output zero-share seeds (the ones its LTEE returns with the evaluation), so its
         # component of the result is expanded before the query
         self.evaluator_seeds = False
+        # the operation specs of this party's online device requests, recorded by the dry run
+        # and given to the LTEE with the prefetch (option stamp_ship_specs, default on)
+        self._spec_plan: list = []
+        self.ship_specs = True
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -195,6 +201,9 @@ class StampOps:
         the masks this party will add to what it sends, up to ``budget`` bytes. Before the
         online phase: none of it depends on the query. Returns the requests served."""
         plan, self._plan = self._plan, []
+        specs, self._spec_plan = list({b.tobytes(): b for b in self._spec_plan}.values()), []
+        if specs and self.ship_specs:   # parsed and validated by the LTEE now, not online (``cmd_specs``)
+            self._dev("specs", *specs, kind="specs")
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
@@ -338,8 +347,8 @@ class StampOps:
         sizes = []
         for job in jobs:
             kernels.validate(job.spec)
-            n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
-            sizes.append(max(n_in, int(np.prod(kernels.out_shape(job.spec)))))
+            n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+            sizes.append(max(n_in, int(math.prod(kernels.out_shape(job.spec)))))
         self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
         st = []
         # every device request that needs no peer's message -- step 1's masks, step 3's
@@ -349,8 +358,8 @@ class StampOps:
             i = job.leader
             e, t = (i + 1) % 3, (i + 2) % 3
             shape = tuple(job.spec["shape"])
-            n_in = int(np.prod(shape)) + kernels.n_params(job.spec)
-            n_out = int(np.prod(kernels.out_shape(job.spec)))
+            n_in = int(math.prod(shape)) + kernels.n_params(job.spec)
+            n_out = int(math.prod(kernels.out_shape(job.spec)))
             st.append(dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t))
             if path == "3of3":
                 if me != e:
@@ -372,6 +381,9 @@ class StampOps:
                 # counter and label: ``cmd_zshare`` releases exactly those to e), ahead
                 reqs.append(((sub, "ze"), "zshare", self._meta(sub, t, 0, n_out), "share"))
         if self.recording is not None:    # dry run (``plan``): no message, no device
+            for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
+                if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
+                    self._spec_plan.append(spec_bytes(job.spec))
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
@@ -569,9 +581,9 @@ class StampOps:
         eng, ring = self.eng, self.eng.ring
         me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
         kernels.validate(job.spec)
-        n_in = int(np.prod(job.spec["shape"])) + kernels.n_params(job.spec)
+        n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
         oshape = kernels.out_shape(job.spec)
-        self._n_op = SLOTS * max(n_in, int(np.prod(oshape)))
+        self._n_op = SLOTS * max(n_in, int(math.prod(oshape)))
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
@@ -589,6 +601,8 @@ class StampOps:
                 elif me not in job.early:
                     self._declared.append(("send", r, "stamp/out'", n_in))
             self._record([], reqs)
+            if me == r and not self._early_run:
+                self._spec_plan.append(spec_bytes(job.spec))
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
             if me != r and (self.op, 0, "stamp/out'") in self._sent_ahead:

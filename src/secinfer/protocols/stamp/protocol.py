@@ -53,7 +53,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError("STAMP runs over Z_2^32 (fx32f13) [STAMP 3.1]")
     me = NAMES.index(role)
     malicious = job.security == "malicious"
-    link = LteeLink(role)
+    link = LteeLink.from_options(role, job.options)
     try:
         with ep.phase("setup"):
             initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits,
@@ -88,6 +88,9 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # semi-honest: the components that depend on offline data only leave before the online
         # phase (option stamp_send_ahead, default on; with stamp_prefetch; ``StampOps.ahead``)
         backend.send_ahead = not malicious and bool(job.options.get("stamp_send_ahead", True))
+        # the online device requests' operation specs go to the LTEE with the prefetch, parsed
+        # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
+        ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -113,6 +116,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
+            link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
             if plan is not None:
@@ -130,10 +134,13 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             cpu = time.thread_time() - cpu0
             online_bus = link.meter.total - bus0 - (ops.triple_bus - tbus0)
             online_tx = link.meter.transactions - tx0
+            link.set_online(False)
         stats = link.refresh_stats() - stats0 - (ops.triple_stats - tstats0)
         info = {"bus": {"to_device": link.meter.to_device, "from_device": link.meter.from_device,
                         "online_bytes": online_bus, "online_transactions": online_tx,
-                        "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind},
+                        "preprocessing_bytes": ops.triple_bus, "by_kind": link.meter.by_kind,
+                        # the host's busy-polls for answers: ended with bytes / ran out (online only)
+                        "spin_hits": link.spin_hits, "spin_misses": link.spin_misses},
                 "device_ops": {"int_ops": int(stats[0]), "float_ops": int(stats[1]), "exp_ops": int(stats[2]),
                                "aes_bytes": int(stats[3]), "emulation_busy_s": float(stats[4]) / 1e9},
                 "device_preprocessing_ops": {"int_ops": int(ops.triple_stats[0]),
