@@ -157,6 +157,11 @@ class _CorruptEP:
         for peer, (tag, *specs) in requests.items():
             yield peer, self.recv(peer, tag, *specs, timeout=timeout)
 
+    def recv_first(self, requests, timeout=None):
+        # the first peer named, through this proxy (the order does not matter to a test)
+        peer, (tag, *specs) = next(iter(requests.items()))
+        return peer, self.recv(peer, tag, *specs, timeout=timeout)
+
     def abort(self, check, suspect=None, detail=""):
         if self._adv.silent:
             return ProtocolAbort(check, suspect, detail)

@@ -4,6 +4,7 @@ Protocol code sees only this interface:
 
     ep.send(peer, tag, *arrays)
     a, b = ep.recv(peer, tag, ArraySpec(np.uint64, (n,)), ArraySpec(np.uint8, (n,)))
+    peer, (a,) = ep.recv_first({"p1": (tag, spec), "p2": (tag, spec)})   # whichever comes first
     with ep.phase("offline"): ...
     ep.abort(check, suspect)        # tell every peer, then raise ProtocolAbort
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import itertools
 import queue
 import threading
 import time
@@ -214,6 +216,25 @@ class Endpoint(abc.ABC):
             tag, *specs = requests[peer]
             yield peer, self.recv(peer, tag, *specs, timeout=max(0.0, deadline - time.monotonic()))
 
+    def recv_first(self, requests: dict, timeout: float | None = None) -> tuple:
+        """The frame of whichever of several peers comes first: ``requests`` maps peer ->
+        (tag, *specs); returns (peer, arrays) as ``recv`` would return that peer's frame, and
+        leaves the others' frames for later receives (each peer's frames stay in order).
+        Every frame is checked as by ``recv`` (sender, session, seq, tag, specs), through the
+        transport's own receive (tcp: its fast path); a dead, aborting or garbage-sending
+        peer raises ``recv``'s typed errors, whichever peer it is; nothing at all before the
+        deadline: ``recv``'s timeout of the first peer named."""
+        if not requests:
+            raise ValueError("recv_first needs at least one peer")
+        for peer in requests:
+            self._check_peer(peer)
+        if self._aborted is not None:
+            raise self._aborted
+        deadline = time.monotonic() + (self.recv_timeout if timeout is None else timeout)
+        peer = next(iter(requests)) if len(requests) == 1 else self._wait_any(list(requests), deadline)
+        tag, *specs = requests[peer]
+        return peer, self.recv(peer, tag, *specs, timeout=max(0.0, deadline - time.monotonic()))
+
     def _wait_any(self, peers: list, deadline: float) -> str:
         """A peer of ``peers`` whose next frame (or failure) is due; transports override it."""
         return peers[0]
@@ -280,6 +301,7 @@ class LocalHub:
         self._queues = {(a, b): queue.Queue() for a in self.parties for b in self.parties if a != b}
         self._dead: set[str] = set()
         self._lock = threading.Lock()
+        self._arrivals = itertools.count()   # (frames carry their arrival number: recv_first's order)
         self.endpoints = {p: LocalEndpoint(self, p, session_id, **kw) for p in self.parties}
 
     def __getitem__(self, party: str) -> "LocalEndpoint":
@@ -296,13 +318,21 @@ class LocalEndpoint(Endpoint):
         self._hub = hub
 
     def _transmit(self, peer: str, frame: bytes) -> None:
-        self._hub._queues[(self.me, peer)].put(frame)
+        self._hub._queues[(self.me, peer)].put((next(self._hub._arrivals), frame))
 
     def _wait_any(self, peers: list, deadline: float) -> str:
         while True:
+            first = None
             for p in peers:
-                if not self._hub._queues[(p, self.me)].empty() or p in self._hub._dead:
+                q = self._hub._queues[(p, self.me)]
+                with q.mutex:   # (of several queued frames, the one that arrived first)
+                    n = q.queue[0][0] if q.queue else None
+                if n is not None and (first is None or n < first[0]):
+                    first = (n, p)
+                elif n is None and p in self._hub._dead:
                     return p
+            if first is not None:
+                return first[1]
             if time.monotonic() >= deadline:
                 return peers[0]   # its receive raises the timeout
             time.sleep(0.0002)
@@ -314,7 +344,7 @@ class LocalEndpoint(Endpoint):
             if remaining <= 0:
                 raise TimeoutError_(f"{self.me}: no message from {peer} before the deadline")
             try:
-                return q.get(timeout=min(remaining, 0.05))
+                return q.get(timeout=min(remaining, 0.05))[1]
             except queue.Empty:
                 if peer in self._hub._dead:
                     raise PeerDeadError(f"{self.me}: peer {peer} is dead") from None

@@ -48,6 +48,7 @@ from cryptography.exceptions import InvalidTag
 from secinfer.errors import FrameError, MessageTooLargeError, NetworkError, PeerDeadError
 from secinfer.net.channel import _NP_DTYPES, Endpoint
 from secinfer.net.codec import _PHASE_CODE, _TAIL, PHASES, Header, decode_frame, encode_parts, encoded_names
+from secinfer.net.meter import Counter
 from secinfer.net.native_link import BAD_TEMPLATE, EV_CHECKED, EV_FRAME, EV_NONE, EV_OTHER
 from secinfer.net.tcp_links import (_DONTWAIT, _NONCE, HDR, K_DATA, SMALL, TAG, frame_event,
                                     native_event, next_native)
@@ -65,6 +66,25 @@ def _small(dtype, shape) -> bool:
     for d in shape:
         n *= int(d)
     return 0 <= n and n + 4096 <= SMALL
+
+
+def _spec_takes(s, arr: tuple) -> bool:
+    """``ArraySpec.check``'s conditions, inline, for the array of a checked layout ``arr``
+    (dtype, shape, count, bytes): True when ``s`` surely takes it (else ``check`` decides,
+    and names what is wrong)."""
+    dt, shape, count, _nb = arr
+    sh = s.shape
+    if len(sh) == 1 and len(shape) == 1:
+        ok = sh[0] is None or sh[0] == shape[0]
+    else:
+        ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
+    sd = s.dtype
+    if ok and dt is not sd:
+        try:
+            ok = _NP_DTYPES.get(sd) is dt
+        except TypeError:   # (an unhashable dtype-like: check decides)
+            ok = False
+    return ok and count <= s.max_elems
 
 
 class FastPaths:
@@ -212,7 +232,16 @@ class FastPaths:
         """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
         and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
         in the same order, same errors)."""
-        seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
+        seq = self._seq_out[peer]   # (_book_sent, inline)
+        ph = self._phase
+        meter = self.meter
+        depth = meter.depth[ph]
+        self._seq_out[peer] = seq + 1
+        self.last_step = ("sent", peer, tag)
+        m = meter.counters[(ph, "sent", peer, tag)]
+        m.payload += nbytes
+        m.wire += total
+        m.messages += 1
         pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
             return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
@@ -236,7 +265,11 @@ class FastPaths:
                 link._write_all([memoryview(rec)[k:]])
             link.next_hb = link.moved + self.heartbeat_interval
         stats = self.stats
-        with self._stats_lock:   # (_count_sent, inline: a writer thread may count a paced frame)
+        if self._paced_any:   # (_count_sent, inline: a writer thread counts the paced frames of another link)
+            with self._stats_lock:
+                stats["frames_sent"] += 1
+                stats["bytes_sent"] += total
+        else:
             stats["frames_sent"] += 1
             stats["bytes_sent"] += total
 
@@ -245,6 +278,22 @@ class FastPaths:
         waits in its inbox or half read in its buffer (``_py_next``), else the general path."""
         expected = self._seq_in[peer]
         deadline = _monotonic() + (self.recv_timeout if timeout is None else timeout)
+        # before any wait: the tag's layout checked in full before (its template) and whether
+        # the spec takes it (``_take`` and ``_known`` then do neither after the read)
+        names = self._names.get((self.session_id, peer, tag))
+        fast = self._layouts.get(names) if names is not None else None
+        t = prep = None
+        if fast is not None and fast[4] == 1:
+            t = c.tin.get(tag)
+            if t is None or t[1] is not fast:
+                t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
+            s = specs[0]
+            if s is not t[2] and _spec_takes(s, fast[5][0]):
+                t[2] = s
+            # and the meter's entry for the frame (``_known`` adds it after the read, unless
+            # there by then: nothing is counted here)
+            key = (self._phase, "recv", peer, tag)
+            prep = (key, self.meter.counters.get(key) or Counter())
         item = None
         self._fg = True                      # (as _receive: the protocol thread reads the streams)
         try:
@@ -263,7 +312,7 @@ class FastPaths:
             self._fg = False
         if item is None:   # something else first (several records, part of one, a failure, ...)
             item = self._receive(peer, deadline)
-        return self._take(peer, tag, specs, item, expected, c)
+        return self._take(peer, tag, specs, item, expected, c, t, prep)
 
     def _pop_small(self, peer: str, q):
         """The frame at the head of ``peer``'s inbox ``q`` (caller holds the read lock), taken
@@ -274,21 +323,28 @@ class FastPaths:
             return item
         return None
 
-    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c) -> list[np.ndarray]:
+    def _take(self, peer: str, tag: str, specs: tuple, item, expected: int, c, t0: list | None = None,
+              prep: tuple | None = None) -> list[np.ndarray]:
         """A whole frame of ``peer`` received without a template check in the record layer
         (read here on the Python layer, or taken from the inbox where a read queued it:
         several records in one read, one record in several reads, the reader thread, the
         wait for another peer): compared with the tag's template, the header the codec
         checked in full before (``decode_known``'s conditions, seq included) and then taken
-        by ``_known``; anything else by ``_accept`` (full decode, same typed errors)."""
+        by ``_known``; anything else by ``_accept`` (full decode, same typed errors). ``t0``:
+        the tag's receive entry looked up before the wait (its layout one checked in full),
+        ``prep`` the meter's key and counter (``_known``)."""
         if type(item) is bytearray:
-            names = self._names.get((self.session_id, peer, tag))
-            fast = self._layouts.get(names) if names is not None else None
+            if t0 is not None:
+                names = None
+                fast = t0[1]
+            else:
+                names = self._names.get((self.session_id, peer, tag))
+                fast = self._layouts.get(names) if names is not None else None
             if fast is not None and fast[4] == 1 and len(item) == fast[3] + fast[6] and item.startswith(fast[0]) \
                     and item.startswith(fast[1], fast[2]):
                 seq, phase_i, depth, n = _TAIL.unpack_from(item, fast[2] - _TAIL.size)
                 if seq == expected and phase_i < 3 and n == 1:
-                    t = c.tin.get(tag)
+                    t = c.tin.get(tag) if t0 is None else t0
                     if t is None or t[1] is not fast:
                         if c.native is None:
                             t = c.tin[tag] = [-1, fast, None]   # (no Go template: the layout and last spec)
@@ -298,7 +354,7 @@ class FastPaths:
                             if t is None or t[1] is not fast:
                                 t = [-1, fast, None]
                     c.fast += 1
-                    return self._known(peer, tag, specs, item, expected, t, phase_i, depth)
+                    return self._known(peer, tag, specs, item, expected, t, phase_i, depth, prep)
         return self._accept(peer, tag, specs, item, expected)
 
     def _py_next(self, peer: str, c, deadline: float):
@@ -405,6 +461,8 @@ class FastPaths:
         now = _monotonic()
         deadline = now + (self.recv_timeout if timeout is None else timeout)
         t = c.tin.get(tag)
+        if t is not None and specs[0] is not t[2] and len(t[1][5]) == 1 and _spec_takes(specs[0], t[1][5][0]):
+            t[2] = specs[0]   # (the spec checked before the wait, against the template's layout)
         item = None
         chk = None
         self._fg = True                      # (as _receive: the protocol thread reads the streams)
@@ -456,34 +514,23 @@ class FastPaths:
         return self._known(peer, tag, specs, item, expected, t, chk[0], chk[1])
 
     def _known(self, peer: str, tag: str, specs: tuple, item: bytearray, expected: int, t: list, phase_i: int,
-               depth_in: int) -> list[np.ndarray]:
+               depth_in: int, prep: tuple | None = None) -> list[np.ndarray]:
         """``_accept`` of a frame of one array whose header equals, but for seq, phase and
         depth, the one ``t[1]`` that the codec checked in full before, and whose seq is
         ``expected`` (decode_known's result, inline): the array, the spec check (``t[2]``:
-        the last spec that passed with this layout), seq, rounds and meter."""
+        the last spec that passed with this layout), seq, rounds and meter. ``prep``: the
+        meter's key for the frame and a counter made before the wait, used unless the key
+        has one by now (the phase cannot change meanwhile: this thread waited)."""
         lay = t[1]
         (dt, shape, count, nb), = lay[5]
-        a = np.frombuffer(item, dt, count, lay[3])
-        if len(shape) != 1:
-            a = a.reshape(shape)
+        a = np.frombuffer(item, dt, count, lay[3]) if len(shape) == 1 else np.ndarray(shape, dt, item, lay[3])
         if not a.flags.aligned:
             a = a.copy()
         self._seq_in[peer] = expected + 1
         self.last_step = ("recv", peer, tag)
         s = specs[0]
         if s is not t[2]:   # (a spec met before by this exact layout passed: specs are frozen)
-            sh = s.shape
-            if len(sh) == 1 and len(shape) == 1:
-                ok = sh[0] is None or sh[0] == shape[0]
-            else:
-                ok = len(sh) == len(shape) and all(x is None or x == y for x, y in zip(sh, shape))
-            sd = s.dtype
-            if ok and dt is not sd:
-                try:
-                    ok = _NP_DTYPES.get(sd) is dt
-                except TypeError:   # (an unhashable dtype-like: check decides)
-                    ok = False
-            if not ok or count > s.max_elems:
+            if not _spec_takes(s, lay[5][0]):
                 s.check(a, f"{self.me} <- {peer} [{tag}] array 0")
             t[2] = s
         ph = self._phase
@@ -492,7 +539,7 @@ class FastPaths:
         d = depth_in + 1 if PHASES[phase_i] == ph else 1
         if d > depth[ph]:
             depth[ph] = d
-        m = meter.counters[(ph, "recv", peer, tag)]
+        m = meter.counters[(ph, "recv", peer, tag)] if prep is None else meter.counters.setdefault(*prep)
         m.payload += nb
         m.wire += len(item)
         m.messages += 1

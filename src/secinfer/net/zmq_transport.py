@@ -291,14 +291,21 @@ class ZmqEndpoint(SocketEndpoint):
             with self._cv:
                 self._raise_io_error()
                 now = time.monotonic()
+                first = None
                 for p, q in zip(peers, qs):
                     if q:
                         t, item = q[0]
-                        if t <= now or not isinstance(item, (bytes, memoryview)):
+                        if not isinstance(item, (bytes, memoryview)):
                             return p
+                        if t <= now:   # (of several due frames, the one released first)
+                            if first is None or t < first[0]:
+                                first = (t, p)
+                            continue
                         release = t if release is None else min(release, t)
                     elif p in self._fatal or p in self._dead:
                         return p
+                if first is not None:
+                    return first[1]
                 if now >= deadline:
                     return peers[0]   # its receive raises the timeout
             if release is not None:
