@@ -309,45 +309,189 @@ _SIGNED_ORDER = {"Relu": _relu, "MaxPool": _maxpool}
 
 
 def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
-    """Apply the chain to ``flat`` = data followed by the parameters."""
-    shape = tuple(int(d) for d in spec["shape"])
-    n = math.prod(shape)
-    x = flat[:n].reshape(shape)
-    params, pos = [], n
-    for shp in spec.get("params", []):
-        k = math.prod(shp)
-        params.append(flat[pos:pos + k].reshape(tuple(shp)))
-        pos += k
-    for st in spec["steps"]:
+    """Apply the chain to ``flat`` = data followed by the parameters (``Chain``, parsed for
+    this call; the LTEE parses a spec once and keeps the ``Chain``)."""
+    return Chain(cfg, spec)(flat, cnt)
+
+
+class Chain:
+    """A device spec parsed once: shapes, parameter offsets, every step's node, attributes
+    and pooling geometry, so a call does only the value-dependent work (the LTEE keeps one
+    per spec, keyed by the spec's bytes: ``ltee_device.Device.chains``; docs: stamp.md,
+    "Ninth pass"). Calling it equals the step-by-step reading of the spec bit for bit, with
+    the same ``OpCount`` additions (tests/stamp/test_device_kernels.py). A step that is no
+    ring kernel (``softmax``) or whose fields do not parse is kept as a step that raises
+    when it runs, as the step-by-step reading did; steps before it still run."""
+
+    def __init__(self, cfg: FixedPointConfig, spec: dict) -> None:
+        self.cfg = cfg
+        self.shape = tuple(int(d) for d in spec["shape"])
+        self.n = math.prod(self.shape)
+        self.params, pos = [], self.n
+        for shp in spec.get("params", []):
+            k = math.prod(shp)
+            self.params.append((pos, pos + k, tuple(shp)))
+            pos += k
+        self.out_shape = out_shape(spec)
+        self.steps = []
+        owned = False          # is x, when this step runs, an array this chain made (reduced)?
+        for st in spec["steps"]:
+            try:
+                step, owned = self._step(st, owned)
+            except (ProtocolError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+                step, owned = _raiser(e), False
+            self.steps.append(step)
+
+    def _step(self, st: dict, owned: bool):
+        cfg, ring = self.cfg, self.cfg.ring
         op = st["op"]
+        fast = ring.limbs == 1 and ring.bits < 64
         if op == "trunc":                               # [STAMP Protocol 5 step 5]
-            x = cfg.trunc(x)
-            cnt.int_ops += x.size
-        elif op == "shadow-check":
-            x = shadow_check(cfg, x, int(st["s"]), int(st["e"]), str(st.get("layer", "?"))[:100])
-            cnt.int_ops += 3 * x.size
-        elif op == "shadow-make":
-            x = shadow_make(cfg, x, int(st["s"]), int(st["a1"]))
-            cnt.int_ops += x.size
-        elif op == "bias":
-            b = params[int(st["param"])]
-            shp = [1] * x.ndim
-            shp[int(st["axis"])] = -1
-            x = cfg.ring.add(x, b.reshape(shp))
-            cnt.int_ops += x.size
-        elif op == "node":
+            if not fast:
+                return _counted(cfg.trunc, 1), False
+            up, mask = np.uint64(64 - ring.bits), ring.mask
+            down = np.int64(64 - ring.bits + cfg.frac_bits)
+
+            def trunc(x, params, cnt):
+                # Ring.arshift in one pass: sign-extend (<< 64-k, arithmetic >> 64-k) and shift by
+                # f as one arithmetic shift, then reduce, in place on the one new array
+                v = (np.asarray(x, np.uint64) << up).view(np.int64)
+                v >>= down
+                y = v.view(np.uint64)
+                y &= mask
+                cnt.int_ops += y.size
+                return y
+            return trunc, True
+        if op == "shadow-check":
+            s, e, layer = int(st["s"]), int(st["e"]), str(st.get("layer", "?"))[:100]
+
+            def check(x, params, cnt):
+                y = shadow_check(cfg, x, s, e, layer)
+                cnt.int_ops += 3 * y.size
+                return y
+            return check, False
+        if op == "shadow-make":
+            s, a1 = int(st["s"]), int(st["a1"])
+            return _counted(lambda x: shadow_make(cfg, x, s, a1), 1), False
+        if op == "bias":
+            k, axis = int(st["param"]), int(st["axis"])
+            self.params[k]     # noqa: B018 - a missing parameter fails here, as it did at run time
+            if not fast:
+                def bias_any(x, params, cnt):
+                    shp = [1] * x.ndim
+                    shp[axis] = -1
+                    y = ring.add(x, params[k].reshape(shp))
+                    cnt.int_ops += y.size
+                    return y
+                return bias_any, False
+            mask = ring.mask
+
+            def bias(x, params, cnt):
+                shp = [1] * x.ndim
+                shp[axis] = -1
+                y = np.add(x, params[k].reshape(shp), dtype=np.uint64)    # new array: x may be the input's
+                y &= mask
+                cnt.int_ops += y.size
+                return y
+            return bias, True
+        if op == "node":
             node = Node.from_json(st["node"])
-            if node.op in _SIGNED_ORDER and not st.get("params") and cfg.ring.limbs == 1:
-                y = _SIGNED_ORDER[node.op](cfg, x, node.attrs)
-            else:
-                y = run_node(node, [x] + [params[int(k)] for k in st.get("params", [])], cfg)[0]
-            _count(node.op, x, y, cnt)
-            x = y
+            pidx = [int(k) for k in st.get("params", [])]
+            for k in pidx:
+                self.params[k]  # noqa: B018
+            if node.op == "Relu" and not pidx and fast:
+                return _relu_step(cfg, owned), True
+            if node.op == "MaxPool" and not pidx and fast:
+                return _maxpool_step(cfg, node.attrs, owned), True
+            if node.op in _SIGNED_ORDER and not pidx and ring.limbs == 1:
+                kernel = _SIGNED_ORDER[node.op]
+
+                def signed_order(x, params, cnt):
+                    y = kernel(cfg, x, node.attrs)
+                    _count(node.op, x, y, cnt)
+                    return y
+                return signed_order, False
+
+            def run(x, params, cnt):
+                y = run_node(node, [x] + [params[k] for k in pidx], cfg)[0]
+                _count(node.op, x, y, cnt)
+                return y
+            return run, False
+        raise ProtocolError(f"step {op!r} is not a ring kernel")
+
+    def __call__(self, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
+        x = flat[:self.n].reshape(self.shape)
+        params = [flat[a:b].reshape(shp) for a, b, shp in self.params]
+        with np.errstate(over="ignore"):
+            for step in self.steps:
+                x = step(x, params, cnt)
+        if tuple(x.shape) != self.out_shape:
+            raise ProtocolError(f"device chain produced shape {x.shape}, spec says {self.out_shape}")
+        return x
+
+
+def _raiser(err: Exception):
+    def step(x, params, cnt):
+        raise err
+    return step
+
+
+def _counted(fn, per: int):
+    def step(x, params, cnt):
+        y = fn(x)
+        cnt.int_ops += per * y.size
+        return y
+    return step
+
+
+def _relu_step(cfg: FixedPointConfig, owned: bool):
+    """``_relu`` as a chain step: on an array the chain made (reduced), in place."""
+    top, mask = np.uint64(1 << (cfg.ring_bits - 1)), cfg.ring.mask
+
+    def relu(x, params, cnt):
+        r = x if owned else np.asarray(x, np.uint64) & mask
+        r[r >= top] = 0
+        _count("Relu", x, r, cnt)
+        return r
+    return relu
+
+
+def _maxpool_step(cfg: FixedPointConfig, attrs: dict, owned: bool):
+    """``_maxpool`` as a chain step, its geometry parsed once. A pool without padding in
+    floor mode (W4's 2x2) takes the maximum over its kh*kw strided views of the image, one
+    ``np.maximum`` each, in place of ``pool_patches``'s window copies and the reduction over
+    them (W4: ~12 us against ~140 us); a padded or ceil-mode pool goes through
+    ``pool_patches`` as before (bit-exact either way: the same maxima)."""
+    p = lift_2d(Node("pool", "MaxPool", [], [], attrs))
+    top, mask = np.uint64(1 << (cfg.ring_bits - 1)), cfg.ring.mask
+    one_d, (kh, kw), ceil = p["spatial"] == 1, p["kernel"], bool(attrs["ceil_mode"])
+    (sh, sw), (dh, dw) = p["strides"], p["dilations"]
+    views = not any(p["pads"]) and not ceil
+
+    def maxpool(x, params, cnt):
+        r = x if owned else np.asarray(x, np.uint64) & mask
+        x_size = x.size
+        r ^= top                                       # the signed order on uint64 (``_maxpool``)
+        r4 = r.reshape(r.shape[0], r.shape[1], 1, r.shape[2]) if one_d else r
+        h, w = r4.shape[2], r4.shape[3]
+        oh = window_output_size(h, kh, sh, 0, 0, dh) if views else 0
+        ow = window_output_size(w, kw, sw, 0, 0, dw) if views else 0
+        if oh > 0 and ow > 0:
+            y = None
+            for i in range(kh):
+                for j in range(kw):
+                    v = r4[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+                    if y is None:
+                        y = v.copy()
+                    else:
+                        np.maximum(y, v, out=y)
         else:
-            raise ProtocolError(f"step {op!r} is not a ring kernel")
-    if tuple(x.shape) != out_shape(spec):
-        raise ProtocolError(f"device chain produced shape {x.shape}, spec says {out_shape(spec)}")
-    return x
+            y = pool_patches(r4, p["kernel"], p["strides"], p["pads"], p["dilations"], np.uint64(0), ceil).max(axis=2)
+        y ^= top
+        y = y.reshape(y.shape[0], y.shape[1], y.shape[3]) if one_d else y
+        cnt.int_ops += 2 * max(x_size, y.size)        # ``_count``'s MaxPool
+        return y
+    return maxpool
 
 
 def softmax_from_log2(cfg: FixedPointConfig, q: np.ndarray, mant: np.ndarray, cnt: OpCount) -> np.ndarray:

@@ -121,6 +121,7 @@ class Device(CounterDiscipline):
         self.output_done = False
         self.preload: threading.Thread | None = None   # the kernels' import (``main``), joined by ``ready``
         self.specs: dict = {}   # operation specs validated, by their bytes (``_parse_spec``, ``cmd_specs``)
+        self.chains: dict = {}  # their chains parsed (``kernels.Chain``), by the same bytes (``_chain``)
         self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
 
     # ---- helpers -------------------------------------------------------------------------
@@ -410,7 +411,7 @@ class Device(CounterDiscipline):
                     raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
             x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
             self.cnt.int_ops += 2 * n_in
-        return [self._chain(kernels, cfg, spec, x).reshape(-1)]
+        return [self._chain(kernels, arrays[1], spec, x).reshape(-1)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -441,7 +442,7 @@ class Device(CounterDiscipline):
             s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
-            y = self._chain(kernels, cfg, spec, x)
+            y = self._chain(kernels, arrays[1], spec, x)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
@@ -449,7 +450,7 @@ class Device(CounterDiscipline):
             self.aes_bytes += 16 * n_in
             x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
-            y = self._chain(kernels, cfg, spec, x)
+            y = self._chain(kernels, arrays[1], spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
             y = self._softmax(spec, arrays[2:5], j, hat, ctr)
@@ -470,13 +471,23 @@ class Device(CounterDiscipline):
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
 
-    def _chain(self, kernels, cfg, spec, x):
+    def _chain(self, kernels, raw, spec, x):
         """The chain, with the range guard's refusal (``kernels.shadow_check``: a sum of this
-        session's query left the ring) as code "range"."""
+        session's query left the ring) as code "range". The spec's ``kernels.Chain`` is parsed
+        once per spec bytes (``cmd_specs`` parses the shipped ones before the online phase)."""
         try:
-            return kernels.run_chain(cfg, spec, x, self.cnt)
+            return self._chain_of(kernels, _blob(raw), spec)(x, self.cnt)
         except FixedPointRangeError as e:
             raise Refused("range", str(e)[:1500]) from None
+
+    def _chain_of(self, kernels, key: bytes, spec: dict):
+        chain = self.chains.get(key)
+        if chain is None:
+            chain = kernels.Chain(self.cfg, spec)
+            if len(self.chains) >= SPEC_CACHE:
+                self.chains.clear()
+            self.chains[key] = chain
+        return chain
 
     def _act_result(self, meta: np.ndarray, mode: int, hat: int, sub: int, y: np.ndarray) -> list:
         """Malicious, the result y feeds products only: share it as A + rho, with A the
@@ -693,23 +704,24 @@ class Device(CounterDiscipline):
         for a in arrays:
             spec = _parse_spec(kernels, a, self.specs)
             if self.cfg is not None:
-                self._warm(kernels, spec)
+                self._warm(kernels, _blob(a), spec)
         return []
 
-    def _warm(self, kernels, spec: dict) -> None:
+    def _warm(self, kernels, key: bytes, spec: dict) -> None:
         """Run the spec's chain once on zeros, on a throwaway operation count, and the
         unmasking's expansion on public dummy seeds: the first online evaluation then runs
         code this process has run before (cold, W3's first ``eval`` took ~2.7 ms of device
         work against ~0.6 ms for the next; docs: stamp.md, "Eighth pass"). Nothing here
         touches a key, a counter or what the device releases; a chain that does not run on
-        zeros (a range guard's check, the softmax path) is simply not warmed."""
+        zeros (a range guard's check, the softmax path) is simply not warmed. The spec's chain is
+        parsed here, whatever its size (``_chain_of``: the online request reuses it)."""
         n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
-        if n_in > 1 << 20:
-            return
-        ring = self.cfg.ring
-        x = ring.add(np.zeros(n_in, dtype=np.uint64), zero_component(_DUMMY_SEEDS, 0, n_in, ring.mask))
         try:
-            kernels.run_chain(self.cfg, spec, x, _OpCount())
+            chain = self._chain_of(kernels, key, spec)
+            if n_in > 1 << 20:
+                return
+            ring = self.cfg.ring
+            chain(ring.add(np.zeros(n_in, dtype=np.uint64), zero_component(_DUMMY_SEEDS, 0, n_in, ring.mask)), _OpCount())
         except (ProtocolError, FixedPointRangeError, ValueError, IndexError, KeyError, TypeError):
             pass
 
