@@ -232,16 +232,7 @@ class FastPaths:
         """``send``'s frame on the Python record layer: ``Endpoint.send``, ``_transmit_parts``
         and ``OutLink.send_frame`` for one small array, inline (same bytes, same bookkeeping
         in the same order, same errors)."""
-        seq = self._seq_out[peer]   # (_book_sent, inline)
-        ph = self._phase
-        meter = self.meter
-        depth = meter.depth[ph]
-        self._seq_out[peer] = seq + 1
-        self.last_step = ("sent", peer, tag)
-        m = meter.counters[(ph, "sent", peer, tag)]
-        m.payload += nbytes
-        m.wire += total
-        m.messages += 1
+        seq, ph, depth = self._book_sent(peer, tag, nbytes, total)
         pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + a.tobytes()
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
             return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
