@@ -84,7 +84,7 @@ POOLS = [((1, 16, 24, 24), ((2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False)),
 @pytest.mark.parametrize("bits", [32, 64])
 @pytest.mark.parametrize("shape,pool", POOLS)
 def test_device_relu_maxpool_equal_reference(bits, shape, pool):
-    """The device's Relu and MaxPool (``kernels._relu``/``_maxpool``, run by ``run_chain``)
+    """The device's Relu and MaxPool (``kernels.Chain``'s steps, run by ``run_chain``)
     equal ``fixed_ops.run_node`` bit for bit: random values (both signs), the extremes of
     the ring, unreduced uint64 input."""
     from secinfer.arith.fixed import FixedPointConfig

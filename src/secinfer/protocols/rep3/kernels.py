@@ -280,34 +280,6 @@ def _count(op: str, x: np.ndarray, y: np.ndarray, cnt: OpCount) -> None:
         cnt.int_ops += x.size
 
 
-def _relu(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
-    """``fixed_ops.relu`` for the device: a reduced value is negative iff it is at least
-    2^(k-1), so no signed copy is made (bit-exact; tests/stamp/test_device_kernels.py)."""
-    r = np.asarray(cfg.ring.reduce(x))
-    r[r >= np.uint64(1 << (cfg.ring_bits - 1))] = 0
-    return r
-
-
-def _maxpool(cfg: FixedPointConfig, x: np.ndarray, attrs: dict) -> np.ndarray:
-    """``fixed_ops.maxpool`` for the device: flipping the sign bit of reduced values maps
-    the signed order onto the unsigned one (the padding, the ring's minimum 2^(k-1), onto
-    0), so the window max runs on uint64 without a signed copy, and flipping back is the
-    result (bit-exact)."""
-    p = lift_2d(Node("pool", "MaxPool", [], [], attrs))
-    top = np.uint64(1 << (cfg.ring_bits - 1))
-    r = cfg.ring.reduce(x)
-    r ^= top
-    r4 = r.reshape(r.shape[0], r.shape[1], 1, r.shape[2]) if p["spatial"] == 1 else r
-    cols = pool_patches(r4, p["kernel"], p["strides"], p["pads"], p["dilations"], np.uint64(0),
-                        bool(attrs["ceil_mode"]))
-    y = cols.max(axis=2)
-    y ^= top
-    return y.reshape(y.shape[0], y.shape[1], y.shape[3]) if p["spatial"] == 1 else y
-
-
-_SIGNED_ORDER = {"Relu": _relu, "MaxPool": _maxpool}
-
-
 def run_chain(cfg: FixedPointConfig, spec: dict, flat: np.ndarray, cnt: OpCount) -> np.ndarray:
     """Apply the chain to ``flat`` = data followed by the parameters (``Chain``, parsed for
     this call; the LTEE parses a spec once and keeps the ``Chain``)."""
@@ -399,18 +371,10 @@ class Chain:
             pidx = [int(k) for k in st.get("params", [])]
             for k in pidx:
                 self.params[k]  # noqa: B018
-            if node.op == "Relu" and not pidx and fast:
+            if node.op == "Relu" and not pidx and ring.limbs == 1:
                 return _relu_step(cfg, owned), True
-            if node.op == "MaxPool" and not pidx and fast:
+            if node.op == "MaxPool" and not pidx and ring.limbs == 1:
                 return _maxpool_step(cfg, node.attrs, owned), True
-            if node.op in _SIGNED_ORDER and not pidx and ring.limbs == 1:
-                kernel = _SIGNED_ORDER[node.op]
-
-                def signed_order(x, params, cnt):
-                    y = kernel(cfg, x, node.attrs)
-                    _count(node.op, x, y, cnt)
-                    return y
-                return signed_order, False
 
             def run(x, params, cnt):
                 y = run_node(node, [x] + [params[k] for k in pidx], cfg)[0]
@@ -445,7 +409,9 @@ def _counted(fn, per: int):
 
 
 def _relu_step(cfg: FixedPointConfig, owned: bool):
-    """``_relu`` as a chain step: on an array the chain made (reduced), in place."""
+    """``fixed_ops.relu`` for the device, as a chain step (a ring of one limb): a reduced
+    value is negative iff it is at least 2^(k-1), so no signed copy is made (bit-exact;
+    tests/stamp/test_device_kernels.py); in place on an array the chain made (reduced)."""
     top, mask = np.uint64(1 << (cfg.ring_bits - 1)), cfg.ring.mask
 
     def relu(x, params, cnt):
@@ -457,7 +423,10 @@ def _relu_step(cfg: FixedPointConfig, owned: bool):
 
 
 def _maxpool_step(cfg: FixedPointConfig, attrs: dict, owned: bool):
-    """``_maxpool`` as a chain step, its geometry parsed once. A pool without padding in
+    """``fixed_ops.maxpool`` for the device, as a chain step (a ring of one limb), its
+    geometry parsed once. Flipping the sign bit of reduced values maps the signed order onto
+    the unsigned one (the padding, the ring's minimum 2^(k-1), onto 0), so the window max
+    runs on uint64 without a signed copy, and flipping back is the result. A pool without padding in
     floor mode (W4's 2x2) takes the maximum over its kh*kw strided views of the image, one
     ``np.maximum`` each, in place of ``pool_patches``'s window copies and the reduction over
     them (W4: ~12 us against ~140 us); a padded or ceil-mode pool goes through
@@ -471,7 +440,7 @@ def _maxpool_step(cfg: FixedPointConfig, attrs: dict, owned: bool):
     def maxpool(x, params, cnt):
         r = x if owned else np.asarray(x, np.uint64) & mask
         x_size = x.size
-        r ^= top                                       # the signed order on uint64 (``_maxpool``)
+        r ^= top                                       # the signed order on uint64
         r4 = r.reshape(r.shape[0], r.shape[1], 1, r.shape[2]) if one_d else r
         h, w = r4.shape[2], r4.shape[3]
         oh = window_output_size(h, kh, sh, 0, 0, dh) if views else 0

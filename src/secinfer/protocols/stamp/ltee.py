@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from secinfer.errors import ConfigError, ProtocolAbort
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.stamp.ltee_bus import BATCHABLE, BusPipe, BusTimeout, cert_message
+from secinfer.protocols.stamp.ltee_bus import BATCHABLE, MAX_BUS_SPIN_US, BusPipe, BusTimeout, cert_message
 
 # the device's plaintext kernels use BLAS on one thread: a pool of its own would spin against
 # the three hosts and their transports on the same cores (``rep3.blas``)
@@ -41,7 +41,6 @@ EMULATION_CA_LABEL = b"secinfer/stamp/EMULATED-LTEE-MANUFACTURER/insecure-demo-c
 # the bus's busy-poll in the online phase, both ends (option ``stamp_bus_spin_us``; 0 = off;
 # the default's measurements: docs/protocols/stamp.md, "Eighth pass")
 DEFAULT_BUS_SPIN_US = 1000
-MAX_BUS_SPIN_US = 100_000
 # a device that has not answered a request after this long fails the session with
 # ``LteeRefused("timeout")`` (option ``stamp_bus_timeout_s``)
 DEFAULT_BUS_TIMEOUT_S = 300.0

@@ -65,7 +65,7 @@ from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
-from secinfer.protocols.stamp.ltee_bus import BusPipe
+from secinfer.protocols.stamp.ltee_bus import MAX_BUS_SPIN_US, BusPipe
 from secinfer.protocols.stamp.ltee_requests import SPEC_CACHE, _blob, _OpCount, _parse_spec, _ring_in  # noqa: F401
 
 
@@ -379,13 +379,14 @@ class Device(CounterDiscipline):
             raise Refused("policy", "the output was already released in this session")
         if mode != int(self.malicious):
             raise Refused("policy", "output step of the other security setting")
-        spec = _parse_spec(kernels, arrays[1], self.specs)
+        key = _blob(arrays[1])            # the spec's bytes: its caches' key
+        spec = _parse_spec(kernels, key, self.specs)
         steps = [st.get("op") for st in spec["steps"]]
         if steps and steps[0] == "shadow-check":    # the range guard's check of this last product
             steps = steps[1:]
         if steps not in (["trunc"], ["trunc", "bias"]):
             raise Refused("policy", "the output step runs the truncation and bias of a product only")
-        cfg, ring = self.cfg, self.cfg.ring
+        ring = self.cfg.ring
         n_in = math.prod(spec["shape"]) + kernels.n_params(spec)
         slot = int(meta[1]) // SLOTS
         if n_in > slot or math.prod(kernels.out_shape(spec)) > slot:
@@ -411,7 +412,7 @@ class Device(CounterDiscipline):
                     raise Refused("output-mac", f"a vector does not carry party {sender}'s LTEE MAC")
             x = ring.sub(ring.add(c, own), self._elems(j, "mf", ctr, n_in) & ring.mask)
             self.cnt.int_ops += 2 * n_in
-        return [self._chain(kernels, arrays[1], spec, x).reshape(-1)]
+        return [self._chain(kernels, key, spec, x).reshape(-1)]
 
     # ---- evaluation [Protocols 4-6 step 4/5 "LTEE only"] ---------------------------------
     def cmd_eval(self, arrays):
@@ -427,7 +428,8 @@ class Device(CounterDiscipline):
         mode, hat, sub = int(meta[4]), int(meta[5]), int(meta[3])
         if mode not in (0, 1, 2) or hat not in (0, 1) or (mode == 1 and hat == 1):
             raise Refused("bad-request", "evaluation mode")
-        spec = _parse_spec(kernels, arrays[1], self.specs)
+        key = _blob(arrays[1])            # the spec's bytes: its caches' key
+        spec = _parse_spec(kernels, key, self.specs)
         d = self.index
         cfg = self.cfg
         ring = cfg.ring
@@ -442,7 +444,7 @@ class Device(CounterDiscipline):
             s = _ring_in(arrays[2], n_in)
             x = ring.sub(s, self._elems(j, f"m/{hat}", ctr, n_in) & ring.mask)
             self.cnt.int_ops += n_in
-            y = self._chain(kernels, arrays[1], spec, x)
+            y = self._chain(kernels, key, spec, x)
         elif mode == 1:
             ctr = self._begin(meta, "eval", ("s", 0))
             s = _ring_in(arrays[2], n_in)
@@ -450,7 +452,7 @@ class Device(CounterDiscipline):
             self.aes_bytes += 16 * n_in
             x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
             self.cnt.int_ops += n_in
-            y = self._chain(kernels, arrays[1], spec, x)
+            y = self._chain(kernels, key, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
             y = self._softmax(spec, arrays[2:5], j, hat, ctr)
@@ -471,12 +473,12 @@ class Device(CounterDiscipline):
         pad = self._elems(t, f"pad/{t}", self._slot(("s", 1), sub), n_out) & ring.mask
         return [seeds_array(seeds), ring.add(real, pad)]
 
-    def _chain(self, kernels, raw, spec, x):
+    def _chain(self, kernels, key: bytes, spec, x):
         """The chain, with the range guard's refusal (``kernels.shadow_check``: a sum of this
         session's query left the ring) as code "range". The spec's ``kernels.Chain`` is parsed
         once per spec bytes (``cmd_specs`` parses the shipped ones before the online phase)."""
         try:
-            return self._chain_of(kernels, _blob(raw), spec)(x, self.cnt)
+            return self._chain_of(kernels, key, spec)(x, self.cnt)
         except FixedPointRangeError as e:
             raise Refused("range", str(e)[:1500]) from None
 
@@ -683,7 +685,7 @@ class Device(CounterDiscipline):
         if arrays:
             b = arrays[0]
             if (len(arrays) != 1 or not isinstance(b, np.ndarray) or b.dtype != np.int64 or b.shape != (1,)
-                    or not 0 <= int(b[0]) <= MAX_SPIN_US):
+                    or not 0 <= int(b[0]) <= MAX_BUS_SPIN_US):
                 raise Refused("bad-request", "ready: the busy-poll budget")
             self.spin_s = int(b[0]) * 1e-6
         t = self.preload
@@ -702,9 +704,10 @@ class Device(CounterDiscipline):
             raise Refused("bad-request", "too many specs")
         kernels = _kernels()
         for a in arrays:
-            spec = _parse_spec(kernels, a, self.specs)
+            key = _blob(a)
+            spec = _parse_spec(kernels, key, self.specs)
             if self.cfg is not None:
-                self._warm(kernels, _blob(a), spec)
+                self._warm(kernels, key, spec)
         return []
 
     def _warm(self, kernels, key: bytes, spec: dict) -> None:
@@ -732,7 +735,6 @@ class Device(CounterDiscipline):
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
 _DUMMY_SEEDS = {c: bytes(16) for c in range(3)}   # public: the warm-up's stand-in stream seeds
-MAX_SPIN_US = 100_000      # the largest busy-poll budget a host may set (``cmd_ready``)
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 

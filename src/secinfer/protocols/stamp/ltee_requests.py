@@ -15,11 +15,12 @@ SPEC_CACHE = 1024          # operation specs the device keeps parsed (``_parse_s
 
 
 def _parse_spec(kernels, raw, cache: dict | None = None) -> dict:
-    """A request's JSON operation spec, validated (malformed: ``Refused``). ``cache``: specs
+    """A request's JSON operation spec, validated (malformed: ``Refused``); ``raw``: the
+    argument, or its bytes already taken (``_blob``: the caches' key). ``cache``: specs
     already validated, keyed by their exact bytes (``Device.specs``, filled by ``cmd_specs``
     before the online phase and by every parse): the same bytes give the same spec, and
     nothing downstream changes a spec, so a hit is what parsing again would return."""
-    b = _blob(raw)
+    b = raw if type(raw) is bytes else _blob(raw)
     if cache is not None:
         hit = cache.get(b)
         if hit is not None:
