@@ -96,6 +96,10 @@ class StampBackend:
         self._held: set = set()                   # device-step outputs whose real component p0 kept
         self.hold_batches = False                 # also hold batches (not split across the LTEEs)
         self.send_ahead = False                   # components on offline data sent ahead (``prefetch``)
+        # semi-honest: this party's components of products that depend on offline data only,
+        # computed by ``ahead``'s dry run and taken online instead of computed again (``_dry_product``)
+        self._z_ahead: dict[str, np.ndarray] = {}
+        self.warmed = False                       # ``warm`` ran the online steps before the "ready"
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -255,7 +259,34 @@ class StampBackend:
         if plan is not None and node.name in plan.halves:
             h = plan.halves[node.name]
             return h.part if h.w is None else None
-        return self._held_product(node, x)
+        z = self._held_product(node, x)
+        if z is not None:      # the same value online (h_i from the seeds served ahead): kept
+            self._z_ahead[node.name] = z
+        return z
+
+    def warm(self, graph: Graph, env: dict, scratch: np.ndarray | None) -> bool:
+        """Option ``stamp_warm_online`` (semi-honest, after ``prefetch``): this party's online
+        steps run once, right before the "ready", on scratch inputs of the real shapes
+        (``scratch``: the client's encoded all-zero input; the others receive zeros) --
+        the input sharing, every product and device step, the output step -- through
+        ``StampOps.warm``: nothing sent, no device request, no seed, mask, counter or kept
+        component taken, the results discarded; the schedule's state is restored. The
+        query's first call of each numpy function and code path is then not its first in
+        this process (issue #23; ASTRA's ``warm_online``). Returns whether it ran to the end."""
+        plan = self._input_plan
+        if self.eng.malicious or plan is None or self.guard is not None:
+            return False
+        rot, counts, held, x0 = self._rot, dict(self.counts), set(self._held), plan.x
+        denv = dict(env)
+
+        def steps():
+            denv[plan.name] = plan.share(scratch if self.eng.me == plan.owner else None, warm=True)
+            run_graph(self.ring, self.eng.me, self, graph, denv)
+        try:
+            self.warmed = self.ops.warm(steps)
+        finally:
+            self._rot, self.counts, self._held, plan.x = rot, counts, held, x0
+        return self.warmed
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -519,6 +550,8 @@ class StampBackend:
             if z3 is None:
                 shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
                 z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
+        elif (z := (self._z_ahead.get(node.name) if self.ops.warming else self._z_ahead.pop(node.name, None))) is not None:
+            z3 = z                                # computed by ``ahead``'s dry run (``_dry_product``)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline
         elif (zh := self._held_product(node, x)) is not None:
