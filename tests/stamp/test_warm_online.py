@@ -116,7 +116,7 @@ def test_warm_online_takes_nothing(monkeypatch):
     def warm(self, graph, env, scratch):
         ops = self.ops
         before = (dict(ops._ahead), dict(ops._expanded), dict(ops._got_ahead), set(ops._sent_ahead),
-                  dict(self._z_ahead), ops.op, ops.ctr, self._rot, dict(self.counts), set(self._held),
+                  dict(self._z_ahead), dict(ops._got_sum), ops.op, ops.ctr, self._rot, dict(self.counts), set(self._held),
                   self.eng.ep.meter.summary()["by_tag"], ops.link.meter.total, ops.link.meter.transactions)
         calls = []
         orig_call, orig_many = ops.link.call, ops.link.call_many
@@ -127,11 +127,11 @@ def test_warm_online_takes_nothing(monkeypatch):
         finally:
             ops.link.call, ops.link.call_many = orig_call, orig_many
         after = (dict(ops._ahead), dict(ops._expanded), dict(ops._got_ahead), set(ops._sent_ahead),
-                 dict(self._z_ahead), ops.op, ops.ctr, self._rot, dict(self.counts), set(self._held),
+                 dict(self._z_ahead), dict(ops._got_sum), ops.op, ops.ctr, self._rot, dict(self.counts), set(self._held),
                  self.eng.ep.meter.summary()["by_tag"], ops.link.meter.total, ops.link.meter.transactions)
-        seen[self.eng.me] = (ok, calls, before[5:] == after[5:],
-                             all(set(before[k]) == set(after[k]) for k in range(5)),
-                             all(before[k][key] is after[k][key] for k in (0, 1, 2, 4) for key in before[k]))
+        seen[self.eng.me] = (ok, calls, before[6:] == after[6:],
+                             all(set(before[k]) == set(after[k]) for k in range(6)),
+                             all(before[k][key] is after[k][key] for k in (0, 1, 2, 4, 5) for key in before[k]))
         return ok
 
     monkeypatch.setattr(StampBackend, "warm", warm)

@@ -137,6 +137,7 @@ class StampOps:
         self._early_in: list = []        # (from, tag, op, sub, n) expected
         self._sent_ahead: set = set()    # (op, sub, tag) this party sent ahead
         self._got_ahead: dict = {}       # (op, sub, from) -> the component received ahead
+        self._got_sum: dict = {}         # (op, sub) -> the sum of both received ahead (``exchange_ahead``)
         self._declared: list = []        # ("send" | "recv", party, tag, n): the online frames left
         # semi-honest, seeds served ahead (``StampBackend.prefetch``): the evaluator also asks for
         # its own output zero-share seeds (the ones its LTEE returns with the evaluation), so its
@@ -277,6 +278,13 @@ class StampOps:
             self._sent_ahead.add((op, sub, tag))
         for frm, tag, op, sub, n in self._early_in:
             (self._got_ahead[(op, sub, frm)],) = eng.recv_ring(frm, tag, n)
+        # where both other parties' components of a job came ahead, their sum is made now
+        # (the receiver adds only its own online, ``_got_both``)
+        me, ring = eng.me, eng.ring
+        for op, sub in {(op, sub) for _, _, op, sub, _ in self._early_in}:
+            keys = [(op, sub, p) for p in range(3) if p != me]
+            if all(k in self._got_ahead for k in keys):
+                self._got_sum[(op, sub)] = ring.add(*[self._got_ahead.pop(k) for k in keys])
         self._early_out, self._early_in = [], []
 
     def declare_online(self) -> int:
@@ -355,6 +363,17 @@ class StampOps:
     def _got(self, key: tuple):
         """The component received ahead under ``key`` = (op, sub, sender), taken, or None."""
         return self._got_ahead.get(key) if self.warming else self._got_ahead.pop(key, None)
+
+    def _others(self, sub: int, senders: tuple, tag: str, n: int) -> np.ndarray:
+        """The sum of the two other parties' components of job ``sub`` of this operation: made
+        before the online phase when both came ahead, else from what came ahead and online."""
+        key = (self.op, sub)
+        got = self._got_sum.get(key) if self.warming else self._got_sum.pop(key, None)
+        if got is not None:
+            return got
+        parts = [self._got((self.op, sub, p)) for p in senders]
+        parts = [v if v is not None else self._recv(p, tag, n) for v, p in zip(parts, senders)]
+        return self.eng.ring.add(parts[0], parts[1])
 
     def _evaluate(self, meta: np.ndarray, spec: np.ndarray, payload: list, ahead, n_out: int) -> list:
         """The semi-honest evaluation (seeds, real component); ``warm``: its shapes, with the
@@ -512,10 +531,7 @@ class StampOps:
             spec = self._spec_of(job.spec, sub) if me == e or (mal and me == i) else None
             if me == e:
                 if path == "3of3":
-                    parts = [self._got((self.op, sub, p)) for p in (i, t)]
-                    parts = [v if v is not None else self._recv(p, "stamp/x'", n_in)
-                             for v, p in zip(parts, (i, t))]
-                    payload = [eng.pack(ring.add(ring.add(parts[0], parts[1]), self._flat_3(job)))]
+                    payload = [eng.pack(ring.add(self._others(sub, (i, t), "stamp/x'", n_in), self._flat_3(job)))]
                     mode = 1
                 elif path == "rss":
                     xp = self._recv(i, "stamp/x'", n_in) if self.warming else \
@@ -695,10 +711,7 @@ class StampOps:
                 (sd,) = self._seeds([((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")])[(0, "o")]
                 self._send(r, "stamp/out'", ring.add(self._flat_3(job), self._comp(sd, me, n_in)))
             else:
-                parts = [self._got((self.op, 0, p)) for p in (lo, hi)]
-                parts = [v if v is not None else self._recv(p, "stamp/out'", n_in)
-                         for v, p in zip(parts, (lo, hi))]
-                s = ring.add(ring.add(parts[0], parts[1]), self._flat_3(job))
+                s = ring.add(self._others(0, (lo, hi), "stamp/out'", n_in), self._flat_3(job))
                 spec = self._spec_of(job.spec, 0)
                 if self.warming:
                     eng.pack(s)
