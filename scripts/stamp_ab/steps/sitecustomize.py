@@ -69,7 +69,11 @@ if _D and "secinfer.protocols.stamp.ltee_device" not in " ".join(getattr(__impor
                     _wrap(owner, a, f"{getattr(owner, '__name__', '')}.{a}",
                           tag_arg=2 if a in ("send", "recv", "send_ring", "recv_ring") else 1 if a == "_transact" else None)
         for a in ("_jobs", "_node_steps"):
-            _wrap(_be.StampBackend, a, "StampBackend." + a, static=True)
+            if hasattr(_be.StampBackend, a):   # (main; moved to ``stamp.jobs`` by the tenth pass)
+                _wrap(_be.StampBackend, a, "StampBackend." + a, static=True)
+        for a, b in (("make_jobs", "_jobs"), ("node_steps", "_node_steps")):
+            if hasattr(_be, a):
+                _wrap(_be, a, "StampBackend." + b)
         for a in ("_flat_3", "_flat_pair"):
             _wrap(_nl.StampOps, a, "StampOps." + a, static=True)
         R = _ring.Ring if hasattr(_ring, "Ring") else None
