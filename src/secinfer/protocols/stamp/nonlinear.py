@@ -147,9 +147,9 @@ class StampOps:
         # and given to the LTEE with the prefetch (option stamp_ship_specs, default on)
         self._spec_plan: list = []
         self.ship_specs = True
-        # semi-honest, recorded by the dry run (``plan``): the bytes of each spec this party's
-        # LTEE will evaluate, by (operation, job); online they are reused when the job's spec is
-        # equal (``_spec_of``), not serialized again
+        # semi-honest, recorded by the dry run (``plan``): each job's spec, validated, its sizes
+        # and (for the specs this party's LTEE evaluates) its bytes, by (operation, job); online
+        # they are reused when the job's spec is equal (``_facts``, ``_spec_of``)
         self._spec_memo: dict = {}
         # option stamp_warm_online (``warm``): the online steps run once before the "ready" on
         # scratch inputs -- nothing sent, received or asked of the device, nothing taken
@@ -382,12 +382,27 @@ class StampOps:
             return [ahead[0] if ahead is not None else np.zeros((3, 16), np.uint8), np.zeros(n_out, U64)]
         return self._dev("eval", meta, spec, *payload, kind="eval")
 
-    def _spec_of(self, spec: dict, sub: int) -> np.ndarray:
-        """``spec_bytes(spec)``, taken from the dry run's record (``_spec_memo``) when equal."""
-        got = self._spec_memo.get((self.op, sub))
+    def _facts(self, spec: dict, sub: int) -> list:
+        """[spec, its bytes or None, n_in, out shape, n_out] of job ``sub`` of this operation,
+        the spec validated (``kernels.validate``). Semi-honest: recorded by the plan dry run
+        (``_spec_memo``) and taken from there online when the job's spec is equal."""
+        key = (self.op, sub)
+        got = self._spec_memo.get(key)
         if got is not None and got[0] == spec:
-            return got[1]
-        return spec_bytes(spec)
+            return got
+        kernels.validate(spec)
+        oshape = kernels.out_shape(spec)
+        facts = [spec, None, int(math.prod(spec["shape"])) + kernels.n_params(spec), oshape, int(math.prod(oshape))]
+        if self.recording is not None and not self._early_run and not self.eng.malicious:
+            self._spec_memo[key] = facts
+        return facts
+
+    def _spec_of(self, spec: dict, sub: int) -> np.ndarray:
+        """``spec_bytes(spec)``, serialized once (``_facts``: the dry run's record when equal)."""
+        facts = self._facts(spec, sub)
+        if facts[1] is None:
+            facts[1] = spec_bytes(spec)
+        return facts[1]
 
     def warm(self, dry_run) -> bool:
         """Option ``stamp_warm_online`` (semi-honest, after ``prefetch``/``ahead``): run the
@@ -440,12 +455,8 @@ class StampOps:
         ring = eng.ring
         if not 1 <= len(jobs) <= MAX_JOBS:
             raise ProtocolError(f"a device operation runs one to {MAX_JOBS} jobs (the batch split of [STAMP 4.2])")
-        sizes = []
-        for job in jobs:
-            kernels.validate(job.spec)
-            n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
-            sizes.append(max(n_in, int(math.prod(kernels.out_shape(job.spec)))))
-        self._n_op = SLOTS * max(sizes)   # one operation, one counter slot per job
+        facts = [self._facts(job.spec, sub) for sub, job in enumerate(jobs)]
+        self._n_op = SLOTS * max(max(f[2], f[4]) for f in facts)   # one operation, one counter slot per job
         st = []
         # every device request that needs no peer's message -- step 1's masks, step 3's
         # zero-share seeds and step 5's pad -- in one bus transaction (``LteeLink.call_many``)
@@ -453,9 +464,7 @@ class StampOps:
         for sub, job in enumerate(jobs):
             i = job.leader
             e, t = (i + 1) % 3, (i + 2) % 3
-            shape = tuple(job.spec["shape"])
-            n_in = int(math.prod(shape)) + kernels.n_params(job.spec)
-            n_out = int(math.prod(kernels.out_shape(job.spec)))
+            n_in, n_out = facts[sub][2], facts[sub][4]
             st.append(dict(sub=sub, n_in=n_in, n_out=n_out, i=i, e=e, t=t))
             if path == "3of3":
                 if me != e:
@@ -479,9 +488,7 @@ class StampOps:
         if self.recording is not None:    # dry run (``plan``): no message, no device
             for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
                 if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
-                    self._spec_plan.append(spec_bytes(job.spec))
-                    if not mal:
-                        self._spec_memo[(self.op, s["sub"])] = (job.spec, self._spec_plan[-1])
+                    self._spec_plan.append(self._spec_of(job.spec, s["sub"]))
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
@@ -607,8 +614,8 @@ class StampOps:
         self.op += 1
         self.ctr += self._n_op
         outs = []
-        for job in jobs:
-            oshape = kernels.out_shape(job.spec)
+        for job, f in zip(jobs, facts):
+            oshape = f[3]
             outs.append(Pair(job.result.a.reshape(oshape), job.result.b.reshape(oshape)))
         return outs
 
@@ -679,10 +686,8 @@ class StampOps:
         would tell it bits below the truncation)."""
         eng, ring = self.eng, self.eng.ring
         me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
-        kernels.validate(job.spec)
-        n_in = int(math.prod(job.spec["shape"])) + kernels.n_params(job.spec)
-        oshape = kernels.out_shape(job.spec)
-        self._n_op = SLOTS * max(n_in, int(math.prod(oshape)))
+        _, _, n_in, oshape, n_out = self._facts(job.spec, 0)
+        self._n_op = SLOTS * max(n_in, n_out)
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
         y = None
@@ -699,10 +704,9 @@ class StampOps:
                     self._declared += [("recv", p, "stamp/out'", n_in) for p in (lo, hi) if p not in job.early]
                 elif me not in job.early:
                     self._declared.append(("send", r, "stamp/out'", n_in))
-            self._record([], reqs)
             if me == r and not self._early_run:
-                self._spec_plan.append(spec_bytes(job.spec))
-                self._spec_memo[(self.op - 1, 0)] = (job.spec, self._spec_plan[-1])
+                self._spec_plan.append(self._spec_of(job.spec, 0))
+            self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
         if not mal:
             if me != r and self._was_sent((self.op, 0, "stamp/out'")):
@@ -715,7 +719,7 @@ class StampOps:
                 spec = self._spec_of(job.spec, 0)
                 if self.warming:
                     eng.pack(s)
-                    y = np.zeros(int(math.prod(oshape)), dtype=U64)
+                    y = np.zeros(n_out, dtype=U64)
                 else:
                     (y,) = self._dev("output", self._meta(0, 0), spec, eng.pack(s), kind="output")
         else:
