@@ -180,3 +180,31 @@ def test_signed_weight_product_exact():
     assert SignedWeight.of(w) is None
     assert SignedWeight.of(np.zeros((2, 3, 4), np.uint64)) is None
     assert input_offline._EXACT == 1 << 53
+
+
+def test_recorded_spec_facts_used_only_when_equal():
+    """``StampOps._facts``: the plan dry run records each job's validated spec, sizes and (once
+    asked) bytes by (operation, job); online the record is taken only for an equal spec -- any
+    other is validated (a bad one refused) and measured again; malicious records nothing."""
+    from types import SimpleNamespace
+
+    from secinfer.protocols.stamp.ltee import spec_bytes
+    from secinfer.protocols.stamp.nonlinear import StampOps
+
+    ops = StampOps.__new__(StampOps)
+    ops.op, ops.recording, ops._early_run, ops._spec_memo = 0, [], False, {}
+    ops.eng = SimpleNamespace(malicious=False)
+    spec = {"shape": [1, 4], "out_shape": [1, 4], "params": [], "steps": [{"op": "trunc"}]}
+    f = ops._facts(spec, 0)
+    assert f[2:] == [4, (1, 4), 4] and ops._spec_memo[(0, 0)] is f
+    ops.recording = None                                   # online
+    assert ops._facts(dict(spec), 0) is f
+    b = ops._spec_of(spec, 0)
+    assert bytes(b) == bytes(spec_bytes(spec)) and ops._spec_of(dict(spec), 0) is b
+    with pytest.raises(ProtocolError):
+        ops._facts(dict(spec, steps=[{"op": "node", "node": {"op": "NotADeviceOp"}}]), 0)
+    other = ops._facts(dict(spec, shape=[1, 5], out_shape=[1, 5]), 0)
+    assert other[2:] == [5, (1, 5), 5] and ops._spec_memo[(0, 0)] is f
+    ops.eng.malicious, ops.recording, ops.op = True, [], 1
+    ops._facts(spec, 0)
+    assert (1, 0) not in ops._spec_memo
