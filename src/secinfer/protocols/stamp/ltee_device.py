@@ -3,7 +3,8 @@
 No LTEE hardware exists on these machines. This module is the device's firmware,
 run as its own OS process (``python -m secinfer.protocols.stamp.ltee_device``) with its
 own memory and keys; its only interface is the bus: length-prefixed secinfer frames on
-its stdin/stdout pipe, which only its host party holds. Nothing here is trusted
+its stdin/stdout pipe, which only its host party holds (option ``stamp_ltee`` "inprocess":
+the same ``Device`` and ``serve`` inside the host's process, ``ltee_inproc``). Nothing here is trusted
 hardware: the host's operating system can read this process's memory. The emulation
 reproduces the device's *behaviour* (what it keeps secret from its host, what it
 refuses) and lets the cost model charge the bytes and operations a real device would.
@@ -66,25 +67,8 @@ from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for 
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
 from secinfer.protocols.stamp.ltee_bus import MAX_BUS_SPIN_US, BusPipe
-from secinfer.protocols.stamp.ltee_requests import SPEC_CACHE, _blob, _OpCount, _parse_spec, _ring_in  # noqa: F401
-
-
-
-
-def _kernels():
-    """The plaintext kernels. ``main`` starts importing them in a thread as soon as the
-    device starts, while the host runs Protocol 1 (the device answers its bus meanwhile), so
-    the import (~70 ms) never lands in the first evaluation of the online phase; a call
-    before it finished waits for it on Python's import lock."""
-    from secinfer.protocols.rep3 import kernels
-    return kernels
-
-
-def _preload_kernels() -> None:
-    try:
-        _kernels()
-    except Exception:  # noqa: BLE001 - the first real use imports again and reports the error
-        pass
+from secinfer.protocols.stamp.ltee_requests import (  # noqa: F401
+    SPEC_CACHE, _blob, _kernels, _OpCount, _parse_spec, _preload_kernels, _ring_in)
 
 
 class Device(CounterDiscipline):
@@ -739,11 +723,45 @@ _DUMMY_SEEDS = {c: bytes(16) for c in range(3)}   # public: the warm-up's stand-
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 
 
-def main() -> None:
+def start() -> Device:
+    """A new device, its plaintext kernels' import started in a thread (``_kernels``; joined
+    by ``cmd_ready``): the process emulation's ``main`` and the in-process one
+    (``ltee_inproc``) both start their device here."""
     preload = threading.Thread(target=_preload_kernels, name="ltee-kernels-import", daemon=True)
     preload.start()
     dev = Device()
     dev.preload = preload
+    return dev
+
+
+def serve(dev: Device, cmd: str, arrays: list) -> tuple[str, list]:
+    """One request on the device: its handler, a refusal as the "refused" answer (code|detail
+    in a uint8 array), the busy time, and a one-limb ring's results narrowed to uint32. The
+    one dispatch of both emulations (``main`` on the pipe, ``ltee_inproc`` in the host):
+    returns (answer tag, result arrays)."""
+    t0 = time.perf_counter()
+    handler = COMMANDS.get(cmd)
+    try:
+        if handler is None:
+            raise Refused("bad-request", f"unknown command {cmd!r}")
+        res = handler(dev, arrays)
+        tag = "ok"
+    except Refused as r:
+        res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
+            ProtocolError) as e:
+        # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
+        # never ends the device (issue #22 item 5)
+        res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
+    dev.busy += time.perf_counter() - t0
+    if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
+        res = [a.astype(np.uint32) if a.dtype == np.uint64 and
+               not (cmd == "mask" and len(res) == 2) else a for a in res]
+    return tag, res
+
+
+def main() -> None:
+    dev = start()
     bus = BusPipe(sys.stdin.fileno(), sys.stdout.fileno(), "ltee")
     seq = 0
     spin = 0.0
@@ -757,30 +775,12 @@ def main() -> None:
         if hdr.tag == "shutdown":
             return
         spin = dev.spin_s if hdr.phase == "online" else 0.0
-        t0 = time.perf_counter()
-        handler = COMMANDS.get(hdr.tag)
-        try:
-            if handler is None:
-                raise Refused("bad-request", f"unknown command {hdr.tag!r}")
-            res = handler(dev, arrays)
-            tag = "ok"
-        except Refused as r:
-            res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
-        except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
-                ProtocolError) as e:
-            # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
-            # never ends the device (issue #22 item 5)
-            res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
-        dev.busy += time.perf_counter() - t0
-        if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
-            res = [a.astype(np.uint32) if a.dtype == np.uint64 and
-                   not (hdr.tag == "mask" and len(res) == 2) else a for a in res]
+        tag, res = serve(dev, hdr.tag, arrays)
         try:
             bus.send(tag, res, seq)
         except OSError:     # the host closed the bus
             return
         seq += 1
-
 
 if __name__ == "__main__":
     main()
