@@ -243,3 +243,19 @@ def test_altered_output_mac_in_process(inproc):
 
 def test_output_release_policy_in_process(inproc):
     outp.test_output_release_policy()
+
+
+@pytest.mark.parametrize("make", [lambda: LteeLink("p0"), lambda: InProcessLink("p0"),
+                                  lambda: InProcessLink("p0", frames=True)])
+def test_what_the_bus_cannot_carry_is_a_frame_error_in_every_mode(make):
+    """An array no bus frame carries (an object array: references, not bytes) never reaches
+    the device, whatever the mode: the codec's ``FrameError`` on the host."""
+    from secinfer.errors import FrameError
+    link = make()
+    try:
+        with pytest.raises(FrameError):
+            link.call("stats", np.array([object()], dtype=object))
+        (s,) = link.call("stats")
+        assert s.shape == (5,)
+    finally:
+        link.close()

@@ -7,13 +7,15 @@ real bus has. ``InProcessLink`` runs the very same firmware -- ``ltee_device.sta
 ``Device`` and ``ltee_device.serve``'s dispatch of one request, with its keys, counters,
 refusals and release policy -- in the host's process, called synchronously.
 
-The device boundary stays a bus of bytes: each request is encoded as the secinfer frame the
-pipe would carry and decoded on the device's side (``frames=True``, the default), and its
-answer likewise, so the device gets and returns exactly what it would on the pipe (the
-codec's dtype, shape and size checks included) and no array is shared between host and
-device. ``frames=False`` passes array copies instead (measured in docs/protocols/stamp.md,
-"Tenth pass"). The ``Device`` object is private to the link: the host's protocol code holds
-the link, never the device.
+The device boundary stays a bus: what crosses it is a copy. Each request's arrays reach the
+device as new arrays of their own (``_across``: C-contiguous, little-endian, a dtype the
+frame codec carries -- anything else is the codec's ``FrameError``), and the answer's reach
+the host the same way, so host and device never share memory; the ``Device`` object is
+private to the link (the host's protocol code holds the link, never the device). The device
+checks every argument itself (``ltee_requests``), as on the pipe. ``frames=True`` instead
+encodes each request and answer as the pipe's secinfer frame and decodes it on the other
+side: the same arrays, ~15-25 us more host CPU a request (measured in
+docs/protocols/stamp.md, "Tenth pass"), kept as the measured alternative.
 
 What this mode gives up: the emulation's process boundary. The device's keys then live in
 the host process's own memory, where the host's code could read them; in both modes the host
@@ -25,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from secinfer.errors import ConfigError
-from secinfer.net.codec import Header, decode_frame, encode_parts
+from secinfer.errors import ConfigError, FrameError
+from secinfer.net.codec import DTYPES, Header, decode_frame, encode_parts
 from secinfer.protocols.stamp import ltee_device
 from secinfer.protocols.stamp.ltee import BaseLink, LteeLink, LteeRefused
 from secinfer.protocols.stamp.ltee_bus import BUS_SESSION, MAX_BUS_FRAME
@@ -34,6 +36,21 @@ from secinfer.protocols.stamp.ltee_bus import BUS_SESSION, MAX_BUS_FRAME
 LTEE_MODES = ("process", "inprocess")
 _PHASE = ("offline", "online")
 _EMPTY = bytearray()
+_BUS_DTYPES = {dt: dt for dt in DTYPES.values()}     # what a bus frame can carry, little-endian
+
+
+def _across(arrays: list) -> list:
+    """The arrays as the other end of the bus gets them without the codec: each a new,
+    C-contiguous, little-endian plain ``numpy.ndarray`` of a dtype the frame codec carries
+    (anything else, e.g. an object array, is the codec's ``FrameError``): its own memory,
+    never a view of the sender's."""
+    out = []
+    for a in arrays:
+        dt = _BUS_DTYPES.get(np.dtype(a.dtype).newbyteorder("<"))
+        if dt is None:
+            raise FrameError(f"dtype {a.dtype} cannot be sent")
+        out.append(np.array(a, dtype=dt, order="C", copy=True))
+    return out
 
 
 class InProcessLink(BaseLink):
@@ -44,7 +61,7 @@ class InProcessLink(BaseLink):
 
     mode = "inprocess"
 
-    def __init__(self, party: str, spin_us: float = 0.0, timeout_s: float = 300.0, frames: bool = True) -> None:
+    def __init__(self, party: str, spin_us: float = 0.0, timeout_s: float = 300.0, frames: bool = False) -> None:
         super().__init__(party, spin_us, timeout_s)
         self._frames = bool(frames)
         self.__dev = ltee_device.start()
@@ -63,7 +80,7 @@ class InProcessLink(BaseLink):
             hdr, req = self._carry(self.party, cmd, arrays, seq, self._enc_req, self._dec_req)
             cmd, arrays = hdr.tag, req
         else:
-            arrays = [np.array(a, copy=True) for a in arrays]
+            arrays = _across(arrays)
         try:
             tag, res = ltee_device.serve(dev, cmd, arrays)
         except Exception as e:  # noqa: BLE001 - what would end the device's process ends the device
@@ -73,7 +90,7 @@ class InProcessLink(BaseLink):
         if self._frames:
             hdr, res = self._carry("ltee", tag, res, seq, self._enc_res, self._dec_res)
             return hdr.tag, res
-        return tag, [np.array(a, copy=True) for a in res]
+        return tag, _across(res)
 
     def _carry(self, sender: str, tag: str, arrays: list, seq: int, enc: dict, dec: dict):
         """One frame across the in-memory bus: encoded as the pipe's, decoded from a buffer
