@@ -259,3 +259,16 @@ def test_what_the_bus_cannot_carry_is_a_frame_error_in_every_mode(make):
         assert s.shape == (5,)
     finally:
         link.close()
+
+
+def test_bench_peers_runs_stamp_in_both_modes(monkeypatch):
+    """``secinfer bench peers``: stamp's default row unchanged, the in-process LTEE a series of
+    its own (row field ``ltee``), both exact."""
+    from secinfer.bench import peers_suite as ps
+    monkeypatch.setattr(ps, "_command_wall", lambda *a: (None, None))   # (the command's wall: not tested here)
+    r = ps.run(plan=[("W1", 1)], protocols=["stamp"], reps=1)
+    rows = {row.get("ltee"): row for row in r["rows"]}
+    assert set(rows) == {None, "inprocess"} and all(row["protocol"] == "stamp" for row in rows.values())
+    assert all(row["max_abs_err_vs_reference"] == 0.0 for row in rows.values())
+    assert rows[None]["bytes_online"] == rows["inprocess"]["bytes_online"]
+    assert set(r["plots"][0]["series"]) == {"stamp", "stamp (LTEE in process)"}
