@@ -272,3 +272,21 @@ def test_bench_peers_runs_stamp_in_both_modes(monkeypatch):
     assert all(row["max_abs_err_vs_reference"] == 0.0 for row in rows.values())
     assert rows[None]["bytes_online"] == rows["inprocess"]["bytes_online"]
     assert set(r["plots"][0]["series"]) == {"stamp", "stamp (LTEE in process)"}
+
+
+def test_ready_after_protocol1_makes_the_key_schedules_and_changes_nothing():
+    """``cmd_ready`` after Protocol 1 makes ``_seed``'s AES key schedules and the fixed labels'
+    prefixes (so the first online request does not): the seeds are ``PRF``'s, no counter or
+    AES total moves."""
+    from secinfer.crypto.prg import PRF
+    dev = ltee_device.start()
+    dev.index, dev.session = 0, bytes(16)
+    for j in range(3):
+        dev._keys[j] = bytes([j + 7]) * 16
+        dev._prf[j] = PRF(dev._keys[j])
+    before = (dict(dev.ctr), dev.aes_bytes, dev.op_last)
+    ltee_device.serve(dev, "ready", [])
+    assert sorted(dev._ecb) == [0, 1, 2] and "out/2" in dev._prefix and "mf" in dev._prefix
+    assert (dict(dev.ctr), dev.aes_bytes, dev.op_last) == before
+    for j, label, ctr in ((0, "m/0", 5), (2, "out/1", 1 << 40), (1, "fin/1", 0), (1, "act/9", 3)):
+        assert dev._seed(j, label, ctr) == PRF(dev._keys[j]).keystream(label, ctr, 16)

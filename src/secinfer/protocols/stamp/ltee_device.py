@@ -664,7 +664,9 @@ class Device(CounterDiscipline):
         """Returns once the device's start-up work (the plaintext kernels' import, ``main``)
         is finished. The host asks before its online phase, so that work (~70 ms, longer on a
         busy machine) neither delays the first online request nor competes with it for the
-        interpreter lock; it reveals nothing and changes no counter. Optional arrays[0] =
+        interpreter lock; it reveals nothing and changes no counter (after Protocol 1 it also
+        makes ``_seed``'s AES key schedules and the fixed labels' prefixes, which the first
+        online request would otherwise make). Optional arrays[0] =
         int64 [busy-poll budget in us] for the waits after an online request (``main``)."""
         if arrays:
             b = arrays[0]
@@ -677,6 +679,11 @@ class Device(CounterDiscipline):
             t.join()
             self.preload = None
         _kernels()
+        if len(self._prf) == 3:   # ``_seed``'s key schedules and the fixed labels' prefixes, made now
+            for j in range(3):
+                self._ecb.setdefault(j, Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor())
+            for label in _LABELS:
+                self._prefix.setdefault(label, label_prefix(label))
         return []
 
     def cmd_specs(self, arrays):
@@ -718,6 +725,7 @@ class Device(CounterDiscipline):
 
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
+_LABELS = [f"{k}/{i}" for k in ("m", "ma", "mb", "in", "out", "pad", "fin") for i in range(3)] + ["mf"]
 _DUMMY_SEEDS = {c: bytes(16) for c in range(3)}   # public: the warm-up's stand-in stream seeds
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
