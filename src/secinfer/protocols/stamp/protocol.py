@@ -258,5 +258,5 @@ SPEC = ProtocolSpec(
         ("ltee-policy", "the LTEE releases only the masks its party may hold", "Protocol 2", _M),
         ("ltee-stale-counter", "the LTEE serves each counter range once (no replay)", "Protocol 2", _A),
         ("ltee-output-mac", "the output step's inputs carry the two other LTEEs' MACs", "Protocol 5", _M))),
-    trust="TRUSTED: each party's LTEE (trusted device) is EMULATED in software (a separate process, not hardware), certified by the well-known DEMO CA key (public: insecure by design; -o ltee_ca_seed=HEX sets your own) [STAMP 2.2]",
+    trust="TRUSTED: each party's LTEE (trusted device) is EMULATED in software (its own process, or with -o stamp_ltee=inprocess its host's process; not hardware), certified by the well-known DEMO CA key (public: insecure by design; -o ltee_ca_seed=HEX sets your own) [STAMP 2.2]",
 )
