@@ -67,6 +67,7 @@ from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for 
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
 from secinfer.protocols.stamp.ltee_bus import MAX_BUS_SPIN_US, BusPipe
+from secinfer.protocols.stamp.ltee_softmax import softmax_step
 from secinfer.protocols.stamp.ltee_requests import (  # noqa: F401
     SPEC_CACHE, _blob, _kernels, _OpCount, _parse_spec, _preload_kernels, _ring_in)
 
@@ -439,7 +440,7 @@ class Device(CounterDiscipline):
             y = self._chain(kernels, key, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
-            y = self._softmax(spec, arrays[2:5], j, hat, ctr)
+            y = softmax_step(self, spec, arrays[2:5], j, hat, ctr)
         y = y.reshape(-1)
         n_out = y.size
         t = (d + 1) % 3 if hat == 0 else (d + 2) % 3
@@ -492,38 +493,6 @@ class Device(CounterDiscipline):
         rho = ring.sub(y, ring.reduce(comps[0] + comps[1] + comps[2]))
         self.cnt.int_ops += 3 * y.size
         return [ring.add(comps[(d + 1) % 3], rho)] if hat == 0 else [rho]
-
-    def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
-        """[STAMP Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
-        the host's exp(x_d + x_{d+1}); then softmax of each row."""
-        cfg = self.cfg
-        shape = tuple(spec["shape"])
-        n = math.prod(shape)
-        qsum, mstar, mhat = arrays
-        qsum = _ring_in(qsum, n)
-        for a in (mstar, mhat):
-            if a.shape != (n,) or a.dtype != np.uint64:
-                raise Refused("bad-request", "softmax payload shape")
-        alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
-        beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
-        q = ((qsum - beta) & np.uint64((1 << EXP_BITS) - 1)).astype(np.int64)      # q_j + q^_j
-        # mantissas: 52-bit fractions -> doubles in [1, 2) (bit moves: integer operations)
-        m1 = 1.0 + ((mstar - alpha) & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
-        m2 = 1.0 + (mhat & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
-        mant = m1 * m2                                           # the device's one multiplication
-        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [STAMP Protocol 6 step 3 a-c];
-        # the case is read off the exponent alone (the mantissa in [1, 4) moves it by < 2,
-        # which matters only for |x| within 2^-17 of the ring's limit 2^18)
-        big = (1 << cfg.ring_bits) / cfg.scale * np.log2(np.e)
-        q_l = int(np.floor(big))
-        inv_ml = np.array([1.0, 2.0 ** -(big - q_l), 2.0 ** (-2 * (big - q_l))])
-        k = np.clip(q // int(np.ceil(big / 2.0)), 0, 3)
-        corr = (k + 1) // 2          # 0: none, 1: one exp(-L/2^fp), 2: two
-        q = q - corr * q_l
-        mant = mant * inv_ml[corr]                               # one table multiplication
-        self.cnt.int_ops += 10 * n   # unmask (2), fraction -> double (2 x 2), case, exponent (3)
-        self.cnt.float_ops += 2 * n
-        return _kernels().softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
 
     def _operand(self, name: str, spec: dict, ctr: int, n: int) -> list:
         """The three components of triple operand ``name`` (a or b). With ``<name>_id`` the
