@@ -31,6 +31,7 @@ import numpy as np
 from secinfer.arith.ring import Ring
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import ONE, Builder, Circuit
+from secinfer.net.channel import Endpoint
 from secinfer.protocols.astra.bitext import BitExtPrep
 from secinfer.protocols.astra.engine import ring_dot
 from secinfer.protocols.rep3 import linear as mdl
@@ -311,6 +312,19 @@ def client_extra_spec(cls: bool, size: int) -> ArraySpec:
 def client_extra(cls: bool, size: int, a: np.ndarray) -> np.ndarray:
     """lambda_y (uint64) or r, one uint8 0/1 per output."""
     return np.unpackbits(a, count=size) if cls else unpack(a, 64, (size,))
+
+
+def send_query(ep, peers, m: np.ndarray) -> None:
+    """The client's masked query ``m`` to both evaluators, in the order of ``peers``: one
+    ``send_many`` on an endpoint (the tcp transport seals both frames before the first
+    write, so the second evaluator's copy leaves a system call after the first, not a whole
+    send after it), else (a test's proxy around an endpoint) one ``send`` per peer, which
+    the proxy sees. The same frames either way."""
+    if isinstance(ep, Endpoint):
+        ep.send_many(peers, "astra/sh/X", m)
+    else:
+        for p in peers:
+            ep.send(p, "astra/sh/X", m)
 
 
 ENCODE_ROWS = 128   # rows per pass of ``encode_masked``: ~0.8 MB of float64, cache-sized

@@ -300,9 +300,9 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
         if fast and cfg.ring.bits == 64:
             m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
             # (classification: P2 first, then P1, whose labels P0 takes first; the other order
-            # measured no better: docs/protocols/astra.md, "Fifth pass")
-            for p in (("p2", "p1") if cls else ("p1", "p2")):
-                ep.send(p, "astra/sh/X", m)
+            # measured no better: docs/protocols/astra.md, "Fifth pass"); both frames made
+            # before the first leaves (``fastpath.send_query``, "Sixth pass")
+            fastpath.send_query(ep, ("p2", "p1") if cls else ("p1", "p2"), m)
         else:
             _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
         if fair:
