@@ -55,8 +55,8 @@ def _run(est, q, small, monkeypatch):
     return res["client"], rec.sent, counts, sorted(used)
 
 
-@pytest.mark.parametrize("task,rows", [("regression", 1), ("regression", 2), ("classifier", 1),
-                                       ("classifier", 6), ("classifier", 9)])
+@pytest.mark.parametrize("task,rows", [("regression", 1), ("classifier", 1), ("classifier", 6),
+                                       ("classifier", 9)])
 def test_small_steps_change_no_message_meter_or_output(task, rows, monkeypatch):
     est, q = _model(task, rows)
     on = _run(est, q, True, monkeypatch)
