@@ -103,7 +103,8 @@ def test_warm_online_changes_nothing_seen(workload, batch):
     assert inp and inp == [m for m in sent_off["p1"] if m[1] == "rss/input"]
 
 
-def test_warm_online_takes_nothing(monkeypatch):
+@pytest.mark.parametrize("mode", ["process", "inprocess"])
+def test_warm_online_takes_nothing(monkeypatch, mode):
     """The dry run itself: no message, no device request while it runs; what it may only look
     at (seeds served ahead, masks expanded ahead, components received ahead) is all there
     after it, and taken by the online phase (``expanded_unused`` 0, output exact)."""
@@ -138,8 +139,9 @@ def test_warm_online_takes_nothing(monkeypatch):
     assert nonlinear.StampOps.warm   # (the ops-level driver the backend calls)
     g = load_model(build_workload("W3"))
     x = workload_input("W3", 1)
-    res, _ = _run(g, x, {})
+    res, _ = _run(g, x, {"stamp_ltee": mode})
     assert np.array_equal(res["p1"].output_ring, run_fixed(g, x, FX32))
+    assert [res[r].info["ltee_mode"] for r in ROLES] == [mode] * 3
     assert sorted(seen) == [0, 1, 2]
     for me, (ok, calls, same_state, same_keys, same_values) in seen.items():
         assert ok and calls == [] and same_state and same_keys and same_values, me

@@ -1,4 +1,4 @@
-# per-step spans of the hosts' online phase (issue #23, docs/protocols/stamp.md "Tenth pass"; not part
+# per-step spans of the hosts' online phase (issue #23, docs/protocols/stamp.md "Eleventh pass"; not part
 # of the package), enabled by STSTEP_DIR only:
 #   PYTHONPATH=scripts/stamp_ab/steps:src STSTEP_DIR=<folder> python scripts/stamp_ab/cell.py W3 1
 # Each host process writes <folder>/<party>-<pid>.jsonl: one line per call of a wrapped function
@@ -69,7 +69,7 @@ if _D and "secinfer.protocols.stamp.ltee_device" not in " ".join(getattr(__impor
                     _wrap(owner, a, f"{getattr(owner, '__name__', '')}.{a}",
                           tag_arg=2 if a in ("send", "recv", "send_ring", "recv_ring") else 1 if a == "_transact" else None)
         for a in ("_jobs", "_node_steps"):
-            if hasattr(_be.StampBackend, a):   # (main; moved to ``stamp.jobs`` by the tenth pass)
+            if hasattr(_be.StampBackend, a):   # (main; moved to ``stamp.jobs`` by the eleventh pass)
                 _wrap(_be.StampBackend, a, "StampBackend." + a, static=True)
         for a, b in (("make_jobs", "_jobs"), ("node_steps", "_node_steps")):
             if hasattr(_be, a):

@@ -1,5 +1,5 @@
 #!/bin/bash
-# per-step spans of W3/W4 batch-1 cells, arms interleaved (tenth pass): steps_ab.sh N OUTDIR [WL]
+# per-step spans of W3/W4 batch-1 cells, arms interleaved (eleventh pass): steps_ab.sh N OUTDIR [WL]
 # arms (order rotated per repetition): main (/work/main/src), off (this tree, stamp_warm_online false), on (this tree, default);
 # then: python scripts/stamp_ab/steps/steps_report.py OUTDIR/<arm>-* per arm
 set -e

@@ -40,7 +40,7 @@ _EXACT = 1 << 53          # float64 holds every integer below this exactly
 
 class SignedWeight:
     """The model owner's plaintext weight over Z_2^32, read as signed integers and held as
-    ONE float64 matrix (issue #23, docs/protocols/stamp.md "Tenth pass"): a fixed-point
+    ONE float64 matrix (issue #23, docs/protocols/stamp.md "Eleventh pass"): a fixed-point
     weight is small (|W| well below 2^31), so with v = v_lo + 2^16 v_hi (16-bit halves) both
     f(v_lo, W) and f(v_hi, W) are exact float64 products when K (2^16 - 1) max|W| < 2^53,
     and f(v, W) = f(v_lo, W) + 2^16 f(v_hi, W) mod 2^32. Two products reading half the
