@@ -205,6 +205,24 @@ def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transpo
 
 
 @TRANSPORTS
+def test_a_send_to_a_peer_that_failed_and_left_names_its_reason(tmp_path, transport):
+    """A send to a peer whose bye has arrived names why it left, as a receive does (a served
+    session once failed with a bare "cannot send to p2: it has closed the session")."""
+    c = loopback_cluster(tmp_path, transport, roles=("a", "b"), heartbeat_interval=0.2, peer_timeout=5.0)
+    eps = all_endpoints(endpoint_class(transport), c, recv_timeout=20)
+    try:
+        eps["b"].close(reason="b: PeerDeadError: injected by the test")
+        with pytest.raises(PeerDeadError, match="injected by the test"):
+            eps["a"].recv("b", "x", ANY_U)        # (the bye has arrived: a knows b left)
+        with pytest.raises(PeerDeadError, match=r"cannot send to b: it has closed the session "
+                                                r"\(it failed: b: PeerDeadError: injected by the test\)"):
+            eps["a"].send("b", "y", np.zeros(3, np.uint64))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+@TRANSPORTS
 def test_a_busy_sender_with_a_large_paced_frame_in_flight_is_not_declared_dead(tmp_path, transport):
     """Issue #21 item 6: heartbeats come from a thread that neither the party's computation
     nor a large (paced) send blocks. a queues a 6 MB frame on a 2 MB/s link (3 s of pacing)

@@ -287,7 +287,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         if link.error is not None:
             raise link.error
         if peer in self._bye_from:
-            raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+            raise self._send_after_bye(peer)
         if link.paced:
             with link.cv:
                 now = time.monotonic()
