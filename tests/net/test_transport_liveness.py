@@ -3,6 +3,7 @@ receiving (no deadlock on shaped links), heartbeats flow while a party sends or 
 and a close delivers every frame sent before it (or fails loudly)."""
 
 import contextlib
+import select
 import threading
 import time
 
@@ -218,6 +219,43 @@ def test_a_send_to_a_peer_that_failed_and_left_names_its_reason(tmp_path, transp
                                                 r"\(it failed: b: PeerDeadError: injected by the test\)"):
             eps["a"].send("b", "y", np.zeros(3, np.uint64))
     finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_a_peer_whose_heartbeats_wait_unread_is_not_declared_dead(tmp_path, monkeypatch):
+    """tcp: the receiving thread's wait found nothing, then its process did not run for
+    longer than the peer timeout (a loaded host) while the peer's heartbeats reached its
+    socket. The next look must read them, not declare the live peer dead from its stale
+    last-heard time (``_poll`` judged the silence before reading). The stall is the test's:
+    the receiving thread's first ``select`` sleeps 1.5 s (peer timeout 1 s) and says nothing
+    was ready. (Python record layer and a frame of two arrays: the general receive path,
+    whose ``_poll`` both record layers share.)"""
+    c = loopback_cluster(tmp_path, "tcp", heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class("tcp"), c, recv_timeout=20, native=False)
+    a, b = eps["a"], eps["b"]
+    real_select = select.select
+    me = threading.current_thread()
+    stalled = []
+
+    def select_stalling_once(r, w, x, timeout=None):
+        if threading.current_thread() is me and not stalled:
+            stalled.append(time.monotonic())
+            time.sleep(1.5)          # descheduled: b's heartbeats arrive meanwhile, unread
+            return [], [], []
+        return real_select(r, w, x, timeout)
+
+    x = np.arange(5, dtype=np.uint64)
+    sender = threading.Timer(2.5, lambda: b.send("a", "x", x, x + 1))
+    try:
+        monkeypatch.setattr(select, "select", select_stalling_once)
+        sender.start()
+        y, z = a.recv("b", "x", ANY_U, ANY_U)
+        assert stalled, "the receive never waited in select (the stall was not injected)"
+        assert np.array_equal(y, x) and np.array_equal(z, x + 1)
+    finally:
+        sender.join(10)
+        monkeypatch.undo()
         for e in eps.values():
             e.close(flush=False)
 

@@ -406,6 +406,11 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         for p in peers:
             c = self._in[p]
             if not c.eof and now - max(c.last, since) > self.peer_timeout:
+                # what its stream holds first: its heartbeats may be waiting unread (this
+                # process did not run for a while: a loaded host), and the silence is then ours
+                self._read(p)
+                if c.eof or p in self._fatal or time.monotonic() - max(c.last, since) <= self.peer_timeout:
+                    return      # (the caller looks at what was read, or at the failure)
                 self._cut(p, PeerDeadError(f"{self.me}: peer {p} is dead: no message or heartbeat for "
                                            f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s; "
                                            "raise it with --peer-timeout if a peer computes or stalls for longer)"))
