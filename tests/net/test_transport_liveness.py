@@ -260,6 +260,50 @@ def test_a_peer_whose_heartbeats_wait_unread_is_not_declared_dead(tmp_path, monk
             e.close(flush=False)
 
 
+def test_a_close_waiting_for_acknowledgement_reads_heartbeats_before_giving_up(tmp_path, monkeypatch):
+    """tcp: b closes with a 256 KB frame not yet acknowledged (a reads it only 3 s later)
+    and b's closing thread does not run for 1.5 s (peer timeout 1 s; a loaded host) while
+    a's heartbeats reach b's socket, unread. The close must read them and go on waiting,
+    not report the frame as possibly lost (it judged the silence before reading: the close
+    raised "may not have been delivered" though a was alive and read it all)."""
+    c = loopback_cluster(tmp_path, "tcp", heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class("tcp"), c, recv_timeout=20, native=False)
+    a, b = eps["a"], eps["b"]
+    real_sleep = time.sleep
+    me = threading.current_thread()
+    stalled = []
+
+    def sleep_stalling_once(s):
+        if threading.current_thread() is me and not stalled and s < 0.01:   # (the close's wait loop)
+            stalled.append(s)
+            s = 1.5
+        real_sleep(s)
+
+    got = {}
+
+    def reader():
+        real_sleep(3.0)
+        got["x"] = a.recv("b", "x", ANY_U)[0]
+
+    t = threading.Thread(target=reader, daemon=True)
+    x = np.arange(256 * 128, dtype=np.uint64)        # 256 KB: more than a's unread window takes
+    try:
+        a._fg = b._fg = True          # (the reader threads leave the streams alone)
+        real_sleep(0.3)
+        b.send("a", "x", x)
+        t.start()
+        monkeypatch.setattr(time, "sleep", sleep_stalling_once)
+        b.close()                     # raised PeerDeadError("... may not have been delivered ...") before
+        monkeypatch.undo()
+        assert stalled, "the close never waited for an acknowledgement (the stall was not injected)"
+        t.join(20)
+        assert np.array_equal(got["x"], x)
+    finally:
+        monkeypatch.undo()
+        for e in eps.values():
+            e.close(flush=False)
+
+
 @TRANSPORTS
 def test_a_busy_sender_with_a_large_paced_frame_in_flight_is_not_declared_dead(tmp_path, transport):
     """Issue #21 item 6: heartbeats come from a thread that neither the party's computation

@@ -644,16 +644,22 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
                 if n == 0 or p in self._bye_from:
                     del pending[p]
                     continue
+                if 0 <= n < last[p][0]:
+                    last[p] = (n, now)       # (bytes moved: counted before the silence is judged)
                 if n < 0 or (c is not None and c.eof):
                     why = f"{n if n > 0 else 'some'} bytes not acknowledged and its connection is gone"
                 elif now - max(last[p][1], c.last if c is not None else 0.0) > self.peer_timeout:
+                    # its heartbeats may wait unread (this process did not run for a while: a
+                    # loaded host): read them first; a peer heard from since is not silent
+                    self._drain()
+                    if p in self._bye_from or (c is not None and not c.eof
+                                               and time.monotonic() - c.last <= self.peer_timeout):
+                        continue
                     why = (f"{n} bytes not acknowledged: it has read nothing and sent nothing for "
                            f"{now - last[p][1]:.1f}s (peer timeout {self.peer_timeout:g}s)")
                 elif over():
                     why = f"{n} bytes not acknowledged within the close timeout"
                 else:
-                    if n < last[p][0]:
-                        last[p] = (n, now)
                     continue
                 self._drain()                # a finished peer's bye may be here, unread
                 if p not in self._bye_from:
