@@ -79,6 +79,21 @@ def send(self, peer, tag, *arrays):
     return r
 
 
+_send_many = getattr(_E, "send_many", None)
+
+
+def send_many(self, peers, tag, *arrays):
+    """(recorded as one send> ... send< per peer, the first send> before any work and each
+    send< at the end: the frames of ``send_many`` are made together, then written)"""
+    _proxy(self)
+    for p in peers:
+        ev("send>", p, tag, self._phase)
+    r = _send_many(self, peers, tag, *arrays)
+    for p in peers:
+        ev("send<", p, tag)
+    return r
+
+
 def recv(self, peer, tag, *specs, timeout=None):
     _proxy(self)
     ev("recv>", peer, tag, self._phase)
@@ -109,6 +124,8 @@ def close(self, *a, **k):
 
 
 _E.send, _E.recv, _E.close, _E.phase, _E.mark = send, recv, close, phase, mark
+if _send_many is not None:
+    _E.send_many = send_many
 
 
 # ---- scheduling experiments (AW_SCHED, in every party process at import) ------------------

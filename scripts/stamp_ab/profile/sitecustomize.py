@@ -98,14 +98,23 @@ if _D:
                     prof.disable(); prof.dump_stats(os.path.join(_D, f"hprof-{self.me}-{os.getpid()}.prof"))
                 EV.append(["leave", self.me, name, _pc(), _tt()])
             _ch.Endpoint.phase = phase
-            L = _lt.LteeLink
-            _tr, _close = L._transact, L.close
+            L = getattr(_lt, "BaseLink", _lt.LteeLink)   # (the tenth pass: both LTEE modes' host side)
+            _tr = L._transact
             def _transact(self, cmd, arrays, kind):
                 t0, c0 = _pc(), _tt()
                 r = _tr(self, cmd, arrays, kind)
                 EV.append(["dev", self.party, cmd, t0, _pc(), c0, _tt(), sum(a.nbytes for a in arrays)])
                 return r
-            def close(self):
-                _flush("host-" + self.party)
-                _close(self)
-            L._transact, L.close = _transact, close
+            L._transact = _transact
+            def _closer(cls):
+                _close = cls.close
+                def close(self):
+                    _flush("host-" + self.party)
+                    _close(self)
+                cls.close = close
+            _closer(_lt.LteeLink)
+            try:
+                from secinfer.protocols.stamp import ltee_inproc as _li
+                _closer(_li.InProcessLink)
+            except ImportError:
+                pass

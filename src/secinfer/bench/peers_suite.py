@@ -16,6 +16,9 @@ elsewhere a Sigmoid is a different, costlier function). Per row: online and offl
 latency, bytes (all parties, online phase and total), rounds, and the whole-command wall
 time of ``secinfer run`` (process start included), as medians over interleaved repetitions
 with the spread (min, max). Every output is compared with the fixed-point reference.
+A protocol's variants (``VARIANTS``) run as series of their own beside its default rows:
+stamp with its LTEE emulation in the host's process (``"ltee": "inprocess"``, plotted as
+"stamp (LTEE in process)"; docs/protocols/stamp.md, "Tenth pass").
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ TWO_PARTY_TARGETS = {("W3", 1): (0.573, 2.8e6), ("W3", 128): (2.08, 11.9e6)}  # 
 # issue #23 item 5: crisp malicious at W3 batch 128 within 5 s online (no peer figure: the issue's bound)
 MALICIOUS_TARGETS = {("crisp", "W3", 128): (5.0, None)}
 MALICIOUS_ROWS = {"crisp": ("W3",)}      # protocol -> workloads also run at security "malicious"
+
+# protocol -> its extra series: (row field, value, run options, plot label); the default row
+# of each cell is run as before, the variant as a row of its own with that field
+VARIANTS = {"stamp": [("ltee", "inprocess", {"stamp_ltee": "inprocess"}, "stamp (LTEE in process)")]}
 
 THREE_PARTY = ("astra", "aby3", "falcon", "stamp")
 TWO_PARTY = ("crisp",)
@@ -129,6 +136,9 @@ def _plan(quick: bool):
 
 def _series(row: dict) -> str:
     """The plot's series of a row: the protocol, with its security when not semi-honest."""
+    for field, value, _, label in VARIANTS.get(row["protocol"], ()):
+        if row.get(field) == value:
+            return label
     return row["protocol"] if row.get("security", "semi-honest") == "semi-honest" else f"{row['protocol']} ({row['security']})"
 
 
@@ -197,20 +207,24 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                         if why:
                             skipped.append({"workload": wl, "batch": b, "protocol": p, "security": sec, "why": why})
                             continue
-                        cells.append({"workload": wl, "batch": b, "protocol": p, "security": sec, "model": str(path),
-                                      "x": x, "x_path": str(xp), "graph": graph, "samples": []})
+                        cell = {"workload": wl, "batch": b, "protocol": p, "security": sec, "model": str(path),
+                                "x": x, "x_path": str(xp), "graph": graph, "samples": [], "options": {}}
+                        cells.append(cell)
+                        for field, value, opts, _ in VARIANTS.get(p, ()) if sec == "semi-honest" else ():
+                            cells.append({**cell, "samples": [], "options": opts, "variant": (field, value)})
         prog = Progress("peers", len(cells) * reps)
         for rep in range(reps):                      # interleaved: every cell once per repetition
             for c in cells:
                 spec = registry.get(c["protocol"])
-                prog(f"{c['workload']} batch {c['batch']} {c['protocol']} {c['security']} (repetition {rep + 1}/{reps})")
+                prog(f"{c['workload']} batch {c['batch']} {_series(_variant_row(c))} {c['security']} "
+                     f"(repetition {rep + 1}/{reps})")
                 # with the checked graph, as `secinfer run` passes it (api.launch): the same
                 # record layer for small runs (launcher.small_run_record_layer) as the command
                 res = run_local(protocol=c["protocol"], security=c["security"], model_path=c["model"],
-                                input_array=c["x"], network="none", options={}, timeout=900,
+                                input_array=c["x"], network="none", options=dict(c["options"]), timeout=900,
                                 model_graph=c["graph"])
                 wall, startup = _command_wall(c["protocol"], c["model"], c["x_path"]) \
-                    if c["batch"] == 1 and c["security"] == "semi-honest" else (None, None)
+                    if c["batch"] == 1 and c["security"] == "semi-honest" and "variant" not in c else (None, None)
                 if "reference" not in c:
                     c["reference"] = reference(c["workload"], c["graph"], c["x"], get_config(spec.default_fixed))
                 c["samples"].append({
@@ -230,7 +244,7 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
                 tgt = MALICIOUS_TARGETS.get((c["protocol"], c["workload"], c["batch"]))
             else:
                 tgt = (TWO_PARTY_TARGETS if c["protocol"] in TWO_PARTY else TARGETS).get((c["workload"], c["batch"]))
-            row = {"workload": c["workload"], "batch": c["batch"], "protocol": c["protocol"], "security": c["security"],
+            row = {**_variant_row(c),
                    "online_ms": None if on is None else on * 1e3,
                    "online_ms_min": None if on_lo is None else on_lo * 1e3,
                    "online_ms_max": None if on_hi is None else on_hi * 1e3,
@@ -280,6 +294,15 @@ def run(quick: bool = False, network: str | None = None, partial: str | None = N
         if prog is not None:     # (its "still running" ticker stops with the run, also outside the CLI)
             prog.close()
         shutil.rmtree(tmp, ignore_errors=True)   # the workload models and inputs
+
+
+def _variant_row(c: dict) -> dict:
+    """A row's identifying fields: workload, batch, protocol, security, and a variant's field
+    (``VARIANTS``: e.g. ``"ltee": "inprocess"``)."""
+    row = {k: c[k] for k in ("workload", "batch", "protocol", "security")}
+    if "variant" in c:
+        row[c["variant"][0]] = c["variant"][1]
+    return row
 
 
 def _startup_steps(startups: list) -> dict | None:

@@ -31,6 +31,7 @@ import numpy as np
 from secinfer.arith.ring import Ring
 from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import ONE, Builder, Circuit
+from secinfer.net.channel import Endpoint
 from secinfer.protocols.astra.bitext import BitExtPrep
 from secinfer.protocols.astra.engine import ring_dot
 from secinfer.protocols.rep3 import linear as mdl
@@ -78,6 +79,7 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> d
         if cls:
             fast.update(bx=bx, k_spec=ArraySpec(np.uint64, (batch * n, 64, 2)), circ=msb_sub_ripple(64),
                         dec=np.ascontiguousarray(bx.dec[:, 0], np.uint8), t_p0=f"astra/bx/{bx.lab}")
+            _p0_small_prep(fast, batch * n)
         else:
             lam = R.add(R.add(U.l1, B.l1[None, :]), R.add(U.l2, B.l2[None, :]))
             fast["to_client"] = (pack(np.ascontiguousarray(lam).reshape(-1), 64),)
@@ -95,7 +97,9 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> d
         r = rho.reshape(batch, n)
         fast["off"] = R.add(off, r) if role == "p1" else R.sub(off, r)
         fast["tag"] = "astra/out/y/" + ("m1" if role == "p1" else "m2")
+        _scalar_prep(fast)
         return fast
+    _scalar_prep(fast)
     fast["tag"] = f"astra/bx/{bx.lab}/" + ("k1" if role == "p1" else "k2")
     fast["u_bytes"] = fast["u_flat"].view(np.uint8).reshape(-1, 8)   # _bits64's view, made now
     fast["r_gc"] = bx.r_gc
@@ -110,7 +114,67 @@ def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> d
         # u_2 = m_x coef_2 + k with k = base_2 - lambda_{y,2}
         fast["k"] = R.sub(prep.base, R.add(U.l2, B.l2[None, :]))
         fast["zeros"] = bx.zeros["u2"]
+    _scalar_prep(fast)
     return fast
+
+
+def _p0_small_prep(fast: dict, size: int) -> None:
+    """Offline, P0 with at most 8 outputs (one packed byte): packbits(lsb xor dec) =
+    packbits(lsb) xor packbits(dec), so the decoding bits' byte is made now and y's byte on
+    Python integers online (``_p0_step``; "Sixth pass"); ``fast["ybuf"]``: (the 1-byte
+    buffer sent, the count of outputs), None otherwise."""
+    fast["ybuf"] = None
+    if size <= 8:
+        fast["dec_byte"] = int(np.packbits(fast["dec"] & 1)[0])
+        fast["ybuf"] = (np.full(1, 0, np.uint8), size)
+
+
+def _scalar_prep(fast: dict) -> None:
+    """Offline, for a query of one output value (batch 1, one output: W1 and W2 of issue #23)
+    with a thin product: the constants of ``_scalar_step``, the evaluator's online step on
+    Python integers (one numpy call, the dot product, instead of three to five: after a
+    wake-up each numpy call costs tens of microseconds, "Sixth pass"). ``fast["scalar"]`` is
+    None otherwise. Called once the step's constants are all made (classification: ``k``,
+    ``zeros`` and ``r_gc``; regression: ``off``)."""
+    fast["scalar"] = None
+    if fast["u"].size != 1 or not fast["thin"] or "k" not in fast and "off" not in fast:
+        return
+    sc = {"coef": np.ascontiguousarray(fast["coef"][:, 0])}
+    if not fast["cls"]:
+        sc["add"] = int(fast["off"].reshape(-1)[0])
+    else:
+        if sys.byteorder != "little":   # (the table holds the labels' wire bytes)
+            return
+        sc["add"] = int(fast["k"].reshape(-1)[0])
+        # the 64 input labels of u, byte by byte: for byte p of u and its value v, the 8
+        # labels of bits 8p .. 8p+7 (bit * R xor the zero label, ``_bits_into_labels``) as
+        # the 128 bytes they are on the wire; both labels of every input wire are the
+        # garbler's anyway
+        bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+        z = fast["zeros"].reshape(8, 1, 8, 2)
+        r = fast["r_gc"].reshape(1, 1, 1, 2)
+        tab = z ^ (bits[None, :, :, None].astype(np.uint64) * r)          # (8, 256, 8, 2)
+        sc["lab"] = [[tab[p, v].tobytes() for v in range(256)] for p in range(8)]
+        sc["lab_shape"] = fast["labels"].shape
+    fast["scalar"] = sc
+
+
+_M64 = (1 << 64) - 1
+
+
+def _scalar_step(fast: dict, sc: dict, m_x: np.ndarray) -> np.ndarray:
+    """``_evaluator_step`` for one output value (``_scalar_prep``): the same array, from the
+    dot product of Z_2^64 (numpy's uint64 dot wraps mod 2^64, as ``_dot_into``'s) and
+    Python integers mod 2^64."""
+    d = int(m_x.reshape(-1).dot(sc["coef"]))
+    uf = fast["u_flat"]
+    if not fast["cls"]:
+        uf[0] = (d + sc["add"]) & _M64
+        return uf
+    u = (sc["add"] - d) & _M64 if fast["k_neg"] else (d + sc["add"]) & _M64
+    uf[0] = u
+    lab = sc["lab"]
+    return np.frombuffer(b"".join([lab[p][(u >> (p << 3)) & 255] for p in range(8)]), np.uint64).reshape(sc["lab_shape"])
 
 
 def bitext_offline_direct(eng, n: int) -> BitExtPrep:
@@ -197,6 +261,9 @@ def _bits_into_labels(fast: dict) -> np.ndarray:
 def _evaluator_step(fast: dict, m_x: np.ndarray) -> np.ndarray:
     """An evaluator's computation on the masked query: the array it sends (a buffer of
     ``fast``, overwritten by the next call)."""
+    sc = fast.get("scalar")
+    if sc is not None:
+        return _scalar_step(fast, sc, m_x)
     u = _dot_into(fast["u"], fast, m_x)
     if not fast["cls"]:
         np.add(u, fast["off"], out=u)
@@ -216,6 +283,13 @@ def _p0_step(fast: dict, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     ev.labels[...] = k1
     bx.wires[:, bx.u2_at] = k2
     out = ev()
+    yb = fast.get("ybuf")
+    if yb is not None:    # (at most 8 outputs: one byte, on Python integers, "Sixth pass")
+        v = fast["dec_byte"]
+        for i in range(yb[1]):
+            v ^= (out.item(i, 0, 0) & 1) << (7 - i)
+        yb[0][0] = v
+        return yb[0]
     y = out[:, 0, 0].astype(np.uint8)      # the output label's low byte; its bit 0 ...
     y ^= fast["dec"]                      # ... xor the decoding bit (``gcm.decode``)
     y &= 1
@@ -313,6 +387,19 @@ def client_extra(cls: bool, size: int, a: np.ndarray) -> np.ndarray:
     return np.unpackbits(a, count=size) if cls else unpack(a, 64, (size,))
 
 
+def send_query(ep, peers, m: np.ndarray) -> None:
+    """The client's masked query ``m`` to both evaluators, in the order of ``peers``: one
+    ``send_many`` on an endpoint (the tcp transport seals both frames before the first
+    write, so the second evaluator's copy leaves a system call after the first, not a whole
+    send after it), else (a test's proxy around an endpoint) one ``send`` per peer, which
+    the proxy sees. The same frames either way."""
+    if isinstance(ep, Endpoint):
+        ep.send_many(peers, "astra/sh/X", m)
+    else:
+        for p in peers:
+            ep.send(p, "astra/sh/X", m)
+
+
 ENCODE_ROWS = 128   # rows per pass of ``encode_masked``: ~0.8 MB of float64, cache-sized
 
 
@@ -364,37 +451,61 @@ def output_buffer(cls: bool, size: int) -> np.ndarray | None:
     return None if cls else np.full(size, 0, np.uint64)
 
 
-def combine_output(cls: bool, size: int, extra: np.ndarray, first, second, acc: np.ndarray | None) -> np.ndarray:
+def output_small(cls: bool, size: int, extra: np.ndarray):
+    """Offline: what ``combine_output`` needs to reconstruct a small output without numpy
+    calls online ("Sixth pass"): a classifier's at most 8 classes, the read-only table of
+    ``unpackbits(y, count=size) xor r`` for every byte y (256 x size uint8); a regression's
+    one value, lambda_y as a Python integer; else None."""
+    if cls and size <= 8:
+        tab = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1)[:, :size] ^ extra
+        tab.flags.writeable = False
+        return tab
+    if not cls and size == 1:
+        return int(extra[0])
+    return None
+
+
+def combine_output(cls: bool, size: int, extra: np.ndarray, first, second, acc: np.ndarray | None,
+                   small=None) -> np.ndarray:
     """The client's reconstruction, with P0's lambda_y / P1's r (``extra``, unpacked) received
     offline: y xor r (class: ``first()`` P0's packed y) or y = a - lambda_y + b into ``acc``
     (regression: ``first()`` P2's part a, subtracted before ``second()``, P1's part b, is
-    waited for)."""
+    waited for). ``small``: ``output_small(cls, size, extra)`` (the same result, from a
+    table row or on Python integers mod 2^64)."""
     if cls:
+        if small is not None:
+            return small[first().item(0)]                     # 0/1 (uint8, a read-only row)
         return np.unpackbits(first(), count=size) ^ extra      # 0/1 (uint8)
+    if small is not None:
+        a = first().item(0) - small
+        acc[0] = (a + second().item(0)) & _M64
+        return acc
     np.subtract(first(), extra, out=acc)
     np.add(acc, second(), out=acc)
     return acc
 
 
 def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec | None = None,
-                   acc: np.ndarray | None = None) -> np.ndarray:
-    """The client's reveal (``combine_output``); ``spec``: ``output_spec(cls, size)`` and
-    ``acc``: ``output_buffer(cls, size)``, made offline."""
+                   acc: np.ndarray | None = None, small=None) -> np.ndarray:
+    """The client's reveal (``combine_output``); ``spec``: ``output_spec(cls, size)``, ``acc``:
+    ``output_buffer(cls, size)`` and ``small``: ``output_small(cls, size, extra)``, made
+    offline."""
     if spec is None:
         spec = output_spec(cls, size)
     if cls:
-        return combine_output(cls, size, extra, lambda: ep.recv("p0", "astra/out/y/y", spec)[0], None, None)
+        return combine_output(cls, size, extra, lambda: ep.recv("p0", "astra/out/y/y", spec)[0], None, None,
+                              small)
     if acc is None:
         acc = output_buffer(cls, size)
     # P2's part, then P1's, each with its own ``recv``: a transport's one-frame receive (tcp:
     # the fast path) instead of ``recv_each``'s wait on both, which took the general path for
     # the first (as ``server_online``'s P0)
     return combine_output(cls, size, extra, lambda: ep.recv("p2", "astra/out/y/m2", spec)[0],
-                          lambda: ep.recv("p1", "astra/out/y/m1", spec)[0], acc)
+                          lambda: ep.recv("p1", "astra/out/y/m1", spec)[0], acc, small)
 
 
 def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.ndarray,
-                acc: np.ndarray | None) -> None:
+                acc: np.ndarray | None, small=None) -> None:
     """Offline (option ``warm_online``, as ``warm_server``): a dry run of the client's online
     computation, ``encode_masked`` of its query into the real scratch rows with an all-zero
     mask in place of lambda_x (which stays untouched) and ``combine_output`` on all-zero
@@ -402,4 +513,4 @@ def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.
     encode_masked(x, frac, np.zeros(x.shape, np.uint64), bufs)
     spec = output_spec(cls, size)
     z = np.zeros(spec.shape, spec.dtype)
-    combine_output(cls, size, extra, lambda: z, lambda: z, acc)
+    combine_output(cls, size, extra, lambda: z, lambda: z, acc, small)

@@ -290,19 +290,20 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             bufs = fastpath.encode_buffers(x.shape)
             ospec = fastpath.output_spec(cls, size)
             acc = fastpath.output_buffer(cls, size)
+            small = fastpath.output_small(cls, size, extra)
             fastpath.expect_client(ep, cls, x.shape, size)
             if not lam_x.flags.writeable:   # (received: m_x is added into it online)
                 lam_x = lam_x.copy()
             if warm_online(job.options) and cfg.ring.bits == 64:   # a dry run, nothing sent
-                fastpath.warm_client(x, fw[1], bufs, cls, size, extra, acc)
+                fastpath.warm_client(x, fw[1], bufs, cls, size, extra, acc, small)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
         if fast and cfg.ring.bits == 64:
             m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
             # (classification: P2 first, then P1, whose labels P0 takes first; the other order
-            # measured no better: docs/protocols/astra.md, "Fifth pass")
-            for p in (("p2", "p1") if cls else ("p1", "p2")):
-                ep.send(p, "astra/sh/X", m)
+            # measured no better: docs/protocols/astra.md, "Fifth pass"); both frames made
+            # before the first leaves (``fastpath.send_query``, "Sixth pass")
+            fastpath.send_query(ep, ("p2", "p1") if cls else ("p1", "p2"), m)
         else:
             _owner_send(ep, keys, C, "X", mdl.encode_input(x, fw[1], cfg), 64, lam_x)
         if fair:
@@ -317,7 +318,7 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             ep.require(v is not None, "fair-output", None, "fewer than two servers delivered the same output")
             val = (v - pad) if bits == 64 else (v ^ pad)
         elif fast:
-            val = fastpath.receive_output(ep, cls, size, extra, ospec, acc)
+            val = fastpath.receive_output(ep, cls, size, extra, ospec, acc, small)
         elif reveal_mode(job.options) == "direct" and cls:
             val = _receive_direct_m(ep, size)
         else:

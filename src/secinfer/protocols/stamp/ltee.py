@@ -3,7 +3,8 @@ manufacturer CA, and the initialization protocol [STAMP Protocol 1].
 
 ``LteeLink`` owns one emulated device (its own OS process, see ``ltee_device``) and is
 the only way to reach it: requests and responses are secinfer frames on a local pipe,
-the bus of [STAMP Fig. 1]. Every byte that crosses the bus and every primitive operation
+the bus of [STAMP Fig. 1] (``ltee_inproc.InProcessLink``: the same device inside the
+host's process, option ``stamp_ltee`` "inprocess"; both are a ``BaseLink``). Every byte that crosses the bus and every primitive operation
 the device reports is metered, so the cost model (``costmodel``) can charge the
 LTEE-chip / LTEE-SoC bus and compute time.
 
@@ -76,7 +77,7 @@ class Manufacturer:
     def certify(self, identity_pub: bytes) -> bytes:
         return self._key.sign(cert_message(identity_pub))
 
-    def provision(self, link: "LteeLink") -> None:
+    def provision(self, link: "BaseLink") -> None:
         (pub,) = link.call("identity")
         link.call("provision", np.frombuffer(self.certify(bytes(pub)), np.uint8),
                   np.frombuffer(self.public, np.uint8))
@@ -131,8 +132,13 @@ class BusMeter:
         return self.to_device + self.from_device
 
 
-class LteeLink:
-    """One emulated LTEE process and the bus to it."""
+class BaseLink:
+    """The host's side of one emulated LTEE's bus, whatever carries it: requests, their
+    metering, the refusal as ``LteeRefused``, the online marker. A subclass carries one
+    request to the device and its answer back (``_round_trip``): ``LteeLink`` on a pipe to
+    the device's own process, ``ltee_inproc.InProcessLink`` to a device in this process."""
+
+    mode = ""     # the emulation's mode (option ``stamp_ltee``)
 
     def __init__(self, party: str, spin_us: float = DEFAULT_BUS_SPIN_US,
                  timeout_s: float = DEFAULT_BUS_TIMEOUT_S) -> None:
@@ -146,15 +152,10 @@ class LteeLink:
         self.spin_us = spin_us
         self.timeout_s = timeout_s
         self.online = False      # ``set_online``: requests are marked online, both ends busy-poll
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "secinfer.protocols.stamp.ltee_device"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, **_ONE_THREAD})
-        self._bus = BusPipe(self._proc.stdout.fileno(), self._proc.stdin.fileno(), party)
         self.stats = np.zeros(5, dtype=np.int64)
 
     @classmethod
-    def from_options(cls, party: str, options: dict) -> "LteeLink":
+    def from_options(cls, party: str, options: dict) -> "BaseLink":
         try:
             spin = float(options.get("stamp_bus_spin_us", DEFAULT_BUS_SPIN_US))
             timeout = float(options.get("stamp_bus_timeout_s", DEFAULT_BUS_TIMEOUT_S))
@@ -170,17 +171,7 @@ class LteeLink:
         request). The device's budget is the one ``ready`` gave it."""
         self.online = bool(on)
 
-    @property
-    def spin_hits(self) -> int:
-        return self._bus.spin_hits
-
-    @property
-    def spin_misses(self) -> int:
-        return self._bus.spin_misses
-
-    def _alive(self) -> None:
-        if self._proc.poll() is not None:
-            raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)
+    spin_hits = spin_misses = 0
 
     def call(self, cmd: str, *arrays: np.ndarray, kind: str | None = None) -> list[np.ndarray]:
         arrays = [np.ascontiguousarray(a) for a in arrays]
@@ -209,21 +200,15 @@ class LteeLink:
                              [sum(a.nbytes for a in r) for r in out])
         return out
 
+    def _round_trip(self, cmd: str, arrays: list) -> tuple[str, list]:
+        """One request to the device and its answer (tag "ok" or "refused", arrays)."""
+        raise NotImplementedError
+
     def _transact(self, cmd: str, arrays: list, kind: str) -> list[np.ndarray]:
-        self._alive()
         t0 = time.perf_counter()
-        bus = self._bus
-        try:
-            bus.send(cmd, arrays, self._seq, self.online)
-            self._seq += 1
-            hdr, res = bus.recv(self.spin_us * 1e-6 if self.online else 0.0, self.timeout_s, self._alive)
-        except (EOFError, BrokenPipeError):
-            raise LteeRefused("dead", "the LTEE emulation process closed the bus", self.party) from None
-        except BusTimeout:
-            raise LteeRefused("timeout", f"the LTEE did not answer {cmd!r} within {self.timeout_s:g} s",
-                              self.party) from None
+        tag, res = self._round_trip(cmd, arrays)
         self.meter.emulation_seconds += time.perf_counter() - t0
-        if hdr.tag == "refused":
+        if tag == "refused":
             self.meter.add(kind, sum(a.nbytes for a in arrays), sum(a.nbytes for a in res))
             code, _, detail = bytes(res[0]).decode(errors="replace").partition("|")
             raise LteeRefused(code, detail, self.party)
@@ -245,6 +230,51 @@ class LteeLink:
         return s
 
     def close(self) -> None:
+        raise NotImplementedError
+
+
+class LteeLink(BaseLink):
+    """One emulated LTEE in its own OS process and the pipe bus to it (option ``stamp_ltee``
+    "process", the default)."""
+
+    mode = "process"
+
+    def __init__(self, party: str, spin_us: float = DEFAULT_BUS_SPIN_US,
+                 timeout_s: float = DEFAULT_BUS_TIMEOUT_S) -> None:
+        super().__init__(party, spin_us, timeout_s)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "secinfer.protocols.stamp.ltee_device"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, **_ONE_THREAD})
+        self._bus = BusPipe(self._proc.stdout.fileno(), self._proc.stdin.fileno(), party)
+
+    @property
+    def spin_hits(self) -> int:
+        return self._bus.spin_hits
+
+    @property
+    def spin_misses(self) -> int:
+        return self._bus.spin_misses
+
+    def _alive(self) -> None:
+        if self._proc.poll() is not None:
+            raise LteeRefused("dead", "the LTEE emulation process has exited", self.party)
+
+    def _round_trip(self, cmd: str, arrays: list) -> tuple[str, list]:
+        self._alive()
+        bus = self._bus
+        try:
+            bus.send(cmd, arrays, self._seq, self.online)
+            self._seq += 1
+            hdr, res = bus.recv(self.spin_us * 1e-6 if self.online else 0.0, self.timeout_s, self._alive)
+        except (EOFError, BrokenPipeError):
+            raise LteeRefused("dead", "the LTEE emulation process closed the bus", self.party) from None
+        except BusTimeout:
+            raise LteeRefused("timeout", f"the LTEE did not answer {cmd!r} within {self.timeout_s:g} s",
+                              self.party) from None
+        return hdr.tag, res
+
+    def close(self) -> None:
         if self._proc.poll() is None:
             with contextlib.suppress(Exception):
                 self._bus.send("shutdown", [], self._seq)
@@ -263,7 +293,7 @@ class LteeLink:
 _U8 = np.uint8
 
 
-def initialize(ep, names: tuple[str, str, str], me: int, link: LteeLink, options: dict,
+def initialize(ep, names: tuple[str, str, str], me: int, link: BaseLink, options: dict,
                ring_bits: int, frac_bits: int, output_party: int = 1, malicious: bool = False) -> None:
     """Run [STAMP Protocol 1] through the hosts. Raises ProtocolAbort on any failure.
     ``output_party`` (the only party that learns the output; p1 in ``stamp``) and the

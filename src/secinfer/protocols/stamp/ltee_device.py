@@ -3,7 +3,8 @@
 No LTEE hardware exists on these machines. This module is the device's firmware,
 run as its own OS process (``python -m secinfer.protocols.stamp.ltee_device``) with its
 own memory and keys; its only interface is the bus: length-prefixed secinfer frames on
-its stdin/stdout pipe, which only its host party holds. Nothing here is trusted
+its stdin/stdout pipe, which only its host party holds (option ``stamp_ltee`` "inprocess":
+the same ``Device`` and ``serve`` inside the host's process, ``ltee_inproc``). Nothing here is trusted
 hardware: the host's operating system can read this process's memory. The emulation
 reproduces the device's *behaviour* (what it keeps secret from its host, what it
 refuses) and lets the cost model charge the bytes and operations a real device would.
@@ -66,25 +67,9 @@ from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for 
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
     prf_elements, read_frame, seeds_array, write_frame, zero_component)
 from secinfer.protocols.stamp.ltee_bus import MAX_BUS_SPIN_US, BusPipe
-from secinfer.protocols.stamp.ltee_requests import SPEC_CACHE, _blob, _OpCount, _parse_spec, _ring_in  # noqa: F401
-
-
-
-
-def _kernels():
-    """The plaintext kernels. ``main`` starts importing them in a thread as soon as the
-    device starts, while the host runs Protocol 1 (the device answers its bus meanwhile), so
-    the import (~70 ms) never lands in the first evaluation of the online phase; a call
-    before it finished waits for it on Python's import lock."""
-    from secinfer.protocols.rep3 import kernels
-    return kernels
-
-
-def _preload_kernels() -> None:
-    try:
-        _kernels()
-    except Exception:  # noqa: BLE001 - the first real use imports again and reports the error
-        pass
+from secinfer.protocols.stamp.ltee_softmax import softmax_step
+from secinfer.protocols.stamp.ltee_requests import (  # noqa: F401
+    SPEC_CACHE, _blob, _kernels, _OpCount, _parse_spec, _preload_kernels, _ring_in)
 
 
 class Device(CounterDiscipline):
@@ -455,7 +440,7 @@ class Device(CounterDiscipline):
             y = self._chain(kernels, key, spec, x)
         else:
             ctr = self._begin(meta, "eval", (f"k{j}", hat))
-            y = self._softmax(spec, arrays[2:5], j, hat, ctr)
+            y = softmax_step(self, spec, arrays[2:5], j, hat, ctr)
         y = y.reshape(-1)
         n_out = y.size
         t = (d + 1) % 3 if hat == 0 else (d + 2) % 3
@@ -508,38 +493,6 @@ class Device(CounterDiscipline):
         rho = ring.sub(y, ring.reduce(comps[0] + comps[1] + comps[2]))
         self.cnt.int_ops += 3 * y.size
         return [ring.add(comps[(d + 1) % 3], rho)] if hat == 0 else [rho]
-
-    def _softmax(self, spec, arrays, j, hat, ctr) -> np.ndarray:
-        """[STAMP Protocol 6 step 3] exp(x) from the masked mantissa/exponent of exp(x_{d-1}) and
-        the host's exp(x_d + x_{d+1}); then softmax of each row."""
-        cfg = self.cfg
-        shape = tuple(spec["shape"])
-        n = math.prod(shape)
-        qsum, mstar, mhat = arrays
-        qsum = _ring_in(qsum, n)
-        for a in (mstar, mhat):
-            if a.shape != (n,) or a.dtype != np.uint64:
-                raise Refused("bad-request", "softmax payload shape")
-        alpha = self._elems(j, f"ma/{hat}", ctr, n) & np.uint64((1 << MANT_BITS) - 1)
-        beta = self._elems(j, f"mb/{hat}", ctr, n) & np.uint64((1 << EXP_BITS) - 1)
-        q = ((qsum - beta) & np.uint64((1 << EXP_BITS) - 1)).astype(np.int64)      # q_j + q^_j
-        # mantissas: 52-bit fractions -> doubles in [1, 2) (bit moves: integer operations)
-        m1 = 1.0 + ((mstar - alpha) & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
-        m2 = 1.0 + (mhat & np.uint64((1 << MANT_BITS) - 1)).astype(np.float64) / 2.0 ** MANT_BITS
-        mant = m1 * m2                                           # the device's one multiplication
-        # exp(L / 2^fp) = 2^(qL) * mL: one factor per missing wrap of L [STAMP Protocol 6 step 3 a-c];
-        # the case is read off the exponent alone (the mantissa in [1, 4) moves it by < 2,
-        # which matters only for |x| within 2^-17 of the ring's limit 2^18)
-        big = (1 << cfg.ring_bits) / cfg.scale * np.log2(np.e)
-        q_l = int(np.floor(big))
-        inv_ml = np.array([1.0, 2.0 ** -(big - q_l), 2.0 ** (-2 * (big - q_l))])
-        k = np.clip(q // int(np.ceil(big / 2.0)), 0, 3)
-        corr = (k + 1) // 2          # 0: none, 1: one exp(-L/2^fp), 2: two
-        q = q - corr * q_l
-        mant = mant * inv_ml[corr]                               # one table multiplication
-        self.cnt.int_ops += 10 * n   # unmask (2), fraction -> double (2 x 2), case, exponent (3)
-        self.cnt.float_ops += 2 * n
-        return _kernels().softmax_from_log2(cfg, q.reshape(shape), mant.reshape(shape), self.cnt)
 
     def _operand(self, name: str, spec: dict, ctr: int, n: int) -> list:
         """The three components of triple operand ``name`` (a or b). With ``<name>_id`` the
@@ -680,7 +633,9 @@ class Device(CounterDiscipline):
         """Returns once the device's start-up work (the plaintext kernels' import, ``main``)
         is finished. The host asks before its online phase, so that work (~70 ms, longer on a
         busy machine) neither delays the first online request nor competes with it for the
-        interpreter lock; it reveals nothing and changes no counter. Optional arrays[0] =
+        interpreter lock; it reveals nothing and changes no counter (after Protocol 1 it also
+        makes ``_seed``'s AES key schedules and the fixed labels' prefixes, which the first
+        online request would otherwise make). Optional arrays[0] =
         int64 [busy-poll budget in us] for the waits after an online request (``main``)."""
         if arrays:
             b = arrays[0]
@@ -693,6 +648,11 @@ class Device(CounterDiscipline):
             t.join()
             self.preload = None
         _kernels()
+        if len(self._prf) == 3:   # ``_seed``'s key schedules and the fixed labels' prefixes, made now
+            for j in range(3):
+                self._ecb.setdefault(j, Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor())
+            for label in _LABELS:
+                self._prefix.setdefault(label, label_prefix(label))
         return []
 
     def cmd_specs(self, arrays):
@@ -734,16 +694,51 @@ class Device(CounterDiscipline):
 
 
 PREFETCH_MAX = 64 * SLOTS   # seed requests one prefetch may carry
+_LABELS = [f"{k}/{i}" for k in ("m", "ma", "mb", "in", "out", "pad", "fin") for i in range(3)] + ["mf"]
 _DUMMY_SEEDS = {c: bytes(16) for c in range(3)}   # public: the warm-up's stand-in stream seeds
 
 COMMANDS = {name[4:]: getattr(Device, name) for name in dir(Device) if name.startswith("cmd_")}
 
 
-def main() -> None:
+def start() -> Device:
+    """A new device, its plaintext kernels' import started in a thread (``_kernels``; joined
+    by ``cmd_ready``): the process emulation's ``main`` and the in-process one
+    (``ltee_inproc``) both start their device here."""
     preload = threading.Thread(target=_preload_kernels, name="ltee-kernels-import", daemon=True)
     preload.start()
     dev = Device()
     dev.preload = preload
+    return dev
+
+
+def serve(dev: Device, cmd: str, arrays: list) -> tuple[str, list]:
+    """One request on the device: its handler, a refusal as the "refused" answer (code|detail
+    in a uint8 array), the busy time, and a one-limb ring's results narrowed to uint32. The
+    one dispatch of both emulations (``main`` on the pipe, ``ltee_inproc`` in the host):
+    returns (answer tag, result arrays)."""
+    t0 = time.perf_counter()
+    handler = COMMANDS.get(cmd)
+    try:
+        if handler is None:
+            raise Refused("bad-request", f"unknown command {cmd!r}")
+        res = handler(dev, arrays)
+        tag = "ok"
+    except Refused as r:
+        res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
+            ProtocolError) as e:
+        # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
+        # never ends the device (issue #22 item 5)
+        res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
+    dev.busy += time.perf_counter() - t0
+    if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
+        res = [a.astype(np.uint32) if a.dtype == np.uint64 and
+               not (cmd == "mask" and len(res) == 2) else a for a in res]
+    return tag, res
+
+
+def main() -> None:
+    dev = start()
     bus = BusPipe(sys.stdin.fileno(), sys.stdout.fileno(), "ltee")
     seq = 0
     spin = 0.0
@@ -757,30 +752,12 @@ def main() -> None:
         if hdr.tag == "shutdown":
             return
         spin = dev.spin_s if hdr.phase == "online" else 0.0
-        t0 = time.perf_counter()
-        handler = COMMANDS.get(hdr.tag)
-        try:
-            if handler is None:
-                raise Refused("bad-request", f"unknown command {hdr.tag!r}")
-            res = handler(dev, arrays)
-            tag = "ok"
-        except Refused as r:
-            res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
-        except (ValueError, IndexError, KeyError, TypeError, OverflowError, AttributeError, ArithmeticError,
-                ProtocolError) as e:
-            # a host's malformed command (wrong dtype, shape or count of arrays) is refused; it
-            # never ends the device (issue #22 item 5)
-            res, tag = [np.frombuffer(f"bad-request|{type(e).__name__}: {e}".encode()[:2000], dtype=np.uint8)], "refused"
-        dev.busy += time.perf_counter() - t0
-        if tag == "ok" and dev.cfg is not None and dev.cfg.ring_bits <= 32:
-            res = [a.astype(np.uint32) if a.dtype == np.uint64 and
-                   not (hdr.tag == "mask" and len(res) == 2) else a for a in res]
+        tag, res = serve(dev, hdr.tag, arrays)
         try:
             bus.send(tag, res, seq)
         except OSError:     # the host closed the bus
             return
         seq += 1
-
 
 if __name__ == "__main__":
     main()

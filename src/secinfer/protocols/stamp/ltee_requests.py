@@ -1,6 +1,7 @@
 """The LTEE emulation's parsing of host requests (``ltee_device``): byte strings, ring
 payloads and operation specs, each checked before use -- a malformed one is ``Refused``
-(the host's input is untrusted) -- and the device's operation count."""
+(the host's input is untrusted) -- the device's operation count and the import of its
+plaintext kernels."""
 
 from __future__ import annotations
 
@@ -58,3 +59,19 @@ def _ring_in(a: np.ndarray, n: int) -> np.ndarray:
     if a.shape != (n,) or a.dtype not in (np.uint32, np.uint64):
         raise Refused("bad-request", "payload shape or type")
     return a.astype(np.uint64)
+
+
+def _kernels():
+    """The plaintext kernels. ``ltee_device.start`` begins importing them in a thread as soon
+    as the device starts, while the host runs Protocol 1 (the device answers its bus
+    meanwhile), so the import (~70 ms) never lands in the first evaluation of the online phase; a call
+    before it finished waits for it on Python's import lock."""
+    from secinfer.protocols.rep3 import kernels
+    return kernels
+
+
+def _preload_kernels() -> None:
+    try:
+        _kernels()
+    except Exception:  # noqa: BLE001 - the first real use imports again and reports the error
+        pass

@@ -37,7 +37,8 @@ from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.graph import (CLIENT, MODEL, NAMES, exchange_model, expect_ready, input_phase,
                                            online_together, share_input, share_model_and_input)
 from secinfer.protocols.stamp.backend import StampBackend
-from secinfer.protocols.stamp.ltee import LteeLink, initialize
+from secinfer.protocols.stamp.ltee import initialize
+from secinfer.protocols.stamp.ltee_inproc import open_link
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
 
 
@@ -53,7 +54,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         raise ProtocolError("STAMP runs over Z_2^32 (fx32f13) [STAMP 3.1]")
     me = NAMES.index(role)
     malicious = job.security == "malicious"
-    link = LteeLink.from_options(role, job.options)
+    link = open_link(role, job.options)   # option stamp_ltee: "process" (default) | "inprocess"
     try:
         with ep.phase("setup"):
             initialize(ep, NAMES, me, link, job.options, job.fixed.ring_bits, job.fixed.frac_bits,
@@ -146,7 +147,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 "device_preprocessing_ops": {"int_ops": int(ops.triple_stats[0]),
                                              "aes_bytes": int(ops.triple_stats[3])},
                 "online_cpu_s": cpu, "meter": ep.meter.summary(),
-                "batch": batch, "security": job.security, "ltee": "emulation",
+                "batch": batch, "security": job.security, "ltee": "emulation", "ltee_mode": link.mode,
                 "mult_checks": eng.stats["mult_checks"],
                 # masks expanded before the query that the online phase did not take (0 when
                 # the dry runs foresaw every request, ``StampOps.prefetch``)
@@ -257,5 +258,5 @@ SPEC = ProtocolSpec(
         ("ltee-policy", "the LTEE releases only the masks its party may hold", "Protocol 2", _M),
         ("ltee-stale-counter", "the LTEE serves each counter range once (no replay)", "Protocol 2", _A),
         ("ltee-output-mac", "the output step's inputs carry the two other LTEEs' MACs", "Protocol 5", _M))),
-    trust="TRUSTED: each party's LTEE (trusted device) is EMULATED in software (a separate process, not hardware), certified by the well-known DEMO CA key (public: insecure by design; -o ltee_ca_seed=HEX sets your own) [STAMP 2.2]",
+    trust="TRUSTED: each party's LTEE (trusted device) is EMULATED in software (its own process, or with -o stamp_ltee=inprocess its host's process; not hardware), certified by the well-known DEMO CA key (public: insecure by design; -o ltee_ca_seed=HEX sets your own) [STAMP 2.2]",
 )
