@@ -1,5 +1,5 @@
 # Interleaved arms of STAMP batch-1 cells: python arms.py N OUT LABEL=SRC[@OPTIONS_JSON] ...
-# Per repetition, per workload (W3, W4), each arm in turn (order rotated per repetition):
+# Per repetition, per workload (WLS, default "W3,W4"; "W3:128" = batch 128), each arm in turn (order rotated per repetition):
 # one cell.py process with PYTHONPATH=SRC; appends one JSON line per cell to OUT, with the
 # load average and the CPU of the whole cell (its processes and the six it started, set-up
 # included: RUSAGE_CHILDREN) beside cell.py's own figures.
@@ -16,7 +16,8 @@ for i in range(n):
         order = arms[i % len(arms):] + arms[:i % len(arms)]
         for label, src, opts in order:
             r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-            p = subprocess.run([sys.executable, os.path.join(here, "cell.py"), wl, "1", opts], capture_output=True,
+            w, _, b = wl.partition(":")
+            p = subprocess.run([sys.executable, os.path.join(here, "cell.py"), w, b or "1", opts], capture_output=True,
                                text=True, timeout=150, env={**os.environ, "PYTHONPATH": src})
             r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
             try:

@@ -22,7 +22,9 @@ out = {"wl": wl, "b": b, "to_out_ms": ps._to_output(res.meters, "p1") * 1e3, "on
 try:
     inf = {r: res.parties[r]["info"] for r in ("p0", "p1", "p2")}
     out["cpu_ms"] = sum(v["online_cpu_s"] for v in inf.values()) * 1e3
+    out["cpu_by"] = [inf[r]["online_cpu_s"] * 1e3 for r in ("p0", "p1", "p2")]
     out["tx"] = [inf[r]["bus"]["online_transactions"] for r in ("p0", "p1", "p2")]
+    out["warmed"] = [inf[r].get("warmed") for r in ("p0", "p1", "p2")]
     out["spin"] = [[inf[r]["bus"].get("spin_hits"), inf[r]["bus"].get("spin_misses")] for r in ("p0", "p1", "p2")]
 except Exception as e:
     out["cpu_err"] = repr(e)[:200]

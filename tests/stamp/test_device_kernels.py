@@ -112,7 +112,7 @@ def test_device_relu_maxpool_equal_reference(bits, shape, pool):
 
 def test_owner_first_layer_uses_fixed_conv(monkeypatch):
     """W4 batch 1 (semi-honest): the model owner's first-layer conv runs through its
-    ``FixedConv32`` (the offline half on x_0 and the online one on x_1), and the output
+    ``FixedConv32`` (the offline half on x_0, the warm dry run and the online one on x_1), and the output
     equals the reference."""
     import sys
     from pathlib import Path
@@ -139,4 +139,6 @@ def test_owner_first_layer_uses_fixed_conv(monkeypatch):
     x = workload_input("W4", 1)
     res = run_model(g, x, "semi-honest")
     assert np.array_equal(res["p1"].output_ring, run_fixed(g.with_batch(1), x, FX32))
-    assert calls == [(1, 1, 28, 28), (1, 1, 28, 28)]
+    # the offline half on x_0, the online one on x_1 -- and, between them, the warm dry run's
+    # (option stamp_warm_online, default on; ``StampBackend.warm``)
+    assert calls == [(1, 1, 28, 28)] * 3

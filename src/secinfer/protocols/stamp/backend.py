@@ -30,29 +30,11 @@ from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.executor import LINEAR, run_graph
 from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
+from secinfer.protocols.stamp.jobs import RESHAPES, activations, jobs as make_jobs, node_steps, output_of, splittable
 from secinfer.protocols.stamp.input_offline import InputPlan, half_product, plain_limbs, stacked_half
 from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
-
-_RESHAPES = ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")   # keep the element order
-_PER_SAMPLE = ("Add", "Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-               "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
-
-
-def _splittable(nodes: list[Node]) -> bool:
-    for n in nodes:
-        if n.op in _PER_SAMPLE:
-            continue
-        if n.op in ("LayerNormalization", "Softmax") and int(n.attrs.get("axis", -1)) != 0:
-            continue
-        return False
-    return True
-
-
-def _output_of(node: Node) -> str | None:
-    return node.outputs[0] if node.outputs else None
-
 
 class StampBackend:
     def __init__(self, eng: Engine, ops: StampOps, output_receiver: int | None = None,
@@ -96,6 +78,10 @@ class StampBackend:
         self._held: set = set()                   # device-step outputs whose real component p0 kept
         self.hold_batches = False                 # also hold batches (not split across the LTEEs)
         self.send_ahead = False                   # components on offline data sent ahead (``prefetch``)
+        # semi-honest: this party's components of products that depend on offline data only,
+        # computed by ``ahead``'s dry run and taken online instead of computed again (``_dry_product``)
+        self._z_ahead: dict[str, np.ndarray] = {}
+        self.warmed = False                       # ``warm`` ran the online steps before the "ready"
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -141,7 +127,7 @@ class StampBackend:
                        and c.inputs[1] != t and c.inputs[1] in self._stacked for c in cs):
                 continue
             src = t
-            while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
+            while (src in prod and prod[src].op in RESHAPES and len(prod[src].inputs) == 1
                    and len(cons.get(prod[src].inputs[0], [])) == 1 and prod[src].inputs[0] not in outputs):
                 src = prod[src].inputs[0]
             if src in inputs or src in graph.weight_info:
@@ -255,7 +241,34 @@ class StampBackend:
         if plan is not None and node.name in plan.halves:
             h = plan.halves[node.name]
             return h.part if h.w is None else None
-        return self._held_product(node, x)
+        z = self._held_product(node, x)
+        if z is not None:      # the same value online (h_i from the seeds served ahead): kept
+            self._z_ahead[node.name] = z
+        return z
+
+    def warm(self, graph: Graph, env: dict, scratch: np.ndarray | None) -> bool:
+        """Option ``stamp_warm_online`` (semi-honest, after ``prefetch``): this party's online
+        steps run once, right before the "ready", on scratch inputs of the real shapes
+        (``scratch``: the client's encoded all-zero input; the others receive zeros) --
+        the input sharing, every product and device step, the output step -- through
+        ``StampOps.warm``: nothing sent, no device request, no seed, mask, counter or kept
+        component taken, the results discarded; the schedule's state is restored. The
+        query's first call of each numpy function and code path is then not its first in
+        this process (issue #23; ASTRA's ``warm_online``). Returns whether it ran to the end."""
+        plan = self._input_plan
+        if self.eng.malicious or plan is None or self.guard is not None:
+            return False
+        rot, counts, held, x0 = self._rot, dict(self.counts), set(self._held), plan.x
+        denv = dict(env)
+
+        def steps():
+            denv[plan.name] = plan.share(scratch if self.eng.me == plan.owner else None, warm=True)
+            run_graph(self.ring, self.eng.me, self, graph, denv)
+        try:
+            self.warmed = self.ops.warm(steps)
+        finally:
+            self._rot, self.counts, self._held, plan.x = rot, counts, held, x0
+        return self.warmed
 
     def set_range_guard(self, plan: dict) -> None:
         """Switch on the range guard (docs/protocols/stamp.md, "Range guard"): the device step
@@ -301,44 +314,13 @@ class StampBackend:
             if node.inputs[0] not in graph.weight_info:
                 first[node.inputs[0]] = first.get(node.inputs[0], 0) + 1
         self._uses = {k: v for k, v in first.items() if v > 1}
-        self._act_out = self._activations(graph)
+        self._act_out = activations(graph)
         bs = [self.ops.operand("b", f"w/{name}", env[name].a.shape) for name in names]
         sigmas = self.eng.open_many([rss.sub(self.ring, env[n], b) for n, b in zip(names, bs)], "rss/sigma")
         self._weights = {n: (f"w/{n}", b, s) for n, b, s in zip(names, bs, sigmas)}
         self._wenv = {n: env[n] for n in names}
 
     # ---- activations whose rho comes from the LTEEs (malicious) -------------------------
-    @staticmethod
-    def _activations(graph) -> dict:
-        """Device-step outputs used as the first operand of products (and as no product's
-        second operand), possibly through order-preserving reshapes: {output: (activation the
-        products take, number of products, its shape, the products)}. Other consumers (a
-        residual Add, a LayerNorm) are allowed: A + rho is a replicated sharing of the
-        activation like any other, they use it as it is."""
-        shapes = getattr(graph, "shapes", None) or {}
-        outputs = set(getattr(graph, "output_names", ()) or ())
-        inputs = set(getattr(graph, "input_names", ()) or ())
-        cons: dict[str, list] = {}
-        prod: dict[str, Node] = {}
-        for nd in graph.nodes:
-            for i in nd.inputs:
-                cons.setdefault(i, []).append(nd)
-            for o in nd.outputs:
-                prod[o] = nd
-        out = {}
-        for t, cs in cons.items():
-            if t in graph.weight_info or t in inputs or t in outputs or t not in shapes:
-                continue
-            prods = [c for c in cs if c.op in LINEAR]
-            if not prods or not all(len(c.inputs) > 1 and c.inputs[0] == t and c.inputs[1] != t for c in prods):
-                continue
-            src = t
-            while (src in prod and prod[src].op in _RESHAPES and len(prod[src].inputs) == 1
-                   and len(cons.get(prod[src].inputs[0], [])) == 1):
-                src = prod[src].inputs[0]
-            out[src] = (t, len(prods), tuple(int(d) for d in shapes[t]), prods)
-        return out
-
     def _act_plan(self, last: str, ranges: list, leaders: list, out_shape: tuple, path: str):
         """Malicious rss step whose output ``last`` feeds products (``_activations``): their
         activation mask A is this device operation's "act/<op>" (one segment per job,
@@ -422,29 +404,6 @@ class StampBackend:
             self._rot += 1
         return ranges, leaders
 
-    @staticmethod
-    def _jobs(data, steps: list, params: list[Pair], out_shape: tuple, ranges: list, leaders: list,
-              batched: set, act) -> list:
-        """One job per batch part [STAMP 4.2]; parameters in ``batched`` (a residual) are cut by rows
-        like the data, the others (bias, LayerNorm gamma/beta) go whole to every job."""
-        jobs, pos = [], 0
-        for c, (lo, hi) in enumerate(ranges):
-            one = len(ranges) == 1
-            chunk = data if one else (Pair(data.a[lo:hi], data.b[lo:hi]) if isinstance(data, Pair) else data[lo:hi])
-            jp = [p if one or k not in batched else Pair(p.a[lo:hi], p.b[lo:hi]) for k, p in enumerate(params)]
-            ishape = (chunk.a if isinstance(chunk, Pair) else chunk).shape
-            oshape = tuple(out_shape) if one else ((hi - lo),) + tuple(out_shape[1:])
-            spec = {"shape": [int(d) for d in ishape], "out_shape": [int(d) for d in oshape],
-                    "params": [[int(d) for d in p.a.shape] for p in jp], "steps": steps}
-            job = Job(leaders[c], spec, chunk, jp)
-            if act is not None:
-                k = act[3][c][2]
-                spec["act"] = 1
-                job.act = Pair(act[4].a.reshape(-1)[pos:pos + k], act[4].b.reshape(-1)[pos:pos + k])
-                pos += k
-            jobs.append(job)
-        return jobs
-
     def _collect(self, jobs: list, outs: list, act) -> Pair:
         if act is not None:
             name, uses, a_id, seg, a = act
@@ -475,7 +434,7 @@ class StampBackend:
             if sub + len(ranges) > MAX_JOBS:
                 raise ProtocolError("too many jobs for one device operation")
             act = self._act_make(ap, op_at_run, sub) if ap is not None else None
-            jobs = self._jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
+            jobs = make_jobs(data, steps, params, out_shape, ranges, leaders, batched, act)
             for j in jobs:
                 j.early = task[7] if len(task) > 7 else frozenset()
             if hold and len(jobs) == 1:
@@ -496,16 +455,6 @@ class StampBackend:
              last: str | None = None, batched: set | None = None) -> Pair:
         return self._run_many([(data, steps, params, out_shape, split, last, batched or set())], path)[0]
 
-    @staticmethod
-    def _node_steps(nodes: list[Node], first_param: int, params: list[list[Pair]]):
-        steps, flat, k = [], [], first_param
-        for node, ps in zip(nodes, params):
-            idx = list(range(k, k + len(ps)))
-            k += len(ps)
-            flat.extend(ps)
-            steps.append({"op": "node", "node": node.to_json(), "params": idx})
-        return steps, flat
-
     # ---- backend interface -------------------------------------------------------------
     def _local_product(self, node: Node, x: Pair, w: Pair, bias: Pair | None):
         """The local 3-out-of-3 product [STAMP 3.2] and the device steps that finish it
@@ -519,6 +468,8 @@ class StampBackend:
             if z3 is None:
                 shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
                 z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
+        elif (z := (self._z_ahead.get(node.name) if self.ops.warming else self._z_ahead.pop(node.name, None))) is not None:
+            z3 = z                                # computed by ``ahead``'s dry run (``_dry_product``)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline
         elif (zh := self._held_product(node, x)) is not None:
@@ -568,22 +519,22 @@ class StampBackend:
         """The local product (malicious: re-shared and verified, ``_verified``) and the device
         task that finishes it: truncation, bias, the fused chain."""
         f, z3, steps, plist = self._local_product(node, x, w, bias)
-        nsteps, nparams = self._node_steps(chain, len(plist), params)
+        nsteps, nparams = node_steps(chain, len(plist), params)
         # a residual (Add in the chain, executor ``_residual_chain``) is cut by rows like the data
         batched = {i for st in nsteps if st["node"]["op"] == "Add" for i in st["params"]}
         steps += nsteps
         plist += nparams
         zshape = z3.shape if z3 is not None else self._pre_shape(node)
-        steps, out_shape, guarded = self._guarded(node, _output_of((chain or [node])[-1]), steps, out_shape)
-        split = (_splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
+        steps, out_shape, guarded = self._guarded(node, output_of((chain or [node])[-1]), steps, out_shape)
+        split = (splittable(chain) and len(out_shape) >= 1 and len(zshape) >= 1
                  and zshape[0] == out_shape[0] and not guarded)
         if not self.eng.malicious:   # (``last``: a held result, ``_run_many``; sent ahead: not with a
             # chain parameter, e.g. a residual, which is not offline data)
-            last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
+            last = None if guarded or any(c.op == "Mul" for c in chain) else output_of((chain or [node])[-1])
             return (z3, steps, plist, out_shape, split, last, batched,
                     frozenset() if nparams else self._early_from(node))
         started = self._verify_start(node, f, x, w, z3)   # finished by ``products``
-        last = None if guarded or any(c.op == "Mul" for c in chain) else _output_of((chain or [node])[-1])
+        last = None if guarded or any(c.op == "Mul" for c in chain) else output_of((chain or [node])[-1])
         return (started, steps, plist, out_shape, split, last, batched)
 
     def product(self, node: Node, x: Pair, w: Pair, bias: Pair | None, chain: list[Node],
@@ -739,10 +690,10 @@ class StampBackend:
         return z
 
     def chain(self, x: Pair, nodes: list[Node], params: list[list[Pair]], out_shape: tuple) -> Pair:
-        steps, plist = self._node_steps(nodes, 0, params)
-        last = _output_of(nodes[-1]) if nodes else None
+        steps, plist = node_steps(nodes, 0, params)
+        last = output_of(nodes[-1]) if nodes else None
         steps, out_shape, guarded = self._guarded(None, last, steps, out_shape)
-        return self._run(x, steps, plist, out_shape, "rss", _splittable(nodes) and x.a.ndim >= 1 and not guarded,
+        return self._run(x, steps, plist, out_shape, "rss", splittable(nodes) and x.a.ndim >= 1 and not guarded,
                          None if guarded else last)
 
     def softmax(self, x: Pair, node: Node) -> Pair:

@@ -34,6 +34,41 @@ from secinfer.sharing.replicated import Pair
 
 _M16 = np.uint64(0xFFFF)
 _M32 = np.uint64(0xFFFFFFFF)
+_S16 = np.uint64(16)
+_EXACT = 1 << 53          # float64 holds every integer below this exactly
+
+
+class SignedWeight:
+    """The model owner's plaintext weight over Z_2^32, read as signed integers and held as
+    ONE float64 matrix (issue #23, docs/protocols/stamp.md "Eleventh pass"): a fixed-point
+    weight is small (|W| well below 2^31), so with v = v_lo + 2^16 v_hi (16-bit halves) both
+    f(v_lo, W) and f(v_hi, W) are exact float64 products when K (2^16 - 1) max|W| < 2^53,
+    and f(v, W) = f(v_lo, W) + 2^16 f(v_hi, W) mod 2^32. Two products reading half the
+    memory of the two 16-bit limbs of W (three products): the online first layer's cost
+    after a wake-up is reading W from memory."""
+
+    __slots__ = ("w",)
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.w = w
+
+    @staticmethod
+    def of(w_plain: np.ndarray) -> "SignedWeight | None":
+        """For a (K, N) weight in Z_2^32 whose signed products are exact, else None."""
+        if w_plain.ndim != 2:
+            return None
+        s = w_plain.astype(np.int64)
+        s = np.where(s >= 1 << 31, s - (1 << 32), s)
+        if int(np.abs(s).max(initial=0)) * 0xFFFF * int(w_plain.shape[0]) >= _EXACT:
+            return None
+        return SignedWeight(np.ascontiguousarray(s, dtype=np.float64))
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        lo = np.matmul((v & _M16).astype(np.float64), self.w).astype(np.int64).view(np.uint64)
+        hi = np.matmul(((v >> _S16) & _M16).astype(np.float64), self.w).astype(np.int64).view(np.uint64)
+        np.left_shift(hi, _S16, out=hi)
+        np.add(hi, lo, out=hi)
+        return np.bitwise_and(hi, _M32, out=hi)
 
 
 @dataclass
@@ -57,6 +92,8 @@ def half_product(ring, f, axis: int, v: np.ndarray, w: np.ndarray, limbs: tuple 
     ``FixedConv32`` (``fixed``, w's layout prepared) for a Z_2^32 convolution, else f."""
     if fixed is not None:
         return fixed(v)
+    if isinstance(limbs, SignedWeight):
+        return limbs(v)
     if limbs is None:
         return ring.reduce(f(v, w))
     w0, w1 = limbs
@@ -74,11 +111,14 @@ def stacked_half(sw: StackedWeight, top: bool):
     return _split(sw, k, top)
 
 
-def plain_limbs(sw: StackedWeight, w_plain: np.ndarray):
-    """The model owner's plaintext weight (in the ring) and its float64 16-bit limbs when
-    the stacked weight has limbs (a Z_2^32 matrix product), for ``half_product``."""
+def plain_limbs(sw: StackedWeight, w_plain: np.ndarray, signed: bool = True):
+    """The model owner's plaintext weight (in the ring) and, when the stacked weight has limbs
+    (a Z_2^32 matrix product), its ``SignedWeight`` (``signed`` and exact) or else its float64
+    16-bit limbs, for ``half_product``."""
     limbs = None
-    if sw.limbs is not None:
+    if sw.limbs is not None and signed and (sgn := SignedWeight.of(w_plain)) is not None:
+        limbs = sgn
+    elif sw.limbs is not None:
         limbs = ((w_plain & _M16).astype(np.float64), ((w_plain >> np.uint64(16)) & _M16).astype(np.float64))
     return np.ascontiguousarray(w_plain), limbs
 
@@ -107,6 +147,8 @@ class InputPlan:
         if me in (o, (o + 1) % 3):            # parties o and o+1 share k_o
             self.c_next = eng._draw(eng._k_own if me == o else eng._k_prev, lab, n).reshape(shape)
         self.c_all = eng._draw(eng._k_all, lab, n).reshape(shape)
+        # the owner's c_next + c_all, so that its online component is one subtraction (``share``)
+        self._c_sum = eng.ring.add(self.c_next, self.c_all).reshape(-1) if me == o else None
         self.halves: dict[str, _Half] = {}
         self.x: Pair | None = None            # the shared input, once ``share``d
 
@@ -152,20 +194,29 @@ class InputPlan:
         elif me == (o + 2) % 3:
             eng.ep.expect_recv(eng.names[o], "rss/input", eng.wire, (n,))
 
-    def share(self, x: np.ndarray | None) -> Pair:
-        """The online input sharing (``Engine.input`` with the components drawn offline)."""
+    def share(self, x: np.ndarray | None, warm: bool = False) -> Pair:
+        """The online input sharing (``Engine.input`` with the components drawn offline).
+        ``warm`` (``StampBackend.warm``): the same steps on a scratch input, nothing sent or
+        received (the receiver takes zeros)."""
         eng, ring, me, o = self.eng, self.eng.ring, self.eng.me, self.owner
         n = int(np.prod(self.shape))
         if me == o:
             if x is None or tuple(x.shape) != self.shape:
                 raise ProtocolError(f"input owner needs an array of shape {self.shape}")
-            c_own = ring.sub(ring.sub(ring.reduce(x.reshape(-1)), self.c_next.reshape(-1)), self.c_all.reshape(-1))
-            eng.send_ring((o + 2) % 3, "rss/input", c_own)
+            if ring.limbs == 1:   # x - (c_next + c_all) mod 2^k: uint64 wraps mod 2^64, a multiple of 2^k
+                c_own = np.subtract(np.asarray(x, np.uint64).reshape(-1), self._c_sum)
+                np.bitwise_and(c_own, ring.mask, out=c_own)
+            else:
+                c_own = ring.sub(ring.reduce(x.reshape(-1)), self._c_sum)
+            if warm:
+                eng.pack(c_own)
+            else:
+                eng.send_ring((o + 2) % 3, "rss/input", c_own)
             self.x = Pair(c_own.reshape(self.shape), self.c_next)
         elif me == (o + 1) % 3:
             self.x = Pair(self.c_next, self.c_all)
         else:
-            (c_own,) = eng.recv_ring(o, "rss/input", n)
+            (c_own,) = [np.zeros(n, np.uint64)] if warm else eng.recv_ring(o, "rss/input", n)
             self.x = Pair(self.c_all, c_own.reshape(self.shape))
         return self.x
 

@@ -92,6 +92,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # the online device requests' operation specs go to the LTEE with the prefetch, parsed
         # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
         ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
+        warm_online(job.options)   # (a bad value refused before any offline work)
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -115,6 +116,10 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            if plan is not None and warm_online(job.options) and backend.send_ahead:
+                # the online steps once on scratch inputs, right before the "ready": nothing
+                # sent, asked of the device or taken (option stamp_warm_online; ``StampBackend.warm``)
+                backend.warm(graph, env, _client_input(eng, graph, None) if me == CLIENT else None)
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
             link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
@@ -151,7 +156,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 "mult_checks": eng.stats["mult_checks"],
                 # masks expanded before the query that the online phase did not take (0 when
                 # the dry runs foresaw every request, ``StampOps.prefetch``)
-                "expanded_unused": len(ops._expanded), **backend.counts}
+                "expanded_unused": len(ops._expanded), "warmed": backend.warmed, **backend.counts}
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)
@@ -165,11 +170,24 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         link.close()
 
 
-def _client_input(eng, graph, job: PartyJob):
-    """The client's input, checked against the graph and encoded (as ``rep3.graph.share_input``)."""
-    x = np.asarray(job.input, dtype=np.float64)
-    graph.check_input(graph.inputs[0].name, x)
+def _client_input(eng, graph, job: PartyJob | None):
+    """The client's input, checked against the graph and encoded (as ``rep3.graph.share_input``);
+    ``job`` None: an all-zero input of the graph's shape, the scratch input of ``StampBackend.warm``."""
+    info = graph.inputs[0]
+    x = np.asarray(job.input if job is not None else np.zeros(tuple(int(d) for d in info.shape)), dtype=np.float64)
+    graph.check_input(info.name, x)
     return eng.cfg.encode(x)
+
+
+def warm_online(options: dict) -> bool:
+    """``options["stamp_warm_online"]`` (default True): semi-honest, with the prefetch and the
+    components sent ahead, each party runs its online steps once on scratch inputs right before
+    its "ready" (``StampBackend.warm``: nothing sent, asked of the device or taken). A party-local
+    choice; a value other than true or false is a ``ProtocolError``."""
+    w = options.get("stamp_warm_online", True)
+    if w not in (True, False):
+        raise ProtocolError(f"option stamp_warm_online must be true or false, got {w!r}")
+    return w
 
 
 def _guarded_end(ep, me: int) -> None:
