@@ -3,6 +3,7 @@ receiving (no deadlock on shaped links), heartbeats flow while a party sends or 
 and a close delivers every frame sent before it (or fails loudly)."""
 
 import contextlib
+import select
 import threading
 import time
 
@@ -200,6 +201,105 @@ def test_a_peer_failing_because_another_vanished_is_not_blamed(tmp_path, transpo
             assert (msg.index("client") < msg.index("dealer") or "peer client is dead" in msg
                     or "peer client closed its connection without a bye" in msg), msg
     finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+@TRANSPORTS
+def test_a_send_to_a_peer_that_failed_and_left_names_its_reason(tmp_path, transport):
+    """A send to a peer whose bye has arrived names why it left, as a receive does (a served
+    session once failed with a bare "cannot send to p2: it has closed the session")."""
+    c = loopback_cluster(tmp_path, transport, roles=("a", "b"), heartbeat_interval=0.2, peer_timeout=5.0)
+    eps = all_endpoints(endpoint_class(transport), c, recv_timeout=20)
+    try:
+        eps["b"].close(reason="b: PeerDeadError: injected by the test")
+        with pytest.raises(PeerDeadError, match="injected by the test"):
+            eps["a"].recv("b", "x", ANY_U)        # (the bye has arrived: a knows b left)
+        with pytest.raises(PeerDeadError, match=r"cannot send to b: it has closed the session "
+                                                r"\(it failed: b: PeerDeadError: injected by the test\)"):
+            eps["a"].send("b", "y", np.zeros(3, np.uint64))
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_a_peer_whose_heartbeats_wait_unread_is_not_declared_dead(tmp_path, monkeypatch):
+    """tcp: the receiving thread's wait found nothing, then its process did not run for
+    longer than the peer timeout (a loaded host) while the peer's heartbeats reached its
+    socket. The next look must read them, not declare the live peer dead from its stale
+    last-heard time (``_poll`` judged the silence before reading). The stall is the test's:
+    the receiving thread's first ``select`` sleeps 1.5 s (peer timeout 1 s) and says nothing
+    was ready. (Python record layer and a frame of two arrays: the general receive path,
+    whose ``_poll`` both record layers share.)"""
+    c = loopback_cluster(tmp_path, "tcp", heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class("tcp"), c, recv_timeout=20, native=False)
+    a, b = eps["a"], eps["b"]
+    real_select = select.select
+    me = threading.current_thread()
+    stalled = []
+
+    def select_stalling_once(r, w, x, timeout=None):
+        if threading.current_thread() is me and not stalled:
+            stalled.append(time.monotonic())
+            time.sleep(1.5)          # descheduled: b's heartbeats arrive meanwhile, unread
+            return [], [], []
+        return real_select(r, w, x, timeout)
+
+    x = np.arange(5, dtype=np.uint64)
+    sender = threading.Timer(2.5, lambda: b.send("a", "x", x, x + 1))
+    try:
+        monkeypatch.setattr(select, "select", select_stalling_once)
+        sender.start()
+        y, z = a.recv("b", "x", ANY_U, ANY_U)
+        assert stalled, "the receive never waited in select (the stall was not injected)"
+        assert np.array_equal(y, x) and np.array_equal(z, x + 1)
+    finally:
+        sender.join(10)
+        monkeypatch.undo()
+        for e in eps.values():
+            e.close(flush=False)
+
+
+def test_a_close_waiting_for_acknowledgement_reads_heartbeats_before_giving_up(tmp_path, monkeypatch):
+    """tcp: b closes with a 256 KB frame not yet acknowledged (a reads it only 3 s later)
+    and b's closing thread does not run for 1.5 s (peer timeout 1 s; a loaded host) while
+    a's heartbeats reach b's socket, unread. The close must read them and go on waiting,
+    not report the frame as possibly lost (it judged the silence before reading: the close
+    raised "may not have been delivered" though a was alive and read it all)."""
+    c = loopback_cluster(tmp_path, "tcp", heartbeat_interval=0.2, peer_timeout=1.0)
+    eps = all_endpoints(endpoint_class("tcp"), c, recv_timeout=20, native=False)
+    a, b = eps["a"], eps["b"]
+    real_sleep = time.sleep
+    me = threading.current_thread()
+    stalled = []
+
+    def sleep_stalling_once(s):
+        if threading.current_thread() is me and not stalled and s < 0.01:   # (the close's wait loop)
+            stalled.append(s)
+            s = 1.5
+        real_sleep(s)
+
+    got = {}
+
+    def reader():
+        real_sleep(3.0)
+        got["x"] = a.recv("b", "x", ANY_U)[0]
+
+    t = threading.Thread(target=reader, daemon=True)
+    x = np.arange(256 * 128, dtype=np.uint64)        # 256 KB: more than a's unread window takes
+    try:
+        a._fg = b._fg = True          # (the reader threads leave the streams alone)
+        real_sleep(0.3)
+        b.send("a", "x", x)
+        t.start()
+        monkeypatch.setattr(time, "sleep", sleep_stalling_once)
+        b.close()                     # raised PeerDeadError("... may not have been delivered ...") before
+        monkeypatch.undo()
+        assert stalled, "the close never waited for an acknowledgement (the stall was not injected)"
+        t.join(20)
+        assert np.array_equal(got["x"], x)
+    finally:
+        monkeypatch.undo()
         for e in eps.values():
             e.close(flush=False)
 

@@ -110,6 +110,13 @@ class SocketEndpoint(Endpoint):
             return PeerDeadError("; ".join(gone) + f"; then {left}")
         return PeerDeadError(f"{self.me}: {left}")
 
+    def _send_after_bye(self, peer: str) -> PeerDeadError:
+        """The error of a send to ``peer`` after its bye, with why it left (its bye says):
+        a failed peer's own cause, not only that it left."""
+        reason = self._bye_reason.get(peer, "")
+        why = f" (it failed: {reason})" if reason else ""
+        return PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session{why}")
+
     def _release_at(self, peer: str, arrival: float, stamp: float) -> float:
         """When a frame that arrived at ``arrival`` reaches the protocol: ``latency`` after it
         was sent (same host: the sender's stamp; the real loopback time counts towards the

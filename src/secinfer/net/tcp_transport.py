@@ -287,7 +287,7 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         if link.error is not None:
             raise link.error
         if peer in self._bye_from:
-            raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+            raise self._send_after_bye(peer)
         if link.paced:
             with link.cv:
                 now = time.monotonic()
@@ -406,6 +406,11 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
         for p in peers:
             c = self._in[p]
             if not c.eof and now - max(c.last, since) > self.peer_timeout:
+                # what its stream holds first: its heartbeats may be waiting unread (this
+                # process did not run for a while: a loaded host), and the silence is then ours
+                self._read(p)
+                if c.eof or p in self._fatal or time.monotonic() - max(c.last, since) <= self.peer_timeout:
+                    return      # (the caller looks at what was read, or at the failure)
                 self._cut(p, PeerDeadError(f"{self.me}: peer {p} is dead: no message or heartbeat for "
                                            f"{now - max(c.last, since):.1f}s (peer timeout {self.peer_timeout:g}s; "
                                            "raise it with --peer-timeout if a peer computes or stalls for longer)"))
@@ -639,16 +644,22 @@ class TcpEndpoint(FastPaths, StreamReader, SocketEndpoint):
                 if n == 0 or p in self._bye_from:
                     del pending[p]
                     continue
+                if 0 <= n < last[p][0]:
+                    last[p] = (n, now)       # (bytes moved: counted before the silence is judged)
                 if n < 0 or (c is not None and c.eof):
                     why = f"{n if n > 0 else 'some'} bytes not acknowledged and its connection is gone"
                 elif now - max(last[p][1], c.last if c is not None else 0.0) > self.peer_timeout:
+                    # its heartbeats may wait unread (this process did not run for a while: a
+                    # loaded host): read them first; a peer heard from since is not silent
+                    self._drain()
+                    if p in self._bye_from or (c is not None and not c.eof
+                                               and time.monotonic() - c.last <= self.peer_timeout):
+                        continue
                     why = (f"{n} bytes not acknowledged: it has read nothing and sent nothing for "
                            f"{now - last[p][1]:.1f}s (peer timeout {self.peer_timeout:g}s)")
                 elif over():
                     why = f"{n} bytes not acknowledged within the close timeout"
                 else:
-                    if n < last[p][0]:
-                        last[p] = (n, now)
                     continue
                 self._drain()                # a finished peer's bye may be here, unread
                 if p not in self._bye_from:

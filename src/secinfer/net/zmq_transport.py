@@ -227,7 +227,7 @@ class ZmqEndpoint(SocketEndpoint):
             if peer in self._dead:
                 raise PeerDeadError(f"{self.me}: cannot send to {peer}: peer is dead ({self._dead[peer]})")
             if peer in self._bye_from:
-                raise PeerDeadError(f"{self.me}: cannot send to {peer}: it has closed the session")
+                raise self._send_after_bye(peer)
         self._sent_to[peer] = True
         lock = self._link_lock[peer]
         with lock:
