@@ -12,7 +12,8 @@ out = {}
 for row in r["rows"]:
     if row.get("online_to_output_ms") is None: continue
     if (row["workload"] in ("W1","W2")) != (row["protocol"] == "astra"): continue
-    out[row["workload"]] = {k: row.get(k) for k in ("online_to_output_ms","bytes_online","rounds_online","max_abs_err_vs_reference")}
+    key = row["workload"] + ("i" if row.get("ltee") == "inprocess" else "")   # (the LTEE in process: its own key)
+    out[key] = {k: row.get(k) for k in ("online_to_output_ms","bytes_online","rounds_online","max_abs_err_vs_reference")}
 print("RESULT " + json.dumps(out))
 '''
 res = {a: [] for a in arms}; loads = [os.getloadavg()[0]]
@@ -25,8 +26,9 @@ for r in range(reps):
         res[a].append(json.loads(line[0][7:]))
     loads.append(os.getloadavg()[0])
 print("load 1-min:", [round(x, 1) for x in loads])
-for wl in ("W1","W2","W3","W4"):
+for wl in ("W1","W2","W3","W4","W3i","W4i"):
     for a in arms:
         v = [x[wl]["online_to_output_ms"] for x in res[a] if wl in x]
+        if not v: continue
         b = sorted({x[wl]["bytes_online"] for x in res[a] if wl in x}); e = sorted({x[wl]["max_abs_err_vs_reference"] for x in res[a] if wl in x})
         print(f"{wl} {a:5s} {statistics.median(v):7.3f} [{min(v):.3f}, {max(v):.3f}] n={len(v)} bytes {b} err {e}")
