@@ -87,6 +87,15 @@ def _spec_takes(s, arr: tuple) -> bool:
     return ok and count <= s.max_elems
 
 
+def _seal(link, pt: bytes, total: int) -> bytes:
+    """The record of plaintext ``pt`` (a frame of ``total`` bytes) on ``link``'s Python record
+    layer, its lock held: header, then AES-GCM under the link's next counter."""
+    hdr = HDR.pack(total + TAG, _monotonic(), K_DATA)
+    counter = link.counter
+    link.counter = counter + 1
+    return hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr)
+
+
 class FastPaths:
     """``send`` and ``recv`` of ``TcpEndpoint`` (a mixin before ``Endpoint`` in its bases)."""
 
@@ -237,32 +246,25 @@ class FastPaths:
         if self._closed or peer in self._fatal or link.error is not None or peer in self._bye_from:
             return self._transmit_parts(peer, [pt], total)   # (raises what it raises)
         with link.lock:
-            now = _monotonic()
-            hdr = HDR.pack(total + TAG, now, K_DATA)
-            counter = link.counter
-            link.counter = counter + 1
-            rec = hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr)
-            k = 0
-            if not self._stop.is_set():
-                try:                        # (the common case: sent at once, one call)
-                    k = link.sock.send(rec, _DONTWAIT)
-                except OSError:             # full (_write_all waits) or failed (it names why)
-                    k = 0
-            if k:
-                link.moved = now
-                link.written += k
-                link.data_written = link.written
-            if k != len(rec):
-                link._write_all([memoryview(rec)[k:]])
-            link.next_hb = link.moved + self.heartbeat_interval
-        stats = self.stats
-        if self._paced_any:   # (_count_sent, inline: a writer thread counts the paced frames of another link)
-            with self._stats_lock:
-                stats["frames_sent"] += 1
-                stats["bytes_sent"] += total
-        else:
-            stats["frames_sent"] += 1
-            stats["bytes_sent"] += total
+            self._write_sealed(link, _seal(link, pt, total))
+        self._count_one(total)
+
+    def _write_sealed(self, link, rec: bytes) -> None:
+        """Write one sealed record on ``link`` (its lock held): at once in the common case,
+        else ``_write_all`` waits for room (or names why it failed)."""
+        k = 0
+        if not self._stop.is_set():
+            try:                        # (the common case: sent at once, one call)
+                k = link.sock.send(rec, _DONTWAIT)
+            except OSError:             # full (_write_all waits) or failed (it names why)
+                k = 0
+        if k:
+            link.moved = _monotonic()
+            link.written += k
+            link.data_written = link.written
+        if k != len(rec):
+            link._write_all([memoryview(rec)[k:]])
+        link.next_hb = link.moved + self.heartbeat_interval
 
     def send_many(self, peers, tag: str, *arrays: np.ndarray) -> None:
         """``send`` of the same small array to each of ``peers`` (distinct, in order) on the
@@ -304,27 +306,10 @@ class FastPaths:
                 pt = pre + _TAIL.pack(seq, _PHASE_CODE[ph], depth, 1) + post + body
                 link.lock.acquire()
                 recs.append((link, total, None))
-                now = _monotonic()
-                hdr = HDR.pack(total + TAG, now, K_DATA)
-                counter = link.counter
-                link.counter = counter + 1
-                recs[-1] = (link, total, hdr + link.aead.encrypt(_NONCE.pack(counter), pt, hdr))
+                recs[-1] = (link, total, _seal(link, pt, total))
             for i, (link, total, rec) in enumerate(recs):
                 try:
-                    k = 0
-                    if not self._stop.is_set():
-                        try:
-                            k = link.sock.send(rec, _DONTWAIT)
-                        except OSError:   # full (_write_all waits) or failed (it names why)
-                            k = 0
-                    now = _monotonic()
-                    if k:
-                        link.moved = now
-                        link.written += k
-                        link.data_written = link.written
-                    if k != len(rec):
-                        link._write_all([memoryview(rec)[k:]])
-                    link.next_hb = link.moved + self.heartbeat_interval
+                    self._write_sealed(link, rec)
                 finally:
                     recs[i] = (None, total, None)
                     link.lock.release()

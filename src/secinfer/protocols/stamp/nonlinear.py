@@ -81,6 +81,8 @@ RANGE_GUARD = "range-guard"
 
 class _WarmMiss(Exception):
     """``StampOps.warm``: an operation's seeds were not served ahead (the warm run stops)."""
+
+
 PREFETCH_CHUNK = 64 * SLOTS   # seed requests per prefetch transaction (``ltee_device.PREFETCH_MAX``)
 
 
