@@ -12,11 +12,10 @@ import pytest
 
 from secinfer.errors import FrameError, PeerDeadError, TimeoutError_
 from secinfer.net import native_link
-from secinfer.net.channel import ArraySpec, LocalEndpoint, LocalHub
+from secinfer.net.channel import ArraySpec, LocalEndpoint
 from secinfer.net.codec import Header, encode_frame
 from secinfer.net.tcp_transport import TcpEndpoint
-from secinfer.net.zmq_transport import ZmqEndpoint
-from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+from transport_helpers import three_endpoints  # tests/net helper
 
 pytestmark = [pytest.mark.timeout(60)]
 NATIVE = pytest.mark.skipif(not native_link.available(), reason="native library not built")
@@ -26,19 +25,8 @@ KINDS = ["local", pytest.param("tcp-native", marks=NATIVE), "tcp-python", "zmq"]
 
 @pytest.fixture(params=KINDS)
 def trio(request, tmp_path):
-    kind = request.param
-    if kind == "local":
-        hub = LocalHub(("a", "b", "c"), recv_timeout=10)
-        yield hub.endpoints, hub
-        return
-    if kind == "zmq":
-        eps = all_endpoints(ZmqEndpoint, loopback_cluster(tmp_path, "zmq", roles=("a", "b", "c")))
-    else:
-        eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp", roles=("a", "b", "c")),
-                            native=kind == "tcp-native")
-    yield eps, None
-    for e in eps.values():
-        e.close(flush=False)
+    with three_endpoints(request.param, tmp_path) as (eps, hub):
+        yield eps, hub
 
 
 def _warm(eps, tag="t", n=3):

@@ -10,10 +10,9 @@ import pytest
 
 from secinfer.errors import MessageTooLargeError
 from secinfer.net import native_link
-from secinfer.net.channel import ArraySpec, Endpoint, LocalHub
+from secinfer.net.channel import ArraySpec, Endpoint
 from secinfer.net.tcp_transport import TcpEndpoint
-from secinfer.net.zmq_transport import ZmqEndpoint
-from transport_helpers import all_endpoints, loopback_cluster  # tests/net helper
+from transport_helpers import all_endpoints, loopback_cluster, three_endpoints  # tests/net helper
 
 pytestmark = [pytest.mark.timeout(60)]
 NATIVE = pytest.mark.skipif(not native_link.available(), reason="native library not built")
@@ -23,19 +22,8 @@ KINDS = ["local", pytest.param("tcp-native", marks=NATIVE), "tcp-python", "zmq"]
 
 @pytest.fixture(params=KINDS)
 def trio(request, tmp_path):
-    kind = request.param
-    if kind == "local":
-        hub = LocalHub(("a", "b", "c"), recv_timeout=10)
-        yield hub.endpoints, kind
-        return
-    if kind == "zmq":
-        eps = all_endpoints(ZmqEndpoint, loopback_cluster(tmp_path, "zmq", roles=("a", "b", "c")))
-    else:
-        eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp", roles=("a", "b", "c")),
-                            native=kind == "tcp-native")
-    yield eps, kind
-    for e in eps.values():
-        e.close(flush=False)
+    with three_endpoints(request.param, tmp_path) as (eps, _hub):
+        yield eps, request.param
 
 
 def _counts(ep):

@@ -51,6 +51,30 @@ def all_endpoints(endpoint_cls, c, nonce="n", per_party=None, **kw):
     return eps
 
 
+@contextlib.contextmanager
+def three_endpoints(kind: str, tmp_path):
+    """Endpoints "a", "b", "c" of one transport kind ("local", "tcp-native", "tcp-python",
+    "zmq") on loopback: (the endpoints by name, the in-memory hub or None); closed after."""
+    from secinfer.net.channel import LocalHub
+    from secinfer.net.tcp_transport import TcpEndpoint
+    from secinfer.net.zmq_transport import ZmqEndpoint
+
+    if kind == "local":
+        hub = LocalHub(("a", "b", "c"), recv_timeout=10)
+        yield hub.endpoints, hub
+        return
+    if kind == "zmq":
+        eps = all_endpoints(ZmqEndpoint, loopback_cluster(tmp_path, "zmq", roles=("a", "b", "c")))
+    else:
+        eps = all_endpoints(TcpEndpoint, loopback_cluster(tmp_path, "tcp", roles=("a", "b", "c")),
+                            native=kind == "tcp-native")
+    try:
+        yield eps, None
+    finally:
+        for e in eps.values():
+            e.close(flush=False)
+
+
 def pair_fixture(endpoint_cls, transport: str):
     """A pytest fixture: endpoints of parties "a" and "b" on a loopback cluster of
     ``transport``, closed after the test."""
