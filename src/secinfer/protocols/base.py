@@ -169,3 +169,12 @@ def prep_rows(options: dict) -> int:
     if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= 1 << 16:
         raise ProtocolError(f"option prep_rows must be an integer in 1..65536, got {r!r}")
     return r
+
+
+def bool_option(options: dict, name: str, default: bool = True) -> bool:
+    """``options[name]`` as an on/off switch (``default`` when absent): true or false, anything
+    else a ``ProtocolError`` naming the option (the CLI's ``-o name=1`` is an integer: refused)."""
+    v = options.get(name, default)
+    if not isinstance(v, bool):
+        raise ProtocolError(f"option {name} must be true or false, got {v!r}")
+    return v

@@ -30,7 +30,8 @@ from secinfer.net.channel import ArraySpec
 from secinfer.protocols.astra import direct as fastpath
 from secinfer.protocols.astra.bitext import bitext_offline, bitext_online, open_direct_to
 from secinfer.protocols.astra.engine import AstraEngine
-from secinfer.protocols.base import Check, PartyJob, PartyResult, Prep, ProtocolSpec, prep_rows, refuse_unpreparable
+from secinfer.protocols.base import (Check, PartyJob, PartyResult, Prep, ProtocolSpec, bool_option, prep_rows,
+                                     refuse_unpreparable)
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.digest import digest, digest_bytes
@@ -520,10 +521,7 @@ def warm_online(options: dict) -> bool:
     "ready" (``direct.warm_server`` / ``warm_client``): nothing is sent or drawn, the results
     are discarded, so the first call of each kind online finds numpy's dispatch set up. A
     party-local choice: messages, views and outputs are the same either way."""
-    w = options.get("warm_online", True)
-    if not isinstance(w, bool):
-        raise ProtocolError(f"option warm_online must be true or false, got {w!r}")
-    return w
+    return bool_option(options, "warm_online")
 
 
 def _two_of_three(got: list) -> np.ndarray | None:

@@ -468,7 +468,7 @@ class StampBackend:
             if z3 is None:
                 shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
                 z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
-        elif (z := (self._z_ahead.get(node.name) if self.ops.warming else self._z_ahead.pop(node.name, None))) is not None:
+        elif (z := self.ops.take(self._z_ahead, node.name)) is not None:
             z3 = z                                # computed by ``ahead``'s dry run (``_dry_product``)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
             z3 = z                                # the input-independent half prepared offline

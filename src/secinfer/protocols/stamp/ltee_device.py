@@ -119,16 +119,26 @@ class Device(CounterDiscipline):
         slot is its AES-CTR expansion, so the device can hand a host the 16-byte seed
         instead of the vector (same knowledge, far fewer bus bytes)."""
         self.aes_bytes += 16
-        ecb = self._ecb.get(j)
-        if ecb is None:
-            ecb = self._ecb[j] = Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor()
-        pre = self._prefix.get(label)
-        if pre is None:
-            pre = self._prefix[label] = label_prefix(label)
+        ecb = self._ecb.get(j) or self._ecb_of(j)
+        pre = self._prefix.get(label) or self._prefix_of(label)
         if not 0 <= ctr < 1 << 64:
             raise Refused("bad-request", "counter out of range")
         # = PRF(k_j).keystream(label, ctr, 16): a CTR keystream's first block is AES_k(IV)
         return ecb.update(pre + ctr.to_bytes(8, "big"))
+
+    def _ecb_of(self, j: int):
+        """``_seed``'s AES context for k_j, made once (at ``cmd_ready`` or first use)."""
+        ecb = self._ecb.get(j)
+        if ecb is None:
+            ecb = self._ecb[j] = Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor()
+        return ecb
+
+    def _prefix_of(self, label: str) -> bytes:
+        """``_seed``'s fixed prefix of ``label``, made once."""
+        pre = self._prefix.get(label)
+        if pre is None:
+            pre = self._prefix[label] = label_prefix(label)
+        return pre
 
     def _elems(self, j: int, label: str, ctr: int, n: int) -> np.ndarray:
         self.aes_bytes += 8 * n
@@ -650,9 +660,9 @@ class Device(CounterDiscipline):
         _kernels()
         if len(self._prf) == 3:   # ``_seed``'s key schedules and the fixed labels' prefixes, made now
             for j in range(3):
-                self._ecb.setdefault(j, Cipher(algorithms.AES(self._keys[j]), modes.ECB()).encryptor())
+                self._ecb_of(j)
             for label in _LABELS:
-                self._prefix.setdefault(label, label_prefix(label))
+                self._prefix_of(label)
         return []
 
     def cmd_specs(self, arrays):

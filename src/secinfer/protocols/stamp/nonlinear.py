@@ -188,7 +188,7 @@ class StampOps:
         transaction now."""
         if not reqs:
             return {}
-        got = self._ahead.get(self.op) if self.warming else self._ahead.pop(self.op, None)
+        got = self.take(self._ahead, self.op)
         if got is not None and got[0] == _signature(reqs):
             return got[1]
         if self.warming:   # (not served ahead: the warm run stops here, ``warm``)
@@ -336,11 +336,15 @@ class StampOps:
 
     def _mask(self, seed: np.ndarray, n: int, mask) -> np.ndarray:
         if self._expanded and mask == self.eng.ring.mask:
-            key = ("m", seed.tobytes(), n)
-            got = self._expanded.get(key) if self.warming else self._expanded.pop(key, None)
+            got = self.take(self._expanded, ("m", seed.tobytes(), n))
             if got is not None:
                 return got
         return expand(bytes(seed), n) & mask
+
+    def take(self, kept: dict, key):
+        """``kept[key]`` made ahead for the online phase, taken (None if absent); ``warm``:
+        looked at, not taken."""
+        return kept.get(key) if self.warming else kept.pop(key, None)
 
     # ---- the online steps' messages and device answers (``warm``: none of them) ------------
     def _send(self, to: int, tag: str, value: np.ndarray) -> None:
@@ -362,18 +366,14 @@ class StampOps:
             self._sent_ahead.discard(key)
         return True
 
-    def _got(self, key: tuple):
-        """The component received ahead under ``key`` = (op, sub, sender), taken, or None."""
-        return self._got_ahead.get(key) if self.warming else self._got_ahead.pop(key, None)
-
     def _others(self, sub: int, senders: tuple, tag: str, n: int) -> np.ndarray:
         """The sum of the two other parties' components of job ``sub`` of this operation: made
         before the online phase when both came ahead, else from what came ahead and online."""
         key = (self.op, sub)
-        got = self._got_sum.get(key) if self.warming else self._got_sum.pop(key, None)
+        got = self.take(self._got_sum, key)
         if got is not None:
             return got
-        parts = [self._got((self.op, sub, p)) for p in senders]
+        parts = [self.take(self._got_ahead, (self.op, sub, p)) for p in senders]
         parts = [v if v is not None else self._recv(p, tag, n) for v, p in zip(parts, senders)]
         return self.eng.ring.add(parts[0], parts[1])
 

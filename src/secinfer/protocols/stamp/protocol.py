@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from secinfer.errors import FixedPointRangeError, PeerAbortedError, ProtocolError
-from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec
+from secinfer.protocols.base import Check, PartyJob, PartyResult, ProtocolSpec, bool_option
 from secinfer.protocols.rep3 import executor
 from secinfer.protocols.rep3.blas import one_blas_thread
 from secinfer.protocols.rep3.engine import Engine
@@ -184,10 +184,7 @@ def warm_online(options: dict) -> bool:
     components sent ahead, each party runs its online steps once on scratch inputs right before
     its "ready" (``StampBackend.warm``: nothing sent, asked of the device or taken). A party-local
     choice; a value other than true or false is a ``ProtocolError``."""
-    w = options.get("stamp_warm_online", True)
-    if w not in (True, False):
-        raise ProtocolError(f"option stamp_warm_online must be true or false, got {w!r}")
-    return w
+    return bool_option(options, "stamp_warm_online")
 
 
 def _guarded_end(ep, me: int) -> None:
