@@ -24,13 +24,12 @@ buffers allocated offline (``encode_masked``).
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
 
 import numpy as np
 
 from secinfer.arith.ring import Ring
 from secinfer.crypto.gc import garble as gcm
-from secinfer.crypto.gc.circuit import ONE, Builder, Circuit
+from secinfer.crypto.gc.circuit import msb_sub_ripple
 from secinfer.net.channel import Endpoint
 from secinfer.protocols.astra.bitext import BitExtPrep
 from secinfer.protocols.astra.engine import ring_dot
@@ -46,23 +45,6 @@ def applies(security: str, direct: bool) -> bool:
     """This path serves the semi-honest direct reveal of a regression or a classifier (the
     same answer at every party: the job's security and reveal option)."""
     return direct and security == "semi-honest"
-
-
-@lru_cache(maxsize=None)
-def msb_sub_ripple(l: int) -> Circuit:
-    """y = msb(u1 - u2) xor u3 (``msb_sub_circuit``'s function) with a ripple carry: l - 1
-    AND gates instead of the parallel-prefix tree's ~3l (181 for l = 64). A garbled circuit
-    pays per AND gate, not per level (the prefix tree's log depth is for the rounds of a
-    secret-shared evaluation), so this is the comparison to garble: 63 AND gates, a third
-    of the tables offline and of the evaluation online.
-    u1 - u2 = u1 + ~u2 + 1; carry c_{i+1} = maj(u1_i, ~u2_i, c_i) = c ^ ((c ^ u1_i) & (c ^ ~u2_i))."""
-    bld = Builder()
-    u1, u2, u3 = bld.input("u1", l), bld.input("u2", l), bld.input("u3", 1)
-    nb = [bld.inv(w) for w in u2]
-    c = ONE
-    for i in range(l - 1):
-        c = bld.xor(c, bld.and_(bld.xor(c, u1[i]), bld.xor(c, nb[i])))
-    return bld.build([bld.xor(bld.xor(bld.xor(u1[l - 1], nb[l - 1]), c), u3[0])])
 
 
 def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> dict:
@@ -208,21 +190,13 @@ def bitext_offline_direct(eng, n: int) -> BitExtPrep:
         tables, dec, k3 = ep.recv("p1", t + "/gc", ArraySpec(np.uint64, (n, circ.and_count, 2, 2)),
                                   ArraySpec(np.uint8, (n, 1)), ArraySpec(np.uint64, (n, 1, 2)))
         prep.tables, prep.dec = tables, dec
-        # the wire buffer (7 MB at 1000 queries) written through now: np.zeros maps untouched
-        # zero pages, and the evaluation's first writes to them were ~1700 page faults online
-        prep.wires = np.full((n, circ.n_wires, 2), 0, np.uint64)
-        prep.wires[:, circ.inputs["u3"]] = k3
-        # the native call with its arguments bound now (``gcm.OpenedEvaluator``); P2's labels
-        # go straight into the wire buffer (a slice when its wires are consecutive)
-        prep.evaluator = gcm.OpenedEvaluator(circ, tables, prep.wires, "u1")
-        ws = [int(i) for i in circ.inputs["u2"]]
-        prep.u2_at = slice(ws[0], ws[0] + len(ws)) if ws == list(range(ws[0], ws[0] + len(ws))) \
-            else np.asarray(ws)
+        # the evaluation with its arguments bound now: the kernel of this one circuit
+        # (``gcm.RippleEvaluator``, "Seventh pass"); the evaluators' labels are copied into
+        # its two input buffers online
+        prep.evaluator = gcm.RippleEvaluator(64, tables, k3)
         # one throwaway evaluation (as ``bitext._warm_evaluator``) on a copy of one instance:
         # the native call's first-use costs are paid offline
-        w = prep.wires[:1].copy()
-        w[:, prep.u2_at] = 0
-        gcm.OpenedEvaluator(circ, np.ascontiguousarray(tables[:1]), w, "u1")()
+        gcm.RippleEvaluator(64, tables[:1], k3[:1])()
     return prep
 
 
@@ -278,10 +252,9 @@ def _evaluator_step(fast: dict, m_x: np.ndarray) -> np.ndarray:
 def _p0_step(fast: dict, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     """P0's evaluation of the comparison on both evaluators' labels and its decoding: the
     packed y it sends."""
-    bx = fast["bx"]
-    ev = bx.evaluator
-    ev.labels[...] = k1
-    bx.wires[:, bx.u2_at] = k2
+    ev = fast["bx"].evaluator
+    np.copyto(ev.u1, k1)
+    np.copyto(ev.u2, k2)
     out = ev()
     yb = fast.get("ybuf")
     if yb is not None:    # (at most 8 outputs: one byte, on Python integers, "Sixth pass")
@@ -322,8 +295,8 @@ def warm_server(fast: dict) -> None:
     ``np.add`` 87 us the first time against 4 us after), so the online step would pay it.
     Nothing is sent, no key stream or PRG is drawn from, the results are discarded: every
     buffer written here is written again online before it is read (the evaluators' ``u``
-    and labels; P0's opened labels, P2's input wires, the output; the circuit's other wires
-    are a function of those, its r input wires and the tables, which stay as they are)."""
+    and labels; P0's evaluator's two input buffers and its output; its r labels and tables
+    are only read)."""
     if "bx" in fast:                # P0 (classification)
         z = np.zeros(fast["k_spec"].shape, np.uint64)
         _p0_step(fast, z, z)
