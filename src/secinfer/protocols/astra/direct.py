@@ -137,7 +137,9 @@ def _scalar_prep(fast: dict) -> None:
         r = fast["r_gc"].reshape(1, 1, 1, 2)
         tab = z ^ (bits[None, :, :, None].astype(np.uint64) * r)          # (8, 256, 8, 2)
         sc["lab"] = [[tab[p, v].tobytes() for v in range(256)] for p in range(8)]
-        sc["lab_shape"] = fast["labels"].shape
+        # the frame's buffer (``fast["labels"]``) as bytes: the 8 slices are written into it
+        # online ("Seventh pass": no join, no new array)
+        sc["mv"] = memoryview(fast["labels"]).cast("B")
     fast["scalar"] = sc
 
 
@@ -148,15 +150,24 @@ def _scalar_step(fast: dict, sc: dict, m_x: np.ndarray) -> np.ndarray:
     """``_evaluator_step`` for one output value (``_scalar_prep``): the same array, from the
     dot product of Z_2^64 (numpy's uint64 dot wraps mod 2^64, as ``_dot_into``'s) and
     Python integers mod 2^64."""
-    d = int(m_x.reshape(-1).dot(sc["coef"]))
+    d = int(m_x[0].dot(sc["coef"]))          # (m_x: one row)
     uf = fast["u_flat"]
     if not fast["cls"]:
         uf[0] = (d + sc["add"]) & _M64
         return uf
     u = (sc["add"] - d) & _M64 if fast["k_neg"] else (d + sc["add"]) & _M64
     uf[0] = u
-    lab = sc["lab"]
-    return np.frombuffer(b"".join([lab[p][(u >> (p << 3)) & 255] for p in range(8)]), np.uint64).reshape(sc["lab_shape"])
+    lab, mv = sc["lab"], sc["mv"]
+    # byte p of u selects the 128 bytes of its 8 labels; straight-line ("Seventh pass")
+    mv[0:128] = lab[0][u & 255]
+    mv[128:256] = lab[1][(u >> 8) & 255]
+    mv[256:384] = lab[2][(u >> 16) & 255]
+    mv[384:512] = lab[3][(u >> 24) & 255]
+    mv[512:640] = lab[4][(u >> 32) & 255]
+    mv[640:768] = lab[5][(u >> 40) & 255]
+    mv[768:896] = lab[6][(u >> 48) & 255]
+    mv[896:1024] = lab[7][u >> 56]
+    return fast["labels"]
 
 
 def bitext_offline_direct(eng, n: int) -> BitExtPrep:
@@ -376,15 +387,16 @@ def send_query(ep, peers, m: np.ndarray) -> None:
 ENCODE_ROWS = 128   # rows per pass of ``encode_masked``: ~0.8 MB of float64, cache-sized
 
 
-def encode_buffers(shape) -> tuple[np.ndarray, np.ndarray]:
+def encode_buffers(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Offline: the scratch rows ``encode_masked`` works in, allocated and touched now (a
     fresh multi-megabyte array online costs its page faults: W1 at 1000 queries, 15 ms for
-    the whole-array passes against 2 ms in cache-sized rows into these buffers)."""
+    the whole-array passes against 2 ms in cache-sized rows into these buffers); with the
+    int64 rows' uint64 view, made now too."""
     rows = min(shape[0], ENCODE_ROWS)
     f, i = np.zeros((rows, shape[1])), np.zeros((rows, shape[1]), np.int64)
     f.fill(0.0)
     i.fill(0)
-    return f, i
+    return f, i, i.view(np.uint64)
 
 
 def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray:
@@ -393,9 +405,15 @@ def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray
     IEEE steps: x 2^f, + 0.5, floor, the float-to-int64 cast) on a query
     ``mdl.encode_input`` has already checked (finite, in range), four numpy calls per
     ``ENCODE_ROWS`` rows, in the buffers from ``encode_buffers``."""
-    fb, ib = bufs
+    fb, ib, iu = bufs
     scale = float(2 ** frac)
     rows = fb.shape[0]
+    if x.shape[0] == rows:   # (one pass, at most ``ENCODE_ROWS`` rows: no slices, "Seventh pass")
+        np.multiply(x, scale, out=fb)
+        fb += 0.5
+        np.floor(fb, out=ib, casting="unsafe")
+        np.add(lam, iu, out=lam)
+        return lam
     for i in range(0, x.shape[0], rows):
         xs = x[i:i + rows]
         f, n = fb[:xs.shape[0]], ib[:xs.shape[0]]
