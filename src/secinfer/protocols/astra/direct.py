@@ -262,9 +262,11 @@ def _evaluator_step(fast: dict, m_x: np.ndarray) -> np.ndarray:
 
 def _p0_step(fast: dict, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     """P0's evaluation of the comparison on both evaluators' labels and its decoding: the
-    packed y it sends."""
+    packed y it sends. ``k1`` None: P1's labels are in the evaluator's buffer already
+    (``server_online`` puts them there before it waits for P2's)."""
     ev = fast["bx"].evaluator
-    np.copyto(ev.u1, k1)
+    if k1 is not None:
+        np.copyto(ev.u1, k1)
     np.copyto(ev.u2, k2)
     out = ev()
     yb = fast.get("ybuf")
@@ -289,9 +291,11 @@ def server_online(ep, fast: dict, C: str) -> None:
         # receive): ~40 % fewer calls than ``recv_each``, which polled first and took the
         # general path for the first frame; which one comes first varies (docs/protocols/
         # astra.md, "Fourth pass"), and one that came first waits queued meanwhile
-        k1 = ep.recv("p1", t + "/k1", spec)[0]
+        # P1's labels go into the evaluator's buffer before the wait for P2's: one copy
+        # less after the later frame when P2's comes later ("Seventh pass")
+        np.copyto(fast["bx"].evaluator.u1, ep.recv("p1", t + "/k1", spec)[0])
         k2 = ep.recv("p2", t + "/k2", spec)[0]
-        ep.send(C, "astra/out/y/y", _p0_step(fast, k1, k2))
+        ep.send(C, "astra/out/y/y", _p0_step(fast, None, k2))
         return
     m_x = ep.recv(C, "astra/sh/X", fast["x_spec"])[0]
     ep.mark("shared")        # the evaluators hold [[x]]: the servers' online work starts
