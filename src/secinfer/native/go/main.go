@@ -9,7 +9,6 @@ import (
 	_ "secinfer/native/fss"      // FSS kernels: fss_mmo_hash, fss_dcf_gen, fss_dcf_eval, fss_info
 	_ "secinfer/native/gc"       // garbled circuits: he_gc_garble, he_gc_eval, he_gc_eval_opened, he_label_hash
 	_ "secinfer/native/reclayer" // the tcp transport's record layer: rl_new, rl_send_small, rl_seal, rl_recv, ...
-	_ "secinfer/native/ring64"   // fixed-point kernels over Z_2^64: r64_encode_mask
 )
 
 func main() {}

@@ -32,7 +32,6 @@ from secinfer.crypto.gc import garble as gcm
 from secinfer.crypto.gc.circuit import msb_sub_ripple
 from secinfer.net.channel import Endpoint
 from secinfer.protocols.astra.bitext import BitExtPrep
-from secinfer.protocols.astra.encode_native import BoundEncode
 from secinfer.protocols.astra.engine import ring_dot
 from secinfer.protocols.rep3 import linear as mdl
 from secinfer.protocols.rep3.wire import pack, packed_spec, unpack
@@ -430,16 +429,6 @@ def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray
     return lam
 
 
-def bound_encoder(x: np.ndarray, frac: int, lam: np.ndarray, bufs):
-    """Offline: the client's online encode-and-mask of ``x`` into ``lam`` as a call of no
-    arguments returning m_x: one native call with its arguments bound now
-    (``encode_native.BoundEncode``, "Seventh pass") where it applies (a C-contiguous float64
-    query, the library loaded), else ``encode_masked`` in the buffers ``bufs``. The same
-    m_x either way (tests/astra/test_encode_native.py)."""
-    b = BoundEncode(x, frac, lam)
-    return b if b.ok else (lambda: encode_masked(x, frac, lam, bufs))
-
-
 def check_query(x: np.ndarray, frac: int, cfg) -> None:
     """Setup phase: ``mdl.encode_input``'s typed errors for a query that is not finite or does
     not fit the ring, before any message of it."""
@@ -513,11 +502,10 @@ def receive_output(ep, cls: bool, size: int, extra: np.ndarray, spec: ArraySpec 
 def warm_client(x: np.ndarray, frac: int, bufs, cls: bool, size: int, extra: np.ndarray,
                 acc: np.ndarray | None, small=None) -> None:
     """Offline (option ``warm_online``, as ``warm_server``): a dry run of the client's online
-    computation, its encode-and-mask (``bound_encoder``: the same kind of call) of its query
-    with an all-zero scratch mask in place of lambda_x (which stays untouched) and
-    ``combine_output`` on all-zero parts into the real output buffer (overwritten online).
-    Nothing is sent or drawn."""
-    bound_encoder(x, frac, np.zeros(x.shape, np.uint64), bufs)()
+    computation, ``encode_masked`` of its query into the real scratch rows with an all-zero
+    mask in place of lambda_x (which stays untouched) and ``combine_output`` on all-zero
+    parts into the real output buffer (overwritten online). Nothing is sent or drawn."""
+    encode_masked(x, frac, np.zeros(x.shape, np.uint64), bufs)
     spec = output_spec(cls, size)
     z = np.zeros(spec.shape, spec.dtype)
     combine_output(cls, size, extra, lambda: z, lambda: z, acc, small)

@@ -295,13 +295,12 @@ def _run_client(ep, keys, job, x, n, cls, fw, classes, fair, malicious, prepared
             fastpath.expect_client(ep, cls, x.shape, size)
             if not lam_x.flags.writeable:   # (received: m_x is added into it online)
                 lam_x = lam_x.copy()
-            encode = fastpath.bound_encoder(x, fw[1], lam_x, bufs) if cfg.ring.bits == 64 else None
             if warm_online(job.options) and cfg.ring.bits == 64:   # a dry run, nothing sent
                 fastpath.warm_client(x, fw[1], bufs, cls, size, extra, acc, small)
     with online_phase(ep):
         ep.mark("query")       # the client starts sharing its query
         if fast and cfg.ring.bits == 64:
-            m = encode()
+            m = fastpath.encode_masked(x, fw[1], lam_x, bufs)
             # (classification: P2 first, then P1, whose labels P0 takes first; the other order
             # measured no better: docs/protocols/astra.md, "Fifth pass"); both frames made
             # before the first leaves (``fastpath.send_query``, "Sixth pass")
