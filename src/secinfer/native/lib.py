@@ -87,6 +87,7 @@ _SIGNATURES: dict[str, list] = {
     "he_gc_eval_opened": [P_bytes, C.POINTER(C.c_int32), cint, cint, cint, cint, P_u64, P_u64, C.POINTER(C.c_int32),
                           cint, P_u64, P_bytes, P_u64, P_bytes, cint, C.POINTER(C.c_int32), cint, P_u64,
                           C.POINTER(cint)],
+    "he_gc_eval_ripple": [P_bytes, cint, cint, P_u64, P_u64, P_u64, P_u64, P_u64],
     "he_marshal": [H, H, C.POINTER(cint), C.POINTER(P_bytes), C.POINTER(csize)],
     # ZKB++ for certified data (go/zkbpp_export.go; bound in secinfer.crypto.zk.zkbpp)
     "zk_prove": [P_i64, P_u64, P_bytes, P_u64, P_u64, P_bytes, P_i64, C.c_char_p, csize, C.c_char_p,

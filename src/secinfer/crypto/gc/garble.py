@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from secinfer.crypto.gc.circuit import Circuit
+from secinfer.crypto.gc.circuit import Circuit, msb_sub_ripple
 from secinfer.errors import ShapeError
 from secinfer.native import lib as N
 
@@ -287,6 +287,58 @@ class OpenedEvaluator:
             self.out[...] = evaluate_opened(self.circ, self.tables, self.wires, self.name, self.labels, native=False)
         elif self._fn(*self._args) != 0:   # (the typed error: the same call through ``lib.call``)
             _native_lib().call("he_gc_eval_opened", *self._args[:-2])
+        return self.out
+
+
+class RippleEvaluator:
+    """``OpenedEvaluator`` for ``circuit.msb_sub_ripple(l)`` alone, in the native kernel made
+    for it (``he_gc_eval_ripple``, ``native/go/gc/ripple.go``): the same gates, gate ids,
+    tweaks and hash, so the same output label, without the gate program, the wire array
+    and the copy of the inputs into it (the generic call reads ~15 KB of them for 63 AND
+    gates: after a wake-up its cost is those cache lines, not the AES). ``u3``: the labels
+    of input u3 (batch, 1, 2), fixed offline. The caller writes the opened labels of u1 and
+    u2 into ``self.u1`` and ``self.u2`` (batch, l, 2) and calls; the result is ``self.out``
+    (batch, 1, 2), overwritten by the next call. Without the native library (or its
+    kernel) it evaluates through ``OpenedEvaluator``: the same result."""
+
+    def __init__(self, l: int, tables: np.ndarray, u3: np.ndarray) -> None:
+        import ctypes as C
+        if not 2 <= l <= 64:
+            raise ShapeError(f"RippleEvaluator: width {l} outside 2..64")
+        circ = self.circ = msb_sub_ripple(l)
+        batch = tables.shape[0]
+        self.tables = np.ascontiguousarray(tables, np.uint64)
+        self.u3 = np.ascontiguousarray(u3, np.uint64)
+        if self.tables.shape != (batch, l - 1, 2, 2) or self.u3.shape != (batch, 1, 2):
+            raise ShapeError("RippleEvaluator: inconsistent shapes")
+        # (np.full writes the pages now; np.zeros would leave them to fault in on first use)
+        self.u1, self.u2 = (np.full((batch, l, 2), 0, np.uint64) for _ in range(2))
+        self.out = np.full((batch, 1, 2), 0, np.uint64)
+        nat = _native_lib()
+        self._fn = None if nat is None else getattr(nat.load(), "he_gc_eval_ripple", None)
+        if self._fn is None:
+            self._wires = np.full((batch, circ.n_wires, 2), 0, np.uint64)
+            self._wires[:, circ.inputs["u3"]] = self.u3
+            self._ev = OpenedEvaluator(circ, self.tables, self._wires, "u1")
+            return
+        self._err = C.create_string_buffer(2048)
+        arrays = (_KEY_BYTES, self.tables, self.u1, self.u2, self.u3, self.out)
+        self._typed = (nat.ptr(_KEY_BYTES, C.c_ubyte), l, batch,
+                       *(nat.ptr(a, C.c_uint64) for a in arrays[1:]))   # (``lib.call``'s error path)
+        # the call itself through a prototype-less function object on ctypes values made now:
+        # ctypes converts nothing per call (~3 us less than the declared argtypes' checks)
+        self._fn = type(self._fn)(("he_gc_eval_ripple", nat.load()))
+        self._fn.restype = C.c_int
+        p = [C.c_void_p(a.ctypes.data) for a in arrays]
+        self._args = (p[0], C.c_int(l), C.c_int(batch), *p[1:], self._err, C.c_int(len(self._err)))
+
+    def __call__(self) -> np.ndarray:
+        if self._fn is None:
+            self._ev.labels[...] = self.u1
+            self._wires[:, self.circ.inputs["u2"]] = self.u2
+            self.out[...] = self._ev()
+        elif self._fn(*self._args) != 0:   # (the typed error: the same call through ``lib.call``)
+            _native_lib().call("he_gc_eval_ripple", *self._typed)
         return self.out
 
 

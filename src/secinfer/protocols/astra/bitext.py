@@ -57,8 +57,7 @@ class BitExtPrep:
     tables: np.ndarray | None = None   # the evaluator's garbled tables, decoding bits, wires
     dec: np.ndarray | None = None
     wires: np.ndarray | None = None
-    evaluator: object = None           # direct.py: P0's bound native evaluator, where P2's labels go
-    u2_at: object = None
+    evaluator: object = None           # direct.py: P0's bound evaluator (``gcm.RippleEvaluator``)
     c1: np.ndarray | None = None       # malicious: commitments of u1's labels
     out_zero: np.ndarray | None = None  # malicious, garblers: the output's zero labels
     r1: AShare | None = None           # malicious: [[r1]]^B, [[r2]]^B

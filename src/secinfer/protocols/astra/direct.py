@@ -24,13 +24,12 @@ buffers allocated offline (``encode_masked``).
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
 
 import numpy as np
 
 from secinfer.arith.ring import Ring
 from secinfer.crypto.gc import garble as gcm
-from secinfer.crypto.gc.circuit import ONE, Builder, Circuit
+from secinfer.crypto.gc.circuit import msb_sub_ripple
 from secinfer.net.channel import Endpoint
 from secinfer.protocols.astra.bitext import BitExtPrep
 from secinfer.protocols.astra.engine import ring_dot
@@ -46,23 +45,6 @@ def applies(security: str, direct: bool) -> bool:
     """This path serves the semi-honest direct reveal of a regression or a classifier (the
     same answer at every party: the job's security and reveal option)."""
     return direct and security == "semi-honest"
-
-
-@lru_cache(maxsize=None)
-def msb_sub_ripple(l: int) -> Circuit:
-    """y = msb(u1 - u2) xor u3 (``msb_sub_circuit``'s function) with a ripple carry: l - 1
-    AND gates instead of the parallel-prefix tree's ~3l (181 for l = 64). A garbled circuit
-    pays per AND gate, not per level (the prefix tree's log depth is for the rounds of a
-    secret-shared evaluation), so this is the comparison to garble: 63 AND gates, a third
-    of the tables offline and of the evaluation online.
-    u1 - u2 = u1 + ~u2 + 1; carry c_{i+1} = maj(u1_i, ~u2_i, c_i) = c ^ ((c ^ u1_i) & (c ^ ~u2_i))."""
-    bld = Builder()
-    u1, u2, u3 = bld.input("u1", l), bld.input("u2", l), bld.input("u3", 1)
-    nb = [bld.inv(w) for w in u2]
-    c = ONE
-    for i in range(l - 1):
-        c = bld.xor(c, bld.and_(bld.xor(c, u1[i]), bld.xor(c, nb[i])))
-    return bld.build([bld.xor(bld.xor(bld.xor(u1[l - 1], nb[l - 1]), c), u3[0])])
 
 
 def server_prep(eng, X, U, B, prep, bx, cls: bool, shift: int, rho, C: str) -> dict:
@@ -155,7 +137,9 @@ def _scalar_prep(fast: dict) -> None:
         r = fast["r_gc"].reshape(1, 1, 1, 2)
         tab = z ^ (bits[None, :, :, None].astype(np.uint64) * r)          # (8, 256, 8, 2)
         sc["lab"] = [[tab[p, v].tobytes() for v in range(256)] for p in range(8)]
-        sc["lab_shape"] = fast["labels"].shape
+        # the frame's buffer (``fast["labels"]``) as bytes: the 8 slices are written into it
+        # online ("Seventh pass": no join, no new array)
+        sc["mv"] = memoryview(fast["labels"]).cast("B")
     fast["scalar"] = sc
 
 
@@ -166,15 +150,24 @@ def _scalar_step(fast: dict, sc: dict, m_x: np.ndarray) -> np.ndarray:
     """``_evaluator_step`` for one output value (``_scalar_prep``): the same array, from the
     dot product of Z_2^64 (numpy's uint64 dot wraps mod 2^64, as ``_dot_into``'s) and
     Python integers mod 2^64."""
-    d = int(m_x.reshape(-1).dot(sc["coef"]))
+    d = int(m_x[0].dot(sc["coef"]))          # (m_x: one row)
     uf = fast["u_flat"]
     if not fast["cls"]:
         uf[0] = (d + sc["add"]) & _M64
         return uf
     u = (sc["add"] - d) & _M64 if fast["k_neg"] else (d + sc["add"]) & _M64
     uf[0] = u
-    lab = sc["lab"]
-    return np.frombuffer(b"".join([lab[p][(u >> (p << 3)) & 255] for p in range(8)]), np.uint64).reshape(sc["lab_shape"])
+    lab, mv = sc["lab"], sc["mv"]
+    # byte p of u selects the 128 bytes of its 8 labels; straight-line ("Seventh pass")
+    mv[0:128] = lab[0][u & 255]
+    mv[128:256] = lab[1][(u >> 8) & 255]
+    mv[256:384] = lab[2][(u >> 16) & 255]
+    mv[384:512] = lab[3][(u >> 24) & 255]
+    mv[512:640] = lab[4][(u >> 32) & 255]
+    mv[640:768] = lab[5][(u >> 40) & 255]
+    mv[768:896] = lab[6][(u >> 48) & 255]
+    mv[896:1024] = lab[7][u >> 56]
+    return fast["labels"]
 
 
 def bitext_offline_direct(eng, n: int) -> BitExtPrep:
@@ -208,21 +201,13 @@ def bitext_offline_direct(eng, n: int) -> BitExtPrep:
         tables, dec, k3 = ep.recv("p1", t + "/gc", ArraySpec(np.uint64, (n, circ.and_count, 2, 2)),
                                   ArraySpec(np.uint8, (n, 1)), ArraySpec(np.uint64, (n, 1, 2)))
         prep.tables, prep.dec = tables, dec
-        # the wire buffer (7 MB at 1000 queries) written through now: np.zeros maps untouched
-        # zero pages, and the evaluation's first writes to them were ~1700 page faults online
-        prep.wires = np.full((n, circ.n_wires, 2), 0, np.uint64)
-        prep.wires[:, circ.inputs["u3"]] = k3
-        # the native call with its arguments bound now (``gcm.OpenedEvaluator``); P2's labels
-        # go straight into the wire buffer (a slice when its wires are consecutive)
-        prep.evaluator = gcm.OpenedEvaluator(circ, tables, prep.wires, "u1")
-        ws = [int(i) for i in circ.inputs["u2"]]
-        prep.u2_at = slice(ws[0], ws[0] + len(ws)) if ws == list(range(ws[0], ws[0] + len(ws))) \
-            else np.asarray(ws)
+        # the evaluation with its arguments bound now: the kernel of this one circuit
+        # (``gcm.RippleEvaluator``, "Seventh pass"); the evaluators' labels are copied into
+        # its two input buffers online
+        prep.evaluator = gcm.RippleEvaluator(64, tables, k3)
         # one throwaway evaluation (as ``bitext._warm_evaluator``) on a copy of one instance:
         # the native call's first-use costs are paid offline
-        w = prep.wires[:1].copy()
-        w[:, prep.u2_at] = 0
-        gcm.OpenedEvaluator(circ, np.ascontiguousarray(tables[:1]), w, "u1")()
+        gcm.RippleEvaluator(64, tables[:1], k3[:1])()
     return prep
 
 
@@ -277,11 +262,12 @@ def _evaluator_step(fast: dict, m_x: np.ndarray) -> np.ndarray:
 
 def _p0_step(fast: dict, k1: np.ndarray, k2: np.ndarray) -> np.ndarray:
     """P0's evaluation of the comparison on both evaluators' labels and its decoding: the
-    packed y it sends."""
-    bx = fast["bx"]
-    ev = bx.evaluator
-    ev.labels[...] = k1
-    bx.wires[:, bx.u2_at] = k2
+    packed y it sends. ``k1`` None: P1's labels are in the evaluator's buffer already
+    (``server_online`` puts them there before it waits for P2's)."""
+    ev = fast["bx"].evaluator
+    if k1 is not None:
+        np.copyto(ev.u1, k1)
+    np.copyto(ev.u2, k2)
     out = ev()
     yb = fast.get("ybuf")
     if yb is not None:    # (at most 8 outputs: one byte, on Python integers, "Sixth pass")
@@ -305,9 +291,11 @@ def server_online(ep, fast: dict, C: str) -> None:
         # receive): ~40 % fewer calls than ``recv_each``, which polled first and took the
         # general path for the first frame; which one comes first varies (docs/protocols/
         # astra.md, "Fourth pass"), and one that came first waits queued meanwhile
-        k1 = ep.recv("p1", t + "/k1", spec)[0]
+        # P1's labels go into the evaluator's buffer before the wait for P2's: one copy
+        # less after the later frame when P2's comes later ("Seventh pass")
+        np.copyto(fast["bx"].evaluator.u1, ep.recv("p1", t + "/k1", spec)[0])
         k2 = ep.recv("p2", t + "/k2", spec)[0]
-        ep.send(C, "astra/out/y/y", _p0_step(fast, k1, k2))
+        ep.send(C, "astra/out/y/y", _p0_step(fast, None, k2))
         return
     m_x = ep.recv(C, "astra/sh/X", fast["x_spec"])[0]
     ep.mark("shared")        # the evaluators hold [[x]]: the servers' online work starts
@@ -322,8 +310,8 @@ def warm_server(fast: dict) -> None:
     ``np.add`` 87 us the first time against 4 us after), so the online step would pay it.
     Nothing is sent, no key stream or PRG is drawn from, the results are discarded: every
     buffer written here is written again online before it is read (the evaluators' ``u``
-    and labels; P0's opened labels, P2's input wires, the output; the circuit's other wires
-    are a function of those, its r input wires and the tables, which stay as they are)."""
+    and labels; P0's evaluator's two input buffers and its output; its r labels and tables
+    are only read)."""
     if "bx" in fast:                # P0 (classification)
         z = np.zeros(fast["k_spec"].shape, np.uint64)
         _p0_step(fast, z, z)
@@ -403,15 +391,16 @@ def send_query(ep, peers, m: np.ndarray) -> None:
 ENCODE_ROWS = 128   # rows per pass of ``encode_masked``: ~0.8 MB of float64, cache-sized
 
 
-def encode_buffers(shape) -> tuple[np.ndarray, np.ndarray]:
+def encode_buffers(shape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Offline: the scratch rows ``encode_masked`` works in, allocated and touched now (a
     fresh multi-megabyte array online costs its page faults: W1 at 1000 queries, 15 ms for
-    the whole-array passes against 2 ms in cache-sized rows into these buffers)."""
+    the whole-array passes against 2 ms in cache-sized rows into these buffers); with the
+    int64 rows' uint64 view, made now too."""
     rows = min(shape[0], ENCODE_ROWS)
     f, i = np.zeros((rows, shape[1])), np.zeros((rows, shape[1]), np.int64)
     f.fill(0.0)
     i.fill(0)
-    return f, i
+    return f, i, i.view(np.uint64)
 
 
 def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray:
@@ -420,9 +409,15 @@ def encode_masked(x: np.ndarray, frac: int, lam: np.ndarray, bufs) -> np.ndarray
     IEEE steps: x 2^f, + 0.5, floor, the float-to-int64 cast) on a query
     ``mdl.encode_input`` has already checked (finite, in range), four numpy calls per
     ``ENCODE_ROWS`` rows, in the buffers from ``encode_buffers``."""
-    fb, ib = bufs
+    fb, ib, iu = bufs
     scale = float(2 ** frac)
     rows = fb.shape[0]
+    if x.shape[0] == rows:   # (one pass, at most ``ENCODE_ROWS`` rows: no slices, "Seventh pass")
+        np.multiply(x, scale, out=fb)
+        fb += 0.5
+        np.floor(fb, out=ib, casting="unsafe")
+        np.add(lam, iu, out=lam)
+        return lam
     for i in range(0, x.shape[0], rows):
         xs = x[i:i + rows]
         f, n = fb[:xs.shape[0]], ib[:xs.shape[0]]
