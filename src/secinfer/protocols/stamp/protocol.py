@@ -40,6 +40,7 @@ from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import initialize
 from secinfer.protocols.stamp.ltee_inproc import open_link
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
+from secinfer.protocols.stamp.online_plan import compile_plan
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -93,6 +94,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
         ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
         warm_online(job.options)   # (a bad value refused before any offline work)
+        online_plan_on(job.options)
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -116,25 +118,34 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            fast = None
             if plan is not None and warm_online(job.options) and backend.send_ahead:
                 # the online steps once on scratch inputs, right before the "ready": nothing
                 # sent, asked of the device or taken (option stamp_warm_online; ``StampBackend.warm``)
+                if online_plan_on(job.options):   # traced, and compiled into a flat plan (``online_plan``)
+                    backend.trace, ops.trace = [], []
                 backend.warm(graph, env, _client_input(eng, graph, None) if me == CLIENT else None)
+                fast = compile_plan(backend, graph, env) if online_plan_on(job.options) else None
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
             link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            if plan is not None:
-                env[plan.name] = plan.share(_client_input(eng, graph, job) if me == CLIENT else None)
-            elif not early:
-                share_input(eng, graph, job, env, backend)
-            env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
-            out = env[graph.output_names[0]]
-            if isinstance(out, executor.Opened):   # opened in the last product's step
-                y = out.value
+            x = _client_input(eng, graph, job) if plan is not None and me == CLIENT else None
+            planned = fast is not None and fast.ready(x)
+            if planned:              # the steps compiled offline (``online_plan``), same messages
+                y = fast.run(x, mark=ep.mark)
             else:
-                y = eng.reveal_to(CLIENT, out)
+                if plan is not None:
+                    env[plan.name] = plan.share(x)
+                elif not early:
+                    share_input(eng, graph, job, env, backend)
+                env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
+                out = env[graph.output_names[0]]
+                if isinstance(out, executor.Opened):   # opened in the last product's step
+                    y = out.value
+                else:
+                    y = eng.reveal_to(CLIENT, out)
             if guard is not None:
                 _guarded_end(ep, me)
             cpu = time.thread_time() - cpu0
@@ -156,7 +167,8 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 "mult_checks": eng.stats["mult_checks"],
                 # masks expanded before the query that the online phase did not take (0 when
                 # the dry runs foresaw every request, ``StampOps.prefetch``)
-                "expanded_unused": len(ops._expanded), "warmed": backend.warmed, **backend.counts}
+                "expanded_unused": len(ops._expanded), "warmed": backend.warmed,
+                "planned": planned, "plan_why": backend.plan_why, **backend.counts}
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)
@@ -185,6 +197,13 @@ def warm_online(options: dict) -> bool:
     its "ready" (``StampBackend.warm``: nothing sent, asked of the device or taken). A party-local
     choice; a value other than true or false is a ``ProtocolError``."""
     return bool_option(options, "stamp_warm_online")
+
+
+def online_plan_on(options: dict) -> bool:
+    """``options["stamp_online_plan"]`` (default True): with the warm run, each party compiles
+    its online steps into a flat plan offline (``online_plan``) and walks it online when the
+    live state is the one it was compiled for. A party-local choice; true or false only."""
+    return bool_option(options, "stamp_online_plan")
 
 
 def _guarded_end(ep, me: int) -> None:
