@@ -227,3 +227,27 @@ def test_option_values():
     x = workload_input("W3", 1)
     with pytest.raises(ProtocolError, match="stamp_online_plan"):
         _run(g, x, {"stamp_online_plan": "yes"})
+
+
+def test_client_encoding_equals_the_quantizer():
+    """``protocol.encode_input`` gives ``cfg.encode`` bit for bit (random and edge values: ties
+    at one half, the range's ends, signs, zeros), and refuses what it refuses, with its error."""
+    from secinfer.arith.fixed import FX64, FixedPointRangeError
+    from secinfer.arith.public import public_rng
+
+    gen = public_rng("tests/stamp-encode", 5)
+    for cfg in (FX32, FX64):
+        s, top = cfg.scale, cfg.max_abs
+        edge = np.array([0.0, -0.0, 0.5 / s, -0.5 / s, 1.5 / s, -1.5 / s, top - 1.0, -top + 1.0, -top + 0.5,
+                         np.nextafter(top, 0), 3.0, -7.25])
+        for x in (edge, gen.normal(size=(1, 784)) * 4, gen.uniform(-top, top, (3, 5, 7)), edge.reshape(3, 4)):
+            want = cfg.encode(x)
+            got = protocol.encode_input(cfg, x)
+            assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+        for bad in (np.array([1.0, np.nan]), np.array([np.inf]), np.array([-np.inf, 0.0]), np.array([top]),
+                    np.array([0.0, -top * 2])):
+            with pytest.raises(FixedPointRangeError) as e1:
+                cfg.encode(bad)
+            with pytest.raises(FixedPointRangeError) as e2:
+                protocol.encode_input(cfg, bad)
+            assert str(e1.value) == str(e2.value)
