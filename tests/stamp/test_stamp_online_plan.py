@@ -107,6 +107,15 @@ def test_plan_sends_and_computes_what_the_unplanned_path_does(workload, batch, m
 
 
 @pytest.mark.slow
+def test_plan_without_held_results():
+    """Option stamp_owner_split off: no held result, every evaluator sends the real component
+    to the third party and the later products are the stacked ones (the plan's other branches)."""
+    g = load_model(build_workload("W3"))
+    _same_as_unplanned(g, workload_input("W3", 1), {"stamp_ltee": "inprocess", "stamp_owner_split": False},
+                       planned=True)
+
+
+@pytest.mark.slow
 def test_batch_split_across_the_ltees_is_not_planned():
     """W3 at batch 4: each device operation is three jobs (the batch split): not compiled,
     the unplanned path runs, everything as without the option."""

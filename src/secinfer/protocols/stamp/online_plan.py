@@ -29,6 +29,7 @@ import numpy as np
 
 from secinfer.ir.movement import MOVEMENT
 from secinfer.protocols.rep3.executor import _plan_product, _siblings
+from secinfer.protocols.rep3.stacked import stacked_product
 from secinfer.protocols.stamp.ltee import spec_bytes
 from secinfer.protocols.stamp.nonlinear import _signature
 from secinfer.sharing.replicated import Pair
@@ -105,8 +106,10 @@ class OnlinePlan:
                 z3 = be._z_ahead.pop(st.node.name)
             elif src[0] == "input":
                 z3 = ip.product(st.node.name, v)
-            else:
+            elif src[0] == "held":
                 z3 = be._held_product(st.node, v)
+            else:                         # the weight's part prepared offline (``rep3.stacked``)
+                z3 = stacked_product(be.ring, src[1], v)
             flat = z3.reshape(-1) if st.tail is None else np.concatenate((z3.reshape(-1), st.tail))
             ops.op, ops.ctr, ops._n_op = st.op, st.ctr, st.n_op
             if st.kind == "product":
@@ -212,7 +215,8 @@ def compile_plan(backend, graph, env: dict) -> OnlinePlan | None:
         (name, src), rec = btrace[k], otrace[k]
         k += 1
         kind = "output" if pl["to_out"] is not None else "product"
-        if pl["moves"] or name != node.name or src not in ("ahead", "input", "held") or rec[0] != ("output" if kind == "output" else "run"):
+        if (pl["moves"] or name != node.name or src not in ("ahead", "input", "held", "stacked")
+                or rec[0] != ("output" if kind == "output" else "run")):
             return _no(backend, 42)
         _, who, r_op, r_ctr, n_op, jobs, facts, reqs, got = rec
         if kind == "product" and who != "3of3":
@@ -237,6 +241,11 @@ def compile_plan(backend, graph, env: dict) -> OnlinePlan | None:
             if z is None:
                 return _no(backend, 64)
             st.src = ("ahead", z)
+        elif src == "stacked":
+            sw = backend._stacked.get(node.inputs[1])
+            if sw is None or sw.source is not env[node.inputs[1]]:
+                return _no(backend, "stacked")
+            st.src = ("stacked", sw)
         else:
             st.src = (src, None)
         if kind == "product":
