@@ -25,6 +25,7 @@ try:
     out["cpu_by"] = [inf[r]["online_cpu_s"] * 1e3 for r in ("p0", "p1", "p2")]
     out["tx"] = [inf[r]["bus"]["online_transactions"] for r in ("p0", "p1", "p2")]
     out["warmed"] = [inf[r].get("warmed") for r in ("p0", "p1", "p2")]
+    out["planned"] = [inf[r].get("planned") for r in ("p0", "p1", "p2")]
     out["spin"] = [[inf[r]["bus"].get("spin_hits"), inf[r]["bus"].get("spin_misses")] for r in ("p0", "p1", "p2")]
 except Exception as e:
     out["cpu_err"] = repr(e)[:200]

@@ -32,6 +32,7 @@ _MAX_EXACT_INNER = 1 << 20  # 2^32 * 2^20 < 2^53: float64 sums of limb products 
 _M64 = (1 << 64) - 1
 _U32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
+_U64D = np.dtype(np.uint64)
 
 
 def _wrapping(fn):
@@ -75,9 +76,9 @@ class Ring:
     def limbs(self) -> int:
         return 1 if self.bits <= 64 else 2
 
-    @property
+    @functools.cached_property
     def mask(self) -> np.uint64:
-        """Mask of the top limb (of the whole element when k <= 64)."""
+        """Mask of the top limb (of the whole element when k <= 64); computed once per ring."""
         top_bits = self.bits - 64 * (self.limbs - 1)
         return np.uint64(_M64 if top_bits == 64 else (1 << top_bits) - 1)
 
@@ -179,8 +180,17 @@ class Ring:
         return np.asarray(a, np.uint64)[..., 0].copy()
 
     # ---- arithmetic (any shape when k <= 64; limb layout when k > 64) -------------------
-    @_wrapping
     def add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if (self.bits <= 64 and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == _U64D
+                and b.dtype == _U64D and a.ndim and b.ndim):
+            # uint64 arrays (not 0-d: numpy's scalar path warns on the wrap) add mod 2^64 with
+            # no warning, so no errstate; one masking in place (issue #23: ~3 us, not ~9)
+            out = np.add(a, b)
+            return out if self.bits == 64 else np.bitwise_and(out, self.mask, out=out)
+        return self._add(a, b)
+
+    @_wrapping
+    def _add(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
         if self.limbs == 1:
             return self._fresh(a + b)
@@ -201,8 +211,15 @@ class Ring:
         hi -= a[..., 0] != 0
         return self._fresh(out)
 
-    @_wrapping
     def sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if (self.bits <= 64 and type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == _U64D
+                and b.dtype == _U64D and a.ndim and b.ndim):   # (as ``add``)
+            out = np.subtract(a, b)
+            return out if self.bits == 64 else np.bitwise_and(out, self.mask, out=out)
+        return self._sub(a, b)
+
+    @_wrapping
+    def _sub(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = np.asarray(a, np.uint64), np.asarray(b, np.uint64)
         if self.limbs == 1:
             return self._fresh(a - b)

@@ -82,6 +82,11 @@ class StampBackend:
         # computed by ``ahead``'s dry run and taken online instead of computed again (``_dry_product``)
         self._z_ahead: dict[str, np.ndarray] = {}
         self.warmed = False                       # ``warm`` ran the online steps before the "ready"
+        # option stamp_online_plan (``online_plan``): while ``warm`` runs, each product's node and
+        # where its local product came from; the schedule's state at the warm run's end
+        self.trace: list | None = None
+        self.warm_end: tuple | None = None
+        self.plan_why = None                      # why ``online_plan.compile_plan`` gave no plan
 
     def precompute(self, graph: Graph, env: dict) -> None:
         """Semi-honest, offline: the weight's part of every local product, once per session
@@ -264,6 +269,7 @@ class StampBackend:
         def steps():
             denv[plan.name] = plan.share(scratch if self.eng.me == plan.owner else None, warm=True)
             run_graph(self.ring, self.eng.me, self, graph, denv)
+            self.warm_end = (dict(self.counts), self._rot, set(self._held))
         try:
             self.warmed = self.ops.warm(steps)
         finally:
@@ -469,15 +475,17 @@ class StampBackend:
                 shp = tuple(int(d) for d in self._dry[node.outputs[0]])   # (rows: the range guard doubles them)
                 z3 = np.zeros((x.a.shape[0],) + shp[1:] if shp else shp, dtype=np.uint64)
         elif (z := self.ops.take(self._z_ahead, node.name)) is not None:
-            z3 = z                                # computed by ``ahead``'s dry run (``_dry_product``)
+            z3, src = z, "ahead"                  # computed by ``ahead``'s dry run (``_dry_product``)
         elif self._input_plan is not None and (z := self._input_plan.product(node.name, x)) is not None:
-            z3 = z                                # the input-independent half prepared offline
+            z3, src = z, "input"                  # the input-independent half prepared offline
         elif (zh := self._held_product(node, x)) is not None:
-            z3 = zh                               # a held result: the owner-split terms
+            z3, src = zh, "held"                  # a held result: the owner-split terms
         elif sw is not None and sw.source is w:   # the weight's part prepared offline
-            z3 = stacked_product(self.ring, sw, x)
+            z3, src = stacked_product(self.ring, sw, x), "stacked"
         else:
-            z3 = rss.bilinear_local(self.ring, f, x, w)
+            z3, src = rss.bilinear_local(self.ring, f, x, w), "local"
+        if self.trace is not None and self.ops.warming and self._dry is None and node.name not in self._pre:
+            self.trace.append((node.name, src))   # (``online_plan.compile_plan`` reads it)
         steps = [{"op": "trunc"}]
         plist: list[Pair] = []
         if bias is not None:

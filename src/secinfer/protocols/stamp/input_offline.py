@@ -140,7 +140,7 @@ class InputPlan:
 
     def __init__(self, eng, owner: int, name: str, shape: tuple) -> None:
         self.eng, self.owner, self.name, self.shape = eng, owner, name, tuple(shape)
-        n = int(np.prod(shape))
+        self.n = n = int(np.prod(shape))
         lab = eng._label("input")             # the label ``Engine.input`` would take online
         me, o = eng.me, owner
         self.c_next = None
@@ -199,7 +199,7 @@ class InputPlan:
         ``warm`` (``StampBackend.warm``): the same steps on a scratch input, nothing sent or
         received (the receiver takes zeros)."""
         eng, ring, me, o = self.eng, self.eng.ring, self.eng.me, self.owner
-        n = int(np.prod(self.shape))
+        n = self.n
         if me == o:
             if x is None or tuple(x.shape) != self.shape:
                 raise ProtocolError(f"input owner needs an array of shape {self.shape}")

@@ -156,6 +156,8 @@ class StampOps:
         # option stamp_warm_online (``warm``): the online steps run once before the "ready" on
         # scratch inputs -- nothing sent, received or asked of the device, nothing taken
         self.warming = False
+        # ``online_plan``: each operation as ``warm`` saw it; the counters at the warm run's end
+        self.trace, self.warm_end = None, None
 
     # ---- device requests ---------------------------------------------------------------
     def _meta(self, sub: int, *extra: int) -> np.ndarray:
@@ -169,7 +171,6 @@ class StampOps:
         if refused.code == "range":   # the range guard: the query's value left the ring (not a security check)
             raise range_abort(self.eng.ep, refused.detail)
         self.eng.ep.require(False, refused.check, self.eng.names[self.eng.me], refused.detail)
-
 
     def _dev_many(self, reqs: list, ahead: bool = False) -> list:
         """``_dev`` of several seed requests [(command, meta, kind)] in one bus transaction
@@ -421,6 +422,7 @@ class StampOps:
         self.warming = True
         try:
             dry_run()
+            self.warm_end = (self.op, self.ctr, self._n_op)
             return True
         except _WarmMiss:
             return False
@@ -487,6 +489,8 @@ class StampOps:
                 # the seeds of components e and t its LTEE returns with the evaluation (the same
                 # counter and label: ``cmd_zshare`` releases exactly those to e), ahead
                 reqs.append(((sub, "ze"), "zshare", self._meta(sub, t, 0, n_out), "share"))
+        if self.trace is not None and self.warming:   # (``online_plan.compile_plan`` reads it)
+            self.trace.append(("run", path, self.op, self.ctr, self._n_op, jobs, facts, reqs, self._ahead.get(self.op)))
         if self.recording is not None:    # dry run (``plan``): no message, no device
             for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
                 if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
@@ -688,7 +692,7 @@ class StampOps:
         would tell it bits below the truncation)."""
         eng, ring = self.eng, self.eng.ring
         me, mal, ep, names = eng.me, eng.malicious, eng.ep, eng.names
-        _, _, n_in, oshape, n_out = self._facts(job.spec, 0)
+        _, _, n_in, oshape, n_out = facts = self._facts(job.spec, 0)
         self._n_op = SLOTS * max(n_in, n_out)
         r = receiver
         lo, hi = (r - 1) % 3, (r + 1) % 3
@@ -710,6 +714,11 @@ class StampOps:
                 self._spec_plan.append(self._spec_of(job.spec, 0))
             self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
+        if self.trace is not None and self.warming and not mal:   # (``online_plan``; the seeds ``_seeds`` takes)
+            reqs = [] if me == r or (self.op, 0, "stamp/out'") in self._sent_ahead else \
+                [((0, "o"), "outmask", self._meta(0, 0, n_in), "mask")]
+            self.trace.append(("output", r, self.op, self.ctr, self._n_op, [job], [facts], reqs,
+                               self._ahead.get(self.op)))
         if not mal:
             if me != r and self._was_sent((self.op, 0, "stamp/out'")):
                 pass                                       # (sent before the online phase)

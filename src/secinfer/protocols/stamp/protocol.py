@@ -40,6 +40,7 @@ from secinfer.protocols.stamp.backend import StampBackend
 from secinfer.protocols.stamp.ltee import initialize
 from secinfer.protocols.stamp.ltee_inproc import open_link
 from secinfer.protocols.stamp.nonlinear import RANGE_GUARD, StampOps
+from secinfer.protocols.stamp.online_plan import compile_plan
 
 
 def run_party(role: str, ep, job: PartyJob) -> PartyResult:
@@ -93,6 +94,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
         ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
         warm_online(job.options)   # (a bad value refused before any offline work)
+        online_plan_on(job.options)
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -116,25 +118,34 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             link.ready()   # the device's start-up work is done before the online phase
             stats0 = link.refresh_stats().copy()
             tstats0, tbus0 = ops.triple_stats.copy(), ops.triple_bus
+            fast = None
             if plan is not None and warm_online(job.options) and backend.send_ahead:
                 # the online steps once on scratch inputs, right before the "ready": nothing
                 # sent, asked of the device or taken (option stamp_warm_online; ``StampBackend.warm``)
+                if online_plan_on(job.options):   # traced, and compiled into a flat plan (``online_plan``)
+                    backend.trace, ops.trace = [], []
                 backend.warm(graph, env, _client_input(eng, graph, None) if me == CLIENT else None)
+                fast = compile_plan(backend, graph, env) if online_plan_on(job.options) else None
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
             link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
             bus0, tx0 = link.meter.total, link.meter.transactions
             cpu0 = time.thread_time()
-            if plan is not None:
-                env[plan.name] = plan.share(_client_input(eng, graph, job) if me == CLIENT else None)
-            elif not early:
-                share_input(eng, graph, job, env, backend)
-            env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
-            out = env[graph.output_names[0]]
-            if isinstance(out, executor.Opened):   # opened in the last product's step
-                y = out.value
+            x = _client_input(eng, graph, job) if plan is not None and me == CLIENT else None
+            planned = fast is not None and fast.ready(x)
+            if planned:              # the steps compiled offline (``online_plan``), same messages
+                y = fast.run(x, mark=ep.mark)
             else:
-                y = eng.reveal_to(CLIENT, out)
+                if plan is not None:
+                    env[plan.name] = plan.share(x)
+                elif not early:
+                    share_input(eng, graph, job, env, backend)
+                env = executor.run_graph(eng.ring, me, backend, graph, env, mark=ep.mark)
+                out = env[graph.output_names[0]]
+                if isinstance(out, executor.Opened):   # opened in the last product's step
+                    y = out.value
+                else:
+                    y = eng.reveal_to(CLIENT, out)
             if guard is not None:
                 _guarded_end(ep, me)
             cpu = time.thread_time() - cpu0
@@ -156,7 +167,8 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
                 "mult_checks": eng.stats["mult_checks"],
                 # masks expanded before the query that the online phase did not take (0 when
                 # the dry runs foresaw every request, ``StampOps.prefetch``)
-                "expanded_unused": len(ops._expanded), "warmed": backend.warmed, **backend.counts}
+                "expanded_unused": len(ops._expanded), "warmed": backend.warmed,
+                "planned": planned, "plan_why": backend.plan_why, **backend.counts}
         if me == CLIENT:
             return PartyResult(output=job.fixed.decode(y), output_ring=y, info=info)
         return PartyResult(info=info)
@@ -176,7 +188,22 @@ def _client_input(eng, graph, job: PartyJob | None):
     info = graph.inputs[0]
     x = np.asarray(job.input if job is not None else np.zeros(tuple(int(d) for d in info.shape)), dtype=np.float64)
     graph.check_input(info.name, x)
-    return eng.cfg.encode(x)
+    return encode_input(eng.cfg, x)
+
+
+def encode_input(cfg, x: np.ndarray) -> np.ndarray:
+    """``cfg.encode(x)`` of a float64 array, bit for bit, in fewer passes (issue #23: the client's
+    encoding is on the batch-1 critical path): one range test (``|x|.max() < max_abs`` is false
+    for a NaN or an infinity too), then x * 2^f + 0.5 floored in place, and the int64 result
+    reduced in place. Anything else -- a value out of range, a two-limb ring, an empty array
+    -- goes to ``cfg.encode``, which raises its own error for the first."""
+    if cfg.ring.limbs != 1 or x.size == 0 or x.dtype != np.float64 or not float(np.abs(x).max()) < cfg.max_abs:
+        return cfg.encode(x)
+    v = np.multiply(x, cfg.scale)
+    v += 0.5
+    np.floor(v, out=v)
+    u = v.astype(np.int64).view(np.uint64)
+    return np.bitwise_and(u, cfg.ring.mask, out=u)
 
 
 def warm_online(options: dict) -> bool:
@@ -185,6 +212,13 @@ def warm_online(options: dict) -> bool:
     its "ready" (``StampBackend.warm``: nothing sent, asked of the device or taken). A party-local
     choice; a value other than true or false is a ``ProtocolError``."""
     return bool_option(options, "stamp_warm_online")
+
+
+def online_plan_on(options: dict) -> bool:
+    """``options["stamp_online_plan"]`` (default True): with the warm run, each party compiles
+    its online steps into a flat plan offline (``online_plan``) and walks it online when the
+    live state is the one it was compiled for. A party-local choice; true or false only."""
+    return bool_option(options, "stamp_online_plan")
 
 
 def _guarded_end(ep, me: int) -> None:
