@@ -97,7 +97,7 @@ def test_small_transformer_fused_scaling(security):
     info = res["p0"].info
     # 1 layer: Q, K, V, QK^T, AV, out-proj, FFN1(+ReLU), FFN2, head = 9 products; the Mul
     # is inside Q's chain (no product of its own); Q, K and V finish in one device step
-    # (executor ``_siblings``), the out-projection and FFN2 each with their residual Add and
+    # (executor ``product_siblings``), the out-projection and FFN2 each with their residual Add and
     # LayerNorm (``_residual_chain``): 9 + 2 + 1 - 2 - 2 = 8 device calls, the last one
     # the fused output step (was 12)
     assert info["products"] == 9

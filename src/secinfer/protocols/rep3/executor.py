@@ -18,7 +18,7 @@ to ``backend.product_output``, which returns the plaintext at the receiver; the 
 are applied to it there and the output is marked ``Opened``. Backends without that
 attribute (Falcon+) run the product and the opening as before. Likewise only a backend
 with ``products`` (STAMP) finishes sibling products of one input in one call
-(``_siblings``), and only one with ``fuse_residual`` takes a residual Add and the
+(``product_siblings``), and only one with ``fuse_residual`` takes a residual Add and the
 non-linear ops after it into a product's chain (``_residual_chain``).
 """
 
@@ -143,7 +143,7 @@ def _residual_chain(graph: Graph, start: str, consumers: dict, outputs: set, env
     return [Node(add.name, "Add", [start, other], list(add.outputs), dict(add.attrs))] + rest
 
 
-def _plan_product(graph: Graph, node: Node, consumers: dict, outputs: set, backend, env: dict) -> dict:
+def plan_product(graph: Graph, node: Node, consumers: dict, outputs: set, backend, env: dict) -> dict:
     """What runs with a product: its fused chain (MatMulReLU etc. [STAMP 4.3-4.4]; a scalar
     Mul after movement ops; with backends that take it, a residual Add and the non-linear
     ops after it), the moves applied after it, or the moves to the output (fused opening)."""
@@ -161,7 +161,7 @@ def _plan_product(graph: Graph, node: Node, consumers: dict, outputs: set, backe
     return {"chain": chain, "moves": moves, "to_out": to_out, "last": last, "shape": tuple(shape)}
 
 
-def _siblings(graph: Graph, node: Node, consumers: dict, done: set) -> list[Node]:
+def product_siblings(graph: Graph, node: Node, consumers: dict, done: set) -> list[Node]:
     """The other products with the same first operand and a weight as the second (attention's
     Q, K, V projections): independent of each other, so one device step can finish them."""
     if node.op not in ("Gemm", "MatMul", "Conv") or len(node.inputs) < 2 or node.inputs[1] not in graph.weight_info:
@@ -202,7 +202,7 @@ def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair
         elif op == "Neg":
             env[node.outputs[0]] = rss.neg(ring, ins[0])
         elif op in LINEAR:
-            plan = _plan_product(graph, node, consumers, outputs, backend, env)
+            plan = plan_product(graph, node, consumers, outputs, backend, env)
             if plan["to_out"] is not None:   # the last product, fused with the opening
                 to_out = plan["to_out"]
                 bias = ins[2] if op in ("Gemm", "Conv") and len(ins) > 2 else None
@@ -214,8 +214,8 @@ def run_graph(ring, me: int, backend: Backend, graph: Graph, env: dict[str, Pair
                 continue
             group = [(node, plan)]
             if hasattr(backend, "products"):   # sibling products of the same input, one device step
-                for sib in _siblings(graph, node, consumers, done):
-                    sp = _plan_product(graph, sib, consumers, outputs, backend, env)
+                for sib in product_siblings(graph, node, consumers, done):
+                    sp = plan_product(graph, sib, consumers, outputs, backend, env)
                     if sp["to_out"] is None and all(i in env for c in sp["chain"] for i in c.inputs[1:]):
                         group.append((sib, sp))
             items = []

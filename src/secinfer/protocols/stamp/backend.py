@@ -550,7 +550,7 @@ class StampBackend:
         return self.products([(node, x, w, bias, chain, params, out_shape)])[0]
 
     def products(self, items: list[tuple]) -> list[Pair]:
-        """Independent products (``executor._siblings``: attention's Q, K, V of one input),
+        """Independent products (``executor.product_siblings``: attention's Q, K, V of one input),
         each (node, x, w, bias, chain, params, out_shape), finished by ONE device operation:
         their jobs run in lockstep (two rounds for all, instead of two each). Malicious: their
         verified re-shares (those not premultiplied) go out together, one round for all."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from secinfer.ir.movement import MOVEMENT
-from secinfer.protocols.rep3.executor import _plan_product, _siblings
+from secinfer.protocols.rep3.executor import plan_product, product_siblings
 from secinfer.protocols.rep3.stacked import stacked_product
 from secinfer.protocols.stamp.ltee import spec_bytes
 from secinfer.protocols.stamp.nonlinear import _signature
@@ -187,7 +187,7 @@ def compile_plan(backend, graph, env: dict) -> OnlinePlan | None:
         return _no(backend, 10)
     consumers, outputs = graph.consumers(), set(graph.output_names)
     consts = {id(env[w]) for w in graph.weight_info if w in env}
-    known = dict.fromkeys(env)            # the tensors computed so far (``_plan_product`` asks)
+    known = dict.fromkeys(env)            # the tensors computed so far (``plan_product`` asks)
     known[ip.name] = None
     count = sum(n.op not in MOVEMENT for n in graph.nodes)
     me, cur, layer, k = eng.me, ip.name, 0, 0
@@ -208,10 +208,10 @@ def compile_plan(backend, graph, env: dict) -> OnlinePlan | None:
             continue
         layer += 1
         if (node.op not in _PRODUCTS or len(node.inputs) < 2 or node.inputs[0] != cur
-                or node.inputs[1] not in graph.weight_info or _siblings(graph, node, consumers, done)
+                or node.inputs[1] not in graph.weight_info or product_siblings(graph, node, consumers, done)
                 or k >= len(btrace)):
             return _no(backend, 36)
-        pl = _plan_product(graph, node, consumers, outputs, backend, known)
+        pl = plan_product(graph, node, consumers, outputs, backend, known)
         (name, src), rec = btrace[k], otrace[k]
         k += 1
         kind = "output" if pl["to_out"] is not None else "product"
