@@ -54,6 +54,52 @@ if _D:
         EV.append(["send", tag, online, a, _stamp()])
 
     _lb.BusPipe.recv, _lb.BusPipe.send = recv, send
+    if dev and os.environ.get("SDBUS_PARTS"):
+        # the device's dispatch split: thread CPU (us) in each wrapped function, per request
+        _acc = {}
+
+        def _wrap(obj, attr, label):
+            f = getattr(obj, attr)
+
+            def w(*a, **k):
+                c0 = _tt()
+                try:
+                    return f(*a, **k)
+                finally:
+                    _acc[label] = _acc.get(label, 0.0) + (_tt() - c0) * 1e6
+            setattr(obj, attr, w)
+        from secinfer.protocols.stamp import ltee_counters as _lc, ltee_requests as _lr
+        _wrap(_lb, "expand", "expand")
+        _wrap(_lb, "seeds_array", "seeds_array")
+        _wrap(_lb, "zero_component", "zero_component")
+        from secinfer.arith import ring as _rg
+        for _op in ("add", "sub", "reduce"):
+            if hasattr(_rg.Ring, _op):
+                _wrap(_rg.Ring, _op, "ring." + _op)
+        _late = []
+        _wrap(_lc.CounterDiscipline, "_begin", "_begin")
+        _wrap(_lr, "_parse_spec", "_parse_spec")
+        from secinfer.protocols.rep3 import kernels as _k
+        _wrap(_k.Chain, "__call__", "chain")
+        _recv2, _send2 = _lb.BusPipe.recv, _lb.BusPipe.send
+
+        def recv2(self, *a, **k):
+            r = _recv2(self, *a, **k)
+            if not _late:       # the device's own module runs as __main__: wrapped once it exists
+                _late.append(1)
+                m = sys.modules["__main__"]
+                for attr in ("_seed", "_elems", "_need_ready", "_chain", "_slot", "_slot_size"):
+                    _wrap(m.Device, attr, attr)
+                _wrap(m, "serve", "serve")
+            _acc.clear()
+            _acc["t0"] = _tt()
+            return r
+
+        def send2(self, tag, arrays, seq, online=False):
+            _acc["dispatch"] = (_tt() - _acc.pop("t0", _tt())) * 1e6
+            EV.append(["parts", dict(_acc)])
+            return _send2(self, tag, arrays, seq, online)
+        _lb.BusPipe.recv, _lb.BusPipe.send = recv2, send2
     if dev:
         _name[0] = "dev"   # (its dispatch runs in __main__: timed as decoded .. answer written)
     else:
