@@ -162,3 +162,44 @@ def test_malformed_announcements_are_refused():
     assert e.value.code == "not-initialised"
     tag, _ = ltee_device.serve(dev, "expect", [one, meta])   # over the dispatch: a refusal
     assert tag == "refused"
+
+
+# ---- in the protocol: the hosts announce their online requests with the prefetch -------------
+from secinfer.arith.fixed import FX32  # noqa: E402
+from secinfer.bench.peers_suite import build_workload, workload_input  # noqa: E402
+from secinfer.ir.fixed_exec import run_fixed  # noqa: E402
+from secinfer.ir.onnx_import import load_model  # noqa: E402
+
+from test_stamp_models import run_model  # noqa: E402
+
+ROLES = ("p0", "p1", "p2")
+
+
+@pytest.mark.parametrize("wl", ["W3", "W4"])
+@pytest.mark.parametrize("ship", [True, False])
+def test_hosts_announce_their_online_requests_and_the_devices_use_them(wl, ship, monkeypatch):
+    """W3 and W4 at batch 1 (devices in the hosts' process, so they can be looked at): p0
+    announces its evaluations, p1 its output step, p2 nothing (option ``stamp_ship_specs``);
+    every expansion a device kept was taken online; the output is the reference's; the
+    online bus bytes and transactions do not change."""
+    made = []
+    start = ltee_device.start
+
+    def spy():
+        d = start()
+        made.append(d)
+        return d
+    monkeypatch.setattr(ltee_device, "start", spy)
+    g = load_model(build_workload(wl))
+    x = workload_input(wl, 1)
+    ref = run_fixed(g.with_batch(1), x, FX32)
+    res = run_model(g, x, "semi-honest", options={"stamp_ship_specs": ship, "stamp_ltee": "inprocess"})
+    assert np.array_equal(res["p1"].output_ring, ref)
+    kinds = {r: res[r].info["bus"]["by_kind"] for r in ROLES}
+    assert [kinds[r].get("expect", [0, 0, 0])[2] for r in ROLES] == ([1, 1, 0] if ship else [0, 0, 0])
+    assert len(made) == 3
+    assert all(not d._kept_streams and d._kept_words == 0 for d in made)
+    if ship:
+        assert sum(bool(d._kept_seeds) for d in made) == 2
+    on = [(res[r].info["bus"]["online_bytes"], res[r].info["bus"]["online_transactions"]) for r in ROLES]
+    assert on[2] == (0, 0) and on[0][1] == {"W3": 2, "W4": 1}[wl] and on[1][1] == 1

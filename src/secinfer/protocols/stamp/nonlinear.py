@@ -223,8 +223,8 @@ class StampOps:
             self._dev("specs", *specs, kind="specs")
         expect, self._expect = self._expect, []
         if expect and self.ship_specs:  # their seeds and expansions made by the LTEE now (``cmd_expect``)
-            self._dev("expect", np.array([c for c, _, _ in expect], np.int64), *[a for _, m, sp in expect for a in (m, sp)],
-                      kind="specs")
+            self._dev("expect", np.array([c for c, _, _ in expect], np.int64),
+                      *[a for _, m, sp in expect for a in (m, sp)], kind="expect")
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
