@@ -203,3 +203,16 @@ def test_hosts_announce_their_online_requests_and_the_devices_use_them(wl, ship,
         assert sum(bool(d._kept_seeds) for d in made) == 2
     on = [(res[r].info["bus"]["online_bytes"], res[r].info["bus"]["online_transactions"]) for r in ROLES]
     assert on[2] == (0, 0) and on[0][1] == {"W3": 2, "W4": 1}[wl] and on[1][1] == 1
+
+
+def test_the_device_spins_after_an_online_request_unless_it_was_the_last_announced():
+    dev = _device(0)
+    assert all(dev.spin_after(c) for c in ("eval", "output", "batch", "eval"))   # nothing announced
+    reqs = _requests()                                    # three evaluations and an output step
+    _expect(dev, reqs)
+    assert dev.spin_after("batch") and dev.spin_after("stats")    # not announced kinds: no count
+    assert [dev.spin_after(c) for c in ("eval", "eval", "eval")] == [True, True, True]
+    assert dev.spin_after("output") is False
+    assert dev.spin_after("eval") is False and dev.spin_after("batch") is False   # (nothing left)
+    _expect(dev, reqs[:1])                                # a new announcement counts anew
+    assert dev.spin_after("eval") is False

@@ -46,6 +46,19 @@ class AheadMemo:
         self._kept_seeds: dict = {}
         self._kept_streams: dict = {}
         self._kept_words = 0
+        self._left: int | None = None    # announced requests not served yet (None: no announcement)
+
+    def spin_after(self, cmd: str) -> bool:
+        """Whether to busy-poll for the next request after answering online request ``cmd``
+        (``ltee_device.main``): yes unless the host announced its online requests
+        (``cmd_expect``) and this was the last of them -- then nothing follows it soon, and a
+        device spinning on one of two cores would only take that core from the parties still
+        at work (p0's device after its last ``eval`` while p1 runs the output step)."""
+        if self._left is None:
+            return True
+        if cmd in EXPECTABLE and self._left > 0:
+            self._left -= 1
+        return self._left > 0
 
     def _expand(self, seed: bytes, n: int) -> np.ndarray:
         """``expand(seed, n)``, taken from what ``cmd_expect`` kept when it is there."""
@@ -80,6 +93,7 @@ class AheadMemo:
         self._kept_seeds.clear()      # (a new announcement replaces what an older one left)
         self._kept_streams.clear()
         self._kept_words = 0
+        self._left = codes.size
         todo = []
         for k, code in enumerate(codes.tolist()):
             meta, raw = arrays[1 + 2 * k], arrays[2 + 2 * k]

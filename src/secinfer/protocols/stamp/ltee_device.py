@@ -761,14 +761,15 @@ def main() -> None:
     spin = 0.0
     while True:
         # busy-polls only for the request after an online one (the host marks them,
-        # ``LteeLink.set_online``), at most one budget per wait: never outside the online phase
+        # ``LteeLink.set_online``) that is not the last one announced (``spin_after``), at most
+        # one budget per wait: never outside the online phase
         try:
             hdr, arrays = bus.recv(spin)
         except (EOFError, FrameError, OSError):
             return
         if hdr.tag == "shutdown":
             return
-        spin = dev.spin_s if hdr.phase == "online" else 0.0
+        spin = dev.spin_s if hdr.phase == "online" and dev.spin_after(hdr.tag) else 0.0
         tag, res = serve(dev, hdr.tag, arrays)
         try:
             bus.send(tag, res, seq)

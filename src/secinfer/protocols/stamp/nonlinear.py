@@ -496,8 +496,9 @@ class StampOps:
             for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
                 if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
                     self._spec_plan.append(self._spec_of(job.spec, s["sub"]))
-                    if me == s["e"] and not mal and path in ("3of3", "rss"):
-                        self._expect.append((0, self._meta(s["sub"], int(path == "3of3"), 0), self._spec_plan[-1]))
+                    if me == s["e"] and not mal:
+                        mode = {"rss": 0, "3of3": 1}.get(path, 2)
+                        self._expect.append((0, self._meta(s["sub"], mode, 0), self._spec_plan[-1]))
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
