@@ -154,7 +154,7 @@ def test_malformed_announcements_are_refused():
                 [np.array([-1], np.int64), meta, raw], [one, meta.astype(np.uint64), raw], [one, meta[:4], raw],
                 [one, meta, np.frombuffer(b"{not json", np.uint8)], [one, meta, np.zeros(3, np.int64)],
                 [one, meta, _raw({"shape": [1], "steps": [{"op": "nope"}]})],
-                [np.zeros(ltee_ahead.AHEAD_MAX + 1, np.int64)] + [meta, raw] * (ltee_ahead.AHEAD_MAX + 1)):
+                [np.zeros(ltee_ahead.EXPECT_MAX + 1, np.int64)] + [meta, raw] * (ltee_ahead.EXPECT_MAX + 1)):
         with pytest.raises(Refused):
             dev.cmd_expect(bad)
     with pytest.raises(Refused) as e:       # before the keys exist
@@ -216,3 +216,12 @@ def test_the_device_spins_after_an_online_request_unless_it_was_the_last_announc
     assert dev.spin_after("eval") is False and dev.spin_after("batch") is False   # (nothing left)
     _expect(dev, reqs[:1])                                # a new announcement counts anew
     assert dev.spin_after("eval") is False
+
+
+def test_a_host_announces_at_most_expect_max_requests():
+    from secinfer.protocols.stamp.ltee import expect_arrays
+    code, meta, raw, _ = _requests()[0]
+    arrays = expect_arrays([(0, meta, raw)] * (ltee_ahead.EXPECT_MAX + 5))
+    assert arrays[0].shape == (ltee_ahead.EXPECT_MAX,) and len(arrays) == 1 + 2 * ltee_ahead.EXPECT_MAX
+    dev = _device(0)
+    assert dev.cmd_expect(arrays) == [] and dev._left == ltee_ahead.EXPECT_MAX

@@ -72,6 +72,20 @@ if _D:
         _wrap(_lb, "expand", "expand")
         _wrap(_lb, "seeds_array", "seeds_array")
         _wrap(_lb, "zero_component", "zero_component")
+        _codec = {}
+
+        def _wrap_codec(attr):
+            f = getattr(_lb, attr)
+
+            def w(*a, **k):
+                c0 = _tt()
+                try:
+                    return f(*a, **k)
+                finally:
+                    _codec[attr] = _codec.get(attr, 0.0) + (_tt() - c0) * 1e6
+            setattr(_lb, attr, w)
+        _wrap_codec("decode_frame")
+        _wrap_codec("encode_parts")
         from secinfer.arith import ring as _rg
         for _op in ("add", "sub", "reduce"):
             if hasattr(_rg.Ring, _op):
@@ -97,8 +111,10 @@ if _D:
 
         def send2(self, tag, arrays, seq, online=False):
             _acc["dispatch"] = (_tt() - _acc.pop("t0", _tt())) * 1e6
-            EV.append(["parts", dict(_acc)])
-            return _send2(self, tag, arrays, seq, online)
+            dec = _codec.pop("decode_frame", 0.0)
+            r = _send2(self, tag, arrays, seq, online)
+            EV.append(["parts", dict(_acc, decode=dec, encode=_codec.pop("encode_parts", 0.0))])
+            return r
         _lb.BusPipe.recv, _lb.BusPipe.send = recv2, send2
     if dev:
         _name[0] = "dev"   # (its dispatch runs in __main__: timed as decoded .. answer written)

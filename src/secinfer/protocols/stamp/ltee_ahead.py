@@ -27,13 +27,12 @@ import math
 
 import numpy as np
 
-from secinfer.protocols.stamp.ltee_bus import SLOTS, expand
+from secinfer.protocols.stamp.ltee_bus import EXPECT_MAX, SLOTS, expand
 from secinfer.protocols.stamp.ltee_counters import Refused
 from secinfer.protocols.stamp.ltee_requests import _blob, _kernels, _parse_spec
 
 # announced requests: the command codes of ``cmd_expect``
 EXPECTABLE = ("eval", "output")
-AHEAD_MAX = 256                 # announcements per ``cmd_expect``
 AHEAD_MAX_WORDS = 1 << 22       # 64-bit words of expansions kept at once (32 MiB)
 
 
@@ -87,7 +86,7 @@ class AheadMemo:
         self._need_ready()
         codes = arrays[0] if arrays else None
         if (not isinstance(codes, np.ndarray) or codes.dtype != np.int64 or codes.ndim != 1
-                or codes.size > AHEAD_MAX or len(arrays) != 1 + 2 * codes.size):
+                or codes.size > EXPECT_MAX or len(arrays) != 1 + 2 * codes.size):
             raise Refused("bad-request", "expect layout")
         kernels = _kernels()
         self._kept_seeds.clear()      # (a new announcement replaces what an older one left)

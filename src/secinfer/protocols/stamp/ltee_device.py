@@ -40,6 +40,7 @@ of request is served once per operation.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 import json
@@ -771,6 +772,8 @@ def main() -> None:
             return
         spin = dev.spin_s if hdr.phase == "online" and dev.spin_after(hdr.tag) else 0.0
         tag, res = serve(dev, hdr.tag, arrays)
+        if hdr.tag == "ready" and tag == "ok":
+            gc.freeze()     # start-up's objects out of the collector's sight before the online phase
         try:
             bus.send(tag, res, seq)
         except OSError:     # the host closed the bus

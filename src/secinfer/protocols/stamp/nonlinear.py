@@ -41,7 +41,7 @@ from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine, digest
-from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
+from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, expect_arrays, spec_bytes
 from secinfer.protocols.stamp.ltee_bus import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
@@ -223,8 +223,7 @@ class StampOps:
             self._dev("specs", *specs, kind="specs")
         expect, self._expect = self._expect, []
         if expect and self.ship_specs:  # their seeds and expansions made by the LTEE now (``cmd_expect``)
-            self._dev("expect", np.array([c for c, _, _ in expect], np.int64),
-                      *[a for _, m, sp in expect for a in (m, sp)], kind="expect")
+            self._dev("expect", *expect_arrays(expect), kind="expect")
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
