@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from secinfer.errors import ConfigError, ProtocolAbort
 from secinfer.net.channel import ArraySpec
-from secinfer.protocols.stamp.ltee_bus import BATCHABLE, MAX_BUS_SPIN_US, BusPipe, BusTimeout, cert_message
+from secinfer.protocols.stamp.ltee_bus import BATCHABLE, EXPECT_MAX, MAX_BUS_SPIN_US, BusPipe, BusTimeout, cert_message
 
 # the device's plaintext kernels use BLAS on one thread: a pool of its own would spin against
 # the three hosts and their transports on the same cores (``rep3.blas``)
@@ -333,6 +333,13 @@ def _device(ep, link, suspect: str, cmd: str, *arrays):
     except LteeRefused as r:
         refused = r
     ep.require(False, refused.check, suspect, refused.detail)
+
+
+def expect_arrays(expect: list) -> list:
+    """The arguments of ``ltee_device.cmd_expect`` for announced online requests [(code, meta,
+    spec bytes)]: their codes, then each one's meta and spec (the first ``EXPECT_MAX``)."""
+    expect = expect[:EXPECT_MAX]
+    return [np.array([c for c, _, _ in expect], dtype=np.int64)] + [a for _, m, sp in expect for a in (m, sp)]
 
 
 def spec_bytes(spec: dict) -> np.ndarray:

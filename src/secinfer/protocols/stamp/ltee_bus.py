@@ -34,6 +34,9 @@ MANT_BITS = 52   # mantissa of exp() carried as a 52-bit fraction [STAMP 3.1, Pr
 EXP_BITS = 32    # exponent masked in Z_2^32 [STAMP Protocol 6 step 1]
 # seed requests ``cmd_batch`` and ``cmd_prefetch`` may carry (uint8 results; new ones go last)
 BATCHABLE = ("mask", "inmask", "zshare", "pad", "outmask")
+# online requests one announcement (``ltee_device.cmd_expect``) may carry; a host with more
+# announces the first ones (the device then stops busy-polling after as many requests)
+EXPECT_MAX = 4096
 # the largest busy-poll budget (us) of a wait on the bus: the host's option
 # ``stamp_bus_spin_us`` and what the device accepts in ``cmd_ready``
 MAX_BUS_SPIN_US = 100_000

@@ -40,10 +40,12 @@ of request is served once per operation.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import hmac
 import json
 import math
+import os
 import struct
 import sys
 import threading
@@ -62,6 +64,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
+from secinfer.protocols.stamp.ltee_ahead import AheadMemo
 from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
@@ -72,7 +75,7 @@ from secinfer.protocols.stamp.ltee_requests import (  # noqa: F401
     SPEC_CACHE, _blob, _kernels, _OpCount, _parse_spec, _preload_kernels, _ring_in)
 
 
-class Device(CounterDiscipline):
+class Device(CounterDiscipline, AheadMemo):
     def __init__(self) -> None:
         self._identity = Ed25519PrivateKey.generate()  # the device's own TRNG (OS CSPRNG here)
         self.identity_pub = self._identity.public_key().public_bytes(
@@ -108,6 +111,7 @@ class Device(CounterDiscipline):
         self.specs: dict = {}   # operation specs validated, by their bytes (``_parse_spec``, ``cmd_specs``)
         self.chains: dict = {}  # their chains parsed (``kernels.Chain``), by the same bytes (``_chain``)
         self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
+        self._init_ahead()  # seeds and expansions of announced requests (``ltee_ahead``, ``cmd_expect``)
 
     # ---- helpers -------------------------------------------------------------------------
     def _need_ready(self) -> None:
@@ -123,6 +127,10 @@ class Device(CounterDiscipline):
         pre = self._prefix.get(label) or self._prefix_of(label)
         if not 0 <= ctr < 1 << 64:
             raise Refused("bad-request", "counter out of range")
+        if self._kept_seeds:   # computed ahead for an announced request (``cmd_expect``): the same block
+            hit = self._kept_seeds.get((j, label, ctr))
+            if hit is not None:
+                return hit
         # = PRF(k_j).keystream(label, ctr, 16): a CTR keystream's first block is AES_k(IV)
         return ecb.update(pre + ctr.to_bytes(8, "big"))
 
@@ -142,7 +150,7 @@ class Device(CounterDiscipline):
 
     def _elems(self, j: int, label: str, ctr: int, n: int) -> np.ndarray:
         self.aes_bytes += 8 * n
-        return expand(self._seed(j, label, ctr), n)
+        return self._expand(self._seed(j, label, ctr), n)
 
     def _zero_comp(self, comp: int, label: str, ctr: int, n: int, bits: int) -> np.ndarray:
         """Component ``comp`` of a zero-sharing: F_{k_c}(ctr) - F_{k_{c+1}}(ctr) [STAMP Protocol 3]."""
@@ -392,7 +400,7 @@ class Device(CounterDiscipline):
             s = _ring_in(arrays[2], n_in)
             seeds = {c: self._seed(c, f"fin/{d}", ctr) for c in (d, (d + 1) % 3)}
             self.aes_bytes += 16 * n_in
-            x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
+            x = ring.add(s, self._zero(seeds, d, n_in))
             self.cnt.int_ops += n_in
         else:
             j = (d - 1) % 3
@@ -445,7 +453,7 @@ class Device(CounterDiscipline):
             s = _ring_in(arrays[2], n_in)
             seeds = {c: self._seed(c, f"in/{d}", ctr) for c in (d, (d + 1) % 3)}
             self.aes_bytes += 16 * n_in
-            x = ring.add(s, zero_component(seeds, d, n_in, ring.mask))
+            x = ring.add(s, self._zero(seeds, d, n_in))
             self.cnt.int_ops += n_in
             y = self._chain(kernels, key, spec, x)
         else:
@@ -461,7 +469,7 @@ class Device(CounterDiscipline):
             return self._act_result(meta, mode, hat, sub, y)
         seeds = {c: self._seed(c, f"out/{t}", octr) for c in range(3)}
         self.aes_bytes += 16 * n_out
-        real = ring.add(y, zero_component(seeds, t, n_out, ring.mask))
+        real = ring.add(y, self._zero(seeds, t, n_out))
         self.cnt.int_ops += 2 * n_out
         if hat == 0:   # the evaluator's pair (x_d, x_{d+1}): x_d from seeds, x_{d+1} the real component
             return [seeds_array({c: seeds[c] for c in (d, (d + 1) % 3)}), real]
@@ -754,20 +762,37 @@ def main() -> None:
     spin = 0.0
     while True:
         # busy-polls only for the request after an online one (the host marks them,
-        # ``LteeLink.set_online``), at most one budget per wait: never outside the online phase
+        # ``LteeLink.set_online``) that is not the last one announced (``spin_after``), at most
+        # one budget per wait: never outside the online phase
         try:
             hdr, arrays = bus.recv(spin)
         except (EOFError, FrameError, OSError):
             return
         if hdr.tag == "shutdown":
             return
-        spin = dev.spin_s if hdr.phase == "online" else 0.0
+        spin = dev.spin_s if hdr.phase == "online" and dev.spin_after(hdr.tag) else 0.0
         tag, res = serve(dev, hdr.tag, arrays)
+        if hdr.tag == "ready" and tag == "ok":
+            gc.freeze()     # start-up's objects out of the collector's sight before the online phase
         try:
             bus.send(tag, res, seq)
         except OSError:     # the host closed the bus
             return
         seq += 1
 
+
+def end() -> None:
+    """The device process's end, once ``main`` returned (shutdown, or the host closed the
+    bus): ``os._exit`` at once, without the interpreter's finalization. That teardown (the
+    modules of numpy, cryptography and the kernels, their objects one by one) cost ~50-65 ms
+    of CPU per device, measured (docs/protocols/stamp.md, "Twelfth pass"); a device whose host
+    finished its online phase early (p2 at batch 1) spent it while the other parties'
+    queries ran, on the same two cores. Nothing is lost: the bus is raw descriptors (every
+    answer written with ``os.writev`` before the next read), stderr is discarded, no file is
+    open for writing, and the keys go with the process's memory."""
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    end()

@@ -41,7 +41,7 @@ from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine, digest
-from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, spec_bytes
+from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, expect_arrays, spec_bytes
 from secinfer.protocols.stamp.ltee_bus import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
 
@@ -149,6 +149,7 @@ class StampOps:
         # and given to the LTEE with the prefetch (option stamp_ship_specs, default on)
         self._spec_plan: list = []
         self.ship_specs = True
+        self._expect: list = []   # [(code, meta, spec)]: its online eval/output requests (``ltee_ahead``)
         # semi-honest, recorded by the dry run (``plan``): each job's spec, validated, its sizes
         # and (for the specs this party's LTEE evaluates) its bytes, by (operation, job); online
         # they are reused when the job's spec is equal (``_facts``, ``_spec_of``)
@@ -221,6 +222,9 @@ class StampOps:
         specs, self._spec_plan = list({b.tobytes(): b for b in self._spec_plan}.values()), []
         if specs and self.ship_specs:   # parsed and validated by the LTEE now, not online (``cmd_specs``)
             self._dev("specs", *specs, kind="specs")
+        expect, self._expect = self._expect, []
+        if expect and self.ship_specs:  # their seeds and expansions made by the LTEE now (``cmd_expect``)
+            self._dev("expect", *expect_arrays(expect), kind="expect")
         flat = [(op, r) for op, reqs in plan for r in reqs]
         results: list = []
         for k in range(0, len(flat), PREFETCH_CHUNK):
@@ -495,6 +499,9 @@ class StampOps:
             for job, s in zip(jobs, st):  # the specs this party's LTEE will evaluate (``prefetch``)
                 if not self._early_run and (me == s["e"] or (mal and me == s["i"])):
                     self._spec_plan.append(self._spec_of(job.spec, s["sub"]))
+                    if me == s["e"] and not mal:
+                        mode = {"rss": 0, "3of3": 1}.get(path, 2)
+                        self._expect.append((0, self._meta(s["sub"], mode, 0), self._spec_plan[-1]))
             return self._record(jobs, reqs, path, st)
         seeds = self._seeds(reqs)
         # step 1-2: mask and send
@@ -712,6 +719,8 @@ class StampOps:
                     self._declared.append(("send", r, "stamp/out'", n_in))
             if me == r and not self._early_run:
                 self._spec_plan.append(self._spec_of(job.spec, 0))
+                if not mal:
+                    self._expect.append((1, self._meta(0, 0), self._spec_plan[-1]))
             self._record([], reqs)
             return None if me != r else np.zeros(oshape, dtype=U64)
         if self.trace is not None and self.warming and not mal:   # (``online_plan``; the seeds ``_seeds`` takes)
