@@ -30,9 +30,10 @@ from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine
 from secinfer.protocols.rep3.executor import LINEAR, run_graph
 from secinfer.protocols.rep3.stacked import stack_weight, stacked_product
-from secinfer.protocols.stamp.jobs import RESHAPES, activations, jobs as make_jobs, node_steps, output_of, splittable
 from secinfer.protocols.stamp.input_offline import InputPlan, half_product, plain_limbs, stacked_half
-from secinfer.protocols.stamp.nonlinear import MAX_JOBS, Job, StampOps, split_batch
+from secinfer.protocols.stamp.jobs import (RESHAPES, Job, activations, jobs as make_jobs, node_steps, output_of,
+                                          split_batch, splittable)
+from secinfer.protocols.stamp.nonlinear import MAX_JOBS, StampOps
 from secinfer.sharing import replicated as rss
 from secinfer.sharing.replicated import Pair
 

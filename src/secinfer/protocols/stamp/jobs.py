@@ -1,18 +1,61 @@
 """STAMP's device jobs and the graph facts the backend schedules them by (``StampBackend``):
 which chains may be split across the batch [STAMP 4.2], a job per batch part with its spec,
 the chain's node steps, and (malicious) the device-step outputs whose products take an
-activation mask from the LTEEs. Pure functions of the public graph and shapes."""
+activation mask from the LTEEs (pure functions of the public graph and shapes); the
+``Job`` record itself and the batch split across the three leaders."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
 from secinfer.ir.graph import Node
 from secinfer.protocols.rep3.executor import LINEAR
-from secinfer.protocols.stamp.nonlinear import Job
 from secinfer.sharing.replicated import Pair
 
 RESHAPES = ("Flatten", "Reshape", "Identity", "Squeeze", "Unsqueeze")   # keep the element order
 _PER_SAMPLE = ("Add", "Mul", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
                "BatchNormalization", "Sigmoid", "Tanh", "Erf", "Gelu", "Exp", "Sqrt")
+
+
+@dataclass
+class Job:
+    """One device operation: leader index, chain spec, and the masked-path inputs.
+
+    ``data``: Pair (rss/exp paths) or 3-of-3 component array (3of3 path), flattened data
+    followed by the parameters' flattened shares (``params``: list of Pairs)."""
+
+    leader: int
+    spec: dict
+    data: object
+    params: list = field(default_factory=list)
+    result: Pair | None = None
+    # malicious rss path, result feeding products only: this host's two components of the
+    # job's segment of the next product's mask A (flat), and the rho = y - A it learns
+    act: Pair | None = None
+    rho: np.ndarray | None = None
+    # semi-honest, evaluated by the model owner whose next products take the real component
+    # (``StampBackend._plan_held``): the evaluator keeps it, the third party's pair lacks it
+    hold: bool = False
+    # semi-honest, sent ahead (``StampOps.ahead``): the parties whose masked 3-out-of-3
+    # component of this job depends on offline data only (their part of a first-layer or
+    # held product), so it leaves before the online phase
+    early: frozenset = frozenset()
+
+
+def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
+    """Rows of a batch of n for leaders 0, 1, 2 [STAMP 4.2]. When n is not a multiple of three,
+    the part of leader ``light`` gets no extra row (its evaluator has more to do elsewhere:
+    the output party's LTEE runs the whole fused output step)."""
+    base, extra = divmod(n, parts)
+    order = list(range(parts)) if light is None else [c for c in range(parts) if c != light] + [light]
+    out, s = [], 0
+    for c in range(parts):
+        k = base + (1 if order.index(c) < extra else 0)
+        out.append((s, s + k))
+        s += k
+    return out
 
 
 def splittable(nodes: list[Node]) -> bool:

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import math
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from secinfer.errors import FixedPointRangeError, ProtocolError
 from secinfer.net.channel import ArraySpec
 from secinfer.protocols.rep3 import kernels
 from secinfer.protocols.rep3.engine import Engine, digest
+from secinfer.protocols.stamp.jobs import Job
 from secinfer.protocols.stamp.ltee import LteeLink, LteeRefused, expect_arrays, spec_bytes
 from secinfer.protocols.stamp.ltee_bus import EXP_BITS, MANT_BITS, SLOTS, expand, zero_component
 from secinfer.sharing.replicated import Pair
@@ -49,31 +48,6 @@ U64 = np.uint64
 MAX_JOBS = SLOTS   # jobs of one device operation: three batch parts of up to three products
 _M52 = U64((1 << MANT_BITS) - 1)
 _M32 = U64((1 << EXP_BITS) - 1)
-
-
-@dataclass
-class Job:
-    """One device operation: leader index, chain spec, and the masked-path inputs.
-
-    ``data``: Pair (rss/exp paths) or 3-of-3 component array (3of3 path), flattened data
-    followed by the parameters' flattened shares (``params``: list of Pairs)."""
-
-    leader: int
-    spec: dict
-    data: object
-    params: list = field(default_factory=list)
-    result: Pair | None = None
-    # malicious rss path, result feeding products only: this host's two components of the
-    # job's segment of the next product's mask A (flat), and the rho = y - A it learns
-    act: Pair | None = None
-    rho: np.ndarray | None = None
-    # semi-honest, evaluated by the model owner whose next products take the real component
-    # (``StampBackend._plan_held``): the evaluator keeps it, the third party's pair lacks it
-    hold: bool = False
-    # semi-honest, sent ahead (``StampOps.ahead``): the parties whose masked 3-out-of-3
-    # component of this job depends on offline data only (their part of a first-layer or
-    # held product), so it leaves before the online phase
-    early: frozenset = frozenset()
 
 
 RANGE_GUARD = "range-guard"
@@ -86,7 +60,7 @@ class _WarmMiss(Exception):
 PREFETCH_CHUNK = 64 * SLOTS   # seed requests per prefetch transaction (``ltee_device.PREFETCH_MAX``)
 
 
-def _signature(reqs: list) -> tuple:
+def seed_signature(reqs: list) -> tuple:
     """What identifies an operation's seed requests: keys, commands, metas, kinds."""
     return tuple((k, cmd, np.asarray(meta).tobytes(), kind) for k, cmd, meta, kind in reqs)
 
@@ -98,20 +72,6 @@ def range_abort(ep, detail: str) -> FixedPointRangeError:
     for honest queries, not a malicious-security check: nothing is suspected."""
     ep.abort(RANGE_GUARD, None, detail)
     return FixedPointRangeError(detail)
-
-
-def split_batch(n: int, parts: int = 3, light: int | None = None) -> list[tuple[int, int]]:
-    """Rows of a batch of n for leaders 0, 1, 2 [STAMP 4.2]. When n is not a multiple of three,
-    the part of leader ``light`` gets no extra row (its evaluator has more to do elsewhere:
-    the output party's LTEE runs the whole fused output step)."""
-    base, extra = divmod(n, parts)
-    order = list(range(parts)) if light is None else [c for c in range(parts) if c != light] + [light]
-    out, s = [], 0
-    for c in range(parts):
-        k = base + (1 if order.index(c) < extra else 0)
-        out.append((s, s + k))
-        s += k
-    return out
 
 
 class StampOps:
@@ -191,7 +151,7 @@ class StampOps:
         if not reqs:
             return {}
         got = self.take(self._ahead, self.op)
-        if got is not None and got[0] == _signature(reqs):
+        if got is not None and got[0] == seed_signature(reqs):
             return got[1]
         if self.warming:   # (not served ahead: the warm run stops here, ``warm``)
             raise _WarmMiss
@@ -254,7 +214,7 @@ class StampOps:
                 for c in comps:
                     self._expanded[(res[0].tobytes(), c, n)] = self._comp(res[0], c, n)
                     budget -= 8 * n
-            self._ahead[op] = (_signature(reqs), got)
+            self._ahead[op] = (seed_signature(reqs), got)
         return len(flat)
 
     def ahead(self, dry_run) -> int:

@@ -31,7 +31,7 @@ from secinfer.ir.movement import MOVEMENT
 from secinfer.protocols.rep3.executor import plan_product, product_siblings
 from secinfer.protocols.rep3.stacked import stacked_product
 from secinfer.protocols.stamp.ltee import spec_bytes
-from secinfer.protocols.stamp.nonlinear import _signature
+from secinfer.protocols.stamp.nonlinear import seed_signature
 from secinfer.sharing.replicated import Pair
 
 U64 = np.uint64
@@ -231,7 +231,7 @@ def compile_plan(backend, graph, env: dict) -> OnlinePlan | None:
             return _no(backend, 53)
         if any(id(p) not in consts for p in job.params):
             return _no(backend, 55)                   # (the job's parameters are weights: its data's tail is fixed)
-        if reqs and (got is None or ops._ahead.get(op) is not got or got[0] != _signature(reqs)):
+        if reqs and (got is None or ops._ahead.get(op) is not got or got[0] != seed_signature(reqs)):
             return _no(backend, 57)                   # (the seeds are the ones served ahead)
         tail = np.concatenate([p.a.reshape(-1) for p in job.params]).astype(U64) if job.params else None
         st = _Step(kind, node, mark=f"layer {layer}/{count} {node.op}", tail=tail, op=op, ctr=ctr, n_op=n_op,
