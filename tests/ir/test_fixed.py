@@ -4,6 +4,7 @@ layer-by-layer traces, overflow detection."""
 from __future__ import annotations
 
 import math
+import zlib
 import warnings
 
 import numpy as np
@@ -22,6 +23,17 @@ from secinfer.ir.onnx_import import load_model
 
 N = h.make_node
 R = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _own_draws(request):
+    """Each test draws its models and inputs from its own generator, seeded by its id: with
+    one generator for the module, what a test drew depended on which tests its pytest-xdist
+    worker had run before it (an input that made a derived bound flag a risk in one order
+    and not in another)."""
+    global R
+    R = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    yield
 
 
 def mlp():
@@ -101,7 +113,13 @@ def test_fixed_within_derived_bound(name, cfg):
     ranged = derived_error_bound(g, cfg, input_range=float(np.max(np.abs(x))))
     assert err <= local["bound"], (err, local["bound"])
     assert err <= ranged["bound"], (err, ranged["bound"])
-    assert not local["overflow_risks"]
+    if cfg.ring_bits == 64:
+        assert not local["overflow_risks"]
+    else:
+        # fx32f13 leaves a product 5 integer bits: for about half of the draws the cnn's
+        # (and some of the transformer's) worst-case product bound |x| . sum|w| passes 32
+        # and is rightly reported; the run itself must not have overflowed (checked above)
+        assert all(r["what"] == "product" and r["bound"] >= r["limit"] for r in local["overflow_risks"])
     if name != "transformer":  # worst-case LayerNorm bounds are loose (docs/fixed-point.md)
         assert local["bound"] < 0.5
 

@@ -30,7 +30,9 @@ class Servers:
 
     def __init__(self, tmp: Path, protocol: str, model: str, extra=(), **cluster_settings):
         spec = registry.get(protocol)
-        settings = dict(connect_timeout=8.0, heartbeat_interval=0.25, peer_timeout=2.0)
+        # a peer silent for 10 s is dead: with 2 s, a client process descheduled on a loaded
+        # 2-core machine (the whole suite beside it) was declared dead mid-query
+        settings = dict(connect_timeout=8.0, heartbeat_interval=0.5, peer_timeout=10.0)
         settings.update(cluster_settings)
         self.cluster = write_loopback_cluster(tmp / "cluster", spec.roles, session="serve-test", **settings)
         self.spec = spec
