@@ -36,7 +36,11 @@ class CounterDiscipline:
         operation, a counter below the device's, a counter that differs from the
         operation's, or a second request of the same kind for the same slot is refused.
         Returns the first counter of the request's slot on ``stream``."""
-        op, n_op, ctr, sub = int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3])
+        return self._begin_ints(int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3]), purpose, stream)
+
+    def _begin_ints(self, op: int, n_op: int, ctr: int, sub: int, purpose: str, stream: tuple) -> int:
+        """``_begin`` on the meta's first four fields already read as Python ints (a bound
+        request of ``ltee_bound`` has them from its announcement, byte-equal to the live meta)."""
         if op < self.op_last:
             raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
         if not 0 <= sub < SLOTS or n_op % SLOTS or not 0 <= n_op <= 1 << 40:
