@@ -127,6 +127,8 @@ class BoundRequests:
             if None in outs:
                 return
             zero_out = (outs[t][1] - outs[(t + 1) % 3][1]) & mask
+            if ring.bits == 32:     # the answer's uint32 narrowing (``serve``) folded into its addition
+                zero_out = zero_out.astype(np.uint32)
             rec = dict(purpose=purpose, stream=stream, aes_in=aes_in, n_out=n_out, zero_out=zero_out,
                        seeds=seeds_array({c: outs[c][0] for c in (d, (d + 1) % 3)}), aes_out=48 + 16 * n_out,
                        kept=[(s, n_in) for s, _ in got] + [(outs[c][0], n_out) for c in (t, (t + 1) % 3)])
@@ -183,7 +185,10 @@ class BoundRequests:
         if y.size != b.n_out:
             raise ProtocolError("bound request: the chain's output differs from its spec's shape")
         self.aes_bytes += b.aes_out
-        real = np.add(y, b.zero_out, dtype=np.uint64)
-        real &= self.cfg.ring.mask
+        if b.zero_out.dtype == np.uint32:   # a 32-bit ring: (y + z) mod 2^32 at once, as ``serve`` sends it
+            real = np.add(y, b.zero_out, dtype=np.uint32, casting="unsafe")
+        else:
+            real = np.add(y, b.zero_out, dtype=np.uint64)
+            real &= self.cfg.ring.mask
         cnt.int_ops += 2 * b.n_out
         return [b.seeds, real]
