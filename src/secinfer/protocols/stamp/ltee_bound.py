@@ -41,7 +41,7 @@ class Bound:
     """One announced request, prepared (``BoundRequests._bind``)."""
 
     __slots__ = ("cmd", "ints", "purpose", "stream", "slot", "n_in", "n_out", "chain", "unmask", "sub",
-                 "zero_out", "seeds", "aes_in", "aes_out", "kept")
+                 "zero_out", "seeds", "aes_in", "aes_out", "kept", "mask")
 
     def __init__(self, **kw) -> None:
         for k, v in kw.items():
@@ -140,7 +140,8 @@ class BoundRequests:
         except (ProtocolError, ValueError, KeyError, TypeError, IndexError):
             return
         self._bound[(cmd, meta.tobytes(), key)] = Bound(
-            cmd=cmd, ints=(op, n_op, ctr, sub), slot=slot, n_in=n_in, chain=chain, unmask=unmask, sub=sub, **rec)
+            cmd=cmd, ints=(op, n_op, ctr, sub), slot=slot, n_in=n_in, chain=chain, unmask=unmask, sub=sub, mask=mask,
+            **rec)
         self._bound_words += words
 
     def run_bound(self, cmd: str, arrays: list):
@@ -173,7 +174,7 @@ class BoundRequests:
             raise Refused("bad-request", "payload shape or type")
         self.aes_bytes += b.aes_in
         x = np.add(s, b.unmask, dtype=np.uint64)
-        x &= self.cfg.ring.mask
+        x &= b.mask
         cnt = self.cnt
         cnt.int_ops += b.n_in
         try:
@@ -189,6 +190,6 @@ class BoundRequests:
             real = np.add(y, b.zero_out, dtype=np.uint32, casting="unsafe")
         else:
             real = np.add(y, b.zero_out, dtype=np.uint64)
-            real &= self.cfg.ring.mask
+            real &= b.mask
         cnt.int_ops += 2 * b.n_out
         return [b.seeds, real]

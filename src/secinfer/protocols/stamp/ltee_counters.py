@@ -61,7 +61,7 @@ class CounterDiscipline:
                 if self.reserved and ctr + n_op > min(r[1] for r in self.reserved.values()):
                     raise Refused("stale-counter", f"operation {op} overlaps a reserved one")
                 used = set()
-            self.op_base = {k: ctr for k in self.ctr}
+            self.op_base = dict.fromkeys(self.ctr, ctr)
             self._advance([n_op, ctr])   # every counter advances by n [STAMP 4.2]
             self.op_last, self.op_n, self.used = op, n_op, used
         elif n_op != self.op_n:
@@ -101,8 +101,10 @@ class CounterDiscipline:
 
     def _advance(self, r: list) -> None:
         """Counters past the range of operation ``r`` = [n_op, first counter, ...]."""
-        for k in self.ctr:
-            self.ctr[k] = max(self.ctr[k], r[1] + r[0])
+        top, ctr = r[1] + r[0], self.ctr
+        for k in ctr:
+            if ctr[k] < top:
+                ctr[k] = top
 
     def _slot(self, stream: tuple, sub: int) -> int:
         return self.op_base[stream] + sub * (self.op_n // SLOTS)
