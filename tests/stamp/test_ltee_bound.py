@@ -13,7 +13,7 @@ from secinfer.arith.fixed import FixedPointConfig
 from secinfer.errors import FixedPointRangeError
 from secinfer.protocols.stamp import ltee_ahead, ltee_bound, ltee_device
 
-from test_ltee_ahead import _device, _expect, _raw, _requests, _same, _serve
+from test_ltee_ahead import _device, _expect, _requests, _same, _serve
 
 
 def _dev(index, bits):
