@@ -93,7 +93,8 @@ class AheadMemo:
         self._kept_streams.clear()
         self._kept_words = 0
         self._left = codes.size
-        todo = []
+        self._clear_bound()
+        todo, bind = [], []
         for k, code in enumerate(codes.tolist()):
             meta, raw = arrays[1 + 2 * k], arrays[2 + 2 * k]
             if not 0 <= code < len(EXPECTABLE):
@@ -103,6 +104,7 @@ class AheadMemo:
             key = _blob(raw)
             spec = _parse_spec(kernels, key, self.specs)
             todo += self._ahead_of(EXPECTABLE[code], [int(v) for v in meta], spec, kernels)
+            bind.append((EXPECTABLE[code], meta, key, spec))
         aes = self.aes_bytes            # (charged when used, not now)
         try:
             for j, label, ctr, n in todo:
@@ -116,6 +118,8 @@ class AheadMemo:
                     self._kept_words += n
         finally:
             self.aes_bytes = aes
+        for cmd, meta, key, spec in bind:    # their dispatch's input-independent part (``ltee_bound``)
+            self._bind(cmd, meta, key, spec, kernels)
         return []
 
     def _ahead_of(self, cmd: str, m: list, spec: dict, kernels) -> list:

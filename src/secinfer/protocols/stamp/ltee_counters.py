@@ -36,7 +36,11 @@ class CounterDiscipline:
         operation, a counter below the device's, a counter that differs from the
         operation's, or a second request of the same kind for the same slot is refused.
         Returns the first counter of the request's slot on ``stream``."""
-        op, n_op, ctr, sub = int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3])
+        return self._begin_ints(int(meta[0]), int(meta[1]), int(meta[2]), int(meta[3]), purpose, stream)
+
+    def _begin_ints(self, op: int, n_op: int, ctr: int, sub: int, purpose: str, stream: tuple) -> int:
+        """``_begin`` on the meta's first four fields already read as Python ints (a bound
+        request of ``ltee_bound`` has them from its announcement, byte-equal to the live meta)."""
         if op < self.op_last:
             raise Refused("stale-counter", f"operation {op} is older than {self.op_last}")
         if not 0 <= sub < SLOTS or n_op % SLOTS or not 0 <= n_op <= 1 << 40:
@@ -57,7 +61,7 @@ class CounterDiscipline:
                 if self.reserved and ctr + n_op > min(r[1] for r in self.reserved.values()):
                     raise Refused("stale-counter", f"operation {op} overlaps a reserved one")
                 used = set()
-            self.op_base = {k: ctr for k in self.ctr}
+            self.op_base = dict.fromkeys(self.ctr, ctr)
             self._advance([n_op, ctr])   # every counter advances by n [STAMP 4.2]
             self.op_last, self.op_n, self.used = op, n_op, used
         elif n_op != self.op_n:
@@ -97,8 +101,10 @@ class CounterDiscipline:
 
     def _advance(self, r: list) -> None:
         """Counters past the range of operation ``r`` = [n_op, first counter, ...]."""
-        for k in self.ctr:
-            self.ctr[k] = max(self.ctr[k], r[1] + r[0])
+        top, ctr = r[1] + r[0], self.ctr
+        for k in ctr:
+            if ctr[k] < top:
+                ctr[k] = top
 
     def _slot(self, stream: tuple, sub: int) -> int:
         return self.op_base[stream] + sub * (self.op_n // SLOTS)

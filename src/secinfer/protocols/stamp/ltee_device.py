@@ -65,6 +65,7 @@ from secinfer.arith.fixed import FixedPointConfig
 from secinfer.crypto.prg import PRF
 from secinfer.errors import FixedPointRangeError, FrameError, ProtocolError
 from secinfer.protocols.stamp.ltee_ahead import AheadMemo
+from secinfer.protocols.stamp.ltee_bound import BoundRequests
 from secinfer.protocols.stamp.ltee_counters import CounterDiscipline, Refused
 from secinfer.protocols.stamp.ltee_bus import (  # noqa: F401 - re-exported for host and tests
     BATCHABLE, EXP_BITS, MANT_BITS, OUT_MAC_DOMAIN, SLOTS, STREAMS, cert_message, dh_message, expand, label_prefix,
@@ -75,7 +76,7 @@ from secinfer.protocols.stamp.ltee_requests import (  # noqa: F401
     SPEC_CACHE, _blob, _kernels, _OpCount, _parse_spec, _preload_kernels, _ring_in)
 
 
-class Device(CounterDiscipline, AheadMemo):
+class Device(CounterDiscipline, AheadMemo, BoundRequests):
     def __init__(self) -> None:
         self._identity = Ed25519PrivateKey.generate()  # the device's own TRNG (OS CSPRNG here)
         self.identity_pub = self._identity.public_key().public_bytes(
@@ -112,6 +113,7 @@ class Device(CounterDiscipline, AheadMemo):
         self.chains: dict = {}  # their chains parsed (``kernels.Chain``), by the same bytes (``_chain``)
         self.spin_s = 0.0   # busy-poll budget of a wait after an online request (``cmd_ready``)
         self._init_ahead()  # seeds and expansions of announced requests (``ltee_ahead``, ``cmd_expect``)
+        self._init_bound()  # their dispatch prepared (``ltee_bound``)
 
     # ---- helpers -------------------------------------------------------------------------
     def _need_ready(self) -> None:
@@ -739,7 +741,7 @@ def serve(dev: Device, cmd: str, arrays: list) -> tuple[str, list]:
     try:
         if handler is None:
             raise Refused("bad-request", f"unknown command {cmd!r}")
-        res = handler(dev, arrays)
+        res = (dev._bound and dev.run_bound(cmd, arrays)) or handler(dev, arrays)   # (``ltee_bound``)
         tag = "ok"
     except Refused as r:
         res, tag = [np.frombuffer(f"{r.code}|{r.detail}".encode(), dtype=np.uint8)], "refused"
