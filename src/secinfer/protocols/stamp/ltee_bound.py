@@ -40,7 +40,7 @@ BOUND_MAX_WORDS = 1 << 22       # 64-bit words the bound records hold at once (3
 class Bound:
     """One announced request, prepared (``BoundRequests._bind``)."""
 
-    __slots__ = ("cmd", "ints", "purpose", "stream", "slot", "n_in", "n_out", "chain", "unmask", "sub",
+    __slots__ = ("cmd", "ints", "purpose", "stream", "slot", "n_in", "n_out", "chain", "unmask",
                  "zero_out", "seeds", "aes_in", "aes_out", "kept", "mask")
 
     def __init__(self, **kw) -> None:
@@ -140,7 +140,7 @@ class BoundRequests:
         except (ProtocolError, ValueError, KeyError, TypeError, IndexError):
             return
         self._bound[(cmd, meta.tobytes(), key)] = Bound(
-            cmd=cmd, ints=(op, n_op, ctr, sub), slot=slot, n_in=n_in, chain=chain, unmask=unmask, sub=sub, mask=mask,
+            cmd=cmd, ints=(op, n_op, ctr, sub), slot=slot, n_in=n_in, chain=chain, unmask=unmask, mask=mask,
             **rec)
         self._bound_words += words
 
