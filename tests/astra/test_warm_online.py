@@ -17,6 +17,7 @@ from secinfer.arith.fixed import FX64
 from secinfer.errors import ProtocolError
 from secinfer.protocols.astra import direct
 from secinfer.protocols.rep3 import linear as mdl
+from recording_ep import RecordingEndpoint  # tests/ helper
 
 
 class _Recorder:
@@ -26,27 +27,7 @@ class _Recorder:
         self.sent = {}
 
     def wrap(self, role, ep):
-        return _RecEP(ep, self.sent.setdefault(role, []))
-
-
-class _RecEP:
-    def __init__(self, ep, log) -> None:
-        object.__setattr__(self, "_ep", ep)
-        object.__setattr__(self, "_log", log)
-
-    def send(self, peer, tag, *arrays):
-        self._log.append((peer, tag, tuple(np.ascontiguousarray(a).tobytes() for a in arrays)))
-        return self._ep.send(peer, tag, *arrays)
-
-    def send_to_all(self, tag, *arrays):
-        for p in self._ep.peers:
-            self.send(p, tag, *arrays)
-
-    def __getattr__(self, name):
-        return getattr(self._ep, name)
-
-    def __setattr__(self, name, value):
-        setattr(self._ep, name, value)
+        return RecordingEndpoint(ep, self.sent.setdefault(role, []))
 
 
 def _model(task):

@@ -20,28 +20,11 @@ from secinfer.net.channel import run_local
 from secinfer.protocols.base import PartyJob
 from secinfer.protocols.registry import get
 from secinfer.protocols.stamp import online_plan, protocol
+from recording_ep import RecordingEndpoint  # tests/ helper
 
 ROLES = ("p0", "p1", "p2")
 _COUNTS = ("device_calls", "products", "sigma_reused", "rho_reused", "output_fused", "rho_from_device",
            "premultiplied")
-
-
-class _RecEP:
-    """An endpoint that records what its party sends, in order (peer, tag, bytes)."""
-
-    def __init__(self, ep, log) -> None:
-        object.__setattr__(self, "_ep", ep)
-        object.__setattr__(self, "_log", log)
-
-    def send(self, peer, tag, *arrays):
-        self._log.append((peer, tag, tuple(np.ascontiguousarray(a).tobytes() for a in arrays)))
-        return self._ep.send(peer, tag, *arrays)
-
-    def __getattr__(self, name):
-        return getattr(self._ep, name)
-
-    def __setattr__(self, name, value):
-        setattr(self._ep, name, value)
 
 
 def _run(graph, x, options, security="semi-honest"):
@@ -53,7 +36,7 @@ def _run(graph, x, options, security="semi-honest"):
             job = PartyJob(role=role, security=security, fixed=FX32, prg=PRG.for_tests(50 + k),
                            model=graph if role == spec.model_role else None,
                            input=x if role == spec.input_role else None, options=dict(options))
-            return spec.run_party(role, _RecEP(ep, sent[role]), job)
+            return spec.run_party(role, RecordingEndpoint(ep, sent[role]), job)
         return f
     res = run_local({r: party(r, k) for k, r in enumerate(ROLES)}, timeout=300)
     for v in res.values():
