@@ -85,3 +85,28 @@ def dealer_pairs(x: np.ndarray, seed: int = 5):
 def assert_aborted(res, honest=(0, 1, 2)):
     for i in honest:
         assert isinstance(res[i], ProtocolAbort), f"party {i} did not abort: {res[i]!r}"
+
+
+def run_recorded(graph, x, options, security="semi-honest", seed=30):
+    """The whole STAMP protocol on three in-process parties (``spec.run_party``), each one's
+    sends recorded in order (``RecordingEndpoint``): (results by role, sends by role). The
+    parties' PRGs are ``PRG.for_tests(seed + k)``, so two runs with one seed draw alike."""
+    from secinfer.protocols.base import PartyJob
+    from secinfer.protocols.registry import get
+    from recording_ep import RecordingEndpoint
+
+    spec = get("stamp")
+    sent = {r: [] for r in NAMES}
+
+    def party(role, k):
+        def f(ep):
+            job = PartyJob(role=role, security=security, fixed=FX32, prg=PRG.for_tests(seed + k),
+                           model=graph if role == spec.model_role else None,
+                           input=x if role == spec.input_role else None, options=dict(options))
+            return spec.run_party(role, RecordingEndpoint(ep, sent[role]), job)
+        return f
+    res = run_local({r: party(r, k) for k, r in enumerate(NAMES)}, timeout=300)
+    for v in res.values():
+        if isinstance(v, Exception):
+            raise v
+    return res, sent

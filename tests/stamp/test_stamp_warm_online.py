@@ -13,36 +13,18 @@ import pytest
 
 from secinfer.arith.fixed import FX32
 from secinfer.bench.peers_suite import build_workload, workload_input
-from secinfer.crypto.prg import PRG
 from secinfer.errors import ProtocolError
 from secinfer.ir.fixed_exec import run_fixed
 from secinfer.ir.onnx_import import load_model
-from secinfer.net.channel import run_local
-from secinfer.protocols.base import PartyJob
-from secinfer.protocols.registry import get
 from secinfer.protocols.stamp import input_offline
 from secinfer.protocols.stamp.input_offline import SignedWeight, half_product
-from recording_ep import RecordingEndpoint  # tests/ helper
+from stamp_harness import run_recorded  # tests/stamp helper
 
 ROLES = ("p0", "p1", "p2")
 
 
 def _run(graph, x, options):
-    spec = get("stamp")
-    sent = {r: [] for r in ROLES}
-
-    def party(role, k):
-        def f(ep):
-            job = PartyJob(role=role, security="semi-honest", fixed=FX32, prg=PRG.for_tests(30 + k),
-                           model=graph if role == spec.model_role else None,
-                           input=x if role == spec.input_role else None, options=dict(options))
-            return spec.run_party(role, RecordingEndpoint(ep, sent[role]), job)
-        return f
-    res = run_local({r: party(r, k) for k, r in enumerate(ROLES)}, timeout=300)
-    for v in res.values():
-        if isinstance(v, Exception):
-            raise v
-    return res, sent
+    return run_recorded(graph, x, options, seed=30)
 
 
 def _bus(info):
