@@ -94,7 +94,7 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
         # and validated there before the query (option stamp_ship_specs, default on; ``cmd_specs``)
         ops.ship_specs = bool(job.options.get("stamp_ship_specs", True))
         warm_online(job.options)   # (a bad value refused before any offline work)
-        online_plan_on(job.options)
+        plan_on = online_plan_on(job.options)   # (read once; a bad value refused here)
         if guard is not None:
             backend.set_range_guard(guard)
         env = share_model_and_input(eng, graph, job)
@@ -122,10 +122,10 @@ def _run_party(role: str, ep, job: PartyJob) -> PartyResult:
             if plan is not None and warm_online(job.options) and backend.send_ahead:
                 # the online steps once on scratch inputs, right before the "ready": nothing
                 # sent, asked of the device or taken (option stamp_warm_online; ``StampBackend.warm``)
-                if online_plan_on(job.options):   # traced, and compiled into a flat plan (``online_plan``)
+                if plan_on:   # traced, and compiled into a flat plan (``online_plan``)
                     backend.trace, ops.trace = [], []
                 backend.warm(graph, env, _client_input(eng, graph, None) if me == CLIENT else None)
-                fast = compile_plan(backend, graph, env) if online_plan_on(job.options) else None
+                fast = compile_plan(backend, graph, env) if plan_on else None
         # the three enter together; the engine's endpoint: hashes expected first are compared
         with online_together(eng.ep, me):
             link.set_online(True)    # the bus busy-polls in the online phase (``stamp_bus_spin_us``)
